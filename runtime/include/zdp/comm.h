@@ -1,0 +1,140 @@
+// Communicators: the collectives zdp needs, asynchronous on a device stream.
+// Backends: Gloo (CPU buffers; CUDA buffers staged through pinned host memory) and NCCL
+// (CUDA). Every call becomes one CollectiveDesc that feeds the backend's single launch
+// path and names the call in logs, errors and timeouts. This header includes no Gloo,
+// NCCL or CUDA header.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "zdp/device.h"
+#include "zdp/status.h"
+#include "zdp/store.h"
+
+namespace zdp {
+
+enum class DType : uint8_t { kF32 = 0, kF16, kBF16, kI64 };
+size_t dtype_size(DType dtype);
+const char* to_string(DType dtype);
+
+enum class ReduceOp : uint8_t { kSum = 0, kAvg, kMax };
+const char* to_string(ReduceOp op);
+
+enum class CollectiveOp : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+const char* to_string(CollectiveOp op);
+
+struct CollectiveDesc {
+  CollectiveOp op = CollectiveOp::kBarrier;
+  DType dtype = DType::kF32;
+  ReduceOp reduce = ReduceOp::kSum;
+  // Elements: of the whole buffer for all_reduce and broadcast; of one rank's slice for
+  // reduce_scatter (its output) and all_gather (its input), as in NCCL.
+  int64_t count = 0;
+  int root = 0;       // broadcast only
+  int64_t tag = -1;   // the caller's label, e.g. a bucket id; -1 when none
+  uint64_t seq = 0;   // per-communicator sequence number: equal on every rank for one call
+  int world_size = 1;
+
+  // Bytes of `count` elements.
+  int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
+  // "reduce_scatter #12 (tag 7, sum, 262144 x bf16 = 512.0 KiB per rank)"
+  std::string describe() const;
+};
+
+// "512.0 KiB", "12.50 MiB": the byte format used in every message.
+std::string format_bytes(int64_t bytes);
+
+struct CommOptions {
+  // A collective that has not completed after this long fails on this rank with kTimeout.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // Gloo: address of this rank's listening socket, seen by the other ranks. Empty picks
+  // 127.0.0.1 when `iface` is empty too (single node).
+  std::string hostname;
+  // Gloo: network interface to bind (e.g. "eth0"); takes precedence over hostname.
+  std::string iface;
+};
+
+// Rules common to all collectives:
+// - Asynchronous: the call validates its arguments and enqueues the work on `stream`
+//   after the stream's earlier work; completion and failure are observed through an
+//   event recorded on the stream afterwards (or stream.synchronize()). Buffers must stay
+//   valid and untouched until then.
+// - Every rank calls the same collectives in the same order with the same count, dtype
+//   and op (the sequence numbers then agree).
+// - Buffers are on the communicator's device (or pinned host memory for CUDA devices).
+// - In place is allowed: all_reduce with send == recv; reduce_scatter with
+//   recv == send + rank * count; all_gather with send == recv + rank * count.
+// - A collective that times out or whose peer died fails with an error naming the op,
+//   tag, bytes, sequence number and rank, and leaves the communicator failed: every
+//   later collective fails at once (kAborted) with that first error.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  Device& device() const { return device_; }
+  const CommOptions& options() const { return options_; }
+  virtual const char* backend() const = 0;
+
+  Status all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, Stream& stream,
+                    int64_t tag = -1);
+  // `send` holds world_size * recv_count elements; rank r receives the reduction of slice r.
+  Status reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op,
+                        Stream& stream, int64_t tag = -1);
+  // `recv` receives world_size * send_count elements, rank r's input at slice r.
+  Status all_gather(const void* send, void* recv, int64_t send_count, DType dtype, Stream& stream,
+                    int64_t tag = -1);
+  Status broadcast(void* buffer, int64_t count, DType dtype, int root, Stream& stream, int64_t tag = -1);
+  Status barrier(Stream& stream);
+
+  // Fails every pending and later collective with `reason` and releases the transport,
+  // so that no rank waits on a peer that will never come. Safe from any thread.
+  virtual void abort(const std::string& reason) = 0;
+  // The first failure of this communicator, or OK.
+  Status error() const;
+
+ protected:
+  Communicator(int rank, int world_size, Device& device, CommOptions options)
+      : rank_(rank), world_size_(world_size), device_(device), options_(std::move(options)) {}
+
+  struct Buffers {
+    const void* send = nullptr;
+    void* recv = nullptr;
+  };
+  // The backend's single enqueue path. `desc` is validated and numbered.
+  virtual Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) = 0;
+
+  // Records the first failure (later ones are dropped) and returns the error to report.
+  Status fail(const Status& status);
+  // "rank 1: reduce_scatter #3 (...)": the context every backend error starts with.
+  std::string context(const CollectiveDesc& desc) const;
+
+ private:
+  Status submit(CollectiveDesc desc, Buffers buffers, Stream& stream);
+
+  const int rank_;
+  const int world_size_;
+  Device& device_;
+  const CommOptions options_;
+  std::atomic<uint64_t> next_seq_{0};
+  mutable std::mutex error_mu_;
+  Status error_;
+};
+
+// Gloo over TCP, bootstrapped through `store` (every rank calls this with the same store
+// contents and world size). `device` may be a CPU or (in CUDA builds) a CUDA device.
+StatusOr<std::unique_ptr<Communicator>> create_gloo_communicator(Store& store, int rank, int world_size,
+                                                                 Device& device, const CommOptions& options);
+
+// NCCL on a CUDA device; the unique id travels through `store`. kUnavailable in builds
+// without NCCL.
+StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, int rank, int world_size,
+                                                                 Device& device, const CommOptions& options);
+
+}  // namespace zdp

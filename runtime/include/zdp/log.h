@@ -1,0 +1,51 @@
+// Logging: every line starts with "[rank r/K host]" so that interleaved output of many
+// ranks can be read and grepped. Level from ZDP_LOG_LEVEL (debug|info|warn|error).
+#pragma once
+
+#include <sstream>
+#include <string>
+
+namespace zdp {
+
+enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+// Who this process is; set once by the runtime when the rank is known (zdp::init, or a
+// communicator's creation). Before that a process is "rank 0/1".
+struct ProcessIdentity {
+  int rank = 0;
+  int world_size = 1;
+  std::string host;  // short host name
+};
+void set_process_identity(int rank, int world_size);
+ProcessIdentity process_identity();
+
+// "[rank 3/4 host]"
+std::string log_prefix();
+
+LogLevel log_threshold();
+void set_log_threshold(LogLevel level);
+
+// Writes one whole line to stderr (a single write(2) so lines of ranks never interleave).
+void log_line(LogLevel level, const char* file, int line, const std::string& message);
+
+namespace detail {
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {}
+  ~LogMessage() { log_line(level_, file_, line_, stream_.str()); }
+  std::ostringstream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  const char* file_;
+  int line_;
+  std::ostringstream stream_;
+};
+}  // namespace detail
+}  // namespace zdp
+
+// ZDP_LOG(kInfo) << "bucket " << b << " ready";
+#define ZDP_LOG(level)                                                  \
+  if (::zdp::LogLevel::level < ::zdp::log_threshold()) {                \
+  } else                                                                \
+    ::zdp::detail::LogMessage(::zdp::LogLevel::level, __FILE__, __LINE__).stream()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package zdp needs to build and test. Idempotent: packages
+# already present are left alone, and apt-get update runs only when something is missing.
+# The CUDA toolkit is optional and is never installed here: when nvcc is on PATH the
+# build compiles the CUDA code too (see ZDP_CUDA in CMakeLists.txt).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libgloo-dev            # CPU collectives (Gloo, TCP transport)
+  libgtest-dev libgmock-dev googletest   # unit and multi-process tests
+  libbenchmark-dev       # micro-benchmarks in bench/
+  libtomlplusplus-dev    # TOML configs
+  libcli11-dev           # command-line parsing for dp-launch / dp-ckpt
+  nlohmann-json3-dev     # manifests, traces, reports
+  libopenblas-dev        # CPU GEMMs
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
