@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds zdp with CUDA on a GPU machine and runs, in one go: the GPU tests, the whole
+# ctest suite, then the benchmarks that exist. Logs go to ${OUT:-out}/; a summary of
+# every step is printed at the end, and the exit code is non-zero if any step failed.
+#
+#   bash tests/gpu/run.sh            # from the repository root (or anywhere)
+#   OUT=/tmp/gpu-logs JOBS=8 bash tests/gpu/run.sh
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+out="${OUT:-out}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+build="$repo/build-gpu"
+jobs="${JOBS:-$(nproc)}"
+
+declare -a summary=()
+failed=0
+
+# step NAME LOGFILE CMD...: runs CMD with its output in LOGFILE (and the tail on the
+# console when it fails); records the outcome and the time it took.
+step() {
+  local name="$1" log="$out/$2"
+  shift 2
+  local start=$SECONDS rc=0
+  echo "== $name (log: $log)"
+  "$@" >"$log" 2>&1 || rc=$?
+  local took=$((SECONDS - start))
+  if ((rc == 0)); then
+    summary+=("PASS  $name (${took}s)")
+  else
+    failed=1
+    summary+=("FAIL  $name (exit $rc, ${took}s; see $log)")
+    echo "-- $name failed (exit $rc); last lines of $log:"
+    tail -n 40 "$log" || true
+  fi
+  return 0
+}
+
+print_summary() {
+  echo
+  echo "================ GPU run summary ================"
+  echo "host: $(hostname)  commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' || true
+  fi
+  local line
+  for line in "${summary[@]}"; do echo "$line"; done
+  echo "logs: $out"
+  if ((failed)); then echo "RESULT: FAILED"; else echo "RESULT: OK"; fi
+}
+trap print_summary EXIT
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+
+# A failed install is only a warning: the packages the build needs may all be there, and
+# if not, configure says which one is missing.
+echo "== install dependencies (log: $out/install-deps.log)"
+if bash scripts/install-deps.sh >"$out/install-deps.log" 2>&1; then
+  summary+=("PASS  install dependencies")
+else
+  summary+=("WARN  install dependencies failed (see $out/install-deps.log); continuing")
+  tail -n 20 "$out/install-deps.log" || true
+fi
+rm -rf "$build"
+step "configure (ZDP_CUDA=ON)" configure.log \
+  cmake -S . -B "$build" -G Ninja -DZDP_CUDA=ON -DZDP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if ((failed)); then exit 1; fi
+step "build" build.log cmake --build "$build" -j "$jobs"
+if ((failed)); then exit 1; fi
+
+step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600
+step "ctest (all)" ctest-all.log ctest --test-dir "$build" --output-on-failure -j 4 --timeout 600
+
+# Benchmarks: whichever have been built. Each prints its own table into its log.
+shopt -s nullglob
+ran_bench=0
+for bench in "$build"/bench/*; do
+  [ -f "$bench" ] && [ -x "$bench" ] || continue
+  name="$(basename "$bench")"
+  step "bench $name" "bench-$name.log" timeout 900 "$bench"
+  ran_bench=1
+done
+if ((ran_bench == 0)); then summary+=("SKIP  benchmarks (none built)"); fi
+
+# The ctest summary lines, for a quick look without opening the logs.
+for log in ctest-gpu.log ctest-all.log; do
+  [ -f "$out/$log" ] && grep -E "tests passed|tests failed|Total Test time" "$out/$log" | sed "s/^/$log: /" || true
+done
+
+exit "$failed"
