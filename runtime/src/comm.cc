@@ -164,9 +164,8 @@ Status Communicator::fail(const Status& status) {
   if (error_.ok()) {
     error_ = status;
     ZDP_LOG(kError) << backend() << " communicator failed: " << status.to_string();
-    return status;
   }
-  return status;
+  return error_;
 }
 
 std::string Communicator::context(const CollectiveDesc& desc) const {

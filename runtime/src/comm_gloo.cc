@@ -3,6 +3,7 @@
 // ordered on the caller's stream). Reduce-scatter is our ring (gloo_reduce_scatter.h).
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 
@@ -11,10 +12,9 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
+#include <gloo/context.h>
 
+#include "gloo_context.h"
 #include "gloo_reduce_scatter.h"
 #include "host_reduce.h"
 #include "zdp/comm.h"
@@ -24,29 +24,6 @@ namespace zdp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Gloo's rendezvous talks to a gloo::rendezvous::Store; ours is a zdp::Store. Gloo
-// expects failures as exceptions, which create_gloo_communicator turns back into Status.
-class GlooStoreAdapter final : public gloo::rendezvous::Store {
- public:
-  GlooStoreAdapter(zdp::Store& store, std::chrono::milliseconds timeout) : store_(store), timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(key, std::string(data.begin(), data.end())).throw_if_error();
-  }
-  std::vector<char> get(const std::string& key) override {
-    const std::string value = store_.get(key, timeout_).value();
-    return std::vector<char>(value.begin(), value.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    store_.wait(keys, timeout).throw_if_error();
-  }
-
- private:
-  zdp::Store& store_;
-  std::chrono::milliseconds timeout_;
-};
 
 std::string seconds(Clock::duration d) {
   char buf[32];
@@ -89,21 +66,40 @@ class GlooCommunicator final : public Communicator {
                    std::shared_ptr<gloo::Context> context)
       : Communicator(rank, world_size, device, std::move(options)), context_(std::move(context)) {}
 
+  // Collectives still running hold `this`: wait for them (each ends by its timeout).
+  ~GlooCommunicator() override {
+    std::unique_lock<std::mutex> lock(streams_mu_);
+    idle_.wait(lock, [this] {
+      for (auto& [stream, ps] : streams_) {
+        if (ps.in_flight > 0) return false;
+      }
+      return true;
+    });
+  }
+
   const char* backend() const override { return "gloo"; }
 
   void abort(const std::string& reason) override {
-    (void)fail(Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
-    // Closing the pairs wakes collectives blocked on a peer with an IoException.
+    const Status first =
+        fail(Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
+    // Peers blocked on this rank see the closed connections and fail at once.
     if (context_) context_->closeConnections();
+    // This Gloo cannot interrupt a local wait, so release our own waiters: the streams
+    // with collectives in flight fail now; the blocked host task ends at its timeout.
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    for (auto& [stream, ps] : streams_) {
+      if (ps.in_flight > 0) stream->abort(first);
+    }
   }
 
  protected:
   Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
     PerStream& ps = per_stream(stream);
     if (device().kind() == DeviceKind::kCpu) {
-      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps] {
-        return run(desc, buffers.send, buffers.recv, ps);
-      });
+      begin(ps);
+      return undo_if_failed(ps, stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps] {
+        return finish(ps, run(desc, buffers.send, buffers.recv, ps));
+      }));
     }
     // CUDA buffers: stage through pinned host memory, ordered on the caller's stream.
     const IoBytes io = io_bytes(desc);
@@ -116,9 +112,10 @@ class GlooCommunicator final : public Communicator {
       host_recv = stage_in;  // in place stays in place
     }
     if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
-    ZDP_RETURN_IF_ERROR(stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps] {
-      return run(desc, host_send, host_recv, ps);
-    }));
+    begin(ps);
+    ZDP_RETURN_IF_ERROR(undo_if_failed(ps, stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps] {
+      return finish(ps, run(desc, host_send, host_recv, ps));
+    })));
     if (io.out > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(buffers.recv, host_recv, io.out));
     return Status::Ok();
   }
@@ -129,11 +126,31 @@ class GlooCommunicator final : public Communicator {
     std::unique_ptr<char[]> rs_scratch;
     size_t rs_scratch_bytes = 0;
     DeviceBuffer staging;  // CUDA builds: pinned host memory
+    int in_flight = 0;     // enqueued, not finished (guarded by streams_mu_)
   };
 
   PerStream& per_stream(Stream& stream) {
     std::lock_guard<std::mutex> lock(streams_mu_);
     return streams_[&stream];  // node-based map: references stay valid
+  }
+
+  // A collective is in flight from just before it is enqueued until its host task ends.
+  // A stream with work in flight cannot be destroyed (its destructor drains), so abort()
+  // may touch it.
+  void begin(PerStream& ps) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    ++ps.in_flight;
+  }
+  Status undo_if_failed(PerStream& ps, Status enqueued) {
+    return enqueued.ok() ? enqueued : finish(ps, enqueued);
+  }
+  Status finish(PerStream& ps, Status result) {
+    {
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      --ps.in_flight;
+    }
+    idle_.notify_all();
+    return result;
   }
 
   Status ensure_staging(PerStream& ps, Stream& stream, size_t bytes) {
@@ -158,6 +175,9 @@ class GlooCommunicator final : public Communicator {
     } catch (const gloo::IoException& e) {
       const std::string what = e.what();
       const auto elapsed = Clock::now() - start;
+      // The context is dead after an IoException. Closing our connections now makes peers
+      // blocked on this rank fail at once instead of at their own timeout.
+      context_->closeConnections();
       if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
         return fail(Status(StatusCode::kTimeout, context(desc) + ": timed out after " + seconds(elapsed) +
                                                      " (collective timeout " + seconds(options().timeout) +
@@ -250,6 +270,7 @@ class GlooCommunicator final : public Communicator {
 
   std::shared_ptr<gloo::Context> context_;  // null for a world of 1
   std::mutex streams_mu_;
+  std::condition_variable idle_;  // signalled when a collective finishes
   std::map<Stream*, PerStream> streams_;
 };
 
@@ -274,28 +295,9 @@ StatusOr<std::unique_ptr<Communicator>> create_gloo_communicator(Store& store, i
   if (world_size == 1) {
     return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, nullptr));
   }
-  try {
-    gloo::transport::tcp::attr attr;
-    if (!options.iface.empty()) {
-      attr.iface = options.iface;
-    } else {
-      attr.hostname = options.hostname.empty() ? "127.0.0.1" : options.hostname;
-    }
-    auto transport = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
-    context->setTimeout(options.timeout);
-    PrefixStore prefixed("gloo/" + std::to_string(generation), store);
-    GlooStoreAdapter adapter(prefixed, options.timeout);
-    const auto start = Clock::now();
-    context->connectFullMesh(adapter, transport);
-    ZDP_LOG(kDebug) << "gloo: connected " << world_size << " ranks in " << seconds(Clock::now() - start);
-    return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, context));
-  } catch (const zdp::Error& e) {
-    return e.status().with_context(where + ": rendezvous through the store failed");
-  } catch (const std::exception& e) {
-    return Status(StatusCode::kPeerFailure, where + ": connecting to the other " + std::to_string(world_size - 1) +
-                                                " ranks failed: " + e.what());
-  }
+  ZDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context,
+                       connect_gloo_context(store, "gloo/" + std::to_string(generation), rank, world_size, options));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, std::move(context)));
 }
 
 }  // namespace zdp

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <thread>
+#include <vector>
 
 #include "zdp/comm.h"  // format_bytes
 #include "zdp/device.h"
@@ -99,17 +100,20 @@ class CpuStream final : public Stream {
       std::lock_guard<std::mutex> lock(state->mu);
       generation = ++state->recorded;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_records_.emplace_back(state, generation);
+    }
     // Runs even after a failure, to hand that failure to the event's waiters.
     push(Item{"record event", [this, state, generation] {
-                const Status stream_status = error();
-                {
-                  std::lock_guard<std::mutex> lock(state->mu);
-                  if (generation > state->completed) {
-                    state->completed = generation;
-                    state->status = stream_status;
+                complete(*state, generation, error());
+                std::lock_guard<std::mutex> lock(mu_);
+                for (auto it = pending_records_.begin(); it != pending_records_.end(); ++it) {
+                  if (it->first == state && it->second == generation) {
+                    pending_records_.erase(it);
+                    break;
                   }
                 }
-                state->cv.notify_all();
                 return Status::Ok();
               },
               true});
@@ -142,7 +146,8 @@ class CpuStream final : public Stream {
     CpuEvent done;
     ZDP_RETURN_IF_ERROR(record(done));
     Status s = done.wait(timeout);
-    if (s.code() == StatusCode::kTimeout) {
+    // Not s.code(): a collective that timed out also reports kTimeout through the event.
+    if (!done.ready()) {
       return Status(StatusCode::kTimeout, "stream '" + name_ + "' still busy after " +
                                               std::to_string(timeout.count()) + " ms (synchronize)");
     }
@@ -156,7 +161,31 @@ class CpuStream final : public Stream {
 
   void* native_handle() override { return nullptr; }
 
+  void abort(const Status& reason) override {
+    std::vector<std::pair<std::shared_ptr<CpuEventState>, uint64_t>> pending;
+    Status first;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.ok()) error_ = reason;
+      first = error_;
+      pending.swap(pending_records_);
+    }
+    for (auto& [state, generation] : pending) complete(*state, generation, first);
+  }
+
  private:
+  // Marks `state` reached up to `generation` with `status` (an earlier completion by
+  // abort() wins over the record item that arrives later).
+  static void complete(CpuEventState& state, uint64_t generation, const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      if (generation <= state.completed) return;
+      state.completed = generation;
+      state.status = status;
+    }
+    state.cv.notify_all();
+  }
+
   struct Item {
     std::string what;
     HostTask task;
@@ -204,6 +233,8 @@ class CpuStream final : public Stream {
   std::deque<Item> queue_;
   bool stopping_ = false;
   Status error_;
+  // Event records enqueued but not yet reached: abort() releases their waiters.
+  std::vector<std::pair<std::shared_ptr<CpuEventState>, uint64_t>> pending_records_;
   std::thread worker_;  // last: started after everything it uses exists
 };
 

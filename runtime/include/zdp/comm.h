@@ -110,7 +110,8 @@ class Communicator {
   // The backend's single enqueue path. `desc` is validated and numbered.
   virtual Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) = 0;
 
-  // Records the first failure (later ones are dropped) and returns the error to report.
+  // Records `status` if it is the first failure and returns the first failure: the root
+  // cause (e.g. an abort) is what every later error reports.
   Status fail(const Status& status);
   // "rank 1: reduce_scatter #3 (...)": the context every backend error starts with.
   std::string context(const CollectiveDesc& desc) const;

@@ -130,6 +130,11 @@ class Stream {
   virtual Status synchronize(std::chrono::milliseconds timeout) = 0;
   // The first failure of this stream's work, or OK.
   virtual Status error() = 0;
+  // Fails the stream now with `reason` (unless it failed already): queued work is skipped
+  // and whoever waits on its events or in synchronize() is released with the failure at
+  // once, even while a host task is still running (that task ends on its own, e.g. at its
+  // collective timeout). How a communicator abandons a collective blocked on a dead peer.
+  virtual void abort(const Status& reason) = 0;
   // cudaStream_t on CUDA, nullptr on CPU.
   virtual void* native_handle() = 0;
 };

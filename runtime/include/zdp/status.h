@@ -78,6 +78,7 @@ class [[nodiscard]] StatusOr {
   T&& value() && { check(); return std::move(*value_); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 

@@ -128,8 +128,15 @@ class CudaEvent final : public Event {
   Status wait(std::chrono::milliseconds timeout) override {
     ZDP_RETURN_IF_ERROR(set_device(device_index_));
     bool timed_out = false;
-    const cudaError_t err = poll_until_done([this] { return cudaEventQuery(event_); }, timeout, &timed_out);
     const Recorded rec = recorded();
+    // A stream failure before the event (e.g. Stream::abort while a host task still blocks
+    // the GPU stream) ends the wait at once: the failure is the answer.
+    const cudaError_t err = poll_until_done(
+        [this, &rec] {
+          if (rec.state && !rec.state->error_before(rec.position).ok()) return cudaSuccess;
+          return cudaEventQuery(event_);
+        },
+        timeout, &timed_out);
     const std::string where = rec.state ? " on stream '" + rec.state->name() + "'" : std::string();
     if (timed_out) {
       return Status(StatusCode::kTimeout, "event" + where + " not reached after " + std::to_string(timeout.count()) +
@@ -257,7 +264,12 @@ class CudaStream final : public Stream {
   Status synchronize(std::chrono::milliseconds timeout) override {
     ZDP_RETURN_IF_ERROR(set_device(device_.index()));
     bool timed_out = false;
-    const cudaError_t err = poll_until_done([this] { return cudaStreamQuery(stream_); }, timeout, &timed_out);
+    const cudaError_t err = poll_until_done(
+        [this] {
+          if (!state_->error().ok()) return cudaSuccess;  // failed (or aborted): nothing to wait for
+          return cudaStreamQuery(stream_);
+        },
+        timeout, &timed_out);
     if (timed_out) {
       return Status(StatusCode::kTimeout, "stream '" + name_ + "' on " + device_.name() + " still busy after " +
                                               std::to_string(timeout.count()) + " ms (synchronize)");
@@ -268,6 +280,10 @@ class CudaStream final : public Stream {
 
   Status error() override { return state_->error(); }
   void* native_handle() override { return stream_; }
+
+  // Pinned at position 0: every event of this stream waited on afterwards reports the
+  // abort, even one whose work had completed (an aborted stream is not to be trusted).
+  void abort(const Status& reason) override { state_->fail(0, reason); }
 
   cuda::StreamHandle handle() const { return cuda::StreamHandle{stream_, device_.index(), state_}; }
 
