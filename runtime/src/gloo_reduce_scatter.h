@@ -6,7 +6,7 @@
 //
 // What it costs: a ring of K ranks, K-1 steps. Each rank sends and receives
 // (K-1)/K * N bytes (N = the whole input), the bandwidth-optimal volume, and performs
-// (K-1) slice reductions. Each slice is cut into segments of up to 1 MiB and the ring is
+// (K-1) slice reductions. Each slice is cut into two segments (1-16 MiB) and the ring is
 // pipelined: a segment is reduced and forwarded while the next one is still arriving,
 // and receives run up to one step ahead. Scratch: two slices, owned by the caller and
 // reused across calls.
