@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH) and
+# runs the whole test suite with ctest. Used by the README and by .ci/run.
+#   BUILD_DIR=build (default)   CI=true turns warnings into errors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+build_dir="${BUILD_DIR:-build}"
+werror=OFF
+[ -n "${CI:-}" ] && werror=ON
+cmake -S . -B "$build_dir" -G Ninja -DZDP_WERROR="$werror"
+cmake --build "$build_dir" -j "$(nproc)"
+ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 600
