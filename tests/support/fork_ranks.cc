@@ -70,19 +70,21 @@ std::vector<RankResult> fork_ranks(int world_size, const RankBody& body, const F
   int running = 0;
   for (pid_t p : pids) running += p > 0 ? 1 : 0;
   while (running > 0) {
-    int wstatus = 0;
-    const pid_t done = ::waitpid(-1, &wstatus, WNOHANG);
-    if (done > 0) {
-      for (int r = 0; r < world_size; ++r) {
-        if (pids[static_cast<size_t>(r)] != done) continue;
-        RankResult& res = results[static_cast<size_t>(r)];
-        if (WIFEXITED(wstatus)) res.exit_code = WEXITSTATUS(wstatus);
-        if (WIFSIGNALED(wstatus)) res.signal = WTERMSIG(wstatus);
-        pids[static_cast<size_t>(r)] = -1;
-        --running;
-      }
-      continue;
+    // Only our own children: the caller may have other child processes.
+    bool reaped = false;
+    for (int r = 0; r < world_size; ++r) {
+      pid_t& pid = pids[static_cast<size_t>(r)];
+      if (pid <= 0) continue;
+      int wstatus = 0;
+      if (::waitpid(pid, &wstatus, WNOHANG) != pid) continue;
+      RankResult& res = results[static_cast<size_t>(r)];
+      if (WIFEXITED(wstatus)) res.exit_code = WEXITSTATUS(wstatus);
+      if (WIFSIGNALED(wstatus)) res.signal = WTERMSIG(wstatus);
+      pid = -1;
+      --running;
+      reaped = true;
     }
+    if (reaped) continue;
     if (std::chrono::steady_clock::now() >= deadline) {
       for (int r = 0; r < world_size; ++r) {
         if (pids[static_cast<size_t>(r)] <= 0) continue;

@@ -64,9 +64,9 @@ class Error : public std::runtime_error {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
-    if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr constructed from an OK status without a value");
-  }
+  StatusOr(Status status)  // NOLINT: implicit by design
+      : status_(status.ok() ? Status(StatusCode::kInternal, "StatusOr constructed from an OK status without a value")
+                            : std::move(status)) {}
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
 
   bool ok() const { return status_.ok(); }
