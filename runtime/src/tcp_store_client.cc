@@ -133,6 +133,20 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     return Status::Ok();
   }
 
+  // Presents the job secret; the server answers OK or refuses and hangs up.
+  Status authenticate(const std::string& secret) {
+    Request request;
+    request.op = Op::kAuth;
+    request.value = secret;
+    sent_secret_ = true;
+    ZDP_ASSIGN_OR_RETURN(Response response, call("auth", request, kRequestTimeout));
+    if (response.reply == Reply::kInvalidArgument) {
+      return Status(StatusCode::kInvalidArgument, context() + " refused this client: " + response.message +
+                                                      " (check ZDP_JOB_SECRET)");
+    }
+    return Status::Ok();
+  }
+
   StatusOr<bool> check(const std::vector<std::string>& keys) override {
     Request request;
     request.op = Op::kCheck;
@@ -170,7 +184,10 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
     std::string message = s.message();
     if (s.code() == StatusCode::kTimeout) message = "no reply within " + seconds_text(reply_timeout);
-    if (s.code() == StatusCode::kPeerFailure) message = "the server closed the connection";
+    if (s.code() == StatusCode::kPeerFailure) {
+      message = "the server closed the connection";
+      if (!sent_secret_) message += " (a store that requires a job secret does this: set ZDP_JOB_SECRET)";
+    }
     // The server drops requests over its max_message_bytes by closing the connection.
     if (frame.size() > (1u << 20)) message += " (the request was " + std::to_string(frame.size()) +
                                              " bytes; the server may refuse requests over its max_message_bytes)";
@@ -182,6 +199,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   const std::string address_;  // "host:port", in every error
   std::mutex mu_;              // one request/reply on the wire at a time
+  bool sent_secret_ = false;   // for the hint when the server hangs up
   const int fd_;
   std::string broken_;  // why the connection broke; empty while it works
 };
@@ -189,7 +207,8 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 }  // namespace
 
 StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::string& host, int port,
-                                                                  std::chrono::milliseconds connect_timeout) {
+                                                                  std::chrono::milliseconds connect_timeout,
+                                                                  const std::string& secret) {
   const std::string address = host + ":" + std::to_string(port);
   if (port <= 0 || port > 65535) {
     return Status(StatusCode::kInvalidArgument, "store at " + address + ": port is not in 1..65535");
@@ -211,7 +230,9 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
       ::freeaddrinfo(addrs);
       if (fd >= 0) {
         ZDP_LOG(kDebug) << "connected to the store at " << address << " after " << attempts << " attempt(s)";
-        return std::unique_ptr<TcpStoreClient>(std::make_unique<TcpStoreClientImpl>(fd, address));
+        auto client = std::make_unique<TcpStoreClientImpl>(fd, address);
+        if (!secret.empty()) ZDP_RETURN_IF_ERROR(client->authenticate(secret));
+        return std::unique_ptr<TcpStoreClient>(std::move(client));
       }
     } else if (rc == EAI_AGAIN) {
       last_error = ::gai_strerror(rc);  // a resolver hiccup: worth retrying

@@ -123,7 +123,7 @@ class Reader {
   std::string error_;
 };
 
-bool valid_op(uint8_t op) { return op >= static_cast<uint8_t>(Op::kSet) && op <= static_cast<uint8_t>(Op::kCheck); }
+bool valid_op(uint8_t op) { return op >= static_cast<uint8_t>(Op::kSet) && op <= static_cast<uint8_t>(Op::kAuth); }
 
 int poll_timeout_ms(Clock::time_point deadline) {
   if (deadline == kNoDeadline) return -1;
@@ -171,6 +171,7 @@ const char* op_name(Op op) {
     case Op::kAdd: return "add";
     case Op::kWait: return "wait";
     case Op::kCheck: return "check";
+    case Op::kAuth: return "auth";
   }
   return "unknown op";
 }
@@ -201,6 +202,11 @@ Status check_request_limits(const Request& request) {
       }
       for (const std::string& key : request.keys) ZDP_RETURN_IF_ERROR(check_key(key));
       return Status::Ok();
+    case Op::kAuth:
+      if (request.value.size() > kMaxKeyBytes) {
+        return Status(StatusCode::kInvalidArgument, "job secret longer than " + std::to_string(kMaxKeyBytes) + " bytes");
+      }
+      return Status::Ok();
   }
   return Status(StatusCode::kInternal, "check_request_limits: unknown op");
 }
@@ -214,6 +220,7 @@ std::string encode_request(const Request& request) {
     case Op::kAdd: w.str(request.key); w.i64(request.number); break;
     case Op::kWait: w.strs(request.keys); w.i64(request.number); break;
     case Op::kCheck: w.strs(request.keys); break;
+    case Op::kAuth: w.str(request.value); break;
   }
   return std::move(w).frame();
 }
@@ -240,6 +247,9 @@ Status decode_request(std::string_view payload, Request* request) {
       break;
     case Op::kCheck:
       r.strs(&request->keys, kMaxKeyBytes, "keys");
+      break;
+    case Op::kAuth:
+      r.str(&request->value, kMaxKeyBytes, "secret");
       break;
   }
   return r.finish("store request");

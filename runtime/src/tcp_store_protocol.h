@@ -33,7 +33,9 @@ inline constexpr uint32_t kMaxKeysPerRequest = 1u << 16;
 // a garbage length from a non-zdp peer must not make it allocate gigabytes.
 inline constexpr uint64_t kMaxResponseBytes = 1ull << 30;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
+// kAuth carries the job secret in `value`; a server with a secret serves nothing else
+// on a connection until it has been presented.
+enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5, kAuth = 6 };
 enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kInvalidArgument = 2 };
 
 // "set", "get", ...: for messages.
@@ -42,7 +44,7 @@ const char* op_name(Op op);
 struct Request {
   Op op = Op::kSet;
   std::string key;                // set, get, add
-  std::string value;              // set
+  std::string value;              // set; auth: the job secret
   std::vector<std::string> keys;  // wait, check
   int64_t number = 0;             // get, wait: timeout in ms; add: delta
 };

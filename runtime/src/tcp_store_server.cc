@@ -70,9 +70,11 @@ bool peer_hung_up(int fd) {
 
 class TcpStoreServerImpl final : public TcpStoreServer {
  public:
-  TcpStoreServerImpl(int listen_fd, int wake_read_fd, int wake_write_fd, int port, uint64_t max_message_bytes)
+  TcpStoreServerImpl(int listen_fd, int wake_read_fd, int wake_write_fd, int port, uint64_t max_message_bytes,
+                     std::string secret)
       : port_(port),
         max_message_bytes_(max_message_bytes),
+        secret_(std::move(secret)),
         listen_fd_(listen_fd),
         wake_read_fd_(wake_read_fd),
         wake_write_fd_(wake_write_fd) {}
@@ -88,6 +90,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     std::string peer;
     std::thread thread;
     std::atomic<bool> done{false};
+    bool authenticated = false;       // presented the job secret (or none is required)
+    bool close_after_reply = false;   // refused: answer, then hang up
   };
   enum class WaitResult { kReady, kTimeout, kAbandoned };
 
@@ -96,12 +100,14 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void reap_finished();
   void serve(Connection* conn);
   // False when the request was abandoned (server stopping, client gone): close quietly.
-  bool handle(const Connection& conn, const Request& request, Response* response);
+  bool handle(Connection& conn, const Request& request, Response* response);
+  bool authenticate(Connection& conn, const Request& request, Response* response);
   WaitResult wait_for_keys(const Connection& conn, const std::vector<std::string>& keys,
                            std::chrono::milliseconds timeout, std::vector<std::string>* missing);
 
   const int port_;
   const uint64_t max_message_bytes_;
+  const std::string secret_;
   const int listen_fd_;
   const int wake_read_fd_;
   const int wake_write_fd_;
@@ -228,6 +234,7 @@ void TcpStoreServerImpl::serve(Connection* conn) {
       }
       break;
     }
+    if (conn->close_after_reply) break;
   }
   std::lock_guard<std::mutex> lock(conns_mu_);
   ::close(conn->fd);
@@ -235,9 +242,38 @@ void TcpStoreServerImpl::serve(Connection* conn) {
   conn->done = true;
 }
 
-bool TcpStoreServerImpl::handle(const Connection& conn, const Request& request, Response* response) {
+// Constant time over the bytes: the time to refuse does not tell how much of a guess was
+// right (only whether its length was).
+bool same_secret(const std::string& presented, const std::string& expected) {
+  if (presented.size() != expected.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
+  return diff == 0;
+}
+
+bool TcpStoreServerImpl::authenticate(Connection& conn, const Request& request, Response* response) {
+  if (request.op != Op::kAuth) {
+    ZDP_LOG(kWarn) << "store server :" << port_ << ": refused " << conn.peer
+                   << ": a " << op_name(request.op) << " request without the job secret";
+    return false;
+  }
+  if (!same_secret(request.value, secret_)) {
+    ZDP_LOG(kWarn) << "store server :" << port_ << ": refused " << conn.peer << ": wrong job secret";
+    response->reply = Reply::kInvalidArgument;
+    response->message = "wrong job secret";
+    conn.close_after_reply = true;
+    return true;
+  }
+  conn.authenticated = true;
+  return true;
+}
+
+bool TcpStoreServerImpl::handle(Connection& conn, const Request& request, Response* response) {
+  if (!secret_.empty() && !conn.authenticated) return authenticate(conn, request, response);
   const std::chrono::milliseconds timeout(request.number);
   switch (request.op) {
+    case Op::kAuth:
+      return true;  // no secret required, or presented again: nothing to check
     case Op::kSet:
       (void)data_.set(request.key, request.value);  // in memory: cannot fail
       return true;
@@ -368,7 +404,8 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreSe
     ::close(listen_fd);
     return Status(StatusCode::kIoError, "store server: pipe: " + error);
   }
-  auto server = std::make_unique<TcpStoreServerImpl>(listen_fd, wake[0], wake[1], port, max_message_bytes);
+  auto server =
+      std::make_unique<TcpStoreServerImpl>(listen_fd, wake[0], wake[1], port, max_message_bytes, options.secret);
   try {
     server->start_accepting();
   } catch (const std::system_error& e) {

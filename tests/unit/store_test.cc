@@ -641,3 +641,46 @@ TEST(TcpStore, StopWhileAClientWaitsFailsTheWaitPromptly) {
 
 }  // namespace
 }  // namespace zdp
+
+namespace zdp {
+namespace {
+
+// The job secret: a client must present it before anything else, or it is refused.
+TEST(TcpStoreSecret, OnlyClientsWithTheSecretAreServed) {
+  TcpStoreServerOptions options;
+  options.secret = "s3cret-0123456789";
+  auto server = TcpStoreServer::start(options);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const int port = (*server)->port();
+
+  auto good = TcpStoreClient::connect("127.0.0.1", port, std::chrono::seconds(5), "s3cret-0123456789");
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  ASSERT_TRUE((*good)->set("k", "v").ok());
+
+  auto wrong = TcpStoreClient::connect("127.0.0.1", port, std::chrono::seconds(5), "s3cret-0123456780");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("wrong job secret"), std::string::npos) << wrong.status().message();
+
+  auto none = TcpStoreClient::connect("127.0.0.1", port, std::chrono::seconds(5));
+  ASSERT_TRUE(none.ok());  // the TCP connection itself is accepted...
+  auto value = (*none)->get("k", std::chrono::seconds(1));
+  ASSERT_FALSE(value.ok());  // ...but no request is served without the secret
+  EXPECT_NE(value.status().message().find("ZDP_JOB_SECRET"), std::string::npos) << value.status().message();
+
+  // The refused clients did not disturb the good one.
+  auto got = (*good)->get("k", std::chrono::seconds(1));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "v");
+}
+
+TEST(TcpStoreSecret, AServerWithoutSecretAcceptsClientsThatSendOne) {
+  auto server = TcpStoreServer::start(TcpStoreServerOptions{});
+  ASSERT_TRUE(server.ok());
+  auto client = TcpStoreClient::connect("127.0.0.1", (*server)->port(), std::chrono::seconds(5), "anything");
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  EXPECT_TRUE((*client)->set("a", "1").ok());
+}
+
+}  // namespace
+}  // namespace zdp

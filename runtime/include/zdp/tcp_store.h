@@ -19,6 +19,9 @@ struct TcpStoreServerOptions {
   int port = 0;
   // Largest request accepted; a larger (or malformed) one closes that connection only.
   int64_t max_message_bytes = 64ll << 20;
+  // The job secret. Non-empty: a client must present it before its first request, or the
+  // connection is refused (and logged with the client's address). Empty: no check.
+  std::string secret;
 };
 
 class TcpStoreServer {
@@ -34,9 +37,11 @@ class TcpStoreServer {
 class TcpStoreClient : public Store {
  public:
   // Connects to host:port, retrying refused/unreachable connections until
-  // `connect_timeout` has passed (the server may start after the ranks).
+  // `connect_timeout` has passed (the server may start after the ranks), then presents
+  // `secret` when it is not empty (a refusal is kInvalidArgument naming the store).
   static StatusOr<std::unique_ptr<TcpStoreClient>> connect(const std::string& host, int port,
-                                                          std::chrono::milliseconds connect_timeout);
+                                                          std::chrono::milliseconds connect_timeout,
+                                                          const std::string& secret = "");
 };
 
 }  // namespace zdp
