@@ -44,8 +44,17 @@ class LogMessage {
 }  // namespace detail
 }  // namespace zdp
 
-// ZDP_LOG(kInfo) << "bucket " << b << " ready";
-#define ZDP_LOG(level)                                                  \
-  if (::zdp::LogLevel::level < ::zdp::log_threshold()) {                \
-  } else                                                                \
-    ::zdp::detail::LogMessage(::zdp::LogLevel::level, __FILE__, __LINE__).stream()
+namespace zdp::detail {
+// Turns `stream << ...` into void so the macro can be one expression (safe in an
+// unbraced if/else, unlike an if-based macro).
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+}  // namespace zdp::detail
+
+// ZDP_LOG(kInfo) << "bucket " << b << " ready";   (the stream is not evaluated below the threshold)
+#define ZDP_LOG(level)                                          \
+  (::zdp::LogLevel::level < ::zdp::log_threshold())             \
+      ? (void)0                                                 \
+      : ::zdp::detail::LogVoidify() &                           \
+            ::zdp::detail::LogMessage(::zdp::LogLevel::level, __FILE__, __LINE__).stream()

@@ -1,0 +1,113 @@
+// dp-check: checks a job's wiring from inside a rank. Run it as the program of a
+// dp-launch config (or under torchrun/srun): it reads the launch environment, meets the
+// other ranks through the store, builds the communicator, checks an all-reduce and a
+// broadcast against closed-form values, and times an all-reduce.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "zdp/comm.h"
+#include "zdp/device.h"
+#include "zdp/launch_env.h"
+#include "zdp/log.h"
+
+namespace {
+
+using zdp::Status;
+using zdp::StatusCode;
+
+struct Options {
+  std::string backend = "auto";  // auto | gloo | nccl; dp-launch passes ZDP_BACKEND
+  double timeout_s = 300;
+  int64_t bench_bytes = 16 << 20;
+};
+
+Status check(const Options& o) {
+  ZDP_ASSIGN_OR_RETURN(zdp::LaunchEnv env, zdp::read_launch_env());
+  zdp::set_process_identity(env.rank, env.world_size);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<zdp::Store> store, env.master_port != 0
+                                                              ? zdp::connect_job_store(env, timeout)
+                                                              : zdp::StatusOr<std::unique_ptr<zdp::Store>>(
+                                                                    std::unique_ptr<zdp::Store>(new zdp::InMemoryStore)));
+
+  const bool nccl = o.backend == "nccl" || (o.backend == "auto" && zdp::cuda_device_count() > 0);
+  std::unique_ptr<zdp::Device> device;
+  if (nccl) {
+    ZDP_ASSIGN_OR_RETURN(device, zdp::create_cuda_device(env.local_rank % std::max(1, zdp::cuda_device_count())));
+  } else {
+    device = zdp::create_cpu_device();
+  }
+  zdp::CommOptions copts;
+  copts.timeout = timeout;
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<zdp::Communicator> comm,
+                       nccl ? zdp::create_nccl_communicator(*store, env.rank, env.world_size, *device, copts)
+                            : zdp::create_gloo_communicator(*store, env.rank, env.world_size, *device, copts));
+  ZDP_RETURN_IF_ERROR(zdp::announce_ready(*store, env.rank));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<zdp::Stream> stream, device->create_stream("comm"));
+
+  // Closed forms: sum of ranks = K(K-1)/2; a broadcast from the last rank.
+  const int64_t k = env.world_size;
+  const int64_t n = 1024;
+  ZDP_ASSIGN_OR_RETURN(zdp::DeviceBuffer buf, device->allocate(n * 8, zdp::MemCategory::kWorkspace));
+  std::vector<int64_t> host(n, env.rank);
+  ZDP_RETURN_IF_ERROR(device->memcpy(buf.data(), host.data(), n * 8));
+  ZDP_RETURN_IF_ERROR(comm->all_reduce(buf.data(), buf.data(), n, zdp::DType::kI64, zdp::ReduceOp::kSum, *stream, 1));
+  ZDP_RETURN_IF_ERROR(stream->synchronize(timeout));
+  ZDP_RETURN_IF_ERROR(device->memcpy(host.data(), buf.data(), n * 8));
+  for (int64_t i = 0; i < n; ++i) {
+    if (host[i] != k * (k - 1) / 2) {
+      return Status(StatusCode::kInternal, "all_reduce: element " + std::to_string(i) + " is " +
+                                               std::to_string(host[i]) + ", expected " + std::to_string(k * (k - 1) / 2));
+    }
+  }
+  std::fill(host.begin(), host.end(), env.rank == k - 1 ? 42 : -1);
+  ZDP_RETURN_IF_ERROR(device->memcpy(buf.data(), host.data(), n * 8));
+  ZDP_RETURN_IF_ERROR(comm->broadcast(buf.data(), n, zdp::DType::kI64, static_cast<int>(k - 1), *stream, 2));
+  ZDP_RETURN_IF_ERROR(stream->synchronize(timeout));
+  ZDP_RETURN_IF_ERROR(device->memcpy(host.data(), buf.data(), n * 8));
+  for (int64_t i = 0; i < n; ++i) {
+    if (host[i] != 42) return Status(StatusCode::kInternal, "broadcast: element " + std::to_string(i) + " differs");
+  }
+
+  // One timed fp32 all-reduce (after a warm-up) for a first bandwidth figure.
+  const int64_t count = o.bench_bytes / 4;
+  ZDP_ASSIGN_OR_RETURN(zdp::DeviceBuffer big, device->allocate(count * 4, zdp::MemCategory::kWorkspace));
+  ZDP_RETURN_IF_ERROR(stream->memset_async(big.data(), 0, static_cast<size_t>(count) * 4));
+  double seconds = 0;
+  for (int iter = 0; iter < 2; ++iter) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ZDP_RETURN_IF_ERROR(comm->all_reduce(big.data(), big.data(), count, zdp::DType::kF32, zdp::ReduceOp::kSum, *stream));
+    ZDP_RETURN_IF_ERROR(stream->synchronize(timeout));
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double busbw = (k > 1 ? 2.0 * (k - 1) / k : 1.0) * static_cast<double>(o.bench_bytes) / seconds / 1e9;
+  std::printf("dp-check: rank %d/%lld (local %d/%d, %s, %s on %s): store, all_reduce and broadcast OK; "
+              "all_reduce of %s: %.2f ms, busbw %.2f GB/s\n",
+              env.rank, static_cast<long long>(k), env.local_rank, env.local_world_size, env.origin.c_str(),
+              comm->backend(), device->name().c_str(), zdp::format_bytes(o.bench_bytes).c_str(), seconds * 1e3, busbw);
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dp-check: checks a zdp job's environment, store and communicator from inside each rank"};
+  Options o;
+  if (const char* b = std::getenv("ZDP_BACKEND")) o.backend = b;
+  app.add_option("--backend", o.backend, "auto | gloo | nccl (default: $ZDP_BACKEND or auto)")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+  app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective");
+  app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce");
+  CLI11_PARSE(app, argc, argv);
+  const Status s = check(o);
+  if (!s.ok()) {
+    ZDP_LOG(kError) << "dp-check failed: " << s.to_string();
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,180 @@
+// dp-launch: runs a zdp job from a TOML config, one process per GPU (or CPU rank):
+// node 0 hosts the rendezvous store, every node spawns and supervises its ranks, and the
+// first failure stops the whole job (or restarts it, up to launch.max_restarts).
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "launcher/launch_plan.h"
+#include "launcher/output_pump.h"
+#include "launcher/supervisor.h"
+#include "zdp/config.h"
+#include "zdp/device.h"
+#include "zdp/log.h"
+#include "zdp/tcp_store.h"
+
+namespace {
+
+using zdp::Status;
+using zdp::StatusCode;
+using namespace zdp::launcher;
+
+std::atomic<int> g_interrupt{0};
+
+void on_signal(int sig) { g_interrupt.store(sig); }
+
+void say(const std::string& line) { write_all(STDERR_FILENO, "dp-launch: " + line + "\n"); }
+
+std::string launcher_dir() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : self.parent_path().string();
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+void report_failure(const GroupResult& r) {
+  say(r.reason);
+  if (r.failed_rank >= 0) {
+    std::string tail;
+    for (const std::string& line : r.failed_tail) tail += "  | " + line + "\n";
+    say("last lines of rank " + std::to_string(r.failed_rank) + " (" + r.failed_log + "):\n" +
+        (tail.empty() ? std::string("  | (no output)\n") : tail));
+  }
+}
+
+// Node 0 stays up (its store serves the others) until every node has finished.
+void wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::milliseconds limit) {
+  std::vector<std::string> keys;
+  for (int n = 1; n < nnodes; ++n) keys.push_back(zdp::job_keys::node_done(n));
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline && g_interrupt.load() == 0) {
+    if (store.wait(keys, std::chrono::milliseconds(500)).ok()) return;
+    zdp::StatusOr<bool> failed = store.check({zdp::job_keys::kJobFailed});
+    if (failed.ok() && *failed) return;
+  }
+}
+
+int run(const std::string& config_path, const std::vector<std::string>& sets, bool dry_run,
+        std::optional<int> node_rank) {
+  zdp::StatusOr<zdp::Config> config = zdp::load_config(config_path, sets);
+  if (!config.ok()) {
+    say("invalid configuration:\n" + config.status().message());
+    return 2;
+  }
+  PlanInputs in;
+  in.node_rank = node_rank;
+  in.launcher_dir = launcher_dir();
+  in.cuda_devices = zdp::cuda_device_count();
+  in.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml").string();
+  zdp::StatusOr<LaunchPlan> plan =
+      make_plan(*config, in, [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+  if (!plan.ok()) {
+    say("cannot launch " + config_path + ":\n" + plan.status().message());
+    return 2;
+  }
+  if (dry_run) {
+    std::printf("%s\n%s", zdp::describe_resolved(*config).c_str(), describe_plan(*plan, *config).c_str());
+    return 0;
+  }
+
+  install_signal_handlers();
+  std::error_code ec;
+  std::filesystem::create_directories(config->launch.log_dir, ec);
+  Status written = zdp::write_config_file(*config, plan->config_file);
+  if (!written.ok()) {
+    say(written.message());
+    return 2;
+  }
+
+  std::unique_ptr<zdp::TcpStoreServer> server;
+  if (plan->hosts_store()) {
+    zdp::TcpStoreServerOptions sopts;
+    sopts.bind_host = plan->bind_host;
+    sopts.port = plan->master_port;
+    sopts.secret = plan->secret;
+    zdp::StatusOr<std::unique_ptr<zdp::TcpStoreServer>> started = zdp::TcpStoreServer::start(sopts);
+    if (!started.ok()) {
+      say("cannot host the rendezvous store on " + plan->bind_host + ":" + std::to_string(plan->master_port) +
+          " (launch.master_port; is another job using it?): " + started.status().message());
+      return 2;
+    }
+    server = std::move(*started);
+  }
+  const auto startup = std::chrono::milliseconds(static_cast<int64_t>(config->launch.startup_timeout_s * 1000));
+  zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> client = zdp::TcpStoreClient::connect(
+      plan->master_addr, plan->master_port, std::max(startup, std::chrono::milliseconds(10000)), plan->secret);
+  if (!client.ok()) {
+    say("node " + std::to_string(plan->node_rank) + ": cannot reach the store of node 0: " + client.status().message());
+    return 2;
+  }
+  say("node " + std::to_string(plan->node_rank) + "/" + std::to_string(plan->nnodes) + ": starting " +
+      std::to_string(plan->nproc_per_node) + " of " + std::to_string(plan->world_size) + " ranks of " +
+      plan->program + " (logs in " + config->launch.log_dir + ")");
+
+  for (int attempt = 0;; ++attempt) {
+    zdp::PrefixStore store(zdp::attempt_prefix(attempt), **client);
+    GroupOptions g;
+    g.ranks = plan->local_ranks(*config, attempt);
+    g.world_size = plan->world_size;
+    g.node_rank = plan->node_rank;
+    g.log_dir = config->launch.log_dir;
+    g.attempt = attempt;
+    g.console_fd = STDOUT_FILENO;
+    g.startup_timeout = startup;
+    g.store = &store;
+    const GroupResult result = run_group(g, g_interrupt);
+    if (result.ok()) {
+      if (plan->hosts_store() && plan->nnodes > 1) {
+        wait_for_other_nodes(store, plan->nnodes,
+                             std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
+      }
+      say("node " + std::to_string(plan->node_rank) + ": " + result.reason);
+      return 0;
+    }
+    report_failure(result);
+    if (result.outcome == GroupOutcome::kInterrupted) return 128 + g_interrupt.load();
+    if (attempt >= config->launch.max_restarts) {
+      if (config->launch.max_restarts > 0) {
+        say("giving up after " + std::to_string(attempt + 1) + " attempts (launch.max_restarts = " +
+            std::to_string(config->launch.max_restarts) + ")");
+      }
+      return 1;
+    }
+    say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " +
+        std::to_string(config->launch.max_restarts + 1) + " (reason: " + result.reason + ")");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dp-launch: run a zdp data-parallel job from a TOML config, one process per GPU or CPU rank"};
+  std::string config_path;
+  std::vector<std::string> sets;
+  bool dry_run = false;
+  std::optional<int> node_rank;
+  app.add_option("config", config_path, "the job's TOML config (see configs/)")->required();
+  app.add_option("--set", sets, "override one key: --set section.key=value (repeatable; beats the file)");
+  app.add_flag("--dry-run", dry_run, "print the resolved config, the world layout and each rank's command "
+                                     "line and environment; start nothing");
+  app.add_option("--node-rank", node_rank, "this node's rank in a multi-node job (beats the config and Slurm)");
+  app.footer("Config keys (section.key  type  default  meaning):\n" + zdp::key_reference());
+  CLI11_PARSE(app, argc, argv);
+  return run(config_path, sets, dry_run, node_rank);
+}

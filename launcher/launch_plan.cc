@@ -1,0 +1,180 @@
+// make_plan / describe_plan: deriving the job layout and the ranks' environment.
+#include "launcher/launch_plan.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace zdp::launcher {
+namespace {
+
+bool parse_int(const char* text, int* out) {
+  if (text == nullptr || *text == '\0') return false;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (*end != '\0') return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+std::string random_secret() {
+  unsigned char bytes[16] = {0};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return hex;
+}
+
+bool is_executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+// A bare name is looked up beside dp-launch first (its tools: dp-train, dp-check), then on
+// PATH; a path with a slash is taken as given.
+std::string resolve_program(const std::string& program, const std::string& launcher_dir, std::string* error) {
+  const std::string name = program.empty() ? "dp-train" : program;
+  if (name.find('/') != std::string::npos) {
+    if (!is_executable(name)) *error = "launch.program '" + name + "' is not an executable file";
+    return name;
+  }
+  const std::string beside = launcher_dir + "/" + name;
+  if (!launcher_dir.empty() && is_executable(beside)) return beside;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      if (!dir.empty() && is_executable(dir + "/" + name)) return name;
+    }
+  }
+  *error = program.empty() ? "the default program dp-train is not installed beside dp-launch (" + launcher_dir +
+                                 "); set launch.program"
+                           : "launch.program '" + name + "' is neither beside dp-launch nor on PATH";
+  return name;
+}
+
+}  // namespace
+
+StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const EnvLookup& env) {
+  const LaunchConfig& l = config.launch;
+  std::vector<std::string> errors;
+  LaunchPlan p;
+  p.nnodes = l.nnodes;
+  p.node_rank = l.node_rank;
+  p.master_addr = l.master_addr;
+  p.master_port = l.master_port;
+  p.layout_origin = "config";
+
+  // Under Slurm (one dp-launch per node, e.g. srun --ntasks-per-node=1), the node layout
+  // and node 0's address come from Slurm unless the config or --node-rank says otherwise.
+  int slurm_nodes = 0, slurm_node = 0;
+  if (parse_int(env("SLURM_NNODES"), &slurm_nodes) && parse_int(env("SLURM_NODEID"), &slurm_node)) {
+    p.layout_origin = "Slurm (SLURM_NNODES=" + std::to_string(slurm_nodes) + ", SLURM_NODEID=" +
+                      std::to_string(slurm_node) + ")";
+    if (config.origins.count("launch.nnodes") && l.nnodes != slurm_nodes) {
+      errors.push_back(config.where("launch.nnodes") + ": launch.nnodes (" + std::to_string(l.nnodes) +
+                       ") contradicts SLURM_NNODES (" + std::to_string(slurm_nodes) + ")");
+    }
+    p.nnodes = slurm_nodes;
+    p.node_rank = slurm_node;
+    if (!config.origins.count("launch.master_addr")) {
+      const char* list = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST");
+      StatusOr<std::string> host = first_slurm_host(list ? list : "");
+      if (host.ok()) p.master_addr = *host;
+      else errors.push_back("SLURM_JOB_NODELIST: " + host.status().message());
+    }
+  }
+  if (in.node_rank) p.node_rank = *in.node_rank;
+  if (p.node_rank < 0 || p.node_rank >= p.nnodes) {
+    errors.push_back("node rank " + std::to_string(p.node_rank) + " is not in [0, nnodes = " +
+                     std::to_string(p.nnodes) + ")");
+  }
+
+  p.nproc_per_node = resolve_nproc_per_node(l, in.cuda_devices);
+  p.world_size = p.nnodes * p.nproc_per_node;
+  const bool use_cuda = in.cuda_devices > 0 && l.backend != Backend::kGloo;
+  p.backend = resolve_backend(l.backend, use_cuda);
+  if (p.backend == Backend::kNccl && in.cuda_devices == 0) {
+    errors.push_back(config.where("launch.backend") + ": launch.backend is \"nccl\" but this machine has no CUDA device");
+  }
+  if (p.backend == Backend::kNccl && p.nproc_per_node > in.cuda_devices && in.cuda_devices > 0) {
+    errors.push_back("launch.nproc_per_node (" + std::to_string(p.nproc_per_node) + ") exceeds the " +
+                     std::to_string(in.cuda_devices) + " CUDA devices: NCCL needs one GPU per rank");
+  }
+  p.threads_per_rank = std::max(1, in.cpu_cores / std::max(1, p.nproc_per_node));
+
+  // The store is reachable from other machines only when the job spans nodes.
+  p.bind_host = p.nnodes > 1 ? "0.0.0.0" : "127.0.0.1";
+  if (const char* s = env("ZDP_JOB_SECRET"); s != nullptr && *s != '\0') {
+    p.secret = s;
+    p.secret_origin = "from ZDP_JOB_SECRET";
+  } else if (p.nnodes == 1) {
+    p.secret = random_secret();
+    p.secret_origin = "generated for this job";
+  } else {
+    errors.push_back("a job of " + std::to_string(p.nnodes) + " nodes needs the same ZDP_JOB_SECRET in the "
+                     "environment of every node's dp-launch (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16))");
+  }
+
+  std::string program_error;
+  p.program = resolve_program(l.program, in.launcher_dir, &program_error);
+  if (!program_error.empty()) errors.push_back(config.where("launch.program") + ": " + program_error);
+  p.args = l.args;
+  p.config_file = in.config_file;
+
+  const Status world = validate_for_world(config, p.world_size);
+  if (!world.ok()) errors.push_back(world.message());
+  if (!errors.empty()) {
+    std::string all;
+    for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return Status(StatusCode::kInvalidArgument, all);
+  }
+  return p;
+}
+
+std::vector<RankSpec> LaunchPlan::local_ranks(const Config& config, int attempt) const {
+  std::vector<RankSpec> out;
+  for (int local = 0; local < nproc_per_node; ++local) {
+    RankSpec spec;
+    spec.rank = node_rank * nproc_per_node + local;
+    spec.argv.push_back(program);
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    // Thread counts first, so that launch.env can override them.
+    spec.env["OMP_NUM_THREADS"] = std::to_string(threads_per_rank);
+    spec.env["OPENBLAS_NUM_THREADS"] = std::to_string(threads_per_rank);
+    for (const auto& [k, v] : config.launch.env) spec.env[k] = v;
+    spec.env["RANK"] = std::to_string(spec.rank);
+    spec.env["LOCAL_RANK"] = std::to_string(local);
+    spec.env["WORLD_SIZE"] = std::to_string(world_size);
+    spec.env["LOCAL_WORLD_SIZE"] = std::to_string(nproc_per_node);
+    spec.env["GROUP_RANK"] = std::to_string(node_rank);
+    spec.env["MASTER_ADDR"] = master_addr;
+    spec.env["MASTER_PORT"] = std::to_string(master_port);
+    spec.env["ZDP_CONFIG"] = config_file;
+    spec.env["ZDP_JOB_SECRET"] = secret;
+    spec.env["ZDP_ATTEMPT"] = std::to_string(attempt);
+    spec.env["ZDP_BACKEND"] = backend == Backend::kNccl ? "nccl" : "gloo";
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::string describe_plan(const LaunchPlan& p, const Config& config) {
+  std::ostringstream s;
+  s << "# world: " << p.nnodes << " node(s) x " << p.nproc_per_node << " rank(s) = " << p.world_size
+    << " ranks; this is node " << p.node_rank << " (layout from " << p.layout_origin << ")\n";
+  s << "# backend: " << to_string(p.backend) << "; store: " << p.master_addr << ":" << p.master_port
+    << (p.hosts_store() ? " (hosted here, listening on " + p.bind_host + ")" : " (hosted by node 0)")
+    << "; job secret " << p.secret_origin << "\n";
+  s << "# threads per rank (OMP/OpenBLAS): " << p.threads_per_rank << "\n";
+  for (RankSpec& spec : p.local_ranks(config, 0)) {
+    s << "# rank " << spec.rank << ":";
+    for (const std::string& a : spec.argv) s << " " << a;
+    s << "\n#   env:";
+    for (auto& [k, v] : spec.env) s << " " << k << "=" << (k == "ZDP_JOB_SECRET" ? "<secret>" : v);
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace zdp::launcher

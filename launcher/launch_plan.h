@@ -1,0 +1,54 @@
+// The world layout of one dp-launch: config + environment (Slurm, ZDP_JOB_SECRET) ->
+// nodes, ranks, the store's address and every local rank's command line and environment.
+// Pure: it starts nothing, so --dry-run prints exactly what a real launch would do.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/rank_process.h"
+#include "zdp/config.h"
+#include "zdp/launch_env.h"
+
+namespace zdp::launcher {
+
+struct PlanInputs {
+  std::optional<int> node_rank;      // --node-rank (beats the config and Slurm)
+  std::string launcher_dir;          // where dp-launch lives (dp-train is looked up beside it)
+  int cuda_devices = 0;
+  int cpu_cores = 1;
+  std::string config_file;           // where the resolved config will be written (ZDP_CONFIG)
+};
+
+struct LaunchPlan {
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc_per_node = 1;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  Backend backend = Backend::kGloo;
+  std::string program;               // resolved path or name
+  std::vector<std::string> args;
+  std::string bind_host;             // where node 0's store listens
+  std::string secret;
+  std::string secret_origin;         // "generated for this job" | "from ZDP_JOB_SECRET"
+  std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
+  int threads_per_rank = 1;          // OMP/OpenBLAS threads: cores / local ranks
+  std::string config_file;
+
+  bool hosts_store() const { return node_rank == 0; }
+  // This node's ranks for `attempt`: argv and the torchrun + zdp environment.
+  std::vector<RankSpec> local_ranks(const Config& config, int attempt) const;
+};
+
+// kInvalidArgument lists every problem (e.g. node_rank outside nnodes, a multi-node job
+// without ZDP_JOB_SECRET, a program that cannot be found).
+StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& inputs, const EnvLookup& env);
+
+// For --dry-run: the layout and each local rank's command line and environment (the
+// secret shown masked).
+std::string describe_plan(const LaunchPlan& plan, const Config& config);
+
+}  // namespace zdp::launcher

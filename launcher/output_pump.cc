@@ -1,0 +1,118 @@
+// OutputPump: poll() over the ranks' pipes, line splitting, log files, tails.
+#include "launcher/output_pump.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace zdp::launcher {
+
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the console went away: the log still has everything
+    done += static_cast<size_t>(n);
+  }
+}
+
+OutputPump::OutputPump(int console_fd, std::string log_dir, size_t tail_lines)
+    : console_fd_(console_fd), log_dir_(std::move(log_dir)), tail_lines_(tail_lines) {}
+
+OutputPump::~OutputPump() {
+  for (auto& [rank, src] : sources_) {
+    if (src.log_fd >= 0) ::close(src.log_fd);
+  }
+}
+
+std::string OutputPump::log_path(int rank) const { return log_dir_ + "/rank-" + std::to_string(rank) + ".log"; }
+
+Status OutputPump::add(int rank, int fd, const std::string& header) {
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir_, ec);
+  if (ec) return Status(StatusCode::kIoError, "cannot create log_dir '" + log_dir_ + "': " + ec.message());
+  Source& src = sources_[rank];
+  if (src.log_fd < 0) {
+    src.log_fd = ::open(log_path(rank).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (src.log_fd < 0) {
+      return Status(StatusCode::kIoError, "cannot open " + log_path(rank) + ": " + std::strerror(errno));
+    }
+  }
+  src.fd = fd;
+  src.partial.clear();
+  src.tail.clear();
+  if (!header.empty()) write_all(src.log_fd, header + "\n");
+  return Status::Ok();
+}
+
+void OutputPump::emit_line(int rank, Source& src, const std::string& line) {
+  write_all(src.log_fd, line + "\n");
+  write_all(console_fd_, "[rank " + std::to_string(rank) + "] " + line + "\n");
+  src.tail.push_back(line);
+  if (src.tail.size() > tail_lines_) src.tail.pop_front();
+}
+
+void OutputPump::read_from(int rank, Source& src) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(src.fd, buf, sizeof(buf));
+    if (n > 0) {
+      src.partial.append(buf, static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t nl; (nl = src.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+        emit_line(rank, src, src.partial.substr(start, nl - start));
+      }
+      src.partial.erase(0, start);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // End of file (or a broken pipe): flush an unterminated last line.
+    if (!src.partial.empty()) emit_line(rank, src, src.partial);
+    src.partial.clear();
+    ::close(src.fd);
+    src.fd = -1;
+    return;
+  }
+}
+
+void OutputPump::pump(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  for (auto& [rank, src] : sources_) {
+    if (src.fd < 0) continue;
+    fds.push_back(pollfd{src.fd, POLLIN, 0});
+    ranks.push_back(rank);
+  }
+  if (fds.empty()) {
+    ::poll(nullptr, 0, static_cast<int>(timeout.count()));
+    return;
+  }
+  if (::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) read_from(ranks[i], sources_[ranks[i]]);
+  }
+}
+
+bool OutputPump::drained() const {
+  for (const auto& [rank, src] : sources_) {
+    if (src.fd >= 0) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> OutputPump::tail(int rank) const {
+  auto it = sources_.find(rank);
+  if (it == sources_.end()) return {};
+  std::vector<std::string> out(it->second.tail.begin(), it->second.tail.end());
+  if (!it->second.partial.empty()) out.push_back(it->second.partial);
+  return out;
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,54 @@
+// Moves every rank's output to the console, each line prefixed "[rank r] ", and whole to
+// log_dir/rank-r.log, keeping the last lines of each rank for failure reports.
+// Single-threaded: the supervisor calls pump() in its loop.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zdp/status.h"
+
+namespace zdp::launcher {
+
+class OutputPump {
+ public:
+  // `console_fd` receives prefixed lines; logs go to `log_dir` (created if missing).
+  OutputPump(int console_fd, std::string log_dir, size_t tail_lines = 20);
+  ~OutputPump();
+  OutputPump(const OutputPump&) = delete;
+  OutputPump& operator=(const OutputPump&) = delete;
+
+  // Starts reading `fd` (non-blocking) for `rank`; appends to its log, starting with
+  // `header` (e.g. "=== attempt 1 ===").
+  Status add(int rank, int fd, const std::string& header);
+  // Reads what is available, waiting at most `timeout` for something to arrive.
+  void pump(std::chrono::milliseconds timeout);
+  // True when every added pipe has reached end of file.
+  bool drained() const;
+  // The last lines `rank` printed (a partial last line included).
+  std::vector<std::string> tail(int rank) const;
+  std::string log_path(int rank) const;
+
+ private:
+  struct Source {
+    int fd = -1;
+    int log_fd = -1;
+    std::string partial;  // a line still waiting for its newline
+    std::deque<std::string> tail;
+  };
+  void emit_line(int rank, Source& src, const std::string& line);
+  void read_from(int rank, Source& src);
+
+  const int console_fd_;
+  const std::string log_dir_;
+  const size_t tail_lines_;
+  std::map<int, Source> sources_;
+};
+
+// Writes all of `text` to `fd`, retrying short writes.
+void write_all(int fd, const std::string& text);
+
+}  // namespace zdp::launcher

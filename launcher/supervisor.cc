@@ -1,0 +1,218 @@
+// run_group: spawn, pump output, poll exits, enforce the startup deadline, watch the
+// job-failed key, and stop everything on the first problem.
+#include "launcher/supervisor.h"
+
+#include <signal.h>
+
+#include <sstream>
+
+#include "launcher/output_pump.h"
+#include "zdp/launch_env.h"
+#include "zdp/log.h"
+
+namespace zdp::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+constexpr auto kStoreCheckInterval = std::chrono::milliseconds(250);
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  std::ostringstream s;
+  s << static_cast<double>(d.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+class Group {
+ public:
+  Group(const GroupOptions& options, const std::atomic<int>& interrupt)
+      : o_(options), interrupt_(interrupt), pump_(options.console_fd, options.log_dir) {}
+
+  GroupResult run() {
+    if (!spawn_all()) return result_;
+    start_ = Clock::now();
+    auto next_store_check = start_;
+    while (true) {
+      pump_.pump(kPollInterval);
+      if (const int sig = interrupt_.load()) {
+        stop_all(sig == SIGINT ? SIGINT : SIGTERM);
+        return finish(GroupOutcome::kInterrupted, "the launcher received signal " + std::to_string(sig) +
+                                                      "; stopped the ranks");
+      }
+      bool all_done = true;
+      for (RankProcess& p : procs_) {
+        const ExitInfo& e = p.poll();
+        if (!e.exited) {
+          all_done = false;
+        } else if (!e.ok()) {
+          return rank_failed(p);
+        }
+      }
+      if (all_done) {
+        if (o_.store) (void)o_.store->set(job_keys::node_done(o_.node_rank), "ok");
+        drain();
+        return finish(GroupOutcome::kSucceeded, "all " + std::to_string(procs_.size()) + " ranks exited 0");
+      }
+      if (o_.store && Clock::now() >= next_store_check) {
+        next_store_check = Clock::now() + kStoreCheckInterval;
+        if (check_other_nodes()) return result_;
+        if (check_startup()) return result_;
+      }
+    }
+  }
+
+ private:
+  bool spawn_all() {
+    for (const RankSpec& spec : o_.ranks) {
+      StatusOr<RankProcess> p = RankProcess::spawn(spec);
+      if (!p.ok()) {
+        report_job_failed("node " + std::to_string(o_.node_rank) + ": " + p.status().message());
+        stop_all(SIGTERM);
+        finish(GroupOutcome::kSpawnFailed, p.status().message());
+        return false;
+      }
+      const Status added = pump_.add(spec.rank, p->output_fd(), "=== attempt " + std::to_string(o_.attempt) + " ===");
+      if (!added.ok()) ZDP_LOG(kWarn) << "rank " << spec.rank << ": " << added.message();
+      procs_.push_back(std::move(*p));
+    }
+    return true;
+  }
+
+  GroupResult rank_failed(const RankProcess& failed) {
+    const int others = static_cast<int>(procs_.size()) - 1;
+    const std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
+                               ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
+    report_job_failed(reason);
+    write_all(o_.console_fd, "dp-launch: " + reason + "; stopping the other " + std::to_string(others) +
+                                 " local rank(s)\n");
+    stop_all(SIGTERM);
+    finish(GroupOutcome::kRankFailed, reason);
+    result_.failed_rank = failed.rank();
+    result_.failed_exit = failed.exit_info();
+    result_.failed_tail = pump_.tail(failed.rank());
+    result_.failed_log = pump_.log_path(failed.rank());
+    return result_;
+  }
+
+  // Another node's launcher stopped the job: stop ours too.
+  bool check_other_nodes() {
+    StatusOr<bool> failed = o_.store->check({job_keys::kJobFailed});
+    if (!failed.ok() || !*failed) return false;
+    StatusOr<std::string> why = o_.store->get(job_keys::kJobFailed, std::chrono::milliseconds(1000));
+    stop_all(SIGTERM);
+    finish(GroupOutcome::kOtherNodeFailed, "the job was stopped: " + (why.ok() ? *why : std::string("(unknown)")));
+    return true;
+  }
+
+  // Ranks that joined the store must all be ready by the startup deadline.
+  bool check_startup() {
+    if (startup_done_ || o_.startup_timeout.count() <= 0) return false;
+    std::vector<std::string> ready;
+    for (int r = 0; r < o_.world_size; ++r) ready.push_back(job_keys::rank_ready(r));
+    StatusOr<bool> all = o_.store->check(ready);
+    if (all.ok() && *all) {
+      startup_done_ = true;
+      return false;
+    }
+    if (Clock::now() - start_ < o_.startup_timeout) return false;
+    if (!anyone_joined()) return false;  // not a zdp program: nothing to hold it to
+    // Name the culprits: ranks that never reached the store, apart from those that did
+    // and are (most likely) waiting for them.
+    std::string absent, waiting;
+    for (int r = 0; r < o_.world_size; ++r) {
+      StatusOr<bool> ready = o_.store->check({job_keys::rank_ready(r)});
+      if (!ready.ok() || *ready) continue;
+      StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(r)});
+      std::string& list = joined.ok() && *joined ? waiting : absent;
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    }
+    std::string reason = "startup_timeout_s (" + seconds_text(o_.startup_timeout) + ") passed: ";
+    if (!absent.empty()) reason += "rank(s) " + absent + " never reached the job store";
+    if (!waiting.empty()) {
+      reason += std::string(absent.empty() ? "" : "; ") + "rank(s) " + waiting +
+                " reached it but did not finish the rendezvous";
+    }
+    report_job_failed(reason);
+    write_all(o_.console_fd, "dp-launch: " + reason + "; stopping the job\n");
+    stop_all(SIGTERM);
+    finish(GroupOutcome::kStartupTimeout, reason);
+    return true;
+  }
+
+  bool anyone_joined() {
+    for (int r = 0; r < o_.world_size; ++r) {
+      StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(r)});
+      if (joined.ok() && *joined) return true;
+    }
+    return false;
+  }
+
+  void report_job_failed(const std::string& reason) {
+    if (o_.store) (void)o_.store->set(job_keys::kJobFailed, reason);
+  }
+
+  // SIGTERM (or SIGINT) to every running rank's process group, SIGKILL after the grace.
+  void stop_all(int first_signal) {
+    for (RankProcess& p : procs_) {
+      if (p.running()) p.signal_group(first_signal);
+    }
+    const auto deadline = Clock::now() + o_.stop_grace;
+    while (Clock::now() < deadline && any_running()) pump_.pump(kPollInterval);
+    for (RankProcess& p : procs_) {
+      if (p.running()) {
+        write_all(o_.console_fd, "dp-launch: rank " + std::to_string(p.rank()) + " did not stop within " +
+                                     seconds_text(o_.stop_grace) + "; killing it\n");
+        p.signal_group(SIGKILL);
+      }
+    }
+    while (any_running()) pump_.pump(std::chrono::milliseconds(10));
+    drain();
+  }
+
+  bool any_running() {
+    bool running = false;
+    for (RankProcess& p : procs_) running |= !p.poll().exited;
+    return running;
+  }
+
+  // Collects what the ranks printed last (bounded: a grandchild may hold a pipe open).
+  void drain() {
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    while (!pump_.drained() && Clock::now() < deadline) pump_.pump(std::chrono::milliseconds(20));
+  }
+
+  GroupResult finish(GroupOutcome outcome, const std::string& reason) {
+    result_.outcome = outcome;
+    result_.reason = reason;
+    return result_;
+  }
+
+  const GroupOptions& o_;
+  const std::atomic<int>& interrupt_;
+  OutputPump pump_;
+  std::vector<RankProcess> procs_;
+  Clock::time_point start_;
+  bool startup_done_ = false;
+  GroupResult result_;
+};
+
+}  // namespace
+
+const char* to_string(GroupOutcome outcome) {
+  switch (outcome) {
+    case GroupOutcome::kSucceeded: return "succeeded";
+    case GroupOutcome::kRankFailed: return "rank failed";
+    case GroupOutcome::kStartupTimeout: return "startup timeout";
+    case GroupOutcome::kOtherNodeFailed: return "stopped by another node";
+    case GroupOutcome::kInterrupted: return "interrupted";
+    case GroupOutcome::kSpawnFailed: return "spawn failed";
+  }
+  return "?";
+}
+
+GroupResult run_group(const GroupOptions& options, const std::atomic<int>& interrupt) {
+  Group group(options, interrupt);
+  return group.run();
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,49 @@
+// Runs this node's ranks of one attempt of a job and watches them: a rank that fails,
+// a rank that never checks in, a failure reported by another node's launcher, or a
+// signal to the launcher stops every local rank (SIGTERM, then SIGKILL after a grace
+// period) within seconds.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "launcher/rank_process.h"
+#include "zdp/store.h"
+
+namespace zdp::launcher {
+
+struct GroupOptions {
+  std::vector<RankSpec> ranks;  // this node's ranks
+  int world_size = 1;           // all nodes
+  int node_rank = 0;
+  std::string log_dir;
+  int attempt = 0;
+  int console_fd = 1;
+  // Ranks that joined the store (zdp::init, dp-check) must all report ready within this
+  // long; 0 disables. A program that never joins the store is not held to it.
+  std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
+  // The job's store, scoped to this attempt (for ready keys and the job-failed key).
+  // May be null for tests of a single node without rendezvous.
+  Store* store = nullptr;
+};
+
+enum class GroupOutcome { kSucceeded, kRankFailed, kStartupTimeout, kOtherNodeFailed, kInterrupted, kSpawnFailed };
+const char* to_string(GroupOutcome outcome);
+
+struct GroupResult {
+  GroupOutcome outcome = GroupOutcome::kSucceeded;
+  std::string reason;          // one line: what happened
+  int failed_rank = -1;        // kRankFailed: the first rank that failed
+  ExitInfo failed_exit;
+  std::vector<std::string> failed_tail;  // its last log lines
+  std::string failed_log;      // its log file
+  bool ok() const { return outcome == GroupOutcome::kSucceeded; }
+};
+
+// `interrupt` is set (to the signal number) by the launcher's signal handler.
+GroupResult run_group(const GroupOptions& options, const std::atomic<int>& interrupt);
+
+}  // namespace zdp::launcher

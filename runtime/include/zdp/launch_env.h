@@ -1,0 +1,67 @@
+// The contract between a launcher and its ranks: torchrun's environment (RANK,
+// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus zdp's own
+// (ZDP_CONFIG, ZDP_JOB_SECRET), with Slurm's variables as a fallback and a world of 1
+// when nothing is set. Also the store keys by which ranks check in with the launcher.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "zdp/status.h"
+#include "zdp/store.h"
+
+namespace zdp {
+
+struct LaunchEnv {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;      // 0: no store (a single process started by hand)
+  std::string config_path;  // ZDP_CONFIG: the resolved config written by dp-launch
+  std::string job_secret;   // ZDP_JOB_SECRET: presented to the store
+  int attempt = 0;          // ZDP_ATTEMPT: how many times the launcher restarted the job
+  std::string origin;       // "dp-launch/torchrun", "slurm" or "single process": for messages
+};
+
+// Looks a variable up; nullptr when unset. Tests pass a fake environment.
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Reads the rank's place in the job. kInvalidArgument names the variable and its value
+// when one is malformed or inconsistent (e.g. RANK 4 with WORLD_SIZE 4).
+StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup);
+StatusOr<LaunchEnv> read_launch_env();  // from the process environment
+
+// The first host of a Slurm node list: "gpu[07-09,12],cpu1" -> "gpu07".
+StatusOr<std::string> first_slurm_host(const std::string& nodelist);
+
+// Marks this rank ready (job_keys::rank_ready): call once the communicator is up.
+Status announce_ready(Store& store, int rank);
+
+// Connects to the job's store at MASTER_ADDR:MASTER_PORT with the job secret, and marks
+// the rank as joined (job_keys::rank_joined). Keys are
+// scoped to this attempt ("a<attempt>/..."), so a restarted job never reads the
+// addresses of the ranks it replaced.
+StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::chrono::milliseconds timeout);
+
+// "a3": the key prefix of attempt 3 (what connect_job_store scopes to).
+std::string attempt_prefix(int attempt);
+
+// Store keys shared by launchers and ranks (within an attempt's prefix).
+namespace job_keys {
+// Set by connect_job_store when a rank reaches the store: the job uses zdp's rendezvous,
+// so the launcher holds it to startup_timeout_s.
+std::string rank_joined(int rank);
+// Set by a rank once it has joined the job (store and communicator up): the launcher's
+// startup_timeout_s counts until every rank has set it.
+std::string rank_ready(int rank);
+// Set by any launcher that stops the job; its value says why. Every launcher watches it.
+inline const char* const kJobFailed = "zdp/job/failed";
+// Set by each node's launcher when its ranks all exited 0.
+std::string node_done(int node_rank);
+}  // namespace job_keys
+
+}  // namespace zdp

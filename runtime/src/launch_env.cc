@@ -1,0 +1,176 @@
+// Reading the launcher's environment (torchrun names, then Slurm, then a world of 1).
+#include "zdp/launch_env.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include "zdp/tcp_store.h"
+
+namespace zdp {
+namespace {
+
+// Parses a whole decimal integer; false for "", "12x", overflow.
+bool parse_int(const char* text, int* out) {
+  if (text == nullptr || *text == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < INT32_MIN || v > INT32_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+class EnvReader {
+ public:
+  explicit EnvReader(const EnvLookup& lookup) : lookup_(lookup) {}
+
+  bool has(const char* name) const { return lookup_(name) != nullptr; }
+  std::string text(const char* name, const std::string& fallback = "") const {
+    const char* v = lookup_(name);
+    return v ? std::string(v) : fallback;
+  }
+  // Reads `name` into *out when set; records an error when it is set but not an integer.
+  void integer(const char* name, int* out) {
+    const char* v = lookup_(name);
+    if (v == nullptr) return;
+    if (!parse_int(v, out)) errors_ += std::string(errors_.empty() ? "" : "; ") + name + "=\"" + v + "\" is not an integer";
+  }
+  void error(const std::string& e) { errors_ += (errors_.empty() ? "" : "; ") + e; }
+  const std::string& errors() const { return errors_; }
+
+ private:
+  const EnvLookup& lookup_;
+  std::string errors_;
+};
+
+// Slurm's SLURM_TASKS_PER_NODE looks like "4(x2),3": the first count is this layout's
+// local world for homogeneous jobs, which is what we support.
+int first_task_count(const std::string& tasks_per_node) {
+  int n = 0;
+  for (char c : tasks_per_node) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) break;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+// A PrefixStore that owns the store it prefixes.
+class AttemptStore final : public PrefixStore {
+ public:
+  AttemptStore(std::string prefix, std::unique_ptr<Store> base) : PrefixStore(std::move(prefix), *base), base_(std::move(base)) {}
+
+ private:
+  std::unique_ptr<Store> base_;
+};
+
+}  // namespace
+
+StatusOr<std::string> first_slurm_host(const std::string& nodelist) {
+  // The first entry ends at a comma outside brackets.
+  std::string entry;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) break;
+    entry += c;
+  }
+  const size_t open = entry.find('[');
+  if (open == std::string::npos) {
+    if (entry.empty()) return Status(StatusCode::kInvalidArgument, "empty Slurm node list");
+    return entry;
+  }
+  const size_t close = entry.find(']', open);
+  if (close == std::string::npos || close == open + 1) {
+    return Status(StatusCode::kInvalidArgument, "malformed Slurm node list \"" + nodelist + "\"");
+  }
+  // "gpu[07-09,12]": the first number of the first range, zero padding kept.
+  std::string first = entry.substr(open + 1, close - open - 1);
+  first = first.substr(0, first.find_first_of(",-"));
+  return entry.substr(0, open) + first + entry.substr(close + 1);
+}
+
+StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
+  EnvReader env(lookup);
+  LaunchEnv out;
+  out.config_path = env.text("ZDP_CONFIG");
+  out.job_secret = env.text("ZDP_JOB_SECRET");
+  env.integer("ZDP_ATTEMPT", &out.attempt);
+  if (env.has("RANK") || env.has("WORLD_SIZE")) {
+    out.origin = "dp-launch/torchrun";
+    env.integer("RANK", &out.rank);
+    env.integer("WORLD_SIZE", &out.world_size);
+    out.local_rank = out.rank;
+    out.local_world_size = out.world_size;
+    env.integer("LOCAL_RANK", &out.local_rank);
+    env.integer("LOCAL_WORLD_SIZE", &out.local_world_size);
+    out.master_addr = env.text("MASTER_ADDR", out.master_addr);
+    if (!env.has("MASTER_PORT")) env.error("MASTER_PORT is not set (RANK/WORLD_SIZE are)");
+    env.integer("MASTER_PORT", &out.master_port);
+  } else if (env.has("SLURM_PROCID")) {
+    out.origin = "slurm";
+    env.integer("SLURM_PROCID", &out.rank);
+    env.integer("SLURM_NTASKS", &out.world_size);
+    env.integer("SLURM_LOCALID", &out.local_rank);
+    out.local_world_size = first_task_count(env.text("SLURM_TASKS_PER_NODE", "1"));
+    if (env.has("MASTER_ADDR")) {
+      out.master_addr = env.text("MASTER_ADDR");
+    } else {
+      StatusOr<std::string> host = first_slurm_host(env.text("SLURM_JOB_NODELIST", env.text("SLURM_NODELIST")));
+      if (host.ok()) out.master_addr = *host;
+      else env.error("SLURM_JOB_NODELIST: " + host.status().message());
+    }
+    out.master_port = 29500;  // torchrun's default; MASTER_PORT overrides
+    env.integer("MASTER_PORT", &out.master_port);
+  } else {
+    out.origin = "single process";
+    return out;
+  }
+  if (env.errors().empty()) {
+    if (out.world_size < 1) env.error("world size " + std::to_string(out.world_size) + " is not positive");
+    if (out.rank < 0 || out.rank >= out.world_size) {
+      env.error("rank " + std::to_string(out.rank) + " is not in a world of " + std::to_string(out.world_size));
+    }
+    if (out.local_world_size < 1 || out.local_rank < 0 || out.local_rank >= out.local_world_size) {
+      env.error("local rank " + std::to_string(out.local_rank) + " is not in a local world of " +
+                std::to_string(out.local_world_size));
+    }
+    if (out.master_port < 1 || out.master_port > 65535) {
+      env.error("MASTER_PORT " + std::to_string(out.master_port) + " is not in 1..65535");
+    }
+  }
+  if (!env.errors().empty()) {
+    return Status(StatusCode::kInvalidArgument, "launch environment (" + out.origin + "): " + env.errors());
+  }
+  return out;
+}
+
+StatusOr<LaunchEnv> read_launch_env() {
+  return read_launch_env([](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+}
+
+StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  if (env.master_port == 0) {
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(env.rank) +
+                                                    ": no job store (MASTER_PORT is not set); start the job with "
+                                                    "dp-launch, torchrun or srun");
+  }
+  StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::connect(env.master_addr, env.master_port, timeout, env.job_secret);
+  if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank));
+  std::unique_ptr<Store> store(new AttemptStore(attempt_prefix(env.attempt), std::move(*client)));
+  ZDP_RETURN_IF_ERROR(store->set(job_keys::rank_joined(env.rank), "1"));
+  return store;
+}
+
+Status announce_ready(Store& store, int rank) { return store.set(job_keys::rank_ready(rank), "1"); }
+
+std::string attempt_prefix(int attempt) { return "a" + std::to_string(attempt); }
+
+namespace job_keys {
+std::string rank_ready(int rank) { return "zdp/ready/" + std::to_string(rank); }
+std::string rank_joined(int rank) { return "zdp/joined/" + std::to_string(rank); }
+std::string node_done(int node_rank) { return "zdp/node_done/" + std::to_string(node_rank); }
+}  // namespace job_keys
+
+}  // namespace zdp

@@ -1,0 +1,286 @@
+// dp-launch end to end: the real launcher runs rank_probe (or dp-check) ranks on
+// loopback; the tests watch its exit status, its output, the logs and the process table.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct LaunchRun {
+  int exit_code = -1;
+  int signal = 0;
+  std::string output;
+  double seconds = 0;
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Starts dp-launch with `args`; `during(pid)` runs once it has started (e.g. to signal it).
+struct Launcher {
+  pid_t pid = -1;
+  int out_fd = -1;
+};
+
+Launcher start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    std::vector<std::string> all = {ZDP_DP_LAUNCH};
+    all.insert(all.end(), args.begin(), args.end());
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return Launcher{pid, fds[0]};
+}
+
+LaunchRun finish(Launcher l, std::chrono::seconds limit, const Clock::time_point start) {
+  LaunchRun run;
+  char buf[4096];
+  const auto deadline = start + limit;
+  for (;;) {
+    pollfd p{l.out_fd, POLLIN, 0};
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (left <= 0) {
+      ::kill(l.pid, SIGKILL);
+      run.output += "\n<test: dp-launch still running at the limit, killed>\n";
+      break;
+    }
+    if (::poll(&p, 1, left) <= 0) continue;
+    const ssize_t n = ::read(l.out_fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    run.output.append(buf, static_cast<size_t>(n));
+  }
+  ::close(l.out_fd);
+  int status = 0;
+  ::waitpid(l.pid, &status, 0);
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  return run;
+}
+
+LaunchRun launch(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+           std::chrono::seconds limit = 60s) {
+  const auto t0 = Clock::now();
+  return finish(start(args, env), limit, t0);
+}
+
+// Processes whose command line mentions `tag` (ranks left behind).
+std::vector<int> processes_with(const std::string& tag) {
+  std::vector<int> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(entry.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find(tag) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/zdp-launch-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    port_ = free_port();
+  }
+  void TearDown() override {
+    EXPECT_TRUE(processes_with(dir_.string()).empty()) << "ranks left behind";
+    fs::remove_all(dir_);
+  }
+
+  // A config running `program` with `args` (the tag is added so leftovers can be found).
+  std::string config(int nproc, const std::vector<std::string>& probe_args, const std::string& extra = "",
+                     const std::string& program = ZDP_RANK_PROBE) {
+    // rank_probe takes "--tag <dir>" so that leftovers can be found by command line.
+    const bool probe = program == ZDP_RANK_PROBE;
+    std::ostringstream args;
+    args << "[";
+    if (probe) args << "\"--tag\", \"" << dir_.string() << "\"";
+    for (const auto& a : probe_args) args << (args.tellp() > 1 ? ", " : "") << "\"" << a << "\"";
+    args << "]";
+    std::ostringstream c;
+    c << "[launch]\nnproc_per_node = " << nproc << "\nprogram = \"" << program << "\"\nargs = " << args.str()
+      << "\nlog_dir = \"" << (dir_ / "logs").string() << "\"\nmaster_port = " << port_
+      << "\nstartup_timeout_s = 30\n" << extra << "\n"
+      << "[train]\nglobal_batch = 12\n";  // divisible by every world size used here
+    const fs::path path = dir_ / ("job-" + std::to_string(++configs_) + ".toml");
+    std::ofstream(path) << c.str();
+    return path.string();
+  }
+
+  fs::path dir_;
+  int port_ = 0;
+  int configs_ = 0;
+};
+
+TEST_F(LauncherTest, FourRanksCheckTheirEnvironmentAndMeet) {
+  const LaunchRun run = launch({config(4, {})});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int r = 0; r < 4; ++r) {
+    const std::string line = "[rank " + std::to_string(r) + "] probe rank " + std::to_string(r) + "/4 ok (local " +
+                             std::to_string(r) + "/4, attempt 0, sum 10)";
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+    const std::string log = read_file(dir_ / "logs" / ("rank-" + std::to_string(r) + ".log"));
+    EXPECT_NE(log.find("probe rank " + std::to_string(r) + "/4 ok"), std::string::npos) << log;
+  }
+  // The ranks got the resolved config.
+  EXPECT_NE(read_file(dir_ / "logs" / "config.toml").find("nproc_per_node = 4"), std::string::npos);
+}
+
+TEST_F(LauncherTest, DpCheckCompletesACollectiveRound) {
+  const LaunchRun run = launch({config(2, {}, "", ZDP_DP_CHECK)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("[rank 1] dp-check: rank 1/2"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("all_reduce and broadcast OK"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, AKilledRankStopsTheJobWithinSecondsNamingIt) {
+  const LaunchRun run = launch({config(4, {"--kill-rank", "2", "--sleep-ms", "60000"})});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_LT(run.seconds, 10.0) << run.output;
+  EXPECT_NE(run.output.find("rank 2 (node 0, pid"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("killed by signal 9 (SIGKILL)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("last lines of rank 2"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, AFailingRankIsReportedWithItsExitCodeAndLastLines) {
+  const LaunchRun run = launch({config(3, {"--fail-rank", "1", "--exit-code", "3", "--sleep-ms", "60000"})});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_LT(run.seconds, 10.0);
+  EXPECT_NE(run.output.find("rank 1 (node 0"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("exit code 3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("  | probe rank 1 exiting with 3"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, ARankThatNeverJoinsFailsTheJobAtTheStartupTimeout) {
+  const LaunchRun run = launch({config(3, {"--hang-rank", "2"}, "", ZDP_RANK_PROBE), "--set", "launch.startup_timeout_s=3"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_LT(run.seconds, 3.0 + 10.0) << run.output;
+  EXPECT_NE(run.output.find("startup_timeout_s (3 s) passed: rank(s) 2 never reached the job store; rank(s) 0, 1 "
+                            "reached it but did not finish the rendezvous"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST_F(LauncherTest, RanksThatIgnoreSigtermAreKilledAfterTheGrace) {
+  const LaunchRun run = launch({config(2, {"--fail-rank", "0", "--ignore-sigterm", "--sleep-ms", "60000"})}, {}, 60s);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("rank 1 did not stop within"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, 15.0);
+}
+
+TEST_F(LauncherTest, SigtermToTheLauncherEndsTheJobCleanly) {
+  const auto t0 = Clock::now();
+  Launcher l = start({config(2, {"--sleep-ms", "60000"})}, {});
+  std::this_thread::sleep_for(3s);  // the ranks are up and sleeping
+  ::kill(l.pid, SIGTERM);
+  const LaunchRun run = finish(l, 30s, t0);
+  EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
+  EXPECT_NE(run.output.find("received signal 15"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
+  const LaunchRun run = launch({config(2, {"--fail-rank", "1", "--fail-attempt", "0"}, "max_restarts = 2")});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("restarting the job: attempt 2 of 3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("probe rank 1/2 ok (local 1/2, attempt 1"), std::string::npos) << run.output;
+  // The log keeps both attempts.
+  const std::string log = read_file(dir_ / "logs" / "rank-1.log");
+  EXPECT_NE(log.find("=== attempt 0 ==="), std::string::npos);
+  EXPECT_NE(log.find("=== attempt 1 ==="), std::string::npos);
+}
+
+TEST_F(LauncherTest, TwoLaunchersOnLoopbackFormOneWorldOfFour) {
+  const std::string cfg = config(2, {}, "nnodes = 2");
+  const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-42"}};
+  const auto t0 = Clock::now();
+  Launcher node1 = start({cfg, "--node-rank", "1"}, env);
+  Launcher node0 = start({cfg, "--node-rank", "0"}, env);
+  const LaunchRun r0 = finish(node0, 60s, t0);
+  const LaunchRun r1 = finish(node1, 60s, t0);
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_NE(r0.output.find("probe rank 1/4 ok (local 1/2"), std::string::npos) << r0.output;
+  EXPECT_NE(r1.output.find("probe rank 3/4 ok (local 1/2"), std::string::npos) << r1.output;
+}
+
+TEST_F(LauncherTest, AMultiNodeJobNeedsAJobSecret) {
+  const LaunchRun run = launch({config(2, {}, "nnodes = 2")}, {{"ZDP_JOB_SECRET", ""}});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("ZDP_JOB_SECRET"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, DryRunPrintsTheLayoutAndStartsNothing) {
+  const LaunchRun run = launch({config(2, {"--sleep-ms", "60000"}), "--dry-run", "--set", "zero.stage=3"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("# world: 1 node(s) x 2 rank(s) = 2 ranks"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("# rank 1: " + std::string(ZDP_RANK_PROBE)), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("RANK=1"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--set"), std::string::npos) << "overrides are marked:\n" << run.output;
+  EXPECT_EQ(run.output.find("probe rank"), std::string::npos) << "a rank ran:\n" << run.output;
+  EXPECT_FALSE(fs::exists(dir_ / "logs" / "rank-0.log"));
+}
+
+TEST_F(LauncherTest, ConfigErrorsAreAllReportedAndNothingStarts) {
+  const fs::path bad = dir_ / "bad.toml";
+  std::ofstream(bad) << "[launch]\nnproc_per_nod = 2\nmaster_port = 70000\n";
+  const LaunchRun run = launch({bad.string()});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("bad.toml:2"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("did you mean"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("bad.toml:3"), std::string::npos) << run.output;
+}
+
+TEST_F(LauncherTest, AMissingProgramIsAClearError) {
+  const LaunchRun run = launch({config(2, {}, "", (dir_ / "no-such-program").string())});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("no-such-program"), std::string::npos) << run.output;
+}
+
+}  // namespace
