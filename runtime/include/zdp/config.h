@@ -1,0 +1,186 @@
+// The typed configuration of zdp: one struct per TOML section, defaults declared here,
+// read from a TOML file with `--set section.key=value` overrides on top (precedence
+// --set > file > defaults), every problem of one file reported together. One key table
+// (runtime/src/config_keys.cc) drives parsing, range checks, to_toml, describe_resolved
+// and key_reference. This header includes no TOML++ header: only config.cc parses TOML.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zdp/comm.h"  // DType
+#include "zdp/status.h"
+
+namespace zdp {
+
+// Collective backend of the ranks. kAuto: NCCL when the ranks use CUDA devices, else Gloo.
+enum class Backend : int { kAuto = 0, kNccl, kGloo };
+enum class ModelKind : int { kMlp = 0, kGpt };             // dp-train's reference models
+enum class DataKind : int { kSynthetic = 0, kTokens };     // seeded random data | token file
+enum class OptimizerKind : int { kAdamW = 0, kSgd };
+enum class LrSchedule : int { kConstant = 0, kCosine, kLinear };
+enum class ResumeMode : int { kAuto = 0, kNever };         // kAuto: newest checkpoint in dir, if any
+
+// The config word of each value ("auto", "gpt", ...), as written in TOML.
+const char* to_string(Backend value);
+const char* to_string(ModelKind value);
+const char* to_string(DataKind value);
+const char* to_string(OptimizerKind value);
+const char* to_string(LrSchedule value);
+const char* to_string(ResumeMode value);
+
+// nproc_per_node = "auto" on a machine without CUDA devices: enough ranks to exercise
+// data parallelism anywhere, few enough not to oversubscribe a small machine.
+inline constexpr int kCpuDefaultNprocPerNode = 2;
+
+// [launch]: how dp-launch starts and supervises the ranks of this node.
+struct LaunchConfig {
+  int nproc_per_node = 0;              // rank processes on this node; 0 = "auto" (see resolve_nproc_per_node)
+  int nnodes = 1;                      // nodes in the job, each running one dp-launch
+  int node_rank = 0;                   // this node's index in [0, nnodes); node 0 hosts the store
+  std::string master_addr = "127.0.0.1";  // address of node 0, where the rendezvous store listens
+  int master_port = 29500;             // TCP port of the rendezvous store on node 0
+  Backend backend = Backend::kAuto;    // collective backend (see Backend)
+  std::string program;                 // rank executable; empty = dp-train installed beside dp-launch
+  std::vector<std::string> args;       // extra arguments passed to every rank; default none
+  std::map<std::string, std::string> env;  // extra environment of every rank; default none
+  std::string log_dir = "zdp-logs";    // per-rank logs land in <log_dir>/rank<r>.log
+  int max_restarts = 0;                // whole-job restarts after a rank failure; 0 = fail at once
+  double collective_timeout_s = 300;   // a collective waiting longer fails the job
+  double startup_timeout_s = 120;      // every rank must have joined the job within this
+};
+
+// [model]: dp-train's reference model.
+struct ModelConfig {
+  ModelKind kind = ModelKind::kMlp;    // "mlp" | "gpt"
+  int n_layers = 2;                    // blocks (layer groups; stage 3 gathers one at a time)
+  int d_model = 64;                    // hidden width
+  int n_heads = 4;                     // attention heads (gpt); must divide d_model
+  int vocab_size = 256;                // token vocabulary (gpt) / classes (mlp)
+  int seq_len = 64;                    // tokens per sample (gpt)
+  DType dtype = DType::kF32;           // compute dtype: "fp32" | "bf16" | "fp16"; masters stay fp32
+  double init_std = 0.02;              // std of the normal initialisation of weights
+};
+
+// [data]: what the ranks train on.
+struct DataConfig {
+  DataKind kind = DataKind::kSynthetic;  // "synthetic" | "tokens"
+  std::string path;                    // token file; required when kind = "tokens"
+  bool shuffle = true;                 // per-epoch seeded shuffle (DistributedSampler semantics)
+};
+
+// [train]: batch geometry and the step loop. global_batch = micro_batch x accum_steps x world.
+struct TrainConfig {
+  int64_t global_batch = 8;            // samples per optimizer step over all ranks
+  int64_t micro_batch = 1;             // samples per forward/backward on one rank
+  int64_t accum_steps = 0;             // micro-batches per step on one rank; 0 = derived from the world size
+  int64_t steps = 100;                 // optimizer steps to run
+  int64_t seed = 1234;                 // seeds parameters and data order (same on every rank)
+  bool deterministic = false;          // bit-exact reductions, at some speed cost
+  int log_every = 10;                  // steps between loss/throughput log lines
+};
+
+// [optim]: optimizer hyper-parameters and learning-rate schedule.
+struct OptimConfig {
+  OptimizerKind name = OptimizerKind::kAdamW;  // "adamw" | "sgd"
+  double lr = 3e-4;                    // peak learning rate
+  double beta1 = 0.9;                  // AdamW first-moment decay (SGD: momentum)
+  double beta2 = 0.999;                // AdamW second-moment decay
+  double eps = 1e-8;                   // AdamW denominator epsilon
+  double weight_decay = 0.01;          // decoupled weight decay
+  double grad_clip = 1.0;              // max global gradient norm; 0 = no clipping
+  LrSchedule schedule = LrSchedule::kConstant;  // "constant" | "cosine" | "linear" after warmup
+  int64_t warmup_steps = 0;            // linear warmup from 0 to lr
+  double min_lr = 0.0;                 // where cosine/linear decay ends
+};
+
+// [zero]: the ZeRO stage and its buckets.
+struct ZeroConfig {
+  int stage = 2;                       // 0 = DDP, 1 = + optimizer state, 2 = + grads, 3 = + params sharded
+  double bucket_mb = 25;               // target bucket size in MiB (reduce-scatter/all-gather unit)
+  DType reduce_dtype = DType::kF32;    // gradient reduction dtype: "fp32" | "bf16"
+  bool overlap = true;                 // reduce buckets during backward on a communication stream
+  int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
+};
+
+// [checkpoint]: sharded checkpoints.
+struct CheckpointConfig {
+  std::string dir = "checkpoints";     // where checkpoints are written and looked for
+  int64_t every_steps = 0;             // steps between checkpoints; 0 = none during training
+  int keep_last = 2;                   // older checkpoints are deleted
+  ResumeMode resume = ResumeMode::kAuto;  // "auto" | "never"
+};
+
+// [profile]: memory/throughput profiling runs.
+struct ProfileConfig {
+  bool enabled = false;                // profile steps [warmup_steps, warmup_steps + active_steps)
+  int64_t warmup_steps = 2;            // steps run before measuring
+  int64_t active_steps = 5;            // steps measured
+  std::string trace_file;              // Chrome trace output; empty = no trace
+};
+
+// Where a key's value came from (for describe_resolved and error messages).
+enum class ValueSource : int { kDefault = 0, kFile, kOverride };
+struct KeyOrigin {
+  ValueSource source = ValueSource::kDefault;
+  int line = 0;                        // kFile: position of the value in Config::source
+  int column = 0;
+  std::string override_text;           // kOverride: "section.key=value" as given to --set
+};
+
+struct Config {
+  LaunchConfig launch;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  ZeroConfig zero;
+  CheckpointConfig checkpoint;
+  ProfileConfig profile;
+
+  std::string source = "<defaults>";   // file path, or the name given to parse_config
+  std::map<std::string, KeyOrigin> origins;  // "section.key" -> origin; absent = default
+
+  // "file:line:col", "--set section.key=value", or `source` for a default: the prefix of
+  // an error about `key`.
+  std::string where(const std::string& key) const;
+};
+
+// Compares values only: source and origins are ignored.
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+
+// Parses `text` (named `source_name` in errors) and applies `overrides`, each
+// "section.key=value" with the value in TOML syntax (a bare word is taken as a string;
+// "launch.env.NAME=value" sets one entry). kInvalidArgument lists every problem, one per
+// line, each "file:line:col: ..." or "--set k=v: ...".
+StatusOr<Config> parse_config(const std::string& text, const std::string& source_name,
+                              const std::vector<std::string>& overrides = {});
+// Reads `path` and parses it as parse_config does; kNotFound when it cannot be read.
+StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Every range and cross-field check, plus those that need the world size (global_batch
+// divisible by micro_batch x world, accum_steps consistent). All problems in one Status.
+Status validate_for_world(const Config& config, int world_size);
+// accum_steps, or global_batch / (micro_batch x world_size) when it is 0.
+// REQUIRES: validate_for_world(config, world_size).ok().
+int64_t resolved_accum_steps(const TrainConfig& train, int world_size);
+// nproc_per_node, or for "auto" the CUDA device count, or kCpuDefaultNprocPerNode without one.
+int resolve_nproc_per_node(const LaunchConfig& launch, int cuda_device_count);
+// kNccl or kGloo: `backend` unless it is kAuto.
+Backend resolve_backend(Backend backend, bool ranks_use_cuda);
+
+// The full resolved config as TOML (every key): parse_config(to_toml(c), ...) == c.
+std::string to_toml(const Config& config);
+// Writes to_toml(config) to `path` through a temporary file and a rename (what dp-launch
+// passes to its ranks as ZDP_CONFIG). kIoError names the path.
+Status write_config_file(const Config& config, const std::string& path);
+// For --dry-run: to_toml with each value's origin (default | file:line:col | --set ...)
+// as a trailing comment; still valid TOML.
+std::string describe_resolved(const Config& config);
+// For --help: every key by section, with its type, allowed values, default and meaning.
+std::string key_reference();
+
+}  // namespace zdp

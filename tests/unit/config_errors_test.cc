@@ -1,0 +1,206 @@
+// Config errors: unknown keys with hints, wrong types, out-of-range values, cross-field
+// conflicts, syntax errors and bad --set, each naming where, which key and which values;
+// all problems of one file in one Status.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "zdp/config.h"
+
+namespace zdp {
+namespace {
+
+// The message of the error parse_config gives for `text` (named configs/x.toml).
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  StatusOr<Config> config = parse_config(text, "configs/x.toml", overrides);
+  EXPECT_FALSE(config.ok()) << "parsed:\n" << text;
+  if (config.ok()) return "";
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  return config.status().message();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+TEST(ConfigErrors, UnknownKeyWithDidYouMean) {
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n\nmicro_bach = 4\n"),
+            "configs/x.toml:4:1: unknown key 'train.micro_bach'; did you mean 'train.micro_batch'?");
+  EXPECT_EQ(error_of("[zero]\nstgae = 1\n"),
+            "configs/x.toml:2:1: unknown key 'zero.stgae'; did you mean 'zero.stage'?");
+  // A key in the wrong section points to the right one.
+  EXPECT_EQ(error_of("[train]\nlr = 0.1\n"), "configs/x.toml:2:1: unknown key 'train.lr'; did you mean 'optim.lr'?");
+  EXPECT_EQ(error_of("steps = 3\n"),
+            "configs/x.toml:1:1: unknown key 'steps' outside any section; did you mean 'train.steps'?");
+  // Nothing plausible: no hint.
+  EXPECT_EQ(error_of("[train]\nbanana = 1\n"), "configs/x.toml:2:1: unknown key 'train.banana'");
+  EXPECT_EQ(error_of("[launch.envv]\nA = \"1\"\n"),
+            "configs/x.toml:1:1: unknown key 'launch.envv'; did you mean 'launch.env'?");
+}
+
+TEST(ConfigErrors, UnknownSectionWithDidYouMean) {
+  EXPECT_EQ(error_of("[train]\nsteps = 1\n[trian]\nsteps = 2\n"),
+            "configs/x.toml:3:1: unknown section 'trian'; did you mean 'train'?");
+  EXPECT_EQ(error_of("[optimizer]\n"), "configs/x.toml:1:1: unknown section 'optimizer'");
+  EXPECT_EQ(error_of("zero = 2\n"), "configs/x.toml:1:8: 'zero' must be a section ([zero]), found integer 2");
+}
+
+TEST(ConfigErrors, WrongTypeNamesPositionKeyExpectedTypeAndValue) {
+  EXPECT_EQ(error_of("[launch]\nmaster_port = \"29500\"\n"),
+            "configs/x.toml:2:15: launch.master_port: expected integer in [1, 65535], found string \"29500\"");
+  EXPECT_EQ(error_of("[train]\nsteps = 2.5\n"),
+            "configs/x.toml:2:9: train.steps: expected integer >= 1, found float 2.5");
+  EXPECT_EQ(error_of("[data]\nshuffle = 1\n"), "configs/x.toml:2:11: data.shuffle: expected boolean, found integer 1");
+  EXPECT_EQ(error_of("[launch]\nbackend = 3\n"),
+            "configs/x.toml:2:11: launch.backend: expected one of \"auto\", \"nccl\", \"gloo\", found integer 3");
+  EXPECT_EQ(error_of("[launch]\nnproc_per_node = true\n"),
+            "configs/x.toml:2:18: launch.nproc_per_node: expected integer >= 1, or \"auto\", found boolean true");
+  EXPECT_EQ(error_of("[launch]\nargs = \"--x\"\n"),
+            "configs/x.toml:2:8: launch.args: expected array of strings, found string \"--x\"");
+  // Elements are checked one by one, at their own position.
+  EXPECT_EQ(error_of("[launch]\nargs = [\"a\", 1, \"b\", [2]]\n"),
+            "configs/x.toml:2:14: launch.args[1]: expected string, found integer 1\n"
+            "configs/x.toml:2:22: launch.args[3]: expected string, found array [2]");
+  EXPECT_EQ(error_of("[launch.env]\nA = \"1\"\nB = 2\n"),
+            "configs/x.toml:3:5: launch.env.B: expected string, found integer 2");
+}
+
+TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
+  EXPECT_EQ(error_of("[launch]\nmaster_port = 70000\n"),
+            "configs/x.toml:2:15: launch.master_port = 70000 is out of range: must be in [1, 65535]");
+  EXPECT_EQ(error_of("[zero]\nstage = 5\n"), "configs/x.toml:2:9: zero.stage = 5 is out of range: must be in [0, 3]");
+  EXPECT_EQ(error_of("[launch]\nnproc_per_node = -1\n"),
+            "configs/x.toml:2:18: launch.nproc_per_node = -1 is out of range: must be >= 1 or \"auto\"");
+  EXPECT_EQ(error_of("[launch]\nnproc_per_node = 0\n"),
+            "configs/x.toml:2:18: launch.nproc_per_node = 0 is out of range: must be >= 1 or \"auto\"");
+  EXPECT_EQ(error_of("[launch]\nnproc_per_node = \"all\"\n"),
+            "configs/x.toml:2:18: launch.nproc_per_node = \"all\" is not allowed: must be integer >= 1, or \"auto\"");
+  EXPECT_EQ(error_of("[launch]\nbackend = \"mpi\"\n"),
+            "configs/x.toml:2:11: launch.backend = \"mpi\" is not allowed: "
+            "must be one of \"auto\", \"nccl\", \"gloo\"");
+  EXPECT_EQ(error_of("[optim]\nbeta1 = 1.0\n"),
+            "configs/x.toml:2:9: optim.beta1 = 1.0 is out of range: must be in [0, 1)");
+  EXPECT_EQ(error_of("[optim]\nlr = nan\n"), "configs/x.toml:2:6: optim.lr = nan is out of range: must be > 0");
+  EXPECT_EQ(error_of("[launch]\nmaster_addr = \"\"\n"), "configs/x.toml:2:15: launch.master_addr must not be empty");
+  // Beyond what the field can hold (an int).
+  EXPECT_EQ(error_of("[model]\nd_model = 4294967296\n"),
+            "configs/x.toml:2:11: model.d_model = 4294967296 is out of range: must be >= 1");
+}
+
+TEST(ConfigErrors, CrossFieldConflictsPrintEveryValueInvolved) {
+  StatusOr<Config> c = parse_config("[train]\nglobal_batch = 30\nmicro_batch = 4\n", "configs/x.toml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();  // fine until the world size is known
+  const Status s = validate_for_world(*c, 2);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "configs/x.toml:2:16: train.global_batch (30) is not divisible by "
+            "train.micro_batch (4) x world size (2) = 8");
+  EXPECT_TRUE(validate_for_world(*c, 1).ok() == false);  // 30 % 4 != 0 either
+  StatusOr<Config> accum =
+      parse_config("[train]\nglobal_batch = 32\nmicro_batch = 4\naccum_steps = 2\n", "configs/x.toml");
+  ASSERT_TRUE(accum.ok()) << accum.status().to_string();
+  EXPECT_TRUE(validate_for_world(*accum, 4).ok());
+  EXPECT_EQ(validate_for_world(*accum, 2).message(),
+            "configs/x.toml:4:15: train.accum_steps (2) does not match train.global_batch (32) / "
+            "(train.micro_batch (4) x world size (2)) = 4");
+  EXPECT_EQ(validate_for_world(Config(), 0).message(), "<defaults>: world size (0) must be >= 1");
+}
+
+TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
+  EXPECT_EQ(error_of("[launch]\nnnodes = 2\nnode_rank = 2\n"),
+            "configs/x.toml:3:13: launch.node_rank (2) must be less than launch.nnodes (2)");
+  EXPECT_EQ(error_of("[train]\nglobal_batch = 30\nmicro_batch = 4\naccum_steps = 2\n"),
+            "configs/x.toml:2:16: train.global_batch (30) is not divisible by train.micro_batch (4) x "
+            "train.accum_steps (2) = 8");
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nd_model = 100\nn_heads = 3\n"),
+            "configs/x.toml:3:11: model.d_model (100) is not divisible by model.n_heads (3) (model.kind = \"gpt\")");
+  EXPECT_EQ(error_of("[data]\nkind = \"tokens\"\n"),
+            "configs/x.toml:2:8: data.path must be set when data.kind = \"tokens\"");
+  EXPECT_EQ(error_of("[optim]\nwarmup_steps = 200\nmin_lr = 1.0\n"),
+            "configs/x.toml:2:16: optim.warmup_steps (200) exceeds train.steps (100)\n"
+            "configs/x.toml:3:10: optim.min_lr (1.0) exceeds optim.lr (0.0003)");
+  EXPECT_EQ(error_of("[profile]\nenabled = true\nactive_steps = 99\n"),
+            "configs/x.toml:3:16: profile.warmup_steps (2) + profile.active_steps (99) = 101 "
+            "exceeds train.steps (100)");
+}
+
+TEST(ConfigErrors, ARefusedValueDoesNotCauseCrossFieldNoise) {
+  // global_batch keeps its default after the type error; checks that involve it are skipped.
+  EXPECT_EQ(error_of("[train]\nglobal_batch = \"x\"\nmicro_batch = 3\naccum_steps = 1\n"),
+            "configs/x.toml:2:16: train.global_batch: expected integer >= 1, found string \"x\"");
+}
+
+TEST(ConfigErrors, SyntaxErrorNamesLineAndColumn) {
+  const std::string message = error_of("[train]\nsteps = 3\nseed = \n");
+  EXPECT_EQ(message.rfind("configs/x.toml:3:", 0), 0u) << message;
+  EXPECT_NE(message.find("invalid TOML: "), std::string::npos) << message;
+  const std::string dup = error_of("[train]\nsteps = 3\nsteps = 4\n");
+  EXPECT_EQ(dup.rfind("configs/x.toml:3:", 0), 0u) << dup;
+}
+
+TEST(ConfigErrors, SetErrorsNameTheOverride) {
+  EXPECT_EQ(error_of("", {"zero.stage=9"}), "--set zero.stage=9: zero.stage = 9 is out of range: must be in [0, 3]");
+  EXPECT_EQ(error_of("", {"train.micro_bach=4"}),
+            "--set train.micro_bach=4: unknown key 'train.micro_bach'; did you mean 'train.micro_batch'?");
+  EXPECT_EQ(error_of("", {"zero.stage"}), "--set zero.stage: expected section.key=value");
+  EXPECT_EQ(error_of("", {"launch.args=--x"}),
+            "--set launch.args=--x: launch.args: expected array of strings, found string \"--x\"");
+  EXPECT_EQ(error_of("", {"launch.backend=mpi"}),
+            "--set launch.backend=mpi: launch.backend = \"mpi\" is not allowed: "
+            "must be one of \"auto\", \"nccl\", \"gloo\"");
+  EXPECT_EQ(error_of("", {"train.steps=ten"}),
+            "--set train.steps=ten: train.steps: expected integer >= 1, found string \"ten\"");
+  EXPECT_EQ(error_of("", {"zero.stage.x=1"}),
+            "--set zero.stage.x=1: unknown key 'zero.stage.x'; did you mean 'zero.stage'?");
+  EXPECT_EQ(error_of("", {"=1"}), "--set =1: expected section.key=value");
+  // A cross-field conflict created by a --set is reported at that --set.
+  EXPECT_EQ(error_of("[launch]\nnnodes = 2\n", {"launch.node_rank=5"}),
+            "--set launch.node_rank=5: launch.node_rank (5) must be less than launch.nnodes (2)");
+}
+
+TEST(ConfigErrors, AllProblemsOfOneRunAreReportedTogether) {
+  const std::string message = error_of(
+      "[launch]\n"
+      "master_port = 70000\n"  // out of range
+      "backend = \"mpi\"\n"    // not allowed
+      "node_rank = 3\n"        // not below nnodes (default 1)
+      "[train]\n"
+      "micro_bach = 4\n"       // unknown key
+      "steps = \"many\"\n"     // wrong type
+      "[optim]\n"
+      "warmup_steps = 500\n"   // exceeds train.steps, but train.steps was refused: not checked
+      "[zeroo]\n",             // unknown section
+      {"zero.stage=9", "nope.key=1"});
+  const std::vector<std::string> lines = lines_of(message);
+  ASSERT_EQ(lines.size(), 8u) << message;
+  // File problems in line order, then --set problems in order, then cross-field ones.
+  EXPECT_EQ(lines[0].rfind("configs/x.toml:2:15: launch.master_port", 0), 0u) << message;
+  EXPECT_EQ(lines[1].rfind("configs/x.toml:3:11: launch.backend", 0), 0u) << message;
+  EXPECT_EQ(lines[2].rfind("configs/x.toml:6:1: unknown key 'train.micro_bach'", 0), 0u) << message;
+  EXPECT_EQ(lines[3].rfind("configs/x.toml:7:9: train.steps: expected integer", 0), 0u) << message;
+  EXPECT_EQ(lines[4].rfind("configs/x.toml:10:1: unknown section 'zeroo'", 0), 0u) << message;
+  EXPECT_EQ(lines[5].rfind("--set zero.stage=9: ", 0), 0u) << message;
+  EXPECT_EQ(lines[6].rfind("--set nope.key=1: unknown key 'nope.key'", 0), 0u) << message;
+  EXPECT_EQ(lines[7], "configs/x.toml:4:13: launch.node_rank (3) must be less than launch.nnodes (1)") << message;
+}
+
+TEST(ConfigErrors, ValidateForWorldRechecksAConfigBuiltInCode) {
+  Config c;
+  c.zero.stage = 7;
+  c.launch.master_port = 0;
+  c.train.global_batch = 30;
+  c.train.micro_batch = 4;
+  const std::vector<std::string> lines = lines_of(validate_for_world(c, 2).message());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "<defaults>: launch.master_port = 0 is out of range: must be in [1, 65535]");
+  EXPECT_EQ(lines[1], "<defaults>: zero.stage = 7 is out of range: must be in [0, 3]");
+  EXPECT_EQ(lines[2],
+            "<defaults>: train.global_batch (30) is not divisible by train.micro_batch (4) x world size (2) = 8");
+}
+
+}  // namespace
+}  // namespace zdp
