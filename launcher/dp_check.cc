@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "zdp/comm.h"
+#include "zdp/config.h"
 #include "zdp/device.h"
 #include "zdp/launch_env.h"
 #include "zdp/log.h"
@@ -104,6 +105,15 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective");
   app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce");
   CLI11_PARSE(app, argc, argv);
+  // Under dp-launch the resolved config supplies the collective timeout (flags still win).
+  if (const char* path = std::getenv("ZDP_CONFIG"); path != nullptr && app.count("--timeout") == 0) {
+    zdp::StatusOr<zdp::Config> config = zdp::load_config(path);
+    if (!config.ok()) {
+      ZDP_LOG(kError) << "dp-check: " << config.status().to_string();
+      return 1;
+    }
+    o.timeout_s = config->launch.collective_timeout_s;
+  }
   const Status s = check(o);
   if (!s.ok()) {
     ZDP_LOG(kError) << "dp-check failed: " << s.to_string();

@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", dry_run, "print the resolved config, the world layout and each rank's command "
                                      "line and environment; start nothing");
   app.add_option("--node-rank", node_rank, "this node's rank in a multi-node job (beats the config and Slurm)");
-  app.footer("Config keys (section.key  type  default  meaning):\n" + zdp::key_reference());
+  app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
   return run(config_path, sets, dry_run, node_rank);
 }
