@@ -1,0 +1,187 @@
+// The GPU GEMM: cuBLASLt with fp32 accumulation, bias/GELU epilogues, and one cached plan
+// (matmul descriptor, matrix layouts, heuristic's algorithm) per shape, so the heuristic
+// query runs once per shape instead of once per call.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "cuda/cuda_check.h"
+#include "kernels/gemm.h"
+
+namespace zdp::kernels {
+namespace {
+
+cudaDataType_t cuda_type(DType d) {
+  switch (d) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGelu: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::kBiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::kNone: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// Largest power of two <= 256 dividing the address: the heuristic must only pick
+// algorithms that can work with the pointers' actual alignment.
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// Everything a plan depends on: shape, strides, types, epilogue, alignments, math mode.
+using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+                           uint32_t, uint32_t, uint32_t, uint32_t>;
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class CublasLtGemm final : public Gemm {
+ public:
+  CublasLtGemm(cublasLtHandle_t handle, void* workspace, int64_t workspace_bytes)
+      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+
+  ~CublasLtGemm() override {
+    for (auto& [key, plan] : plans_) destroy(plan);
+    if (handle_) ZDP_CUBLAS_CHECK_LOG(cublasLtDestroy(handle_));
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+
+  Status run(const GemmArgs& g, cudaStream_t stream) override {
+    ZDP_RETURN_IF_ERROR(check_gemm_args(g));
+    if (g.m == 0 || g.n == 0) return Status::Ok();
+    if (g.k == 0) {
+      return Status(StatusCode::kInvalidArgument, describe(g) + ": k = 0 is not supported by the cuBLASLt path");
+    }
+    const PlanKey key{static_cast<int>(g.transa), static_cast<int>(g.transb), g.m,    g.n,
+                      g.k,  g.lda,  g.ldb,  g.ldc,  static_cast<int>(g.ab_dtype), static_cast<int>(g.c_dtype),
+                      static_cast<int>(g.epilogue), static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
+                      alignment_of(g.a), alignment_of(g.b), alignment_of(g.c), alignment_of(g.bias)};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan plan;
+      Status st = make_plan(g, &plan);
+      if (!st.ok()) {
+        destroy(plan);
+        return st.with_context(describe(g));
+      }
+      it = plans_.emplace(key, plan).first;
+    }
+    Plan& plan = it->second;
+    if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
+      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                                sizeof(g.bias)));
+    }
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a, plan.a, g.b, plan.b, &g.beta, g.c,
+                                              plan.c, g.c, plan.c, &plan.algo, workspace_,
+                                              static_cast<size_t>(workspace_bytes_), stream));
+    return Status::Ok();
+  }
+
+ private:
+  static void destroy(Plan& p) {
+    if (p.desc) ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulDescDestroy(p.desc));
+    if (p.a) ZDP_CUBLAS_CHECK_LOG(cublasLtMatrixLayoutDestroy(p.a));
+    if (p.b) ZDP_CUBLAS_CHECK_LOG(cublasLtMatrixLayoutDestroy(p.b));
+    if (p.c) ZDP_CUBLAS_CHECK_LOG(cublasLtMatrixLayoutDestroy(p.c));
+    p = Plan{};
+  }
+
+  Status make_plan(const GemmArgs& g, Plan* plan) {
+    const bool tf32 = g.ab_dtype == DType::kF32 && g.fp32_math == Fp32Math::kTf32;
+    const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+    const cublasOperation_t ta = g.transa == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = g.transb == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    const cublasLtEpilogue_t epilogue = lt_epilogue(g.epilogue);
+    ZDP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
+      const cudaDataType_t bias_type = cuda_type(g.c_dtype);  // bias in C's type (see gemm.h)
+      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                                &bias_type, sizeof(bias_type)));
+      ZDP_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+    }
+    const bool ta_yes = g.transa == Transpose::kYes, tb_yes = g.transb == Transpose::kYes;
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.ab_dtype), ta_yes ? g.k : g.m,
+                                                          ta_yes ? g.m : g.k, g.lda));
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.ab_dtype), tb_yes ? g.n : g.k,
+                                                          tb_yes ? g.k : g.n, g.ldb));
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.ldc));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
+    const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                                 sizeof(ws));
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                    sizeof(align_a));
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                    sizeof(align_b));
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                    sizeof(align_c));
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                    sizeof(align_c));
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1,
+                                              &result, &found);
+    }
+    ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulPreferenceDestroy(pref));
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      return Status(StatusCode::kCublasError, "cuBLASLt heuristic query failed: " + cublas_error_text(status));
+    }
+    if (found == 0) {
+      return Status(StatusCode::kUnavailable, "cuBLASLt has no algorithm for this shape, type and alignment");
+    }
+    plan->algo = result.algo;
+    return Status::Ok();
+  }
+
+  cublasLtHandle_t handle_;
+  void* workspace_;  // the caller's
+  int64_t workspace_bytes_;
+  std::map<PlanKey, Plan> plans_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes) {
+  if (workspace_bytes < 0 || (workspace_bytes > 0 && !workspace)) {
+    return Status(StatusCode::kInvalidArgument, "cuBLASLt workspace: null pointer or negative size");
+  }
+  cublasLtHandle_t handle = nullptr;
+  ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  return std::unique_ptr<Gemm>(new CublasLtGemm(handle, workspace, workspace_bytes));
+}
+
+}  // namespace zdp::kernels

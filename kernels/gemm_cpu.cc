@@ -1,0 +1,72 @@
+// The CPU GEMM: OpenBLAS cblas_sgemm (column-major), then bias and GELU applied in one
+// pass over C. fp32 only: this hardware has no fast bf16 matrix path in OpenBLAS.
+#include <cblas.h>
+
+#include <climits>
+#include <string>
+
+#include "kernels/gemm.h"
+
+namespace zdp::kernels {
+namespace {
+
+CBLAS_TRANSPOSE to_cblas(Transpose t) { return t == Transpose::kYes ? CblasTrans : CblasNoTrans; }
+
+class OpenBlasGemm final : public Gemm {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+
+  Status run(const GemmArgs& g, cudaStream_t /*stream*/) override {
+    ZDP_RETURN_IF_ERROR(check_gemm_args(g));
+    if (g.ab_dtype != DType::kF32 || g.c_dtype != DType::kF32) {
+      return Status(StatusCode::kInvalidArgument, describe(g) + ": the CPU GEMM takes fp32 A, B and C only");
+    }
+    for (int64_t dim : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc}) {
+      if (dim > INT_MAX) return Status(StatusCode::kInvalidArgument, describe(g) + ": a dimension exceeds INT_MAX");
+    }
+    if (g.m == 0 || g.n == 0) return Status::Ok();
+    float* c = static_cast<float*>(g.c);
+    const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+    const int ldc = static_cast<int>(g.ldc);
+    if (k == 0) {
+      // BLAS leaves C = beta * C for k = 0 too; do it here so that A/B may be null.
+      scale_c(c, m, n, ldc, g.beta);
+    } else {
+      cblas_sgemm(CblasColMajor, to_cblas(g.transa), to_cblas(g.transb), m, n, k, g.alpha,
+                  static_cast<const float*>(g.a), static_cast<int>(g.lda), static_cast<const float*>(g.b),
+                  static_cast<int>(g.ldb), g.beta, c, ldc);
+    }
+    apply_epilogue(c, m, n, ldc, g.epilogue, static_cast<const float*>(g.bias));
+    return Status::Ok();
+  }
+
+ private:
+  static void scale_c(float* c, int m, int n, int ldc, float beta) {
+    for (int j = 0; j < n; ++j) {
+      float* col = c + static_cast<int64_t>(j) * ldc;
+      for (int i = 0; i < m; ++i) col[i] = beta == 0.0f ? 0.0f : beta * col[i];
+    }
+  }
+
+  static void apply_epilogue(float* c, int m, int n, int ldc, Epilogue e, const float* bias) {
+    if (e == Epilogue::kNone) return;
+    const bool add_bias = e == Epilogue::kBias || e == Epilogue::kBiasGelu;
+    const bool gelu = e == Epilogue::kGelu || e == Epilogue::kBiasGelu;
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
+    for (int j = 0; j < n; ++j) {
+      float* col = c + static_cast<int64_t>(j) * ldc;
+      if (add_bias) {
+        for (int i = 0; i < m; ++i) col[i] = col[i] + bias[i];
+      }
+      if (gelu) {
+        for (int i = 0; i < m; ++i) col[i] = gelu_tanh(col[i]);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Gemm> make_cpu_gemm() { return std::make_unique<OpenBlasGemm>(); }
+
+}  // namespace zdp::kernels

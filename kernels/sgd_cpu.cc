@@ -1,0 +1,99 @@
+// Fused SGD with momentum on the CPU: argument checks and scalars shared with the CUDA
+// launcher, and the OpenMP loop that calls sgd_element() (kernels/sgd.h).
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu_parallel.h"
+#include "kernels/sgd.h"
+
+namespace zdp::kernels {
+
+const char* to_string(SgdMomentum kind) {
+  switch (kind) {
+    case SgdMomentum::kClassic: return "classic";
+    case SgdMomentum::kNesterov: return "nesterov";
+  }
+  return "?";
+}
+
+StatusOr<SgdCoeffs> sgd_coeffs(const SgdArgs& a) {
+  auto invalid = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, "sgd: " + what); };
+  if (a.count < 0 || a.global_offset < 0) return invalid("negative count or global_offset");
+  if (a.count > 0 && (!a.master || !a.grad)) return invalid("master and grad must be non-null");
+  if (a.count > 0 && a.momentum != 0.0f && !a.momentum_buf) return invalid("momentum != 0 needs a momentum buffer");
+  if (a.grad_dtype != DType::kF32 && a.grad_dtype != DType::kBF16 && a.grad_dtype != DType::kF16) {
+    return invalid(std::string("grad dtype ") + to_string(a.grad_dtype) + " is not fp32, bf16 or fp16");
+  }
+  if (a.param_out && a.param_dtype != DType::kF32 && a.param_dtype != DType::kBF16 && a.param_dtype != DType::kF16) {
+    return invalid(std::string("param dtype ") + to_string(a.param_dtype) + " is not fp32, bf16 or fp16");
+  }
+  if (a.rounding == Rounding::kStochastic && (!a.param_out || a.param_dtype != DType::kBF16)) {
+    return invalid("stochastic rounding needs a bf16 param_out");
+  }
+  if (a.step < 1) return invalid("step " + std::to_string(a.step) + " < 1 (steps count from 1)");
+  if (!(a.momentum >= 0.0f) || !std::isfinite(a.momentum) || !std::isfinite(a.dampening) || !std::isfinite(a.lr) ||
+      !std::isfinite(a.weight_decay) || !std::isfinite(a.grad_scale)) {
+    return invalid("momentum must be >= 0 and lr, dampening, weight_decay, grad_scale finite");
+  }
+  if (a.kind == SgdMomentum::kNesterov && (a.momentum <= 0.0f || a.dampening != 0.0f)) {
+    return invalid("Nesterov momentum requires momentum > 0 and zero dampening");  // as torch.optim.SGD
+  }
+  if (a.num_segments < 0 || (a.num_segments > 0 && !a.segments)) return invalid("segments null or num_segments < 0");
+  SgdCoeffs c{};
+  c.lr = a.lr;
+  c.momentum = a.momentum;
+  c.one_minus_dampening = static_cast<float>(1.0 - static_cast<double>(a.dampening));
+  c.grad_scale = a.grad_scale;
+  c.first_step = a.step == 1 ? 1u : 0u;
+  c.kind = a.kind;
+  return c;
+}
+
+namespace {
+
+template <typename G, typename P>
+void update_slice(const SgdArgs& a, const SgdCoeffs& c) {
+  const G* grad = static_cast<const G*>(a.grad);
+  P* out = static_cast<P*>(a.param_out);
+  float* __restrict master = a.master;
+  float* __restrict buf = a.momentum_buf;
+  float unused_buf = 0.0f;
+  cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
+    cpu::for_each_decay_run(
+        a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end, [&](int64_t b, int64_t e, float wd) {
+          cpu::update_loop(grad, out, b, e, a.rounding, a.seed, static_cast<uint64_t>(a.step), a.global_offset,
+                           [&](int64_t i, float g) {
+                             float p = master[i];
+                             float bi = buf ? buf[i] : unused_buf;
+                             sgd_element(g, p, bi, wd, c);
+                             master[i] = p;
+                             if (buf) buf[i] = bi;
+                             return p;
+                           });
+        });
+  });
+}
+
+}  // namespace
+
+Status sgd_update_cpu(const SgdArgs& a) {
+  ZDP_ASSIGN_OR_RETURN(const SgdCoeffs c, sgd_coeffs(a));
+  ZDP_RETURN_IF_ERROR(validate_segments(a.segments, a.num_segments));
+  if (a.count == 0) return Status::Ok();
+  // Without momentum the buffer is never read or written, even if one was passed.
+  SgdArgs args = a;
+  if (a.momentum == 0.0f) args.momentum_buf = nullptr;
+  return dispatch_float(args.grad_dtype, "sgd grad", [&](auto g) {
+    using G = decltype(g);
+    if (!args.param_out) {
+      update_slice<G, NoOutput>(args, c);
+      return Status::Ok();
+    }
+    return dispatch_float(args.param_dtype, "sgd param", [&](auto p) {
+      update_slice<G, decltype(p)>(args, c);
+      return Status::Ok();
+    });
+  });
+}
+
+}  // namespace zdp::kernels

@@ -1,0 +1,59 @@
+// Global-norm clipping and loss scaling (see optim/clip.h).
+#include "optim/clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace zdp::optim {
+
+double clip_coefficient(double total_norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0;
+  if (!std::isfinite(total_norm)) return 0.0;
+  return std::min(1.0, max_norm / (total_norm + 1e-6));
+}
+
+const char* to_string(StepAction action) {
+  return action == StepAction::kApply ? "apply" : "skip (non-finite gradients)";
+}
+
+GradScaleDecision decide_grad_scale(const kernels::GradStats& global, double loss_scale, double max_norm) {
+  GradScaleDecision d;
+  d.grad_norm = std::sqrt(static_cast<double>(global.sum_sq)) / loss_scale;
+  if (global.nonfinite > 0.0f || !std::isfinite(d.grad_norm)) {
+    d.action = StepAction::kSkipNonFinite;
+    d.clip_coef = 0.0;
+    d.grad_scale = 0.0f;
+    return d;
+  }
+  d.clip_coef = clip_coefficient(d.grad_norm, max_norm);
+  d.grad_scale = static_cast<float>(d.clip_coef / loss_scale);
+  return d;
+}
+
+StatusOr<DynamicLossScale> DynamicLossScale::create(const Options& o) {
+  if (!(o.init_scale > 0.0) || !(o.growth_factor >= 1.0) || !(o.backoff_factor > 0.0 && o.backoff_factor < 1.0) ||
+      o.growth_interval < 1 || !(o.min_scale > 0.0) || !std::isfinite(o.init_scale)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "loss scale: init_scale " + std::to_string(o.init_scale) + ", growth_factor " +
+                      std::to_string(o.growth_factor) + ", backoff_factor " + std::to_string(o.backoff_factor) +
+                      ", growth_interval " + std::to_string(o.growth_interval) + ", min_scale " +
+                      std::to_string(o.min_scale) +
+                      ": need init > 0, growth >= 1, 0 < backoff < 1, interval >= 1, min > 0");
+  }
+  return DynamicLossScale(o);
+}
+
+void DynamicLossScale::update(StepAction action) {
+  if (action == StepAction::kSkipNonFinite) {
+    scale_ = std::max(options_.min_scale, scale_ * options_.backoff_factor);
+    finite_steps_ = 0;
+    return;
+  }
+  if (++finite_steps_ >= options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    finite_steps_ = 0;
+  }
+}
+
+}  // namespace zdp::optim

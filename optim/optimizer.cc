@@ -1,0 +1,124 @@
+// The sharded optimizer: options checks, per-step kernel arguments and dispatch to the
+// CPU or CUDA fused kernels (see optim/optimizer.h).
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <string>
+
+namespace zdp::optim {
+
+const char* to_string(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
+
+StatusOr<OptimizerKind> parse_optimizer_kind(std::string_view text) {
+  if (text == "adamw") return OptimizerKind::kAdamW;
+  if (text == "sgd") return OptimizerKind::kSgd;
+  return Status(StatusCode::kInvalidArgument, "optimizer \"" + std::string(text) + "\" is not one of adamw, sgd");
+}
+
+namespace {
+
+Status check_options(const OptimizerOptions& o) {
+  auto invalid = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, "optimizer: " + what); };
+  if (!(o.lr >= 0.0) || !std::isfinite(o.lr)) return invalid("lr = " + std::to_string(o.lr) + " is not >= 0");
+  if (o.kind == OptimizerKind::kAdamW) {
+    const AdamWConfig& a = o.adamw;
+    if (!(a.beta1 >= 0.0 && a.beta1 < 1.0)) return invalid("adamw beta1 = " + std::to_string(a.beta1) + " not in [0, 1)");
+    if (!(a.beta2 >= 0.0 && a.beta2 < 1.0)) return invalid("adamw beta2 = " + std::to_string(a.beta2) + " not in [0, 1)");
+    if (!(a.eps > 0.0) || !std::isfinite(a.eps)) return invalid("adamw eps = " + std::to_string(a.eps) + " is not > 0");
+  } else {
+    const SgdConfig& s = o.sgd;
+    if (!(s.momentum >= 0.0) || !std::isfinite(s.momentum)) {
+      return invalid("sgd momentum = " + std::to_string(s.momentum) + " is not >= 0");
+    }
+    if (!(s.dampening >= 0.0 && s.dampening <= 1.0)) {
+      return invalid("sgd dampening = " + std::to_string(s.dampening) + " not in [0, 1]");
+    }
+    if (s.kind == kernels::SgdMomentum::kNesterov && (s.momentum <= 0.0 || s.dampening != 0.0)) {
+      return invalid("sgd nesterov needs momentum > 0 and dampening 0 (momentum = " + std::to_string(s.momentum) +
+                     ", dampening = " + std::to_string(s.dampening) + ")");
+    }
+  }
+  return o.schedule.validate();
+}
+
+}  // namespace
+
+StatusOr<Optimizer> Optimizer::create(const OptimizerOptions& options, const std::vector<ParamExtent>& params) {
+  ZDP_RETURN_IF_ERROR(check_options(options));
+  ZDP_ASSIGN_OR_RETURN(const double peak,
+                       scale_lr(options.lr, options.lr_scaling, options.base_batch, options.global_batch));
+  ZDP_ASSIGN_OR_RETURN(ParamGroups groups, ParamGroups::create(options.weight_decay, options.groups));
+  ZDP_ASSIGN_OR_RETURN(std::vector<kernels::DecaySegment> segments, groups.decay_segments(params));
+  return Optimizer(options, peak, std::move(segments));
+}
+
+kernels::AdamWArgs Optimizer::adamw_args(const SliceState& s, int64_t t, float grad_scale) const {
+  kernels::AdamWArgs a;
+  a.count = s.count;
+  a.global_offset = s.global_offset;
+  a.master = s.master;
+  a.m = s.m;
+  a.v = s.v;
+  a.grad = s.grad;
+  a.grad_dtype = s.grad_dtype;
+  a.param_out = s.param_out;
+  a.param_dtype = s.param_dtype;
+  a.rounding = options_.rounding;
+  a.seed = options_.seed;
+  a.step = t;
+  a.lr = static_cast<float>(lr_at_step(t));
+  a.beta1 = static_cast<float>(options_.adamw.beta1);
+  a.beta2 = static_cast<float>(options_.adamw.beta2);
+  a.eps = static_cast<float>(options_.adamw.eps);
+  a.weight_decay = static_cast<float>(options_.weight_decay);
+  a.grad_scale = grad_scale;
+  a.segments = segments_.data();
+  a.num_segments = static_cast<int64_t>(segments_.size());
+  return a;
+}
+
+kernels::SgdArgs Optimizer::sgd_args(const SliceState& s, int64_t t, float grad_scale) const {
+  kernels::SgdArgs a;
+  a.count = s.count;
+  a.global_offset = s.global_offset;
+  a.master = s.master;
+  a.momentum_buf = s.m;
+  a.grad = s.grad;
+  a.grad_dtype = s.grad_dtype;
+  a.param_out = s.param_out;
+  a.param_dtype = s.param_dtype;
+  a.rounding = options_.rounding;
+  a.seed = options_.seed;
+  a.step = t;
+  a.lr = static_cast<float>(lr_at_step(t));
+  a.momentum = static_cast<float>(options_.sgd.momentum);
+  a.dampening = static_cast<float>(options_.sgd.dampening);
+  a.kind = options_.sgd.kind;
+  a.weight_decay = static_cast<float>(options_.weight_decay);
+  a.grad_scale = grad_scale;
+  a.segments = segments_.data();
+  a.num_segments = static_cast<int64_t>(segments_.size());
+  return a;
+}
+
+Status Optimizer::update(DeviceKind device, const SliceState& slice, int64_t t, float grad_scale,
+                         const kernels::DecaySegment* device_segments, cudaStream_t stream) const {
+  const bool cuda = device == DeviceKind::kCuda;
+  if (cuda && !segments_.empty() && !device_segments) {
+    return Status(StatusCode::kInvalidArgument,
+                  "optimizer update on CUDA: the decay table (" + std::to_string(segments_.size()) +
+                      " segments) has no device copy");
+  }
+  if (options_.kind == OptimizerKind::kAdamW) {
+    kernels::AdamWArgs a = adamw_args(slice, t, grad_scale);
+    if (!cuda) return kernels::adamw_update_cpu(a);
+    a.segments = device_segments;
+    return kernels::adamw_update_cuda(a, stream);
+  }
+  kernels::SgdArgs a = sgd_args(slice, t, grad_scale);
+  if (!cuda) return kernels::sgd_update_cpu(a);
+  a.segments = device_segments;
+  return kernels::sgd_update_cuda(a, stream);
+}
+
+}  // namespace zdp::optim

@@ -1,0 +1,46 @@
+// Learning-rate schedules as pure functions of the step: linear warm-up, then constant,
+// cosine or linear decay to a floor. Every rank computes the same value from the step
+// alone, so nothing about the schedule is ever communicated or checkpointed but the step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zdp/status.h"
+
+namespace zdp::optim {
+
+enum class LrDecay : uint8_t {
+  kConstant = 0,  // stay at the peak after warm-up
+  kCosine,        // half a cosine from the peak down to the floor
+  kLinear,        // a straight line from the peak down to the floor
+};
+const char* to_string(LrDecay decay);
+// "constant" | "cosine" | "linear"; kInvalidArgument naming the accepted values.
+StatusOr<LrDecay> parse_lr_decay(std::string_view text);
+
+struct LrSchedule {
+  LrDecay decay = LrDecay::kConstant;
+  // Steps of linear warm-up: lr(t) = peak * t / warmup_steps for t <= warmup_steps.
+  int64_t warmup_steps = 0;
+  // The step at which the decay reaches the floor (the run's length, usually); it stays
+  // there afterwards. Ignored by kConstant; must exceed warmup_steps otherwise.
+  int64_t total_steps = 0;
+  // The floor as a fraction of the peak (0 decays to zero; 0.1 to a tenth of the peak).
+  double final_lr_ratio = 0.0;
+
+  // kInvalidArgument naming the field and its value when inconsistent.
+  Status validate() const;
+};
+
+// The learning rate of optimizer step t (counted from 1, like AdamW's bias correction t):
+//   t <= W:      peak * t / W                                        (W = warmup_steps)
+//   W < t <= T:  floor + (peak - floor) * f(progress),  progress = (t - W) / (T - W)
+//                cosine: f = (1 + cos(pi * progress)) / 2;  linear: f = 1 - progress
+//   t > T:       floor                                               (T = total_steps)
+// with floor = final_lr_ratio * peak; kConstant is the peak after warm-up.
+// REQUIRES: schedule.validate() is OK and t >= 1.
+double lr_at(const LrSchedule& schedule, double peak_lr, int64_t t);
+
+}  // namespace zdp::optim
