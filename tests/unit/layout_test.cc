@@ -1,0 +1,624 @@
+// Layout (flat buffer -> buckets -> rank slices) and the ZeRO memory formula: hand-computed
+// layouts, an invariant sweep over K 1..8, alignments, bucket sizes, odd parameter lists
+// and both boundary modes, every error message, and the DESIGN.md memory table.
+#include "layout.h"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <sstream>
+
+#include "zero_memory.h"
+
+namespace zdp {
+namespace {
+
+constexpr int64_t kHuge = INT64_MAX;
+
+Layout make_ok(const std::vector<ParamSpec>& specs, int k, int64_t align, int64_t bucket,
+               BucketBoundary boundary = BucketBoundary::kAnywhere) {
+  LayoutOptions o;
+  o.world_size = k;
+  o.align_elems = align;
+  o.bucket_elems = bucket;
+  o.boundary = boundary;
+  StatusOr<Layout> layout = make_layout(specs, o);
+  EXPECT_TRUE(layout.ok()) << layout.status().to_string();
+  return std::move(layout).value();
+}
+
+// Layout records as comparable tuples, so a hand-computed layout reads as a table.
+using Tuples = std::vector<std::vector<int64_t>>;
+// {param, param_offset, flat_offset, length, shard_offset}
+Tuples seg_tuples(const std::vector<Segment>& segs) {
+  Tuples out;
+  for (const Segment& s : segs) out.push_back({s.param, s.param_offset, s.flat_offset, s.length, s.shard_offset});
+  return out;
+}
+Tuples bucket_tuples(const Layout& l) {
+  Tuples out;
+  for (const Bucket& b : l.buckets()) {
+    out.push_back(
+        {b.begin, b.size, b.payload, b.slice_size(), b.first_param, b.last_param, b.layer_begin, b.layer_end});
+  }
+  return out;
+}
+Tuples param_tuples(const Layout& l) {
+  Tuples out;
+  for (const ParamPlacement& p : l.params()) out.push_back({p.offset, p.numel, p.first_bucket, p.last_bucket});
+  return out;
+}
+
+// ---- Hand-computed layouts ---------------------------------------------------------------
+
+// a[10] b[7] (layer 0), c[20] (layer 1); K=2, align 4, bucket 16: quantum 8, capacity 16.
+//   bucket 0 [0,16)  payload 16: a[0:10) b[0:6)          slices of 8: [0,8) [8,16)
+//   bucket 1 [16,32) payload 16: b[6:7) c[0:15)          slices of 8: [16,24) [24,32)
+//   bucket 2 [32,40) payload 5:  c[15:20) + 3 padding    slices of 4: [32,36) [36,40)
+// Shard: 8 + 8 + 4 = 20 elements per rank; shard offsets 0, 8, 16.
+const std::vector<ParamSpec> kAbc = {{"a", {10}, 0}, {"b", {7}, 0}, {"c", {4, 5}, 1}};
+
+TEST(LayoutClosedForm, CutAnywhere) {
+  const Layout l = make_ok(kAbc, 2, 4, 16);
+  EXPECT_EQ(l.bucket_capacity(), 16);
+  EXPECT_EQ(l.total_elems(), 40);
+  EXPECT_EQ(l.payload_elems(), 37);
+  EXPECT_EQ(l.shard_elems(), 20);
+  EXPECT_EQ(l.max_bucket_elems(), 16);
+  ASSERT_EQ(l.buckets().size(), 3u);
+  // {begin, size, payload, slice, first_param, last_param, layer_begin, layer_end}
+  EXPECT_EQ(bucket_tuples(l),
+            (Tuples{{0, 16, 16, 8, 0, 1, 0, 1}, {16, 16, 16, 8, 1, 2, 0, 2}, {32, 8, 5, 4, 2, 2, 1, 2}}));
+  EXPECT_EQ(l.buckets()[2].padding(), 3);
+  // {offset, numel, first_bucket, last_bucket}
+  EXPECT_EQ(param_tuples(l), (Tuples{{0, 10, 0, 0}, {10, 7, 0, 1}, {17, 20, 1, 2}}));
+  EXPECT_EQ(l.slice_begin(1, 1), 24);
+  EXPECT_EQ(l.shard_offset(0), 0);
+  EXPECT_EQ(l.shard_offset(1), 8);
+  EXPECT_EQ(l.shard_offset(2), 16);
+
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 0)), (Tuples{{0, 0, 0, 8, 0}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 1)), (Tuples{{0, 8, 8, 2, 0}, {1, 0, 10, 6, 2}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(1, 0)), (Tuples{{1, 6, 16, 1, 8}, {2, 0, 17, 7, 9}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(1, 1)), (Tuples{{2, 7, 24, 8, 8}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(2, 0)), (Tuples{{2, 15, 32, 4, 16}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(2, 1)), (Tuples{{2, 19, 36, 1, 16}}));
+  EXPECT_EQ(seg_tuples(l.segments_of_shard(1)),
+            (Tuples{{0, 8, 8, 2, 0}, {1, 0, 10, 6, 2}, {2, 7, 24, 8, 8}, {2, 19, 36, 1, 16}}));
+
+  const ElementLocation loc = l.locate(2, 19);
+  EXPECT_EQ(loc.flat_offset, 36);
+  EXPECT_EQ(loc.bucket, 2);
+  EXPECT_EQ(loc.rank, 1);
+  EXPECT_EQ(loc.slice_offset, 0);
+  EXPECT_EQ(loc.shard_offset, 16);
+  EXPECT_EQ(l.element_at(37).param, -1);
+  EXPECT_EQ(l.element_at(16).param, 1);
+  EXPECT_EQ(l.element_at(16).element, 6);
+  EXPECT_EQ(l.flat_offset_of_shard(1, 9), 25);  // bucket 1, rank 1 slice [24,32), 2nd element
+  EXPECT_EQ(l.backward_bucket_order(), (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(l.layer_buckets(0), (std::pair<int, int>{0, 2}));
+  EXPECT_EQ(l.layer_buckets(1), (std::pair<int, int>{1, 3}));
+  EXPECT_EQ(l.layer_buckets(7), (std::pair<int, int>{0, 0}));
+
+  const std::string d = l.describe();
+  EXPECT_NE(d.find("3 params, 37 elements in 3 buckets (40 with 3 padding)"), std::string::npos) << d;
+  EXPECT_NE(d.find(" a b[0:6)\n"), std::string::npos) << d;
+  EXPECT_NE(d.find(" b[6:7) c[0:15)\n"), std::string::npos) << d;
+  EXPECT_NE(d.find(" c[15:20)\n"), std::string::npos) << d;
+}
+
+// The same params cut at layer groups: bucket 1 ends with b (layer 0) and is padded.
+//   bucket 0 [0,16)  a[0:10) b[0:6)      bucket 2 [24,40) c[0:16)
+//   bucket 1 [16,24) b[6:7) + 7 padding  bucket 3 [40,48) c[16:20) + 4 padding
+TEST(LayoutClosedForm, CutAtLayerGroups) {
+  const Layout l = make_ok(kAbc, 2, 4, 16, BucketBoundary::kLayerGroups);
+  // {begin, size, payload, slice, first_param, last_param, layer_begin, layer_end}
+  EXPECT_EQ(bucket_tuples(l), (Tuples{{0, 16, 16, 8, 0, 1, 0, 1},
+                                      {16, 8, 1, 4, 1, 1, 0, 1},
+                                      {24, 16, 16, 8, 2, 2, 1, 2},
+                                      {40, 8, 4, 4, 2, 2, 1, 2}}));
+  EXPECT_EQ(param_tuples(l), (Tuples{{0, 10, 0, 0}, {10, 7, 0, 1}, {24, 20, 2, 3}}));
+  EXPECT_EQ(l.total_elems(), 48);
+  EXPECT_EQ(l.shard_elems(), 24);
+  EXPECT_EQ(l.layer_buckets(0), (std::pair<int, int>{0, 2}));
+  EXPECT_EQ(l.layer_buckets(1), (std::pair<int, int>{2, 4}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(1, 0)), (Tuples{{1, 6, 16, 1, 8}}));
+  EXPECT_TRUE(l.segments_in_slice(1, 1).empty());
+  EXPECT_TRUE(l.segments_in_slice(3, 1).empty());  // [44,48) is all padding
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(3, 0)), (Tuples{{2, 16, 40, 4, 20}}));
+}
+
+// K=3, align 2, bucket_elems 13: quantum 6, so the capacity rounds up to 18.
+//   bucket 0 [0,18)  p[0:18)             slices of 6
+//   bucket 1 [18,30) p[18:25) + 5 pad    slices of 4: [18,22) p[18:22), [22,26) p[22:25), [26,30) empty
+TEST(LayoutClosedForm, CapacityRoundsUpToKTimesAlign) {
+  const Layout l = make_ok({{"p", {5, 5}, 0}}, 3, 2, 13);
+  EXPECT_EQ(l.bucket_capacity(), 18);
+  ASSERT_EQ(l.buckets().size(), 2u);
+  EXPECT_EQ(l.buckets()[0].size, 18);
+  EXPECT_EQ(l.buckets()[1].begin, 18);
+  EXPECT_EQ(l.buckets()[1].size, 12);
+  EXPECT_EQ(l.buckets()[1].payload, 7);
+  EXPECT_EQ(l.shard_elems(), 10);
+  EXPECT_EQ(l.shard_offset(1), 6);
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(1, 0)), (Tuples{{0, 18, 18, 4, 6}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(1, 1)), (Tuples{{0, 22, 22, 3, 6}}));
+  EXPECT_TRUE(l.segments_in_slice(1, 2).empty());
+  EXPECT_EQ(seg_tuples(l.segments_of_shard(2)), (Tuples{{0, 12, 12, 6, 0}}));
+}
+
+// One huge bucket, K=4, align 1: 11 elements padded to 12, slices of 3 that cut through params.
+TEST(LayoutClosedForm, HugeBucketSlicesStraddleParams) {
+  const Layout l = make_ok({{"x", {1}, 0}, {"y", {3}, 0}, {"z", {7}, 0}}, 4, 1, kHuge);
+  ASSERT_EQ(l.buckets().size(), 1u);
+  EXPECT_EQ(l.buckets()[0].size, 12);
+  EXPECT_EQ(l.bucket_capacity() % 4, 0);
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 0)), (Tuples{{0, 0, 0, 1, 0}, {1, 0, 1, 2, 1}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 1)), (Tuples{{1, 2, 3, 1, 0}, {2, 0, 4, 2, 1}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 2)), (Tuples{{2, 2, 6, 3, 0}}));
+  EXPECT_EQ(seg_tuples(l.segments_in_slice(0, 3)), (Tuples{{2, 5, 9, 2, 0}}));
+}
+
+TEST(LayoutClosedForm, EmptyParamListIsAnEmptyLayout) {
+  const Layout l = make_ok({}, 4, 16, 1000);
+  EXPECT_EQ(l.total_elems(), 0);
+  EXPECT_EQ(l.shard_elems(), 0);
+  EXPECT_TRUE(l.buckets().empty());
+  EXPECT_TRUE(l.segments_of_shard(3).empty());
+  EXPECT_TRUE(l.backward_bucket_order().empty());
+  EXPECT_EQ(l.layer_buckets(0), (std::pair<int, int>{0, 0}));
+}
+
+// A GPT-like stage-3 layout: every bucket belongs to one block and the blocks' bucket
+// ranges tile the bucket list in order.
+TEST(LayoutClosedForm, LayerGroupsTileTheBuckets) {
+  std::vector<ParamSpec> specs = {{"wte", {97, 16}, 0}};
+  for (int l = 1; l <= 4; ++l) {
+    const std::string p = "blocks." + std::to_string(l - 1) + ".";
+    specs.push_back({p + "ln.w", {16}, l});
+    specs.push_back({p + "attn.w", {48, 16}, l});
+    specs.push_back({p + "mlp.w", {64, 16}, l});
+  }
+  specs.push_back({"ln_f.w", {16}, 5});
+  const Layout l = make_ok(specs, 4, 8, 500, BucketBoundary::kLayerGroups);
+  int next = 0;
+  for (int g = 0; g <= 5; ++g) {
+    const auto [first, end] = l.layer_buckets(g);
+    EXPECT_EQ(first, next) << "layer group " << g;
+    EXPECT_GT(end, first) << "layer group " << g;
+    for (int b = first; b < end; ++b) {
+      EXPECT_EQ(l.buckets()[b].layer_begin, g);
+      EXPECT_EQ(l.buckets()[b].layer_end, g + 1);
+    }
+    next = end;
+  }
+  EXPECT_EQ(next, static_cast<int>(l.buckets().size()));
+}
+
+// What checkpoints do: shards written at K=4 are re-sharded to K=2, 3 and 1 through
+// name -> (param, element) -> new (rank, shard offset); every value lands where it belongs.
+TEST(LayoutClosedForm, ReshardThroughParamNames) {
+  const std::vector<ParamSpec> specs = {
+      {"emb", {13, 7}, 0}, {"w1", {31}, 1}, {"b1", {1}, 1}, {"w2", {5, 19}, 2}, {"b2", {3}, 2}};
+  auto value = [](int param, int64_t element) { return static_cast<float>(param * 1000 + element + 1); };
+  const Layout from = make_ok(specs, 4, 4, 40, BucketBoundary::kLayerGroups);
+  std::vector<std::vector<float>> shards(4, std::vector<float>(from.shard_elems(), 0.0f));
+  for (int r = 0; r < 4; ++r) {
+    for (const Segment& s : from.segments_of_shard(r)) {
+      for (int64_t j = 0; j < s.length; ++j) shards[r][s.shard_offset + j] = value(s.param, s.param_offset + j);
+    }
+  }
+  for (int k : {1, 2, 3}) {
+    const Layout to = make_ok(specs, k, 2, 64);
+    std::vector<std::vector<float>> out(k, std::vector<float>(to.shard_elems(), 0.0f));
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t off = 0; off < from.shard_elems(); ++off) {
+        const ParamElement pe = from.element_at(from.flat_offset_of_shard(r, off));
+        if (pe.param < 0) {
+          EXPECT_EQ(shards[r][off], 0.0f);  // padding
+          continue;
+        }
+        const int dst = *to.find(from.params()[pe.param].name);
+        const ElementLocation loc = to.locate(dst, pe.element);
+        out[loc.rank][loc.shard_offset] = shards[r][off];
+      }
+    }
+    for (int r = 0; r < k; ++r) {
+      for (const Segment& s : to.segments_of_shard(r)) {
+        for (int64_t j = 0; j < s.length; ++j) {
+          ASSERT_EQ(out[r][s.shard_offset + j], value(s.param, s.param_offset + j))
+              << "K=" << k << " rank " << r << " param " << s.param << " element " << s.param_offset + j;
+        }
+      }
+    }
+  }
+}
+
+// ---- Invariant sweep -----------------------------------------------------------------------
+
+struct ParamList {
+  const char* name;
+  std::vector<ParamSpec> specs;
+};
+
+std::vector<ParamList> param_lists() {
+  std::vector<ParamList> lists;
+  lists.push_back({"one", {{"w", {1}, 0}}});
+  lists.push_back({"odd", {{"a", {3}, 0}, {"b", {7}, 0}, {"c", {1}, 1}, {"d", {10, 100}, 1}, {"e", {3, 11, 31}, 2}}});
+  ParamList primes{"primes", {}};
+  const int p[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 997};
+  for (int i = 0; i < 16; ++i) primes.specs.push_back({"p" + std::to_string(p[i]), {p[i]}, i / 3});
+  lists.push_back(primes);
+  // Larger than any finite bucket of the sweep; layer groups with gaps.
+  lists.push_back({"big", {{"emb", {17, 241}, 0}, {"s", {1}, 1}, {"m", {2053}, 3}, {"t", {7}, 3}, {"u", {1023}, 9}}});
+  ParamList ones{"ones", {}};
+  const int layers[] = {0, 0, 1, 1, 1, 2, 3, 3, 4};
+  for (int i = 0; i < 9; ++i) ones.specs.push_back({"o" + std::to_string(i), {1, 1}, layers[i]});
+  lists.push_back(ones);
+  lists.push_back({"mixed", {{"x", {1000}, 0}, {"y", {1023}, 0}, {"z", {997}, 1}, {"w", {3}, 1}, {"v", {1}, 2}}});
+  return lists;
+}
+
+#define INV(cond, what)                  \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::ostringstream inv_os_;        \
+      inv_os_ << what << " [" #cond "]"; \
+      return inv_os_.str();              \
+    }                                    \
+  } while (0)
+
+// Checks every invariant of one layout; returns the first broken one ("" when all hold).
+std::string check_invariants(const Layout& l, const std::vector<ParamSpec>& specs, const LayoutOptions& o) {
+  const int k = o.world_size;
+  const int64_t quantum = k * o.align_elems;
+  const auto& ps = l.params();
+  const auto& bs = l.buckets();
+  const int nb = static_cast<int>(bs.size());
+  INV(ps.size() == specs.size(), "param count");
+  // bucket_elems rounded up to the quantum; saturated when that would overflow int64.
+  const bool saturated = o.bucket_elems > INT64_MAX - (quantum - 1);
+  INV(l.bucket_capacity() % quantum == 0 &&
+          (saturated ? l.bucket_capacity() == INT64_MAX / quantum * quantum
+                     : l.bucket_capacity() >= o.bucket_elems && l.bucket_capacity() - o.bucket_elems < quantum),
+      "capacity " << l.bucket_capacity());
+
+  // Params: the specs, in order, back to back inside a bucket.
+  std::vector<int64_t> base(ps.size() + 1, 0);  // index of each param's elements in `covered`
+  for (size_t i = 0; i < ps.size(); ++i) {
+    int64_t numel = 1;
+    for (int64_t d : specs[i].shape) numel *= d;
+    INV(ps[i].name == specs[i].name && ps[i].shape == specs[i].shape && ps[i].layer == specs[i].layer &&
+            ps[i].numel == numel,
+        "param " << i << " spec");
+    base[i + 1] = base[i] + numel;
+    INV(0 <= ps[i].first_bucket && ps[i].first_bucket <= ps[i].last_bucket && ps[i].last_bucket < nb,
+        "param " << i << " buckets");
+    const Bucket& fb = bs[ps[i].first_bucket];
+    const Bucket& lb = bs[ps[i].last_bucket];
+    INV(fb.begin <= ps[i].offset && ps[i].offset < fb.begin + fb.payload, "param " << i << " starts in first_bucket");
+    const int64_t last = ps[i].offset + ps[i].numel - 1;
+    INV(lb.begin <= last && last < lb.begin + lb.payload, "param " << i << " ends in last_bucket");
+    if (i == 0) {
+      INV(ps[i].offset == 0, "first param at 0");
+    } else if (ps[i - 1].last_bucket == ps[i].first_bucket) {
+      INV(ps[i].offset == ps[i - 1].offset + ps[i - 1].numel, "param " << i << " follows its predecessor");
+    } else {
+      INV(ps[i].offset == fb.begin && ps[i - 1].last_bucket + 1 == ps[i].first_bucket,
+          "param " << i << " opens a bucket");
+    }
+  }
+  INV(l.payload_elems() == base.back(), "payload total");
+
+  // Buckets: contiguous, padded to the quantum at the end only, cut by the rules.
+  int64_t payload_sum = 0;
+  for (int b = 0; b < nb; ++b) {
+    const Bucket& bk = bs[b];
+    INV(bk.begin == (b == 0 ? 0 : bs[b - 1].end()), "bucket " << b << " begin");
+    INV(bk.size % quantum == 0 && bk.slice_size() % o.align_elems == 0 && bk.slice_size() * k == bk.size,
+        "bucket " << b << " size " << bk.size);
+    INV(bk.payload >= 1 && bk.payload <= l.bucket_capacity() && bk.padding() >= 0 && bk.padding() < quantum,
+        "bucket " << b << " payload " << bk.payload << " padding " << bk.padding());
+    INV(bk.padding() == 0 || bk.payload < l.bucket_capacity(), "bucket " << b << " full yet padded");
+    const ParamPlacement& first = ps[bk.first_param];
+    const ParamPlacement& last = ps[bk.last_param];
+    INV(first.offset <= bk.begin && bk.begin < first.offset + first.numel, "bucket " << b << " first_param");
+    const int64_t end = bk.begin + bk.payload;
+    INV(last.offset < end && end <= last.offset + last.numel, "bucket " << b << " last_param");
+    INV(bk.layer_begin == first.layer && bk.layer_end == last.layer + 1, "bucket " << b << " layers");
+    if (bk.payload < l.bucket_capacity()) {  // closed early: at a param end, for a reason
+      INV(end == last.offset + last.numel, "bucket " << b << " closed inside a param");
+      const bool layer_change =
+          bk.last_param + 1 < static_cast<int>(ps.size()) && ps[bk.last_param + 1].layer != last.layer;
+      INV(b == nb - 1 || (o.boundary == BucketBoundary::kLayerGroups && layer_change),
+          "bucket " << b << " closed early without a reason");
+    }
+    if (o.boundary == BucketBoundary::kLayerGroups) {
+      INV(bk.layer_end - bk.layer_begin == 1,
+          "bucket " << b << " spans layers " << bk.layer_begin << ".." << bk.layer_end);
+    }
+    INV(l.shard_offset(b) == (b == 0 ? 0 : l.shard_offset(b - 1) + bs[b - 1].slice_size()), "shard_offset " << b);
+    payload_sum += bk.payload;
+  }
+  INV(payload_sum == l.payload_elems(), "bucket payloads");
+  INV(l.total_elems() == (nb ? bs.back().end() : 0), "total");
+  INV(l.shard_elems() * k == l.total_elems(), "shard * K");
+  if (o.bucket_elems == kHuge && o.boundary == BucketBoundary::kAnywhere) INV(nb == 1, "one huge bucket");
+
+  // Coverage: every element of every param exactly once across all (bucket, rank) slices.
+  std::vector<uint8_t> covered(static_cast<size_t>(base.back()), 0);
+  for (int r = 0; r < k; ++r) {
+    std::vector<Segment> concat;
+    for (int b = 0; b < nb; ++b) {
+      const int64_t lo = l.slice_begin(b, r), hi = lo + bs[b].slice_size();
+      INV(lo == bs[b].begin + r * bs[b].slice_size(), "slice_begin " << b << "," << r);
+      int64_t prev_end = lo;
+      for (const Segment& s : l.segments_in_slice(b, r)) {
+        INV(s.length > 0 && s.flat_offset >= prev_end && s.flat_offset + s.length <= hi,
+            "segment bounds " << b << "," << r);
+        INV(s.param >= bs[b].first_param && s.param <= bs[b].last_param && s.bucket == b,
+            "segment param " << b << "," << r);
+        const ParamPlacement& p = ps[s.param];
+        INV(s.param_offset >= 0 && s.param_offset + s.length <= p.numel && s.flat_offset == p.offset + s.param_offset,
+            "segment offsets " << b << "," << r);
+        INV(s.shard_offset == l.shard_offset(b) + (s.flat_offset - lo), "segment shard offset " << b << "," << r);
+        for (int64_t j = 0; j < s.length; ++j) ++covered[base[s.param] + s.param_offset + j];
+        prev_end = s.flat_offset + s.length;
+        concat.push_back(s);
+      }
+    }
+    const std::vector<Segment> shard = l.segments_of_shard(r);
+    INV(seg_tuples(shard) == seg_tuples(concat), "segments_of_shard " << r);
+    for (size_t i = 1; i < shard.size(); ++i) {
+      INV(shard[i].shard_offset >= shard[i - 1].shard_offset + shard[i - 1].length, "shard order " << r);
+    }
+  }
+  for (size_t i = 0; i < ps.size(); ++i) {
+    for (int64_t e = 0; e < ps[i].numel; ++e) {
+      INV(covered[base[i] + e] == 1,
+          "element " << e << " of param " << i << " covered " << int(covered[base[i] + e]) << " times");
+    }
+  }
+
+  // Round trips: param element -> (bucket, rank, offsets) -> param element; padding is no one's.
+  for (int i = 0; i < static_cast<int>(ps.size()); ++i) {
+    for (int64_t e = 0; e < ps[i].numel; ++e) {
+      const ElementLocation loc = l.locate(i, e);
+      INV(loc.flat_offset == ps[i].offset + e && loc.slice_offset < bs[loc.bucket].slice_size() &&
+              l.slice_begin(loc.bucket, loc.rank) + loc.slice_offset == loc.flat_offset &&
+              loc.shard_offset == l.shard_offset(loc.bucket) + loc.slice_offset,
+          "locate " << i << ":" << e);
+      const ParamElement back = l.element_at(loc.flat_offset);
+      INV(back.param == i && back.element == e, "element_at " << i << ":" << e);
+      INV(l.flat_offset_of_shard(loc.rank, loc.shard_offset) == loc.flat_offset,
+          "flat_offset_of_shard " << i << ":" << e);
+    }
+    INV(l.find(ps[i].name).ok() && *l.find(ps[i].name) == i, "find " << ps[i].name);
+  }
+  for (const Bucket& bk : bs) {
+    for (int64_t f = bk.begin + bk.payload; f < bk.end(); ++f) INV(l.element_at(f).param == -1, "padding at " << f);
+  }
+  INV(l.find("no.such.param").status().code() == StatusCode::kNotFound, "find of a missing name");
+
+  // Backward order and layer-group bucket ranges.
+  const std::vector<int> order = l.backward_bucket_order();
+  INV(static_cast<int>(order.size()) == nb, "backward order size");
+  for (int i = 0; i < nb; ++i) INV(order[i] == nb - 1 - i, "backward order " << i);
+  for (const ParamPlacement& p : ps) {
+    const auto [first, end] = l.layer_buckets(p.layer);
+    INV(first <= p.first_bucket && p.last_bucket < end, "layer_buckets(" << p.layer << ") holds " << p.name);
+    for (int b = first; b < end; ++b) {
+      INV(bs[b].layer_begin <= p.layer && p.layer < bs[b].layer_end, "layer_buckets(" << p.layer << ") bucket " << b);
+    }
+  }
+  return "";
+}
+
+TEST(LayoutSweep, InvariantsHoldForEveryCombination) {
+  const int64_t aligns[] = {1, 2, 4, 16};
+  const int64_t bucket_sizes[] = {1, 3, 7, 64, 1000, kHuge};
+  const BucketBoundary boundaries[] = {BucketBoundary::kAnywhere, BucketBoundary::kLayerGroups};
+  int checked = 0;
+  for (const ParamList& list : param_lists()) {
+    for (int k = 1; k <= 8; ++k) {
+      for (int64_t align : aligns) {
+        for (int64_t bucket : bucket_sizes) {
+          for (BucketBoundary boundary : boundaries) {
+            LayoutOptions o;
+            o.world_size = k;
+            o.align_elems = align;
+            o.bucket_elems = bucket;
+            o.boundary = boundary;
+            const std::string where = std::string(list.name) + " K=" + std::to_string(k) +
+                                      " align=" + std::to_string(align) + " bucket=" + std::to_string(bucket) + " " +
+                                      to_string(boundary);
+            StatusOr<Layout> l = make_layout(list.specs, o);
+            ASSERT_TRUE(l.ok()) << where << ": " << l.status().to_string();
+            const std::string broken = check_invariants(*l, list.specs, o);
+            ASSERT_EQ(broken, "") << where << "\n" << l->describe();
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 6 * 8 * 4 * 6 * 2);
+}
+
+// ---- Errors ----------------------------------------------------------------------------------
+
+void expect_error(const std::vector<ParamSpec>& specs, const LayoutOptions& o, const std::string& needle) {
+  StatusOr<Layout> l = make_layout(specs, o);
+  ASSERT_FALSE(l.ok()) << "expected an error containing: " << needle;
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find(needle), std::string::npos) << l.status().message();
+}
+
+LayoutOptions opts(int k = 2, int64_t bucket = 100, int64_t align = 4) {
+  LayoutOptions o;
+  o.world_size = k;
+  o.bucket_elems = bucket;
+  o.align_elems = align;
+  return o;
+}
+
+TEST(LayoutErrors, BadParamsSayWhichAndWhy) {
+  expect_error({{"a", {1}, 0}, {"", {2}, 0}}, opts(), "param #1 has an empty name");
+  expect_error({{"a", {1}, 0}, {"b", {1}, 0}, {"a", {2}, 0}}, opts(), "param #2 'a' duplicates the name of param #0");
+  expect_error({{"w", {4, 0, 3}, 0}}, opts(),
+               "param #0 'w' has dimension 1 = 0 in shape [4, 0, 3]; every dimension must be >= 1");
+  expect_error({{"w", {-2}, 0}}, opts(), "param #0 'w' has dimension 0 = -2 in shape [-2]");
+  expect_error({{"s", {}, 0}}, opts(), "param #0 's' has an empty shape");
+  expect_error(
+      {{"a", {1}, 2}, {"b", {1}, 1}}, opts(),
+      "param #1 'b' has layer group 1 after param #0 'a' in layer group 2: layer groups must be non-decreasing");
+  expect_error({{"a", {1}, -1}}, opts(), "param #0 'a' has layer group -1; layer groups must be >= 0");
+}
+
+TEST(LayoutErrors, BadOptionsNameTheValue) {
+  const std::vector<ParamSpec> one = {{"w", {8}, 0}};
+  expect_error(one, opts(0), "world_size must be >= 1, got 0");
+  expect_error(one, opts(-3), "world_size must be >= 1, got -3");
+  expect_error(one, opts(2, 0), "bucket_elems must be >= 1, got 0");
+  expect_error(one, opts(2, -5), "bucket_elems must be >= 1, got -5");
+  expect_error(one, opts(2, 100, 0), "align_elems must be >= 1, got 0");
+  expect_error(one, opts(2, 100, kHuge), "world_size (2) * align_elems (9223372036854775807) overflows int64");
+}
+
+TEST(LayoutErrors, Int64OverflowIsRefused) {
+  const int64_t big = int64_t{1} << 32;
+  expect_error({{"w", {big, big}, 0}}, opts(),
+               "param #0 'w': the element count of shape [4294967296, 4294967296] overflows int64");
+  const int64_t half = int64_t{1} << 62;
+  expect_error({{"a", {half}, 0}, {"b", {half}, 0}}, opts(2, kHuge),
+               "the total element count overflows int64 at param #1 'b'");
+  // Fits unpadded, but padding the last bucket to a multiple of 4 passes INT64_MAX.
+  expect_error({{"a", {kHuge - 1}, 0}}, opts(1, kHuge, 4), "the padded flat buffer overflows int64 at param #0 'a'");
+  expect_error({{"a", {int64_t{1} << 40}, 0}}, opts(1, 1, 1), "need at least 2^31 - 1 buckets; raise bucket_elems");
+}
+
+TEST(LayoutErrors, LookupsOutOfRange) {
+  const Layout l = make_ok(kAbc, 2, 4, 16);
+  const StatusOr<int> missing = l.find("zz");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("no parameter named 'zz'"), std::string::npos);
+  EXPECT_THROW((void)l.slice_begin(3, 0), Error);
+  EXPECT_THROW((void)l.slice_begin(0, 2), Error);
+  EXPECT_THROW((void)l.segments_of_shard(-1), Error);
+  EXPECT_THROW((void)l.locate(0, 10), Error);
+  EXPECT_THROW((void)l.element_at(40), Error);
+  EXPECT_THROW((void)l.flat_offset_of_shard(0, 20), Error);
+  try {
+    (void)l.shard_offset(7);
+    FAIL() << "shard_offset(7) must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("Layout::shard_offset: bucket 7 is out of range [0, 3)"), std::string::npos)
+        << e.status().message();
+  }
+}
+
+// ---- Memory per rank -------------------------------------------------------------------------
+
+TEST(ZeroMemory, DesignTable) {
+  // DESIGN.md: 2Psi + 2Psi + 12Psi | 2Psi + 2Psi + 12Psi/K | 2Psi + 14Psi/K | 16Psi/K; Psi = 1000, K = 4.
+  const ZeroMemory s0 = *zero_memory_formula(1000, 4, 0, 2);
+  EXPECT_EQ(s0.params, 2000);
+  EXPECT_EQ(s0.grads, 2000);
+  EXPECT_EQ(s0.master, 4000);
+  EXPECT_EQ(s0.m, 4000);
+  EXPECT_EQ(s0.v, 4000);
+  EXPECT_EQ(s0.total(), 16000);
+  const ZeroMemory s1 = *zero_memory_formula(1000, 4, 1, 2);
+  EXPECT_EQ(s1.params, 2000);
+  EXPECT_EQ(s1.grads, 2000);
+  EXPECT_EQ(s1.master + s1.m + s1.v, 3000);
+  EXPECT_EQ(s1.total(), 7000);
+  const ZeroMemory s2 = *zero_memory_formula(1000, 4, 2, 2);
+  EXPECT_EQ(s2.params, 2000);
+  EXPECT_EQ(s2.grads, 500);
+  EXPECT_EQ(s2.total(), 5500);
+  const ZeroMemory s3 = *zero_memory_formula(1000, 4, 3, 2);
+  EXPECT_EQ(s3.params, 500);
+  EXPECT_EQ(s3.total(), 4000);
+  EXPECT_EQ(s3.grad_staging + s3.param_gather, 0);
+}
+
+TEST(ZeroMemory, FormulaForAnyPsiKAndComputeDtype) {
+  for (int64_t psi : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1'500'000'000}}) {
+    for (int k = 1; k <= 8; ++k) {
+      for (int c : {2, 4}) {
+        const double p = static_cast<double>(psi);
+        const double expected[4] = {(2 * c + 12) * p, 2 * c * p + 12 * p / k, c * p + (c + 12) * p / k,
+                                    (2 * c + 12) * p / k};
+        for (int stage = 0; stage < 4; ++stage) {
+          const StatusOr<ZeroMemory> m = zero_memory_formula(psi, k, stage, c);
+          ASSERT_TRUE(m.ok()) << m.status().to_string();
+          EXPECT_DOUBLE_EQ(m->total(), expected[stage])
+              << "psi " << psi << " K " << k << " stage " << stage << " c " << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(ZeroMemory, FormulaErrors) {
+  EXPECT_NE(zero_memory_formula(10, 2, 4, 2).status().message().find("ZeRO stage must be 0, 1, 2 or 3, got 4"),
+            std::string::npos);
+  EXPECT_NE(zero_memory_formula(10, 2, 1, 3)
+                .status()
+                .message()
+                .find("compute_bytes must be 2 (bf16/fp16) or 4 (fp32), got 3"),
+            std::string::npos);
+  EXPECT_NE(zero_memory_formula(-1, 2, 1, 2).status().message().find("psi must be >= 0, got -1"), std::string::npos);
+  EXPECT_NE(zero_memory_formula(10, 0, 1, 2).status().message().find("world_size must be >= 1, got 0"),
+            std::string::npos);
+}
+
+// No padding (sizes divide): the layout needs the formula plus its staging buffers only.
+TEST(ZeroMemory, LayoutWithoutPaddingMatchesFormulaPlusBuckets) {
+  const std::vector<ParamSpec> specs = {{"a", {64}, 0}, {"b", {8, 8}, 1}};
+  const Layout l = make_ok(specs, 4, 1, 32, BucketBoundary::kLayerGroups);
+  ASSERT_EQ(l.total_elems(), 128);
+  for (int stage = 0; stage < 4; ++stage) {
+    const ZeroMemory f = *zero_memory_formula(128, 4, stage, 2);
+    const ZeroMemory m = *zero_memory_of_layout(l, stage, 2);
+    EXPECT_EQ(m.params, f.params) << stage;
+    EXPECT_EQ(m.grads, f.grads) << stage;
+    EXPECT_EQ(m.master + m.m + m.v, f.master + f.m + f.v) << stage;
+    EXPECT_EQ(m.grad_staging, stage >= 2 ? 2 * 32 : 0) << stage;
+    EXPECT_EQ(m.param_gather, stage == 3 ? 2 * 64 : 0) << stage;  // one layer group: 2 buckets of 32
+  }
+  EXPECT_EQ(zero_memory_of_layout(l, 3, 2, /*prefetch_layers=*/1)->param_gather, 2 * 128);
+  EXPECT_EQ(zero_memory_of_layout(l, 3, 2, /*prefetch_layers=*/5)->param_gather, 2 * 128);
+  const std::string table = describe_zero_memory(*zero_memory_formula(128, 4, 2, 2), *zero_memory_of_layout(l, 2, 2));
+  EXPECT_NE(table.find("grad staging"), std::string::npos) << table;
+  EXPECT_NE(table.find("total"), std::string::npos) << table;
+}
+
+// With padding the gap is exactly the padding, in each category's dtype.
+TEST(ZeroMemory, LayoutGapIsPadding) {
+  const Layout l = make_ok(kAbc, 2, 4, 16);  // 37 elements, 40 padded, shard 20
+  const ZeroMemory f1 = *zero_memory_formula(37, 2, 1, 4);
+  const ZeroMemory m1 = *zero_memory_of_layout(l, 1, 4);
+  EXPECT_EQ(m1.params - f1.params, 4 * 3);
+  EXPECT_EQ(m1.grads - f1.grads, 4 * 3);
+  EXPECT_DOUBLE_EQ(m1.master - f1.master, 4 * (20 - 18.5));
+  const ZeroMemory m2 = *zero_memory_of_layout(l, 2, 2);
+  EXPECT_EQ(m2.grads, 2 * 20);
+  EXPECT_EQ(m2.grad_staging, 2 * 16);
+}
+
+TEST(ZeroMemory, LayoutErrors) {
+  const Layout anywhere = make_ok(kAbc, 2, 4, 16);
+  const StatusOr<ZeroMemory> s3 = zero_memory_of_layout(anywhere, 3, 2);
+  EXPECT_EQ(s3.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s3.status().message().find("stage 3 gathers one layer group at a time"), std::string::npos);
+  EXPECT_NE(zero_memory_of_layout(anywhere, 2, 2, -1).status().message().find("prefetch_layers must be >= 0, got -1"),
+            std::string::npos);
+  EXPECT_FALSE(zero_memory_of_layout(anywhere, -1, 2).ok());
+}
+
+}  // namespace
+}  // namespace zdp
