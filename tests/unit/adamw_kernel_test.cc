@@ -225,5 +225,37 @@ TEST(AdamWKernel, DecaySegmentsSetEachElementsWeightDecay) {
   check_against(s, ref);
 }
 
+TEST(AdamWKernel, RejectsBadArgumentsNamingThem) {
+  std::vector<float> p(16, 1.0f), m(16, 0.1f), v(16, 0.1f), g(16, 0.5f);
+  std::vector<Half> out(16);
+  AdamWArgs a;
+  a.count = 16;
+  a.master = p.data(), a.m = m.data(), a.v = v.data(), a.grad = g.data();
+  a.step = 0;
+  Status st = adamw_update_cpu(a);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("step 0 < 1"), std::string::npos) << st.message();
+  a.step = 1;
+  a.beta2 = 1.0f;
+  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
+  a.beta2 = 0.999f;
+  a.param_out = out.data();
+  a.param_dtype = DType::kF16;
+  a.rounding = Rounding::kStochastic;  // bf16 only
+  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
+  a.rounding = Rounding::kNearest;
+  const std::vector<DecaySegment> unsorted = {{8, 12, 0.0f}, {2, 4, 0.0f}};
+  a.segments = unsorted.data();
+  a.num_segments = 2;
+  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
+  a.num_segments = 0;
+  a.grad_dtype = DType::kI64;
+  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
+  a.grad_dtype = DType::kF32;
+  a.v = nullptr;
+  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(std::all_of(p.begin(), p.end(), [](float x) { return x == 1.0f; })) << "a refused call wrote";
+}
+
 }  // namespace
 }  // namespace zdp::kernels

@@ -1,0 +1,164 @@
+// The CPU GEMM (OpenBLAS + bias/GELU epilogue) against a float64 triple loop, for every
+// transpose combination, odd shapes, padded leading dimensions, alpha/beta, and each
+// epilogue, under the one tolerance rule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "support/test_random.h"
+#include "support/tolerance.h"
+
+namespace zdp::kernels {
+namespace {
+
+using zdp::testing::TestRandom;
+
+struct Problem {
+  GemmArgs args;
+  std::vector<float> a, b, c, bias;
+};
+
+Problem make(TestRandom& rnd, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, Epilogue e, float beta) {
+  Problem p;
+  GemmArgs& g = p.args;
+  g.transa = ta;
+  g.transb = tb;
+  g.m = m, g.n = n, g.k = k;
+  const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
+  const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
+  g.lda = a_rows + 3;  // padded leading dimensions
+  g.ldb = b_rows + 1;
+  g.ldc = m + 2;
+  p.a = rnd.signed_vector(static_cast<size_t>(g.lda * a_cols), 0.1f, 1.0f);
+  p.b = rnd.signed_vector(static_cast<size_t>(g.ldb * b_cols), 0.1f, 1.0f);
+  p.c = rnd.signed_vector(static_cast<size_t>(g.ldc * n), 0.1f, 1.0f);
+  p.bias = rnd.signed_vector(static_cast<size_t>(m), 0.1f, 1.0f);
+  g.a = p.a.data();
+  g.b = p.b.data();
+  g.c = p.c.data();
+  g.bias = p.bias.data();
+  g.epilogue = e;
+  g.alpha = rnd.uniform(0.5f, 1.5f);
+  g.beta = beta;
+  return p;
+}
+
+double gelu64(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::acos(-1.0)) * (x + 0.044715 * x * x * x)));
+}
+
+// fp32 error bound of gelu_tanh(z) for z with error bound ez, first order: the derivative
+// of GELU is below 1.13 in magnitude; evaluating it rounds x^2, x^3, 0.044715 x^3, the sum,
+// the product by sqrt(2/pi) (5 roundings of values up to |z| + 0.045|z|^3, carried into
+// the output through 0.5|z| x tanh' <= 0.5|z|), tanhf (glibc: within 2 ulp, counted as 4),
+// then 1 + t, 0.5 x, and the last product (3 roundings of values up to 2|z|).
+double gelu_error(double z, double ez) {
+  const double u = zdp::testing::kUnitRoundoffF32, az = std::fabs(z);
+  return 1.13 * ez + 0.5 * az * (5 * u * (az + 0.045 * az * az * az) + 4 * u) + 3 * u * 2 * az;
+}
+
+void check(const Problem& p, const std::vector<float>& c0) {
+  const GemmArgs& g = p.args;
+  for (int64_t j = 0; j < g.n; ++j) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      double sum = 0, mag = 0;
+      for (int64_t l = 0; l < g.k; ++l) {
+        const double a = g.transa == Transpose::kNo ? p.a[static_cast<size_t>(i + l * g.lda)]
+                                                    : p.a[static_cast<size_t>(l + i * g.lda)];
+        const double b = g.transb == Transpose::kNo ? p.b[static_cast<size_t>(l + j * g.ldb)]
+                                                    : p.b[static_cast<size_t>(j + l * g.ldb)];
+        sum += a * b;
+        mag += std::fabs(a * b);
+      }
+      const double c_in = c0[static_cast<size_t>(i + j * g.ldc)];
+      double z = g.alpha * sum + g.beta * c_in;
+      // k products and k additions in whatever order OpenBLAS blocks them (at most k
+      // roundings on any chain), then alpha, beta * C and their sum.
+      double ez = zdp::testing::kUnitRoundoffF32 * ((g.k + 3) * (g.alpha * mag + std::fabs(g.beta * c_in)));
+      const bool bias = g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu;
+      const bool gelu = g.epilogue == Epilogue::kGelu || g.epilogue == Epilogue::kBiasGelu;
+      if (bias) {
+        z += p.bias[static_cast<size_t>(i)];
+        ez += zdp::testing::kUnitRoundoffF32 * std::fabs(z);
+      }
+      const double want = gelu ? gelu64(z) : z;
+      const double err = gelu ? gelu_error(z, ez) : ez;
+      const double got = p.c[static_cast<size_t>(i + j * g.ldc)];
+      ASSERT_TRUE(zdp::testing::within(got, want, zdp::testing::allowed_error(err, want)))
+          << describe(g) << " at (" << i << ", " << j << ")";
+    }
+  }
+  // The padding rows of C are untouched.
+  for (int64_t j = 0; j < g.n; ++j) {
+    for (int64_t i = g.m; i < g.ldc; ++i) ASSERT_EQ(p.c[static_cast<size_t>(i + j * g.ldc)], c0[static_cast<size_t>(i + j * g.ldc)]);
+  }
+}
+
+TEST(GemmCpu, MatchesFloat64ForEveryTransposeAndEpilogue) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto gemm = make_cpu_gemm();
+  EXPECT_EQ(gemm->kind(), DeviceKind::kCpu);
+  for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+    for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+      for (Epilogue e : {Epilogue::kNone, Epilogue::kBias, Epilogue::kGelu, Epilogue::kBiasGelu}) {
+        for (float beta : {0.0f, 0.75f}) {
+          Problem p = make(rnd, ta, tb, 37, 29, 53, e, beta);
+          const std::vector<float> c0 = p.c;
+          const Status st = gemm->run(p.args, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          check(p, c0);
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmCpu, LargerTransformerLikeShape) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  // A linear layer Y[T, out] = X[T, in] W[out, in]^T + b in row-major terms (see gemm.h).
+  Problem p = make(rnd, Transpose::kYes, Transpose::kNo, 192, 130, 257, Epilogue::kBiasGelu, 0.0f);
+  const std::vector<float> c0 = p.c;
+  ASSERT_TRUE(make_cpu_gemm()->run(p.args, nullptr).ok());
+  check(p, c0);
+}
+
+TEST(GemmCpu, KZeroGivesBetaC) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  Problem p = make(rnd, Transpose::kNo, Transpose::kNo, 5, 4, 0, Epilogue::kBias, 0.5f);
+  const std::vector<float> c0 = p.c;
+  ASSERT_TRUE(make_cpu_gemm()->run(p.args, nullptr).ok());
+  for (int64_t j = 0; j < 4; ++j) {
+    for (int64_t i = 0; i < 5; ++i) {
+      const size_t at = static_cast<size_t>(i + j * p.args.ldc);
+      EXPECT_FLOAT_EQ(p.c[at], 0.5f * c0[at] + p.bias[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+TEST(GemmCpu, RejectsBadArguments) {
+  auto gemm = make_cpu_gemm();
+  std::vector<float> a(16), b(16), c(16);
+  GemmArgs g;
+  g.m = g.n = g.k = 4;
+  g.a = a.data(), g.b = b.data(), g.c = c.data();
+  g.lda = 3;  // < m
+  g.ldb = g.ldc = 4;
+  Status st = gemm->run(g, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("lda 3 < rows of A"), std::string::npos) << st.message();
+  g.lda = 4;
+  g.epilogue = Epilogue::kBias;  // without a bias
+  EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+  g.epilogue = Epilogue::kNone;
+  g.ab_dtype = DType::kBF16;  // the CPU path is fp32 only
+  g.c_dtype = DType::kBF16;
+  EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zdp::kernels
