@@ -1,0 +1,239 @@
+// The ZeRO engine: what a trainer embeds. It owns the parameters (flat buffers, buckets,
+// slices; see ../shared/DESIGN.md), hands out views in the compute dtype, reduces the
+// gradients per bucket as they become ready (overlapping backward), and runs the sharded
+// optimizer step. Stages 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+
+// parameters, gathered per layer group). README.md "Use zdp from your own trainer" has a
+// complete example (compiled as tests/unit/readme_example_test.cc).
+//
+// Every rank runs the same calls in the same order: add_param, finalize, then per step
+// accum_steps() micro-batches of {layer scopes, param views, grad views, grad_ready} and
+// one step(). Collectives are issued in an order fixed by the layout (never by timing), so
+// ranks agree even when their backward passes interleave differently.
+//
+// Gradient scaling: the trainer writes the gradient of ITS micro-batch's mean loss (times
+// loss_scale() for fp16). The engine sums over ranks and micro-batches and divides by
+// world_size x accum_steps, so the update is the one a single rank would make on the
+// global batch (DESIGN.md, "Theorem").
+//
+// Memory per stage (c = compute dtype bytes, r = reduce dtype bytes, T = padded elements,
+// S = T / K; categories as zdp::MemCategory):
+//   params     stage 0-2: c T (full);            stage 3: c S (owned shard)
+//   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
+//                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned)
+//   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S
+//   buckets    stage 2-3: gradient staging (the trainer's gradient views, 2 buffers of
+//              the largest run of buckets a parameter connects; + 2 reduce-dtype bucket
+//              buffers when r != c or accum_steps > 1); stage 3: + (1 + prefetch_layers)
+//              gathered layer groups
+//   grads      accum_steps > 1, every stage: + 4 T, the fp32 accumulation of the
+//              micro-batches. No communication happens before the last micro-batch, so
+//              stages 2-3 keep this full-size buffer too: accumulation costs them their
+//              gradient sharding (reduce every micro-batch instead if that matters).
+//   workspace  per-bucket gradient statistics; on CUDA the decay table and the norm scratch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zdp/comm.h"
+#include "zdp/config.h"
+#include "zdp/context.h"
+#include "zdp/device.h"
+#include "zdp/status.h"
+
+namespace zdp {
+
+// How add_param fills a parameter. Rank 0 computes element i of parameter "name" as a
+// pure function of (EngineOptions::seed, name, i), then broadcasts, so the values do not
+// depend on the world size, the stage or the registration order of other parameters.
+struct Init {
+  enum class Kind { kZeros, kConstant, kNormal, kUniform };
+  Kind kind = Kind::kZeros;
+  float a = 0.0f;  // kConstant: the value; kNormal: std; kUniform: low
+  float b = 0.0f;  // kNormal: mean; kUniform: high
+  static Init zeros() { return {Kind::kZeros, 0, 0}; }
+  static Init constant(float value) { return {Kind::kConstant, value, 0}; }
+  static Init normal(float std, float mean = 0.0f) { return {Kind::kNormal, std, mean}; }
+  static Init uniform(float low, float high) { return {Kind::kUniform, low, high}; }
+};
+
+// Whether weight decay applies to a parameter: kByName follows optim's usual rule (none
+// for "*.bias" and "*norm*" names); kDecay / kNoDecay force it either way.
+enum class Decay { kByName, kDecay, kNoDecay };
+const char* to_string(Decay decay);
+
+// fp16 dynamic loss scaling (ignored for fp32/bf16 compute): torch.cuda.amp.GradScaler's
+// rule with a floor.
+struct LossScaleOptions {
+  double initial = 65536.0;        // 2^16
+  int64_t growth_interval = 2000;  // steps without overflow before the scale grows
+  double growth_factor = 2.0;
+  double backoff = 0.5;            // multiplier after an overflow (the step is skipped)
+  double min_scale = 1.0;          // the scale never backs off below this
+};
+
+struct EngineOptions {
+  int stage = 2;                       // 0..3
+  double bucket_mb = 25;               // target bucket size, MiB of compute-dtype elements
+  DType compute_dtype = DType::kF32;   // of the parameter views and the gradients the trainer writes
+  DType reduce_dtype = DType::kF32;    // of the gradient reduction (fp32 | bf16); accumulation is fp32
+  bool overlap = true;                 // reduce a bucket as soon as its last gradient is ready;
+                                       // false: every reduction waits for step()
+  bool overlap_param_gather = false;   // step() returns with the parameter all-gathers in flight;
+                                       // each parameter view waits for its own buckets
+  int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
+  int64_t accum_steps = 1;             // micro-batches per optimizer step on each rank
+  OptimConfig optim;                   // lr, betas, eps, weight decay, clipping, schedule
+  int64_t total_steps = 0;             // where a cosine/linear schedule reaches min_lr
+  int64_t seed = 1234;                 // parameter initialisation and stochastic rounding
+  LossScaleOptions loss_scale;
+  bool trace = false;                  // record reduction start/end times (Engine::timeline())
+
+  // From the config's [zero], [optim], [train] sections and [model] dtype, for
+  // `world_size` ranks (validate_for_world first). overlap_param_gather and trace keep
+  // their defaults.
+  static StatusOr<EngineOptions> from(const Config& config, int world_size);
+  // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
+  // reduce dtype other than fp32/bf16, accum_steps < 1, ...
+  Status validate() const;
+};
+
+struct Param {
+  int index = -1;
+};
+
+struct StepStats {
+  int64_t step = 0;          // optimizer steps taken so far (skipped ones not counted)
+  bool skipped = false;      // fp16 overflow somewhere: no rank updated
+  double grad_norm = 0.0;    // global L2 norm of the averaged gradient before clipping
+  double clip_coef = 1.0;    // the factor clipping applied (1: none)
+  double lr = 0.0;           // the learning rate this step used (0 when skipped)
+  double loss_scale = 1.0;   // the scale for the next step (1 unless fp16)
+};
+
+// Bytes per category on this rank: measured (device accounting of the engine's own
+// buffers) next to the ZeRO formula of DESIGN.md for the same parameter count and to the
+// formula applied to this layout (padded sizes, staging buffers: zero_memory.h).
+struct MemoryReport {
+  struct Row {
+    std::string category;  // "params", "grads", "optimizer", "buckets", "workspace", "total"
+    int64_t measured = 0;
+    int64_t formula = 0;   // DESIGN.md's formula (no padding, no buffers)
+    int64_t layout = 0;    // the formula over padded sizes plus its staging-buffer model
+  };
+  int stage = 0;
+  int world_size = 1;
+  int64_t params = 0;          // Psi: elements of all registered parameters
+  int64_t padded_elems = 0;    // the flat buffer, padding included
+  std::vector<Row> rows;
+  // One row per category: measured, formula and the gap, in MiB; "the gap is padding and
+  // buckets" holds when params/grads/optimizer differ only by padding.
+  std::string table() const;
+};
+
+// A point of the communication timeline (EngineOptions::trace), taken on the host when
+// the communication stream reaches it; `seconds` is std::chrono::steady_clock's
+// time_since_epoch, comparable with the trainer's own steady_clock readings.
+struct TimelineEvent {
+  enum class Kind { kReduceStart, kReduceEnd, kGatherStart, kGatherEnd };
+  Kind kind = Kind::kReduceStart;
+  int bucket = -1;
+  int64_t step = 0;  // optimizer steps taken before it
+  double seconds = 0.0;
+};
+
+class Engine {
+ public:
+  // REQUIRES: `ctx` outlives the engine. Options are checked by finalize().
+  Engine(Context& ctx, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // REQUIRES: before finalize(); names unique; `layer` (the layer group) >= 0 and
+  // non-decreasing. kInvalidArgument names the parameter.
+  StatusOr<Param> add_param(const std::string& name, const std::vector<int64_t>& shape, Init init, int layer = 0,
+                            Decay decay = Decay::kByName);
+  // Collective. Checks the options, verifies that every rank registered the same
+  // parameters (a mismatch names the first differing parameter on every rank), builds
+  // the layout and buffers, initialises on rank 0, broadcasts, and verifies by a hash
+  // across ranks that every rank holds the same values. Logs the memory table on rank 0.
+  Status finalize();
+
+  int64_t accum_steps() const;
+  const EngineOptions& options() const;
+  int rank() const;
+  int world_size() const;
+
+  // Stage 3: gathers layer group `layer` (waiting for its all-gather, prefetching the
+  // next prefetch_layers groups in the direction of `pass`) and releases it when the
+  // scope ends. Use one around each layer in forward and again in backward. Stages 0-2:
+  // a no-op scope. A scope must end before step().
+  class LayerScope {
+   public:
+    LayerScope() = default;
+    LayerScope(LayerScope&&) noexcept;
+    LayerScope& operator=(LayerScope&&) noexcept;
+    ~LayerScope();
+
+   private:
+    friend class Engine;
+    LayerScope(Engine* engine, int layer) : engine_(engine), layer_(layer) {}
+    Engine* engine_ = nullptr;
+    int layer_ = -1;
+  };
+  enum class Pass { kForward, kBackward };
+  StatusOr<LayerScope> layer(int layer, Pass pass = Pass::kForward);
+
+  // The parameter in the compute dtype, on the engine's device. Stage 3: valid inside its
+  // layer's scope (nullptr outside). With overlap_param_gather the call orders the compute
+  // stream after the all-gather of the parameter's buckets. nullptr after a failure, which
+  // the next grad_ready()/step() returns.
+  void* param(Param p);
+  template <typename T>
+  T* param_as(Param p) { return static_cast<T*>(param(p)); }
+  // Where the trainer writes this micro-batch's gradient of `p` (compute dtype; the
+  // trainer overwrites it, the engine accumulates). Stages 2-3: a staging buffer handed
+  // out for this micro-batch only. nullptr after a failure, as param().
+  void* grad(Param p);
+  template <typename T>
+  T* grad_as(Param p) { return static_cast<T*>(grad(p)); }
+  // The gradient in grad(p) is complete (on the compute stream). Before the last
+  // micro-batch it is folded into the fp32 accumulation; on the last, each bucket whose
+  // parameters are all ready starts its reduction (in the layout's backward order).
+  Status grad_ready(Param p);
+  // The scale the trainer multiplies its loss by (fp16; 1 otherwise).
+  double loss_scale() const;
+
+  // Completes the reductions, computes the global gradient norm (sum of squares of the
+  // owned slices, one all-reduce), skips the step on every rank if any gradient is
+  // not finite (fp16: and backs off the loss scale), unscales and clips inside the fused
+  // optimizer pass over the owned slices, and re-gathers the parameters (stages 1-2).
+  // REQUIRES: accum_steps() complete micro-batches since the last step.
+  StatusOr<StepStats> step();
+
+  // The compute stream: trainer kernels go here on GPUs; the engine's events order the
+  // communication stream against it. On the CPU the engine's own element-wise work runs
+  // on the calling thread (the trainer's thread is the CPU's compute stream).
+  Stream& compute_stream();
+  MemoryReport memory() const;
+  // REQUIRES: EngineOptions::trace. Waits for the communication stream first.
+  StatusOr<std::vector<TimelineEvent>> timeline();
+
+  // Collective (every rank calls it for the same parameters): the fp32 master value of a
+  // whole parameter, gathered from the owning ranks. For tests and checkpoints.
+  StatusOr<std::vector<float>> gather_master(Param p);
+  std::vector<std::string> param_names() const;
+  // A description of the layout (one line per bucket); empty before finalize().
+  std::string describe_layout() const;
+
+  struct Impl;
+
+ private:
+  void end_scope(int layer);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zdp

@@ -1,0 +1,211 @@
+// The layout, the optimizer and the buffers each stage keeps (engine.h lists them), the
+// per-step bookkeeping, and reading the sharded fp32 masters back (gather_master).
+#include <algorithm>
+#include <cmath>
+
+#include "engine_impl.h"
+
+namespace zdp {
+namespace {
+
+// fnmatch(3) pattern matching exactly `name` (the optimizer's groups match by pattern).
+std::string exact_pattern(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+optim::LrDecay lr_decay(LrSchedule schedule) {
+  switch (schedule) {
+    case LrSchedule::kCosine: return optim::LrDecay::kCosine;
+    case LrSchedule::kLinear: return optim::LrDecay::kLinear;
+    default: return optim::LrDecay::kConstant;
+  }
+}
+
+}  // namespace
+
+Status Engine::Impl::build_layout() {
+  std::vector<ParamSpec> specs;
+  for (const Registration& r : registered) specs.push_back(r.spec);
+  LayoutOptions lo;
+  lo.world_size = world;
+  lo.bucket_elems = std::max<int64_t>(
+      1, std::llround(opt.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(cdt()))));
+  lo.align_elems = kAlignElems;
+  // Stage 3 gathers one layer group alone, so no bucket may hold two of them.
+  lo.boundary = opt.stage == 3 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
+  StatusOr<Layout> made = make_layout(specs, lo);
+  if (!made.ok()) return made.status().with_context("layout");
+  layout = std::move(*made);
+
+  buckets.clear();
+  buckets.resize(static_cast<size_t>(num_buckets()));
+  groups.clear();
+  for (int b = 0; b < num_buckets(); ++b) {
+    const Bucket& bk = bucket(b);
+    // A bucket joins the previous group when a parameter straddles the boundary.
+    const bool joins = b > 0 && placement(bucket(b - 1).last_param).last_bucket >= b;
+    if (!joins) groups.push_back(GradGroup{b, b, bk.begin, 0, 0});
+    GradGroup& g = groups.back();
+    g.last_bucket = b;
+    g.size = bk.end() - g.begin;
+    g.params = bk.last_param - bucket(g.first_bucket).first_param + 1;
+    BucketState& st = buckets[static_cast<size_t>(b)];
+    st.params = bk.last_param - bk.first_param + 1;
+    st.group = static_cast<int>(groups.size()) - 1;
+    ZDP_ASSIGN_OR_RETURN(st.reduced, device.create_event());
+    ZDP_ASSIGN_OR_RETURN(st.gathered, device.create_event());
+  }
+  group_of_param.assign(registered.size(), 0);
+  for (size_t p = 0; p < registered.size(); ++p) {
+    group_of_param[p] = buckets[static_cast<size_t>(placement(static_cast<int>(p)).first_bucket)].group;
+  }
+  launch_order = layout.backward_bucket_order();
+  layer_ids.clear();
+  for (const Registration& r : registered) {
+    if (layer_ids.empty() || layer_ids.back() != r.spec.layer) layer_ids.push_back(r.spec.layer);
+  }
+  scope_depth.assign(layer_ids.size(), 0);
+  return Status::Ok();
+}
+
+Status Engine::Impl::build_optimizer() {
+  const OptimConfig& c = opt.optim;
+  optim::OptimizerOptions o;
+  o.kind = c.name == OptimizerKind::kSgd ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
+  o.lr = c.lr;
+  o.weight_decay = c.weight_decay;
+  // Forced choices first (the first matching rule decides), then optim's by-name rule.
+  optim::ParamGroupRule forced_off{"no_decay (forced)", {}, 0.0};
+  optim::ParamGroupRule forced_on{"decay (forced)", {}, c.weight_decay};
+  for (const Registration& r : registered) {
+    if (r.decay == Decay::kNoDecay) forced_off.patterns.push_back(exact_pattern(r.spec.name));
+    if (r.decay == Decay::kDecay) forced_on.patterns.push_back(exact_pattern(r.spec.name));
+  }
+  if (!forced_off.patterns.empty()) o.groups.push_back(forced_off);
+  if (!forced_on.patterns.empty()) o.groups.push_back(forced_on);
+  o.groups.push_back(optim::no_decay_for_biases_and_norms());
+  o.adamw = {c.beta1, c.beta2, c.eps};
+  o.sgd.momentum = c.beta1;  // [optim] beta1 is SGD's momentum (config.h)
+  o.schedule.decay = lr_decay(c.schedule);
+  o.schedule.warmup_steps = c.warmup_steps;
+  o.schedule.total_steps = opt.total_steps;
+  o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;
+  o.seed = static_cast<uint64_t>(opt.seed);
+  std::vector<optim::ParamExtent> extents;
+  for (const ParamPlacement& pl : layout.params()) extents.push_back({pl.name, pl.offset, pl.numel});
+  StatusOr<optim::Optimizer> made = optim::Optimizer::create(o, extents);
+  if (!made.ok()) return made.status();
+  optimizer.emplace(std::move(*made));
+  if (cdt() == DType::kF16) {
+    const LossScaleOptions& l = opt.loss_scale;
+    ZDP_ASSIGN_OR_RETURN(optim::DynamicLossScale s, optim::DynamicLossScale::create(
+                                                        {l.initial, l.growth_factor, l.backoff, l.growth_interval,
+                                                         l.min_scale}));
+    scaler.emplace(s);
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::allocate() {
+  const int64_t total = layout.total_elems(), shard = layout.shard_elems();
+  const int64_t c = static_cast<int64_t>(dtype_size(cdt())), r = static_cast<int64_t>(dtype_size(rdt()));
+  auto alloc = [&](DeviceBuffer& buffer, int64_t bytes, MemCategory category, const char* what, bool zero) {
+    StatusOr<DeviceBuffer> b = device.allocate(bytes, category);
+    if (!b.ok()) return b.status().with_context(what);
+    buffer = std::move(*b);
+    return zero ? exec->memset(buffer.data(), 0, bytes) : Status::Ok();
+  };
+  if (opt.stage < 3) {
+    ZDP_RETURN_IF_ERROR(alloc(params_full, total * c, MemCategory::kParams, "parameters", false));
+  } else {
+    ZDP_RETURN_IF_ERROR(alloc(params_shard, shard * c, MemCategory::kParams, "parameter shard", false));
+  }
+  if (opt.stage <= 1) {
+    // Zeroed once: the trainer never writes the padding, and the reductions send it.
+    ZDP_RETURN_IF_ERROR(alloc(grads_full, total * c, MemCategory::kGrads, "gradients", true));
+    if (rdt() != cdt()) ZDP_RETURN_IF_ERROR(alloc(reduce_full, total * r, MemCategory::kGrads, "reduce buffer", true));
+  } else {
+    ZDP_RETURN_IF_ERROR(alloc(grads_shard, shard * r, MemCategory::kGrads, "gradient shard", true));
+  }
+  if (opt.accum_steps > 1) ZDP_RETURN_IF_ERROR(alloc(accum, total * 4, MemCategory::kGrads, "accumulation", true));
+  const int64_t state = opt.stage == 0 ? total : shard;
+  ZDP_RETURN_IF_ERROR(alloc(master, state * 4, MemCategory::kOptimizer, "fp32 master weights", false));
+  ZDP_RETURN_IF_ERROR(alloc(exp_avg, state * 4, MemCategory::kOptimizer, "first moments", true));
+  ZDP_RETURN_IF_ERROR(alloc(exp_avg_sq, state * 4, MemCategory::kOptimizer, "second moments", true));
+  ZDP_RETURN_IF_ERROR(alloc(stats, std::max(1, num_buckets()) * static_cast<int64_t>(sizeof(kernels::GradStats)),
+                            MemCategory::kWorkspace, "gradient statistics", true));
+  if (exec->cuda()) {
+    const int64_t max_slice = layout.max_bucket_elems() / world;
+    ZDP_RETURN_IF_ERROR(alloc(check_workspace, std::max<int64_t>(1, kernels::grad_check_workspace_bytes(max_slice)),
+                              MemCategory::kWorkspace, "norm scratch", false));
+    const auto& segments = optimizer->decay_segments();
+    const int64_t bytes = static_cast<int64_t>(segments.size() * sizeof(kernels::DecaySegment));
+    ZDP_RETURN_IF_ERROR(alloc(decay_table, std::max<int64_t>(1, bytes), MemCategory::kWorkspace, "decay table", false));
+    if (bytes > 0) ZDP_RETURN_IF_ERROR(device.memcpy(decay_table.data(), segments.data(), static_cast<size_t>(bytes)));
+  }
+  if (opt.stage >= 2) {
+    int64_t largest_group = 0;
+    for (const GradGroup& g : groups) largest_group = std::max(largest_group, g.size);
+    // Two: backward fills one group while the previous one is reduced.
+    ZDP_RETURN_IF_ERROR(grad_slots.init(device, who + ": gradient staging", largest_group * c, 2, MemCategory::kBuckets));
+    if (rdt() != cdt() || opt.accum_steps > 1) {
+      ZDP_RETURN_IF_ERROR(reduce_slots.init(device, who + ": reduce staging", layout.max_bucket_elems() * r, 2,
+                                            MemCategory::kBuckets));
+    }
+  }
+  if (opt.stage == 3) {
+    int64_t largest_layer = 0;
+    for (int id : layer_ids) {
+      const auto [first, end] = layout.layer_buckets(id);
+      largest_layer = std::max(largest_layer, bucket(end - 1).end() - bucket(first).begin);
+    }
+    ZDP_RETURN_IF_ERROR(gather_slots.init(device, who + ": gathered layers", largest_layer * c,
+                                          1 + opt.prefetch_layers, MemCategory::kBuckets));
+  }
+  return exec->synchronize(who + ": buffer initialisation");
+}
+
+void Engine::Impl::reset_step_state() {
+  ready.assign(registered.size(), 0);
+  ready_count = 0;
+  micro = 0;
+  launch_cursor = 0;
+  for (BucketState& st : buckets) {
+    st.pending = st.params;
+    st.launched = false;
+  }
+  for (GradGroup& g : groups) {
+    g.unfolded = g.params;
+    g.unlaunched = g.last_bucket - g.first_bucket + 1;
+  }
+}
+
+StatusOr<std::vector<float>> Engine::Impl::gather_master(int p) {
+  if (!finalized) return invalid("gather_master(): before finalize()");
+  if (p < 0 || p >= static_cast<int>(registered.size())) return invalid("gather_master(): no parameter #" + std::to_string(p));
+  const ParamPlacement& pl = placement(p);
+  std::vector<float> out(static_cast<size_t>(pl.numel));
+  ZDP_RETURN_IF_ERROR(exec->synchronize(who + ": gather_master"));
+  if (opt.stage == 0) {
+    ZDP_RETURN_IF_ERROR(device.memcpy(out.data(), master.as<float>() + pl.offset, out.size() * 4));
+    return out;
+  }
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer whole, device.allocate(layout.max_bucket_elems() * 4, MemCategory::kWorkspace));
+  for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
+    const Bucket& bk = bucket(b);
+    ZDP_RETURN_IF_ERROR(comm.all_gather(master.as<float>() + layout.shard_offset(b), whole.data(), bk.slice_size(),
+                                        DType::kF32, exec->comm(), b));
+    ZDP_RETURN_IF_ERROR(exec->synchronize(who + ": gather_master of " + param_label(p)));
+    const int64_t lo = std::max(pl.offset, bk.begin), hi = std::min(pl.offset + pl.numel, bk.end());
+    ZDP_RETURN_IF_ERROR(device.memcpy(out.data() + (lo - pl.offset), whole.as<float>() + (lo - bk.begin),
+                                      static_cast<size_t>(hi - lo) * 4));
+  }
+  return out;
+}
+
+}  // namespace zdp

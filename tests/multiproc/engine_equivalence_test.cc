@@ -1,0 +1,123 @@
+// DESIGN.md's theorem on real rank processes (CPU, Gloo): K ranks train like one rank on
+// the same global batch, for every stage; stages agree with each other; accumulation
+// over micro-batches equals more ranks; the clipping norm is the single-rank norm.
+#include <gtest/gtest.h>
+
+#include "support/engine_runs.h"
+
+namespace zdp {
+namespace {
+
+using testing::EngineRun;
+using testing::EngineRunResult;
+using testing::max_difference;
+using testing::run_engine;
+
+// Tolerance of the fp32 comparisons between runs that differ only in how the gradient
+// sums are grouped (over ranks, micro-batches, the ring's order). A gradient element is a
+// sum of <= 24 per-sample terms; regrouping changes it by at most n * u * sum|terms|
+// (u = 2^-24), a relative 1.4e-6 of the magnitudes, and AdamW's step (lr = 1e-2) by about
+// as much relative: ~1e-8 absolute per step. Over 20 steps of a smooth model that stays
+// at the fp32 resolution of the parameters themselves (|p| < 2: an ulp is <= 2.4e-7);
+// the runs differ by 0.9e-7 to 1.8e-7, about an ulp. 2e-6 allows ~10 ulps. Real bugs are
+// four orders larger: a lost 1/K moves parameters by 1e-2 (with eps = 1e-3 below, the
+// step depends on the gradient's scale), a wrong slice or a lost bucket by O(lr).
+constexpr double kTol = 2e-6;
+
+EngineOptions options(int stage) {
+  EngineOptions o;
+  o.stage = stage;
+  o.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
+  o.optim.lr = 1e-2;
+  o.optim.weight_decay = 0.01;
+  o.optim.grad_clip = 0.0;
+  // AdamW is invariant to the scale of the gradient but for eps: an eps near the
+  // gradients' size (|g| ~ 1e-3..1e-1 here) makes a wrongly scaled gradient (a lost 1/K)
+  // change the updates, so the comparisons below see it.
+  o.optim.eps = 1e-3;
+  o.seed = 7;
+  return o;
+}
+
+EngineRunResult run(int world, EngineOptions o, int steps = 20) {
+  EngineRun r;
+  r.world = world;
+  r.options = o;
+  r.steps = steps;
+  EngineRunResult result = run_engine(r);
+  EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.stage;
+  return result;
+}
+
+// The runs must actually train: parameters far from their initial values (by more than
+// the tolerance), or equality would prove nothing.
+void expect_trained(const EngineRunResult& trained, const EngineRunResult& initial) {
+  EXPECT_GT(max_difference(trained, initial).value, 1e-2);
+}
+
+// Each step's global gradient norm: a sum of squares of the same elements in another
+// grouping, so within the relative tolerance.
+void expect_same_norms(const EngineRunResult& a, const EngineRunResult& b) {
+  ASSERT_EQ(a.stats.size(), b.stats.size());
+  for (size_t s = 0; s < a.stats.size(); ++s) {
+    EXPECT_NEAR(a.stats[s].grad_norm, b.stats[s].grad_norm, kTol * b.stats[s].grad_norm) << "step " << s;
+    EXPECT_FALSE(a.stats[s].skipped) << "step " << s;
+  }
+}
+
+class Theorem : public ::testing::TestWithParam<int> {};
+
+TEST_P(Theorem, KRanksEqualOneRankOnTheSameGlobalBatch) {
+  const int stage = GetParam();
+  const EngineRunResult one = run(1, options(stage));
+  expect_trained(one, run(1, options(stage), 0));
+  for (int world : {2, 3, 4}) {
+    const EngineRunResult many = run(world, options(stage));
+    const auto d = max_difference(many, one);
+    std::printf("stage %d, %d ranks vs 1: max |difference| %.3g\n", stage, world, d.value);
+    EXPECT_LE(d.value, kTol) << "stage " << stage << ", " << world << " ranks vs 1: " << d.where;
+    expect_same_norms(many, one);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, Theorem, ::testing::Values(0, 1, 2, 3));
+
+TEST(Stages, AllStagesGiveTheSameParameters) {
+  for (int world : {2, 4}) {
+    const EngineRunResult ddp = run(world, options(0));
+    for (int stage : {1, 2, 3}) {
+      const auto d = max_difference(run(world, options(stage)), ddp);
+      EXPECT_LE(d.value, kTol) << world << " ranks, stage " << stage << " vs stage 0: " << d.where;
+    }
+  }
+}
+
+TEST(Accumulation, FourMicroBatchesOnOneRankEqualFourRanks) {
+  for (int stage : {0, 2, 3}) {
+    EngineOptions accum = options(stage);
+    accum.accum_steps = 4;
+    const auto d = max_difference(run(1, accum), run(4, options(stage)));
+    EXPECT_LE(d.value, kTol) << "stage " << stage << ": accum_steps 4 at K=1 vs accum_steps 1 at K=4: " << d.where;
+  }
+}
+
+TEST(Clipping, GlobalNormEqualsTheSingleRankNormAndUpdatesMatch) {
+  EngineOptions o = options(2);
+  o.optim.grad_clip = 0.05;  // below the model's gradient norms: every step clips
+  const EngineRunResult one = run(1, o);
+  ASSERT_EQ(one.stats.size(), 20u);
+  for (int world : {2, 4}) {
+    const EngineRunResult many = run(world, o);
+    ASSERT_EQ(many.stats.size(), one.stats.size());
+    for (size_t s = 0; s < one.stats.size(); ++s) {
+      EXPECT_LT(one.stats[s].clip_coef, 1.0) << "step " << s << " did not clip";
+      EXPECT_NEAR(many.stats[s].clip_coef, one.stats[s].clip_coef, kTol) << world << " ranks, step " << s;
+    }
+    expect_same_norms(many, one);
+    const auto d = max_difference(many, one);
+    EXPECT_LE(d.value, kTol) << world << " ranks, clipped: " << d.where;
+  }
+}
+
+}  // namespace
+}  // namespace zdp
