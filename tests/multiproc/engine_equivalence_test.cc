@@ -85,9 +85,13 @@ INSTANTIATE_TEST_SUITE_P(Stages, Theorem, ::testing::Values(0, 1, 2, 3));
 TEST(Stages, AllStagesGiveTheSameParameters) {
   for (int world : {2, 4}) {
     const EngineRunResult ddp = run(world, options(0));
+    // Two ranks: each reduced element is one addition a + b, the same bits whichever
+    // collective computes it, so the stages agree exactly; four ranks group the sum
+    // differently in an all-reduce and a reduce-scatter (kTol).
+    const double tol = world == 2 ? 0.0 : kTol;
     for (int stage : {1, 2, 3}) {
       const auto d = max_difference(run(world, options(stage)), ddp);
-      EXPECT_LE(d.value, kTol) << world << " ranks, stage " << stage << " vs stage 0: " << d.where;
+      EXPECT_LE(d.value, tol) << world << " ranks, stage " << stage << " vs stage 0: " << d.where;
     }
   }
 }

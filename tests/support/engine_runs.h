@@ -46,12 +46,14 @@ struct EngineRun {
   int backward_sleep_ms = 0;
 };
 
+// What one rank saw; EngineRunResult holds rank 0's, and every rank's StepStats.
 struct EngineRunResult {
   std::string failures;  // empty when every rank succeeded
-  std::vector<std::vector<float>> masters;
+  std::vector<std::vector<float>> masters;  // gathered fp32 masters after the run
   std::vector<StepStats> stats;
   std::vector<TimelineEvent> timeline;
   std::vector<double> backward_end;  // steady-clock seconds at the end of each step's backward
+  std::vector<std::vector<StepStats>> stats_by_rank;
 };
 
 namespace detail {
@@ -98,8 +100,7 @@ inline Status run_rank(const EngineRun& run, const std::string& path, int rank, 
   if (run.options.trace) {
     ZDP_ASSIGN_OR_RETURN(result.timeline, engine.timeline());
   }
-  if (rank != 0) return Status::Ok();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = std::fopen((path + "." + std::to_string(rank)).c_str(), "wb");
   if (f == nullptr) return Status(StatusCode::kIoError, "cannot write " + path);
   put<uint64_t>(f, result.masters.size());
   for (const auto& v : result.masters) {
@@ -122,12 +123,16 @@ inline EngineRunResult run_engine(const EngineRun& run) {
   char path[] = "/tmp/zdp_engine_run_XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd >= 0) ::close(fd);
-  EngineRunResult result;
-  result.failures = describe_failures(fork_ranks(run.world, [&](int rank, int world, Store& store) {
+  const std::string failures = describe_failures(fork_ranks(run.world, [&](int rank, int world, Store& store) {
     return detail::run_rank(run, path, rank, world, store);
   }));
-  std::FILE* f = std::fopen(path, "rb");
-  if (f != nullptr) {
+  ::unlink(path);
+  std::vector<EngineRunResult> ranks(static_cast<size_t>(run.world));
+  for (int r = 0; r < run.world; ++r) {
+    const std::string file = std::string(path) + "." + std::to_string(r);
+    EngineRunResult& result = ranks[static_cast<size_t>(r)];
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    if (f == nullptr) continue;
     result.masters.resize(detail::get<uint64_t>(f));
     for (auto& v : result.masters) {
       v.resize(detail::get<uint64_t>(f));
@@ -140,8 +145,12 @@ inline EngineRunResult run_engine(const EngineRun& run) {
     result.backward_end.resize(detail::get<uint64_t>(f));
     for (double& t : result.backward_end) t = detail::get<double>(f);
     std::fclose(f);
+    ::unlink(file.c_str());
   }
-  ::unlink(path);
+  EngineRunResult result = std::move(ranks[0]);
+  result.failures += failures;
+  for (EngineRunResult& r : ranks) result.stats_by_rank.push_back(r.stats);
+  result.stats_by_rank[0] = result.stats;
   if (result.masters.empty() && result.failures.empty()) result.failures = "rank 0 wrote no results\n";
   return result;
 }
