@@ -36,8 +36,11 @@ Status Engine::Impl::build_layout() {
   lo.bucket_elems = std::max<int64_t>(
       1, std::llround(opt.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(cdt()))));
   lo.align_elems = kAlignElems;
-  // Stage 3 gathers one layer group alone, so no bucket may hold two of them.
-  lo.boundary = opt.stage == 3 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
+  // Stage 3 gathers one layer group alone, so no bucket may hold two of them. Stages 2-3
+  // stage the trainer's gradients per run of buckets that parameters connect; cut
+  // anywhere, parameters straddling buckets would chain every bucket into one run (the
+  // whole gradient, twice), so layer groups bound the runs there too.
+  lo.boundary = opt.stage >= 2 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
   StatusOr<Layout> made = make_layout(specs, lo);
   if (!made.ok()) return made.status().with_context("layout");
   layout = std::move(*made);

@@ -19,6 +19,11 @@ StatusOr<StepStats> Engine::Impl::step() {
   if (!finalized) return invalid("step(): before finalize()");
   ZDP_RETURN_IF_ERROR(failure);
   const std::string where = step_label(who, steps + 1);
+  for (size_t li = 0; li < scope_depth.size(); ++li) {
+    if (scope_depth[li] > 0) {
+      return invalid("step(): inside a scope of layer group " + std::to_string(layer_ids[li]) + " (end it first)");
+    }
+  }
   if (micro != opt.accum_steps) {
     std::string missing;
     for (size_t p = 0; p < ready.size() && missing.size() < 200; ++p) {
@@ -26,11 +31,6 @@ StatusOr<StepStats> Engine::Impl::step() {
     }
     return invalid("step(): after " + std::to_string(micro) + " of " + std::to_string(opt.accum_steps) +
                    " micro-batches" + (ready_count > 0 ? "; not marked ready in the current one: " + missing : ""));
-  }
-  for (size_t li = 0; li < scope_depth.size(); ++li) {
-    if (scope_depth[li] > 0) {
-      return invalid("step(): inside a scope of layer group " + std::to_string(layer_ids[li]) + " (end it first)");
-    }
   }
   if (!opt.overlap) ZDP_RETURN_IF_ERROR(launch_ready_buckets());
 

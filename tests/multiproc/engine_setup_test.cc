@@ -149,6 +149,34 @@ TEST(Memory, PerCategoryMatchesTheZeroFormulaWithinPadding) {
   }
 }
 
+// The closing measurement of the engine's issue: a 10.5M-parameter model (5 blocks of
+// 512 -> 2048 -> 512 with a norm), bf16 compute and reduction, 4 ranks; rank 0 prints its
+// table for each stage (measured next to DESIGN.md's formula).
+TEST(Memory, TableForATenMillionParameterModelAtFourRanks) {
+  EXPECT_EQ(testing::describe_failures(fork_ranks(4, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              for (int stage = 0; stage <= 3; ++stage) {
+                EngineOptions o = options(stage, DType::kBF16);
+                o.bucket_mb = 4;
+                Engine engine(ctx, o);
+                for (int l = 0; l < 5; ++l) {
+                  const std::string block = "blocks." + std::to_string(l) + ".";
+                  const std::vector<Spec> specs = {{block + "fc1.weight", {2048, 512}}, {block + "fc1.bias", {2048}},
+                                                   {block + "fc2.weight", {512, 2048}}, {block + "fc2.bias", {512}},
+                                                   {block + "norm.weight", {512}}};
+                  for (const Spec& spec : specs) {
+                    ZDP_RETURN_IF_ERROR(engine.add_param(spec.first, spec.second, Init::normal(0.02f), l).status());
+                  }
+                }
+                ZDP_RETURN_IF_ERROR(engine.finalize());
+                if (rank == 0) std::printf("%s\n", engine.memory().table().c_str());
+                ZDP_RETURN_IF_ERROR(check_memory(engine, ctx.device(), 0));
+              }
+              return Status::Ok();
+            })),
+            "");
+}
+
 // ---- overlap -----------------------------------------------------------------------
 
 EngineRunResult traced_run(bool overlap, bool overlap_param_gather, int stage) {

@@ -21,10 +21,13 @@
 //   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
 //                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned)
 //   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S
-//   buckets    stage 2-3: gradient staging (the trainer's gradient views, 2 buffers of
-//              the largest run of buckets a parameter connects; + 2 reduce-dtype bucket
-//              buffers when r != c or accum_steps > 1); stage 3: + (1 + prefetch_layers)
-//              gathered layer groups
+//   buckets    stage 2-3: gradient staging, where the trainer writes: 2 buffers (one
+//              filled while the other is reduced) of the largest run of buckets that
+//              parameters straddle; buckets never cross layer groups at these stages, so
+//              at most the largest layer group (register one group per block: a model in
+//              one group stages its whole gradient); + 2 reduce-dtype bucket buffers when
+//              r != c or accum_steps > 1. Stage 3: + (1 + prefetch_layers) gathered
+//              layer groups
 //   grads      accum_steps > 1, every stage: + 4 T, the fp32 accumulation of the
 //              micro-batches. No communication happens before the last micro-batch, so
 //              stages 2-3 keep this full-size buffer too: accumulation costs them their

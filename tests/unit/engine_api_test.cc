@@ -1,0 +1,200 @@
+// The engine's API contracts in one process (zdp::init() with no launcher: a world of 1):
+// option checks and EngineOptions::from(config), misuse reported with the parameter and
+// the micro-batch, weight-decay rules, initialisation, and stage-3 views outside a scope.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "zdp/context.h"
+#include "zdp/engine.h"
+
+namespace zdp {
+namespace {
+
+void expect_error(const Status& s, const std::string& part) {
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(part), std::string::npos) << s.to_string();
+}
+
+Context single() {
+  StatusOr<Context> ctx = init();
+  EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
+  return std::move(*ctx);
+}
+
+TEST(Init, WithoutALauncherIsAWorldOfOneOnTheCpu) {
+  Context ctx = single();
+  EXPECT_EQ(ctx.rank(), 0);
+  EXPECT_EQ(ctx.world_size(), 1);
+  EXPECT_EQ(ctx.device().kind(), DeviceKind::kCpu);
+  EXPECT_STREQ(ctx.comm().backend(), "gloo");
+  EXPECT_EQ(ctx.config(), *parse_config("", "<defaults>"));
+}
+
+TEST(Options, ValidateNamesEveryBadField) {
+  EngineOptions o;
+  o.stage = 4;
+  o.bucket_mb = 0;
+  o.reduce_dtype = DType::kF16;
+  o.accum_steps = 0;
+  o.loss_scale.backoff = 2.0;
+  const Status s = o.validate();
+  for (const char* part : {"stage 4", "bucket_mb", "reduce dtype fp16", "accum_steps 0", "loss scale"}) {
+    expect_error(s, part);
+  }
+  EXPECT_TRUE(EngineOptions().validate().ok());
+}
+
+TEST(Options, FromConfigReadsZeroOptimTrainAndModelDtype) {
+  StatusOr<Config> config = parse_config(
+      "[zero]\nstage = 3\nbucket_mb = 4.0\nreduce_dtype = \"bf16\"\noverlap = false\nprefetch_layers = 2\n"
+      "[model]\ndtype = \"bf16\"\n[train]\nglobal_batch = 32\nmicro_batch = 2\nsteps = 50\nseed = 9\n"
+      "[optim]\nlr = 0.001\ngrad_clip = 0.5\n",
+      "test.toml");
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  StatusOr<EngineOptions> o = EngineOptions::from(*config, 4);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->stage, 3);
+  EXPECT_EQ(o->bucket_mb, 4.0);
+  EXPECT_EQ(o->compute_dtype, DType::kBF16);
+  EXPECT_EQ(o->reduce_dtype, DType::kBF16);
+  EXPECT_FALSE(o->overlap);
+  EXPECT_EQ(o->prefetch_layers, 2);
+  EXPECT_EQ(o->accum_steps, 4);  // 32 / (2 x 4 ranks)
+  EXPECT_EQ(o->total_steps, 50);
+  EXPECT_EQ(o->seed, 9);
+  EXPECT_EQ(o->optim.grad_clip, 0.5);
+  // A batch that does not divide over the ranks is the config's error, naming the values.
+  expect_error(EngineOptions::from(*config, 3).status(), "global_batch");
+}
+
+TEST(Registration, ErrorsNameTheParameter) {
+  Context ctx = single();
+  Engine engine(ctx, EngineOptions());
+  ASSERT_TRUE(engine.add_param("a.weight", {4, 4}, Init::zeros(), 1).ok());
+  expect_error(engine.add_param("a.weight", {4}, Init::zeros(), 1).status(), "add_param('a.weight'): the name is taken by parameter #0");
+  expect_error(engine.add_param("b.weight", {4}, Init::zeros(), 0).status(), "layer group 0 after 'a.weight'");
+  Engine bad_shape(ctx, EngineOptions());
+  ASSERT_TRUE(bad_shape.add_param("c", {0, 4}, Init::zeros()).ok());
+  expect_error(bad_shape.finalize(), "'c'");  // the layout refuses the empty dimension
+  ASSERT_TRUE(engine.finalize().ok());
+  expect_error(engine.add_param("late", {1}, Init::zeros()).status(), "finalized already");
+  expect_error(engine.finalize(), "called twice");
+}
+
+// Two parameters in one layer group; micro() writes gradient `g` everywhere.
+struct Tiny {
+  Engine engine;
+  Param p, q;
+  Tiny(Context& ctx, EngineOptions o) : engine(ctx, o) {
+    p = *engine.add_param("w", {2, 3}, Init::constant(1.0f));
+    q = *engine.add_param("v", {4}, Init::constant(1.0f));
+    Status s = engine.finalize();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  Status micro(float g) {
+    for (Param x : {p, q}) {
+      float* grad = engine.grad_as<float>(x);
+      if (grad == nullptr) return Status(StatusCode::kInternal, "no grad view");
+      for (int i = 0; i < (x.index == p.index ? 6 : 4); ++i) grad[i] = g;
+      ZDP_RETURN_IF_ERROR(engine.grad_ready(x));
+    }
+    return Status::Ok();
+  }
+};
+
+TEST(Steps, MisuseIsReportedWithTheParameterAndTheMicroBatch) {
+  Context ctx = single();
+  EngineOptions o;
+  o.accum_steps = 2;
+  Tiny t(ctx, o);
+  expect_error(t.engine.step().status(), "after 0 of 2 micro-batches");
+  ASSERT_TRUE(t.micro(1.0f).ok());
+  expect_error(t.engine.step().status(), "after 1 of 2 micro-batches");
+  ASSERT_TRUE(t.micro(1.0f).ok());
+  expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): all 2 micro-batches of step 1 are complete");
+  ASSERT_TRUE(t.engine.step().ok());
+  ASSERT_NE(t.engine.grad(t.p), nullptr);
+  ASSERT_TRUE(t.engine.grad_ready(t.p).ok());
+  expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): called twice in micro-batch 0 of step 2");
+  expect_error(t.engine.step().status(), "after 0 of 2 micro-batches; not marked ready in the current one: 'v' [4]");
+}
+
+TEST(Steps, StageThreeViewsExistOnlyInsideTheirLayerScope) {
+  Context ctx = single();
+  EngineOptions o;
+  o.stage = 3;
+  Tiny t(ctx, o);
+  {
+    StatusOr<Engine::LayerScope> scope = t.engine.layer(0);
+    ASSERT_TRUE(scope.ok());
+    ASSERT_NE(t.engine.param_as<float>(t.p), nullptr);
+    EXPECT_EQ(t.engine.param_as<float>(t.p)[5], 1.0f);
+    expect_error(t.engine.step().status(), "inside a scope of layer group 0");
+  }
+  EXPECT_EQ(t.engine.param(t.p), nullptr);
+  // The failure of a call that returns a pointer comes back from the next Status call.
+  expect_error(t.engine.grad_ready(t.p), "stage 3 parameters exist only inside a scope of their layer group");
+}
+
+TEST(Steps, GradReadyWithoutAGradViewAtStageTwo) {
+  Context ctx = single();
+  EngineOptions o;
+  o.stage = 2;
+  Tiny t(ctx, o);
+  expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
+}
+
+TEST(Decay, ByNameAndForcedRules) {
+  Context ctx = single();
+  EngineOptions o;
+  o.optim.lr = 0.1;
+  o.optim.weight_decay = 0.5;
+  Engine engine(ctx, o);
+  const Param by_name_decay = *engine.add_param("a.weight", {3}, Init::constant(1.0f));
+  const Param by_name_none = *engine.add_param("a.bias", {3}, Init::constant(1.0f));
+  const Param forced_none = *engine.add_param("b.weight", {3}, Init::constant(1.0f), 0, Decay::kNoDecay);
+  const Param forced_decay = *engine.add_param("b.bias", {3}, Init::constant(1.0f), 0, Decay::kDecay);
+  ASSERT_TRUE(engine.finalize().ok());
+  for (Param p : {by_name_decay, by_name_none, forced_none, forced_decay}) {
+    for (int i = 0; i < 3; ++i) engine.grad_as<float>(p)[i] = 0.0f;  // AdamW's step is 0: decay alone
+    ASSERT_TRUE(engine.grad_ready(p).ok());
+  }
+  ASSERT_TRUE(engine.step().ok());
+  const float decayed = 1.0f - 0.1f * 0.5f;  // p * (1 - lr * wd)
+  EXPECT_EQ((*engine.gather_master(by_name_decay))[0], decayed);
+  EXPECT_EQ((*engine.gather_master(by_name_none))[0], 1.0f);
+  EXPECT_EQ((*engine.gather_master(forced_none))[0], 1.0f);
+  EXPECT_EQ((*engine.gather_master(forced_decay))[0], decayed);
+  EXPECT_EQ(engine.param_as<float>(forced_decay)[2], decayed);  // the compute copy follows
+}
+
+TEST(Init, NormalAndUniformAreSeededByNameAndHaveTheirMoments) {
+  Context ctx = single();
+  auto values = [&](int64_t seed, const std::string& name, Init init) {
+    EngineOptions o;
+    o.seed = seed;
+    Engine engine(ctx, o);
+    const Param p = *engine.add_param(name, {100, 100}, init);
+    EXPECT_TRUE(engine.finalize().ok());
+    return *engine.gather_master(p);
+  };
+  const std::vector<float> a = values(1, "w", Init::normal(0.5f, 2.0f));
+  EXPECT_EQ(a, values(1, "w", Init::normal(0.5f, 2.0f)));
+  EXPECT_NE(a, values(2, "w", Init::normal(0.5f, 2.0f)));
+  EXPECT_NE(a, values(1, "v", Init::normal(0.5f, 2.0f)));
+  double sum = 0, sq = 0;
+  for (float x : a) sum += x, sq += static_cast<double>(x) * x;
+  const double n = static_cast<double>(a.size()), mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  // 10^4 samples: the sample mean has sd 0.5 / 100 = 0.005 and the sample sd a relative
+  // sd of 1 / sqrt(2n) = 0.7%; 5 standard errors of slack.
+  EXPECT_NEAR(mean, 2.0, 5 * 0.005);
+  EXPECT_NEAR(sd, 0.5, 5 * 0.007 * 0.5);
+  for (float x : values(3, "u", Init::uniform(-0.25f, 0.75f))) {
+    ASSERT_GE(x, -0.25f);
+    ASSERT_LT(x, 0.75f);
+  }
+}
+
+}  // namespace
+}  // namespace zdp
