@@ -50,27 +50,30 @@ StatusOr<AdamWCoeffs> adamw_coeffs(const AdamWArgs& a) {
 
 namespace {
 
+// One run of constant weight decay; everything below inlines into it (see ZDP_CPU_CLONES).
 template <typename G, typename P>
-void update_slice(const AdamWArgs& a, const AdamWCoeffs& c) {
-  const G* grad = static_cast<const G*>(a.grad);
-  P* out = static_cast<P*>(a.param_out);
+ZDP_CPU_CLONES void update_run(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_t end, float decay) {
   float* __restrict master = a.master;
   float* __restrict m = a.m;
   float* __restrict v = a.v;
+  cpu::update_loop(static_cast<const G*>(a.grad), static_cast<P*>(a.param_out), begin, end, a.rounding, a.seed,
+                   static_cast<uint64_t>(a.step), a.global_offset, [&](int64_t i, float g) {
+                     float p = master[i], mi = m[i], vi = v[i];
+                     adamw_element(g, p, mi, vi, decay, c);
+                     master[i] = p;
+                     m[i] = mi;
+                     v[i] = vi;
+                     return p;
+                   });
+}
+
+template <typename G, typename P>
+void update_slice(const AdamWArgs& a, const AdamWCoeffs& c) {
   cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
-    cpu::for_each_decay_run(
-        a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end, [&](int64_t b, int64_t e, float wd) {
-          const float decay = adamw_decay_factor(a.lr, wd);
-          cpu::update_loop(grad, out, b, e, a.rounding, a.seed, static_cast<uint64_t>(a.step), a.global_offset,
-                           [&](int64_t i, float g) {
-                             float p = master[i], mi = m[i], vi = v[i];
-                             adamw_element(g, p, mi, vi, decay, c);
-                             master[i] = p;
-                             m[i] = mi;
-                             v[i] = vi;
-                             return p;
-                           });
-        });
+    cpu::for_each_decay_run(a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end,
+                            [&](int64_t b, int64_t e, float wd) {
+                              update_run<G, P>(a, c, b, e, adamw_decay_factor(a.lr, wd));
+                            });
   });
 }
 

@@ -11,6 +11,16 @@ namespace zdp::kernels {
 
 namespace {
 
+template <typename S, typename D>
+ZDP_CPU_CLONES void cast_range(const S* __restrict src, D* __restrict dst, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) dst[i] = cast_element<S, D>(src[i]);
+}
+
+template <typename T>
+ZDP_CPU_CLONES void scale_range(T* __restrict data, int64_t begin, int64_t end, float scale) {
+  for (int64_t i = begin; i < end; ++i) data[i] = scale_element(data[i], scale);
+}
+
 bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
 
 Status invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
@@ -50,7 +60,7 @@ Status cast_cpu(const CastArgs& a) {
         if constexpr (std::is_same_v<S, D>) {
           std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin) * sizeof(S));
         } else {
-          for (int64_t i = begin; i < end; ++i) dst[i] = cast_element<S, D>(src[i]);
+          cast_range(src, dst, begin, end);
         }
       });
       return Status::Ok();
@@ -66,7 +76,7 @@ Status scale_cpu(const ScaleArgs& a) {
     T* __restrict data = static_cast<T*>(a.data);
     const float scale = a.scale;
     cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) data[i] = scale_element(data[i], scale);
+      scale_range(data, begin, end, scale);
     });
     return Status::Ok();
   });

@@ -11,6 +11,21 @@
 #include "kernels/common.h"
 #include "kernels/philox.h"
 
+// On x86-64 the hot loops are compiled twice, for AVX2 and for the baseline (SSE2), and
+// the loader picks one per machine (GCC/Clang target_clones: an ifunc). The operations are
+// the same IEEE ones either way (no FMA: -ffp-contract=off), so the bits are too. The
+// attribute goes on a function called inside the OpenMP region, not on the one holding the
+// pragma: the region's body is outlined into a function of its own, which is not cloned.
+// Helpers called from a cloned function are forced inline (ZDP_CPU_INLINE), so that they
+// are compiled for the clone's target too.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ZDP_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define ZDP_CPU_INLINE __attribute__((always_inline)) inline
+#else
+#define ZDP_CPU_CLONES
+#define ZDP_CPU_INLINE inline
+#endif
+
 namespace zdp::kernels::cpu {
 
 // Elements per block: 64 KiB of fp32, big enough to amortise scheduling, small enough to
@@ -59,12 +74,37 @@ void for_each_decay_run(const DecaySegment* segments, int64_t num, float default
 // so that the loop itself stays a plain vectorisable pass.
 inline constexpr int64_t kRandomTile = 512;
 
+// bits[k] = random16(seed, step, first + k) for k < len: whole groups of 8 in a plain loop
+// (it vectorises across groups), the partial groups at either end element by element.
+ZDP_CPU_INLINE void fill_random_bits(uint64_t seed, uint64_t step, uint64_t first, int64_t len, uint32_t* bits) {
+  const uint64_t end = first + static_cast<uint64_t>(len);
+  const uint64_t group_begin = (first + kRandomGroup - 1) / kRandomGroup, group_end = end / kRandomGroup;
+  if (group_begin >= group_end) {  // no whole group
+    for (int64_t k = 0; k < len; ++k) bits[k] = random16(seed, step, first + static_cast<uint64_t>(k));
+    return;
+  }
+  const int64_t head = static_cast<int64_t>(group_begin * kRandomGroup - first);
+  for (int64_t k = 0; k < head; ++k) bits[k] = random16(seed, step, first + static_cast<uint64_t>(k));
+  uint32_t* whole = bits + head;
+  const int64_t groups = static_cast<int64_t>(group_end - group_begin);
+  for (int64_t g = 0; g < groups; ++g) {
+    const Philox4x32 r = random_group(seed, step, group_begin + static_cast<uint64_t>(g));
+    for (int w = 0; w < 4; ++w) {
+      whole[g * kRandomGroup + 2 * w] = r.v[w] & 0xffffu;
+      whole[g * kRandomGroup + 2 * w + 1] = r.v[w] >> 16;
+    }
+  }
+  for (int64_t k = head + groups * kRandomGroup; k < len; ++k) {
+    bits[k] = random16(seed, step, first + static_cast<uint64_t>(k));
+  }
+}
+
 // The optimizer loop over the local range [begin, end): for each element i,
 // p = update(i, gradient as fp32) (which also updates the optimizer state of i), then
 // out[i] = p rounded into P (none when P is NoOutput). Stochastic rounding draws the
 // bits of global index global_offset + i at `step`.
 template <typename G, typename P, typename Update>
-void update_loop(const G* __restrict grad, P* __restrict out, int64_t begin, int64_t end, Rounding rounding,
+ZDP_CPU_INLINE void update_loop(const G* __restrict grad, P* __restrict out, int64_t begin, int64_t end, Rounding rounding,
                  uint64_t seed, uint64_t step, int64_t global_offset, Update&& update) {
   if constexpr (std::is_same_v<P, NoOutput>) {
     for (int64_t i = begin; i < end; ++i) update(i, to_f32(grad[i]));
@@ -74,14 +114,7 @@ void update_loop(const G* __restrict grad, P* __restrict out, int64_t begin, int
     uint32_t bits[kRandomTile];
     for (int64_t t0 = begin; t0 < end; t0 += kRandomTile) {
       const int64_t len = std::min(kRandomTile, end - t0);
-      const uint64_t first = static_cast<uint64_t>(global_offset + t0);
-      for (uint64_t group = first / kRandomGroup; group * kRandomGroup < first + len; ++group) {
-        const Philox4x32 r = random_group(seed, step, group);
-        for (int lane = 0; lane < kRandomGroup; ++lane) {
-          const int64_t k = static_cast<int64_t>(group * kRandomGroup + lane - first);
-          if (k >= 0 && k < len) bits[k] = random_lane16(r, lane);
-        }
-      }
+      fill_random_bits(seed, step, static_cast<uint64_t>(global_offset + t0), len, bits);
       for (int64_t k = 0; k < len; ++k) {
         out[t0 + k] = round_param<P>(update(t0 + k, to_f32(grad[t0 + k])), bits[k], Rounding::kStochastic);
       }

@@ -5,12 +5,23 @@
 #include <climits>
 #include <string>
 
+#include "kernels/cpu_parallel.h"
 #include "kernels/gemm.h"
 
 namespace zdp::kernels {
 namespace {
 
 CBLAS_TRANSPOSE to_cblas(Transpose t) { return t == Transpose::kYes ? CblasTrans : CblasNoTrans; }
+
+// Bias and GELU over one column of C, one vectorised pass each.
+ZDP_CPU_CLONES void epilogue_column(float* __restrict col, int m, Epilogue e, const float* __restrict bias) {
+  if (e == Epilogue::kBias || e == Epilogue::kBiasGelu) {
+    for (int i = 0; i < m; ++i) col[i] = col[i] + bias[i];
+  }
+  if (e == Epilogue::kGelu || e == Epilogue::kBiasGelu) {
+    for (int i = 0; i < m; ++i) col[i] = gelu_tanh(col[i]);
+  }
+}
 
 class OpenBlasGemm final : public Gemm {
  public:
@@ -50,18 +61,8 @@ class OpenBlasGemm final : public Gemm {
 
   static void apply_epilogue(float* c, int m, int n, int ldc, Epilogue e, const float* bias) {
     if (e == Epilogue::kNone) return;
-    const bool add_bias = e == Epilogue::kBias || e == Epilogue::kBiasGelu;
-    const bool gelu = e == Epilogue::kGelu || e == Epilogue::kBiasGelu;
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
-    for (int j = 0; j < n; ++j) {
-      float* col = c + static_cast<int64_t>(j) * ldc;
-      if (add_bias) {
-        for (int i = 0; i < m; ++i) col[i] = col[i] + bias[i];
-      }
-      if (gelu) {
-        for (int i = 0; i < m; ++i) col[i] = gelu_tanh(col[i]);
-      }
-    }
+    for (int j = 0; j < n; ++j) epilogue_column(c + static_cast<int64_t>(j) * ldc, m, e, bias);
   }
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_parallel.h"
 #include "kernels/grad_check.h"
 
 namespace zdp::kernels {
@@ -15,7 +16,7 @@ struct ChunkResult {
 };
 
 template <typename T>
-ChunkResult check_chunk(const T* __restrict x, int64_t n, float scale) {
+ZDP_CPU_CLONES ChunkResult check_chunk(const T* __restrict x, int64_t n, float scale) {
   constexpr int kV = kGradVecWidth<T>;
   constexpr int kW = kGradLanes * kV;
   float acc[kW] = {};

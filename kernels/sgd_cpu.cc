@@ -51,26 +51,37 @@ StatusOr<SgdCoeffs> sgd_coeffs(const SgdArgs& a) {
 
 namespace {
 
+// One run of constant weight decay; everything below inlines into it (see ZDP_CPU_CLONES).
 template <typename G, typename P>
-void update_slice(const SgdArgs& a, const SgdCoeffs& c) {
-  const G* grad = static_cast<const G*>(a.grad);
-  P* out = static_cast<P*>(a.param_out);
+ZDP_CPU_CLONES void update_run(const SgdArgs& a, const SgdCoeffs& c, int64_t begin, int64_t end, float wd) {
   float* __restrict master = a.master;
   float* __restrict buf = a.momentum_buf;
-  float unused_buf = 0.0f;
+  const G* grad = static_cast<const G*>(a.grad);
+  P* out = static_cast<P*>(a.param_out);
+  const uint64_t step = static_cast<uint64_t>(a.step);
+  if (buf) {
+    cpu::update_loop(grad, out, begin, end, a.rounding, a.seed, step, a.global_offset, [&](int64_t i, float g) {
+      float p = master[i], b = buf[i];
+      sgd_element(g, p, b, wd, c);
+      master[i] = p;
+      buf[i] = b;
+      return p;
+    });
+  } else {
+    cpu::update_loop(grad, out, begin, end, a.rounding, a.seed, step, a.global_offset, [&](int64_t i, float g) {
+      float p = master[i], unused = 0.0f;
+      sgd_element(g, p, unused, wd, c);
+      master[i] = p;
+      return p;
+    });
+  }
+}
+
+template <typename G, typename P>
+void update_slice(const SgdArgs& a, const SgdCoeffs& c) {
   cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
-    cpu::for_each_decay_run(
-        a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end, [&](int64_t b, int64_t e, float wd) {
-          cpu::update_loop(grad, out, b, e, a.rounding, a.seed, static_cast<uint64_t>(a.step), a.global_offset,
-                           [&](int64_t i, float g) {
-                             float p = master[i];
-                             float bi = buf ? buf[i] : unused_buf;
-                             sgd_element(g, p, bi, wd, c);
-                             master[i] = p;
-                             if (buf) buf[i] = bi;
-                             return p;
-                           });
-        });
+    cpu::for_each_decay_run(a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end,
+                            [&](int64_t b, int64_t e, float wd) { update_run<G, P>(a, c, b, e, wd); });
   });
 }
 

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev           # command-line parsing for dp-launch / dp-ckpt
   nlohmann-json3-dev     # manifests, traces, reports
   libopenblas-dev        # CPU GEMMs
+  libopenblas-openmp-dev # ... on OpenMP, sharing the CPU kernels' threads (preferred by kernels/CMakeLists.txt)
 )
 
 missing=()

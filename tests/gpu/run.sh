@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds zdp with CUDA on a GPU machine and runs, in one go: the GPU tests, the whole
-# ctest suite, then the benchmarks that exist. Logs go to ${OUT:-out}/; a summary of
-# every step is printed at the end, and the exit code is non-zero if any step failed.
+# Builds zdp with CUDA on a GPU machine and runs, in one go: the GPU tests, the GPU
+# benchmarks (fused AdamW vs cudaMemcpy, cuBLASLt), the CPU kernel benchmarks, the rest
+# of the ctest suite, then the other benchmarks. Logs go to ${OUT:-out}/; the summary
+# printed last lists every step and a table of the benchmarks' "summary:" lines, and the
+# exit code is non-zero if any step failed. Meant to finish within 8 minutes on one H200.
 #
 #   bash tests/gpu/run.sh            # from the repository root (or anywhere)
 #   OUT=/tmp/gpu-logs JOBS=8 bash tests/gpu/run.sh
@@ -17,6 +19,7 @@ jobs="${JOBS:-$(nproc)}"
 
 declare -a summary=()
 failed=0
+run_start=$SECONDS
 
 # step NAME LOGFILE CMD...: runs CMD with its output in LOGFILE (and the tail on the
 # console when it fails); records the outcome and the time it took.
@@ -47,6 +50,17 @@ print_summary() {
   fi
   local line
   for line in "${summary[@]}"; do echo "$line"; done
+  # Each benchmark ends with one "summary:" line: the short table of results.
+  local found=0 log
+  for log in "$out"/bench-*.log; do
+    [ -f "$log" ] || continue
+    line="$(grep -h '^summary:' "$log" | tail -n 1 || true)"
+    [ -n "$line" ] || continue
+    ((found)) || echo "---------------- benchmark results ----------------"
+    found=1
+    printf '%-16s %s\n' "$(basename "$log" .log | sed 's/^bench-//')" "${line#summary: }"
+  done
+  echo "total: $((SECONDS - run_start)) s (budget 480 s)"
   echo "logs: $out"
   if ((failed)); then echo "RESULT: FAILED"; else echo "RESULT: OK"; fi
 }
@@ -74,18 +88,33 @@ step "build" build.log cmake --build "$build" -j "$jobs"
 if ((failed)); then exit 1; fi
 
 step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600
-step "ctest (all)" ctest-all.log ctest --test-dir "$build" --output-on-failure -j 4 --timeout 600
 
-# Benchmarks: whichever have been built. Each prints its own table into its log.
+# Kernel benchmarks first (GPU, then CPU with all cores), each with a time limit. Their
+# tables are in the logs; their summary lines make the table printed last.
+bench_run() {  # bench_run NAME LIMIT_S ARGS...
+  local name="$1" limit="$2"
+  shift 2
+  if [ -x "$build/bench/$name" ]; then
+    step "bench $name" "bench-$name.log" timeout "$limit" "$build/bench/$name" "$@"
+  else
+    summary+=("SKIP  bench $name (not built)")
+  fi
+}
+bench_run adamw_gpu_bench 120 --params 256M
+bench_run gemm_gpu_bench 120
+bench_run adamw_bench 120 --params 64M
+bench_run gemm_bench 120
+
+step "ctest (all but gpu)" ctest-all.log ctest --test-dir "$build" -LE gpu --output-on-failure -j 4 --timeout 600
+
+# Any other benchmark that has been built, with a time limit each.
 shopt -s nullglob
-ran_bench=0
 for bench in "$build"/bench/*; do
   [ -f "$bench" ] && [ -x "$bench" ] || continue
   name="$(basename "$bench")"
-  step "bench $name" "bench-$name.log" timeout 900 "$bench"
-  ran_bench=1
+  case "$name" in adamw_gpu_bench | gemm_gpu_bench | adamw_bench | gemm_bench) continue ;; esac
+  step "bench $name" "bench-$name.log" timeout 180 "$bench"
 done
-if ((ran_bench == 0)); then summary+=("SKIP  benchmarks (none built)"); fi
 
 # The ctest summary lines, for a quick look without opening the logs.
 for log in ctest-gpu.log ctest-all.log; do

@@ -1,0 +1,88 @@
+// Host vectors <-> device buffers for kernel tests, through zdp's Device API (so tests need
+// no CUDA header): upload, run on a stream, synchronize, download and compare.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/common.h"
+#include "zdp/device.h"
+
+namespace zdp::testing {
+
+// The test's CUDA device and one stream; skip the test when there is no GPU.
+struct GpuFixture {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Stream> stream;
+
+  // Returns false (after recording a failure) when the device cannot be set up.
+  bool init() {
+    auto d = create_cuda_device(0);
+    if (!d.ok()) {
+      ADD_FAILURE() << d.status().to_string();
+      return false;
+    }
+    device = std::move(d).value();
+    auto s = device->create_stream("kernel test");
+    if (!s.ok()) {
+      ADD_FAILURE() << s.status().to_string();
+      return false;
+    }
+    stream = std::move(s).value();
+    return true;
+  }
+  cudaStream_t cuda_stream() const { return static_cast<cudaStream_t>(stream->native_handle()); }
+  void sync() const {
+    const Status st = stream->synchronize(std::chrono::seconds(60));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+};
+
+// A device copy of a host vector, `pad` elements past the start of its allocation (pad 1
+// makes every pointer misaligned for 16-byte loads, exercising the scalar paths).
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray(Device& device, const std::vector<T>& host, int64_t pad = 0) : device_(&device), size_(host.size()) {
+    auto b = device.allocate(static_cast<int64_t>((host.size() + pad) * sizeof(T)) + 1, MemCategory::kOther);
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    if (!b.ok()) return;
+    buffer_ = std::move(b).value();
+    data_ = buffer_.as<T>() + pad;
+    if (!host.empty()) {
+      EXPECT_TRUE(device.memcpy(data_, host.data(), host.size() * sizeof(T)).ok());
+    }
+  }
+  T* data() const { return data_; }
+  // REQUIRES: the stream that wrote it has been synchronized.
+  std::vector<T> download() const {
+    std::vector<T> out(size_);
+    if (size_ > 0) {
+      EXPECT_TRUE(device_->memcpy(out.data(), data_, size_ * sizeof(T)).ok());
+    }
+    return out;
+  }
+
+ private:
+  Device* device_;
+  size_t size_;
+  DeviceBuffer buffer_;
+  T* data_ = nullptr;
+};
+
+// 16-bit storage types as their raw bits, for bit-for-bit comparisons.
+template <typename T>
+std::vector<uint16_t> raw_bits(const std::vector<T>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) std::memcpy(&bits[i], &v[i], sizeof(uint16_t));
+  return bits;
+}
+
+}  // namespace zdp::testing
+
+#define ZDP_SKIP_WITHOUT_GPU() \
+  if (::zdp::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
