@@ -96,10 +96,9 @@ class GlooCommunicator final : public Communicator {
   Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
     PerStream& ps = per_stream(stream);
     if (device().kind() == DeviceKind::kCpu) {
-      begin(ps);
-      return undo_if_failed(ps, stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps] {
-        return finish(ps, run(desc, buffers.send, buffers.recv, ps));
-      }));
+      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps)] {
+        return run(desc, buffers.send, buffers.recv, ps);
+      });
     }
     // CUDA buffers: stage through pinned host memory, ordered on the caller's stream.
     const IoBytes io = io_bytes(desc);
@@ -112,10 +111,9 @@ class GlooCommunicator final : public Communicator {
       host_recv = stage_in;  // in place stays in place
     }
     if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
-    begin(ps);
-    ZDP_RETURN_IF_ERROR(undo_if_failed(ps, stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps] {
-      return finish(ps, run(desc, host_send, host_recv, ps));
-    })));
+    ZDP_RETURN_IF_ERROR(stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps, token = begin(ps)] {
+      return run(desc, host_send, host_recv, ps);
+    }));
     if (io.out > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(buffers.recv, host_recv, io.out));
     return Status::Ok();
   }
@@ -134,23 +132,23 @@ class GlooCommunicator final : public Communicator {
     return streams_[&stream];  // node-based map: references stay valid
   }
 
-  // A collective is in flight from just before it is enqueued until its host task ends.
-  // A stream with work in flight cannot be destroyed (its destructor drains), so abort()
-  // may touch it.
-  void begin(PerStream& ps) {
-    std::lock_guard<std::mutex> lock(streams_mu_);
-    ++ps.in_flight;
-  }
-  Status undo_if_failed(PerStream& ps, Status enqueued) {
-    return enqueued.ok() ? enqueued : finish(ps, enqueued);
-  }
-  Status finish(PerStream& ps, Status result) {
+  // A collective is in flight from just before it is enqueued until its host task has
+  // run or been dropped: a failed stream skips (destroys unrun) the tasks queued behind
+  // the failure, so the count is a token the task owns, released when the last copy of
+  // the task goes, whichever way. A stream with work in flight cannot be destroyed (its
+  // destructor drains), so abort() may touch it.
+  std::shared_ptr<void> begin(PerStream& ps) {
     {
       std::lock_guard<std::mutex> lock(streams_mu_);
-      --ps.in_flight;
+      ++ps.in_flight;
     }
-    idle_.notify_all();
-    return result;
+    return std::shared_ptr<void>(nullptr, [this, &ps](void*) {
+      {
+        std::lock_guard<std::mutex> lock(streams_mu_);
+        --ps.in_flight;
+      }
+      idle_.notify_all();
+    });
   }
 
   Status ensure_staging(PerStream& ps, Stream& stream, size_t bytes) {

@@ -188,6 +188,7 @@ std::vector<std::string> Engine::param_names() const {
   return names;
 }
 
+Status Engine::error() const { return impl_->failure; }
 double Engine::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 1.0; }
 
 void* Engine::param(Param p) { return impl_->param_ptr(p.index); }

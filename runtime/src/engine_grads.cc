@@ -26,7 +26,7 @@ void* Engine::Impl::grad_ptr(int p) {
   GradGroup& g = groups[static_cast<size_t>(group_of_param[static_cast<size_t>(p)])];
   if (g.slot < 0) {
     StatusOr<int> slot = grad_slots.acquire(static_cast<int>(&g - groups.data()));
-    Status s = slot.ok() ? exec->compute_after(grad_slots.event(*slot), who + ": gradient staging for " + param_label(p))
+    Status s = slot.ok() ? exec->compute_after(grad_slots.event(*slot), "waiting for a free gradient staging buffer")
                          : slot.status();
     // The reduction sends whole buckets: zero the padding at the end of each.
     for (int b = g.first_bucket; s.ok() && b <= g.last_bucket; ++b) {
@@ -35,7 +35,7 @@ void* Engine::Impl::grad_ptr(int p) {
                        bk.padding() * static_cast<int64_t>(dtype_size(cdt())));
     }
     if (!s.ok()) {
-      defer(s.with_context(who + ": grad(" + param_label(p) + ")"));
+      defer(s.with_context(who + ": step " + std::to_string(steps + 1) + ": grad(" + param_label(p) + ")"));
       return nullptr;
     }
     g.slot = *slot;

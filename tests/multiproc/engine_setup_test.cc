@@ -4,6 +4,9 @@
 // the gradient reductions with backward (recorded timestamps), with the same results.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <map>
 
 #include "support/engine_runs.h"
@@ -175,6 +178,29 @@ TEST(Memory, TableForATenMillionParameterModelAtFourRanks) {
               return Status::Ok();
             })),
             "");
+}
+
+// ---- a dying peer -------------------------------------------------------------------
+
+TEST(Failure, APeerDyingMidStepFailsTheSurvivorQuicklyNamingTheStepAndCollective) {
+  const auto results = fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+    Engine engine(ctx, options(2));
+    ZDP_ASSIGN_OR_RETURN(TinyMlp model, TinyMlp::create(engine));
+    ZDP_RETURN_IF_ERROR(engine.finalize());
+    const auto start = std::chrono::steady_clock::now();
+    Status failed;
+    for (int step = 0; step < 5 && failed.ok(); ++step) {
+      if (rank == 1 && step == 2) ::_exit(0);  // gone without a word, mid-job
+      failed = model.train_micro<float>(engine, step, rank * 12, 12).status();
+      if (failed.ok()) failed = engine.step().status();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (failed.ok()) return Status(StatusCode::kInternal, "training went on without the peer");
+    if (seconds > 20) return Status(StatusCode::kInternal, "the failure took " + std::to_string(seconds) + " s");
+    return expect_contains(failed, {"rank 0: step 3", "gloo reduce_scatter", "a peer died"});
+  });
+  EXPECT_EQ(testing::describe_failures(results), "");
 }
 
 // ---- overlap -----------------------------------------------------------------------

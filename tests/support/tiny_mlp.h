@@ -131,7 +131,7 @@ class TinyMlp {
   // Parameter p in fp32, whatever the compute dtype.
   static Status read(Engine& engine, Param p, int64_t n, std::vector<float>& out) {
     const void* src = engine.param(p);
-    if (src == nullptr) return Status(StatusCode::kInternal, "param view is null");
+    if (src == nullptr) return engine.error();
     out.resize(static_cast<size_t>(n));
     return kernels::dispatch_float(engine.options().compute_dtype, "tiny_mlp", [&](auto t) {
       using T = decltype(t);
@@ -142,7 +142,7 @@ class TinyMlp {
   template <typename T>
   static Status write(Engine& engine, Param p, const std::vector<float>& g) {
     T* dst = engine.grad_as<T>(p);
-    if (dst == nullptr) return Status(StatusCode::kInternal, "grad view is null");
+    if (dst == nullptr) return engine.error();
     for (size_t i = 0; i < g.size(); ++i) dst[i] = kernels::from_f32<T>(g[i]);
     return Status::Ok();
   }

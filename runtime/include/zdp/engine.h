@@ -209,6 +209,9 @@ class Engine {
   Status grad_ready(Param p);
   // The scale the trainer multiplies its loss by (fp16; 1 otherwise).
   double loss_scale() const;
+  // The first failure the engine saw, or OK: what a nullptr view stands for. Failures are
+  // sticky: after one, every call returns it (the job must stop, as after a dead peer).
+  Status error() const;
 
   // Completes the reductions, computes the global gradient norm (sum of squares of the
   // owned slices, one all-reduce), skips the step on every rank if any gradient is
