@@ -90,6 +90,8 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
              str(c.model.n_heads) + ") (model.kind = \"gpt\")";
     });
   }
+  check.require(c.model.kind != ModelKind::kMlp || c.data.kind == DataKind::kSynthetic, {"data.kind", "model.kind"},
+                [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
   check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},
                 [] { return std::string("data.path must be set when data.kind = \"tokens\""); });
   check.require(c.optim.warmup_steps <= t.steps, {"optim.warmup_steps", "train.steps"}, [&] {

@@ -25,6 +25,10 @@ constexpr EnumWord<OptimizerKind> kOptimizerWords[] = {
     {"adamw", OptimizerKind::kAdamW}, {"sgd", OptimizerKind::kSgd}};
 constexpr EnumWord<LrSchedule> kScheduleWords[] = {
     {"constant", LrSchedule::kConstant}, {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}};
+constexpr EnumWord<MlpTask> kMlpTaskWords[] = {
+    {"classification", MlpTask::kClassification}, {"regression", MlpTask::kRegression}};
+constexpr EnumWord<LrScalingRule> kLrScalingWords[] = {
+    {"none", LrScalingRule::kNone}, {"linear", LrScalingRule::kLinear}, {"sqrt", LrScalingRule::kSqrt}};
 constexpr EnumWord<ResumeMode> kResumeWords[] = {{"auto", ResumeMode::kAuto}, {"never", ResumeMode::kNever}};
 // Not every DType is a sensible choice for every key, hence two lists.
 constexpr EnumWord<DType> kComputeDTypeWords[] = {
@@ -185,11 +189,17 @@ std::vector<KeyInfo> build_table() {
       enum_field("model.dtype", &C::model, &M::dtype, kComputeDTypeWords,
                  "compute dtype of parameters; fp32 masters are always kept"),
       field("model.init_std", &C::model, &M::init_std, "std of the normal initialisation of weights", above(0)),
+      enum_field("model.task", &C::model, &M::task, kMlpTaskWords,
+                 "mlp: classify into vocab_size classes, or regress vocab_size outputs"),
 
       enum_field("data.kind", &C::data, &D::kind, kDataKindWords,
                  "synthetic: seeded random samples; tokens: a token file"),
       field("data.path", &C::data, &D::path, "token file; required when kind = \"tokens\""),
       field("data.shuffle", &C::data, &D::shuffle, "per-epoch seeded shuffle of the sample order"),
+      field("data.val_path", &C::data, &D::val_path,
+            "held-out token file (kind = \"tokens\", e.g. dp-data's val.bin); empty = no evaluation"),
+      field("data.synthetic_samples", &C::data, &D::synthetic_samples,
+            "samples in one epoch of the synthetic training split", at_least(1)),
 
       field("train.global_batch", &C::train, &T::global_batch,
             "samples per optimizer step over all ranks = micro_batch x accum_steps x world size", at_least(1)),
@@ -200,6 +210,10 @@ std::vector<KeyInfo> build_table() {
       field("train.seed", &C::train, &T::seed, "seeds parameters and data order (same on every rank)", at_least(0)),
       field("train.deterministic", &C::train, &T::deterministic, "bit-exact reductions, at some speed cost"),
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
+      field("train.eval_every", &C::train, &T::eval_every,
+            "steps between held-out evaluations; 0 = only after the last step", at_least(0)),
+      field("train.eval_samples", &C::train, &T::eval_samples,
+            "held-out samples per evaluation, over all ranks", at_least(1)),
 
       enum_field("optim.name", &C::optim, &O::name, kOptimizerWords, "optimizer"),
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", above(0)),
@@ -213,6 +227,10 @@ std::vector<KeyInfo> build_table() {
             "linear warmup steps from 0 to lr; at most train.steps", at_least(0)),
       field("optim.min_lr", &C::optim, &O::min_lr,
             "learning rate at the end of cosine/linear decay; at most lr", at_least(0)),
+      enum_field("optim.lr_scaling", &C::optim, &O::lr_scaling, kLrScalingWords,
+                 "lr and min_lr follow the global batch B: linear x B/base_batch, sqrt x sqrt(B/base_batch)"),
+      field("optim.base_batch", &C::optim, &O::base_batch,
+            "global batch lr was tuned at; 0 = train.global_batch (no scaling)", at_least(0)),
 
       field("zero.stage", &C::zero, &Z::stage,
             "0 = DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters", between(0, 3)),
@@ -272,5 +290,7 @@ const char* to_string(DataKind value) { return config_internal::word_of(config_i
 const char* to_string(OptimizerKind value) { return config_internal::word_of(config_internal::kOptimizerWords, value); }
 const char* to_string(LrSchedule value) { return config_internal::word_of(config_internal::kScheduleWords, value); }
 const char* to_string(ResumeMode value) { return config_internal::word_of(config_internal::kResumeWords, value); }
+const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
+const char* to_string(LrScalingRule value) { return config_internal::word_of(config_internal::kLrScalingWords, value); }
 
 }  // namespace zdp

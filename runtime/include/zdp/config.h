@@ -19,6 +19,8 @@ namespace zdp {
 enum class Backend : int { kAuto = 0, kNccl, kGloo };
 enum class ModelKind : int { kMlp = 0, kGpt };             // dp-train's reference models
 enum class DataKind : int { kSynthetic = 0, kTokens };     // seeded random data | token file
+enum class MlpTask : int { kClassification = 0, kRegression };  // what the mlp model's synthetic data asks
+enum class LrScalingRule : int { kNone = 0, kLinear, kSqrt };   // optim/lr_scaling.h's rules
 enum class OptimizerKind : int { kAdamW = 0, kSgd };
 enum class LrSchedule : int { kConstant = 0, kCosine, kLinear };
 enum class ResumeMode : int { kAuto = 0, kNever };         // kAuto: newest checkpoint in dir, if any
@@ -30,6 +32,8 @@ const char* to_string(DataKind value);
 const char* to_string(OptimizerKind value);
 const char* to_string(LrSchedule value);
 const char* to_string(ResumeMode value);
+const char* to_string(MlpTask value);
+const char* to_string(LrScalingRule value);
 
 // nproc_per_node = "auto" on a machine without CUDA devices: enough ranks to exercise
 // data parallelism anywhere, few enough not to oversubscribe a small machine.
@@ -62,6 +66,7 @@ struct ModelConfig {
   int seq_len = 64;                    // tokens per sample (gpt)
   DType dtype = DType::kF32;           // compute dtype: "fp32" | "bf16" | "fp16"; masters stay fp32
   double init_std = 0.02;              // std of the normal initialisation of weights
+  MlpTask task = MlpTask::kClassification;  // mlp: "classification" (vocab_size classes) | "regression" (vocab_size outputs)
 };
 
 // [data]: what the ranks train on.
@@ -69,6 +74,8 @@ struct DataConfig {
   DataKind kind = DataKind::kSynthetic;  // "synthetic" | "tokens"
   std::string path;                    // token file; required when kind = "tokens"
   bool shuffle = true;                 // per-epoch seeded shuffle (DistributedSampler semantics)
+  std::string val_path;                // held-out token file (kind = "tokens"); empty = no evaluation
+  int64_t synthetic_samples = 65536;   // samples in one epoch of the synthetic training split
 };
 
 // [train]: batch geometry and the step loop. global_batch = micro_batch x accum_steps x world.
@@ -80,6 +87,8 @@ struct TrainConfig {
   int64_t seed = 1234;                 // seeds parameters and data order (same on every rank)
   bool deterministic = false;          // bit-exact reductions, at some speed cost
   int log_every = 10;                  // steps between loss/throughput log lines
+  int64_t eval_every = 0;              // steps between held-out evaluations; 0 = only after the last step
+  int64_t eval_samples = 64;           // held-out samples per evaluation, over all ranks
 };
 
 // [optim]: optimizer hyper-parameters and learning-rate schedule.
@@ -94,6 +103,8 @@ struct OptimConfig {
   LrSchedule schedule = LrSchedule::kConstant;  // "constant" | "cosine" | "linear" after warmup
   int64_t warmup_steps = 0;            // linear warmup from 0 to lr
   double min_lr = 0.0;                 // where cosine/linear decay ends
+  LrScalingRule lr_scaling = LrScalingRule::kNone;  // lr (and min_lr) follow the global batch: "none" | "linear" | "sqrt"
+  int64_t base_batch = 0;              // the global batch lr was tuned at; 0 = train.global_batch (no scaling)
 };
 
 // [zero]: the ZeRO stage and its buckets.

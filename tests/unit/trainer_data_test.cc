@@ -1,0 +1,261 @@
+// trainer/data: token files (round trip, each malformation named with the file), the
+// sources (pure functions of the index, windows of a token file, vocabulary check) and
+// the DistributedSampler (every epoch read exactly once, disjointly, for K = 1..4; the
+// resume position is exact, also at another world size).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trainer/data/sampler.h"
+#include "trainer/data/source.h"
+#include "trainer/data/token_file.h"
+
+namespace zdp::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("zdp_data_test_" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+void write_raw(const std::string& path, const std::vector<int32_t>& header, size_t extra_bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size() * 4));
+  const std::string pad(extra_bytes, '\0');
+  f.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+}
+
+TEST(TokenFile, RoundTripMatchesLlmcLayout) {
+  TempDir dir;
+  const std::vector<uint16_t> tokens = {0, 1, 255, 65535, 42};
+  ASSERT_TRUE(write_token_file(dir.file("a.bin"), tokens).ok());
+  // The llm.c layout byte for byte: 1024-byte header, then the tokens.
+  EXPECT_EQ(fs::file_size(dir.file("a.bin")), 1024u + 2 * tokens.size());
+  std::ifstream raw(dir.file("a.bin"), std::ios::binary);
+  int32_t header[3];
+  raw.read(reinterpret_cast<char*>(header), sizeof(header));
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], 5);
+  StatusOr<TokenFile> f = TokenFile::open(dir.file("a.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ(f->size(), 5);
+  EXPECT_EQ(std::vector<uint16_t>(f->tokens(), f->tokens() + 5), tokens);
+}
+
+TEST(TokenFile, MissingAndMalformedFilesAreNamed) {
+  TempDir dir;
+  StatusOr<TokenFile> missing = TokenFile::open(dir.file("nope.bin"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
+
+  std::vector<int32_t> header(256, 0);
+  write_raw(dir.file("short.bin"), {20240520, 1}, 0);
+  header[0] = 12345, header[1] = 1, header[2] = 0;
+  write_raw(dir.file("magic.bin"), header, 0);
+  header[0] = 20240520, header[1] = 7;
+  write_raw(dir.file("version.bin"), header, 0);
+  header[1] = 1, header[2] = 10;
+  write_raw(dir.file("size.bin"), header, 18);  // 9 tokens where the header says 10
+  const std::pair<const char*, const char*> cases[] = {
+      {"short.bin", "shorter than"}, {"magic.bin", "magic number 12345"},
+      {"version.bin", "version 7"}, {"size.bin", "says 10 tokens"}};
+  for (const auto& [name, why] : cases) {
+    StatusOr<TokenFile> f = TokenFile::open(dir.file(name));
+    ASSERT_FALSE(f.ok()) << name;
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(f.status().message().find(name), std::string::npos) << f.status().message();
+    EXPECT_NE(f.status().message().find(why), std::string::npos) << f.status().message();
+  }
+}
+
+TEST(Permutation, IsABijectionForOddSizes) {
+  for (int64_t n : {1, 2, 3, 7, 100, 1000, 4097}) {
+    for (uint64_t key : {0ull, 1ull, 99ull}) {
+      Permutation p(n, key);
+      std::set<int64_t> seen;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t v = p(i);
+        ASSERT_GE(v, 0);
+        ASSERT_LT(v, n);
+        seen.insert(v);
+      }
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << "n " << n << " key " << key;
+    }
+  }
+  // Different keys give different orders (a shuffle, not the identity).
+  Permutation a(1000, 1), b(1000, 2);
+  int same = 0, fixed = 0;
+  for (int64_t i = 0; i < 1000; ++i) same += a(i) == b(i), fixed += a(i) == i;
+  EXPECT_LT(same, 20);
+  EXPECT_LT(fixed, 20);
+}
+
+// Every rank's micro-batches of the steps covering `epochs` epochs: all positions of the
+// stream, each read by exactly one rank, and each epoch a permutation of the dataset.
+TEST(DistributedSampler, RanksCoverEachEpochExactlyOnceDisjointly) {
+  for (int world = 1; world <= 4; ++world) {
+    for (const bool shuffle : {true, false}) {
+      const int64_t n = 120, micro = 2, accum = 3, global = world * micro * accum;
+      const int64_t steps = 2 * n / global + 1;  // past two epochs
+      std::vector<int> reads(static_cast<size_t>(steps * global), 0);
+      std::vector<std::vector<int64_t>> by_position(static_cast<size_t>(steps * global));
+      for (int rank = 0; rank < world; ++rank) {
+        StatusOr<DistributedSampler> s = DistributedSampler::create({n, global, micro, world, rank, shuffle, 7});
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        ASSERT_EQ(s->accum_steps(), accum);
+        for (int64_t step = 0; step < steps; ++step) {
+          for (int64_t m = 0; m < accum; ++m) {
+            const std::vector<int64_t> idx = s->micro_batch(step, m);
+            ASSERT_EQ(static_cast<int64_t>(idx.size()), micro);
+            const int64_t first = step * global + (m * world + rank) * micro;
+            for (int64_t k = 0; k < micro; ++k) {
+              ++reads[static_cast<size_t>(first + k)];
+              EXPECT_EQ(idx[static_cast<size_t>(k)], s->index_at(first + k));
+            }
+          }
+        }
+      }
+      for (size_t p = 0; p < reads.size(); ++p) ASSERT_EQ(reads[p], 1) << "position " << p << " K " << world;
+      StatusOr<DistributedSampler> any = DistributedSampler::create({n, global, micro, world, 0, shuffle, 7});
+      for (int64_t epoch = 0; epoch < 2; ++epoch) {
+        std::set<int64_t> seen;
+        for (int64_t p = epoch * n; p < (epoch + 1) * n; ++p) seen.insert(any->index_at(p));
+        EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << "epoch " << epoch << " K " << world;
+      }
+      if (shuffle) {
+        EXPECT_NE(any->index_at(0), any->index_at(n)) << "epochs should be shuffled differently";
+      }
+    }
+  }
+}
+
+// The same global batch read by K = 1, 2, 4: the union of a step's micro-batches is the
+// same set of samples, and resuming at step s (a fresh sampler, any K) continues exactly.
+TEST(DistributedSampler, GlobalBatchAndResumeDoNotDependOnWorldSize) {
+  const int64_t n = 1000, global = 8;
+  auto step_samples = [&](int world, int64_t step) {
+    std::multiset<int64_t> out;
+    const int64_t micro = 2;
+    for (int rank = 0; rank < world; ++rank) {
+      DistributedSampler s = DistributedSampler::create({n, global, micro, world, rank, true, 3}).value();
+      for (int64_t m = 0; m < s.accum_steps(); ++m) {
+        for (int64_t i : s.micro_batch(step, m)) out.insert(i);
+      }
+    }
+    return out;
+  };
+  for (int64_t step : {0, 1, 124, 125, 126, 400}) {  // 125 steps = one epoch
+    EXPECT_EQ(step_samples(1, step), step_samples(2, step)) << "step " << step;
+    EXPECT_EQ(step_samples(1, step), step_samples(4, step)) << "step " << step;
+  }
+  DistributedSampler s = DistributedSampler::create({n, global, 2, 2, 0, true, 3}).value();
+  EXPECT_EQ(s.position_of_step(126), 126 * global);
+}
+
+TEST(DistributedSampler, InconsistentGeometryIsRefused) {
+  StatusOr<DistributedSampler> s = DistributedSampler::create({100, 10, 4, 2, 0, true, 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("global_batch (10)"), std::string::npos) << s.status().message();
+  EXPECT_FALSE(DistributedSampler::create({0, 8, 4, 2, 0, true, 0}).ok());
+  EXPECT_FALSE(DistributedSampler::create({10, 8, 4, 2, 2, true, 0}).ok());
+}
+
+Config gpt_config() {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.seq_len = 4;
+  c.model.vocab_size = 256;
+  return c;
+}
+
+TEST(Sources, TokenFileWindowsShiftTargetsByOne) {
+  TempDir dir;
+  std::vector<uint16_t> tokens(14);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(100 + i);
+  ASSERT_TRUE(write_token_file(dir.file("t.bin"), tokens).ok());
+  Config c = gpt_config();
+  c.data.kind = DataKind::kTokens;
+  c.data.path = dir.file("t.bin");
+  std::unique_ptr<DataSource> src = make_source(c, Split::kTrain).value();
+  ASSERT_EQ(src->size(), 3);  // (14 - 1) / 4 windows of 5 tokens
+  Batch b;
+  ASSERT_TRUE(src->fill({2, 0}, &b).ok());
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{108, 109, 110, 111, 100, 101, 102, 103}));
+  EXPECT_EQ(b.labels, (std::vector<int32_t>{109, 110, 111, 112, 101, 102, 103, 104}));
+  // No held-out file configured: no held-out source.
+  EXPECT_EQ(make_source(c, Split::kVal).value(), nullptr);
+  // A token outside the vocabulary is named with its file and position.
+  c.model.vocab_size = 110;
+  src = make_source(c, Split::kTrain).value();
+  Status s = src->fill({2}, &b);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("t.bin"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("token 110 at position 10"), std::string::npos) << s.message();
+  // A missing file names the config key and the file.
+  c.data.path = dir.file("missing.bin");
+  StatusOr<std::unique_ptr<DataSource>> missing = make_source(c, Split::kTrain);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing.bin"), std::string::npos);
+}
+
+TEST(Sources, SyntheticSamplesArePureFunctionsOfTheIndex) {
+  for (const ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+    Config c = gpt_config();
+    c.model.kind = kind;
+    c.model.d_model = 8;
+    c.model.vocab_size = 5;
+    std::unique_ptr<DataSource> train = make_source(c, Split::kTrain).value();
+    std::unique_ptr<DataSource> val = make_source(c, Split::kVal).value();
+    Batch a, b, v;
+    ASSERT_TRUE(train->fill({3, 9, 3}, &a).ok());
+    ASSERT_TRUE(train->fill({9}, &b).ok());
+    ASSERT_TRUE(val->fill({3, 9, 3}, &v).ok());
+    if (kind == ModelKind::kMlp) {
+      EXPECT_EQ(std::vector<float>(a.features.begin() + 8, a.features.begin() + 16), b.features);
+      EXPECT_EQ(std::vector<float>(a.features.begin(), a.features.begin() + 8),
+                std::vector<float>(a.features.begin() + 16, a.features.end()));
+      EXPECT_NE(a.features, v.features);  // the held-out split is another stream
+      for (int32_t l : a.labels) EXPECT_TRUE(l >= 0 && l < 5);
+    } else {
+      EXPECT_EQ(std::vector<int32_t>(a.tokens.begin() + 4, a.tokens.begin() + 8), b.tokens);
+      EXPECT_NE(a.tokens, v.tokens);
+      // Labels are the inputs shifted by one position.
+      EXPECT_EQ(std::vector<int32_t>(a.tokens.begin() + 1, a.tokens.begin() + 4),
+                std::vector<int32_t>(a.labels.begin(), a.labels.begin() + 3));
+    }
+  }
+}
+
+TEST(Sources, ByteTokensAndMarkovTokens) {
+  EXPECT_EQ(byte_tokens("a\xff"), (std::vector<uint16_t>{97, 255}));
+  const std::vector<uint16_t> m = markov_tokens(1000, 50, 1);
+  std::set<std::pair<int, int>> pairs;
+  for (size_t i = 1; i < m.size(); ++i) {
+    ASSERT_LT(m[i], 50);
+    pairs.insert({m[i - 1], m[i]});
+  }
+  std::set<int> firsts;
+  for (auto& p : pairs) firsts.insert(p.first);
+  EXPECT_LE(pairs.size(), firsts.size() * 4);  // at most 4 successors per token
+  EXPECT_EQ(markov_tokens(1000, 50, 1), m);
+}
+
+}  // namespace
+}  // namespace zdp::trainer

@@ -1,0 +1,81 @@
+// Permutation (keyed Feistel network) and the DistributedSampler position arithmetic.
+#include "trainer/data/sampler.h"
+
+#include <string>
+
+namespace zdp::trainer {
+namespace {
+
+// SplitMix64's finaliser: a well-mixed 64-bit hash, the round function of the network.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+constexpr int kRounds = 4;  // Luby-Rackoff: 4 rounds of a good function look random
+
+}  // namespace
+
+Permutation::Permutation(int64_t n, uint64_t key) : n_(n), key_(mix(key)) {
+  while ((int64_t{1} << (2 * half_bits_)) < n_) ++half_bits_;
+}
+
+uint64_t Permutation::half(uint64_t v, int round) const {
+  return mix(key_ ^ mix(v + (static_cast<uint64_t>(round) << 56))) & ((uint64_t{1} << half_bits_) - 1);
+}
+
+int64_t Permutation::operator()(int64_t i) const {
+  // Each Feistel pass is a bijection of [0, 4^h); walking the cycle until the value falls
+  // inside [0, n) restricts it to a bijection of [0, n). Since 4^h < 4n, a walk takes
+  // fewer than 4 passes on average.
+  const uint64_t mask = (uint64_t{1} << half_bits_) - 1;
+  uint64_t x = static_cast<uint64_t>(i);
+  do {
+    uint64_t left = x >> half_bits_, right = x & mask;
+    for (int r = 0; r < kRounds; ++r) {
+      const uint64_t next = left ^ half(right, r);
+      left = right;
+      right = next;
+    }
+    x = (left << half_bits_) | right;
+  } while (x >= static_cast<uint64_t>(n_));
+  return static_cast<int64_t>(x);
+}
+
+StatusOr<DistributedSampler> DistributedSampler::create(const SamplerOptions& o) {
+  std::string bad;
+  auto add = [&](const std::string& what) { bad += (bad.empty() ? "" : "; ") + what; };
+  if (o.dataset_size < 1) add("dataset size " + std::to_string(o.dataset_size) + " is not >= 1");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    add("rank " + std::to_string(o.rank) + " is not in [0, world size " + std::to_string(o.world_size) + ")");
+  }
+  if (o.micro_batch < 1) add("micro_batch " + std::to_string(o.micro_batch) + " is not >= 1");
+  const int64_t per_micro = o.micro_batch * o.world_size;
+  if (o.micro_batch >= 1 && o.world_size >= 1 && (o.global_batch < 1 || o.global_batch % per_micro != 0)) {
+    add("global_batch (" + std::to_string(o.global_batch) + ") is not a positive multiple of micro_batch (" +
+        std::to_string(o.micro_batch) + ") x world size (" + std::to_string(o.world_size) + ")");
+  }
+  if (!bad.empty()) return Status(StatusCode::kInvalidArgument, "sampler: " + bad);
+  return DistributedSampler(o, o.global_batch / per_micro);
+}
+
+Permutation DistributedSampler::permutation(int64_t epoch) const {
+  return Permutation(options_.dataset_size, options_.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch));
+}
+
+int64_t DistributedSampler::index_at(int64_t position) const {
+  const int64_t within = position % options_.dataset_size;
+  return options_.shuffle ? permutation(epoch_of(position))(within) : within;
+}
+
+std::vector<int64_t> DistributedSampler::micro_batch(int64_t step, int64_t micro) const {
+  const int64_t first =
+      position_of_step(step) + (micro * options_.world_size + options_.rank) * options_.micro_batch;
+  std::vector<int64_t> out(static_cast<size_t>(options_.micro_batch));
+  for (int64_t k = 0; k < options_.micro_batch; ++k) out[static_cast<size_t>(k)] = index_at(first + k);
+  return out;
+}
+
+}  // namespace zdp::trainer

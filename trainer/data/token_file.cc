@@ -1,0 +1,108 @@
+// TokenFile: mmap, header checks with the file named in every error; write_token_file.
+#include "trainer/data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace zdp::trainer {
+namespace {
+
+Status malformed(const std::string& path, const std::string& why) {
+  return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + why +
+                                                  " (expected llm.c's format: 256 int32 header with magic " +
+                                                  std::to_string(kTokenFileMagic) + ", version 1, token count; "
+                                                  "then uint16 tokens; dp-data writes it)");
+}
+
+}  // namespace
+
+TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
+  if (this != &other) {
+    this->~TokenFile();
+    path_ = std::move(other.path_);
+    map_ = std::exchange(other.map_, nullptr);
+    map_bytes_ = std::exchange(other.map_bytes_, 0);
+    tokens_ = std::exchange(other.tokens_, nullptr);
+    count_ = std::exchange(other.count_, 0);
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+}
+
+StatusOr<TokenFile> TokenFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  "token file '" + path + "': cannot open: " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status(StatusCode::kInvalidArgument, "token file '" + path + "': not a regular file");
+  }
+  const int64_t bytes = st.st_size;
+  if (bytes < kTokenFileHeaderBytes) {
+    ::close(fd);
+    return malformed(path, std::to_string(bytes) + " bytes, shorter than the " +
+                               std::to_string(kTokenFileHeaderBytes) + "-byte header");
+  }
+  void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) return Status(StatusCode::kIoError, "token file '" + path + "': mmap: " + std::strerror(errno));
+  TokenFile f;
+  f.path_ = path;
+  f.map_ = map;
+  f.map_bytes_ = static_cast<size_t>(bytes);
+  int32_t header[3];
+  std::memcpy(header, map, sizeof(header));
+  if (header[0] != kTokenFileMagic) {
+    return malformed(path, "magic number " + std::to_string(header[0]) + " is not " + std::to_string(kTokenFileMagic));
+  }
+  if (header[1] != kTokenFileVersion) {
+    return malformed(path, "version " + std::to_string(header[1]) + " is not 1 (uint16 tokens)");
+  }
+  const int64_t count = header[2];
+  const int64_t want = kTokenFileHeaderBytes + 2 * count;
+  if (count < 0 || want != bytes) {
+    return malformed(path, "the header says " + std::to_string(count) + " tokens (" + std::to_string(want) +
+                               " bytes) but the file has " + std::to_string(bytes) + " bytes");
+  }
+  f.count_ = count;
+  f.tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kTokenFileHeaderBytes);
+  return f;
+}
+
+Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + std::to_string(tokens.size()) +
+                                                    " tokens exceed the format's int32 count; write several shards");
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return Status(StatusCode::kIoError, "token file '" + tmp + "': cannot create: " + std::strerror(errno));
+  int32_t header[kTokenFileHeaderInts] = {};
+  header[0] = kTokenFileMagic;
+  header[1] = kTokenFileVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  bool ok = std::fwrite(header, sizeof(header), 1, f) == 1;
+  if (ok && !tokens.empty()) ok = std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kIoError, "token file '" + path + "': write failed: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace zdp::trainer

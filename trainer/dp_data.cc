@@ -1,0 +1,105 @@
+// dp-data: makes and inspects token files (llm.c's .bin format, trainer/data/token_file.h).
+//   dp-data text --out DIR [--val-fraction 0.1] FILE...   byte-level shards DIR/train.bin, DIR/val.bin
+//   dp-data synthetic --out FILE --tokens N [--vocab 256] [--seed 1]   a Markov-chain shard
+//   dp-data info FILE...                                   header, token count, largest token
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainer/data/source.h"
+#include "trainer/data/token_file.h"
+
+namespace {
+
+using zdp::Status;
+using zdp::StatusCode;
+namespace trainer = zdp::trainer;
+
+// Each text file is split at (1 - val_fraction) of its bytes, so the held-out tokens come
+// from every file (every topic of a corpus of many files), not from the last file alone.
+Status make_text_shards(const std::vector<std::string>& files, const std::string& out_dir, double val_fraction) {
+  std::vector<uint16_t> train, val;
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status(StatusCode::kNotFound, "dp-data: cannot read text file '" + path + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::vector<uint16_t> tokens = trainer::byte_tokens(text.str());
+    const size_t cut = tokens.size() - static_cast<size_t>(static_cast<double>(tokens.size()) * val_fraction);
+    train.insert(train.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(cut));
+    val.insert(val.end(), tokens.begin() + static_cast<std::ptrdiff_t>(cut), tokens.end());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Status(StatusCode::kIoError, "dp-data: cannot create '" + out_dir + "': " + ec.message());
+  ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/train.bin", train));
+  ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/val.bin", val));
+  std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), %s/val.bin (%zu tokens); byte-level, vocab 256\n",
+              files.size(), out_dir.c_str(), train.size(), out_dir.c_str(), val.size());
+  return Status::Ok();
+}
+
+Status print_info(const std::string& path) {
+  zdp::StatusOr<trainer::TokenFile> f = trainer::TokenFile::open(path);
+  if (!f.ok()) return f.status();
+  const uint16_t* t = f->tokens();
+  const uint16_t largest = f->size() > 0 ? *std::max_element(t, t + f->size()) : 0;
+  std::printf("%s: llm.c token file v%d, %lld tokens, largest token %u\n", path.c_str(), trainer::kTokenFileVersion,
+              static_cast<long long>(f->size()), largest);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dp-data: make and inspect token files (llm.c .bin format: 256 int32 header + uint16 tokens)"};
+  app.require_subcommand(1);
+
+  std::vector<std::string> text_files;
+  std::string out_dir;
+  double val_fraction = 0.1;
+  CLI::App* text = app.add_subcommand("text", "byte-level tokens of text files -> OUT/train.bin and OUT/val.bin");
+  text->add_option("files", text_files, "text files")->required()->check(CLI::ExistingFile);
+  text->add_option("--out", out_dir, "output directory")->required();
+  text->add_option("--val-fraction", val_fraction, "held-out fraction of each file (its tail)")
+      ->check(CLI::Range(0.0, 0.9));
+
+  std::string synth_out;
+  int64_t synth_tokens = 0;
+  int vocab = 256;
+  uint64_t seed = 1;
+  CLI::App* synth = app.add_subcommand("synthetic", "a token file from a seeded Markov chain (4 successors per token)");
+  synth->add_option("--out", synth_out, "output file")->required();
+  synth->add_option("--tokens", synth_tokens, "token count")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
+  synth->add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(1, 65536));
+  synth->add_option("--seed", seed, "seed of the chain");
+
+  std::vector<std::string> info_files;
+  CLI::App* info = app.add_subcommand("info", "print the header and token statistics of token files");
+  info->add_option("files", info_files, "token files")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  Status s;
+  if (text->parsed()) {
+    s = make_text_shards(text_files, out_dir, val_fraction);
+  } else if (synth->parsed()) {
+    s = trainer::write_token_file(synth_out, trainer::markov_tokens(synth_tokens, vocab, seed));
+    if (s.ok()) std::printf("dp-data: %s (%lld synthetic tokens, vocab %d)\n", synth_out.c_str(),
+                            static_cast<long long>(synth_tokens), vocab);
+  } else {
+    for (const std::string& f : info_files) {
+      if (s.ok()) s = print_info(f);
+    }
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "dp-data: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  return 0;
+}
