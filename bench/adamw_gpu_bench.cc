@@ -1,6 +1,7 @@
 // GPU optimizer-step benchmark, side by side in one run: the fused AdamW kernel against
 // cudaMemcpy device-to-device of the same bytes; plus stochastic rounding, an fp32
-// gradient, the gradient check and a cast, each against the copy's bandwidth.
+// gradient, a weight-decay table, the gradient check and a cast, each against the copy's
+// bandwidth.
 //
 //   adamw_gpu_bench [--params 256M] [--iters 10] [--rounds 5]
 //
@@ -114,12 +115,23 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamSynchronize(stream));
   }
 
+  // A decay table like a model's biases and norms: 256 no-decay runs spread over the buffer.
+  std::vector<zdp::kernels::DecaySegment> host_segments;
+  for (int64_t i = 0; i < 256; ++i) host_segments.push_back({i * (n / 256), i * (n / 256) + 1024, 0.0f});
+  auto* segments = static_cast<zdp::kernels::DecaySegment*>(device_alloc(host_segments.size() * sizeof(host_segments[0])));
+  CHECK_CUDA(cudaMemcpy(segments, host_segments.data(), host_segments.size() * sizeof(host_segments[0]),
+                        cudaMemcpyHostToDevice));
+
   zdp::kernels::AdamWArgs a;
   a.count = n, a.master = master, a.m = m, a.v = v, a.grad = grad, a.grad_dtype = DType::kBF16;
   a.param_out = out, a.param_dtype = DType::kBF16, a.lr = 1e-4f, a.weight_decay = 0.1f, a.grad_scale = 0.5f;
   int64_t step = 1;
-  auto adamw = [&](DType grad_dtype, zdp::kernels::Rounding r) {
+  auto adamw = [&](DType grad_dtype, zdp::kernels::Rounding r, bool with_segments = false) {
     zdp::kernels::AdamWArgs x = a;
+    if (with_segments) {
+      x.segments = segments;
+      x.num_segments = static_cast<int64_t>(host_segments.size());
+    }
     x.grad = grad_dtype == DType::kF32 ? static_cast<const void*>(grad32) : static_cast<const void*>(grad);
     x.grad_dtype = grad_dtype;
     x.rounding = r;
@@ -139,6 +151,8 @@ int main(int argc, char** argv) {
       {"fused AdamW bf16 grad, bf16 out", [&] { adamw(DType::kBF16, zdp::kernels::Rounding::kNearest); }, 28.0},
       {"fused AdamW, stochastic rounding", [&] { adamw(DType::kBF16, zdp::kernels::Rounding::kStochastic); }, 28.0},
       {"fused AdamW fp32 grad, bf16 out", [&] { adamw(DType::kF32, zdp::kernels::Rounding::kNearest); }, 30.0},
+      {"fused AdamW, 256-segment decay table", [&] { adamw(DType::kBF16, zdp::kernels::Rounding::kNearest, true); },
+       28.0},
       {"grad check bf16 (2 B/param)",
        [&] {
          zdp::kernels::GradCheckArgs g;

@@ -47,6 +47,8 @@ struct AdamWArgs {
   float grad_scale = 1.0f;
   // Sorted, disjoint segments of global indices with their own weight decay (host
   // memory for the CPU launcher, device memory for the CUDA launcher); may be empty.
+  // The CPU launcher checks the table; the CUDA one cannot read it, so upload a table
+  // that validate_segments() accepted (optim::Optimizer's is).
   const DecaySegment* segments = nullptr;
   int64_t num_segments = 0;
 };

@@ -49,6 +49,8 @@ StatusOr<Optimizer> Optimizer::create(const OptimizerOptions& options, const std
                        scale_lr(options.lr, options.lr_scaling, options.base_batch, options.global_batch));
   ZDP_ASSIGN_OR_RETURN(ParamGroups groups, ParamGroups::create(options.weight_decay, options.groups));
   ZDP_ASSIGN_OR_RETURN(std::vector<kernels::DecaySegment> segments, groups.decay_segments(params));
+  // Checked once here: the CUDA launcher reads the device copy without checking it.
+  ZDP_RETURN_IF_ERROR(kernels::validate_segments(segments.data(), static_cast<int64_t>(segments.size())));
   return Optimizer(options, peak, std::move(segments));
 }
 
