@@ -29,6 +29,7 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.accum_steps = resolved_accum_steps(config.train, world_size);
   o.optim = config.optim;
   o.total_steps = config.train.steps;
+  o.global_batch = config.train.global_batch;
   o.seed = config.train.seed;
   Status s = o.validate();
   if (!s.ok()) return s.with_context(config.source);
@@ -49,6 +50,9 @@ Status EngineOptions::validate() const {
   if (accum_steps < 1) bad("accum_steps " + std::to_string(accum_steps) + " is not >= 1");
   if (prefetch_layers < 0) bad("prefetch_layers " + std::to_string(prefetch_layers) + " is not >= 0");
   if (!(optim.grad_clip >= 0)) bad("grad_clip " + std::to_string(optim.grad_clip) + " is not >= 0");
+  if (optim.lr_scaling != LrScalingRule::kNone && global_batch < 1) {
+    bad(std::string("lr_scaling ") + to_string(optim.lr_scaling) + " needs global_batch (the batch the lr scales to)");
+  }
   const LossScaleOptions& ls = loss_scale;
   Status scaler = optim::DynamicLossScale::create(
                       {ls.initial, ls.growth_factor, ls.backoff, ls.growth_interval, ls.min_scale})

@@ -18,6 +18,14 @@ std::string exact_pattern(const std::string& name) {
   return out;
 }
 
+optim::LrScaling lr_scaling(LrScalingRule rule) {
+  switch (rule) {
+    case LrScalingRule::kLinear: return optim::LrScaling::kLinear;
+    case LrScalingRule::kSqrt: return optim::LrScaling::kSqrt;
+    default: return optim::LrScaling::kNone;
+  }
+}
+
 optim::LrDecay lr_decay(LrSchedule schedule) {
   switch (schedule) {
     case LrSchedule::kCosine: return optim::LrDecay::kCosine;
@@ -97,7 +105,10 @@ Status Engine::Impl::build_optimizer() {
   o.schedule.decay = lr_decay(c.schedule);
   o.schedule.warmup_steps = c.warmup_steps;
   o.schedule.total_steps = opt.total_steps;
-  o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;
+  o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;  // so min_lr scales with lr
+  o.lr_scaling = lr_scaling(c.lr_scaling);
+  o.global_batch = std::max<int64_t>(1, opt.global_batch);
+  o.base_batch = c.base_batch > 0 ? c.base_batch : o.global_batch;
   o.seed = static_cast<uint64_t>(opt.seed);
   std::vector<optim::ParamExtent> extents;
   for (const ParamPlacement& pl : layout.params()) extents.push_back({pl.name, pl.offset, pl.numel});

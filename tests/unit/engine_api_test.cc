@@ -3,6 +3,7 @@
 // the micro-batch, weight-decay rules, initialisation, and stage-3 views outside a scope.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "zdp/context.h"
@@ -65,10 +66,35 @@ TEST(Options, FromConfigReadsZeroOptimTrainAndModelDtype) {
   EXPECT_EQ(o->prefetch_layers, 2);
   EXPECT_EQ(o->accum_steps, 4);  // 32 / (2 x 4 ranks)
   EXPECT_EQ(o->total_steps, 50);
+  EXPECT_EQ(o->global_batch, 32);
   EXPECT_EQ(o->seed, 9);
   EXPECT_EQ(o->optim.grad_clip, 0.5);
   // A batch that does not divide over the ranks is the config's error, naming the values.
   expect_error(EngineOptions::from(*config, 3).status(), "global_batch");
+}
+
+TEST(Options, LrScalingFollowsTheGlobalBatch) {
+  Context ctx = single();
+  auto lr_of_first_step = [&](LrScalingRule rule, int64_t base, int64_t global) {
+    EngineOptions o;
+    o.optim.lr = 0.01;
+    o.optim.lr_scaling = rule;
+    o.optim.base_batch = base;
+    o.global_batch = global;
+    Engine engine(ctx, o);
+    const Param p = *engine.add_param("w", {4}, Init::zeros());
+    EXPECT_TRUE(engine.finalize().ok());
+    std::fill_n(engine.grad_as<float>(p), 4, 1.0f);
+    EXPECT_TRUE(engine.grad_ready(p).ok());
+    return engine.step()->lr;
+  };
+  EXPECT_DOUBLE_EQ(lr_of_first_step(LrScalingRule::kNone, 8, 32), 0.01);
+  EXPECT_DOUBLE_EQ(lr_of_first_step(LrScalingRule::kLinear, 8, 32), 0.04);
+  EXPECT_DOUBLE_EQ(lr_of_first_step(LrScalingRule::kSqrt, 8, 32), 0.02);
+  EXPECT_DOUBLE_EQ(lr_of_first_step(LrScalingRule::kLinear, 0, 32), 0.01);  // base 0: tuned at this batch
+  EngineOptions missing;
+  missing.optim.lr_scaling = LrScalingRule::kLinear;
+  expect_error(missing.validate(), "lr_scaling linear needs global_batch");
 }
 
 TEST(Registration, ErrorsNameTheParameter) {

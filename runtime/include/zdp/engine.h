@@ -90,6 +90,8 @@ struct EngineOptions {
   int64_t accum_steps = 1;             // micro-batches per optimizer step on each rank
   OptimConfig optim;                   // lr, betas, eps, weight decay, clipping, schedule
   int64_t total_steps = 0;             // where a cosine/linear schedule reaches min_lr
+  int64_t global_batch = 0;            // samples per step over all ranks; with optim.lr_scaling,
+                                       // lr follows it from optim.base_batch (0: no scaling)
   int64_t seed = 1234;                 // parameter initialisation and stochastic rounding
   LossScaleOptions loss_scale;
   bool trace = false;                  // record reduction start/end times (Engine::timeline())
