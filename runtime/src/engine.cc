@@ -31,6 +31,19 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.total_steps = config.train.steps;
   o.global_batch = config.train.global_batch;
   o.seed = config.train.seed;
+  // The batch-size rule is applied here, once: the options carry the scaled lr and min_lr
+  // and no rule, so code that reads o.optim.lr sees the rate the run uses.
+  if (o.optim.lr_scaling != LrScalingRule::kNone) {
+    const int64_t base = o.optim.base_batch > 0 ? o.optim.base_batch : o.global_batch;
+    const optim::LrScaling rule = lr_scaling_of(o.optim.lr_scaling);
+    StatusOr<double> lr = optim::scale_lr(o.optim.lr, rule, base, o.global_batch);
+    StatusOr<double> min_lr = optim::scale_lr(o.optim.min_lr, rule, base, o.global_batch);
+    if (!lr.ok() || !min_lr.ok()) return (lr.ok() ? min_lr.status() : lr.status()).with_context(config.source);
+    o.optim.lr = *lr;
+    o.optim.min_lr = *min_lr;
+    o.optim.lr_scaling = LrScalingRule::kNone;
+    o.optim.base_batch = 0;
+  }
   Status s = o.validate();
   if (!s.ok()) return s.with_context(config.source);
   return o;

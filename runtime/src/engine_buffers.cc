@@ -18,14 +18,6 @@ std::string exact_pattern(const std::string& name) {
   return out;
 }
 
-optim::LrScaling lr_scaling(LrScalingRule rule) {
-  switch (rule) {
-    case LrScalingRule::kLinear: return optim::LrScaling::kLinear;
-    case LrScalingRule::kSqrt: return optim::LrScaling::kSqrt;
-    default: return optim::LrScaling::kNone;
-  }
-}
-
 optim::LrDecay lr_decay(LrSchedule schedule) {
   switch (schedule) {
     case LrSchedule::kCosine: return optim::LrDecay::kCosine;
@@ -35,6 +27,14 @@ optim::LrDecay lr_decay(LrSchedule schedule) {
 }
 
 }  // namespace
+
+optim::LrScaling lr_scaling_of(LrScalingRule rule) {
+  switch (rule) {
+    case LrScalingRule::kLinear: return optim::LrScaling::kLinear;
+    case LrScalingRule::kSqrt: return optim::LrScaling::kSqrt;
+    default: return optim::LrScaling::kNone;
+  }
+}
 
 Status Engine::Impl::build_layout() {
   std::vector<ParamSpec> specs;
@@ -106,7 +106,7 @@ Status Engine::Impl::build_optimizer() {
   o.schedule.warmup_steps = c.warmup_steps;
   o.schedule.total_steps = opt.total_steps;
   o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;  // so min_lr scales with lr
-  o.lr_scaling = lr_scaling(c.lr_scaling);
+  o.lr_scaling = lr_scaling_of(c.lr_scaling);
   o.global_batch = std::max<int64_t>(1, opt.global_batch);
   o.base_batch = c.base_batch > 0 ? c.base_batch : o.global_batch;
   o.seed = static_cast<uint64_t>(opt.seed);

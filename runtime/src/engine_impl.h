@@ -32,6 +32,9 @@ inline void* elem_ptr(void* base, int64_t elems, DType dtype) {
 }
 inline float* elem_ptr(float* base, int64_t elems) { return base + elems; }
 
+// The config's batch-size rule as optim/ names it.
+optim::LrScaling lr_scaling_of(LrScalingRule rule);
+
 struct Registration {
   ParamSpec spec;
   Init init;

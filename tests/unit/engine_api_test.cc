@@ -69,6 +69,15 @@ TEST(Options, FromConfigReadsZeroOptimTrainAndModelDtype) {
   EXPECT_EQ(o->global_batch, 32);
   EXPECT_EQ(o->seed, 9);
   EXPECT_EQ(o->optim.grad_clip, 0.5);
+  // The batch-size rule is applied by from(), once.
+  StatusOr<Config> scaled = parse_config("[optim]\nlr = 0.01\nmin_lr = 0.001\nlr_scaling = \"linear\"\nbase_batch = 4\n"
+                                         "[train]\nglobal_batch = 16\n", "scaled.toml");
+  ASSERT_TRUE(scaled.ok()) << scaled.status().to_string();
+  StatusOr<EngineOptions> s = EngineOptions::from(*scaled, 1);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_DOUBLE_EQ(s->optim.lr, 0.04);
+  EXPECT_DOUBLE_EQ(s->optim.min_lr, 0.004);
+  EXPECT_EQ(s->optim.lr_scaling, LrScalingRule::kNone);
   // A batch that does not divide over the ranks is the config's error, naming the values.
   expect_error(EngineOptions::from(*config, 3).status(), "global_batch");
 }

@@ -97,8 +97,9 @@ struct EngineOptions {
   bool trace = false;                  // record reduction start/end times (Engine::timeline())
 
   // From the config's [zero], [optim], [train] sections and [model] dtype, for
-  // `world_size` ranks (validate_for_world first). overlap_param_gather and trace keep
-  // their defaults.
+  // `world_size` ranks (validate_for_world first). optim.lr and min_lr come out scaled to
+  // train.global_batch by optim.lr_scaling (which is then kNone: applied once).
+  // overlap_param_gather and trace keep their defaults.
   static StatusOr<EngineOptions> from(const Config& config, int world_size);
   // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
   // reduce dtype other than fp32/bf16, accum_steps < 1, ...
