@@ -1,0 +1,63 @@
+// LayerNorm over the last dimension of a rows x cols activation (GPT-2's pre-norm):
+//   y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps)  (biased variance)
+// Forward keeps mean and rstd (fp32, one per row) for backward. Backward:
+//   g = dy * weight;  dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   dweight = sum over rows of dy * xhat;  dbias = sum over rows of dy
+// Activations and parameters are in `dtype` (fp32, bf16, fp16); all math is fp32, with
+// row and column sums taken in a fixed order (deterministic on either device).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common.h"
+
+namespace zdp::kernels {
+
+// Whether a kernel overwrites its output or adds to it (the residual stream's gradient
+// collects one contribution per branch).
+enum class OutputMode : uint8_t { kOverwrite = 0, kAccumulate };
+
+struct LayerNormArgs {
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kF32;
+  const void* x = nullptr;
+  const void* weight = nullptr;  // cols
+  const void* bias = nullptr;    // cols
+  void* y = nullptr;
+  float* mean = nullptr;  // rows
+  float* rstd = nullptr;  // rows
+  float eps = 1e-5f;
+};
+
+struct LayerNormBackwardArgs {
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kF32;
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  void* dx = nullptr;
+  OutputMode dx_mode = OutputMode::kOverwrite;
+  void* dweight = nullptr;  // overwritten (the gradient of this micro-batch)
+  void* dbias = nullptr;
+};
+
+ZDP_HD float layernorm_xhat(float x, float mean, float rstd) { return (x - mean) * rstd; }
+ZDP_HD float layernorm_y(float xhat, float weight, float bias) { return xhat * weight + bias; }
+// One element of dx from the row sums: mean_g = mean(g), mean_gx = mean(g * xhat).
+ZDP_HD float layernorm_dx(float g, float xhat, float mean_g, float mean_gx, float rstd) {
+  return rstd * ((g - mean_g) - xhat * mean_gx);
+}
+
+// kInvalidArgument naming the bad field (null pointers, negative sizes, a non-float dtype).
+Status check_layernorm(const LayerNormArgs& a);
+Status check_layernorm_backward(const LayerNormBackwardArgs& a);
+
+Status layernorm_forward_cpu(const LayerNormArgs& a);
+Status layernorm_backward_cpu(const LayerNormBackwardArgs& a);
+// Enqueued on `stream`; kUnavailable in builds without CUDA.
+Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream);
+Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stream);
+
+}  // namespace zdp::kernels

@@ -1,0 +1,143 @@
+// train(): engine + model + data, the step loop, evaluation and the console lines.
+#include "trainer/loop/train_loop.h"
+
+#include <chrono>
+#include <string>
+
+#include "optim/lr_scaling.h"
+#include "trainer/data/sampler.h"
+#include "trainer/data/source.h"
+#include "trainer/loop/console.h"
+#include "trainer/models/model.h"
+
+namespace zdp::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Dense bf16 tensor-core peak of the GPUs MFU is reported for (their datasheets); other
+// devices (and the CPU) get no MFU.
+double peak_flops(const Device& device) {
+  if (device.kind() != DeviceKind::kCuda) return 0;
+  const std::string name = device.name();
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  return 0;
+}
+
+// Sums `values` over the ranks (fp32; scalars of logging, not of training).
+Status sum_over_ranks(Context& ctx, Ops& ops, Stream& stream, std::vector<float>& values) {
+  if (ctx.world_size() == 1) return Status::Ok();
+  const size_t bytes = values.size() * sizeof(float);
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer buf, ops.alloc(static_cast<int64_t>(values.size()), DType::kF32));
+  ZDP_RETURN_IF_ERROR(ops.upload(buf.data(), values.data(), bytes));
+  ZDP_RETURN_IF_ERROR(ctx.comm().all_reduce(buf.data(), buf.data(), static_cast<int64_t>(values.size()), DType::kF32,
+                                            ReduceOp::kSum, stream));
+  ZDP_RETURN_IF_ERROR(stream.synchronize(ctx.collective_timeout() + std::chrono::seconds(10)));
+  return ops.download(values.data(), buf.data(), bytes);
+}
+
+// The held-out mean loss over the first min(eval_samples, size) samples of `val`
+// (the same ones every time), rank r taking every K-th sample, micro_batch at a time.
+StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, const DataSource& val,
+                          const Config& config) {
+  const int64_t total = std::min(config.train.eval_samples, val.size());
+  std::vector<int64_t> mine;
+  for (int64_t i = ctx.rank(); i < total; i += ctx.world_size()) mine.push_back(i);
+  double sum = 0;
+  Batch batch;
+  for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(config.train.micro_batch)) {
+    const size_t end = std::min(mine.size(), at + static_cast<size_t>(config.train.micro_batch));
+    ZDP_RETURN_IF_ERROR(val.fill(std::vector<int64_t>(mine.begin() + static_cast<std::ptrdiff_t>(at),
+                                                      mine.begin() + static_cast<std::ptrdiff_t>(end)), &batch));
+    ZDP_ASSIGN_OR_RETURN(const double mean, model.eval_micro(engine, batch));
+    sum += mean * static_cast<double>(batch.count);
+  }
+  std::vector<float> reduced = {static_cast<float>(sum)};
+  ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, ops, engine.compute_stream(), reduced));
+  return static_cast<double>(reduced[0]) / static_cast<double>(total);
+}
+
+}  // namespace
+
+StatusOr<EngineOptions> engine_options(const Config& config, int world_size) {
+  ZDP_ASSIGN_OR_RETURN(EngineOptions o, EngineOptions::from(config, world_size));
+  const OptimConfig& c = config.optim;
+  const optim::LrScaling rule = c.lr_scaling == LrScalingRule::kLinear ? optim::LrScaling::kLinear
+                                : c.lr_scaling == LrScalingRule::kSqrt ? optim::LrScaling::kSqrt
+                                                                         : optim::LrScaling::kNone;
+  const int64_t base = c.base_batch > 0 ? c.base_batch : config.train.global_batch;
+  ZDP_ASSIGN_OR_RETURN(o.optim.lr, optim::scale_lr(c.lr, rule, base, config.train.global_batch));
+  ZDP_ASSIGN_OR_RETURN(o.optim.min_lr, optim::scale_lr(c.min_lr, rule, base, config.train.global_batch));
+  return o;
+}
+
+StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOptions& options) {
+  const int K = ctx.world_size();
+  const bool chief = ctx.rank() == 0;
+  Console console(options.out, chief);
+  ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, engine_options(config, K));
+  Engine engine(ctx, eopts);
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
+  ZDP_RETURN_IF_ERROR(model->register_params(engine));
+  ZDP_RETURN_IF_ERROR(engine.finalize());
+  ops->set_stream(engine.compute_stream());
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> train_data, make_source(config, Split::kTrain));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> val_data, make_source(config, Split::kVal));
+  const TrainConfig& t = config.train;
+  ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler,
+                       DistributedSampler::create({train_data->size(), t.global_batch, t.micro_batch, K, ctx.rank(),
+                                                   config.data.shuffle, static_cast<uint64_t>(t.seed)}));
+
+  TrainSummary summary;
+  summary.params = engine.memory().params;
+  console.line("dp-train: " + model->describe() + ", " + std::to_string(summary.params) + " parameters, " +
+               to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.stage) + " on " +
+               std::to_string(K) + " rank(s) (" + ctx.device().name() + ")");
+  console.line("dp-train: data " + train_data->describe() + (val_data ? "; held out: " + val_data->describe() : ""));
+  console.line("dp-train: global batch " + std::to_string(t.global_batch) + " = " + std::to_string(K) +
+               " ranks x micro_batch " + std::to_string(t.micro_batch) + " x accum_steps " +
+               std::to_string(engine.accum_steps()) + "; peak lr " + std::to_string(eopts.optim.lr) + " (" +
+               to_string(config.optim.lr_scaling) + " scaling), " + to_string(config.optim.schedule) + " schedule");
+
+  const double peak = peak_flops(ctx.device());
+  const auto start = Clock::now();
+  Batch batch;
+  for (int64_t step = 0; step < t.steps; ++step) {
+    const auto step_start = Clock::now();
+    double loss = 0;
+    for (int64_t m = 0; m < engine.accum_steps(); ++m) {
+      ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
+      ZDP_ASSIGN_OR_RETURN(const double l, model->train_micro(engine, batch));
+      loss += l / static_cast<double>(engine.accum_steps());
+    }
+    ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
+    std::vector<float> global = {static_cast<float>(loss)};
+    ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
+    const double step_s = seconds_since(step_start);
+    summary.losses.push_back(global[0] / K);
+    const int64_t done = step + 1;
+    if (done % t.log_every == 0 || done == 1 || done == t.steps) {
+      StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, 0, 0, step_s * 1e3, -1};
+      line.samples_per_s = static_cast<double>(t.global_batch) / step_s;
+      line.tokens_per_s = line.samples_per_s * static_cast<double>(model->tokens_per_sample());
+      if (peak > 0) line.mfu = model->flops_per_sample() * line.samples_per_s / K / peak;
+      console.line(Console::format(line) + (stats.skipped ? " | skipped (fp16 overflow)" : ""));
+    }
+    if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
+      ZDP_ASSIGN_OR_RETURN(const double v, evaluate(ctx, engine, *model, *ops, *val_data, config));
+      summary.evals.emplace_back(done, v);
+      console.line("eval step " + std::to_string(done) + " | held-out loss " + std::to_string(v) + " (" +
+                   std::to_string(std::min(t.eval_samples, val_data->size())) + " samples)");
+    }
+    console.progress(done, t.steps, seconds_since(start), summary.losses.back());
+  }
+  console.finish();
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+}  // namespace zdp::trainer

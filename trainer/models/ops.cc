@@ -1,0 +1,139 @@
+// Ops: GEMM-based linear layers and the dispatch of each fused kernel to its CPU or CUDA launcher.
+#include "trainer/models/ops.h"
+
+#include <chrono>
+#include <string>
+
+namespace zdp::trainer {
+
+using kernels::Epilogue;
+using kernels::GemmArgs;
+using kernels::Transpose;
+
+// Every fused kernel has the same two launchers; this picks one.
+#define ZDP_OPS_DISPATCH(name, args) \
+  return on_gpu() ? kernels::name##_cuda(args, cuda_stream()) : kernels::name##_cpu(args)
+
+StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype) {
+  std::unique_ptr<Ops> ops(new Ops(device, dtype));
+  if (device.kind() == DeviceKind::kCpu) {
+    if (dtype != DType::kF32) {
+      return Status(StatusCode::kInvalidArgument, std::string("model.dtype = \"") + to_string(dtype) +
+                                                      "\" needs a GPU: the CPU GEMM (OpenBLAS) computes in fp32; "
+                                                      "use model.dtype = \"fp32\" on the CPU");
+    }
+    ops->gemm_ = kernels::make_cpu_gemm();
+  } else {
+    ZDP_ASSIGN_OR_RETURN(ops->gemm_workspace_,
+                         device.allocate(kernels::kGemmWorkspaceBytes, MemCategory::kWorkspace));
+    ZDP_ASSIGN_OR_RETURN(ops->gemm_, kernels::make_cublaslt_gemm(ops->gemm_workspace_.data(), kernels::kGemmWorkspaceBytes));
+  }
+  return ops;
+}
+
+StatusOr<DeviceBuffer> Ops::alloc(int64_t count, DType dtype) {
+  return alloc_bytes(count * static_cast<int64_t>(dtype_size(dtype)));
+}
+
+StatusOr<DeviceBuffer> Ops::alloc_bytes(int64_t bytes) {
+  return device_.allocate(std::max<int64_t>(bytes, 64), MemCategory::kOther);
+}
+
+Status Ops::upload(void* dst, const void* src, size_t bytes) {
+  if (!on_gpu()) return device_.memcpy(dst, src, bytes);
+  if (!stream_) return Status(StatusCode::kInternal, "Ops: no stream set");
+  return stream_->memcpy_async(dst, src, bytes);  // from pageable memory: staged before it returns
+}
+
+Status Ops::download(void* dst, const void* src, size_t bytes) {
+  if (!on_gpu()) return device_.memcpy(dst, src, bytes);
+  if (!stream_) return Status(StatusCode::kInternal, "Ops: no stream set");
+  ZDP_RETURN_IF_ERROR(stream_->memcpy_async(dst, src, bytes));
+  return stream_->synchronize(std::chrono::minutes(5));
+}
+
+StatusOr<const void*> Ops::ones(int64_t rows) {
+  if (rows > ones_rows_) {
+    ZDP_ASSIGN_OR_RETURN(ones_, alloc(rows, dtype_));
+    std::vector<uint16_t> half(static_cast<size_t>(rows));
+    std::vector<float> full(static_cast<size_t>(rows), 1.0f);
+    const void* src = full.data();
+    if (dtype_ != DType::kF32) {  // 1.0 in bf16 is 0x3f80, in fp16 0x3c00
+      half.assign(half.size(), dtype_ == DType::kBF16 ? 0x3f80 : 0x3c00);
+      src = half.data();
+    }
+    ZDP_RETURN_IF_ERROR(device_.memcpy(ones_.data(), src, static_cast<size_t>(rows) * elem_bytes()));
+    ones_rows_ = rows;
+  }
+  return static_cast<const void*>(ones_.data());
+}
+
+Status Ops::gemm(GemmArgs a) {
+  a.ab_dtype = dtype_;
+  a.c_dtype = dtype_;
+  return gemm_->run(a, cuda_stream());
+}
+
+Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out) {
+  GemmArgs g;
+  g.transa = Transpose::kYes;
+  g.m = out, g.n = rows, g.k = in;
+  g.a = w, g.lda = in;
+  g.b = x, g.ldb = in;
+  g.c = y, g.ldc = out;
+  g.epilogue = b ? Epilogue::kBias : Epilogue::kNone;
+  g.bias = b;
+  return gemm(g);
+}
+
+Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* dx, kernels::OutputMode dx_mode,
+                            void* dw, void* db, int64_t rows, int64_t in, int64_t out) {
+  if (dx != nullptr) {  // dx^T (in x rows) = W^T-as-stored (in x out) * dy^T (out x rows)
+    GemmArgs g;
+    g.m = in, g.n = rows, g.k = out;
+    g.a = w, g.lda = in;
+    g.b = dy, g.ldb = out;
+    g.c = dx, g.ldc = in;
+    g.beta = dx_mode == kernels::OutputMode::kAccumulate ? 1.0f : 0.0f;
+    ZDP_RETURN_IF_ERROR(gemm(g));
+  }
+  {  // dW^T-as-stored (in x out) = x^T (in x rows) * dy (rows x out)
+    GemmArgs g;
+    g.transb = Transpose::kYes;
+    g.m = in, g.n = out, g.k = rows;
+    g.a = x, g.lda = in;
+    g.b = dy, g.ldb = out;
+    g.c = dw, g.ldc = in;
+    ZDP_RETURN_IF_ERROR(gemm(g));
+  }
+  if (db == nullptr) return Status::Ok();
+  ZDP_ASSIGN_OR_RETURN(const void* one, ones(rows));
+  GemmArgs g;  // db (out x 1) = dy^T (out x rows) * ones (rows x 1)
+  g.m = out, g.n = 1, g.k = rows;
+  g.a = dy, g.lda = out;
+  g.b = one, g.ldb = rows;
+  g.c = db, g.ldc = out;
+  return gemm(g);
+}
+
+Status Ops::add(const void* a, const void* b, void* out, int64_t count) { ZDP_OPS_DISPATCH(add, (kernels::AddArgs{count, dtype_, a, b, out})); }
+Status Ops::gelu(const void* x, void* y, int64_t count) {
+  ZDP_OPS_DISPATCH(gelu_forward, (kernels::GeluArgs{count, dtype_, x, nullptr, y}));
+}
+Status Ops::gelu_backward(const void* x, const void* dy, void* dx, int64_t count) {
+  ZDP_OPS_DISPATCH(gelu_backward, (kernels::GeluArgs{count, dtype_, x, dy, dx}));
+}
+Status Ops::layernorm(const kernels::LayerNormArgs& a) { ZDP_OPS_DISPATCH(layernorm_forward, a); }
+Status Ops::layernorm_backward(const kernels::LayerNormBackwardArgs& a) { ZDP_OPS_DISPATCH(layernorm_backward, a); }
+Status Ops::causal_softmax(const kernels::CausalSoftmaxArgs& a) { ZDP_OPS_DISPATCH(causal_softmax_forward, a); }
+Status Ops::causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a) {
+  ZDP_OPS_DISPATCH(causal_softmax_backward, a);
+}
+Status Ops::cross_entropy(const kernels::CrossEntropyArgs& a) { ZDP_OPS_DISPATCH(cross_entropy, a); }
+Status Ops::squared_error(const kernels::SquaredErrorArgs& a) { ZDP_OPS_DISPATCH(squared_error, a); }
+Status Ops::embedding(const kernels::EmbeddingArgs& a) { ZDP_OPS_DISPATCH(embedding_forward, a); }
+Status Ops::embedding_backward(const kernels::EmbeddingBackwardArgs& a) { ZDP_OPS_DISPATCH(embedding_backward, a); }
+
+#undef ZDP_OPS_DISPATCH
+
+}  // namespace zdp::trainer

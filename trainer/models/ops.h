@@ -1,0 +1,80 @@
+// The layer operations the reference models are written in, on the engine's device:
+// linear layers (forward and backward) as GEMMs through kernels/gemm.h, and the fused
+// kernels of kernels/ (CPU loops on the trainer's thread, or CUDA launches on the
+// engine's compute stream). Activations are row-major [rows, features] in the compute
+// dtype; a model calls these and never branches on the device itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/attention_softmax.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+#include "zdp/device.h"
+
+namespace zdp::trainer {
+
+class Ops {
+ public:
+  // kInvalidArgument for a dtype the device's GEMM cannot take (the CPU's OpenBLAS takes
+  // fp32 only).
+  static StatusOr<std::unique_ptr<Ops>> create(Device& device, DType dtype);
+  // Where the work goes: the engine's compute stream, which exists once the engine is
+  // finalized. REQUIRES: called before any operation; `stream` outlives the Ops.
+  void set_stream(Stream& stream) { stream_ = &stream; }
+
+  DType dtype() const { return dtype_; }
+  size_t elem_bytes() const { return dtype_size(dtype_); }
+  Device& device() { return device_; }
+  bool on_gpu() const { return device_.kind() == DeviceKind::kCuda; }
+
+  // A device buffer of `count` elements of `dtype` (activations: MemCategory::kOther).
+  StatusOr<DeviceBuffer> alloc(int64_t count, DType dtype);
+  StatusOr<DeviceBuffer> alloc_bytes(int64_t bytes);
+  // Host -> device and device -> host copies ordered on the compute stream; download
+  // waits for the copy (the host reads the result next).
+  Status upload(void* dst, const void* src, size_t bytes);
+  Status download(void* dst, const void* src, size_t bytes);
+
+  // y[rows, out] = x[rows, in] w[out, in]^T + b (b may be null).
+  Status linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out);
+  // From dy[rows, out]: dw[out, in] = dy^T x and db[out] = column sums of dy (overwritten;
+  // db skipped when null); dx[rows, in] = dy w, overwritten or accumulated (skipped when null).
+  Status linear_backward(const void* x, const void* w, const void* dy, void* dx, kernels::OutputMode dx_mode, void* dw,
+                         void* db, int64_t rows, int64_t in, int64_t out);
+  // C (m x n, column-major) = alpha op(A) op(B) + beta C: the attention GEMMs.
+  Status gemm(kernels::GemmArgs args);
+
+  Status add(const void* a, const void* b, void* out, int64_t count);
+  Status gelu(const void* x, void* y, int64_t count);
+  Status gelu_backward(const void* x, const void* dy, void* dx, int64_t count);
+  Status layernorm(const kernels::LayerNormArgs& a);
+  Status layernorm_backward(const kernels::LayerNormBackwardArgs& a);
+  Status causal_softmax(const kernels::CausalSoftmaxArgs& a);
+  Status causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a);
+  Status cross_entropy(const kernels::CrossEntropyArgs& a);
+  Status squared_error(const kernels::SquaredErrorArgs& a);
+  Status embedding(const kernels::EmbeddingArgs& a);
+  Status embedding_backward(const kernels::EmbeddingBackwardArgs& a);
+
+ private:
+  Ops(Device& device, DType dtype) : device_(device), dtype_(dtype) {}
+  cudaStream_t cuda_stream() { return stream_ ? static_cast<cudaStream_t>(stream_->native_handle()) : nullptr; }
+  // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
+  StatusOr<const void*> ones(int64_t rows);
+
+  Device& device_;
+  Stream* stream_ = nullptr;
+  DType dtype_;
+  std::unique_ptr<kernels::Gemm> gemm_;
+  DeviceBuffer gemm_workspace_;
+  DeviceBuffer ones_;
+  int64_t ones_rows_ = 0;
+};
+
+}  // namespace zdp::trainer
