@@ -68,10 +68,20 @@ StatusOr<const void*> Ops::ones(int64_t rows) {
   return static_cast<const void*>(ones_.data());
 }
 
-Status Ops::gemm(GemmArgs a) {
+Status Ops::gemm_to(GemmArgs a, DType c_dtype) {
   a.ab_dtype = dtype_;
-  a.c_dtype = dtype_;
+  a.c_dtype = c_dtype;
   return gemm_->run(a, cuda_stream());
+}
+
+Status Ops::weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype, int64_t rows, int64_t in, int64_t out) {
+  GemmArgs g;  // dW^T-as-stored (in x out) = x^T (in x rows) * dy (rows x out)
+  g.transb = Transpose::kYes;
+  g.m = in, g.n = out, g.k = rows;
+  g.a = x, g.lda = in;
+  g.b = dy, g.ldb = out;
+  g.c = dw, g.ldc = in;
+  return gemm_to(g, dw_dtype);
 }
 
 Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out) {
@@ -97,15 +107,7 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
     g.beta = dx_mode == kernels::OutputMode::kAccumulate ? 1.0f : 0.0f;
     ZDP_RETURN_IF_ERROR(gemm(g));
   }
-  {  // dW^T-as-stored (in x out) = x^T (in x rows) * dy (rows x out)
-    GemmArgs g;
-    g.transb = Transpose::kYes;
-    g.m = in, g.n = out, g.k = rows;
-    g.a = x, g.lda = in;
-    g.b = dy, g.ldb = out;
-    g.c = dw, g.ldc = in;
-    ZDP_RETURN_IF_ERROR(gemm(g));
-  }
+  if (dw != nullptr) ZDP_RETURN_IF_ERROR(weight_grad(x, dy, dw, dtype_, rows, in, out));
   if (db == nullptr) return Status::Ok();
   ZDP_ASSIGN_OR_RETURN(const void* one, ones(rows));
   GemmArgs g;  // db (out x 1) = dy^T (out x rows) * ones (rows x 1)

@@ -47,8 +47,11 @@ class Ops {
   // db skipped when null); dx[rows, in] = dy w, overwritten or accumulated (skipped when null).
   Status linear_backward(const void* x, const void* w, const void* dy, void* dx, kernels::OutputMode dx_mode, void* dw,
                          void* db, int64_t rows, int64_t in, int64_t out);
-  // C (m x n, column-major) = alpha op(A) op(B) + beta C: the attention GEMMs.
-  Status gemm(kernels::GemmArgs args);
+  // dw[out, in] = dy^T x alone, stored as `dw_dtype` (fp32 or the compute dtype): the tied
+  // LM head keeps its share of the embedding's gradient in fp32 until the embedding adds its own.
+  Status weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype, int64_t rows, int64_t in, int64_t out);
+  // C (m x n, column-major) = alpha op(A) op(B) + beta C in the compute dtype: the attention GEMMs.
+  Status gemm(kernels::GemmArgs args) { return gemm_to(args, dtype_); }
 
   Status add(const void* a, const void* b, void* out, int64_t count);
   Status gelu(const void* x, void* y, int64_t count);
@@ -65,6 +68,7 @@ class Ops {
  private:
   Ops(Device& device, DType dtype) : device_(device), dtype_(dtype) {}
   cudaStream_t cuda_stream() { return stream_ ? static_cast<cudaStream_t>(stream_->native_handle()) : nullptr; }
+  Status gemm_to(kernels::GemmArgs args, DType c_dtype);
   // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
   StatusOr<const void*> ones(int64_t rows);
 
