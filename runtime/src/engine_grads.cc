@@ -93,8 +93,11 @@ Status Engine::Impl::launch_ready_buckets() {
     const int b = launch_order[launch_cursor];
     if (buckets[static_cast<size_t>(b)].pending > 0) break;
     Status s = launch_bucket(b);
-    if (!s.ok()) return fail(s.with_context(who + ": step " + std::to_string(steps + 1) + ": reduction of bucket " +
-                                            std::to_string(b) + " (" + format_bytes(bucket(b).size * static_cast<int64_t>(dtype_size(rdt()))) + ")"));
+    if (!s.ok()) {
+      const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(rdt()));
+      return fail(s.with_context(who + ": step " + std::to_string(steps + 1) + ": reduction of bucket " +
+                                 std::to_string(b) + " (" + format_bytes(bytes) + ")"));
+    }
     ++launch_cursor;
   }
   return Status::Ok();

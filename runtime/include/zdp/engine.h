@@ -26,8 +26,9 @@
 //              parameters straddle; buckets never cross layer groups at these stages, so
 //              at most the largest layer group (register one group per block: a model in
 //              one group stages its whole gradient); + 2 reduce-dtype bucket buffers when
-//              r != c or accum_steps > 1. Stage 3: + (1 + prefetch_layers) gathered
-//              layer groups
+//              r != c or accum_steps > 1. With overlap off every group stays staged
+//              until step() (the whole gradient). Stage 3: + (1 + prefetch_layers)
+//              gathered layer groups
 //   grads      accum_steps > 1, every stage: + 4 T, the fp32 accumulation of the
 //              micro-batches. No communication happens before the last micro-batch, so
 //              stages 2-3 keep this full-size buffer too: accumulation costs them their
@@ -152,7 +153,8 @@ struct TimelineEvent {
 
 class Engine {
  public:
-  // REQUIRES: `ctx` outlives the engine. Options are checked by finalize().
+  // REQUIRES: `ctx` outlives the engine and stays where it is (not moved from). Options
+  // are checked by finalize().
   Engine(Context& ctx, EngineOptions options);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -226,6 +228,7 @@ class Engine {
   // The compute stream: trainer kernels go here on GPUs; the engine's events order the
   // communication stream against it. On the CPU the engine's own element-wise work runs
   // on the calling thread (the trainer's thread is the CPU's compute stream).
+  // REQUIRES: finalize() succeeded.
   Stream& compute_stream();
   MemoryReport memory() const;
   // REQUIRES: EngineOptions::trace. Waits for the communication stream first.
