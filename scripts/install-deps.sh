@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev     # manifests, traces, reports
   libopenblas-dev        # CPU GEMMs
   libopenblas-openmp-dev # ... on OpenMP, sharing the CPU kernels' threads (preferred by kernels/CMakeLists.txt)
+  fortunes               # the quickstart's text corpus (configs/quickstart.toml)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs the main CPU job: dp-launch with the CPU
-# quickstart config (2 ranks on loopback), then the collective benchmark (zdp's Gloo
-# communicator against raw Gloo with 2 and 4 real rank processes).
+# Installs the dependencies, builds, makes the quickstart corpus (byte-level token files
+# of the fortunes package's texts; the repository's own docs and sources if it is absent),
+# and trains the quickstart GPT with dp-launch (2 CPU ranks on loopback); then the
+# collective benchmark (zdp's Gloo communicator against raw Gloo, 2 and 4 ranks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,5 +10,10 @@ bash scripts/install-deps.sh
 build_dir="${BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja
 cmake --build "$build_dir" -j "$(nproc)"
-"$build_dir/launcher/dp-launch" configs/cpu-quickstart.toml "$@"
+if [ ! -f data/quickstart/train.bin ]; then
+  mapfile -t texts < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' 2>/dev/null | sort)
+  ((${#texts[@]})) || mapfile -t texts < <(git ls-files '*.md' '*.h' '*.cc')
+  "$build_dir/launcher/dp-data" text "${texts[@]}" --out data/quickstart
+fi
+"$build_dir/launcher/dp-launch" configs/quickstart.toml "$@"
 "$build_dir/bench/comm_bench" --ranks 2,4
