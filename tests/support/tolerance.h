@@ -6,15 +6,18 @@
 // u * |r| (u = 2^-24, the unit roundoff: half an ulp, relative). The allowed error of a
 // result is
 //
-//     allowed = kSafety * (sum over the roundings i of  u * |r_i| * s_i)  +  u_store * |ref|
+//     allowed = kSafety * (sum over the roundings i of  u * |r_i| * s_i)
+//               + u_store * |ref| + eta_store
 //
 // where s_i is how strongly the result depends on r_i (1 along chains of additions and
 // multiplications by values of magnitude <= 1; the AdamW/SGD references propagate it
-// step by step in float64), and u_store is the unit roundoff of the type the result is
-// stored in when that is narrower than fp32 (bf16 2^-8, fp16 2^-11; 0 for fp32). This is
-// the first-order forward error bound of numerical analysis (Higham, "Accuracy and
-// Stability of Numerical Algorithms", ch. 3); kSafety = 2 covers the second-order terms.
-// A result outside it is a bug, not noise.
+// step by step in float64), u_store is the unit roundoff of the type the result is
+// stored in when that is narrower than fp32 (bf16 2^-8, fp16 2^-11; 0 for fp32), and
+// eta_store is half its smallest subnormal (fp16 2^-25, bf16 2^-134, fp32 2^-150): below
+// the normal range spacing is absolute, not relative. This is the first-order forward
+// error bound of numerical analysis with the standard model fl(x) = x (1 + d) + e
+// (Higham, "Accuracy and Stability of Numerical Algorithms", ch. 2-3); kSafety = 2 covers
+// the second-order terms. A result outside it is a bug, not noise.
 //
 // The common straight-line case -- n roundings, no intermediate larger than `magnitude`
 // (for a sum: the sum of the absolute values of its terms, so cancellation cannot hide
@@ -54,10 +57,19 @@ inline double straight_line_bound(int roundings, double magnitude) {
   return kSafety * roundings * kUnitRoundoffF32 * magnitude;
 }
 
+// Half the smallest subnormal of the stored type: the absolute error of rounding there.
+inline double store_underflow(DType stored) {
+  switch (stored) {
+    case DType::kBF16: return 0x1p-134;
+    case DType::kF16: return 0x1p-25;
+    default: return 0x1p-150;
+  }
+}
+
 // The whole rule given the propagated first-order fp32 error `fp32_error` (the sum in
 // the formula above, before kSafety) of a result stored as `stored`.
 inline double allowed_error(double fp32_error, double ref, DType stored = DType::kF32) {
-  return kSafety * fp32_error + store_roundoff(stored) * std::fabs(ref);
+  return kSafety * fp32_error + store_roundoff(stored) * std::fabs(ref) + store_underflow(stored);
 }
 
 // Passes when |got - ref| <= allowed; the message names the index (when >= 0), both
