@@ -1,0 +1,143 @@
+// The model-layer kernels on the GPU against their CPU twins (same per-element math from
+// the kernels/*.h headers). Element-wise kernels and sums taken in the same order
+// (residual add, GELU, embedding forward and backward) must match bit for bit; kernels
+// whose row/column sums are split over a warp or block (layernorm, softmax,
+// cross-entropy) differ only by summation order: within straight_line_bound(n, sum of
+// |terms|) of tests/support/tolerance.h, n the length of the sum.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/attention_softmax.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "support/device_arrays.h"
+#include "support/tolerance.h"
+
+namespace zdp::kernels {
+namespace {
+
+using testing::DeviceArray;
+
+std::vector<float> random(size_t n, float scale, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double allowed, const char* what) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i) ASSERT_TRUE(testing::within(gpu[i], cpu[i], allowed, static_cast<int64_t>(i))) << what;
+}
+
+class LayerKernelsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZDP_SKIP_WITHOUT_GPU();
+    ASSERT_TRUE(gpu_.init());
+  }
+  testing::GpuFixture gpu_;
+};
+
+TEST_F(LayerKernelsGpu, AddAndGeluAreBitIdentical) {
+  const size_t n = 100003;  // not a multiple of any block
+  const std::vector<float> a = random(n, 4, 1), b = random(n, 4, 2);
+  std::vector<float> add(n), y(n), dx(n);
+  ASSERT_TRUE(add_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), b.data(), add.data()}).ok());
+  ASSERT_TRUE(gelu_forward_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), nullptr, y.data()}).ok());
+  ASSERT_TRUE(gelu_backward_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), b.data(), dx.data()}).ok());
+  DeviceArray<float> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, a), o2(*gpu_.device, a), o3(*gpu_.device, a);
+  ASSERT_TRUE(add_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), db.data(), o1.data()}, gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(gelu_forward_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), nullptr, o2.data()}, gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(gelu_backward_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), db.data(), o3.data()}, gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  EXPECT_TRUE(testing::bitwise_equal(o1.download(), add, "add"));
+  EXPECT_TRUE(testing::bitwise_equal(o2.download(), y, "gelu"));
+  EXPECT_TRUE(testing::bitwise_equal(o3.download(), dx, "gelu_backward"));
+}
+
+TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
+  const int64_t rows = 300, cols = 768;
+  const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
+                           dy = random(rows * cols, 1, 6);
+  std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(cols), dbias(cols);
+  ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
+  ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
+                                      OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
+  DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
+  DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
+      gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
+  ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
+                                     gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(),
+                                       gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data()}, gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4.
+  expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
+  expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
+  EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both)"));
+  EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+}
+
+TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
+  const int64_t heads = 6, seq = 100;
+  const std::vector<float> s = random(heads * seq * seq, 6, 7), dp = random(heads * seq * seq, 1, 8);
+  std::vector<float> p(s.size()), ds(s.size());
+  ASSERT_TRUE(causal_softmax_forward_cpu({heads, seq, DType::kF32, 0.25f, s.data(), p.data()}).ok());
+  ASSERT_TRUE(causal_softmax_backward_cpu({heads, seq, DType::kF32, 0.25f, p.data(), dp.data(), ds.data()}).ok());
+  DeviceArray<float> gs(*gpu_.device, s), gdp(*gpu_.device, dp), gp(*gpu_.device, p), gds(*gpu_.device, ds);
+  ASSERT_TRUE(causal_softmax_forward_cuda({heads, seq, DType::kF32, 0.25f, gs.data(), gp.data()}, gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(causal_softmax_backward_cuda({heads, seq, DType::kF32, 0.25f, gp.data(), gdp.data(), gds.data()}, gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  expect_close(gp.download(), p, testing::straight_line_bound(seq, 1.0), "probs");  // sums of <= seq terms in [0, 1]
+  expect_close(gds.download(), ds, testing::straight_line_bound(seq, 0.25 * 2.0), "dscores");
+
+  const int64_t rows = 64, vocab = 50304;
+  const std::vector<float> logits = random(rows * vocab, 8, 9);
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7919) % vocab);
+  std::vector<float> losses(rows), dl(logits.size());
+  ASSERT_TRUE(cross_entropy_cpu({rows, vocab, DType::kF32, logits.data(), targets.data(), losses.data(), dl.data(), 1.0f / rows}).ok());
+  DeviceArray<float> gl(*gpu_.device, logits), gloss(*gpu_.device, losses);
+  DeviceArray<int32_t> gt(*gpu_.device, targets);
+  ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kF32, gl.data(), gt.data(), gloss.data(), gl.data(), 1.0f / rows},
+                                 gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  // logsumexp over 50304 terms each <= 1 after the shift; the loss is O(20).
+  expect_close(gloss.download(), losses, testing::straight_line_bound(vocab, static_cast<double>(vocab)) / vocab * 20, "losses");
+  expect_close(gl.download(), dl, testing::straight_line_bound(vocab, 1.0) / rows, "dlogits");
+}
+
+TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
+  const int64_t B = 4, T = 32, C = 48, V = 300;
+  std::vector<int32_t> tokens(B * T);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37) % 50);  // repeated tokens
+  const std::vector<float> wte = random(V * C, 1, 10), wpe = random(T * C, 1, 11), dout = random(B * T * C, 1, 12),
+                           base = random(V * C, 1, 13);
+  std::vector<int32_t> offsets, order;
+  build_token_index(tokens.data(), B * T, V, &offsets, &order);
+  std::vector<float> out(dout.size()), dwte(wte.size()), dwpe(wpe.size());
+  ASSERT_TRUE(embedding_forward_cpu({B, T, C, V, DType::kF32, tokens.data(), wte.data(), wpe.data(), out.data()}).ok());
+  ASSERT_TRUE(embedding_backward_cpu({B, T, C, V, DType::kF32, dout.data(), offsets.data(), order.data(), base.data(),
+                                      dwte.data(), dwpe.data()}).ok());
+  DeviceArray<int32_t> gtok(*gpu_.device, tokens), goff(*gpu_.device, offsets), gord(*gpu_.device, order);
+  DeviceArray<float> gwte(*gpu_.device, wte), gwpe(*gpu_.device, wpe), gdout(*gpu_.device, dout), gbase(*gpu_.device, base);
+  DeviceArray<float> gout(*gpu_.device, out), gdwte(*gpu_.device, dwte), gdwpe(*gpu_.device, dwpe);
+  ASSERT_TRUE(embedding_forward_cuda({B, T, C, V, DType::kF32, gtok.data(), gwte.data(), gwpe.data(), gout.data()},
+                                     gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(embedding_backward_cuda({B, T, C, V, DType::kF32, gdout.data(), goff.data(), gord.data(), gbase.data(),
+                                       gdwte.data(), gdwpe.data()}, gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  EXPECT_TRUE(testing::bitwise_equal(gout.download(), out, "embedding"));
+  EXPECT_TRUE(testing::bitwise_equal(gdwte.download(), dwte, "dwte"));
+  EXPECT_TRUE(testing::bitwise_equal(gdwpe.download(), dwpe, "dwpe"));
+}
+
+}  // namespace
+}  // namespace zdp::kernels
