@@ -118,8 +118,9 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
             "train.accum_steps (2) = 8");
   EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nd_model = 100\nn_heads = 3\n"),
             "configs/x.toml:3:11: model.d_model (100) is not divisible by model.n_heads (3) (model.kind = \"gpt\")");
-  EXPECT_EQ(error_of("[data]\nkind = \"tokens\"\n"),
-            "configs/x.toml:2:8: data.path must be set when data.kind = \"tokens\"");
+  // (model.kind = "gpt": the default mlp trains on synthetic data only, a second error.)
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\n"),
+            "configs/x.toml:4:8: data.path must be set when data.kind = \"tokens\"");
   EXPECT_EQ(error_of("[optim]\nwarmup_steps = 200\nmin_lr = 1.0\n"),
             "configs/x.toml:2:16: optim.warmup_steps (200) exceeds train.steps (100)\n"
             "configs/x.toml:3:10: optim.min_lr (1.0) exceeds optim.lr (0.0003)");
