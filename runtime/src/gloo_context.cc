@@ -1,6 +1,8 @@
 // connect_gloo_context: Gloo's TCP rendezvous over our store.
 #include "gloo_context.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -42,6 +44,11 @@ StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, cons
                                                                int world_size, const CommOptions& options) {
   const std::string where = "rank " + std::to_string(rank) + ": gloo rendezvous of " + std::to_string(world_size) +
                             " ranks";
+  // Gloo's TCP pairs write to sockets without MSG_NOSIGNAL: when a peer dies mid-send the
+  // default SIGPIPE would kill this rank instead of failing the collective with a message
+  // naming it. Ignore SIGPIPE unless the program installed a handler of its own.
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   try {
     gloo::transport::tcp::attr attr;
     if (!options.iface.empty()) {
