@@ -13,6 +13,7 @@ packages=(
   libtomlplusplus-dev    # TOML configs
   libcli11-dev           # command-line parsing for dp-launch / dp-ckpt
   nlohmann-json3-dev     # manifests, traces, reports
+  libxxhash-dev          # checkpoint checksums (XXH3-64 of fixed-size chunks)
   libopenblas-dev        # CPU GEMMs
   libopenblas-openmp-dev # ... on OpenMP, sharing the CPU kernels' threads (preferred by kernels/CMakeLists.txt)
   fortunes               # the quickstart's text corpus (configs/quickstart.toml)

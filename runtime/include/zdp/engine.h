@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "zdp/checkpoint.h"
 #include "zdp/comm.h"
 #include "zdp/config.h"
 #include "zdp/context.h"
@@ -237,6 +238,34 @@ class Engine {
   // Collective (every rank calls it for the same parameters): the fp32 master value of a
   // whole parameter, gathered from the owning ranks. For tests and checkpoints.
   StatusOr<std::vector<float>> gather_master(Param p);
+  // ---- Checkpoints (format, atomicity and node-local mode: zdp/checkpoint.h)
+  //
+  // Collective: every rank calls it with the same `state` fields and options (and the
+  // same `root`, or in kPerNode mode the same root on each node). Writes
+  // <root>/step-<state.step>/ from every rank's owned slices in parallel, then updates
+  // <root>/latest and keeps options.keep checkpoints. Returns the directory written.
+  // Fails on every rank when any rank fails (the message names the rank and the file).
+  // REQUIRES: finalize() succeeded; between steps (no micro-batch of the next step
+  // begun, no layer scope open).
+  StatusOr<std::string> save_checkpoint(const std::string& root, const CheckpointState& state,
+                                        const SaveOptions& options = {});
+  // Collective: restores a checkpoint saved at any world size and stage into this
+  // engine. `path_or_root` is a step-<N> directory or a root (its newest complete
+  // checkpoint, as find_latest_checkpoint). Each rank reads only the ranges of its own
+  // slices (all of them at stage 0) and verifies the checksums of the chunks it reads;
+  // then the compute-dtype parameters are recomputed from the masters and gathered, so
+  // every rank is consistent, and the optimizer step count and loss scale are restored
+  // (LoadOptions::scope). Refuses, on every rank and naming the rank and the file: a
+  // checkpoint of another model (the first parameter whose name or shape differs, or a
+  // tensor the model lacks), a missing or truncated file, a checksum mismatch (file,
+  // chunk, byte range), a malformed state.json. Everything but the checksums is checked
+  // before the first byte of the engine's state changes: such a refusal leaves the engine
+  // as it was. A failure after that (checksum, I/O) leaves it partly loaded, and it is
+  // marked failed (error()). Returns the saved CheckpointState
+  // (its engine fields are those at save time, `path` the directory read).
+  // REQUIRES: as save_checkpoint.
+  StatusOr<CheckpointState> load_checkpoint(const std::string& path_or_root, const LoadOptions& options = {});
+
   std::vector<std::string> param_names() const;
   // A description of the layout (one line per bucket); empty before finalize().
   std::string describe_layout() const;
