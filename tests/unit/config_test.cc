@@ -219,7 +219,7 @@ TEST(Config, EveryExampleConfigParsesAndValidates) {
 
 TEST(Config, QuickstartAndGpt2ConfigsSayWhatTheyPromise) {
   const std::string root = ZDP_SOURCE_DIR;
-  StatusOr<Config> cpu = load_config(root + "/configs/cpu-quickstart.toml");
+  StatusOr<Config> cpu = load_config(root + "/configs/mlp-cpu.toml");
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   EXPECT_EQ(cpu->launch.backend, Backend::kGloo);
   EXPECT_EQ(cpu->launch.nproc_per_node, 2);
