@@ -1,13 +1,16 @@
 // dp-train: the reference trainer. Every rank runs it (under dp-launch, torchrun-style
 // launchers, Slurm, or alone as a world of 1); the config comes from $ZDP_CONFIG (what
 // dp-launch writes) or --config, with --set overrides on top. The training itself is
-// trainer/loop/train_loop.cc; this file only turns errors into an exit code.
+// trainer/loop/train_loop.cc; this file turns errors into an exit code and has rank 0
+// write <launch.log_dir>/train_summary.json (trainer/loop/run_summary.h) at the end.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "trainer/loop/run_summary.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"
 
@@ -23,6 +26,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dp-train: %s\n", ctx.status().to_string().c_str());
     return 1;
   }
+  const std::string summary_path = zdp::trainer::run_summary_path(ctx->config());
+  if (ctx->rank() == 0) {
+    std::error_code ignored;  // a stale summary must not pass for this run's if it fails
+    std::filesystem::remove(summary_path, ignored);
+  }
   zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config());
   if (!done.ok()) {
     std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), done.status().to_string().c_str());
@@ -30,6 +38,13 @@ int main(int argc, char** argv) {
   }
   if (ctx->rank() == 0) {
     std::printf("dp-train: %zu steps in %.1f s\n", done->losses.size(), done->seconds);
+    const zdp::Status written = zdp::trainer::write_run_summary(
+        summary_path, zdp::trainer::run_summary(ctx->config(), ctx->world_size(), ctx->device().name(), *done));
+    if (!written.ok()) {
+      std::fprintf(stderr, "dp-train: rank 0: %s\n", written.to_string().c_str());
+      return 1;
+    }
+    std::printf("dp-train: summary in %s\n", summary_path.c_str());
   }
   return 0;
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support/fork_ranks.h"
 #include "support/tolerance.h"
 #include "trainer/loop/train_loop.h"
@@ -166,6 +168,74 @@ TEST_F(DpLaunch, MlpCpuConfigTrainsTheMlpOnTwoRanks) {
   const std::vector<double> held_out = held_out_losses(r.output);  // steps 20, 40 and 60
   ASSERT_EQ(held_out.size(), 3u) << r.output;
   EXPECT_LT(held_out[2], 0.7 * held_out[0]) << r.output;
+}
+
+// dp-train's train_summary.json (trainer/loop/run_summary.h) for the quickstart GPT at K = 2
+// on synthetic tokens: its numbers are the run's (the console lines, the config, the
+// formulas tokens_per_step = global_batch x seq_len and rate = work / median step time).
+TEST_F(DpLaunch, QuickstartGptWritesARunSummaryThatAgreesWithTheRun) {
+  const CommandRun r = run_command(launch(std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml",
+                                          {"data.kind=synthetic", "train.steps=6", "optim.warmup_steps=2",
+                                           "train.log_every=1", "train.eval_every=3", "train.eval_samples=16",
+                                           "zero.stage=3"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir_ / "logs" / "train_summary.json");
+  ASSERT_TRUE(in.good()) << "no " << (dir_ / "logs" / "train_summary.json") << "\n" << r.output;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("world_size"), 2);
+  EXPECT_EQ(j.at("stage"), 3);
+  EXPECT_EQ(j.at("model"), "gpt");
+  EXPECT_EQ(j.at("steps"), 6);
+  EXPECT_EQ(j.at("global_batch"), 32);
+  EXPECT_EQ(j.at("micro_batch"), 8);
+  EXPECT_EQ(j.at("accum_steps"), 2);  // 32 = 2 ranks x 8 x 2
+  EXPECT_EQ(j.at("tokens_per_sample"), 64);
+  EXPECT_EQ(j.at("tokens_per_step"), 32 * 64);
+  EXPECT_EQ(j.at("timed_steps"), 4);  // the first 2 are warm-up
+  const double step_s = j.at("step_time_s_median");
+  ASSERT_GT(step_s, 0);
+  EXPECT_DOUBLE_EQ(j.at("tokens_per_s").get<double>(), 32 * 64 / step_s);
+  EXPECT_DOUBLE_EQ(j.at("samples_per_s").get<double>(), 32 / step_s);
+  // The loop's time holds the 4 timed steps, at least 2 of which last >= their median.
+  EXPECT_GE(j.at("seconds").get<double>(), 2 * step_s);
+  EXPECT_DOUBLE_EQ(j.at("peak_lr").get<double>(), 3e-3);      // no lr_scaling in quickstart.toml
+  const std::smatch params = [&] {
+    std::smatch m;
+    std::regex_search(r.output, m, std::regex(R"(, (\d+) parameters,)"));
+    return m;
+  }();
+  ASSERT_EQ(params.size(), 2u) << r.output;
+  EXPECT_EQ(j.at("params").get<int64_t>(), std::stoll(params[1])) << r.output;
+  const std::vector<double> losses = console_losses(r.output);
+  ASSERT_EQ(losses.size(), 6u) << r.output;
+  EXPECT_NEAR(j.at("final_loss").get<double>(), losses.back(), 5e-5) << r.output;  // the console rounds to 4 digits
+  const std::vector<double> held_out = held_out_losses(r.output);  // steps 3 and 6
+  ASSERT_EQ(held_out.size(), 2u) << r.output;
+  EXPECT_NEAR(j.at("eval_loss").get<double>(), held_out.back(), 5e-7) << r.output;  // to_string: 6 digits
+  EXPECT_EQ(j.at("eval_step"), 6);
+}
+
+// optim.lr_scaling is applied once (EngineOptions::from), not again by dp-train: the mlp at
+// global batch 64 with lr 1e-2 tuned at base_batch 16 runs at 4e-2 under the linear rule
+// (applying it twice would give 1.6e-1) and 2e-2 under sqrt, as the console's lr column
+// and the summary's peak_lr say.
+TEST_F(DpLaunch, LrScalingIsAppliedOnce) {
+  for (const auto& [rule, lr] : {std::pair<std::string, double>{"linear", 4e-2}, {"sqrt", 2e-2}}) {
+    const CommandRun r = run_command(launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
+                                            {"train.steps=3", "train.log_every=1", "train.eval_every=0",
+                                             "optim.warmup_steps=0", "optim.schedule=constant",
+                                             "optim.lr_scaling=" + rule, "optim.base_batch=16",
+                                             "checkpoint.every_steps=0"}));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream in(dir_ / "logs" / "train_summary.json");
+    ASSERT_TRUE(in.good()) << r.output;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(in).at("peak_lr").get<double>(), lr) << rule;
+    const size_t at = r.output.find("[rank 0] step 3/3 | loss ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    char expected[32];
+    std::snprintf(expected, sizeof(expected), "| lr %.2e |", lr);
+    EXPECT_NE(r.output.find(expected, at), std::string::npos) << rule << ": want " << expected << "\n" << r.output;
+  }
 }
 
 // The quickstart GPT at K = 2 on a byte-level corpus shipped in the repository (its

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <string>
 
-#include "optim/lr_scaling.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
 #include "trainer/loop/console.h"
@@ -62,23 +61,11 @@ StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, 
 
 }  // namespace
 
-StatusOr<EngineOptions> engine_options(const Config& config, int world_size) {
-  ZDP_ASSIGN_OR_RETURN(EngineOptions o, EngineOptions::from(config, world_size));
-  const OptimConfig& c = config.optim;
-  const optim::LrScaling rule = c.lr_scaling == LrScalingRule::kLinear ? optim::LrScaling::kLinear
-                                : c.lr_scaling == LrScalingRule::kSqrt ? optim::LrScaling::kSqrt
-                                                                         : optim::LrScaling::kNone;
-  const int64_t base = c.base_batch > 0 ? c.base_batch : config.train.global_batch;
-  ZDP_ASSIGN_OR_RETURN(o.optim.lr, optim::scale_lr(c.lr, rule, base, config.train.global_batch));
-  ZDP_ASSIGN_OR_RETURN(o.optim.min_lr, optim::scale_lr(c.min_lr, rule, base, config.train.global_batch));
-  return o;
-}
-
 StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOptions& options) {
   const int K = ctx.world_size();
   const bool chief = ctx.rank() == 0;
   Console console(options.out, chief);
-  ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, engine_options(config, K));
+  ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
   Engine engine(ctx, eopts);
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
@@ -94,6 +81,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
 
   TrainSummary summary;
   summary.params = engine.memory().params;
+  summary.tokens_per_sample = model->tokens_per_sample();
+  summary.peak_lr = eopts.optim.lr;
   console.line("dp-train: " + model->describe() + ", " + std::to_string(summary.params) + " parameters, " +
                to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.stage) + " on " +
                std::to_string(K) + " rank(s) (" + ctx.device().name() + ")");
@@ -119,6 +108,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
     const double step_s = seconds_since(step_start);
     summary.losses.push_back(global[0] / K);
+    summary.step_seconds.push_back(step_s);
     const int64_t done = step + 1;
     if (done % t.log_every == 0 || done == 1 || done == t.steps) {
       StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, 0, 0, step_s * 1e3, -1};

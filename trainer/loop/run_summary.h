@@ -1,0 +1,43 @@
+// The machine-readable end of a dp-train run: rank 0 writes <launch.log_dir>/train_summary.json
+// so that tools (bench/dp_train_bench, `dp-launch scale`) read numbers instead of parsing
+// console lines. The keys are a contract; add new ones, never rename or drop one:
+//   world_size, stage, model, dtype, device, params, steps, global_batch, micro_batch,
+//   accum_steps, tokens_per_sample, tokens_per_step, seconds, step_time_s_median,
+//   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step
+// Rates use the median step time over the timed steps (all but the first
+// kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
+// count; `seconds` is the whole loop, evaluations included. eval_loss/eval_step are the
+// last held-out evaluation, null when none ran.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/loop/train_loop.h"
+#include "zdp/config.h"
+#include "zdp/status.h"
+
+namespace zdp::trainer {
+
+inline constexpr size_t kWarmupSteps = 2;
+
+// The steps whose times count: all but the first kWarmupSteps when more than that remain.
+std::vector<double> timed_steps(const std::vector<double>& step_seconds);
+
+// The median (the mean of the two middle values for an even count); 0 for none.
+double median(std::vector<double> values);
+
+// The summary of `run` on `world_size` ranks of `config` (device: Device::name()).
+nlohmann::json run_summary(const Config& config, int world_size, const std::string& device,
+                           const TrainSummary& run);
+
+// <launch.log_dir>/train_summary.json.
+std::string run_summary_path(const Config& config);
+
+// Writes `summary` to `path` through a temporary file and a rename, so a reader never sees
+// half a file; creates the directory. kIoError naming the path on failure.
+Status write_run_summary(const std::string& path, const nlohmann::json& summary);
+
+}  // namespace zdp::trainer
