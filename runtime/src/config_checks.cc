@@ -100,6 +100,11 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
     return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
   });
+  check.require(c.checkpoint.every_steps == 0 || !c.checkpoint.dir.empty(),
+                {"checkpoint.every_steps", "checkpoint.dir"}, [&] {
+                  return "checkpoint.every_steps (" + str(c.checkpoint.every_steps) +
+                         ") needs checkpoint.dir: where should the checkpoints go?";
+                });
   if (c.profile.enabled) {
     const int64_t last = c.profile.warmup_steps + c.profile.active_steps;
     check.require(last <= t.steps, {"profile.warmup_steps", "profile.active_steps", "train.steps", "profile.enabled"},

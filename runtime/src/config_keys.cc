@@ -29,7 +29,10 @@ constexpr EnumWord<MlpTask> kMlpTaskWords[] = {
     {"classification", MlpTask::kClassification}, {"regression", MlpTask::kRegression}};
 constexpr EnumWord<LrScalingRule> kLrScalingWords[] = {
     {"none", LrScalingRule::kNone}, {"linear", LrScalingRule::kLinear}, {"sqrt", LrScalingRule::kSqrt}};
+// kPath has no word: any other string is the path.
 constexpr EnumWord<ResumeMode> kResumeWords[] = {{"auto", ResumeMode::kAuto}, {"never", ResumeMode::kNever}};
+constexpr EnumWord<CheckpointStorage> kStorageWords[] = {
+    {"shared", CheckpointStorage::kShared}, {"per-node", CheckpointStorage::kPerNode}};
 // Not every DType is a sensible choice for every key, hence two lists.
 constexpr EnumWord<DType> kComputeDTypeWords[] = {
     {"fp32", DType::kF32}, {"bf16", DType::kBF16}, {"fp16", DType::kF16}};
@@ -144,6 +147,29 @@ KeyInfo enum_field(const char* name, S Config::*section, E S::*member, const Enu
   return k;
 }
 
+// checkpoint.resume: a word of kResumeWords, or any other non-empty string, which is a path
+// (ResumeMode::kPath, the string in resume_path).
+KeyInfo resume_field(const char* name, const char* doc) {
+  KeyInfo k = named(name, KeyType::kString, doc);
+  k.non_empty = true;
+  k.get = [](const Config& c) {
+    return Value(c.checkpoint.resume == ResumeMode::kPath ? c.checkpoint.resume_path
+                                                           : std::string(word_of(kResumeWords, c.checkpoint.resume)));
+  };
+  k.set = [](Config& c, const Value& v) {
+    const std::string& text = std::get<std::string>(v);
+    c.checkpoint.resume = ResumeMode::kPath;
+    c.checkpoint.resume_path = text;
+    for (const auto& w : kResumeWords) {
+      if (text == w.word) {
+        c.checkpoint.resume = w.value;
+        c.checkpoint.resume_path.clear();
+      }
+    }
+  };
+  return k;
+}
+
 std::vector<KeyInfo> build_table() {
   static_assert(kCpuDefaultNprocPerNode == 2, "update the doc of launch.nproc_per_node");
   using C = Config;
@@ -242,13 +268,18 @@ std::vector<KeyInfo> build_table() {
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
             "stage 3: layer groups gathered ahead of use", at_least(0)),
 
-      non_empty(field("checkpoint.dir", &C::checkpoint, &K::dir, "where checkpoints are written and looked for")),
+      field("checkpoint.dir", &C::checkpoint, &K::dir,
+            "where checkpoints (step-N/ and latest) are written and looked for; \"\" = no checkpoints"),
       field("checkpoint.every_steps", &C::checkpoint, &K::every_steps,
-            "steps between checkpoints; 0 = none during training", at_least(0)),
+            "steps between checkpoints; 0 = only after the last step (checkpoint.dir set)", at_least(0)),
       field("checkpoint.keep_last", &C::checkpoint, &K::keep_last,
-            "checkpoints kept; older ones are deleted", at_least(1)),
-      enum_field("checkpoint.resume", &C::checkpoint, &K::resume, kResumeWords,
-                 "auto: continue from the newest complete checkpoint in dir, if any"),
+            "checkpoints kept in dir; older ones are deleted", at_least(1)),
+      resume_field("checkpoint.resume",
+                   "\"auto\": continue from dir's latest checkpoint if there is one; \"never\"; or a path (a "
+                   "step-N directory, or a checkpoint dir: its latest)"),
+      enum_field("checkpoint.storage", &C::checkpoint, &K::storage, kStorageWords,
+                 "shared: one filesystem seen by every node (each rank writes its slices); per-node: "
+                 "node-local disks, every node keeps a full copy"),
 
       field("profile.enabled", &C::profile, &P::enabled, "measure memory and throughput over the active steps"),
       field("profile.warmup_steps", &C::profile, &P::warmup_steps, "steps run before measuring", at_least(0)),
@@ -289,7 +320,9 @@ const char* to_string(ModelKind value) { return config_internal::word_of(config_
 const char* to_string(DataKind value) { return config_internal::word_of(config_internal::kDataKindWords, value); }
 const char* to_string(OptimizerKind value) { return config_internal::word_of(config_internal::kOptimizerWords, value); }
 const char* to_string(LrSchedule value) { return config_internal::word_of(config_internal::kScheduleWords, value); }
-const char* to_string(ResumeMode value) { return config_internal::word_of(config_internal::kResumeWords, value); }
+const char* to_string(ResumeMode value) {
+  return value == ResumeMode::kPath ? "path" : config_internal::word_of(config_internal::kResumeWords, value);
+}
 const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
 const char* to_string(LrScalingRule value) { return config_internal::word_of(config_internal::kLrScalingWords, value); }
 

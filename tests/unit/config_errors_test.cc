@@ -124,6 +124,10 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
   EXPECT_EQ(error_of("[optim]\nwarmup_steps = 200\nmin_lr = 1.0\n"),
             "configs/x.toml:2:16: optim.warmup_steps (200) exceeds train.steps (100)\n"
             "configs/x.toml:3:10: optim.min_lr (1.0) exceeds optim.lr (0.0003)");
+  EXPECT_EQ(error_of("[checkpoint]\nevery_steps = 10\n"),
+            "configs/x.toml:2:15: checkpoint.every_steps (10) needs checkpoint.dir: where should the checkpoints go?");
+  EXPECT_EQ(error_of("[checkpoint]\nresume = \"\"\n"),
+            "configs/x.toml:2:10: checkpoint.resume must not be empty");
   EXPECT_EQ(error_of("[profile]\nenabled = true\nactive_steps = 99\n"),
             "configs/x.toml:3:16: profile.warmup_steps (2) + profile.active_steps (99) = 101 "
             "exceeds train.steps (100)");

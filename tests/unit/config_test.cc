@@ -69,6 +69,25 @@ TEST(Config, ReadsEverySectionAndRemembersPositions) {
   EXPECT_EQ(c.origins.count("zero.bucket_mb"), 0u);
 }
 
+// checkpoint.resume is "auto", "never" or a path; the path survives to_toml. Without
+// checkpoint.dir (the default) nothing is saved or looked for.
+TEST(Config, CheckpointResumeIsAutoNeverOrAPath) {
+  const Config defaults = parse_ok("");
+  EXPECT_EQ(defaults.checkpoint.dir, "");
+  EXPECT_EQ(defaults.checkpoint.resume, ResumeMode::kAuto);
+  EXPECT_EQ(defaults.checkpoint.storage, CheckpointStorage::kShared);
+  EXPECT_EQ(parse_ok("[checkpoint]\nresume = \"never\"\n").checkpoint.resume, ResumeMode::kNever);
+  const Config path = parse_ok("[checkpoint]\nresume = \"runs/a/step-40\"\nstorage = \"per-node\"\n");
+  EXPECT_EQ(path.checkpoint.resume, ResumeMode::kPath);
+  EXPECT_EQ(path.checkpoint.resume_path, "runs/a/step-40");
+  EXPECT_EQ(path.checkpoint.storage, CheckpointStorage::kPerNode);
+  EXPECT_EQ(parse_ok(to_toml(path)), path);
+  const Config back = parse_ok("", {"checkpoint.resume=runs/b", "checkpoint.resume=auto"});
+  EXPECT_EQ(back.checkpoint.resume, ResumeMode::kAuto);
+  EXPECT_EQ(back.checkpoint.resume_path, "");
+  EXPECT_STREQ(to_string(ResumeMode::kPath), "path");
+}
+
 TEST(Config, NprocPerNodeIsANumberOrAuto) {
   EXPECT_EQ(parse_ok("[launch]\nnproc_per_node = \"auto\"\n").launch.nproc_per_node, 0);
   EXPECT_EQ(parse_ok("[launch]\nnproc_per_node = 3\n").launch.nproc_per_node, 3);

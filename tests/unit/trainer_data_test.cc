@@ -169,6 +169,25 @@ TEST(DistributedSampler, GlobalBatchAndResumeDoNotDependOnWorldSize) {
   EXPECT_EQ(s.position_of_step(126), 126 * global);
 }
 
+// A run saved at step 10 with global batch 8 (position 80) and resumed with global batch
+// 16: step 10 starts at sample position 80, step 11 at 96; the old batch's samples are
+// neither skipped nor read twice.
+TEST(DistributedSampler, ResumeWithAnotherGlobalBatchContinuesAtTheSavedPosition) {
+  const int64_t n = 1000;
+  SamplerOptions before{n, 8, 2, 2, 0, true, 3};
+  DistributedSampler old_sampler = DistributedSampler::create(before).value();
+  SamplerOptions after{n, 16, 2, 4, 1, true, 3};
+  after.start_step = 10;
+  after.start_position = old_sampler.position_of_step(10);
+  DistributedSampler s = DistributedSampler::create(after).value();
+  EXPECT_EQ(s.position_of_step(10), 80);
+  EXPECT_EQ(s.position_of_step(11), 96);
+  // Rank 1 of 4, micro-batch 1 of step 11: positions 96 + (1 x 4 + 1) x 2 = 106, 107.
+  EXPECT_EQ(s.micro_batch(11, 1), (std::vector<int64_t>{s.index_at(106), s.index_at(107)}));
+  after.start_position = -1;
+  EXPECT_FALSE(DistributedSampler::create(after).ok());
+}
+
 TEST(DistributedSampler, InconsistentGeometryIsRefused) {
   StatusOr<DistributedSampler> s = DistributedSampler::create({100, 10, 4, 2, 0, true, 0});
   ASSERT_FALSE(s.ok());

@@ -57,6 +57,10 @@ StatusOr<DistributedSampler> DistributedSampler::create(const SamplerOptions& o)
     add("global_batch (" + std::to_string(o.global_batch) + ") is not a positive multiple of micro_batch (" +
         std::to_string(o.micro_batch) + ") x world size (" + std::to_string(o.world_size) + ")");
   }
+  if (o.start_step < 0 || o.start_position < 0) {
+    add("resume point (step " + std::to_string(o.start_step) + ", position " + std::to_string(o.start_position) +
+        ") is negative");
+  }
   if (!bad.empty()) return Status(StatusCode::kInvalidArgument, "sampler: " + bad);
   return DistributedSampler(o, o.global_batch / per_micro);
 }

@@ -39,6 +39,11 @@ struct SamplerOptions {
   int rank = 0;
   bool shuffle = true;
   uint64_t seed = 0;
+  // Resuming: step `start_step` begins at global position `start_position` (what a
+  // checkpoint stored), and each later step global_batch samples further on. Equal to
+  // start_step x global_batch unless the global batch changed since the save.
+  int64_t start_step = 0;
+  int64_t start_position = 0;
 };
 
 class DistributedSampler {
@@ -53,7 +58,9 @@ class DistributedSampler {
   // Dataset indices of this rank's micro-batch `micro` of step `step` (both from 0).
   std::vector<int64_t> micro_batch(int64_t step, int64_t micro) const;
   // The global position where step `step` starts: what a checkpoint stores.
-  int64_t position_of_step(int64_t step) const { return step * options_.global_batch; }
+  int64_t position_of_step(int64_t step) const {
+    return options_.start_position + (step - options_.start_step) * options_.global_batch;
+  }
   int64_t accum_steps() const { return accum_; }
   const SamplerOptions& options() const { return options_; }
 

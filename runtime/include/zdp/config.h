@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "zdp/comm.h"  // DType
+#include "zdp/checkpoint.h"  // CheckpointStorage
+#include "zdp/comm.h"        // DType
 #include "zdp/status.h"
 
 namespace zdp {
@@ -23,7 +24,8 @@ enum class MlpTask : int { kClassification = 0, kRegression };  // what the mlp 
 enum class LrScalingRule : int { kNone = 0, kLinear, kSqrt };   // optim/lr_scaling.h's rules
 enum class OptimizerKind : int { kAdamW = 0, kSgd };
 enum class LrSchedule : int { kConstant = 0, kCosine, kLinear };
-enum class ResumeMode : int { kAuto = 0, kNever };         // kAuto: newest checkpoint in dir, if any
+// kAuto: the newest checkpoint in checkpoint.dir, if any; kPath: CheckpointConfig::resume_path.
+enum class ResumeMode : int { kAuto = 0, kNever, kPath };
 
 // The config word of each value ("auto", "gpt", ...), as written in TOML.
 const char* to_string(Backend value);
@@ -116,12 +118,15 @@ struct ZeroConfig {
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
 };
 
-// [checkpoint]: sharded checkpoints.
+// [checkpoint]: topology-neutral checkpoints (full tensors by name, any world size and
+// stage can load them): dir/step-N/{model,optimizer}.safetensors + state.json.
 struct CheckpointConfig {
-  std::string dir = "checkpoints";     // where checkpoints are written and looked for
-  int64_t every_steps = 0;             // steps between checkpoints; 0 = none during training
-  int keep_last = 2;                   // older checkpoints are deleted
-  ResumeMode resume = ResumeMode::kAuto;  // "auto" | "never"
+  std::string dir;                     // where checkpoints are written and looked for; "" = no checkpoints
+  int64_t every_steps = 0;             // steps between checkpoints; 0 = only after the last step
+  int keep_last = 2;                   // checkpoints kept in dir; older ones are deleted
+  ResumeMode resume = ResumeMode::kAuto;  // TOML: "auto" | "never" | a checkpoint path (resume_path)
+  std::string resume_path;             // kPath: a step-N directory, or a checkpoint dir (its latest)
+  CheckpointStorage storage = CheckpointStorage::kShared;  // "shared" filesystem | "per-node" local disks
 };
 
 // [profile]: memory/throughput profiling runs.
