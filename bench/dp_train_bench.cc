@@ -1,0 +1,177 @@
+// dp-train throughput on the CPU per ZeRO stage at K = 1 and 2 ranks, side by side in one
+// run: for each (stage, K) it runs the real `dp-launch CONFIG` (default
+// configs/quickstart.toml, the 366k-parameter GPT) with --set overrides for the stage, the
+// rank count, synthetic tokens and a short run, and reads the run's train_summary.json.
+//
+//   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--keep-logs]
+//
+// Every K trains the config's global batch (accum_steps = global / (K x micro_batch)), so
+// a row compares the same work and K = 1 and 2 end at the same loss up to float summation
+// order (the "loss" columns). tok/s = tokens per step / the median step time after 2
+// warm-up steps (evaluation excluded); each rank gets cores / K OpenMP/OpenBLAS threads
+// (dp-launch), so on a machine with few cores K = 2 mostly measures what sharding and Gloo
+// cost, not a speed-up.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A TCP port that was free a moment ago, for the run's rendezvous store.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 29500 + ::getpid() % 10000;  // fallback if the kernel will not tell
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Run {
+  bool ok = false;
+  std::string error;
+  nlohmann::json summary;
+};
+
+// One dp-launch run; its console output goes to DIR/console.log.
+Run launch(const std::string& config, int stage, int ranks, int steps, const fs::path& dir) {
+  const std::vector<std::string> sets = {
+      "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
+      "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
+      "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
+      "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
+      "checkpoint.every_steps=0"};
+  std::string cmd = quoted(ZDP_DP_LAUNCH) + " " + quoted(config);
+  for (const std::string& s : sets) cmd += " --set " + quoted(s);
+  const fs::path console = dir / "console.log";
+  fs::create_directories(dir);
+  const int status = std::system((cmd + " > " + quoted(console.string()) + " 2>&1").c_str());
+  Run r;
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): dp-launch failed (status " +
+              std::to_string(status) + "); see " + console.string() + "\n  " + cmd;
+    return r;
+  }
+  std::ifstream in(dir / "logs" / "train_summary.json");
+  if (!in) {
+    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): no " +
+              (dir / "logs" / "train_summary.json").string();
+    return r;
+  }
+  try {
+    r.summary = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    r.error = (dir / "logs" / "train_summary.json").string() + ": " + e.what();
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dp_train_bench: dp-train tokens/s and step time per ZeRO stage at K = 1 and 2 CPU ranks"};
+  std::string config = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
+  std::vector<int> stages = {0, 1, 2, 3}, ranks = {1, 2};
+  int steps = 20;
+  bool keep_logs = false;
+  app.add_option("--config", config, "the dp-launch config to run (data is replaced by synthetic tokens)");
+  app.add_option("--stages", stages, "ZeRO stages")->delimiter(',');
+  app.add_option("--ranks", ranks, "rank counts K, side by side")->delimiter(',');
+  app.add_option("--steps", steps, "optimizer steps per run (the first 2 are not timed)")->check(CLI::Range(3, 100000));
+  app.add_flag("--keep-logs", keep_logs, "keep each run's console log and train_summary.json");
+  CLI11_PARSE(app, argc, argv);
+
+  const fs::path root = fs::temp_directory_path() / ("zdp_dp_train_bench_" + std::to_string(::getpid()));
+  std::map<std::pair<int, int>, nlohmann::json> results;  // (stage, K) -> summary
+  bool failed = false;
+  for (int stage : stages) {
+    for (int k : ranks) {
+      const Run r = launch(config, stage, k, steps, root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k)));
+      if (!r.ok) {
+        std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
+        failed = true;
+        continue;
+      }
+      results[{stage, k}] = r.summary;
+    }
+  }
+  if (results.empty()) return 1;
+
+  const nlohmann::json& any = results.begin()->second;
+  std::printf("# dp_train_bench: %s: %s, %lld parameters, %s on %s; global batch %lld x %lld tokens = %lld tokens per "
+              "step; %d steps, median step time of the last %lld\n",
+              config.c_str(), any.at("model").get<std::string>().c_str(), any.at("params").get<long long>(),
+              any.at("dtype").get<std::string>().c_str(), any.at("device").get<std::string>().c_str(),
+              any.at("global_batch").get<long long>(), any.at("tokens_per_sample").get<long long>(),
+              any.at("tokens_per_step").get<long long>(), steps, any.at("timed_steps").get<long long>());
+  std::printf("#%5s", "stage");
+  for (int k : ranks) std::printf(" | K=%-2d %9s %8s %5s %7s", k, "tok/s", "step ms", "accum", "loss");
+  if (ranks.size() > 1) std::printf(" | K=%d/K=%d", ranks.back(), ranks.front());
+  std::printf("\n");
+  std::string summary_line;
+  for (int stage : stages) {
+    std::printf(" %5d", stage);
+    for (int k : ranks) {
+      auto it = results.find({stage, k});
+      if (it == results.end()) {
+        std::printf(" | %5s %9s %8s %5s %7s", "", "failed", "", "", "");
+        continue;
+      }
+      const nlohmann::json& j = it->second;
+      std::printf(" | %5s %9.0f %8.1f %5lld %7.4f", "", j.at("tokens_per_s").get<double>(),
+                  j.at("step_time_s_median").get<double>() * 1e3, j.at("accum_steps").get<long long>(),
+                  j.at("final_loss").get<double>());
+    }
+    auto first = results.find({stage, ranks.front()}), last = results.find({stage, ranks.back()});
+    if (ranks.size() > 1 && first != results.end() && last != results.end()) {
+      const double ratio = last->second.at("tokens_per_s").get<double>() / first->second.at("tokens_per_s").get<double>();
+      std::printf(" | %7.2f", ratio);
+    }
+    std::printf("\n");
+    for (int k : ranks) {
+      auto it = results.find({stage, k});
+      if (it == results.end()) continue;
+      char cell[64];
+      std::snprintf(cell, sizeof(cell), "%ss%d/K%d %.1fk", summary_line.empty() ? "" : ", ", stage, k,
+                    it->second.at("tokens_per_s").get<double>() / 1e3);
+      summary_line += cell;
+    }
+  }
+  std::printf("\nsummary: dp-train %s tok/s by stage/K: %s\n", any.at("model").get<std::string>().c_str(),
+              summary_line.c_str());
+  if (keep_logs || failed) {
+    std::printf("logs: %s\n", root.c_str());
+  } else {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+  return failed ? 1 : 0;
+}
