@@ -218,14 +218,14 @@ TEST_F(DpLaunch, QuickstartGptWritesARunSummaryThatAgreesWithTheRun) {
 // optim.lr_scaling is applied once (EngineOptions::from), not again by dp-train: the mlp at
 // global batch 64 with lr 1e-2 tuned at base_batch 16 runs at 4e-2 under the linear rule
 // (applying it twice would give 1.6e-1) and 2e-2 under sqrt, as the console's lr column
-// and the summary's peak_lr say.
+// and the summary's peak_lr say. No checkpoints: the second run must not resume the first.
 TEST_F(DpLaunch, LrScalingIsAppliedOnce) {
   for (const auto& [rule, lr] : {std::pair<std::string, double>{"linear", 4e-2}, {"sqrt", 2e-2}}) {
     const CommandRun r = run_command(launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
                                             {"train.steps=3", "train.log_every=1", "train.eval_every=0",
                                              "optim.warmup_steps=0", "optim.schedule=constant",
                                              "optim.lr_scaling=" + rule, "optim.base_batch=16",
-                                             "checkpoint.every_steps=0"}));
+                                             "checkpoint.every_steps=0", "checkpoint.dir="}));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream in(dir_ / "logs" / "train_summary.json");
     ASSERT_TRUE(in.good()) << r.output;
