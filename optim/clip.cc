@@ -56,4 +56,15 @@ void DynamicLossScale::update(StepAction action) {
   }
 }
 
+Status DynamicLossScale::restore(double scale, int64_t finite_steps) {
+  if (!(scale > 0) || !std::isfinite(scale) || finite_steps < 0) {
+    return Status(StatusCode::kInvalidArgument, "loss scale state: scale " + std::to_string(scale) +
+                                                    ", finite steps " + std::to_string(finite_steps) +
+                                                    " (need a finite scale > 0 and steps >= 0)");
+  }
+  scale_ = scale;
+  finite_steps_ = finite_steps;
+  return Status::Ok();
+}
+
 }  // namespace zdp::optim

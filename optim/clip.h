@@ -50,6 +50,11 @@ class DynamicLossScale {
   double scale() const { return scale_; }
   // Records the outcome of one step and adjusts the scale.
   void update(StepAction action);
+  // Finite steps since the scale last changed (it grows when this reaches growth_interval).
+  int64_t finite_steps() const { return finite_steps_; }
+  // Resumes from a checkpoint: the scale and finite_steps() it had when saved.
+  // kInvalidArgument for a scale that is not finite and > 0 or a negative step count.
+  Status restore(double scale, int64_t finite_steps);
 
  private:
   explicit DynamicLossScale(const Options& options) : options_(options), scale_(options.init_scale) {}

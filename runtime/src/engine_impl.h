@@ -125,6 +125,8 @@ struct Engine::Impl {
   std::vector<int> layer_ids;     // distinct layer groups, ascending
   std::vector<int> scope_depth;   // per layer_ids index: open LayerScopes
 
+  int64_t checkpoint_ops = 0;     // saves and loads so far: their store keys
+
   std::mutex timeline_mu;
   std::vector<TimelineEvent> timeline;
 

@@ -21,7 +21,9 @@ namespace zdp::testing {
 using namespace std::chrono_literals;
 
 // A context around the store fork_ranks gives each rank (no launcher, no environment).
-inline StatusOr<Context> make_test_context(int rank, int world, Store& store) {
+// `local_world` > 1 groups consecutive ranks into "nodes" of that many (LOCAL_RANK,
+// LOCAL_WORLD_SIZE), as torchrun numbers them.
+inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1) {
   std::unique_ptr<Device> device = create_cpu_device();
   CommOptions options;
   options.timeout = 60s;
@@ -30,6 +32,8 @@ inline StatusOr<Context> make_test_context(int rank, int world, Store& store) {
   LaunchEnv env;
   env.rank = rank;
   env.world_size = world;
+  env.local_world_size = local_world;
+  env.local_rank = rank % local_world;
   env.origin = "fork_ranks";
   return Context::assemble(env, Config{}, std::make_unique<PrefixStore>("test", store), std::move(device),
                            std::move(comm), options.timeout);
@@ -44,6 +48,17 @@ struct EngineRun {
   int64_t poison_step = -1;   // ... in the last micro-batch of this step (0-based)
   float poison = INFINITY;
   int backward_sleep_ms = 0;
+  // Checkpoints: with `load_from`, load_checkpoint(load_from) after finalize and run the
+  // steps [its step, steps); after each step count in `save_steps`, save_checkpoint(
+  // save_root) (per node, with local_world > 1: save_root/node-<n>). `fault` is set as
+  // ZDP_CKPT_FAULT in every rank first.
+  std::string load_from;
+  LoadOptions load;
+  std::string save_root;
+  std::vector<int> save_steps;
+  SaveOptions save;
+  int local_world = 1;
+  std::string fault;
 };
 
 // What one rank saw; EngineRunResult holds rank 0's, and every rank's StepStats.
@@ -68,15 +83,26 @@ T get(std::FILE* f) {
 }
 
 inline Status run_rank(const EngineRun& run, const std::string& path, int rank, int world, Store& store) {
-  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, run.local_world));
   Engine engine(ctx, run.options);
   ZDP_ASSIGN_OR_RETURN(TinyMlp model, TinyMlp::create(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
+  if (!run.fault.empty()) ::setenv("ZDP_CKPT_FAULT", run.fault.c_str(), 1);
+  int first_step = 0;
+  if (!run.load_from.empty()) {
+    ZDP_ASSIGN_OR_RETURN(CheckpointState loaded, engine.load_checkpoint(run.load_from, run.load));
+    first_step = static_cast<int>(loaded.step);
+    if (loaded.data_position != loaded.step * run.global_batch) {
+      return Status(StatusCode::kInternal, "loaded data_position " + std::to_string(loaded.data_position));
+    }
+  }
+  std::string save_root = run.save_root;
+  if (run.local_world > 1) save_root += "/node-" + std::to_string(rank / run.local_world);
   const int64_t accum = engine.accum_steps();
   if (run.global_batch % (world * accum) != 0) return Status(StatusCode::kInvalidArgument, "batch does not divide");
   const int64_t per_micro = run.global_batch / (world * accum);
   EngineRunResult result;
-  for (int step = 0; step < run.steps; ++step) {
+  for (int step = first_step; step < run.steps; ++step) {
     for (int64_t m = 0; m < accum; ++m) {
       TinyMlp::Hooks hooks;
       hooks.backward_sleep_ms = run.backward_sleep_ms;
@@ -90,6 +116,14 @@ inline Status run_rank(const EngineRun& run, const std::string& path, int rank, 
     result.backward_end.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
     ZDP_ASSIGN_OR_RETURN(StepStats stats, engine.step());
     result.stats.push_back(stats);
+    for (int save : run.save_steps) {
+      if (save != step + 1) continue;
+      CheckpointState state;
+      state.step = step + 1;
+      state.data_position = state.step * run.global_batch;
+      state.trainer_json = "{\"model\": \"tiny_mlp\"}";
+      ZDP_RETURN_IF_ERROR(engine.save_checkpoint(save_root, state, run.save).status());
+    }
   }
   for (int l = 0; l < TinyMlp::kLayers; ++l) {
     for (Param p : {model.weight(l), model.bias(l)}) {

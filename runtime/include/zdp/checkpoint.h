@@ -111,8 +111,9 @@ enum class CheckpointStorage { kShared, kPerNode };
 const char* to_string(CheckpointStorage storage);
 
 struct SaveOptions {
-  int keep = 0;  // after a successful save, keep this many newest step-<N> directories
-                 // under root and delete the others (0: keep all)
+  int keep = 0;  // after a successful save, keep this many step-<N> directories under
+                 // root, the highest steps, and delete the others (0: keep all); the one
+                 // just written is never deleted
   CheckpointStorage storage = CheckpointStorage::kShared;
   int64_t chunk_bytes = int64_t{4} << 20;  // checksum chunk (4 MiB): smaller chunks cost a
                                            // longer state.json, larger ones more extra
@@ -144,10 +145,12 @@ inline constexpr int kCheckpointFormatVersion = 1;
 // "step-<step>".
 std::string checkpoint_dir_name(int64_t step);
 
-// The newest complete checkpoint under `root` (a directory step-<N> holding state.json;
-// `latest` is consulted, but a newer complete directory wins, as after a crash between
-// the rename and the update of `latest`). kNotFound when `root` does not exist or holds
-// none: a trainer with resume = auto then starts from scratch.
+// The checkpoint to resume from under `root`: the one `latest` names when that is a
+// complete checkpoint (a directory step-<N> holding state.json), else (no `latest`, or
+// one naming a removed directory) the complete one with the highest step. After a crash
+// between the rename and the update of `latest` this is the previous checkpoint: the
+// resumed run redoes those steps and saves over the newer one. kNotFound when `root`
+// does not exist or holds none: a trainer with resume = auto then starts from scratch.
 StatusOr<std::string> find_latest_checkpoint(const std::string& root);
 
 // `path` itself when it is a checkpoint directory (holds state.json), else

@@ -1,0 +1,44 @@
+// The directory side of checkpoints (zdp/checkpoint.h, "Atomicity"): creating the
+// temporary directory, the durable rename into place, the `latest` pointer, pruning, and
+// finding the newest complete checkpoint. POSIX calls; errors name the path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zdp/status.h"
+
+namespace zdp::checkpoint {
+
+// mkdir -p.
+Status make_dirs(const std::string& path);
+// fsync of a directory: a rename or a new entry in it is durable afterwards.
+Status sync_dir(const std::string& path);
+// rm -rf (a missing path is not an error).
+Status remove_tree(const std::string& path);
+// Writes `text` to dir/name durably and atomically: dir/.name.tmp, fsync, rename, fsync dir.
+Status write_file_atomic(const std::string& dir, const std::string& name, const std::string& text);
+// Creates dir/name with `text` and fsyncs it (no rename: the directory is renamed later).
+Status write_file_synced(const std::string& path, const std::string& text);
+
+// Steps of the complete checkpoints under root (step-<N> directories holding state.json),
+// ascending. A missing root has none.
+std::vector<int64_t> complete_steps(const std::string& root);
+// Removes what interrupted saves leave under root: step-<N>.tmp and step-<N>.old.
+Status remove_leftovers(const std::string& root);
+// Moves root/<tmp_name> to root/step-<step> durably. An existing step-<step> is first
+// renamed to step-<step>.old and removed after the new one is in place, so a crash in
+// between leaves one of them complete.
+Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t step);
+// Removes the complete checkpoints older than the `keep` newest by step (keep <= 0:
+// none), except step `protect` (the one just written, even when a directory holds
+// higher steps of an earlier run).
+Status prune(const std::string& root, int keep, int64_t protect);
+
+bool is_dir(const std::string& path);
+bool is_file(const std::string& path);
+// "step-<digits><suffix>" -> the step (as checkpoint_dir_name spells it); -1 otherwise.
+int64_t step_of(const std::string& name, const std::string& suffix);
+
+}  // namespace zdp::checkpoint

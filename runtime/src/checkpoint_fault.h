@@ -1,0 +1,30 @@
+// The checkpoint fault-injection hook for tests (zdp/checkpoint.h, "Fault injection"):
+// ZDP_CKPT_FAULT="rank=R,at=POINT[,step=N][,attempt=A]" ends rank R with _exit(86) at
+// POINT of a save.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zdp/status.h"
+
+namespace zdp::checkpoint {
+
+inline constexpr int kFaultExitCode = 86;
+
+struct FaultSpec {
+  int rank = -1;
+  std::string at;      // create | write | checksum | commit | latest
+  int64_t step = -1;   // -1: any
+  int attempt = -1;    // -1: any
+};
+
+// Parses the variable's value. kInvalidArgument names the bad part.
+StatusOr<FaultSpec> parse_fault(const std::string& text);
+
+// Called by a save at `point`: when $ZDP_CKPT_FAULT matches (rank, point, step, and
+// $ZDP_ATTEMPT), logs what it does and _exit()s; otherwise returns OK. A malformed
+// variable is an error (so a typo does not silently test nothing).
+Status fault_point(const char* point, int rank, int64_t step);
+
+}  // namespace zdp::checkpoint

@@ -1,0 +1,369 @@
+// The safetensors format (zdp/safetensors.h): header encoding/decoding with
+// nlohmann-json, and positioned file access (pread/pwrite loops that name the file and
+// range on failure).
+#include "zdp/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+#include <utility>
+
+namespace zdp::safetensors {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// The Python package refuses headers above 100 MB; so do we (a corrupt length).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+Status io_error(const std::string& what, int err) { return Status(StatusCode::kIoError, what + ": " + errno_text(err)); }
+
+std::string range_text(int64_t offset, int64_t bytes) {
+  return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) + ")";
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Reads exactly `bytes` at file offset `pos`; a short read (end of file) is an error.
+Status pread_all(int fd, void* dst, int64_t bytes, int64_t pos, const std::string& what) {
+  auto* p = static_cast<char*>(dst);
+  int64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd, p + done, static_cast<size_t>(bytes - done), static_cast<off_t>(pos + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(what, errno);
+    if (n == 0) {
+      return Status(StatusCode::kIoError, what + ": the file ends after " + std::to_string(pos + done) + " bytes");
+    }
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status pwrite_all(int fd, const void* src, int64_t bytes, int64_t pos, const std::string& what) {
+  const auto* p = static_cast<const char*>(src);
+  int64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pwrite(fd, p + done, static_cast<size_t>(bytes - done), static_cast<off_t>(pos + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(what, errno);
+    done += n;
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> file_size(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("stat " + path, errno);
+  return static_cast<int64_t>(st.st_size);
+}
+
+StatusOr<int> open_file(const std::string& path, int flags, const char* what) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  const StatusCode code = err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError;
+  return Status(code, std::string("cannot open ") + path + " for " + what + ": " + errno_text(err));
+}
+
+}  // namespace
+
+int64_t dtype_size(const std::string& dtype) {
+  static const std::pair<const char*, int64_t> kSizes[] = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8}, {"I32", 4},
+      {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},      {"BOOL", 1}};
+  for (const auto& [name, size] : kSizes) {
+    if (dtype == name) return size;
+  }
+  return 0;
+}
+
+int64_t TensorInfo::numel() const { return numel_of(shape); }
+
+int Header::find(const std::string& name) const {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+StatusOr<Header> make_header(const std::vector<TensorSpec>& tensors, const std::map<std::string, std::string>& metadata) {
+  Header h;
+  h.metadata = metadata;
+  std::unordered_set<std::string> names;
+  int64_t offset = 0;
+  for (const TensorSpec& t : tensors) {
+    auto bad = [&](const std::string& why) {
+      return Status(StatusCode::kInvalidArgument, "safetensors header: tensor '" + t.name + "': " + why);
+    };
+    if (t.name.empty()) return bad("empty name");
+    if (t.name == "__metadata__") return bad("the name is reserved for the metadata");
+    if (!names.insert(t.name).second) return bad("duplicate name");
+    const int64_t size = dtype_size(t.dtype);
+    if (size == 0) return bad("unknown dtype '" + t.dtype + "'");
+    for (int64_t d : t.shape) {
+      if (d < 0) return bad("negative dimension in " + shape_text(t.shape));
+    }
+    const int64_t bytes = numel_of(t.shape) * size;
+    h.tensors.push_back(TensorInfo{t.name, t.dtype, t.shape, offset, offset + bytes});
+    offset += bytes;
+  }
+  return h;
+}
+
+std::string encode_header(const Header& header) {
+  json j = json::object();
+  if (!header.metadata.empty()) {
+    json meta = json::object();
+    for (const auto& [k, v] : header.metadata) meta[k] = v;
+    j["__metadata__"] = meta;
+  }
+  for (const TensorInfo& t : header.tensors) {
+    j[t.name] = json{{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
+  }
+  std::string text = j.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + text;
+}
+
+StatusOr<Header> decode_header(const std::string& text, const std::string& where) {
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, where + ": safetensors header: " + why);
+  };
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad("the JSON does not parse");
+  if (!j.is_object()) return bad("the JSON is not an object");
+  Header h;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) return bad("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) return bad("__metadata__ value '" + m.key() + "' is not a string");
+        h.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string tensor = "tensor '" + name + "': ";
+    if (!v.is_object()) return bad(tensor + "not an object");
+    const auto dtype = v.find("dtype");
+    const auto shape = v.find("shape");
+    const auto offsets = v.find("data_offsets");
+    if (dtype == v.end() || !dtype->is_string()) return bad(tensor + "missing or non-string \"dtype\"");
+    if (shape == v.end() || !shape->is_array()) return bad(tensor + "missing or non-array \"shape\"");
+    if (offsets == v.end() || !offsets->is_array() || offsets->size() != 2) {
+      return bad(tensor + "\"data_offsets\" is not a pair");
+    }
+    TensorInfo t;
+    t.name = name;
+    t.dtype = dtype->get<std::string>();
+    const int64_t size = dtype_size(t.dtype);
+    if (size == 0) return bad(tensor + "unknown dtype '" + t.dtype + "'");
+    for (const json& d : *shape) {
+      if (!d.is_number_unsigned()) return bad(tensor + "a dimension is not a non-negative integer");
+      t.shape.push_back(d.get<int64_t>());
+    }
+    for (const json& o : *offsets) {
+      if (!o.is_number_unsigned()) return bad(tensor + "an offset is not a non-negative integer");
+    }
+    t.begin = (*offsets)[0].get<int64_t>();
+    t.end = (*offsets)[1].get<int64_t>();
+    if (t.end < t.begin || t.end - t.begin != t.numel() * size) {
+      return bad(tensor + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") do not hold " +
+                 t.dtype + " " + shape_text(t.shape));
+    }
+    h.tensors.push_back(std::move(t));
+  }
+  std::stable_sort(h.tensors.begin(), h.tensors.end(),
+                   [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+  int64_t expect = 0;
+  for (const TensorInfo& t : h.tensors) {
+    if (t.begin != expect) {
+      return bad("tensor '" + t.name + "' starts at byte " + std::to_string(t.begin) + " of the data, expected " +
+                 std::to_string(expect) + " (tensors overlap or leave a hole)");
+    }
+    expect = t.end;
+  }
+  return h;
+}
+
+// ---- Reader ------------------------------------------------------------------------
+
+StatusOr<Reader> Reader::open(const std::string& path) {
+  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDONLY, "reading"));
+  Reader r;
+  r.fd_ = fd;
+  r.path_ = path;
+  ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
+  unsigned char len[8];
+  if (size < 8) {
+    return Status(StatusCode::kIoError, path + ": truncated: " + std::to_string(size) +
+                                            " bytes, less than the 8-byte header length");
+  }
+  ZDP_RETURN_IF_ERROR(pread_all(fd, len, 8, 0, "read " + path));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n > kMaxHeaderBytes) {
+    return Status(StatusCode::kInvalidArgument, path + ": safetensors header length " + std::to_string(n) +
+                                                    " is implausible (limit " + std::to_string(kMaxHeaderBytes) + ")");
+  }
+  if (static_cast<int64_t>(8 + n) > size) {
+    return Status(StatusCode::kIoError, path + ": truncated: " + std::to_string(size) + " bytes, the header alone needs " +
+                                            std::to_string(8 + n));
+  }
+  std::string text(n, '\0');
+  ZDP_RETURN_IF_ERROR(pread_all(fd, text.data(), static_cast<int64_t>(n), 8, "read the header of " + path));
+  ZDP_ASSIGN_OR_RETURN(r.header_, decode_header(text, path));
+  r.data_start_ = static_cast<int64_t>(8 + n);
+  if (size != r.file_bytes()) {
+    return Status(StatusCode::kIoError, path + ": " + (size < r.file_bytes() ? "truncated" : "too long") + ": " +
+                                            std::to_string(size) + " bytes, its header describes " +
+                                            std::to_string(r.file_bytes()));
+  }
+  return r;
+}
+
+Reader::Reader(Reader&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), header_(std::move(o.header_)), data_start_(o.data_start_) {}
+
+Reader& Reader::operator=(Reader&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    header_ = std::move(o.header_);
+    data_start_ = o.data_start_;
+  }
+  return *this;
+}
+
+Reader::~Reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Reader::read(int64_t offset, void* dst, int64_t bytes) const {
+  if (offset < 0 || bytes < 0 || offset + bytes > header_.data_bytes()) {
+    return Status(StatusCode::kInvalidArgument, path_ + ": read of data " + range_text(offset, bytes) +
+                                                    " outside the data region of " +
+                                                    std::to_string(header_.data_bytes()) + " bytes");
+  }
+  return pread_all(fd_, dst, bytes, data_start_ + offset, "read " + path_ + " data " + range_text(offset, bytes));
+}
+
+StatusOr<std::string> Reader::read_header_bytes() const {
+  std::string out(static_cast<size_t>(data_start_), '\0');
+  ZDP_RETURN_IF_ERROR(pread_all(fd_, out.data(), data_start_, 0, "read the header of " + path_));
+  return out;
+}
+
+// ---- Writer ------------------------------------------------------------------------
+
+StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
+  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_WRONLY | O_CREAT | O_TRUNC, "writing"));
+  Writer w;
+  w.fd_ = fd;
+  w.path_ = path;
+  const std::string head = encode_header(header);
+  w.data_start_ = static_cast<int64_t>(head.size());
+  w.data_bytes_ = header.data_bytes();
+  ZDP_RETURN_IF_ERROR(pwrite_all(fd, head.data(), w.data_start_, 0, "write the header of " + path));
+  const int64_t total = w.data_start_ + w.data_bytes_;
+  // Reserve the blocks now, so no rank's pwrite runs out of space half way; filesystems
+  // without fallocate (EOPNOTSUPP, e.g. some network filesystems) get a sparse file.
+  if (w.data_bytes_ > 0) {
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+    if (err == ENOSPC) return io_error("preallocate " + std::to_string(total) + " bytes for " + path, err);
+    if (err != 0 && ::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+      return io_error("extend " + path + " to " + std::to_string(total) + " bytes", errno);
+    }
+  }
+  return w;
+}
+
+StatusOr<Writer> Writer::open_existing(const std::string& path, const Header& header) {
+  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDWR, "writing"));
+  Writer w;
+  w.fd_ = fd;
+  w.path_ = path;
+  const std::string head = encode_header(header);
+  w.data_start_ = static_cast<int64_t>(head.size());
+  w.data_bytes_ = header.data_bytes();
+  ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
+  if (size != w.data_start_ + w.data_bytes_) {
+    return Status(StatusCode::kIoError, path + ": " + std::to_string(size) + " bytes where the creator made " +
+                                            std::to_string(w.data_start_ + w.data_bytes_) +
+                                            " (another file of the same name?)");
+  }
+  std::string on_disk(head.size(), '\0');
+  ZDP_RETURN_IF_ERROR(pread_all(fd, on_disk.data(), w.data_start_, 0, "read the header of " + path));
+  if (on_disk != head) {
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": its header differs from the one this rank computed (ranks disagree on the tensors)");
+  }
+  return w;
+}
+
+Writer::Writer(Writer&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), data_start_(o.data_start_), data_bytes_(o.data_bytes_) {}
+
+Writer& Writer::operator=(Writer&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    data_start_ = o.data_start_;
+    data_bytes_ = o.data_bytes_;
+  }
+  return *this;
+}
+
+Writer::~Writer() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Writer::write(int64_t offset, const void* src, int64_t bytes) {
+  if (fd_ < 0) return Status(StatusCode::kInvalidArgument, path_ + ": write after close()");
+  if (offset < 0 || bytes < 0 || offset + bytes > data_bytes_) {
+    return Status(StatusCode::kInvalidArgument, path_ + ": write of data " + range_text(offset, bytes) +
+                                                    " outside the data region of " + std::to_string(data_bytes_) +
+                                                    " bytes");
+  }
+  return pwrite_all(fd_, src, bytes, data_start_ + offset, "write " + path_ + " data " + range_text(offset, bytes));
+}
+
+Status Writer::sync() {
+  if (fd_ < 0) return Status(StatusCode::kInvalidArgument, path_ + ": sync after close()");
+  if (::fsync(fd_) != 0) return io_error("fsync " + path_, errno);
+  return Status::Ok();
+}
+
+Status Writer::close() {
+  if (fd_ < 0) return Status::Ok();
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) return io_error("close " + path_, errno);
+  return Status::Ok();
+}
+
+}  // namespace zdp::safetensors

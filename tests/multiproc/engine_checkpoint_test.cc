@@ -1,0 +1,322 @@
+// Checkpoints on real rank processes (CPU, Gloo): a save at K = 4, stage 2 resumes at
+// other world sizes and stages and continues like the uninterrupted run (bit for bit at
+// the same K and stage), the file holds exactly the engine's masters, node-local copies
+// equal the shared one, damaged checkpoints are refused naming what and where, and a
+// rank killed during a save leaves the previous checkpoint loadable.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support/engine_runs.h"
+#include "zdp/checkpoint.h"
+#include "zdp/safetensors.h"
+
+namespace zdp {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::EngineRun;
+using testing::EngineRunResult;
+using testing::max_difference;
+using testing::run_engine;
+
+// Runs that differ only in how gradient sums are grouped (other K) agree to about an
+// ulp of the parameters; engine_equivalence_test.cc derives this bound.
+constexpr double kTol = 2e-6;
+constexpr int kSteps = 20;
+constexpr int kSaveAt = 10;
+
+EngineOptions options(int stage) {
+  EngineOptions o;
+  o.stage = stage;
+  o.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
+  o.optim.lr = 1e-2;
+  o.optim.weight_decay = 0.01;
+  o.optim.grad_clip = 0.0;
+  o.optim.eps = 1e-3;  // AdamW's step then depends on m and v's scale: a lost v shows
+  // The learning rate moves every step, so a resumed step count must be the right one.
+  o.optim.schedule = LrSchedule::kCosine;
+  o.optim.warmup_steps = 3;
+  o.optim.min_lr = 1e-3;
+  o.total_steps = kSteps;
+  o.seed = 7;
+  return o;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char path[] = "/tmp/zdp_ckpt_test_XXXXXX";
+    path_ = ::mkdtemp(path) ? path : "";
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+EngineRun job(int world, int stage) {
+  EngineRun r;
+  r.world = world;
+  r.options = options(stage);
+  r.steps = kSteps;
+  r.save.chunk_bytes = 1024;  // several chunks per file, so ranks verify different ones
+  return r;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+TEST(Checkpoint, ResumesAtAnyWorldSizeAndStage) {
+  TempDir dir;
+  EngineRun first = job(4, 2);
+  first.save_root = dir.path();
+  first.save_steps = {kSaveAt};
+  const EngineRunResult full = run_engine(first);
+  ASSERT_EQ(full.failures, "");
+
+  StatusOr<CheckpointInfo> info = read_checkpoint_info(dir.path());
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state.path, dir.path() + "/step-10");
+  EXPECT_EQ(info->state.step, kSaveAt);
+  EXPECT_EQ(info->state.world_size, 4);
+  EXPECT_EQ(info->state.stage, 2);
+  EXPECT_EQ(info->state.optimizer_steps, kSaveAt);
+  EXPECT_EQ(info->state.trainer_json, "{\"model\":\"tiny_mlp\"}");
+  StatusOr<VerifyReport> verified = verify_checkpoint(dir.path());
+  ASSERT_TRUE(verified.ok()) << verified.status().to_string();
+  EXPECT_EQ(verified->files, 2);
+
+  // model.safetensors holds exactly the masters after 10 steps, by name.
+  EngineRun ten = job(4, 2);
+  ten.steps = kSaveAt;
+  const EngineRunResult at_save = run_engine(ten);
+  ASSERT_EQ(at_save.failures, "");
+  StatusOr<safetensors::Reader> model = safetensors::Reader::open(dir.path() + "/step-10/model.safetensors");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  size_t p = 0;
+  for (int l = 0; l < testing::TinyMlp::kLayers; ++l) {
+    for (const char* what : {"weight", "bias"}) {
+      const std::string name = "fc" + std::to_string(l) + "." + what;
+      const int t = model->header().find(name);
+      ASSERT_GE(t, 0) << name;
+      const safetensors::TensorInfo& tensor = model->header().tensors[static_cast<size_t>(t)];
+      std::vector<float> values(static_cast<size_t>(tensor.numel()));
+      ASSERT_TRUE(model->read(tensor.begin, values.data(), tensor.bytes()).ok());
+      EXPECT_EQ(values, at_save.masters[p++]) << name;
+    }
+  }
+
+  struct Resume {
+    int world;
+    int stage;
+  };
+  for (const Resume r : {Resume{4, 2}, Resume{2, 1}, Resume{1, 3}, Resume{3, 0}}) {
+    EngineRun resume = job(r.world, r.stage);
+    resume.load_from = dir.path();
+    const EngineRunResult resumed = run_engine(resume);
+    ASSERT_EQ(resumed.failures, "") << r.world << " ranks, stage " << r.stage;
+    ASSERT_EQ(resumed.stats.size(), static_cast<size_t>(kSteps - kSaveAt));
+    EXPECT_EQ(resumed.stats[0].lr, full.stats[kSaveAt].lr) << "the LR schedule resumes where it stopped";
+    EXPECT_EQ(resumed.stats.back().step, kSteps);
+    const auto d = max_difference(resumed, full);
+    std::printf("resumed at %d ranks, stage %d vs uninterrupted 4 ranks, stage 2: max |difference| %.3g\n", r.world,
+                r.stage, d.value);
+    if (r.world == 4 && r.stage == 2) {
+      EXPECT_EQ(d.value, 0.0) << "same K and stage must continue bit for bit: " << d.where;
+    } else {
+      EXPECT_LE(d.value, kTol) << r.world << " ranks, stage " << r.stage << ": " << d.where;
+    }
+  }
+
+  // Without m, v and the step count the continuation differs by far more: the test sees
+  // whether the optimizer state is restored.
+  EngineRun weights_only = job(4, 2);
+  weights_only.load_from = dir.path() + "/step-10";
+  weights_only.load.scope = LoadScope::kWeightsOnly;
+  // (the same data; the schedule restarts at step 0)
+  const EngineRunResult fresh = run_engine(weights_only);
+  ASSERT_EQ(fresh.failures, "");
+  EXPECT_GT(max_difference(fresh, full).value, 1e-3);
+}
+
+TEST(Checkpoint, PerNodeCopiesEqualTheSharedOne) {
+  TempDir shared, local;
+  for (int stage : {2, 0}) {
+    EngineRun one = job(4, stage);
+    one.steps = 3;
+    one.save_steps = {3};
+    one.save_root = shared.path() + "/stage" + std::to_string(stage);
+    ASSERT_EQ(run_engine(one).failures, "");
+    EngineRun per_node = one;
+    per_node.save_root = local.path() + "/stage" + std::to_string(stage);
+    per_node.save.storage = CheckpointStorage::kPerNode;
+    per_node.local_world = 2;  // 2 "nodes" of 2 ranks, each with its own directory
+    ASSERT_EQ(run_engine(per_node).failures, "");
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      const std::string want = file_bytes(one.save_root + "/step-3/" + file);
+      ASSERT_FALSE(want.empty());
+      for (int node : {0, 1}) {
+        const std::string copy = per_node.save_root + "/node-" + std::to_string(node) + "/step-3/" + file;
+        EXPECT_TRUE(file_bytes(copy) == want) << "stage " << stage << ": " << copy;
+      }
+    }
+    StatusOr<CheckpointInfo> info = read_checkpoint_info(per_node.save_root + "/node-1");
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    EXPECT_EQ(info->state.storage, "per-node");
+    // One node's copy alone resumes another topology.
+    EngineRun resume = job(2, 3);
+    resume.steps = 4;
+    resume.load_from = per_node.save_root + "/node-1";
+    EXPECT_EQ(run_engine(resume).failures, "");
+  }
+}
+
+// What each rank's load_checkpoint returned, brought back through files.
+std::vector<std::string> load_messages(int world, const std::string& path,
+                                       const std::function<StatusOr<testing::TinyMlp>(Engine&)>& model =
+                                           [](Engine& e) { return testing::TinyMlp::create(e); }) {
+  TempDir out;
+  const std::string failures = testing::describe_failures(
+      testing::fork_ranks(world, [&](int rank, int K, Store& store) -> Status {
+        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
+        Engine engine(ctx, options(2));
+        ZDP_RETURN_IF_ERROR(model(engine).status());
+        ZDP_RETURN_IF_ERROR(engine.finalize());
+        StatusOr<CheckpointState> loaded = engine.load_checkpoint(path);
+        std::ofstream(out.path() + "/" + std::to_string(rank)) << (loaded.ok() ? "loaded" : loaded.status().message());
+        return Status::Ok();
+      }));
+  EXPECT_EQ(failures, "");
+  std::vector<std::string> messages;
+  for (int r = 0; r < world; ++r) messages.push_back(file_bytes(out.path() + "/" + std::to_string(r)));
+  return messages;
+}
+
+TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
+  TempDir dir;
+  EngineRun one = job(2, 2);
+  one.steps = 2;
+  one.save_steps = {2};
+  one.save_root = dir.path() + "/good";
+  ASSERT_EQ(run_engine(one).failures, "");
+  const std::string good = one.save_root + "/step-2";
+  for (const std::string& m : load_messages(2, good)) EXPECT_EQ(m, "loaded");
+
+  auto copy = [&](const std::string& name) {
+    const std::string path = dir.path() + "/" + name;
+    std::filesystem::copy(good, path, std::filesystem::copy_options::recursive);
+    return path;
+  };
+  auto expect_all = [](const std::vector<std::string>& messages, const std::string& what) {
+    for (size_t r = 0; r < messages.size(); ++r) EXPECT_THAT(messages[r], HasSubstr(what)) << "rank " << r;
+  };
+
+  // One flipped byte in chunk 1 of the masters (1 KiB chunks).
+  const std::string flipped = copy("flipped");
+  {
+    std::fstream f(flipped + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = static_cast<std::streamoff>(
+        safetensors::Reader::open(flipped + "/model.safetensors").value().data_start() + 1500);
+    f.seekg(at);
+    const char c = static_cast<char>(f.get() ^ 0x10);
+    f.seekp(at);
+    f.put(c);
+  }
+  std::vector<std::string> messages = load_messages(2, flipped);
+  expect_all(messages, flipped + "/model.safetensors: chunk 1 (data bytes [1024, 2048)) has checksum");
+  for (int r = 0; r < 2; ++r) {
+    std::printf("rank %d: %s\n", r, messages[static_cast<size_t>(r)].c_str());
+    EXPECT_THAT(messages[static_cast<size_t>(r)], HasSubstr("rank " + std::to_string(r) + ": load_checkpoint from "));
+  }
+  const StatusOr<VerifyReport> verify = verify_checkpoint(flipped);
+  ASSERT_FALSE(verify.ok());
+  EXPECT_THAT(verify.status().message(), HasSubstr("chunk 1 (data bytes [1024, 2048))"));
+
+  const std::string truncated = copy("truncated");
+  std::filesystem::resize_file(truncated + "/optimizer.safetensors",
+                               std::filesystem::file_size(truncated + "/optimizer.safetensors") - 100);
+  expect_all(load_messages(2, truncated), truncated + "/optimizer.safetensors: truncated");
+
+  const std::string missing = copy("missing");
+  std::filesystem::remove(missing + "/optimizer.safetensors");
+  expect_all(load_messages(2, missing), missing + "/optimizer.safetensors is missing");
+
+  const std::string garbled = copy("garbled");
+  std::ofstream(garbled + "/state.json") << "{\"format\": \"zdp-checkpoint\", \"format_version\": 1";
+  expect_all(load_messages(2, garbled), garbled + "/state.json: not a JSON object");
+
+  // Another model: fc1.weight is [24, 25] instead of [24, 24]. The refusal comes before
+  // anything is loaded, so the engine stays usable.
+  messages = load_messages(2, good, [](Engine& e) -> StatusOr<testing::TinyMlp> {
+    for (int l = 0; l < testing::TinyMlp::kLayers; ++l) {
+      const std::string name = "fc" + std::to_string(l);
+      const int64_t in = testing::TinyMlp::kIn[l] + (l == 1 ? 1 : 0);
+      ZDP_RETURN_IF_ERROR(e.add_param(name + ".weight", {testing::TinyMlp::kOut[l], in}, Init::zeros(), l).status());
+      ZDP_RETURN_IF_ERROR(e.add_param(name + ".bias", {testing::TinyMlp::kOut[l]}, Init::zeros(), l).status());
+    }
+    return testing::TinyMlp();
+  });
+  expect_all(messages, "model.safetensors: tensor 'fc1.weight' is F32 [24, 24], but the model's parameter #2 "
+                       "'fc1.weight' is F32 [24, 25]: a checkpoint of another model");
+}
+
+TEST(Checkpoint, ARankKilledDuringASaveLeavesThePreviousCheckpoint) {
+  EngineRun reference = job(2, 2);
+  reference.steps = 4;
+  const EngineRunResult uninterrupted = run_engine(reference);
+  ASSERT_EQ(uninterrupted.failures, "");
+  for (const char* fault : {"rank=1,at=write,step=4", "rank=0,at=commit,step=4", "rank=0,at=latest,step=4"}) {
+    SCOPED_TRACE(fault);
+    TempDir dir;
+    EngineRun crash = job(2, 2);
+    crash.steps = 4;
+    crash.save_steps = {2, 4};
+    crash.save_root = dir.path();
+    crash.fault = fault;
+    const EngineRunResult crashed = run_engine(crash);
+    EXPECT_THAT(crashed.failures, HasSubstr("exit 86"));
+    StatusOr<std::string> latest = find_latest_checkpoint(dir.path());
+    ASSERT_TRUE(latest.ok()) << latest.status().to_string();
+    EXPECT_EQ(*latest, dir.path() + "/step-2");
+    EXPECT_EQ(std::filesystem::exists(dir.path() + "/step-4.tmp"), std::string(fault).find("latest") == std::string::npos);
+
+    // Resume from the root (step 2), redo steps 2-3 and save step 4 over what was left.
+    EngineRun resume = job(2, 2);
+    resume.steps = 4;
+    resume.load_from = dir.path();
+    resume.save_steps = {4};
+    resume.save_root = dir.path();
+    resume.save.keep = 1;
+    const EngineRunResult resumed = run_engine(resume);
+    ASSERT_EQ(resumed.failures, "");
+    EXPECT_EQ(max_difference(resumed, uninterrupted).value, 0.0);
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/step-4.tmp"));
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/step-2"));  // keep = 1
+    EXPECT_EQ(find_latest_checkpoint(dir.path()).value(), dir.path() + "/step-4");
+    EXPECT_TRUE(verify_checkpoint(dir.path()).ok());
+  }
+}
+
+TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {
+  TempDir dir;
+  EngineRun run = job(2, 2);
+  run.steps = 1;
+  run.save_steps = {1};
+  run.save_root = dir.path();  // local_world 1: two "nodes", one directory
+  run.save.storage = CheckpointStorage::kPerNode;
+  EXPECT_THAT(run_engine(run).failures, HasSubstr("exit 1"));
+  EXPECT_FALSE(find_latest_checkpoint(dir.path()).ok());
+}
+
+}  // namespace
+}  // namespace zdp
