@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH) and
-# runs the whole test suite with ctest. Used by the README and by .ci/run.
+# Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH), runs
+# the whole test suite with ctest, then checks the installed package: install into a
+# temporary prefix, build examples/embed against it (find_package and pkg-config) and
+# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh). Used by the
+# README and by .ci/run.
 #   BUILD_DIR=build (default)   CI=true turns warnings into errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,3 +15,4 @@ werror=OFF
 cmake -S . -B "$build_dir" -G Ninja -DZDP_WERROR="$werror"
 cmake --build "$build_dir" -j "$(nproc)"
 ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 600
+bash tests/install/check_embed.sh "$build_dir"
