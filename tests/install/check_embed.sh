@@ -4,11 +4,12 @@
 #  1. cmake --install BUILD_DIR into a temporary prefix; the installed headers include
 #     nothing private (check_public_headers.sh);
 #  2. examples/embed builds against that prefix with find_package(zdp) (libzdp.so, and
-#     libzdp.a through zdp::zdp_static) and with pkg-config (its Makefile);
+#     libzdp.a through zdp::zdp_static) and with pkg-config (its Makefile; and libzdp.a
+#     with zdp.pc's Libs.private);
 #  3. the installed dp-launch runs examples/embed/embed.toml as it is (2 CPU ranks,
 #     `program = "./build/embed_trainer"`), at its stage 2 and at stage 3, and the
 #     pkg-config build at stage 2: rank 0's loss falls at least tenfold and both ranks
-#     print the same parameter checksum. The static build trains alone (a world of 1).
+#     print the same parameter checksum. The static builds train alone (a world of 1).
 #   tests/install/check_embed.sh [BUILD_DIR]      (default: build)
 set -euo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -42,6 +43,12 @@ cmake -S "$src/examples/embed" -B "$work/static" -G Ninja -DCMAKE_PREFIX_PATH="$
 cmake --build "$work/static" || fail "building examples/embed (zdp::zdp_static)"
 step "examples/embed with pkg-config"
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$src/examples/embed" BUILD="$work/pc" || fail "building examples/embed (pkg-config)"
+step "examples/embed with pkg-config and libzdp.a (Libs.private)"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+c++ -std=c++17 -O1 $(pkg-config --cflags zdp) "$src/examples/embed/main.cc" -o "$work/pc/embed_trainer_pc_static" \
+  "$(pkg-config --variable=libdir zdp)/libzdp.a" $(pkg-config --static --libs-only-other zdp) \
+  || fail "linking examples/embed with libzdp.a and zdp.pc's Libs.private"
+unset PKG_CONFIG_PATH
 
 # Rank 0's first and last loss, and the checksum lines of all ranks, of one dp-launch output.
 check_run() {
@@ -68,7 +75,9 @@ launch find_package-stage2
 launch find_package-stage3 --set zero.stage=3
 launch pkg-config-stage2 --set launch.program="$work/pc/embed_trainer_pc"
 
-step "the static build, alone"
-(cd "$work" && "$work/static/embed_trainer") > "$work/static.out" 2>&1 || { cat "$work/static.out"; fail "static build: exit non-zero"; }
-grep -q '^rank 0/1 done: ' "$work/static.out" || { cat "$work/static.out"; fail "static build: did not finish"; }
+for static in "$work/static/embed_trainer" "$work/pc/embed_trainer_pc_static"; do
+  step "$static (libzdp.a), alone"
+  (cd "$work" && "$static") > "$work/static.out" 2>&1 || { cat "$work/static.out"; fail "$static: exit non-zero"; }
+  grep -q '^rank 0/1 done: ' "$work/static.out" || { cat "$work/static.out"; fail "$static: did not finish"; }
+done
 echo "check_embed: OK"
