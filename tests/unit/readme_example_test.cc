@@ -81,14 +81,15 @@ TEST(ReadmeExample, Trains) {
 }
 
 TEST(ReadmeExample, IsTheCodeTheReadmeShows) {
-  const std::string self = read(__FILE__);
+  const std::string self_path = std::string(ZDP_SOURCE_DIR) + "/tests/unit/readme_example_test.cc";
+  const std::string self = read(self_path);
   const std::string begin = "// README-BEGIN\n", end = "// README-END\n";
+  ASSERT_NE(self.find(begin), std::string::npos) << "no README-BEGIN marker in " << self_path;
   const size_t from = self.find(begin) + begin.size(), to = self.find(end);
   ASSERT_LT(from, to);
   const std::string code = self.substr(from, to - from);
-  const std::string source = __FILE__;
-  const std::string readme = read(source.substr(0, source.rfind("/tests/")) + "/README.md");
-  ASSERT_FALSE(readme.empty()) << "README.md not found beside tests/";
+  const std::string readme = read(std::string(ZDP_SOURCE_DIR) + "/README.md");
+  ASSERT_FALSE(readme.empty()) << "README.md not found in " << ZDP_SOURCE_DIR;
   EXPECT_NE(readme.find("```cpp\n" + code + "```\n"), std::string::npos)
       << "README.md's example differs from tests/unit/readme_example_test.cc; paste:\n" << code;
 }
