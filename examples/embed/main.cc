@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "zdp/context.h"
@@ -32,7 +34,10 @@ int main() try {
   init.backend = zdp::Backend::kGloo;  // CPU ranks: this trainer computes on the host
   zdp::Context ctx = zdp::init(init).value();
   zdp::Engine engine(ctx, zdp::EngineOptions::from(ctx.config(), ctx.world_size()).value());
-  if (engine.options().compute_dtype != zdp::DType::kF32) throw zdp::Error({zdp::StatusCode::kInvalidArgument, "set model.dtype = \"fp32\""});
+  if (engine.options().compute_dtype != zdp::DType::kF32)
+    throw zdp::Error({zdp::StatusCode::kInvalidArgument, std::string("this trainer computes in fp32, not ") +
+                                                             zdp::to_string(engine.options().compute_dtype) +
+                                                             ": set model.dtype = \"fp32\""});
   const zdp::Param w1 = engine.add_param("fc1.weight", {kHidden, kIn}, zdp::Init::normal(0.5f), /*layer=*/0).value();
   const zdp::Param b1 = engine.add_param("fc1.bias", {kHidden}, zdp::Init::zeros(), /*layer=*/0).value();
   const zdp::Param w2 = engine.add_param("fc2.weight", {kHidden}, zdp::Init::normal(0.2f), /*layer=*/1).value();
