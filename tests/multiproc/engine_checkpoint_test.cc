@@ -149,6 +149,43 @@ TEST(Checkpoint, ResumesAtAnyWorldSizeAndStage) {
   EXPECT_GT(max_difference(fresh, full).value, 1e-3);
 }
 
+// fp16: the dynamic loss scale and its count of finite steps resume too. The initial
+// scale overflows the fp16 gradients, so the first steps are skipped while it backs off,
+// and with growth_interval 3 it keeps moving; a scale restarted at its initial value (or
+// a lost count) skips other steps and changes every later update.
+TEST(Checkpoint, Fp16LossScaleResumes) {
+  TempDir dir;
+  EngineRun first = job(2, 2);
+  first.options.compute_dtype = DType::kF16;
+  first.options.loss_scale.initial = 0x1p18;
+  first.options.loss_scale.growth_interval = 3;
+  first.steps = 12;
+  first.save_root = dir.path();
+  first.save_steps = {6};
+  const EngineRunResult full = run_engine(first);
+  ASSERT_EQ(full.failures, "");
+  ASSERT_TRUE(full.stats[0].skipped);
+  const CheckpointState saved = read_checkpoint_info(dir.path()).value().state;
+  EXPECT_EQ(saved.compute_dtype, "fp16");
+  EXPECT_EQ(saved.loss_scale, full.stats[5].loss_scale);
+  std::printf("fp16: loss scale %g and %lld optimizer steps after 6 steps\n", saved.loss_scale,
+              static_cast<long long>(saved.optimizer_steps));
+  EXPECT_LT(saved.optimizer_steps, 6);  // skipped steps are not optimizer steps
+  EXPECT_GT(saved.optimizer_steps, 1);
+
+  EngineRun resume = first;
+  resume.save_steps = {};
+  resume.load_from = dir.path();
+  const EngineRunResult resumed = run_engine(resume);
+  ASSERT_EQ(resumed.failures, "");
+  ASSERT_EQ(resumed.stats.size(), 6u);
+  for (size_t s = 0; s < resumed.stats.size(); ++s) {
+    EXPECT_EQ(resumed.stats[s].loss_scale, full.stats[6 + s].loss_scale) << "step " << 6 + s;
+    EXPECT_EQ(resumed.stats[s].skipped, full.stats[6 + s].skipped) << "step " << 6 + s;
+  }
+  EXPECT_EQ(max_difference(resumed, full).value, 0.0);
+}
+
 TEST(Checkpoint, PerNodeCopiesEqualTheSharedOne) {
   TempDir shared, local;
   for (int stage : {2, 0}) {
