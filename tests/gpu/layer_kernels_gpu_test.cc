@@ -1,7 +1,7 @@
 // The model-layer kernels on the GPU against their CPU twins (same per-element math from
 // the kernels/*.h headers). Element-wise kernels and sums taken in the same order
-// (residual add, GELU, embedding forward and backward) must match bit for bit; kernels
-// whose row/column sums are split over a warp or block (layernorm, softmax,
+// (residual add, GELU, squared error, embedding forward and backward) must match bit for
+// bit; kernels whose row/column sums are split over a warp or block (layernorm, softmax,
 // cross-entropy) differ only by summation order: within straight_line_bound(n, sum of
 // |terms|) of tests/support/tolerance.h, n the length of the sum.
 #include <gtest/gtest.h>
@@ -137,6 +137,22 @@ TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(gout.download(), out, "embedding"));
   EXPECT_TRUE(testing::bitwise_equal(gdwte.download(), dwte, "dwte"));
   EXPECT_TRUE(testing::bitwise_equal(gdwpe.download(), dwpe, "dwpe"));
+}
+
+// The mlp's regression loss: one thread per row sums in the CPU loop's order.
+TEST_F(LayerKernelsGpu, SquaredErrorIsBitIdentical) {
+  const int64_t rows = 301, cols = 37;  // rows past one block, odd columns
+  const std::vector<float> pred = random(rows * cols, 3, 14), target = random(rows * cols, 3, 15);
+  std::vector<float> losses(rows), dpred(pred.size());
+  const float scale = 1.0f / static_cast<float>(rows);
+  ASSERT_TRUE(squared_error_cpu({rows, cols, DType::kF32, pred.data(), target.data(), losses.data(), dpred.data(), scale}).ok());
+  DeviceArray<float> gpred(*gpu_.device, pred), gtarget(*gpu_.device, target), glosses(*gpu_.device, losses),
+      gdpred(*gpu_.device, dpred);
+  ASSERT_TRUE(squared_error_cuda({rows, cols, DType::kF32, gpred.data(), gtarget.data(), glosses.data(), gdpred.data(), scale},
+                                 gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  EXPECT_TRUE(testing::bitwise_equal(glosses.download(), losses, "squared_error losses"));
+  EXPECT_TRUE(testing::bitwise_equal(gdpred.download(), dpred, "squared_error dpred"));
 }
 
 }  // namespace

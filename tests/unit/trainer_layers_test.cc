@@ -224,6 +224,28 @@ TEST_F(Layers, CrossEntropyFusedWithItsGradient) {
   EXPECT_FALSE(ops_->cross_entropy({rows, vocab, DType::kF32, l, targets.data(), losses, nullptr, scale}).ok());
 }
 
+// The mlp's regression loss: per row 0.5 sum (pred - target)^2, its gradient fused.
+TEST_F(Layers, SquaredErrorFusedWithItsGradient) {
+  const int rows = 5, cols = 7;
+  const Vec pred = random(rows * cols, 2.0), target_d = random(rows * cols, 2.0);
+  std::vector<float> target(target_d.begin(), target_d.end());
+  const float scale = 1.0f / rows;
+  auto J = [&](const Vec& t) {
+    double total = 0;
+    for (size_t i = 0; i < t.size(); ++i) total += scale * 0.5 * std::pow(t[i] - static_cast<double>(target[i]), 2);
+    return total;
+  };
+  float* p = dev(pred);
+  float* dpred = zeros(pred.size());
+  float* losses = zeros(rows);
+  ASSERT_TRUE(ops_->squared_error({rows, cols, DType::kF32, p, target.data(), losses, dpred, scale}).ok());
+  double total = 0;
+  for (int r = 0; r < rows; ++r) total += scale * losses[r];
+  // Per row: cols differences, squares and adds of terms up to (2 + 2)^2 / 2.
+  EXPECT_TRUE(testing::within(total, J(pred), testing::straight_line_bound(3 * cols + 2, rows * cols * 8.0 * scale)));
+  expect_grad(dpred, fd(J, pred), 1, "dpred");
+}
+
 TEST_F(Layers, EmbeddingsWithTheTiedHeadsShare) {
   const int B = 2, T = 4, C = 3, V = 5;
   const std::vector<int32_t> tokens = {1, 4, 1, 0, 4, 4, 2, 1};
