@@ -5,12 +5,15 @@
 // write <launch.log_dir>/train_summary.json (trainer/loop/run_summary.h) at the end.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "trainer/loop/run_summary.h"
+#include "trainer/loop/train_fault.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"
 
@@ -31,13 +34,29 @@ int main(int argc, char** argv) {
     std::error_code ignored;  // a stale summary must not pass for this run's if it fails
     std::filesystem::remove(summary_path, ignored);
   }
-  zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config());
+  zdp::trainer::TrainOptions options;
+  if (const char* fault_text = std::getenv("ZDP_TRAIN_FAULT")) {
+    zdp::StatusOr<zdp::trainer::TrainFault> fault = zdp::trainer::parse_train_fault(fault_text);
+    if (!fault.ok()) {
+      std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), fault.status().to_string().c_str());
+      return 1;
+    }
+    options.after_step = [fault = *fault](zdp::Context& c, int64_t done) {
+      if (!fault.fires(c.rank(), done, c.launch_env().attempt)) return;
+      std::fprintf(stderr, "dp-train: rank %d: ZDP_TRAIN_FAULT: killing this rank after step %lld (attempt %d)\n",
+                   c.rank(), static_cast<long long>(done), c.launch_env().attempt);
+      std::fflush(nullptr);
+      std::raise(SIGKILL);
+    };
+  }
+  zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config(), options);
   if (!done.ok()) {
     std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), done.status().to_string().c_str());
     return 1;
   }
   if (ctx->rank() == 0) {
-    std::printf("dp-train: %zu steps in %.1f s\n", done->losses.size(), done->seconds);
+    std::printf("dp-train: %zu steps in %.1f s%s\n", done->losses.size(), done->seconds,
+                done->resumed_from.empty() ? "" : (" (resumed from " + done->resumed_from + ")").c_str());
     const zdp::Status written = zdp::trainer::write_run_summary(
         summary_path, zdp::trainer::run_summary(ctx->config(), ctx->world_size(), ctx->device().name(), *done));
     if (!written.ok()) {

@@ -190,7 +190,10 @@ class DpLaunch : public ::testing::Test {
   std::string launch(const std::string& config, const std::vector<std::string>& sets) {
     std::string cmd = std::string(ZDP_DP_LAUNCH) + " " + config + " --set launch.log_dir=" + (dir_ / "logs").string() +
                       " --set launch.master_port=" + std::to_string(20000 + ::getpid() % 20000) +
-                      " --set launch.program=" + ZDP_DP_TRAIN;
+                      " --set launch.program=" + ZDP_DP_TRAIN +
+                      // checkpoints (saved after the last step when a config sets a dir) go
+                      // here, so a later run never resumes from an earlier one's
+                      " --set checkpoint.dir=" + (dir_ / "checkpoints").string();
     for (const std::string& s : sets) cmd += " --set " + s;
     return cmd;
   }

@@ -6,6 +6,7 @@
 
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
+#include "trainer/loop/checkpointing.h"
 #include "trainer/loop/console.h"
 #include "trainer/models/model.h"
 
@@ -75,9 +76,6 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> train_data, make_source(config, Split::kTrain));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> val_data, make_source(config, Split::kVal));
   const TrainConfig& t = config.train;
-  ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler,
-                       DistributedSampler::create({train_data->size(), t.global_batch, t.micro_batch, K, ctx.rank(),
-                                                   config.data.shuffle, static_cast<uint64_t>(t.seed)}));
 
   TrainSummary summary;
   summary.params = engine.memory().params;
@@ -92,10 +90,26 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                std::to_string(engine.accum_steps()) + "; peak lr " + std::to_string(eopts.optim.lr) + " (" +
                to_string(config.optim.lr_scaling) + " scaling), " + to_string(config.optim.schedule) + " schedule");
 
+  // Resuming restores the engine (weights, AdamW state, optimizer step = LR schedule
+  // position, loss scale) and gives the step and sample position the loop continues at.
+  Checkpointer checkpoints(ctx, engine, config, console, train_data->size());
+  ZDP_ASSIGN_OR_RETURN(const ResumePoint resumed, checkpoints.resume());
+  summary.first_step = resumed.step;
+  summary.resumed_from = resumed.path;
+  SamplerOptions sampling{train_data->size(), t.global_batch, t.micro_batch, K, ctx.rank(),
+                          config.data.shuffle, static_cast<uint64_t>(t.seed)};
+  sampling.start_step = resumed.step;
+  sampling.start_position = resumed.data_position;
+  ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler, DistributedSampler::create(sampling));
+
   const double peak = peak_flops(ctx.device());
+  if (resumed.step >= t.steps) {
+    console.line("dp-train: the checkpoint is at step " + std::to_string(resumed.step) + ", train.steps is " +
+                 std::to_string(t.steps) + ": nothing to train (raise train.steps to continue)");
+  }
   const auto start = Clock::now();
   Batch batch;
-  for (int64_t step = 0; step < t.steps; ++step) {
+  for (int64_t step = resumed.step; step < t.steps; ++step) {
     const auto step_start = Clock::now();
     double loss = 0;
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
@@ -123,6 +137,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       console.line("eval step " + std::to_string(done) + " | held-out loss " + std::to_string(v) + " (" +
                    std::to_string(std::min(t.eval_samples, val_data->size())) + " samples)");
     }
+    if (options.after_step) options.after_step(ctx, done);
+    if (checkpoint_due(config, done)) ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done)));
     console.progress(done, t.steps, seconds_since(start), summary.losses.back());
   }
   console.finish();

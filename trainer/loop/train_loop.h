@@ -1,10 +1,14 @@
 // dp-train's training loop, on top of zdp::init's Context: builds the engine from the
 // config (EngineOptions::from applies the batch-size LR rule, once), the model and the
 // data, then runs train.steps optimizer steps of accum_steps micro-batches each,
-// evaluating the held-out split every train.eval_every steps and after the last one.
+// evaluating the held-out split every train.eval_every steps and after the last one. With
+// [checkpoint] it resumes from a checkpoint and saves one every checkpoint.every_steps
+// steps and after the last (checkpointing.h).
 #pragma once
 
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,10 +20,15 @@ namespace zdp::trainer {
 
 struct TrainOptions {
   std::FILE* out = stdout;  // rank 0's console
+  // Called on every rank after each step (`done` steps taken), before its checkpoint:
+  // dp-train's fault injection ($ZDP_TRAIN_FAULT) ends a rank there.
+  std::function<void(Context& ctx, int64_t done)> after_step = nullptr;
 };
 
 struct TrainSummary {
-  std::vector<double> losses;                        // per step: mean loss over the global batch
+  int64_t first_step = 0;                            // steps already taken at the start (resumed)
+  std::string resumed_from;                          // the checkpoint loaded; "" = from scratch
+  std::vector<double> losses;                        // per step run (from first_step + 1): mean loss over the global batch
   std::vector<double> step_seconds;                  // per step on this rank, evaluation excluded
   std::vector<std::pair<int64_t, double>> evals;     // (step, held-out mean loss)
   int64_t params = 0;

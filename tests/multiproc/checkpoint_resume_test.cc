@@ -1,0 +1,362 @@
+// Checkpoints through dp-train, end to end on real rank processes (CPU, Gloo): a run saved
+// at step 10 with K = 4 at stage 2 and resumed with K = 2 (stage 1) and K = 1 (stage 3)
+// ends at step 20 where the uninterrupted K = 4 run ends; resumed at K = 4, stage 2 it
+// ends there bit for bit. Through dp-launch with launch.max_restarts: a rank killed
+// mid-training, or during a save, restarts the job, which resumes from `latest` and ends
+// bit for bit where the uninterrupted job ends. Wrong or damaged checkpoints are refused.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/fork_ranks.h"
+#include "trainer/loop/train_loop.h"
+#include "zdp/context.h"
+#include "zdp/safetensors.h"
+
+namespace zdp::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Tolerance between runs that differ in world size or stage: the same as
+// engine_equivalence_test's (the gradient sums are grouped differently over ranks and
+// micro-batches, ~1 ulp of the parameters after 20 steps; 2e-6 is ~10 ulps). What a
+// broken resume does is orders larger: AdamW restarted with m = v = 0 moves every
+// parameter by ~lr = 1e-2 in its first step, a data position reset to 0 or a schedule
+// restarted at step 0 changes every update from step 11 on.
+constexpr double kTol = 2e-6;
+
+// An mlp on synthetic data, 20 steps, a checkpoint every 10, a cosine schedule with
+// warm-up (so the restored step matters), deterministic reductions.
+Config mlp_config() {
+  Config c;
+  c.model.kind = ModelKind::kMlp;
+  c.model.n_layers = 2;
+  c.model.d_model = 32;
+  c.model.vocab_size = 10;
+  c.train.global_batch = 16;
+  c.train.micro_batch = 2;
+  c.train.steps = 20;
+  c.train.log_every = 1000;
+  c.train.deterministic = true;
+  c.optim.lr = 1e-2;
+  c.optim.schedule = LrSchedule::kCosine;
+  c.optim.warmup_steps = 3;
+  c.optim.min_lr = 1e-3;
+  c.zero.bucket_mb = 0.01;  // several buckets, parameters straddling them
+  c.checkpoint.every_steps = 10;
+  return c;
+}
+
+struct TrainRun {
+  std::string failures;  // empty when every rank succeeded
+  std::string error;     // rank 0's error message, if train() failed
+  int64_t first_step = -1;
+  std::string resumed_from;
+  std::vector<double> losses;
+};
+
+// train() on `world` forked ranks; rank 0 reports back through a file.
+TrainRun run_train(const Config& config, int world) {
+  const std::string path = (fs::temp_directory_path() / ("zdp_ckpt_resume_" + std::to_string(::getpid()))).string();
+  fs::remove(path);
+  TrainRun run;
+  run.failures = testing::describe_failures(testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
+    auto device = create_cpu_device();
+    CommOptions options;
+    options.timeout = 60s;
+    ZDP_ASSIGN_OR_RETURN(auto comm, create_gloo_communicator(store, rank, k, *device, options));
+    LaunchEnv env;
+    env.rank = rank;
+    env.world_size = k;
+    env.origin = "fork_ranks";
+    Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
+                                    std::move(comm), options.timeout);
+    std::FILE* quiet = std::fopen("/dev/null", "w");
+    StatusOr<TrainSummary> s = train(ctx, config, {quiet});
+    std::fclose(quiet);
+    if (rank == 0) {
+      std::ofstream out(path);
+      out.precision(17);
+      if (!s.ok()) {
+        out << "error\n" << s.status().to_string() << "\n";
+      } else {
+        out << "ok\n" << s->first_step << "\n" << (s->resumed_from.empty() ? "-" : s->resumed_from) << "\n";
+        for (double l : s->losses) out << l << "\n";
+      }
+    }
+    return s.status();
+  }));
+  std::ifstream in(path);
+  std::string word;
+  std::getline(in, word);
+  if (word == "error") {
+    std::stringstream rest;
+    rest << in.rdbuf();
+    run.error = rest.str();
+  } else if (word == "ok") {
+    in >> run.first_step >> run.resumed_from;
+    for (double l; in >> l;) run.losses.push_back(l);
+  }
+  fs::remove(path);
+  return run;
+}
+
+using Tensors = std::map<std::string, std::vector<float>>;
+
+// Every F32 tensor of a safetensors file.
+Tensors read_tensors(const std::string& path) {
+  Tensors out;
+  StatusOr<safetensors::Reader> r = safetensors::Reader::open(path);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (!r.ok()) return out;
+  for (const safetensors::TensorInfo& t : r->header().tensors) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    EXPECT_TRUE(r->read(t.begin, v.data(), t.bytes()).ok()) << t.name;
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+// The largest |a - b| over every element (names and sizes must match).
+double max_difference(const Tensors& a, const Tensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [name, va] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.size() != va.size()) {
+      ADD_FAILURE() << "tensor " << name << " missing or resized";
+      return INFINITY;
+    }
+    for (size_t i = 0; i < va.size(); ++i) worst = std::max(worst, std::fabs(double(va[i]) - double(it->second[i])));
+  }
+  return worst;
+}
+
+bool bitwise_equal(const Tensors& a, const Tensors& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, va] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.size() != va.size() ||
+        std::memcmp(va.data(), it->second.data(), va.size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class CheckpointResume : public ::testing::Test {
+ protected:
+  // The uninterrupted K = 4, stage 2 run, shared by the tests.
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("zdp_ckpt_resume_dir_" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    Config c = mlp_config();
+    c.zero.stage = 2;
+    c.checkpoint.dir = (*dir_ / "full").string();
+    full_ = new TrainRun(run_train(c, 4));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete full_;
+  }
+  static std::string full(const std::string& step) { return (*dir_ / "full" / step).string(); }
+  static fs::path* dir_;
+  static TrainRun* full_;
+};
+
+fs::path* CheckpointResume::dir_ = nullptr;
+TrainRun* CheckpointResume::full_ = nullptr;
+
+TEST_F(CheckpointResume, ContinuesAtOtherWorldSizesAndStagesAndBitForBitAtTheSame) {
+  ASSERT_EQ(full_->failures, "");
+  ASSERT_EQ(full_->losses.size(), 20u);
+  EXPECT_EQ(full_->first_step, 0);
+  const Tensors at10 = read_tensors(full("step-10/model.safetensors"));
+  const Tensors at20 = read_tensors(full("step-20/model.safetensors"));
+  const Tensors opt20 = read_tensors(full("step-20/optimizer.safetensors"));
+  EXPECT_GT(max_difference(at10, at20), 100 * kTol) << "steps 11-20 must train, or equality proves nothing";
+
+  struct Case {
+    int world, stage;
+    bool exact;
+  };
+  for (const Case& k : {Case{4, 2, true}, Case{2, 1, false}, Case{1, 3, false}}) {
+    SCOPED_TRACE("resumed with K = " + std::to_string(k.world) + ", stage " + std::to_string(k.stage));
+    Config c = mlp_config();
+    c.zero.stage = k.stage;
+    c.checkpoint.dir = (*dir_ / ("k" + std::to_string(k.world))).string();
+    c.checkpoint.resume = ResumeMode::kPath;
+    c.checkpoint.resume_path = full("step-10");
+    const TrainRun r = run_train(c, k.world);
+    ASSERT_EQ(r.failures, "") << r.error;
+    EXPECT_EQ(r.first_step, 10);
+    EXPECT_EQ(r.resumed_from, full("step-10"));
+    ASSERT_EQ(r.losses.size(), 10u);
+    const std::string end = (fs::path(c.checkpoint.dir) / "step-20").string();
+    const Tensors model = read_tensors(end + "/model.safetensors");
+    const Tensors opt = read_tensors(end + "/optimizer.safetensors");
+    if (k.exact) {
+      EXPECT_TRUE(bitwise_equal(model, at20)) << "largest difference " << max_difference(model, at20);
+      EXPECT_TRUE(bitwise_equal(opt, opt20)) << "largest difference " << max_difference(opt, opt20);
+      for (size_t i = 0; i < 10; ++i) EXPECT_EQ(r.losses[i], full_->losses[10 + i]) << "step " << 11 + i;
+    } else {
+      const double d = max_difference(model, at20);
+      std::printf("K=%d stage %d resumed from K=4 stage 2: largest parameter difference at step 20: %.3g\n",
+                  k.world, k.stage, d);
+      EXPECT_LE(d, kTol);
+      for (size_t i = 0; i < 10; ++i) {
+        EXPECT_NEAR(r.losses[i], full_->losses[10 + i], 1e-4 * full_->losses[10 + i]) << "step " << 11 + i;
+      }
+    }
+  }
+}
+
+TEST_F(CheckpointResume, AutoFindsTheLatestAndStopsWhenTrainStepsIsReached) {
+  ASSERT_EQ(full_->failures, "");
+  Config c = mlp_config();
+  c.checkpoint.dir = (*dir_ / "full").string();  // resume = "auto": step-20
+  const TrainRun done = run_train(c, 2);
+  ASSERT_EQ(done.failures, "") << done.error;
+  EXPECT_EQ(done.first_step, 20);
+  EXPECT_EQ(done.resumed_from, full("step-20"));
+  EXPECT_TRUE(done.losses.empty());
+  c.checkpoint.resume = ResumeMode::kNever;  // the same directory, from scratch
+  c.train.steps = 4;
+  const TrainRun fresh = run_train(c, 2);
+  ASSERT_EQ(fresh.failures, "") << fresh.error;
+  EXPECT_EQ(fresh.first_step, 0);
+  EXPECT_EQ(fresh.losses.size(), 4u);
+  EXPECT_NEAR(fresh.losses[0], full_->losses[0], 1e-6 * full_->losses[0]);  // K = 2 vs 4: summation order
+}
+
+TEST_F(CheckpointResume, RefusesAnotherModelADamagedFileAndAMissingPathNamingThem) {
+  ASSERT_EQ(full_->failures, "");
+  Config c = mlp_config();
+  c.checkpoint.every_steps = 0;  // and no dir: these runs save nothing
+  c.checkpoint.resume = ResumeMode::kPath;
+  c.checkpoint.resume_path = full("step-10");
+  c.model.d_model = 48;
+  const TrainRun other = run_train(c, 1);
+  EXPECT_NE(other.failures, "");
+  EXPECT_NE(other.error.find("step-10"), std::string::npos) << other.error;
+  EXPECT_NE(other.error.find("[48"), std::string::npos) << "names the shape that differs: " << other.error;
+
+  const fs::path copy = *dir_ / "damaged" / "step-10";
+  fs::create_directories(copy.parent_path());
+  fs::copy(full("step-10"), copy);
+  {
+    std::fstream f(copy / "optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  c.model.d_model = 32;
+  c.checkpoint.resume_path = copy.string();
+  const TrainRun damaged = run_train(c, 2);
+  EXPECT_NE(damaged.failures, "");
+  EXPECT_NE(damaged.error.find("optimizer.safetensors"), std::string::npos) << damaged.error;
+
+  c.checkpoint.resume_path = (*dir_ / "missing").string();
+  const TrainRun missing = run_train(c, 1);
+  EXPECT_NE(missing.failures, "");
+  EXPECT_NE(missing.error.find("checkpoint.resume = \"" + c.checkpoint.resume_path + "\""), std::string::npos)
+      << missing.error;
+}
+
+// ---- Through dp-launch: restarts resume from `latest`.
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+CommandRun run_command(const std::string& command) {
+  CommandRun r;
+  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class DpLaunchRestart : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("zdp_ckpt_restart_" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    clean_ = new CommandRun(launch("clean", ""));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete clean_;
+  }
+  // A 2-rank dp-launch job of the test mlp: 20 steps, a checkpoint every 5 under
+  // <dir>/<name>, one restart allowed, `env` as the ranks' extra environment (TOML).
+  static CommandRun launch(const std::string& name, const std::string& env) {
+    const fs::path config = *dir_ / (name + ".toml");
+    std::ofstream(config) << "[launch]\nnproc_per_node = 2\nmax_restarts = 1\nenv = { " << env << " }\n"
+                          << "[model]\nkind = \"mlp\"\nn_layers = 2\nd_model = 32\nvocab_size = 10\n"
+                          << "[train]\nglobal_batch = 16\nmicro_batch = 2\nsteps = 20\nlog_every = 1000\n"
+                          << "deterministic = true\n"
+                          << "[optim]\nlr = 1e-2\nschedule = \"cosine\"\nwarmup_steps = 3\nmin_lr = 1e-3\n"
+                          << "[zero]\nstage = 2\nbucket_mb = 0.01\n"
+                          << "[checkpoint]\ndir = \"" << (*dir_ / name).string() << "\"\nevery_steps = 5\n";
+    return run_command(std::string(ZDP_DP_LAUNCH) + " " + config.string() + " --set launch.log_dir=" +
+                       (*dir_ / (name + "-logs")).string() + " --set launch.master_port=" +
+                       std::to_string(20000 + (::getpid() + static_cast<int>(name.size())) % 20000) +
+                       " --set launch.program=" + ZDP_DP_TRAIN);
+  }
+  static Tensors final_model(const std::string& name) {
+    return read_tensors((*dir_ / name / "step-20" / "model.safetensors").string());
+  }
+  static fs::path* dir_;
+  static CommandRun* clean_;
+};
+
+fs::path* DpLaunchRestart::dir_ = nullptr;
+CommandRun* DpLaunchRestart::clean_ = nullptr;
+
+TEST_F(DpLaunchRestart, AKilledRankRestartsTheJobWhichResumesFromLatest) {
+  ASSERT_EQ(clean_->exit_code, 0) << clean_->output;
+  const CommandRun r = launch("killed", "ZDP_TRAIN_FAULT = \"rank=1,step=13,attempt=0\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("killing this rank after step 13"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "killed" / "step-10").string()), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(bitwise_equal(final_model("killed"), final_model("clean")))
+      << "largest difference " << max_difference(final_model("killed"), final_model("clean"));
+}
+
+// ZDP_CKPT_FAULT (zdp/checkpoint.h) kills rank 1 after it wrote its part of step 10 and
+// before anything was committed: the restarted job finds step-5 as the newest complete
+// checkpoint, ignores the half-written step-10.tmp, and still ends where the clean run ends.
+TEST_F(DpLaunchRestart, ARankKilledDuringASaveLeavesThePreviousCheckpointToResumeFrom) {
+  ASSERT_EQ(clean_->exit_code, 0) << clean_->output;
+  const CommandRun r = launch("in-save", "ZDP_CKPT_FAULT = \"rank=1,at=write,step=10,attempt=0\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "in-save" / "step-5").string()), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(bitwise_equal(final_model("in-save"), final_model("clean")))
+      << "largest difference " << max_difference(final_model("in-save"), final_model("clean"));
+}
+
+}  // namespace
+}  // namespace zdp::trainer

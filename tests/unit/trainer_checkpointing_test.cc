@@ -1,0 +1,89 @@
+// dp-train's checkpoint decisions without an engine: when a checkpoint is due, what the
+// trainer stores, what a resume reports as changed, and $ZDP_TRAIN_FAULT's syntax.
+#include <gtest/gtest.h>
+
+#include "trainer/loop/checkpointing.h"
+#include "trainer/loop/train_fault.h"
+
+namespace zdp::trainer {
+namespace {
+
+TEST(TrainerCheckpointing, DueEveryNStepsAndAfterTheLastOnlyWithADir) {
+  Config c;
+  c.train.steps = 25;
+  c.checkpoint.every_steps = 10;
+  for (int64_t done : {10, 20, 25, 5}) EXPECT_FALSE(checkpoint_due(c, done)) << "no dir, no checkpoint: " << done;
+  c.checkpoint.dir = "ckpt";
+  std::vector<int64_t> due;
+  for (int64_t done = 1; done <= 25; ++done) {
+    if (checkpoint_due(c, done)) due.push_back(done);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{10, 20, 25}));
+  c.checkpoint.every_steps = 0;  // only after the last step
+  due.clear();
+  for (int64_t done = 1; done <= 25; ++done) {
+    if (checkpoint_due(c, done)) due.push_back(done);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{25}));
+}
+
+TEST(TrainerCheckpointing, TrainerStateHoldsTheConfigAndWhatTheDataPositionMeans) {
+  Config c;
+  c.train.seed = 99;
+  c.train.global_batch = 48;
+  const nlohmann::json j = trainer_state(c, 1000);
+  EXPECT_EQ(j.at("seed"), 99);
+  EXPECT_EQ(j.at("global_batch"), 48);
+  EXPECT_EQ(j.at("dataset_samples"), 1000);
+  EXPECT_EQ(j.at("shuffle"), true);
+  StatusOr<Config> back = parse_config(j.at("config").get<std::string>(), "saved");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, c);
+}
+
+TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
+  Config c;
+  c.zero.stage = 2;
+  CheckpointState saved;
+  saved.world_size = 4;
+  saved.stage = 2;
+  saved.compute_dtype = "fp32";
+  saved.data_position = 320;
+  saved.trainer_json = trainer_state(c, 1000).dump();
+  EXPECT_TRUE(resume_notes(saved, c, 4, 1000).empty());
+
+  Config other = c;
+  other.zero.stage = 3;
+  other.train.global_batch = 16;
+  other.train.seed = 7;
+  const std::vector<std::string> notes = resume_notes(saved, other, 2, 1000);
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0], "saved by 4 rank(s) at ZeRO stage 2, loaded by 2 rank(s) at stage 3 (re-sharded)");
+  EXPECT_EQ(notes[1], "train.global_batch 8 at save, 16 now: the data continues at sample 320 with the new batch");
+  EXPECT_NE(notes[2].find("train.seed 1234 -> 7"), std::string::npos) << notes[2];
+  // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
+  saved.trainer_json.clear();
+  EXPECT_EQ(resume_notes(saved, other, 2, 5).size(), 1u);
+}
+
+TEST(TrainFault, ParsesRankStepAndOptionalAttempt) {
+  StatusOr<TrainFault> f = parse_train_fault("rank=1,step=13,attempt=0");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_TRUE(f->fires(1, 13, 0));
+  EXPECT_FALSE(f->fires(1, 13, 1)) << "only in attempt 0";
+  EXPECT_FALSE(f->fires(0, 13, 0));
+  EXPECT_FALSE(f->fires(1, 12, 0));
+  StatusOr<TrainFault> any = parse_train_fault("step=2,rank=0");
+  ASSERT_TRUE(any.ok());
+  EXPECT_TRUE(any->fires(0, 2, 5));
+  for (const char* bad : {"rank=1", "rank=1,step=x", "rank=1,step=2,when=3", "rank=1,rank=2,step=3", "rank=-1,step=2",
+                          "rank=1;step=2"}) {
+    StatusOr<TrainFault> r = parse_train_fault(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("ZDP_TRAIN_FAULT=\"") + bad + "\""), std::string::npos)
+        << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace zdp::trainer

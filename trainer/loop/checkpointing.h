@@ -1,0 +1,70 @@
+// dp-train's side of checkpoints ([checkpoint] in the config): when to save, what the
+// trainer stores beside the engine's tensors (the step, the data position, the config
+// used and its seeds), and resuming: which checkpoint, loading it into the engine, and
+// checking that it suits this run. The format itself is zdp/checkpoint.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/loop/console.h"
+#include "zdp/checkpoint.h"
+#include "zdp/config.h"
+#include "zdp/context.h"
+#include "zdp/engine.h"
+
+namespace zdp::trainer {
+
+// Where a run starts: step 0 at sample 0, or where a checkpoint left off.
+struct ResumePoint {
+  int64_t step = 0;           // optimizer steps already taken
+  int64_t data_position = 0;  // global sample index of the next sample (sampler.h)
+  std::string path;           // the step-<N> directory loaded; "" = from scratch
+};
+
+// What dp-train stores as CheckpointState::trainer_json: the config used (TOML text), the
+// seed, and what the data position means (the training set's size, shuffle, global
+// batch), so that a resume can say what changed.
+nlohmann::json trainer_state(const Config& config, int64_t dataset_size);
+
+// Notes on what differs between the run that saved `saved` and this one (world size,
+// stage, global batch, dataset, seed...), one line each; empty when nothing does. None of
+// them stops a resume: the engine refuses another model, everything else is allowed.
+std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
+                                      int64_t dataset_size);
+
+// True when a checkpoint is due after `done` of train.steps steps: every
+// checkpoint.every_steps steps and after the last one, when checkpoint.dir is set.
+bool checkpoint_due(const Config& config, int64_t done);
+
+// The checkpoints of one run. Every method is collective (every rank calls it).
+class Checkpointer {
+ public:
+  // REQUIRES: the engine is finalized; `ctx`, `engine`, `config` and `console` outlive it.
+  Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console, int64_t dataset_size);
+
+  // Resumes as checkpoint.resume says: "never" starts from scratch; "auto" loads the
+  // newest checkpoint in checkpoint.dir if there is one; a path loads that checkpoint
+  // (a step-<N> directory, or a directory holding step-<N>/ and latest). Rank 0 chooses
+  // the checkpoint and the others follow it (through the store), so every rank loads the
+  // same one. Errors name the config key and what is wrong with the checkpoint.
+  StatusOr<ResumePoint> resume();
+
+  // Saves step `step` (data position `data_position`) under checkpoint.dir, keeping
+  // checkpoint.keep_last. The engine logs where, how big and how long it took.
+  Status save(int64_t step, int64_t data_position);
+
+ private:
+  // The checkpoint to load, as rank 0 decides: "" for none.
+  StatusOr<std::string> choose();
+
+  Context& ctx_;
+  Engine& engine_;
+  const Config& config_;
+  Console& console_;
+  int64_t dataset_size_;
+};
+
+}  // namespace zdp::trainer
