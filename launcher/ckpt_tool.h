@@ -1,0 +1,59 @@
+// What dp-ckpt does (dp_ckpt.cc is only its command line): describe a checkpoint, verify
+// it, and export its weights as one safetensors file in fp32, bf16 or fp16. Export
+// streams: it converts a bounded buffer at a time, tensor by tensor, so it never holds
+// the model (a 100 GB checkpoint exports on a machine with a few GB of memory).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zdp/checkpoint.h"
+#include "zdp/comm.h"  // DType
+#include "zdp/status.h"
+
+namespace zdp::ckpt_tool {
+
+// "[768, 3072]"; "[]" for a scalar.
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// "12.0 KiB", "3.4 GiB": bytes for people (1024-based).
+std::string human_bytes(int64_t bytes);
+
+// dp-ckpt info: the checkpoint (a step-<N> directory, or a root: its newest) as text: its
+// path, step and data position, optimizer step and loss scale, world size, ZeRO stage,
+// compute dtype and storage at save time, library version, the trainer's own fields
+// (the stored config excepted), both files with their sizes and checksum chunks, and a
+// table of the model's tensors: name, dtype, shape, bytes. Reads no tensor data.
+StatusOr<std::string> describe(const std::string& path_or_root);
+
+// dp-ckpt info --config: the config the checkpoint was saved with (dp-train stores it as
+// TOML under "config" in its trainer state). kNotFound when the trainer stored none.
+StatusOr<std::string> saved_config(const std::string& path_or_root);
+
+// dp-ckpt verify: the text of a successful verify_checkpoint(); its error otherwise.
+StatusOr<std::string> verify(const std::string& path_or_root);
+
+struct ExportOptions {
+  DType dtype = DType::kF32;          // of the exported tensors: fp32 | bf16 | fp16
+  std::string out;                    // the safetensors file written (through out + ".tmp" and a rename)
+  int64_t buffer_elems = int64_t{1} << 20;  // elements converted per pass: memory is ~6 bytes each
+  bool verify = true;                 // verify_checkpoint() first (one extra read of the checkpoint)
+};
+
+struct ExportReport {
+  std::string source;          // the step-<N> directory exported
+  std::string out;
+  int64_t tensors = 0;
+  int64_t elements = 0;
+  int64_t bytes = 0;           // of the output file
+  int64_t buffer_bytes = 0;    // the conversion buffers: all the tensor data this held at once
+};
+
+// dp-ckpt export: model.safetensors of the checkpoint, every tensor cast to options.dtype
+// (round to nearest even: kernels/cast.h, the same function the engine uses), under the
+// same names, in the same order, with the source's metadata plus "format": "pt" (what
+// transformers' loaders expect). Refuses a source tensor that is not F32 and an output
+// path inside the checkpoint, naming them.
+StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options);
+
+}  // namespace zdp::ckpt_tool

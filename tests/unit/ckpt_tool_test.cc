@@ -1,0 +1,217 @@
+// dp-ckpt's functions (launcher/ckpt_tool.h) on a real checkpoint: the engine's TinyMlp on
+// one rank, trained for 3 steps and saved. info lists every tensor, verify names a
+// damaged file and chunk, export writes the masters bit for bit in fp32 and rounded to
+// nearest even in bf16/fp16, the same file whatever the buffer size.
+#include "launcher/ckpt_tool.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "support/engine_runs.h"
+#include "zdp/safetensors.h"
+
+namespace zdp {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Round to nearest even from the bits, written independently of kernels/convert.h.
+uint16_t bf16_rne(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);  // finite values
+}
+
+std::vector<unsigned char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+}
+
+// A TinyMlp checkpoint of one rank after 3 steps, and the masters it must hold (by name).
+class CkptTool : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("zdp_ckpt_tool_" + std::to_string(::getpid())));
+    masters_ = new std::vector<std::pair<std::string, std::vector<float>>>;
+    fs::create_directories(*dir_);
+    InMemoryStore store;
+    Context ctx = testing::make_test_context(0, 1, store).value();
+    EngineOptions o;
+    o.stage = 1;
+    o.bucket_mb = 200.0 * 4 / (1 << 20);
+    o.optim.lr = 1e-2;
+    Engine engine(ctx, o);
+    testing::TinyMlp model = testing::TinyMlp::create(engine).value();
+    ASSERT_TRUE(engine.finalize().ok());
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_TRUE(model.train_micro<float>(engine, step, 0, 8).ok());
+      ASSERT_TRUE(engine.step().ok());
+    }
+    CheckpointState state;
+    state.step = 3;
+    state.data_position = 24;
+    state.trainer_json = R"({"program": "test", "config": "[train]\nsteps = 3\n"})";
+    StatusOr<std::string> saved = engine.save_checkpoint((*dir_ / "ckpt").string(), state);
+    ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+    const std::vector<std::string> names = engine.param_names();
+    for (size_t i = 0; i < names.size(); ++i) {
+      masters_->emplace_back(names[i], engine.gather_master(Param{static_cast<int>(i)}).value());
+    }
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete masters_;
+  }
+  static std::string checkpoint() { return (*dir_ / "ckpt" / "step-3").string(); }
+  static std::string root() { return (*dir_ / "ckpt").string(); }
+  static std::string out(const std::string& name) { return (*dir_ / name).string(); }
+
+  // Every tensor of the safetensors file `path` as raw bytes, in file order.
+  static std::vector<std::pair<safetensors::TensorInfo, std::vector<unsigned char>>> tensors(const std::string& path) {
+    std::vector<std::pair<safetensors::TensorInfo, std::vector<unsigned char>>> out;
+    StatusOr<safetensors::Reader> r = safetensors::Reader::open(path);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return out;
+    for (const safetensors::TensorInfo& t : r->header().tensors) {
+      std::vector<unsigned char> bytes(static_cast<size_t>(t.bytes()));
+      EXPECT_TRUE(r->read(t.begin, bytes.data(), t.bytes()).ok());
+      out.emplace_back(t, std::move(bytes));
+    }
+    return out;
+  }
+
+  static fs::path* dir_;
+  static std::vector<std::pair<std::string, std::vector<float>>>* masters_;
+};
+
+fs::path* CkptTool::dir_ = nullptr;
+std::vector<std::pair<std::string, std::vector<float>>>* CkptTool::masters_ = nullptr;
+
+TEST(CkptToolText, ShapesAndSizes) {
+  EXPECT_EQ(ckpt_tool::shape_text({768, 3072}), "[768, 3072]");
+  EXPECT_EQ(ckpt_tool::shape_text({}), "[]");
+  EXPECT_EQ(ckpt_tool::human_bytes(512), "512 B");
+  EXPECT_EQ(ckpt_tool::human_bytes(3 << 20), "3.0 MiB");
+  EXPECT_EQ(ckpt_tool::human_bytes(int64_t{5} << 30), "5.0 GiB");
+}
+
+TEST_F(CkptTool, InfoListsEveryTensorAndTheSavedState) {
+  StatusOr<std::string> text = ckpt_tool::describe(root());  // a root: its newest checkpoint
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_NE(text->find("step-3"), std::string::npos) << *text;
+  EXPECT_NE(text->find("3 (next sample 24, optimizer step 3)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("1 rank(s), ZeRO stage 1, fp32 compute"), std::string::npos) << *text;
+  EXPECT_NE(text->find("\"program\":\"test\""), std::string::npos) << *text;
+  EXPECT_EQ(text->find("steps = 3"), std::string::npos) << "the config is printed by --config only\n" << *text;
+  // fc0.weight is [24, 8] fp32: 768 bytes; one row per tensor.
+  EXPECT_NE(text->find("fc0.weight  F32    [24, 8]   768"), std::string::npos) << *text;
+  for (const auto& [name, values] : *masters_) EXPECT_NE(text->find(name), std::string::npos) << name;
+  StatusOr<std::string> config = ckpt_tool::saved_config(checkpoint());
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_EQ(*config, "[train]\nsteps = 3\n");
+}
+
+TEST_F(CkptTool, ExportFp32IsTheMastersBitForBit) {
+  StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("fp32.safetensors")});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->tensors, static_cast<int64_t>(masters_->size()));
+  EXPECT_EQ(r->bytes, static_cast<int64_t>(fs::file_size(out("fp32.safetensors"))));
+  EXPECT_FALSE(fs::exists(out("fp32.safetensors.tmp")));
+  const auto got = tensors(out("fp32.safetensors"));
+  ASSERT_EQ(got.size(), masters_->size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& [name, master] = (*masters_)[i];
+    EXPECT_EQ(got[i].first.name, name);
+    EXPECT_EQ(got[i].first.dtype, "F32");
+    ASSERT_EQ(got[i].second.size(), master.size() * 4) << name;
+    EXPECT_EQ(std::memcmp(got[i].second.data(), master.data(), got[i].second.size()), 0) << name;
+  }
+  EXPECT_EQ(safetensors::Reader::open(out("fp32.safetensors"))->header().metadata.at("format"), "pt");
+}
+
+// A 7-element buffer cuts every tensor (sizes 192, 24, 576, 96) at odd offsets: the file
+// must be the one a buffer larger than any tensor writes, and each element the nearest
+// even rounding of its master.
+TEST_F(CkptTool, ExportBf16AndFp16StreamWithASmallBufferAndRoundToNearestEven) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const std::string small = out(std::string("small_") + to_string(dtype)), large = out("large");
+    ckpt_tool::ExportOptions o{dtype, small, 7};
+    StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->buffer_bytes, 7 * 4 + 7 * 2);  // all the tensor data it held at once
+    o.out = large;
+    o.buffer_elems = 1 << 20;
+    ASSERT_TRUE(ckpt_tool::export_model(checkpoint(), o).ok());
+    EXPECT_EQ(file_bytes(small), file_bytes(large)) << to_string(dtype);
+    const auto got = tensors(small);
+    ASSERT_EQ(got.size(), masters_->size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::vector<float>& master = (*masters_)[i].second;
+      EXPECT_EQ(got[i].first.dtype, dtype == DType::kBF16 ? "BF16" : "F16");
+      ASSERT_EQ(got[i].second.size(), master.size() * 2);
+      for (size_t k = 0; k < master.size(); ++k) {
+        uint16_t bits;
+        std::memcpy(&bits, got[i].second.data() + 2 * k, 2);
+        if (dtype == DType::kBF16) {
+          ASSERT_EQ(bits, bf16_rne(master[k])) << (*masters_)[i].first << "[" << k << "] = " << master[k];
+        } else {
+          // fp16 has 10 fraction bits: the decoded value is the representable one nearest
+          // the master (|master| < 2 here: spacing 2^-10 or finer), ties to even.
+          const float back = kernels::f16_to_f32(bits);
+          const double spacing = std::ldexp(1.0, std::ilogb(std::max(std::fabs(master[k]), 0x1p-14f)) - 10);
+          ASSERT_LE(std::fabs(static_cast<double>(back) - master[k]), spacing / 2)
+              << (*masters_)[i].first << "[" << k << "] = " << master[k];
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
+  StatusOr<ckpt_tool::ExportReport> inside =
+      ckpt_tool::export_model(checkpoint(), {DType::kBF16, checkpoint() + "/model.safetensors"});
+  ASSERT_FALSE(inside.ok());
+  EXPECT_NE(inside.status().message().find("inside the checkpoint"), std::string::npos) << inside.status().message();
+  EXPECT_TRUE(fs::exists(checkpoint() + "/model.safetensors"));
+  StatusOr<ckpt_tool::ExportReport> missing = ckpt_tool::export_model(out("nowhere"), {DType::kF32, out("x")});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(out("nowhere")), std::string::npos) << missing.status().message();
+  StatusOr<ckpt_tool::ExportReport> no_buffer = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("y"), 0});
+  EXPECT_FALSE(no_buffer.ok());
+}
+
+// Runs last in this file (gtest keeps declaration order): it damages the checkpoint.
+TEST_F(CkptTool, VerifyPassesThenNamesTheDamagedFileAndChunk) {
+  StatusOr<std::string> ok = ckpt_tool::verify(checkpoint());
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_NE(ok->find("every checksum matches"), std::string::npos) << *ok;
+  const std::string model = checkpoint() + "/model.safetensors";
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(-5, std::ios::end);
+    f.write(&c, 1);
+  }
+  StatusOr<std::string> bad = ckpt_tool::verify(checkpoint());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.safetensors"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("chunk"), std::string::npos) << bad.status().message();
+  StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("z")});
+  EXPECT_FALSE(r.ok()) << "export verifies first";
+  EXPECT_FALSE(fs::exists(out("z")));
+}
+
+}  // namespace
+}  // namespace zdp
