@@ -280,14 +280,13 @@ StatusOr<std::string> Reader::read_header_bytes() const {
 
 // ---- Writer ------------------------------------------------------------------------
 
+Writer::Writer(int fd, std::string path, const std::string& head, const Header& header)
+    : fd_(fd), path_(std::move(path)), data_start_(static_cast<int64_t>(head.size())), data_bytes_(header.data_bytes()) {}
+
 StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
   ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_WRONLY | O_CREAT | O_TRUNC, "writing"));
-  Writer w;
-  w.fd_ = fd;
-  w.path_ = path;
   const std::string head = encode_header(header);
-  w.data_start_ = static_cast<int64_t>(head.size());
-  w.data_bytes_ = header.data_bytes();
+  Writer w(fd, path, head, header);
   ZDP_RETURN_IF_ERROR(pwrite_all(fd, head.data(), w.data_start_, 0, "write the header of " + path));
   const int64_t total = w.data_start_ + w.data_bytes_;
   // Reserve the blocks now, so no rank's pwrite runs out of space half way; filesystems
@@ -304,12 +303,8 @@ StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
 
 StatusOr<Writer> Writer::open_existing(const std::string& path, const Header& header) {
   ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDWR, "writing"));
-  Writer w;
-  w.fd_ = fd;
-  w.path_ = path;
   const std::string head = encode_header(header);
-  w.data_start_ = static_cast<int64_t>(head.size());
-  w.data_bytes_ = header.data_bytes();
+  Writer w(fd, path, head, header);
   ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
   if (size != w.data_start_ + w.data_bytes_) {
     return Status(StatusCode::kIoError, path + ": " + std::to_string(size) + " bytes where the creator made " +

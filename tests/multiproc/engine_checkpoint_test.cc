@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "support/engine_runs.h"
+#include "support/temp_dir.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
 
@@ -23,6 +24,7 @@ using testing::EngineRun;
 using testing::EngineRunResult;
 using testing::max_difference;
 using testing::run_engine;
+using testing::TempDir;
 
 // Runs that differ only in how gradient sums are grouped (other K) agree to about an
 // ulp of the parameters; engine_equivalence_test.cc derives this bound.
@@ -46,19 +48,6 @@ EngineOptions options(int stage) {
   o.seed = 7;
   return o;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/zdp_ckpt_test_XXXXXX";
-    path_ = ::mkdtemp(path) ? path : "";
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 EngineRun job(int world, int stage) {
   EngineRun r;

@@ -13,6 +13,7 @@
 #include "checkpoint_fault.h"
 #include "checkpoint_hash.h"
 #include "checkpoint_state.h"
+#include "support/temp_dir.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
 
@@ -20,19 +21,7 @@ namespace zdp {
 namespace {
 
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/zdp_ckpt_format_XXXXXX";
-    path_ = ::mkdtemp(path) ? path : "";
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 safetensors::Header two_tensors() {
   return safetensors::make_header({{"a.weight", "F32", {2, 3}}, {"b", "BF16", {5}}}, {{"format", "pt"}}).value();

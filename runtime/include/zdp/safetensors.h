@@ -126,7 +126,8 @@ class Writer {
   Status close();
 
  private:
-  Writer() = default;
+  // Takes `fd`; `head` is encode_header(header).
+  Writer(int fd, std::string path, const std::string& head, const Header& header);
   int fd_ = -1;
   std::string path_;
   int64_t data_start_ = 0;
