@@ -170,7 +170,9 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   report.source = dir;
   report.out = options.out;
   const int64_t out_size = safetensors::dtype_size(out_dtype);
-  const size_t buffer = static_cast<size_t>(options.buffer_elems);
+  int64_t largest = 1;  // no buffer larger than the largest tensor
+  for (const safetensors::TensorInfo& t : in.header().tensors) largest = std::max(largest, t.numel());
+  const size_t buffer = static_cast<size_t>(std::min(options.buffer_elems, largest));
   std::vector<float> src(buffer);
   std::vector<unsigned char> dst(buffer * static_cast<size_t>(out_size));
   report.buffer_bytes = static_cast<int64_t>(src.size() * sizeof(float) + dst.size());

@@ -36,7 +36,8 @@ StatusOr<std::string> verify(const std::string& path_or_root);
 struct ExportOptions {
   DType dtype = DType::kF32;          // of the exported tensors: fp32 | bf16 | fp16
   std::string out;                    // the safetensors file written (through out + ".tmp" and a rename)
-  int64_t buffer_elems = int64_t{1} << 20;  // elements converted per pass: memory is ~6 bytes each
+  int64_t buffer_elems = int64_t{1} << 20;  // elements converted per pass (at most the largest
+                                            // tensor's): memory is 4 + 2 or 4 + 4 bytes each
   bool verify = true;                 // verify_checkpoint() first (one extra read of the checkpoint)
 };
 
