@@ -50,10 +50,14 @@ bool parse_count(const std::string& text, int64_t& out) {
   double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str()) return false;
   const std::string unit(end);
-  if (unit == "K" || unit == "k") v *= 1e3;
-  else if (unit == "M") v *= 1e6;
-  else if (unit == "G") v *= 1e9;
-  else if (!unit.empty()) return false;
+  if (unit == "K" || unit == "k")
+    v *= 1e3;
+  else if (unit == "M")
+    v *= 1e6;
+  else if (unit == "G")
+    v *= 1e9;
+  else if (!unit.empty())
+    return false;
   out = static_cast<int64_t>(v);
   return out > 0;
 }
@@ -231,7 +235,9 @@ int main(int argc, char** argv) {
   list("load", load);
   list("load nover", load_skip);
   list("dd read", dd_read);
-  if (!o.keep) std::filesystem::remove_all(base);
-  else std::printf("kept %s\n", base.c_str());
+  if (!o.keep)
+    std::filesystem::remove_all(base);
+  else
+    std::printf("kept %s\n", base.c_str());
   return 0;
 }

@@ -146,7 +146,8 @@ Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t 
     return io_error("rename " + final_path + " to " + old_path + " (to replace it)", errno);
   }
   const std::string tmp_path = root + "/" + tmp_name;
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) return io_error("rename " + tmp_path + " to " + final_path, errno);
+  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0)
+    return io_error("rename " + tmp_path + " to " + final_path, errno);
   ZDP_RETURN_IF_ERROR(sync_dir(root));
   if (replacing) ZDP_RETURN_IF_ERROR(remove_tree(old_path));
   return Status::Ok();

@@ -14,9 +14,9 @@ inline constexpr int kFaultExitCode = 86;
 
 struct FaultSpec {
   int rank = -1;
-  std::string at;      // create | write | checksum | commit | latest
-  int64_t step = -1;   // -1: any
-  int attempt = -1;    // -1: any
+  std::string at;     // create | write | checksum | commit | latest
+  int64_t step = -1;  // -1: any
+  int attempt = -1;   // -1: any
 };
 
 // Parses the variable's value. kInvalidArgument names the bad part.

@@ -46,8 +46,7 @@ class Fields {
     return it == j_.end() ? nullptr : &*it;
   }
   Status missing(const std::string& key, const char* what) const {
-    return Status(StatusCode::kInvalidArgument,
-                  where_ + ": field '" + prefix_ + key + "' is missing or not " + what);
+    return Status(StatusCode::kInvalidArgument, where_ + ": field '" + prefix_ + key + "' is missing or not " + what);
   }
   StatusOr<int64_t> integer(const std::string& key) const {
     const json* v = find(key);

@@ -75,8 +75,8 @@ StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root) {
     if (info.files[i].name == kCheckpointOptimizerFile) optimizer = &readers[i];
   }
   if (model == nullptr) {
-    return Status(StatusCode::kInvalidArgument, report.path + "/" + kCheckpointStateFile + " lists no " +
-                                                    kCheckpointModelFile);
+    return Status(StatusCode::kInvalidArgument,
+                  report.path + "/" + kCheckpointStateFile + " lists no " + kCheckpointModelFile);
   }
   if (model->header().tensors.size() != static_cast<size_t>(info.params)) {
     return Status(StatusCode::kInvalidArgument, model->path() + ": " + std::to_string(model->header().tensors.size()) +

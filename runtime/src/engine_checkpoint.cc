@@ -21,8 +21,8 @@ StatusOr<int64_t> tensor_offset(const Engine::Impl& m, const safetensors::Reader
   const ParamPlacement& pl = m.placement(p);
   const std::string name = pl.name + suffix;
   const int t = file.header().find(name);
-  const std::string model_side = "the model's parameter #" + std::to_string(p) + " '" + pl.name + "' is F32 " +
-                                 shape_to_string(pl.shape);
+  const std::string model_side =
+      "the model's parameter #" + std::to_string(p) + " '" + pl.name + "' is F32 " + shape_to_string(pl.shape);
   if (t < 0) {
     return Status(StatusCode::kInvalidArgument,
                   file.path() + " holds no tensor '" + name + "' (" + model_side + "): a checkpoint of another model");
@@ -36,7 +36,8 @@ StatusOr<int64_t> tensor_offset(const Engine::Impl& m, const safetensors::Reader
 }
 
 // A tensor of `file` that no parameter (with `suffixes`) accounts for.
-Status check_no_extra(const Engine::Impl& m, const safetensors::Reader& file, const std::vector<std::string>& suffixes) {
+Status check_no_extra(const Engine::Impl& m, const safetensors::Reader& file,
+                      const std::vector<std::string>& suffixes) {
   const size_t expected = m.layout.params().size() * suffixes.size();
   if (file.header().tensors.size() == expected) return Status::Ok();
   for (const safetensors::TensorInfo& t : file.header().tensors) {
@@ -105,8 +106,9 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
   for (const Segment& s : layout.segments_in_slice(bucket, slice)) {
     Piece piece;
     piece.file = tensor_offsets[static_cast<size_t>(s.param)] + s.param_offset * 4;
-    piece.mem = base == MemBase::kFlat ? s.flat_offset : base == MemBase::kShard ? s.shard_offset
-                                                                                 : s.flat_offset - bucket_begin;
+    piece.mem = base == MemBase::kFlat    ? s.flat_offset
+                : base == MemBase::kShard ? s.shard_offset
+                                          : s.flat_offset - bucket_begin;
     piece.count = s.length;
     if (!out.empty()) {
       Piece& last = out.back();
@@ -134,8 +136,8 @@ Status FileIo::write(safetensors::Writer& file, const Piece& piece, const float*
   const int64_t bytes = piece.count * 4;
   for (int64_t done = 0; done < bytes; done += kStagingBytes) {
     const int64_t n = std::min(kStagingBytes, bytes - done);
-    ZDP_RETURN_IF_ERROR(m_->device.memcpy(staging_.data(), reinterpret_cast<const char*>(src) + done,
-                                          static_cast<size_t>(n)));
+    ZDP_RETURN_IF_ERROR(
+        m_->device.memcpy(staging_.data(), reinterpret_cast<const char*>(src) + done, static_cast<size_t>(n)));
     ZDP_RETURN_IF_ERROR(file.write(piece.file + done, staging_.data(), n));
   }
   return Status::Ok();
@@ -180,8 +182,9 @@ Status agree(Engine::Impl& m, Store& store, const std::string& phase, const Stat
   for (int q = 0; q < m.world; ++q) {
     if (failed[static_cast<size_t>(q)] == 0) continue;
     StatusOr<std::string> why = store.get("failed/" + phase + "/" + std::to_string(q), m.timeout);
-    return Status(StatusCode::kAborted, m.who + ": " + phase + ": rank " + std::to_string(q) + " failed: " +
-                                            (why.ok() ? *why : "(its message is lost: " + why.status().message() + ")"));
+    return Status(StatusCode::kAborted,
+                  m.who + ": " + phase + ": rank " + std::to_string(q) +
+                      " failed: " + (why.ok() ? *why : "(its message is lost: " + why.status().message() + ")"));
   }
   return Status::Ok();
 }
@@ -190,8 +193,8 @@ Status require_between_steps(const Engine::Impl& m, const char* call) {
   if (!m.finalized) return m.invalid(std::string(call) + ": before finalize()");
   ZDP_RETURN_IF_ERROR(m.failure);
   if (m.micro != 0 || m.ready_count != 0) {
-    return m.invalid(std::string(call) + ": inside a step (" + std::to_string(m.micro) +
-                     " micro-batches done, " + std::to_string(m.ready_count) +
+    return m.invalid(std::string(call) + ": inside a step (" + std::to_string(m.micro) + " micro-batches done, " +
+                     std::to_string(m.ready_count) +
                      " gradients marked ready): call it between step() and the next forward");
   }
   for (size_t li = 0; li < m.scope_depth.size(); ++li) {

@@ -133,7 +133,8 @@ std::vector<Piece> owned_pieces(const Engine::Impl& m, const std::vector<int64_t
 
 Status read_state(Engine::Impl& m, const OpenedCheckpoint& c, bool full, bool verify) {
   // Padding stays zero; weights-only leaves m and v zero.
-  for (DeviceBuffer* b : {&m.master, &m.exp_avg, &m.exp_avg_sq}) ZDP_RETURN_IF_ERROR(m.exec->memset(b->data(), 0, b->bytes()));
+  for (DeviceBuffer* b : {&m.master, &m.exp_avg, &m.exp_avg_sq})
+    ZDP_RETURN_IF_ERROR(m.exec->memset(b->data(), 0, b->bytes()));
   ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": load_checkpoint: clearing the optimizer state"));
   ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(m));
   ZDP_RETURN_IF_ERROR(read_pieces(io, *c.model, verify ? c.model_info : nullptr, owned_pieces(m, c.offsets.model),
@@ -150,7 +151,8 @@ Status recompute_params(Engine::Impl& m, const std::string& where) {
     const OwnedRange o = m.owned(b);
     void* dst = m.opt.stage < 3 ? elem_ptr(m.params_full.data(), o.flat, m.cdt())
                                 : elem_ptr(m.params_shard.data(), o.state, m.cdt());
-    ZDP_RETURN_IF_ERROR(m.exec->cast(kernels::CastArgs{m.master.as<float>() + o.state, DType::kF32, dst, m.cdt(), o.count}));
+    ZDP_RETURN_IF_ERROR(
+        m.exec->cast(kernels::CastArgs{m.master.as<float>() + o.state, DType::kF32, dst, m.cdt(), o.count}));
     if (m.opt.stage == 1 || m.opt.stage == 2) {
       ZDP_RETURN_IF_ERROR(m.exec->comm_after_compute());
       ZDP_RETURN_IF_ERROR(m.comm.all_gather(dst, elem_ptr(m.params_full.data(), m.bucket(b).begin, m.cdt()), o.count,
@@ -182,10 +184,10 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
   std::vector<int64_t> steps = {saved.step, -saved.step};
   ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, steps, ReduceOp::kMax, where));
   if (steps[0] != -steps[1]) {
-    return Status(StatusCode::kInvalidArgument,
-                  where + ": the ranks found different checkpoints (steps " + std::to_string(-steps[1]) + " to " +
-                      std::to_string(steps[0]) + "; this rank " + opened->dir + "): is the directory shared, or " +
-                      "does every node's copy hold the same checkpoints?");
+    return Status(StatusCode::kInvalidArgument, where + ": the ranks found different checkpoints (steps " +
+                                                    std::to_string(-steps[1]) + " to " + std::to_string(steps[0]) +
+                                                    "; this rank " + opened->dir + "): is the directory shared, or " +
+                                                    "does every node's copy hold the same checkpoints?");
   }
 
   // From here on the engine's state changes: a failure leaves it failed.
@@ -206,8 +208,8 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
   if (m.rank == 0) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ZDP_LOG(kInfo) << "checkpoint: loaded step " << saved.step << " from " << out.path << " (saved by "
-                   << saved.world_size << " ranks at stage " << saved.stage << ", " << saved.compute_dtype
-                   << "; now " << m.world << " ranks at stage " << m.opt.stage << ", " << to_string(m.cdt())
+                   << saved.world_size << " ranks at stage " << saved.stage << ", " << saved.compute_dtype << "; now "
+                   << m.world << " ranks at stage " << m.opt.stage << ", " << to_string(m.cdt())
                    << (full ? "" : "; weights only") << (verify ? "" : "; checksums skipped") << ") in " << seconds
                    << " s";
   }

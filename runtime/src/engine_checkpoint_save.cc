@@ -24,9 +24,9 @@ using checkpoint::Piece;
 // Who does what in this save.
 struct SaveRoles {
   bool per_node = false;
-  int node = 0;         // this rank's node
-  int local = 0;        // its local rank
-  int local_world = 1;  // ranks per node
+  int node = 0;          // this rank's node
+  int local = 0;         // its local rank
+  int local_world = 1;   // ranks per node
   bool creator = false;  // creates the files, commits (rank 0, or local rank 0 per node)
   // Which slice index this rank writes, and which chunk it hashes: shared, rank r takes
   // r (mod K); per node, local rank l takes l (mod local_world).
@@ -91,9 +91,10 @@ Status check_node_local(const std::string& tmp, const SaveRoles& roles, int node
                         ": per-node storage is for node-local disks; use CheckpointStorage::kShared here");
     }
     if (n == roles.node && !seen) {
-      return Status(StatusCode::kInvalidArgument, tmp + ": this node's marker file vanished (another node "
-                                                        "removed it: the directory is shared between nodes); use "
-                                                        "CheckpointStorage::kShared here");
+      return Status(StatusCode::kInvalidArgument, tmp +
+                                                      ": this node's marker file vanished (another node "
+                                                      "removed it: the directory is shared between nodes); use "
+                                                      "CheckpointStorage::kShared here");
     }
   }
   return Status::Ok();
@@ -155,7 +156,8 @@ Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::F
       const int64_t at = layout.shard_offset(b);
       int i = 0;
       for (const float* src : {master, exp_avg, exp_avg_sq}) {
-        ZDP_RETURN_IF_ERROR(m.comm.all_gather(src + at, g + i++ * elems, bk.slice_size(), DType::kF32, m.exec->comm(), b));
+        ZDP_RETURN_IF_ERROR(
+            m.comm.all_gather(src + at, g + i++ * elems, bk.slice_size(), DType::kF32, m.exec->comm(), b));
       }
       ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
       for (int s = 0; s < K; ++s) {
@@ -210,6 +212,57 @@ Status hash_share(const SaveRoles& roles, const std::vector<std::string>& paths,
   return Status::Ok();
 }
 
+// Takes the all-reduced (h, ~h) pairs of hash_share() into `infos`. A pair that is not
+// (h, ~h) means two nodes computed different hashes for their copies.
+Status combine_hashes(const std::vector<int64_t>& hashes, std::vector<CheckpointFileInfo>& infos) {
+  size_t at = 0;
+  for (CheckpointFileInfo& info : infos) {
+    for (int64_t c = -1; c < static_cast<int64_t>(info.chunk_hashes.size()); ++c, at += 2) {
+      const uint64_t h = static_cast<uint64_t>(hashes[at]);
+      if (h != ~static_cast<uint64_t>(hashes[at + 1])) {
+        return Status(StatusCode::kIoError, "the nodes' copies of " + info.name + " differ in " +
+                                                (c < 0 ? "the header" : "chunk " + std::to_string(c)) +
+                                                " (a disk or memory fault on some node)");
+      }
+      (c < 0 ? info.header_hash : info.chunk_hashes[static_cast<size_t>(c)]) = h;
+    }
+  }
+  return Status::Ok();
+}
+
+// Commit, by the creating rank(s): state.json (the engine's fields filled in), the rename
+// of step-N.tmp to step-N, `latest`, and pruning to options.keep.
+Status commit(const Engine::Impl& m, const std::string& root, const CheckpointState& state,
+              const std::string& trainer_json, const SaveOptions& options,
+              const std::vector<CheckpointFileInfo>& files) {
+  CheckpointInfo info;
+  info.state = state;
+  info.state.trainer_json = trainer_json;
+  info.state.world_size = m.world;
+  info.state.stage = m.opt.stage;
+  info.state.compute_dtype = to_string(m.cdt());
+  info.state.seed = m.opt.seed;
+  info.state.optimizer_steps = m.steps;
+  info.state.loss_scale = m.scaler ? m.scaler->scale() : 1.0;
+  info.state.loss_scale_good_steps = m.scaler ? m.scaler->finite_steps() : 0;
+  info.state.storage = to_string(options.storage);
+  info.state.library_version = ZDP_VERSION_STRING;
+  info.files = files;
+  info.params = static_cast<int64_t>(m.layout.params().size());
+  info.elements = m.layout.payload_elems();
+  const std::string tmp_name = checkpoint_dir_name(state.step) + ".tmp";
+  const std::string tmp = root + "/" + tmp_name;
+  ZDP_ASSIGN_OR_RETURN(const std::string text, checkpoint::encode_state(info));
+  ZDP_RETURN_IF_ERROR(checkpoint::write_file_synced(tmp + "/" + kCheckpointStateFile, text));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("commit", m.rank, state.step));
+  ZDP_RETURN_IF_ERROR(checkpoint::sync_dir(tmp));
+  ZDP_RETURN_IF_ERROR(checkpoint::commit_dir(root, tmp_name, state.step));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("latest", m.rank, state.step));
+  ZDP_RETURN_IF_ERROR(
+      checkpoint::write_file_atomic(root, kCheckpointLatestFile, checkpoint_dir_name(state.step) + "\n"));
+  return checkpoint::prune(root, options.keep, state.step);
+}
+
 }  // namespace
 
 StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const CheckpointState& state,
@@ -227,7 +280,12 @@ StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const Che
   Status valid;
   if (root.empty()) valid = m.invalid("save_checkpoint: empty root directory");
   if (state.step < 0) valid = m.invalid("save_checkpoint: step " + std::to_string(state.step) + " is negative");
-  if (options.chunk_bytes <= 0) valid = m.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not > 0");
+  if (state.data_position < 0) {
+    valid = m.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
+  }
+  if (options.chunk_bytes <= 0) {
+    valid = m.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not > 0");
+  }
   StatusOr<std::string> trainer = checkpoint::normalize_trainer_json(state.trainer_json);
   if (!trainer.ok()) valid = trainer.status().with_context(m.who + ": save_checkpoint");
   StatusOr<SaveRoles> roles = save_roles(m, options.storage);
@@ -254,49 +312,10 @@ StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const Che
   Status hashed = hash_share(*roles, {files.model, files.optimizer}, options.chunk_bytes, infos, hashes);
   ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: checksums", hashed.with_context(where)));
   ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, hashes, ReduceOp::kMax, where + ": checksums"));
-  size_t at = 0;
-  for (CheckpointFileInfo& info : infos) {
-    for (int64_t c = -1; c < static_cast<int64_t>(info.chunk_hashes.size()); ++c, at += 2) {
-      const uint64_t h = static_cast<uint64_t>(hashes[at]);
-      if (h != ~static_cast<uint64_t>(hashes[at + 1])) {
-        return Status(StatusCode::kIoError, where + ": the nodes' copies of " + info.name + " differ in " +
-                                                (c < 0 ? "the header" : "chunk " + std::to_string(c)) +
-                                                " (a disk or memory fault on some node)");
-      }
-      (c < 0 ? info.header_hash : info.chunk_hashes[static_cast<size_t>(c)]) = h;
-    }
-  }
+  ZDP_RETURN_IF_ERROR(combine_hashes(hashes, infos).with_context(where));
   ZDP_RETURN_IF_ERROR(checkpoint::fault_point("checksum", m.rank, state.step));
 
-  Status committed;
-  if (roles->creator) {
-    CheckpointInfo info;
-    info.state = state;
-    info.state.trainer_json = *trainer;
-    info.state.world_size = m.world;
-    info.state.stage = m.opt.stage;
-    info.state.compute_dtype = to_string(m.cdt());
-    info.state.seed = m.opt.seed;
-    info.state.optimizer_steps = m.steps;
-    info.state.loss_scale = m.scaler ? m.scaler->scale() : 1.0;
-    info.state.loss_scale_good_steps = m.scaler ? m.scaler->finite_steps() : 0;
-    info.state.storage = to_string(options.storage);
-    info.state.library_version = ZDP_VERSION_STRING;
-    info.files = infos;
-    info.params = static_cast<int64_t>(m.layout.params().size());
-    info.elements = m.layout.payload_elems();
-    committed = [&]() -> Status {
-      ZDP_ASSIGN_OR_RETURN(const std::string text, checkpoint::encode_state(info));
-      ZDP_RETURN_IF_ERROR(checkpoint::write_file_synced(tmp + "/" + kCheckpointStateFile, text));
-      ZDP_RETURN_IF_ERROR(checkpoint::fault_point("commit", m.rank, state.step));
-      ZDP_RETURN_IF_ERROR(checkpoint::sync_dir(tmp));
-      ZDP_RETURN_IF_ERROR(checkpoint::commit_dir(root, tmp_name, state.step));
-      ZDP_RETURN_IF_ERROR(checkpoint::fault_point("latest", m.rank, state.step));
-      ZDP_RETURN_IF_ERROR(checkpoint::write_file_atomic(root, kCheckpointLatestFile,
-                                                        checkpoint_dir_name(state.step) + "\n"));
-      return checkpoint::prune(root, options.keep, state.step);
-    }();
-  }
+  const Status committed = roles->creator ? commit(m, root, state, *trainer, options, infos) : Status::Ok();
   ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: commit", committed.with_context(where)));
   const std::string final_path = root + "/" + checkpoint_dir_name(state.step);
   if (m.rank == 0) {

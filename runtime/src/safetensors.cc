@@ -24,7 +24,9 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-Status io_error(const std::string& what, int err) { return Status(StatusCode::kIoError, what + ": " + errno_text(err)); }
+Status io_error(const std::string& what, int err) {
+  return Status(StatusCode::kIoError, what + ": " + errno_text(err));
+}
 
 std::string range_text(int64_t offset, int64_t bytes) {
   return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) + ")";
@@ -105,7 +107,8 @@ int Header::find(const std::string& name) const {
   return -1;
 }
 
-StatusOr<Header> make_header(const std::vector<TensorSpec>& tensors, const std::map<std::string, std::string>& metadata) {
+StatusOr<Header> make_header(const std::vector<TensorSpec>& tensors,
+                             const std::map<std::string, std::string>& metadata) {
   Header h;
   h.metadata = metadata;
   std::unordered_set<std::string> names;
@@ -219,8 +222,8 @@ StatusOr<Reader> Reader::open(const std::string& path) {
   ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
   unsigned char len[8];
   if (size < 8) {
-    return Status(StatusCode::kIoError, path + ": truncated: " + std::to_string(size) +
-                                            " bytes, less than the 8-byte header length");
+    return Status(StatusCode::kIoError,
+                  path + ": truncated: " + std::to_string(size) + " bytes, less than the 8-byte header length");
   }
   ZDP_RETURN_IF_ERROR(pread_all(fd, len, 8, 0, "read " + path));
   uint64_t n = 0;
@@ -230,8 +233,8 @@ StatusOr<Reader> Reader::open(const std::string& path) {
                                                     " is implausible (limit " + std::to_string(kMaxHeaderBytes) + ")");
   }
   if (static_cast<int64_t>(8 + n) > size) {
-    return Status(StatusCode::kIoError, path + ": truncated: " + std::to_string(size) + " bytes, the header alone needs " +
-                                            std::to_string(8 + n));
+    return Status(StatusCode::kIoError, path + ": truncated: " + std::to_string(size) +
+                                            " bytes, the header alone needs " + std::to_string(8 + n));
   }
   std::string text(n, '\0');
   ZDP_RETURN_IF_ERROR(pread_all(fd, text.data(), static_cast<int64_t>(n), 8, "read the header of " + path));
@@ -246,7 +249,10 @@ StatusOr<Reader> Reader::open(const std::string& path) {
 }
 
 Reader::Reader(Reader&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), header_(std::move(o.header_)), data_start_(o.data_start_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      path_(std::move(o.path_)),
+      header_(std::move(o.header_)),
+      data_start_(o.data_start_) {}
 
 Reader& Reader::operator=(Reader&& o) noexcept {
   if (this != &o) {
@@ -281,7 +287,10 @@ StatusOr<std::string> Reader::read_header_bytes() const {
 // ---- Writer ------------------------------------------------------------------------
 
 Writer::Writer(int fd, std::string path, const std::string& head, const Header& header)
-    : fd_(fd), path_(std::move(path)), data_start_(static_cast<int64_t>(head.size())), data_bytes_(header.data_bytes()) {}
+    : fd_(fd),
+      path_(std::move(path)),
+      data_start_(static_cast<int64_t>(head.size())),
+      data_bytes_(header.data_bytes()) {}
 
 StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
   ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_WRONLY | O_CREAT | O_TRUNC, "writing"));
@@ -321,7 +330,10 @@ StatusOr<Writer> Writer::open_existing(const std::string& path, const Header& he
 }
 
 Writer::Writer(Writer&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), data_start_(o.data_start_), data_bytes_(o.data_bytes_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      path_(std::move(o.path_)),
+      data_start_(o.data_start_),
+      data_bytes_(o.data_bytes_) {}
 
 Writer& Writer::operator=(Writer&& o) noexcept {
   if (this != &o) {

@@ -19,9 +19,9 @@
 namespace zdp {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::EngineRun;
 using testing::EngineRunResult;
+using ::testing::HasSubstr;
 using testing::max_difference;
 using testing::run_engine;
 using testing::TempDir;
@@ -208,12 +208,14 @@ TEST(Checkpoint, PerNodeCopiesEqualTheSharedOne) {
 }
 
 // What each rank's load_checkpoint returned, brought back through files.
-std::vector<std::string> load_messages(int world, const std::string& path,
-                                       const std::function<StatusOr<testing::TinyMlp>(Engine&)>& model =
-                                           [](Engine& e) { return testing::TinyMlp::create(e); }) {
+std::vector<std::string> load_messages(
+    int world, const std::string& path,
+    const std::function<StatusOr<testing::TinyMlp>(Engine&)>& model = [](Engine& e) {
+      return testing::TinyMlp::create(e);
+    }) {
   TempDir out;
-  const std::string failures = testing::describe_failures(
-      testing::fork_ranks(world, [&](int rank, int K, Store& store) -> Status {
+  const std::string failures =
+      testing::describe_failures(testing::fork_ranks(world, [&](int rank, int K, Store& store) -> Status {
         ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
         Engine engine(ctx, options(2));
         ZDP_RETURN_IF_ERROR(model(engine).status());
@@ -292,8 +294,9 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
     }
     return testing::TinyMlp();
   });
-  expect_all(messages, "model.safetensors: tensor 'fc1.weight' is F32 [24, 24], but the model's parameter #2 "
-                       "'fc1.weight' is F32 [24, 25]: a checkpoint of another model");
+  expect_all(messages,
+             "model.safetensors: tensor 'fc1.weight' is F32 [24, 24], but the model's parameter #2 "
+             "'fc1.weight' is F32 [24, 25]: a checkpoint of another model");
 }
 
 TEST(Checkpoint, ARankKilledDuringASaveLeavesThePreviousCheckpoint) {
@@ -314,7 +317,8 @@ TEST(Checkpoint, ARankKilledDuringASaveLeavesThePreviousCheckpoint) {
     StatusOr<std::string> latest = find_latest_checkpoint(dir.path());
     ASSERT_TRUE(latest.ok()) << latest.status().to_string();
     EXPECT_EQ(*latest, dir.path() + "/step-2");
-    EXPECT_EQ(std::filesystem::exists(dir.path() + "/step-4.tmp"), std::string(fault).find("latest") == std::string::npos);
+    EXPECT_EQ(std::filesystem::exists(dir.path() + "/step-4.tmp"),
+              std::string(fault).find("latest") == std::string::npos);
 
     // Resume from the root (step 2), redo steps 2-3 and save step 4 over what was left.
     EngineRun resume = job(2, 2);

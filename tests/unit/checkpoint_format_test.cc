@@ -56,7 +56,8 @@ TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
   };
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}"),
               HasSubstr("f.safetensors: safetensors header: tensor 'a': data_offsets [0, 4) do not hold F32 [2]"));
-  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}"), HasSubstr("unknown dtype 'F33'"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+              HasSubstr("unknown dtype 'F33'"));
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}"),
               HasSubstr("tensor 'a' starts at byte 4 of the data, expected 0"));
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"),

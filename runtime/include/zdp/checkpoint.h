@@ -92,18 +92,18 @@ struct CheckpointState {
 
   // ---- Filled by the engine: save ignores what the caller put here; load and
   // read_checkpoint_info() return the values of the checkpoint (as saved).
-  int world_size = 0;              // K at save time
-  int stage = 0;                   // ZeRO stage at save time
-  std::string compute_dtype;       // "fp32", "bf16", "fp16"
-  int64_t seed = 0;                // EngineOptions::seed (initialisation, stochastic rounding)
-  int64_t optimizer_steps = 0;     // optimizer steps the engine took (skipped ones not
-                                   // counted): the LR schedule position and AdamW's bias
-                                   // correction step. Restored by load.
-  double loss_scale = 1.0;         // fp16 dynamic loss scale (1 otherwise). Restored by load.
+  int world_size = 0;                 // K at save time
+  int stage = 0;                      // ZeRO stage at save time
+  std::string compute_dtype;          // "fp32", "bf16", "fp16"
+  int64_t seed = 0;                   // EngineOptions::seed (initialisation, stochastic rounding)
+  int64_t optimizer_steps = 0;        // optimizer steps the engine took (skipped ones not
+                                      // counted): the LR schedule position and AdamW's bias
+                                      // correction step. Restored by load.
+  double loss_scale = 1.0;            // fp16 dynamic loss scale (1 otherwise). Restored by load.
   int64_t loss_scale_good_steps = 0;  // finite steps since its last change. Restored.
-  std::string storage;             // "shared" or "per-node"
-  std::string library_version;     // ZDP_VERSION_STRING of the saving build
-  std::string path;                // load / read_checkpoint_info: the step-<N> directory read
+  std::string storage;                // "shared" or "per-node"
+  std::string library_version;        // ZDP_VERSION_STRING of the saving build
+  std::string path;                   // load / read_checkpoint_info: the step-<N> directory read
 };
 
 // Where the files of a save go; see the top of this file.
@@ -159,19 +159,19 @@ StatusOr<std::string> resolve_checkpoint(const std::string& path_or_root);
 
 // One file of a checkpoint as state.json describes it.
 struct CheckpointFileInfo {
-  std::string name;            // "model.safetensors"
-  int64_t bytes = 0;           // the whole file
-  int64_t header_bytes = 0;    // 8 + the JSON header (padded): where the data starts
+  std::string name;          // "model.safetensors"
+  int64_t bytes = 0;         // the whole file
+  int64_t header_bytes = 0;  // 8 + the JSON header (padded): where the data starts
   int64_t chunk_bytes = 0;
-  uint64_t header_hash = 0;    // XXH3-64 of the first header_bytes bytes
+  uint64_t header_hash = 0;            // XXH3-64 of the first header_bytes bytes
   std::vector<uint64_t> chunk_hashes;  // XXH3-64 of each data chunk
 };
 
 struct CheckpointInfo {
   CheckpointState state;
   std::vector<CheckpointFileInfo> files;  // model first, then optimizer
-  int64_t params = 0;        // tensors in model.safetensors
-  int64_t elements = 0;      // their elements
+  int64_t params = 0;                     // tensors in model.safetensors
+  int64_t elements = 0;                   // their elements
 };
 
 // Reads and checks state.json of a checkpoint (resolved as resolve_checkpoint does):

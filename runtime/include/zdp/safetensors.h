@@ -43,7 +43,7 @@ struct TensorInfo {
 };
 
 struct Header {
-  std::vector<TensorInfo> tensors;  // ascending data offsets
+  std::vector<TensorInfo> tensors;              // ascending data offsets
   std::map<std::string, std::string> metadata;  // "__metadata__"
   // Index of `name` in tensors, or -1.
   int find(const std::string& name) const;
