@@ -56,10 +56,18 @@ TEST(RunSummary, RatesComeFromTheMedianStepTimeAfterWarmUp) {
   EXPECT_EQ(j.at("params"), 1234);
   EXPECT_EQ(j.at("seconds"), 20);
 
+  EXPECT_EQ(j.at("first_step"), 0);
+  EXPECT_TRUE(j.at("resumed_from").is_null());
+
   run.evals.clear();
+  run.first_step = 40;  // resumed: 5 steps taken from step 40 on
+  run.resumed_from = "ckpt/step-40";
   const nlohmann::json none = run_summary(c, 3, "cpu", run);
   EXPECT_TRUE(none.at("eval_loss").is_null());
   EXPECT_TRUE(none.at("eval_step").is_null());
+  EXPECT_EQ(none.at("steps"), 5);
+  EXPECT_EQ(none.at("first_step"), 40);
+  EXPECT_EQ(none.at("resumed_from"), "ckpt/step-40");
 }
 
 TEST(RunSummary, WritesTheFileUnderLogDirAndNamesAPathItCannotWrite) {

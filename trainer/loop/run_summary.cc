@@ -49,6 +49,8 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["final_loss"] = run.losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.losses.back());
   j["eval_loss"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().second);
   j["eval_step"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().first);
+  j["first_step"] = run.first_step;
+  j["resumed_from"] = run.resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.resumed_from);
   return j;
 }
 

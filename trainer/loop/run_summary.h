@@ -3,11 +3,13 @@
 // console lines. The keys are a contract; add new ones, never rename or drop one:
 //   world_size, stage, model, dtype, device, params, steps, global_batch, micro_batch,
 //   accum_steps, tokens_per_sample, tokens_per_step, seconds, step_time_s_median,
-//   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step
+//   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step,
+//   first_step, resumed_from
 // Rates use the median step time over the timed steps (all but the first
 // kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
 // count; `seconds` is the whole loop, evaluations included. eval_loss/eval_step are the
-// last held-out evaluation, null when none ran.
+// last held-out evaluation, null when none ran. A resumed run started at first_step (steps
+// counts the steps this run took), from the checkpoint resumed_from (null: from scratch).
 #pragma once
 
 #include <string>
