@@ -3,14 +3,16 @@
 // configs/quickstart.toml, the 366k-parameter GPT) with --set overrides for the stage, the
 // rank count, synthetic tokens and a short run, and reads the run's train_summary.json.
 //
-//   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--keep-logs]
+//   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--threads N]
+//                  [--keep-logs]
 //
 // Every K trains the config's global batch (accum_steps = global / (K x micro_batch)), so
 // a row compares the same work and K = 1 and 2 end at the same loss up to float summation
 // order (the "loss" columns). tok/s = tokens per step / the median step time after 2
-// warm-up steps (evaluation excluded); each rank gets cores / K OpenMP/OpenBLAS threads
-// (dp-launch), so on a machine with few cores K = 2 mostly measures what sharding and Gloo
-// cost, not a speed-up.
+// warm-up steps (evaluation excluded). Each rank gets cores / K OpenMP/OpenBLAS threads
+// (dp-launch's rule), or --threads N each: on a machine whose cores are busy with other
+// work, a multi-threaded rank's OpenMP team waits for descheduled threads at every
+// barrier, and --threads 1 compares K = 1 and 2 without that effect.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -60,13 +62,17 @@ struct Run {
 };
 
 // One dp-launch run; its console output goes to DIR/console.log.
-Run launch(const std::string& config, int stage, int ranks, int steps, const fs::path& dir) {
-  const std::vector<std::string> sets = {
+Run launch(const std::string& config, int stage, int ranks, int steps, int threads, const fs::path& dir) {
+  std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
       "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
       "checkpoint.every_steps=0"};
+  if (threads > 0) {
+    sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
+    sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
+  }
   std::string cmd = quoted(ZDP_DP_LAUNCH) + " " + quoted(config);
   for (const std::string& s : sets) cmd += " --set " + quoted(s);
   const fs::path console = dir / "console.log";
@@ -100,12 +106,14 @@ int main(int argc, char** argv) {
   CLI::App app{"dp_train_bench: dp-train tokens/s and step time per ZeRO stage at K = 1 and 2 CPU ranks"};
   std::string config = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
   std::vector<int> stages = {0, 1, 2, 3}, ranks = {1, 2};
-  int steps = 20;
+  int steps = 20, threads = 0;
   bool keep_logs = false;
   app.add_option("--config", config, "the dp-launch config to run (data is replaced by synthetic tokens)");
   app.add_option("--stages", stages, "ZeRO stages")->delimiter(',');
   app.add_option("--ranks", ranks, "rank counts K, side by side")->delimiter(',');
   app.add_option("--steps", steps, "optimizer steps per run (the first 2 are not timed)")->check(CLI::Range(3, 100000));
+  app.add_option("--threads", threads, "OpenMP/OpenBLAS threads per rank; 0 = cores / K (dp-launch's rule)")
+      ->check(CLI::Range(0, 1024));
   app.add_flag("--keep-logs", keep_logs, "keep each run's console log and train_summary.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -114,7 +122,8 @@ int main(int argc, char** argv) {
   bool failed = false;
   for (int stage : stages) {
     for (int k : ranks) {
-      const Run r = launch(config, stage, k, steps, root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k)));
+      const fs::path dir = root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k));
+      const Run r = launch(config, stage, k, steps, threads, dir);
       if (!r.ok) {
         std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
         failed = true;
@@ -127,11 +136,12 @@ int main(int argc, char** argv) {
 
   const nlohmann::json& any = results.begin()->second;
   std::printf("# dp_train_bench: %s: %s, %lld parameters, %s on %s; global batch %lld x %lld tokens = %lld tokens per "
-              "step; %d steps, median step time of the last %lld\n",
+              "step; %d steps, median step time of the last %lld; threads per rank: %s\n",
               config.c_str(), any.at("model").get<std::string>().c_str(), any.at("params").get<long long>(),
               any.at("dtype").get<std::string>().c_str(), any.at("device").get<std::string>().c_str(),
               any.at("global_batch").get<long long>(), any.at("tokens_per_sample").get<long long>(),
-              any.at("tokens_per_step").get<long long>(), steps, any.at("timed_steps").get<long long>());
+              any.at("tokens_per_step").get<long long>(), steps, any.at("timed_steps").get<long long>(),
+              threads > 0 ? std::to_string(threads).c_str() : "cores / K");
   std::printf("#%5s", "stage");
   for (int k : ranks) std::printf(" | K=%-2d %9s %8s %5s %7s", k, "tok/s", "step ms", "accum", "loss");
   if (ranks.size() > 1) std::printf(" | K=%d/K=%d", ranks.back(), ranks.front());
