@@ -21,6 +21,7 @@
 
 #include "support/fork_ranks.h"
 #include "trainer/loop/train_loop.h"
+#include "zdp/checkpoint.h"
 #include "zdp/context.h"
 #include "zdp/safetensors.h"
 
@@ -81,6 +82,8 @@ TrainRun run_train(const Config& config, int world) {
     LaunchEnv env;
     env.rank = rank;
     env.world_size = k;
+    env.local_rank = rank;  // one node (per-node storage splits the writing by local rank)
+    env.local_world_size = k;
     env.origin = "fork_ranks";
     Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
                                     std::move(comm), options.timeout);
@@ -199,6 +202,9 @@ TEST_F(CheckpointResume, ContinuesAtOtherWorldSizesAndStagesAndBitForBitAtTheSam
     Config c = mlp_config();
     c.zero.stage = k.stage;
     c.checkpoint.dir = (*dir_ / ("k" + std::to_string(k.world))).string();
+    // K = 2 saves in per-node mode (one node here: it writes the full copy the shared
+    // mode would): the same files, through the other write path.
+    if (k.world == 2) c.checkpoint.storage = CheckpointStorage::kPerNode;
     c.checkpoint.resume = ResumeMode::kPath;
     c.checkpoint.resume_path = full("step-10");
     const TrainRun r = run_train(c, k.world);
@@ -207,6 +213,8 @@ TEST_F(CheckpointResume, ContinuesAtOtherWorldSizesAndStagesAndBitForBitAtTheSam
     EXPECT_EQ(r.resumed_from, full("step-10"));
     ASSERT_EQ(r.losses.size(), 10u);
     const std::string end = (fs::path(c.checkpoint.dir) / "step-20").string();
+    const StatusOr<VerifyReport> verified = verify_checkpoint(end);
+    EXPECT_TRUE(verified.ok()) << verified.status().to_string();
     const Tensors model = read_tensors(end + "/model.safetensors");
     const Tensors opt = read_tensors(end + "/optimizer.safetensors");
     if (k.exact) {
