@@ -107,6 +107,10 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
                 });
   if (c.profile.enabled) {
     const int64_t last = c.profile.warmup_steps + c.profile.active_steps;
+    check.require(c.profile.warmup_steps < t.steps, {"profile.warmup_steps", "train.steps", "profile.enabled"}, [&] {
+      return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") leaves no step of train.steps (" +
+             str(t.steps) + ") to measure";
+    });
     check.require(last <= t.steps, {"profile.warmup_steps", "profile.active_steps", "train.steps", "profile.enabled"},
                   [&] {
                     return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") + profile.active_steps (" +

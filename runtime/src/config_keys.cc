@@ -281,10 +281,17 @@ std::vector<KeyInfo> build_table() {
                  "shared: one filesystem seen by every node (each rank writes its slices); per-node: "
                  "node-local disks, every node keeps a full copy"),
 
-      field("profile.enabled", &C::profile, &P::enabled, "measure memory and throughput over the active steps"),
-      field("profile.warmup_steps", &C::profile, &P::warmup_steps, "steps run before measuring", at_least(0)),
-      field("profile.active_steps", &C::profile, &P::active_steps, "steps measured", at_least(1)),
-      field("profile.trace_file", &C::profile, &P::trace_file, "Chrome trace output; empty = no trace"),
+      field("profile.enabled", &C::profile, &P::enabled,
+            "record per-step time breakdown, collectives and memory on every rank; summary at the end"),
+      field("profile.warmup_steps", &C::profile, &P::warmup_steps, "first steps left out of the summary",
+            at_least(0)),
+      field("profile.active_steps", &C::profile, &P::active_steps,
+            "steps measured after the warm-up; 0 = all the remaining ones", at_least(0)),
+      field("profile.trace", &C::profile, &P::trace, "write the Chrome / Perfetto trace <dir>/trace.json"),
+      field("profile.dir", &C::profile, &P::dir,
+            "where profile.jsonl, trace.json and memory.svg go; empty = launch.log_dir"),
+      field("profile.peak_tflops", &C::profile, &P::peak_tflops,
+            "per-rank peak TFLOP/s for MFU; 0 = known GPUs (A100, H100, H200 bf16), none on CPU", at_least(0)),
   };
 }
 

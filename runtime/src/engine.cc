@@ -31,6 +31,7 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.total_steps = config.train.steps;
   o.global_batch = config.train.global_batch;
   o.seed = config.train.seed;
+  o.trace = config.profile.enabled;
   // The batch-size rule is applied here, once: the options carry the scaled lr and min_lr
   // and no rule, so code that reads o.optim.lr sees the rate the run uses.
   if (o.optim.lr_scaling != LrScalingRule::kNone) {
@@ -115,14 +116,37 @@ OwnedRange Engine::Impl::owned(int b) const {
   return {layout.slice_begin(b, rank), bk.slice_size(), layout.shard_offset(b)};
 }
 
-void Engine::Impl::trace(TimelineEvent::Kind kind, int b) {
+namespace {
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Engine::Impl::trace(TimelineEvent::Kind kind, int b, CollectiveOp op, int64_t bytes) {
   if (!opt.trace) return;
-  const int64_t step = steps;
+  TimelineEvent e{kind, b, calls, 0.0, op, bytes};
   // A failure to enqueue only loses a trace point; the collective's own enqueue reports it.
-  (void)exec->comm().enqueue_host("trace", [this, kind, b, step] {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  (void)exec->comm().enqueue_host("trace", [this, e]() mutable {
+    e.seconds = steady_seconds();
     std::lock_guard<std::mutex> lock(timeline_mu);
-    timeline.push_back(TimelineEvent{kind, b, step, s});
+    timeline.push_back(e);
+    return Status::Ok();
+  });
+}
+
+void Engine::Impl::stamp(TimelineEvent::Kind kind, int b, CollectiveOp op) {
+  if (!opt.trace || !exec) return;
+  TimelineEvent e{kind, b, kind == TimelineEvent::Kind::kIterationEnd ? calls - 1 : calls, 0.0, op};
+  if (!exec->cuda()) {
+    e.seconds = steady_seconds();
+    std::lock_guard<std::mutex> lock(timeline_mu);
+    timeline.push_back(e);
+    return;
+  }
+  (void)exec->compute().enqueue_host("trace", [this, e]() mutable {
+    e.seconds = steady_seconds();
+    std::lock_guard<std::mutex> lock(timeline_mu);
+    timeline.push_back(e);
     return Status::Ok();
   });
 }
@@ -222,6 +246,24 @@ StatusOr<std::vector<TimelineEvent>> Engine::timeline() {
   if (!s.ok()) return s.with_context(m.who + ": timeline()");
   std::lock_guard<std::mutex> lock(m.timeline_mu);
   return m.timeline;
+}
+
+std::vector<TimelineEvent> Engine::take_timeline() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.timeline_mu);
+  std::vector<TimelineEvent> out;
+  out.swap(m.timeline);
+  return out;
+}
+
+Status Engine::mark(TimelineEvent::Kind kind) {
+  Impl& m = *impl_;
+  if (kind < TimelineEvent::Kind::kIterationBegin || kind > TimelineEvent::Kind::kIterationEnd) {
+    return m.invalid("mark(): kind " + std::to_string(static_cast<int>(kind)) +
+                     " is one of the engine's own timeline points, not a trainer's");
+  }
+  m.stamp(kind);
+  return Status::Ok();
 }
 
 StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {

@@ -26,8 +26,10 @@ void* Engine::Impl::grad_ptr(int p) {
   GradGroup& g = groups[static_cast<size_t>(group_of_param[static_cast<size_t>(p)])];
   if (g.slot < 0) {
     StatusOr<int> slot = grad_slots.acquire(static_cast<int>(&g - groups.data()));
+    stamp(TimelineEvent::Kind::kCommWaitBegin, g.first_bucket, CollectiveOp::kReduceScatter);
     Status s = slot.ok() ? exec->compute_after(grad_slots.event(*slot), "waiting for a free gradient staging buffer")
                          : slot.status();
+    stamp(TimelineEvent::Kind::kCommWaitEnd, g.first_bucket, CollectiveOp::kReduceScatter);
     // The reduction sends whole buckets: zero the padding at the end of each.
     for (int b = g.first_bucket; s.ok() && b <= g.last_bucket; ++b) {
       const Bucket& bk = bucket(b);
@@ -118,14 +120,18 @@ Status Engine::Impl::launch_bucket(int b) {
     send = reduced_grad(bk.begin, 0);
   } else if (rdt() != cdt() || acc != nullptr) {
     ZDP_ASSIGN_OR_RETURN(staging, reduce_slots.acquire(b));
+    stamp(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kReduceScatter);
     ZDP_RETURN_IF_ERROR(exec->compute_after(reduce_slots.event(staging), "reduce staging"));
+    stamp(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kReduceScatter);
     send = reduce_slots.data(staging);
   }
   if (send != in || acc != nullptr) ZDP_RETURN_IF_ERROR(exec->fold(FoldArgs{in, cdt(), acc, send, rdt(), bk.size}));
 
   ZDP_RETURN_IF_ERROR(exec->comm_after_compute());
   Stream& stream = exec->comm();
-  trace(TimelineEvent::Kind::kReduceStart, b);
+  const CollectiveOp op = opt.stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+  const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(rdt()));
+  trace(TimelineEvent::Kind::kReduceStart, b, op, bytes);
   if (opt.stage == 0) {
     ZDP_RETURN_IF_ERROR(comm.all_reduce(send, send, bk.size, rdt(), ReduceOp::kSum, stream, b));
   } else {
@@ -134,7 +140,7 @@ Status Engine::Impl::launch_bucket(int b) {
     ZDP_RETURN_IF_ERROR(comm.reduce_scatter(send, recv, bk.slice_size(), rdt(), ReduceOp::kSum, stream, b));
   }
   ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
-  trace(TimelineEvent::Kind::kReduceEnd, b);
+  trace(TimelineEvent::Kind::kReduceEnd, b, op, bytes);
   st.launched = true;
   if (staging >= 0) {
     ZDP_RETURN_IF_ERROR(stream.record(reduce_slots.event(staging)));

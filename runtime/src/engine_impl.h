@@ -122,6 +122,7 @@ struct Engine::Impl {
   int ready_count = 0;
   int64_t micro = 0;              // complete micro-batches of the current step
   int64_t steps = 0;              // optimizer steps taken
+  int64_t calls = 0;              // step() calls completed (skipped steps too): the timeline's step
   std::vector<int> layer_ids;     // distinct layer groups, ascending
   std::vector<int> scope_depth;   // per layer_ids index: open LayerScopes
 
@@ -148,7 +149,10 @@ struct Engine::Impl {
   // the failure is deferred).
   bool view_allowed(const char* call, int p);
   OwnedRange owned(int b) const;
-  void trace(TimelineEvent::Kind kind, int bucket);  // enqueues a timestamp on the comm stream
+  // EngineOptions::trace: a collective point of bucket b, enqueued on the comm stream.
+  void trace(TimelineEvent::Kind kind, int b, CollectiveOp op, int64_t bytes);
+  // EngineOptions::trace: a point of the compute stream (taken now on the CPU).
+  void stamp(TimelineEvent::Kind kind, int bucket = -1, CollectiveOp op = CollectiveOp::kAllReduce);
 
   // engine_init.cc
   Status check_registration();

@@ -37,12 +37,13 @@ StatusOr<int> gather_layer(Engine::Impl& m, int li, bool prefetch) {
   const int64_t base = m.bucket(first).begin;
   for (int b = first; b < end; ++b) {
     const Bucket& bk = m.bucket(b);
-    m.trace(TimelineEvent::Kind::kGatherStart, b);
+    const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(m.cdt()));
+    m.trace(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
     ZDP_RETURN_IF_ERROR(m.comm.all_gather(elem_ptr(m.params_shard.data(), m.layout.shard_offset(b), m.cdt()),
                                           elem_ptr(m.gather_slots.data(slot), bk.begin - base, m.cdt()),
                                           bk.slice_size(), m.cdt(), m.exec->comm(), b));
     ZDP_RETURN_IF_ERROR(m.exec->comm().record(*m.buckets[static_cast<size_t>(b)].gathered));
-    m.trace(TimelineEvent::Kind::kGatherEnd, b);
+    m.trace(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
   }
   return slot;
 }
@@ -57,10 +58,12 @@ Status Engine::Impl::enter_layer(int layer, Pass pass) {
     StatusOr<int> slot = gather_layer(*this, li, false);
     if (!slot.ok()) return fail(slot.status().with_context(what + ": all-gather"));
     const auto [first, end] = layout.layer_buckets(layer);
+    stamp(TimelineEvent::Kind::kCommWaitBegin, first, CollectiveOp::kAllGather);
     for (int b = first; b < end; ++b) {
       ZDP_RETURN_IF_ERROR(fail(exec->compute_after(*buckets[static_cast<size_t>(b)].gathered,
                                                    what + ": all-gather of bucket " + std::to_string(b))));
     }
+    stamp(TimelineEvent::Kind::kCommWaitEnd, first, CollectiveOp::kAllGather);
   }
   ++scope_depth[static_cast<size_t>(li)];
   const int direction = pass == Pass::kForward ? 1 : -1;
@@ -111,8 +114,10 @@ void* Engine::Impl::param_ptr(int p) {
     for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
       BucketState& st = buckets[static_cast<size_t>(b)];
       if (!st.gather_pending) continue;
+      stamp(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kAllGather);
       Status s = exec->compute_after(*st.gathered, who + ": param(" + param_label(p) + "): all-gather of bucket " +
                                                        std::to_string(b));
+      stamp(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kAllGather);
       if (!s.ok()) {
         defer(s);
         return nullptr;

@@ -32,6 +32,7 @@ StatusOr<StepStats> Engine::Impl::step() {
     return invalid("step(): after " + std::to_string(micro) + " of " + std::to_string(opt.accum_steps) +
                    " micro-batches" + (ready_count > 0 ? "; not marked ready in the current one: " + missing : ""));
   }
+  stamp(TimelineEvent::Kind::kStepBegin);
   if (!opt.overlap) ZDP_RETURN_IF_ERROR(launch_ready_buckets());
 
   // 1. The reduced gradients, and their statistics over this rank's slices. The sums of
@@ -39,18 +40,26 @@ StatusOr<StepStats> Engine::Impl::step() {
   // check's scale, so the all-reduced statistics describe the gradient of the global batch.
   const double inv_scale = 1.0 / (static_cast<double>(world) * static_cast<double>(opt.accum_steps) *
                                   (scaler ? scaler->scale() : 1.0));
+  // The waits come first, so that the timeline separates them from the statistics (bucket
+  // 0, waited for first, is the last one the backward order reduces anyway).
   auto* stats_dev = stats.as<kernels::GradStats>();
   for (int b = 0; b < num_buckets(); ++b) {
     Status s = exec->compute_after(*buckets[static_cast<size_t>(b)].reduced,
                                    where + ": reduction of bucket " + std::to_string(b));
     if (!s.ok()) return fail(s);
+  }
+  stamp(TimelineEvent::Kind::kReductionsDone);
+  for (int b = 0; b < num_buckets(); ++b) {
     kernels::GradCheckArgs check{reduced_slice(b), rdt(), bucket(b).slice_size(), static_cast<float>(inv_scale),
                                  stats_dev + b};
     ZDP_RETURN_IF_ERROR(fail(exec->grad_check(check, check_workspace.data(), check_workspace.bytes())));
   }
   ZDP_RETURN_IF_ERROR(fail(exec->comm_after_compute()));
+  const int64_t stats_bytes = 2 * num_buckets() * static_cast<int64_t>(sizeof(float));
+  trace(TimelineEvent::Kind::kReduceStart, -1, CollectiveOp::kAllReduce, stats_bytes);
   ZDP_RETURN_IF_ERROR(fail(comm.all_reduce(stats_dev, stats_dev, 2 * num_buckets(), DType::kF32, ReduceOp::kSum,
                                            exec->comm(), -1)));
+  trace(TimelineEvent::Kind::kReduceEnd, -1, CollectiveOp::kAllReduce, stats_bytes);
   ZDP_RETURN_IF_ERROR(fail(exec->synchronize(where + ": gradient norm")));
   std::vector<kernels::GradStats> host(static_cast<size_t>(num_buckets()));
   ZDP_RETURN_IF_ERROR(fail(device.memcpy(host.data(), stats_dev, host.size() * sizeof(kernels::GradStats))));
@@ -62,6 +71,7 @@ StatusOr<StepStats> Engine::Impl::step() {
   }
   const optim::GradScaleDecision decision =
       optim::decide_grad_scale(kernels::GradStats{static_cast<float>(sum_sq), nonfinite}, 1.0, opt.optim.grad_clip);
+  stamp(TimelineEvent::Kind::kNormDone);
 
   StepStats out;
   out.grad_norm = decision.grad_norm;
@@ -74,6 +84,9 @@ StatusOr<StepStats> Engine::Impl::step() {
       ZDP_LOG(kWarn) << where << ": non-finite gradient without fp16 loss scaling; step skipped";
     }
     reset_step_state();
+    stamp(TimelineEvent::Kind::kOptimizerDone);
+    stamp(TimelineEvent::Kind::kStepEnd);
+    ++calls;
     out.step = steps;
     out.skipped = true;
     out.loss_scale = scaler ? scaler->scale() : 1.0;
@@ -102,14 +115,16 @@ StatusOr<StepStats> Engine::Impl::step() {
     if (opt.stage == 1 || opt.stage == 2) {
       BucketState& st = buckets[static_cast<size_t>(b)];
       ZDP_RETURN_IF_ERROR(fail(exec->comm_after_compute()));
-      trace(TimelineEvent::Kind::kGatherStart, b);
+      const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(cdt()));
+      trace(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
       ZDP_RETURN_IF_ERROR(fail(comm.all_gather(s.param_out, elem_ptr(params_full.data(), bucket(b).begin, cdt()),
                                                o.count, cdt(), exec->comm(), b)));
       ZDP_RETURN_IF_ERROR(fail(exec->comm().record(*st.gathered)));
-      trace(TimelineEvent::Kind::kGatherEnd, b);
+      trace(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
       st.gather_pending = true;
     }
   }
+  stamp(TimelineEvent::Kind::kOptimizerDone);
   steps = t;
   if (scaler) scaler->update(decision.action);
   if (opt.stage == 3) invalidate_gathered();
@@ -121,9 +136,10 @@ StatusOr<StepStats> Engine::Impl::step() {
       ZDP_RETURN_IF_ERROR(fail(exec->compute_after(*st.gathered, where + ": all-gather of bucket " + std::to_string(b))));
       st.gather_pending = false;
     }
-  } else if (opt.stage == 3) {
-    ZDP_RETURN_IF_ERROR(fail(prefetch_after_step()));
   }
+  stamp(TimelineEvent::Kind::kStepEnd);
+  ++calls;  // the stage-3 prefetch below serves the next iteration
+  if (opt.overlap_param_gather && opt.stage == 3) ZDP_RETURN_IF_ERROR(fail(prefetch_after_step()));
   reset_step_state();
   out.step = steps;
   out.lr = optimizer->lr_at_step(t);

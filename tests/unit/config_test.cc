@@ -46,7 +46,7 @@ TEST(Config, ReadsEverySectionAndRemembersPositions) {
       "[optim]\nname = \"sgd\"\nlr = 0.5\nschedule = \"cosine\"\n"
       "[zero]\nstage = 3\nreduce_dtype = \"bf16\"\noverlap = false\n"
       "[checkpoint]\nresume = \"never\"\n"
-      "[profile]\nenabled = true\ntrace_file = \"t.json\"\n");
+      "[profile]\nenabled = true\ntrace = false\ndir = \"prof\"\n");
   EXPECT_EQ(c.launch.nproc_per_node, 4);
   EXPECT_EQ(c.launch.backend, Backend::kNccl);
   EXPECT_EQ(c.launch.args, (std::vector<std::string>{"--foo", "1"}));
@@ -63,6 +63,8 @@ TEST(Config, ReadsEverySectionAndRemembersPositions) {
   EXPECT_FALSE(c.zero.overlap);
   EXPECT_EQ(c.checkpoint.resume, ResumeMode::kNever);
   EXPECT_TRUE(c.profile.enabled);
+  EXPECT_FALSE(c.profile.trace);
+  EXPECT_EQ(c.profile.dir, "prof");
   EXPECT_EQ(c.origins.at("launch.backend").source, ValueSource::kFile);
   EXPECT_EQ(c.where("launch.backend"), "test.toml:3:11");
   EXPECT_EQ(c.where("zero.bucket_mb"), "test.toml");  // a default

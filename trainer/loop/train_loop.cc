@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
 #include "trainer/loop/checkpointing.h"
 #include "trainer/loop/console.h"
+#include "trainer/loop/profiling.h"
 #include "trainer/models/model.h"
 
 namespace zdp::trainer {
@@ -107,19 +109,33 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     console.line("dp-train: the checkpoint is at step " + std::to_string(resumed.step) + ", train.steps is " +
                  std::to_string(t.steps) + ": nothing to train (raise train.steps to continue)");
   }
+  // Profiling runs: the engine records its timeline (EngineOptions::trace), the loop and
+  // the model mark where each part of a step begins, the profiler takes them every step.
+  std::unique_ptr<Profiler> profiler;
+  std::chrono::milliseconds test_delay{0};
+  if (config.profile.enabled) {
+    profiler = make_profiler(ctx, engine, config, *model, peak, resumed.step, options.out);
+    ZDP_ASSIGN_OR_RETURN(test_delay, profile_test_delay(ctx.rank()));
+  }
   const auto start = Clock::now();
   Batch batch;
   for (int64_t step = resumed.step; step < t.steps; ++step) {
     const auto step_start = Clock::now();
+    ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
     double loss = 0;
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
+      ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kForward));
       ZDP_ASSIGN_OR_RETURN(const double l, model->train_micro(engine, batch));
+      if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // profile_run_test's straggler
+      ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
       loss += l / static_cast<double>(engine.accum_steps());
     }
     ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
     std::vector<float> global = {static_cast<float>(loss)};
     ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
+    ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationEnd));
+    if (profiler) profiler->end_step();
     const double step_s = seconds_since(step_start);
     summary.losses.push_back(global[0] / K);
     summary.step_seconds.push_back(step_s);
@@ -143,6 +159,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   }
   console.finish();
   summary.seconds = seconds_since(start);
+  if (profiler) ZDP_RETURN_IF_ERROR(profiler->finish().status());
   return summary;
 }
 

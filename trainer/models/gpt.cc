@@ -203,6 +203,7 @@ class Gpt : public Model {
     double sum = 0;
     for (float v : losses) sum += v;
     if (!train) return sum / static_cast<double>(n);
+    ZDP_RETURN_IF_ERROR(e.mark(TimelineEvent::Kind::kBackward));  // profiling: forward ends here
 
     // Backward: the head's share of the tied embedding's gradient waits in fp32 for the
     // embedding's own (gradient staging holds one layer group at a time).

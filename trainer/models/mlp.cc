@@ -96,6 +96,7 @@ class Mlp : public Model {
     double sum = 0;
     for (float v : losses) sum += v;
     if (!train) return sum / static_cast<double>(n);
+    ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kBackward));  // profiling: forward ends here
 
     void* dy = grad_a_.data();  // d loss / d pre-activation of layer l
     void* dx = grad_b_.data();

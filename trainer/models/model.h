@@ -21,7 +21,7 @@ class Model {
   virtual Status register_params(Engine& engine) = 0;
   // Forward and backward of one micro-batch: writes the gradient of the micro-batch's mean
   // loss (times engine.loss_scale()) into every grad view and marks each ready. Returns
-  // the mean loss.
+  // the mean loss. Calls engine.mark(kBackward) where its backward begins (profiling).
   virtual StatusOr<double> train_micro(Engine& engine, const Batch& batch) = 0;
   // Forward only: the mean loss of `batch`.
   virtual StatusOr<double> eval_micro(Engine& engine, const Batch& batch) = 0;

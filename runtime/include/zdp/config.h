@@ -129,12 +129,15 @@ struct CheckpointConfig {
   CheckpointStorage storage = CheckpointStorage::kShared;  // "shared" filesystem | "per-node" local disks
 };
 
-// [profile]: memory/throughput profiling runs.
+// [profile]: memory/throughput profiling runs (zdp/profiler.h). Rank 0 writes
+// <dir>/profile.jsonl, trace.json and memory.svg and prints the summary after the run.
 struct ProfileConfig {
-  bool enabled = false;                // profile steps [warmup_steps, warmup_steps + active_steps)
-  int64_t warmup_steps = 2;            // steps run before measuring
-  int64_t active_steps = 5;            // steps measured
-  std::string trace_file;              // Chrome trace output; empty = no trace
+  bool enabled = false;                // record every rank's per-step breakdown, collectives and memory
+  int64_t warmup_steps = 2;            // first steps left out of the summary (start-up, first touches)
+  int64_t active_steps = 0;            // steps measured after the warm-up; 0 = all the remaining ones
+  bool trace = true;                   // write the Chrome / Perfetto trace (trace.json)
+  std::string dir;                     // output directory; empty = launch.log_dir
+  double peak_tflops = 0;              // per-rank peak for MFU; 0 = the known GPUs' (A100, H100, H200 bf16), none on CPU
 };
 
 // Where a key's value came from (for describe_resolved and error messages).

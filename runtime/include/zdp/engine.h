@@ -96,12 +96,13 @@ struct EngineOptions {
                                        // lr follows it from optim.base_batch (0: no scaling)
   int64_t seed = 1234;                 // parameter initialisation and stochastic rounding
   LossScaleOptions loss_scale;
-  bool trace = false;                  // record reduction start/end times (Engine::timeline())
+  bool trace = false;                  // record the timeline of collectives and step phases
+                                       // (Engine::timeline(), zdp::Profiler)
 
   // From the config's [zero], [optim], [train] sections and [model] dtype, for
   // `world_size` ranks (validate_for_world first). optim.lr and min_lr come out scaled to
   // train.global_batch by optim.lr_scaling (which is then kNone: applied once).
-  // overlap_param_gather and trace keep their defaults.
+  // trace follows profile.enabled; overlap_param_gather keeps its default.
   static StatusOr<EngineOptions> from(const Config& config, int world_size);
   // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
   // reduce dtype other than fp32/bf16, accum_steps < 1, ...
@@ -141,15 +142,41 @@ struct MemoryReport {
   std::string table() const;
 };
 
-// A point of the communication timeline (EngineOptions::trace), taken on the host when
-// the communication stream reaches it; `seconds` is std::chrono::steady_clock's
+// A point of the engine's timeline (EngineOptions::trace), what zdp::Profiler turns into
+// step breakdowns and traces. Collective points are taken on the host when the
+// communication stream reaches them; compute points where the compute stream is (CPU: at
+// once, the calling thread being the compute stream; CUDA: a host callback when the stream
+// gets there, a few microseconds each). `seconds` is std::chrono::steady_clock's
 // time_since_epoch, comparable with the trainer's own steady_clock readings.
 struct TimelineEvent {
-  enum class Kind { kReduceStart, kReduceEnd, kGatherStart, kGatherEnd };
+  enum class Kind {
+    // Communication stream: one bucket's collective starts / ends (bucket, op, bytes).
+    kReduceStart, kReduceEnd, kGatherStart, kGatherEnd,
+    // Compute stream, inside step(): it starts; every bucket's reduction has arrived (the
+    // time between is exposed reduction time); the global norm is known (per-bucket
+    // statistics and their all-reduce, traced as a collective of bucket -1); the optimizer has run over the owned slices
+    // (stages 1-2: issuing each bucket's all-gather); step() returns (having waited for
+    // the all-gathers unless overlap_param_gather).
+    kStepBegin, kReductionsDone, kNormDone, kOptimizerDone, kStepEnd,
+    // Compute stream, outside step(): a wait for communication (op kAllGather: parameter
+    // all-gathers of a stage-3 layer group or of a view with overlap_param_gather; else a
+    // gradient staging buffer still being reduced); `bucket`: the first one waited for.
+    kCommWaitBegin, kCommWaitEnd,
+    // Compute stream: the trainer's points (Engine::mark): an iteration begins (before its
+    // first batch is loaded), a micro-batch's forward begins (its batch is loaded), its
+    // backward begins, its backward ends (every grad_ready called), the iteration ends
+    // (after step() and the trainer's own per-step work).
+    kIterationBegin, kForward, kBackward, kMicroEnd, kIterationEnd,
+  };
   Kind kind = Kind::kReduceStart;
   int bucket = -1;
-  int64_t step = 0;  // optimizer steps taken before it
+  // The iteration it belongs to: step() calls before it (skipped steps count), except
+  // kIterationEnd, which comes after the step() it ends.
+  int64_t step = 0;
   double seconds = 0.0;
+  CollectiveOp op = CollectiveOp::kAllReduce;  // collective points: the operation
+  int64_t bytes = 0;  // collective points: nccl-tests' "size" of the bucket's collective:
+                      // the all-reduce buffer, the reduce-scatter input, the all-gather output
 };
 
 class Engine {
@@ -232,8 +259,17 @@ class Engine {
   // REQUIRES: finalize() succeeded.
   Stream& compute_stream();
   MemoryReport memory() const;
-  // REQUIRES: EngineOptions::trace. Waits for the communication stream first.
+  // REQUIRES: EngineOptions::trace. Waits for the communication stream first, then
+  // returns every event not yet taken by take_timeline().
   StatusOr<std::vector<TimelineEvent>> timeline();
+  // Removes and returns the events recorded so far, without waiting: points of collectives
+  // still in flight come with a later call. A profiler drains the timeline each step so
+  // that it does not grow with the run. Empty when trace is off.
+  std::vector<TimelineEvent> take_timeline();
+  // Records one of the trainer's points (kIterationBegin ... kIterationEnd) on the compute
+  // stream; no-op when EngineOptions::trace is off, kInvalidArgument for the engine's own
+  // kinds. The reference trainer's loop and models show where each goes.
+  Status mark(TimelineEvent::Kind kind);
 
   // Collective (every rank calls it for the same parameters): the fp32 master value of a
   // whole parameter, gathered from the owning ranks. For tests and checkpoints.

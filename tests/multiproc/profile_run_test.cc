@@ -1,0 +1,194 @@
+// A profiled dp-train run at K = 2 on the CPU (real rank processes, Gloo): the files rank 0
+// writes (trace.json, profile.jsonl, memory.svg) have the promised shape, each step's named
+// parts add up to its measured time within 5%, and the straggler report names the rank the
+// test slows down (ZDP_PROFILE_TEST_DELAY).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/fork_ranks.h"
+#include "trainer/loop/profiling.h"
+#include "trainer/loop/train_loop.h"
+#include "zdp/context.h"
+
+namespace zdp::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr int kSteps = 8;
+constexpr int kWarmup = 2;
+
+// The mlp (d 64, 2 hidden layers, 10 classes: Psi = 2 x (64 x 64 + 64) + 10 x 64 + 10 =
+// 8970) at stage 3, so that the timeline has every kind of point: layer-group gathers
+// waited for in forward, reductions during backward, the optimizer, the norm.
+constexpr int64_t kPsi = 2 * (64 * 64 + 64) + 10 * 64 + 10;
+
+Config profiled_config(const fs::path& dir) {
+  Config c;
+  c.model.kind = ModelKind::kMlp;
+  c.model.n_layers = 2;
+  c.model.d_model = 64;
+  c.model.vocab_size = 10;
+  c.train.global_batch = 16;
+  c.train.micro_batch = 4;  // accum_steps 2 at K = 2
+  c.train.steps = kSteps;
+  c.train.log_every = 1000;
+  c.train.eval_samples = 8;
+  c.zero.stage = 3;
+  c.zero.bucket_mb = 0.01;  // several buckets per layer group
+  c.profile.enabled = true;
+  c.profile.warmup_steps = kWarmup;
+  c.profile.dir = dir.string();
+  return c;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ProfiledRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("zdp_profile_run_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Trains on K = 2 forked ranks; rank 1 sleeps `delay_ms` per micro-batch's backward.
+  // Returns rank 0's console.
+  std::string run(int delay_ms) {
+    const Config config = profiled_config(dir_);
+    const fs::path console = dir_ / "console.txt";
+    auto results = testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
+      ::setenv("ZDP_PROFILE_TEST_DELAY", ("rank=1,ms=" + std::to_string(delay_ms)).c_str(), 1);
+      auto device = create_cpu_device();
+      CommOptions options;
+      options.timeout = 60s;
+      ZDP_ASSIGN_OR_RETURN(auto comm, create_gloo_communicator(store, rank, k, *device, options));
+      LaunchEnv env;
+      env.rank = rank;
+      env.world_size = k;
+      env.origin = "fork_ranks";
+      Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
+                                      std::move(comm), options.timeout);
+      std::FILE* out = std::fopen(rank == 0 ? console.c_str() : "/dev/null", "w");
+      StatusOr<TrainSummary> s = train(ctx, config, {out});
+      std::fclose(out);
+      return s.status();
+    });
+    EXPECT_EQ(testing::describe_failures(results), "");
+    return read_file(console);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ProfiledRun, TraceSummaryAndStragglerAtK2) {
+  const std::string console = run(/*delay_ms=*/30);
+
+  // trace.json: per rank a compute and a comm lane; forward/backward/optimizer on the
+  // compute lane every measured step; every bucket collective on the comm lane with its
+  // bytes, the reduce-scatters of a step covering the padded parameters once.
+  const json trace = json::parse(read_file(dir_ / "trace.json"));
+  std::map<std::pair<int, int>, std::string> lanes;
+  std::map<int, std::multiset<std::string>> compute;                // rank -> event names
+  std::map<std::pair<int, int>, int64_t> reduced_bytes;             // (rank, step) -> bytes
+  for (const json& e : trace.at("traceEvents")) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes[{e["pid"], e["tid"]}] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    ASSERT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+    if (e["tid"] == 0) compute[e["pid"].get<int>()].insert(e["name"].get<std::string>());
+    if (e["tid"] == 1 && e["args"]["op"] == "reduce-scatter") {
+      EXPECT_GE(e["args"]["bucket"].get<int>(), 0) << e.dump();
+      reduced_bytes[{e["pid"], e["args"]["step"]}] += e["args"]["bytes"].get<int64_t>();
+    }
+    if (e["tid"] == 1 && e["args"]["op"] == "all-gather") {
+      EXPECT_GT(e["args"]["bytes"].get<int64_t>(), 0) << e.dump();
+    }
+  }
+  EXPECT_EQ(lanes, (std::map<std::pair<int, int>, std::string>{
+                       {{0, 0}, "compute"}, {{0, 1}, "comm"}, {{1, 0}, "compute"}, {{1, 1}, "comm"}}));
+  const size_t measured = kSteps - kWarmup;
+  for (int rank : {0, 1}) {
+    for (const char* name : {"forward", "backward", "optimizer", "reduce wait", "norm"}) {
+      EXPECT_GE(compute[rank].count(name), measured) << "rank " << rank << ": " << name;
+    }
+    EXPECT_EQ(compute[rank].count("step 3"), 1u) << "rank " << rank;  // the first measured step
+    EXPECT_EQ(compute[rank].count("step 2"), 0u) << "rank " << rank;  // warm-up left out
+  }
+  ASSERT_EQ(reduced_bytes.size(), 2 * measured);
+  for (const auto& [key, bytes] : reduced_bytes) {
+    // fp32; each bucket pads to a multiple of K x 32 elements, 5 or more buckets here.
+    EXPECT_GE(bytes, 4 * kPsi) << "rank " << key.first << " step " << key.second;
+    EXPECT_LT(bytes, 4 * (kPsi + 16 * 2 * 32)) << "rank " << key.first << " step " << key.second;
+  }
+
+  // profile.jsonl: one line per measured step per rank, then the summary; in each, the
+  // named parts add up to the step time within 5%.
+  std::vector<json> lines;
+  std::ifstream in(dir_ / "profile.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 2 * measured + 1);
+  for (const json& l : lines) {
+    double named = 0;
+    for (const auto& [part, ms] : l["parts_ms"].items()) {
+      if (part != "other") named += ms.get<double>();
+    }
+    const double step = l["step_ms"];
+    EXPECT_NEAR(named, step, 0.05 * step) << l.dump();
+    if (l["type"] == "step") {
+      EXPECT_GT(l["memory"]["params"]["current"].get<int64_t>(), 0) << l.dump();
+      EXPECT_FALSE(l["collectives"].empty()) << l.dump();
+    }
+  }
+  const json& summary = lines.back();
+  EXPECT_EQ(summary["type"], "summary");
+  EXPECT_EQ(summary["steps"], measured);
+  EXPECT_NEAR(summary["named_ms"].get<double>(), summary["step_ms"].get<double>(), 0.05 * summary["step_ms"].get<double>());
+  // Rank 1 sleeps 2 x 30 ms per step in backward; the mlp's compute is about a millisecond.
+  EXPECT_EQ(summary["slowest_rank"], 1) << summary.dump();
+  EXPECT_GT(summary["ranks"][1]["compute_ms"].get<double>(), summary["ranks"][0]["compute_ms"].get<double>() + 30)
+      << summary.dump();
+  const double hidden = summary["hidden_by_overlap"];
+  EXPECT_GE(hidden, 0.0);
+  EXPECT_LE(hidden, 1.0);
+
+  // The console summary and the plot.
+  EXPECT_NE(console.find("slowest: rank 1"), std::string::npos) << console;
+  EXPECT_NE(console.find("step time"), std::string::npos) << console;
+  EXPECT_NE(console.find((dir_ / "trace.json").string()), std::string::npos) << console;
+  const std::string svg = read_file(dir_ / "memory.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  for (const char* label : {"stage 0", "stage 3", "rank 0", "rank 1"}) EXPECT_NE(svg.find(label), std::string::npos) << label;
+}
+
+TEST(ProfileTestHook, ParsesRankAndMillisecondsAndRefusesAnythingElse) {
+  ::setenv("ZDP_PROFILE_TEST_DELAY", "rank=1,ms=30", 1);
+  EXPECT_EQ(profile_test_delay(1).value(), 30ms);
+  EXPECT_EQ(profile_test_delay(0).value(), 0ms);
+  ::setenv("ZDP_PROFILE_TEST_DELAY", "rank1 30ms", 1);
+  EXPECT_FALSE(profile_test_delay(1).ok());
+  ::unsetenv("ZDP_PROFILE_TEST_DELAY");
+  EXPECT_EQ(profile_test_delay(1).value(), 0ms);
+}
+
+}  // namespace
+}  // namespace zdp::trainer
