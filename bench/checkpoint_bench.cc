@@ -11,8 +11,10 @@
 //   load         Engine::load_checkpoint, every chunk verified
 //   load-nover   the same with ChecksumPolicy::kSkip
 // and, in the same repetition (so both see the same disk load), rank 0 times `dd` writing
-// the same number of bytes with conv=fsync (the floor for a durable write of that much
-// data) and reading the checkpoint files back. With --drop-caches (root) the page cache
+// the same number of bytes with fsync into a file preallocated with fallocate, as the save
+// does (the floor for a durable write of that much data; the ratios are against it), dd
+// into a new file (on ext4 delayed allocation makes that slower), and dd reading the
+// checkpoint files back. With --drop-caches (root) the page cache
 // is dropped before each load and dd read, so they read from the disk; otherwise they
 // mostly read from memory. The table prints the median over --reps and the ratio to dd.
 #include <unistd.h>
@@ -117,7 +119,7 @@ zdp::Status bench_rank(const Options& o, const std::string& root, const std::str
     ZDP_RETURN_IF_ERROR(engine.add_param(name + ".bias", {d}, zdp::Init::uniform(-0.02f, 0.02f), l).status());
   }
   ZDP_RETURN_IF_ERROR(engine.finalize());
-  std::vector<double> save, load, load_skip, dd_write, dd_read;
+  std::vector<double> save, load, load_skip, dd_write, dd_prealloc, dd_read;
   const std::string dd_file = root + ".dd";
   for (int rep = 0; rep < o.reps; ++rep) {
     if (rank == 0 && rep > 0) {  // the bytes of the checkpoint (rep 0: not known yet)
@@ -125,8 +127,14 @@ zdp::Status bench_rank(const Options& o, const std::string& root, const std::str
       int64_t bytes = 0;
       for (const zdp::CheckpointFileInfo& f : info.files) bytes += f.bytes;
       const int64_t block = int64_t{4} << 20;
-      dd_write.push_back(time_command("dd if=/dev/zero of=" + dd_file + " bs=4M count=" +
-                                      std::to_string((bytes + block - 1) / block) + " conv=fsync status=none"));
+      const std::string count = std::to_string((bytes + block - 1) / block);
+      dd_write.push_back(
+          time_command("dd if=/dev/zero of=" + dd_file + " bs=4M count=" + count + " conv=fsync status=none"));
+      std::filesystem::remove(dd_file);
+      // Like the save, into a preallocated file (on ext4 much faster than a fresh one).
+      dd_prealloc.push_back(time_command("fallocate -l " + std::to_string(bytes) + " " + dd_file +
+                                         " && dd if=/dev/zero of=" + dd_file + " bs=4M count=" + count +
+                                         " conv=notrunc,fsync status=none"));
       std::filesystem::remove(dd_file);
       if (o.drop_caches) drop_caches();
       dd_read.push_back(time_command("cat " + info.state.path + "/*.safetensors | dd of=/dev/null bs=4M status=none"));
@@ -152,7 +160,8 @@ zdp::Status bench_rank(const Options& o, const std::string& root, const std::str
     out << layers << "\n";
     for (int rep = 0; rep < o.reps; ++rep) {
       out << save[rep] << " " << load[rep] << " " << load_skip[rep] << " " << (rep ? dd_write[rep - 1] : -1) << " "
-          << (rep ? dd_read[rep - 1] : -1) << "\n";
+          << (rep ? dd_prealloc[rep - 1] : -1) << " " << (rep ? dd_read[rep - 1] : -1) << "\n";
+
     }
   }
   return zdp::Status::Ok();
@@ -195,22 +204,23 @@ int main(int argc, char** argv) {
   std::ifstream in(times);
   int layers = 0;
   in >> layers;
-  std::vector<double> save, load, load_skip, dd_write, dd_read;
+  std::vector<double> save, load, load_skip, dd_write, dd_prealloc, dd_read;
   for (int rep = 0; rep < o.reps; ++rep) {
-    double v[5];
+    double v[6];
     for (double& x : v) in >> x;
     save.push_back(v[0]);
     load.push_back(v[1]);
     load_skip.push_back(v[2]);
     if (rep > 0) {
       dd_write.push_back(v[3]);
-      dd_read.push_back(v[4]);
+      dd_prealloc.push_back(v[4]);
+      dd_read.push_back(v[5]);
     }
   }
   const zdp::CheckpointInfo info = zdp::read_checkpoint_info(root).value();
   int64_t bytes = 0;
   for (const zdp::CheckpointFileInfo& f : info.files) bytes += f.bytes;
-  const double w = median(dd_write), r = median(dd_read);
+  const double w = median(dd_prealloc), r = median(dd_read);
   std::printf("checkpoint of %lld parameters (%d x [2048, 2048] + [2048]), %d ranks, stage %d, %s on %s%s\n",
               static_cast<long long>(info.elements), layers, o.ranks, o.stage, zdp::format_bytes(bytes).c_str(),
               o.dir.c_str(), o.drop_caches ? ", page cache dropped before reads" : "");
@@ -219,7 +229,8 @@ int main(int argc, char** argv) {
     std::printf("%-34s %10.3f %10.2f %12.2f\n", what, s, static_cast<double>(bytes) / s / 1e9, s / ref);
   };
   row("save_checkpoint", median(save), w);
-  row("dd write, conv=fsync", w, w);
+  row("dd into a preallocated file, fsync", w, w);
+  row("dd into a new file, fsync", median(dd_write), w);
   row("load_checkpoint (verified)", median(load), r);
   row("load_checkpoint (checksums off)", median(load_skip), r);
   row("dd read of the same files", r, r);
@@ -231,7 +242,8 @@ int main(int argc, char** argv) {
   };
   std::printf("each repetition, seconds:\n");
   list("save", save);
-  list("dd write", dd_write);
+  list("dd prealloc", dd_prealloc);
+  list("dd new file", dd_write);
   list("load", load);
   list("load nover", load_skip);
   list("dd read", dd_read);
