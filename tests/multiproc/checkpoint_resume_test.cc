@@ -6,7 +6,6 @@
 // bit for bit where the uninterrupted job ends. Wrong or damaged checkpoints are refused.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "support/fork_ranks.h"
+#include "support/engine_runs.h"
+#include "support/run_command.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/checkpoint.h"
 #include "zdp/context.h"
@@ -29,7 +29,8 @@ namespace zdp::trainer {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace std::chrono_literals;
+using testing::CommandRun;
+using testing::run_command;
 
 // Tolerance between runs that differ in world size or stage: the same as
 // engine_equivalence_test's (the gradient sums are grouped differently over ranks and
@@ -75,21 +76,11 @@ TrainRun run_train(const Config& config, int world) {
   fs::remove(path);
   TrainRun run;
   run.failures = testing::describe_failures(testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
-    auto device = create_cpu_device();
-    CommOptions options;
-    options.timeout = 60s;
-    ZDP_ASSIGN_OR_RETURN(auto comm, create_gloo_communicator(store, rank, k, *device, options));
-    LaunchEnv env;
-    env.rank = rank;
-    env.world_size = k;
-    env.local_rank = rank;  // one node (per-node storage splits the writing by local rank)
-    env.local_world_size = k;
-    env.origin = "fork_ranks";
-    Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
-                                    std::move(comm), options.timeout);
-    std::FILE* quiet = std::fopen("/dev/null", "w");
-    StatusOr<TrainSummary> s = train(ctx, config, {quiet});
-    std::fclose(quiet);
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, /*local_world=*/k, config));
+    TrainOptions quiet;
+    quiet.out = std::fopen("/dev/null", "w");
+    StatusOr<TrainSummary> s = train(ctx, config, quiet);
+    std::fclose(quiet.out);
     if (rank == 0) {
       std::ofstream out(path);
       out.precision(17);
@@ -285,22 +276,6 @@ TEST_F(CheckpointResume, RefusesAnotherModelADamagedFileAndAMissingPathNamingThe
 }
 
 // ---- Through dp-launch: restarts resume from `latest`.
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandRun run_command(const std::string& command) {
-  CommandRun r;
-  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 class DpLaunchRestart : public ::testing::Test {
  protected:

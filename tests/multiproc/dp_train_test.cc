@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <omp.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -20,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fork_ranks.h"
+#include "support/run_command.h"
 #include "support/tolerance.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"
@@ -28,6 +28,8 @@ namespace zdp::trainer {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CommandRun;
+using testing::run_command;
 using namespace std::chrono_literals;
 
 Config mlp_config() {
@@ -147,22 +149,6 @@ TEST(DpTrain, GptLossCurveAtK2EqualsK1OnTheSameGlobalBatch) {
     ASSERT_EQ(one.size(), 20u);
     EXPECT_LT(one.back(), one.front() - 0.3) << "the gpt should learn the Markov chain's successors";
   }
-}
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandRun run_command(const std::string& command) {
-  CommandRun r;
-  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 // Rank 0's "step N/M | loss X" lines of a dp-launch run.

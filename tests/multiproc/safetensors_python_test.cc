@@ -7,7 +7,6 @@
 // installs them with pip).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,27 +15,14 @@
 #include <string>
 
 #include "support/engine_runs.h"
+#include "support/run_command.h"
 
 namespace zdp {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandRun run_command(const std::string& command) {
-  CommandRun r;
-  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CommandRun;
+using testing::run_command;
 
 TEST(SafetensorsPython, CheckpointAndExportsOpenWithTheRealPackageAndEqualTheMasters) {
   const CommandRun probe = run_command("python3 -c 'import safetensors, numpy'");

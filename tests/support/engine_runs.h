@@ -22,8 +22,10 @@ using namespace std::chrono_literals;
 
 // A context around the store fork_ranks gives each rank (no launcher, no environment).
 // `local_world` > 1 groups consecutive ranks into "nodes" of that many (LOCAL_RANK,
-// LOCAL_WORLD_SIZE), as torchrun numbers them.
-inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1) {
+// LOCAL_WORLD_SIZE), as torchrun numbers them. `config` is the context's (what dp-train's
+// train() reads besides its own argument).
+inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1,
+                                           const Config& config = {}) {
   std::unique_ptr<Device> device = create_cpu_device();
   CommOptions options;
   options.timeout = 60s;
@@ -35,7 +37,7 @@ inline StatusOr<Context> make_test_context(int rank, int world, Store& store, in
   env.local_world_size = local_world;
   env.local_rank = rank % local_world;
   env.origin = "fork_ranks";
-  return Context::assemble(env, Config{}, std::make_unique<PrefixStore>("test", store), std::move(device),
+  return Context::assemble(env, config, std::make_unique<PrefixStore>("test", store), std::move(device),
                            std::move(comm), options.timeout);
 }
 
