@@ -112,7 +112,8 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
   if (samples == 0) {
     return Status(StatusCode::kInvalidArgument,
                   "profile: no rank measured a step (warm-up steps " + std::to_string(inputs.warmup_steps) +
-                      "; each step needs the trainer's kIterationBegin and kIterationEnd marks)");
+                      "; each step needs EngineOptions::trace and the trainer's kIterationBegin and "
+                      "kIterationEnd marks)");
   }
   const double n = static_cast<double>(samples);
   for (double& p : s.parts) p /= n;

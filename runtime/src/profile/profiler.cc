@@ -193,7 +193,16 @@ StatusOr<ProfileSummary> Profiler::finish() {
   ZDP_ASSIGN_OR_RETURN(const RankProfile mine, m.collect());
   Store& store = m.ctx.store();
   const std::string key = "profile/rank/" + std::to_string(m.ctx.rank());
-  Status sent = store.set(key, profile::rank_to_json(mine));
+  const std::string text = profile::rank_to_json(mine);
+  // The TCP store refuses messages over 64 MiB (TcpStoreServerOptions): say what to change.
+  constexpr size_t kMaxBytes = 48u << 20;
+  if (text.size() > kMaxBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  m.who() + ": " + std::to_string(mine.steps.size()) + " measured steps make " +
+                      std::to_string(text.size() >> 20) + " MiB of measurements, more than the store carries (" +
+                      std::to_string(kMaxBytes >> 20) + " MiB); measure fewer steps (profile.active_steps)");
+  }
+  Status sent = store.set(key, text);
   if (!sent.ok()) return sent.with_context(m.who() + ": sending this rank's measurements");
   if (m.ctx.rank() != 0) return ProfileSummary{};
 
