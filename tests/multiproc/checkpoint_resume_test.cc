@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -70,13 +71,17 @@ struct TrainRun {
   std::vector<double> losses;
 };
 
-// train() on `world` forked ranks; rank 0 reports back through a file.
-TrainRun run_train(const Config& config, int world) {
+// train() on `world` forked ranks, `local_world` to a node, each rank's config edited by
+// `per_rank` when given; rank 0 reports back through a file.
+TrainRun run_train(const Config& shared_config, int world, int local_world = 0,
+                   const std::function<void(int rank, Config& config)>& per_rank = nullptr) {
   const std::string path = (fs::temp_directory_path() / ("zdp_ckpt_resume_" + std::to_string(::getpid()))).string();
   fs::remove(path);
   TrainRun run;
   run.failures = testing::describe_failures(testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, /*local_world=*/k, config));
+    Config config = shared_config;
+    if (per_rank) per_rank(rank, config);
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, local_world > 0 ? local_world : k, config));
     TrainOptions quiet;
     quiet.out = std::fopen("/dev/null", "w");
     StatusOr<TrainSummary> s = train(ctx, config, quiet);
@@ -273,6 +278,39 @@ TEST_F(CheckpointResume, RefusesAnotherModelADamagedFileAndAMissingPathNamingThe
   EXPECT_NE(missing.failures, "");
   EXPECT_NE(missing.error.find("checkpoint.resume = \"" + c.checkpoint.resume_path + "\""), std::string::npos)
       << missing.error;
+}
+
+// Per-node storage, two "nodes" of two ranks whose node-local disks are two directories:
+// node 1 crashed during the save of step 20 (its step-20 never committed, so it has only
+// step-10) while node 0 committed it. resume = "auto" must take step 10, which every node
+// has, and end bit for bit where the uninterrupted run ends.
+TEST_F(CheckpointResume, PerNodeStorageResumesFromTheStepEveryNodeHas) {
+  ASSERT_EQ(full_->failures, "");
+  Config c = mlp_config();
+  c.zero.stage = 2;
+  c.checkpoint.storage = CheckpointStorage::kPerNode;
+  auto node_dir = [&](int rank, Config& config) {
+    config.checkpoint.dir = (*dir_ / ("node" + std::to_string(rank / 2))).string();
+  };
+  const TrainRun first = run_train(c, 4, 2, node_dir);
+  ASSERT_EQ(first.failures, "") << first.error;
+  EXPECT_TRUE(bitwise_equal(read_tensors((*dir_ / "node1/step-20/model.safetensors").string()),
+                            read_tensors(full("step-20/model.safetensors"))));
+  fs::remove_all(*dir_ / "node1" / "step-20");
+  fs::remove(*dir_ / "node1" / "latest");
+  const TrainRun resumed = run_train(c, 4, 2, node_dir);
+  ASSERT_EQ(resumed.failures, "") << resumed.error;
+  EXPECT_EQ(resumed.first_step, 10);
+  EXPECT_EQ(resumed.resumed_from, (*dir_ / "node0" / "step-10").string());
+  for (const char* node : {"node0", "node1"}) {
+    const Tensors end = read_tensors((*dir_ / node / "step-20/model.safetensors").string());
+    EXPECT_TRUE(bitwise_equal(end, read_tensors(full("step-20/model.safetensors")))) << node;
+  }
+  // A node without any checkpoint while another has some: refused, naming both.
+  fs::remove_all(*dir_ / "node1");
+  const TrainRun lacking = run_train(c, 4, 2, node_dir);
+  EXPECT_NE(lacking.failures, "");
+  EXPECT_NE(lacking.error.find("node(s) 1 have no checkpoint"), std::string::npos) << lacking.error;
 }
 
 // ---- Through dp-launch: restarts resume from `latest`.

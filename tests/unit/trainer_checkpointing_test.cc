@@ -66,6 +66,19 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   EXPECT_EQ(resume_notes(saved, other, 2, 5).size(), 1u);
 }
 
+TEST(TrainerCheckpointing, PerNodeResumeTakesTheNewestStepEveryNodeHas) {
+  EXPECT_EQ(common_resume_step({}, "d").value(), -1);
+  EXPECT_EQ(common_resume_step({-1, -1}, "d").value(), -1);  // a fresh job
+  EXPECT_EQ(common_resume_step({20, 20}, "d").value(), 20);
+  EXPECT_EQ(common_resume_step({20, 10, 20}, "d").value(), 10);  // node 1 missed the last save
+  StatusOr<int64_t> mixed = common_resume_step({20, -1, 10, -1}, "ckpt");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(mixed.status().message().find("node(s) 1, 3 have no checkpoint in ckpt but node(s) 0, 2 do (up to step 20)"),
+            std::string::npos)
+      << mixed.status().message();
+}
+
 TEST(TrainFault, ParsesRankStepAndOptionalAttempt) {
   StatusOr<TrainFault> f = parse_train_fault("rank=1,step=13,attempt=0");
   ASSERT_TRUE(f.ok()) << f.status().to_string();

@@ -2,12 +2,15 @@
 // tensors; this file the decisions, the trainer's state and the console lines).
 #include "trainer/loop/checkpointing.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 namespace zdp::trainer {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -109,25 +112,94 @@ StatusOr<std::string> Checkpointer::choose() {
   return std::string();
 }
 
-StatusOr<ResumePoint> Checkpointer::resume() {
+StatusOr<int64_t> Checkpointer::latest_step_here() {
+  const CheckpointConfig& c = config_.checkpoint;
+  StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
+  if (!latest.ok() && latest.status().code() == StatusCode::kNotFound) return int64_t{-1};
+  if (latest.ok()) {
+    StatusOr<CheckpointInfo> info = read_checkpoint_info(*latest);
+    if (info.ok()) return info->state.step;
+    latest = info.status();
+  }
+  return Status(latest.status().code(), config_.where("checkpoint.dir") + ": looking for a checkpoint to resume in "
+                                            "checkpoint.dir = \"" + c.dir + "\" on this node (rank " +
+                                            std::to_string(ctx_.rank()) + "): " + latest.status().message());
+}
+
+StatusOr<int64_t> common_resume_step(const std::vector<int64_t>& node_steps, const std::string& dir) {
+  if (node_steps.empty()) return int64_t{-1};
+  const auto [low, high] = std::minmax_element(node_steps.begin(), node_steps.end());
+  if (*low >= 0 || *high < 0) return *low;  // every node has one (take the oldest), or none has
+  std::string have, lack;
+  for (size_t n = 0; n < node_steps.size(); ++n) {
+    std::string& list = node_steps[n] >= 0 ? have : lack;
+    list += (list.empty() ? "" : ", ") + std::to_string(n);
+  }
+  return Status(StatusCode::kNotFound,
+                "checkpoint.storage = \"per-node\": node(s) " + lack + " have no checkpoint in " + dir +
+                    " but node(s) " + have + " do (up to step " + std::to_string(*high) +
+                    "): copy a step-N directory to the nodes that lack it, or set checkpoint.resume to start over "
+                    "(\"never\") or from a path");
+}
+
+StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
   // Rank 0 decides and publishes under a key numbered by the call (the store counts every
   // rank's arrival; calls are separated by the collective load, so their numbers differ).
+  const CheckpointConfig& c = config_.checkpoint;
   const int K = ctx_.world_size();
-  ZDP_ASSIGN_OR_RETURN(const int64_t arrival, ctx_.store().add("dp-train/resume/arrivals", 1));
+  Store& store = ctx_.store();
+  ZDP_ASSIGN_OR_RETURN(const int64_t arrival, store.add("dp-train/resume/arrivals", 1));
   const std::string key = "dp-train/resume/" + std::to_string((arrival - 1) / K);
-  std::string chosen;
-  if (ctx_.rank() == 0) {
-    StatusOr<std::string> path = choose();
-    ZDP_RETURN_IF_ERROR(ctx_.store().set(key, path.ok() ? *path : kChoiceError + path.status().to_string()));
-    if (!path.ok()) return path.status();
-    chosen = *path;
-  } else {
-    ZDP_ASSIGN_OR_RETURN(chosen, ctx_.store().get(key, ctx_.collective_timeout()));
-    if (chosen.rfind(kChoiceError, 0) == 0) {
-      return Status(StatusCode::kAborted,
-                    "rank 0 could not choose the checkpoint to resume: " + chosen.substr(sizeof(kChoiceError) - 1));
-    }
+  // Node-local disks: each node has its own copies, and a crash during a save can leave
+  // one node a step ahead of another. Every node's local rank 0 reports its newest step,
+  // and the job resumes from the newest step every node has (the oldest of those).
+  const bool node_local = c.resume == ResumeMode::kAuto && !c.dir.empty() && c.storage == CheckpointStorage::kPerNode;
+  const int local_world = std::max(1, ctx_.launch_env().local_world_size);
+  const int nodes = (K + local_world - 1) / local_world;
+  if (node_local && ctx_.local_rank() == 0) {
+    StatusOr<int64_t> step = latest_step_here();
+    ZDP_RETURN_IF_ERROR(store.set(key + "/node/" + std::to_string(ctx_.rank() / local_world),
+                                  step.ok() ? std::to_string(*step) : kChoiceError + step.status().to_string()));
   }
+  if (ctx_.rank() == 0) {
+    StatusOr<std::string> chosen = std::string();
+    if (!node_local) {
+      chosen = choose();
+    } else {
+      std::vector<int64_t> steps;
+      for (int n = 0; n < nodes && chosen.ok(); ++n) {
+        StatusOr<std::string> v = store.get(key + "/node/" + std::to_string(n), ctx_.collective_timeout());
+        if (!v.ok()) {
+          chosen = v.status();
+        } else if (v->rfind(kChoiceError, 0) == 0) {
+          chosen = Status(StatusCode::kAborted, "node " + std::to_string(n) + ": " + v->substr(sizeof(kChoiceError) - 1));
+        } else {
+          steps.push_back(std::stoll(*v));
+        }
+      }
+      if (chosen.ok()) {
+        StatusOr<int64_t> step = common_resume_step(steps, c.dir);
+        chosen = !step.ok() ? StatusOr<std::string>(Status(step.status().code(), config_.where("checkpoint.storage") +
+                                                                            ": " + step.status().message()))
+                 : *step < 0 ? std::string()
+                             : checkpoint_dir_name(*step);
+      }
+    }
+    ZDP_RETURN_IF_ERROR(store.set(key, chosen.ok() ? *chosen : kChoiceError + chosen.status().to_string()));
+    if (!chosen.ok()) return chosen.status();
+    return node_local && !chosen->empty() ? (fs::path(c.dir) / *chosen).string() : *chosen;
+  }
+  ZDP_ASSIGN_OR_RETURN(const std::string chosen, store.get(key, ctx_.collective_timeout()));
+  if (chosen.rfind(kChoiceError, 0) == 0) {
+    return Status(StatusCode::kAborted,
+                  "rank 0 could not choose the checkpoint to resume: " + chosen.substr(sizeof(kChoiceError) - 1));
+  }
+  // Per-node: the same step-N directory under this node's own checkpoint.dir.
+  return node_local && !chosen.empty() ? (fs::path(c.dir) / chosen).string() : chosen;
+}
+
+StatusOr<ResumePoint> Checkpointer::resume() {
+  ZDP_ASSIGN_OR_RETURN(const std::string chosen, agree_on_checkpoint());
   ResumePoint point;
   if (chosen.empty()) {
     if (config_.checkpoint.resume == ResumeMode::kAuto && !config_.checkpoint.dir.empty()) {
@@ -152,7 +224,7 @@ StatusOr<ResumePoint> Checkpointer::resume() {
                 " s: continuing at step " + std::to_string(point.step) + " with sample " +
                 std::to_string(point.data_position) + " (optimizer step " + std::to_string(loaded->optimizer_steps) +
                 " for the LR schedule)");
-  for (const std::string& note : resume_notes(*loaded, config_, K, dataset_size_)) {
+  for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_size_)) {
     console_.line("checkpoint: note: " + note);
   }
   return point;

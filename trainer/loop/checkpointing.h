@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,13 @@ nlohmann::json trainer_state(const Config& config, int64_t dataset_size);
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
                                       int64_t dataset_size);
 
+// checkpoint.storage = "per-node": the step to resume from given each node's newest step
+// (-1: none on that node): the oldest of them when every node has one (a crash during a
+// save may have left some nodes a step ahead; keep_last >= 2 keeps the older one there),
+// -1 when no node has one. kNotFound naming the nodes when only some have one. `dir`
+// names checkpoint.dir in the message.
+StatusOr<int64_t> common_resume_step(const std::vector<int64_t>& node_steps, const std::string& dir);
+
 // True when a checkpoint is due after `done` of train.steps steps: every
 // checkpoint.every_steps steps and after the last one, when checkpoint.dir is set.
 bool checkpoint_due(const Config& config, int64_t done);
@@ -49,7 +57,8 @@ class Checkpointer {
   // newest checkpoint in checkpoint.dir if there is one; a path loads that checkpoint
   // (a step-<N> directory, or a directory holding step-<N>/ and latest). Rank 0 chooses
   // the checkpoint and the others follow it (through the store), so every rank loads the
-  // same one. Errors name the config key and what is wrong with the checkpoint.
+  // same one; with per-node storage the step every node has (common_resume_step), each
+  // node reading its own copy. Errors name the config key and what is wrong.
   StatusOr<ResumePoint> resume();
 
   // Saves step `step` (data position `data_position`) under checkpoint.dir, keeping
@@ -57,8 +66,12 @@ class Checkpointer {
   Status save(int64_t step, int64_t data_position);
 
  private:
-  // The checkpoint to load, as rank 0 decides: "" for none.
+  // The checkpoint to load, as rank 0 decides from checkpoint.resume: "" for none.
   StatusOr<std::string> choose();
+  // This node's newest checkpoint step in checkpoint.dir, -1 for none.
+  StatusOr<int64_t> latest_step_here();
+  // The step-<N> directory every rank loads ("" for none), agreed through the store.
+  StatusOr<std::string> agree_on_checkpoint();
 
   Context& ctx_;
   Engine& engine_;
