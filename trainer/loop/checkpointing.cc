@@ -142,6 +142,22 @@ StatusOr<int64_t> common_resume_step(const std::vector<int64_t>& node_steps, con
                     "(\"never\") or from a path");
 }
 
+StatusOr<std::string> Checkpointer::choose_per_node(const std::string& key, int nodes) {
+  std::vector<int64_t> steps;
+  for (int n = 0; n < nodes; ++n) {
+    ZDP_ASSIGN_OR_RETURN(const std::string v, ctx_.store().get(key + "/node/" + std::to_string(n), ctx_.collective_timeout()));
+    if (v.rfind(kChoiceError, 0) == 0) {
+      return Status(StatusCode::kAborted, "node " + std::to_string(n) + ": " + v.substr(sizeof(kChoiceError) - 1));
+    }
+    steps.push_back(std::stoll(v));
+  }
+  StatusOr<int64_t> step = common_resume_step(steps, config_.checkpoint.dir);
+  if (!step.ok()) {
+    return Status(step.status().code(), config_.where("checkpoint.storage") + ": " + step.status().message());
+  }
+  return *step < 0 ? std::string() : checkpoint_dir_name(*step);
+}
+
 StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
   // Rank 0 decides and publishes under a key numbered by the call (the store counts every
   // rank's arrival; calls are separated by the collective load, so their numbers differ).
@@ -162,29 +178,7 @@ StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
                                   step.ok() ? std::to_string(*step) : kChoiceError + step.status().to_string()));
   }
   if (ctx_.rank() == 0) {
-    StatusOr<std::string> chosen = std::string();
-    if (!node_local) {
-      chosen = choose();
-    } else {
-      std::vector<int64_t> steps;
-      for (int n = 0; n < nodes && chosen.ok(); ++n) {
-        StatusOr<std::string> v = store.get(key + "/node/" + std::to_string(n), ctx_.collective_timeout());
-        if (!v.ok()) {
-          chosen = v.status();
-        } else if (v->rfind(kChoiceError, 0) == 0) {
-          chosen = Status(StatusCode::kAborted, "node " + std::to_string(n) + ": " + v->substr(sizeof(kChoiceError) - 1));
-        } else {
-          steps.push_back(std::stoll(*v));
-        }
-      }
-      if (chosen.ok()) {
-        StatusOr<int64_t> step = common_resume_step(steps, c.dir);
-        chosen = !step.ok() ? StatusOr<std::string>(Status(step.status().code(), config_.where("checkpoint.storage") +
-                                                                            ": " + step.status().message()))
-                 : *step < 0 ? std::string()
-                             : checkpoint_dir_name(*step);
-      }
-    }
+    StatusOr<std::string> chosen = node_local ? choose_per_node(key, nodes) : choose();
     ZDP_RETURN_IF_ERROR(store.set(key, chosen.ok() ? *chosen : kChoiceError + chosen.status().to_string()));
     if (!chosen.ok()) return chosen.status();
     return node_local && !chosen->empty() ? (fs::path(c.dir) / *chosen).string() : *chosen;

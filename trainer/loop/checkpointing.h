@@ -70,6 +70,9 @@ class Checkpointer {
   StatusOr<std::string> choose();
   // This node's newest checkpoint step in checkpoint.dir, -1 for none.
   StatusOr<int64_t> latest_step_here();
+  // Rank 0, per-node storage: "step-<N>" every node has (from the nodes' reports under
+  // `key`/node/<n>), "" for none.
+  StatusOr<std::string> choose_per_node(const std::string& key, int nodes);
   // The step-<N> directory every rank loads ("" for none), agreed through the store.
   StatusOr<std::string> agree_on_checkpoint();
 
