@@ -212,6 +212,28 @@ Status hash_share(const SaveRoles& roles, const std::vector<std::string>& paths,
   return Status::Ok();
 }
 
+// Every rank must save the same step with the same options (and, on a shared
+// filesystem, to the same root): a rank with its own step counter would otherwise write
+// another checkpoint's directory. One all-reduce of a fingerprint, max of (f, -f).
+Status check_same_arguments(Engine::Impl& m, const std::string& root, const CheckpointState& state,
+                            const SaveOptions& options, const std::string& where) {
+  std::string key = std::to_string(state.step) + "/" + std::to_string(state.data_position) + "/" +
+                    to_string(options.storage) + "/" + std::to_string(options.keep) + "/" +
+                    std::to_string(options.chunk_bytes);
+  if (options.storage == CheckpointStorage::kShared) key += "/" + root;
+  const int64_t f = static_cast<int64_t>(checkpoint::hash_bytes(key.data(), key.size()) >> 2);  // -f is exact
+  std::vector<int64_t> both = {f, -f};
+  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, both, ReduceOp::kMax, where + ": argument check"));
+  if (both[0] == -both[1]) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                where + ": the ranks called save_checkpoint with different arguments (this rank: step " +
+                    std::to_string(state.step) + ", data_position " + std::to_string(state.data_position) +
+                    ", storage " + to_string(options.storage) + ", keep " + std::to_string(options.keep) +
+                    ", chunk_bytes " + std::to_string(options.chunk_bytes) +
+                    (options.storage == CheckpointStorage::kShared ? ", root " + root : std::string()) +
+                    "): every rank must pass the same values");
+}
+
 // Takes the all-reduced (h, ~h) pairs of hash_share() into `infos`. A pair that is not
 // (h, ~h) means two nodes computed different hashes for their copies.
 Status combine_hashes(const std::vector<int64_t>& hashes, std::vector<CheckpointFileInfo>& infos) {
@@ -293,6 +315,7 @@ StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const Che
   StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(m);
   if (valid.ok() && !plan.ok()) valid = plan.status().with_context(where);
   if (valid.ok()) valid = m.exec->synchronize(where);  // the last step's updates and gathers
+  ZDP_RETURN_IF_ERROR(check_same_arguments(m, root, state, options, where));  // before any file is touched
   if (valid.ok()) valid = create_files(m, root, tmp, *roles, *plan, files).with_context(where);
   ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: prepare", valid));
   if (roles->per_node) {

@@ -337,6 +337,30 @@ TEST(Checkpoint, ARankKilledDuringASaveLeavesThePreviousCheckpoint) {
   }
 }
 
+// A rank with a step counter of its own would write another checkpoint's directory.
+TEST(Checkpoint, RanksSavingDifferentStepsAreRefused) {
+  TempDir dir, out;
+  const std::string failures = testing::describe_failures(
+      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
+        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
+        Engine engine(ctx, options(2));
+        ZDP_RETURN_IF_ERROR(testing::TinyMlp::create(engine).status());
+        ZDP_RETURN_IF_ERROR(engine.finalize());
+        CheckpointState state;
+        state.step = 5 + rank;
+        StatusOr<std::string> saved = engine.save_checkpoint(dir.path(), state);
+        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
+        return Status::Ok();
+      }));
+  ASSERT_EQ(failures, "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(file_bytes(out.path() + "/" + std::to_string(r)),
+                HasSubstr("the ranks called save_checkpoint with different arguments (this rank: step " +
+                          std::to_string(5 + r)));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // refused before anything was written
+}
+
 TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {
   TempDir dir;
   EngineRun run = job(2, 2);

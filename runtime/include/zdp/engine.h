@@ -277,7 +277,9 @@ class Engine {
   // ---- Checkpoints (format, atomicity and node-local mode: zdp/checkpoint.h)
   //
   // Collective: every rank calls it with the same `state` fields and options (and the
-  // same `root`, or in kPerNode mode the same root on each node). Writes
+  // same `root`, or in kPerNode mode the same root on each node; a different step, data
+  // position, option or shared root is refused on every rank before anything is
+  // written). Writes
   // <root>/step-<state.step>/ from every rank's owned slices in parallel, then updates
   // <root>/latest and keeps options.keep checkpoints. Returns the directory written.
   // Fails on every rank when any rank fails (the message names the rank and the file).
