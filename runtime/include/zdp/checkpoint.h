@@ -61,7 +61,7 @@
 // Fault injection (tests only): when the environment variable ZDP_CKPT_FAULT is set to
 // "rank=R,at=POINT[,step=N][,attempt=A]", rank R ends itself with _exit(86) at POINT of
 // a save (of step N only, and in launcher attempt A = $ZDP_ATTEMPT only, when given):
-//   create    after the files are created (the creator) / opened (the others)
+//   create    after the files exist and this rank opened them, before it writes
 //   write     after this rank wrote its ranges, before its fsync
 //   checksum  after the checksums are combined, before state.json
 //   commit    (the committing rank) after state.json is written, before the rename
