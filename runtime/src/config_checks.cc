@@ -94,9 +94,19 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
                 [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
   check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},
                 [] { return std::string("data.path must be set when data.kind = \"tokens\""); });
-  check.require(c.optim.warmup_steps <= t.steps, {"optim.warmup_steps", "train.steps"}, [&] {
-    return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") exceeds train.steps (" + str(t.steps) + ")";
-  });
+  if (c.optim.schedule == LrSchedule::kConstant) {
+    check.require(c.optim.warmup_steps <= t.steps, {"optim.warmup_steps", "train.steps"}, [&] {
+      return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") exceeds train.steps (" + str(t.steps) + ")";
+    });
+  } else {
+    // A decaying schedule runs from warmup_steps to train.steps: it needs at least one step
+    // (the engine's LrSchedule::validate would otherwise refuse it only at finalize).
+    check.require(c.optim.warmup_steps < t.steps, {"optim.warmup_steps", "train.steps", "optim.schedule"}, [&] {
+      return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") must be less than train.steps (" +
+             str(t.steps) + ") when optim.schedule = \"" + to_string(c.optim.schedule) +
+             "\": the decay needs at least one step after warmup";
+    });
+  }
   check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
     return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
   });

@@ -250,7 +250,7 @@ std::vector<KeyInfo> build_table() {
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
       enum_field("optim.schedule", &C::optim, &O::schedule, kScheduleWords, "learning-rate decay after warmup"),
       field("optim.warmup_steps", &C::optim, &O::warmup_steps,
-            "linear warmup steps from 0 to lr; at most train.steps", at_least(0)),
+            "linear warmup steps from 0 to lr; at most train.steps, less with a decaying schedule", at_least(0)),
       field("optim.min_lr", &C::optim, &O::min_lr,
             "learning rate at the end of cosine/linear decay; at most lr", at_least(0)),
       enum_field("optim.lr_scaling", &C::optim, &O::lr_scaling, kLrScalingWords,

@@ -124,6 +124,17 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
   EXPECT_EQ(error_of("[optim]\nwarmup_steps = 200\nmin_lr = 1.0\n"),
             "configs/x.toml:2:16: optim.warmup_steps (200) exceeds train.steps (100)\n"
             "configs/x.toml:3:10: optim.min_lr (1.0) exceeds optim.lr (0.0003)");
+  // A decaying schedule needs a step after warmup: refused here, not at the engine's finalize.
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n[optim]\nschedule = \"cosine\"\nwarmup_steps = 3\n"),
+            "configs/x.toml:5:16: optim.warmup_steps (3) must be less than train.steps (3) when "
+            "optim.schedule = \"cosine\": the decay needs at least one step after warmup");
+  EXPECT_EQ(error_of("[optim]\nschedule = \"linear\"\n", {"optim.warmup_steps=101"}),
+            "--set optim.warmup_steps=101: optim.warmup_steps (101) must be less than train.steps (100) when "
+            "optim.schedule = \"linear\": the decay needs at least one step after warmup");
+  // Constant after warmup: warming up over every step is allowed.
+  EXPECT_TRUE(parse_config("[train]\nsteps = 3\n[optim]\nwarmup_steps = 3\n", "configs/x.toml").ok());
+  EXPECT_TRUE(parse_config("[train]\nsteps = 4\n[optim]\nschedule = \"cosine\"\nwarmup_steps = 3\n",
+                           "configs/x.toml").ok());
   EXPECT_EQ(error_of("[checkpoint]\nevery_steps = 10\n"),
             "configs/x.toml:2:15: checkpoint.every_steps (10) needs checkpoint.dir: where should the checkpoints go?");
   EXPECT_EQ(error_of("[checkpoint]\nresume = \"\"\n"),
