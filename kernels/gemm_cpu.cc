@@ -70,4 +70,6 @@ class OpenBlasGemm final : public Gemm {
 
 std::unique_ptr<Gemm> make_cpu_gemm() { return std::make_unique<OpenBlasGemm>(); }
 
+void set_cpu_gemm_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+
 }  // namespace zdp::kernels

@@ -14,6 +14,7 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
+#include "launcher/plan_command.h"
 #include "launcher/supervisor.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -169,12 +170,23 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   bool dry_run = false;
   std::optional<int> node_rank;
-  app.add_option("config", config_path, "the job's TOML config (see configs/)")->required();
+  app.add_option("config", config_path, "the job's TOML config (see configs/)");
   app.add_option("--set", sets, "override one key: --set section.key=value (repeatable; beats the file)");
   app.add_flag("--dry-run", dry_run, "print the resolved config, the world layout and each rank's command "
                                      "line and environment; start nothing");
   app.add_option("--node-rank", node_rank, "this node's rank in a multi-node job (beats the config and Slurm)");
+  app.require_subcommand(0, 1);
+  PlanArgs plan_args;
+  CLI::App* plan = app.add_subcommand("plan", "predict memory per rank (stages 0-3), communication and step time; "
+                                              "start nothing");
+  add_plan_options(*plan, plan_args);
   app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
+  if (plan->parsed()) return run_plan(plan_args);
+  if (config_path.empty()) {
+    std::fprintf(stderr, "dp-launch: a config is required: dp-launch config.toml (or dp-launch plan|scale config.toml; "
+                         "--help lists everything)\n");
+    return 2;
+  }
   return run(config_path, sets, dry_run, node_rank);
 }

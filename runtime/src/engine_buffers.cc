@@ -39,17 +39,7 @@ optim::LrScaling lr_scaling_of(LrScalingRule rule) {
 Status Engine::Impl::build_layout() {
   std::vector<ParamSpec> specs;
   for (const Registration& r : registered) specs.push_back(r.spec);
-  LayoutOptions lo;
-  lo.world_size = world;
-  lo.bucket_elems = std::max<int64_t>(
-      1, std::llround(opt.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(cdt()))));
-  lo.align_elems = kAlignElems;
-  // Stage 3 gathers one layer group alone, so no bucket may hold two of them. Stages 2-3
-  // stage the trainer's gradients per run of buckets that parameters connect; cut
-  // anywhere, parameters straddling buckets would chain every bucket into one run (the
-  // whole gradient, twice), so layer groups bound the runs there too.
-  lo.boundary = opt.stage >= 2 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
-  StatusOr<Layout> made = make_layout(specs, lo);
+  StatusOr<Layout> made = make_layout(specs, engine_layout_options(opt, world));
   if (!made.ok()) return made.status().with_context("layout");
   layout = std::move(*made);
 
@@ -59,8 +49,7 @@ Status Engine::Impl::build_layout() {
   for (int b = 0; b < num_buckets(); ++b) {
     const Bucket& bk = bucket(b);
     // A bucket joins the previous group when a parameter straddles the boundary.
-    const bool joins = b > 0 && placement(bucket(b - 1).last_param).last_bucket >= b;
-    if (!joins) groups.push_back(GradGroup{b, b, bk.begin, 0, 0});
+    if (!joins_previous_bucket(layout, b)) groups.push_back(GradGroup{b, b, bk.begin, 0, 0});
     GradGroup& g = groups.back();
     g.last_bucket = b;
     g.size = bk.end() - g.begin;

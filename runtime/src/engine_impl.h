@@ -35,6 +35,12 @@ inline float* elem_ptr(float* base, int64_t elems) { return base + elems; }
 // The config's batch-size rule as optim/ names it.
 optim::LrScaling lr_scaling_of(LrScalingRule rule);
 
+// How the engine cuts its layout (engine_memory_plan.cc; the planner builds the same one).
+LayoutOptions engine_layout_options(const EngineOptions& options, int world_size);
+// Whether bucket b shares a gradient group with bucket b - 1 (a parameter straddles them):
+// gradient views are contiguous, so stages 2-3 stage such buckets together.
+bool joins_previous_bucket(const Layout& layout, int b);
+
 struct Registration {
   ParamSpec spec;
   Init init;

@@ -23,36 +23,36 @@ struct Block {
 
 class Gpt : public Model {
  public:
-  Gpt(const ModelConfig& c, int64_t micro, Ops& ops)
-      : L_(c.n_layers), C_(c.d_model), H_(c.n_heads), V_(c.vocab_size), T_(c.seq_len), std_(static_cast<float>(c.init_std)),
-        B_(micro), ops_(ops), blocks_(static_cast<size_t>(c.n_layers)) {}
+  Gpt(const ModelConfig& c, int64_t micro, Ops* ops)
+      : Model(ops, c.dtype), L_(c.n_layers), C_(c.d_model), H_(c.n_heads), V_(c.vocab_size), T_(c.seq_len), std_(static_cast<float>(c.init_std)),
+        B_(micro), blocks_(static_cast<size_t>(c.n_layers)) {}
 
-  Status register_params(Engine& e) override {
+  Status declare_params(const DeclareParam& declare) override {
     // GPT-2's initialisation: N(0, std) weights, the residual projections scaled by
     // 1/sqrt(2 n_layers) (two per block add to the stream), zero biases, unit norms.
     const Init w = Init::normal(std_), proj = Init::normal(std_ / std::sqrt(2.0f * static_cast<float>(L_)));
-    ZDP_ASSIGN_OR_RETURN(wte_, e.add_param("wte.weight", {V_, C_}, w, 0));
-    ZDP_ASSIGN_OR_RETURN(wpe_, e.add_param("wpe.weight", {T_, C_}, w, 0));
+    ZDP_ASSIGN_OR_RETURN(wte_, declare("wte.weight", {V_, C_}, w, 0));
+    ZDP_ASSIGN_OR_RETURN(wpe_, declare("wpe.weight", {T_, C_}, w, 0));
     for (int l = 0; l < L_; ++l) {
       Block& b = blocks_[static_cast<size_t>(l)];
       const std::string n = "blocks." + std::to_string(l) + ".";
       const int g = 1 + l;
-      ZDP_ASSIGN_OR_RETURN(b.ln1_w, e.add_param(n + "norm1.weight", {C_}, Init::constant(1), g));
-      ZDP_ASSIGN_OR_RETURN(b.ln1_b, e.add_param(n + "norm1.bias", {C_}, Init::zeros(), g));
-      ZDP_ASSIGN_OR_RETURN(b.qkv_w, e.add_param(n + "attn.qkv.weight", {3 * C_, C_}, w, g));
-      ZDP_ASSIGN_OR_RETURN(b.qkv_b, e.add_param(n + "attn.qkv.bias", {3 * C_}, Init::zeros(), g));
-      ZDP_ASSIGN_OR_RETURN(b.proj_w, e.add_param(n + "attn.proj.weight", {C_, C_}, proj, g));
-      ZDP_ASSIGN_OR_RETURN(b.proj_b, e.add_param(n + "attn.proj.bias", {C_}, Init::zeros(), g));
-      ZDP_ASSIGN_OR_RETURN(b.ln2_w, e.add_param(n + "norm2.weight", {C_}, Init::constant(1), g));
-      ZDP_ASSIGN_OR_RETURN(b.ln2_b, e.add_param(n + "norm2.bias", {C_}, Init::zeros(), g));
-      ZDP_ASSIGN_OR_RETURN(b.fc_w, e.add_param(n + "mlp.fc.weight", {4 * C_, C_}, w, g));
-      ZDP_ASSIGN_OR_RETURN(b.fc_b, e.add_param(n + "mlp.fc.bias", {4 * C_}, Init::zeros(), g));
-      ZDP_ASSIGN_OR_RETURN(b.fc_proj_w, e.add_param(n + "mlp.proj.weight", {C_, 4 * C_}, proj, g));
-      ZDP_ASSIGN_OR_RETURN(b.fc_proj_b, e.add_param(n + "mlp.proj.bias", {C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.ln1_w, declare(n + "norm1.weight", {C_}, Init::constant(1), g));
+      ZDP_ASSIGN_OR_RETURN(b.ln1_b, declare(n + "norm1.bias", {C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.qkv_w, declare(n + "attn.qkv.weight", {3 * C_, C_}, w, g));
+      ZDP_ASSIGN_OR_RETURN(b.qkv_b, declare(n + "attn.qkv.bias", {3 * C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.proj_w, declare(n + "attn.proj.weight", {C_, C_}, proj, g));
+      ZDP_ASSIGN_OR_RETURN(b.proj_b, declare(n + "attn.proj.bias", {C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.ln2_w, declare(n + "norm2.weight", {C_}, Init::constant(1), g));
+      ZDP_ASSIGN_OR_RETURN(b.ln2_b, declare(n + "norm2.bias", {C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.fc_w, declare(n + "mlp.fc.weight", {4 * C_, C_}, w, g));
+      ZDP_ASSIGN_OR_RETURN(b.fc_b, declare(n + "mlp.fc.bias", {4 * C_}, Init::zeros(), g));
+      ZDP_ASSIGN_OR_RETURN(b.fc_proj_w, declare(n + "mlp.proj.weight", {C_, 4 * C_}, proj, g));
+      ZDP_ASSIGN_OR_RETURN(b.fc_proj_b, declare(n + "mlp.proj.bias", {C_}, Init::zeros(), g));
     }
-    ZDP_ASSIGN_OR_RETURN(lnf_w_, e.add_param("norm_f.weight", {C_}, Init::constant(1), L_ + 1));
-    ZDP_ASSIGN_OR_RETURN(lnf_b_, e.add_param("norm_f.bias", {C_}, Init::zeros(), L_ + 1));
-    return allocate();
+    ZDP_ASSIGN_OR_RETURN(lnf_w_, declare("norm_f.weight", {C_}, Init::constant(1), L_ + 1));
+    ZDP_ASSIGN_OR_RETURN(lnf_b_, declare("norm_f.bias", {C_}, Init::zeros(), L_ + 1));
+    return Status::Ok();
   }
 
   StatusOr<double> train_micro(Engine& e, const Batch& batch) override { return run(e, batch, true); }
@@ -69,10 +69,10 @@ class Gpt : public Model {
   }
 
  private:
-  StatusOr<DeviceBuffer> act(int64_t per_token) { return ops_.alloc(B_ * T_ * per_token, ops_.dtype()); }
-  StatusOr<DeviceBuffer> stat() { return ops_.alloc(B_ * T_, DType::kF32); }
+  StatusOr<DeviceBuffer> act(int64_t per_token) { return take(B_ * T_ * per_token, dtype_); }
+  StatusOr<DeviceBuffer> stat() { return take(B_ * T_, DType::kF32); }
 
-  Status allocate() {
+  Status allocate() override {
     for (Block& b : blocks_) {
       ZDP_ASSIGN_OR_RETURN(b.x_in, act(C_));
       ZDP_ASSIGN_OR_RETURN(b.ln1, act(C_));
@@ -94,10 +94,10 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(lnf_rstd_, stat());
     ZDP_ASSIGN_OR_RETURN(logits_, act(V_));
     ZDP_ASSIGN_OR_RETURN(losses_, stat());
-    ZDP_ASSIGN_OR_RETURN(tokens_, ops_.alloc_bytes(B_ * T_ * 4));
-    ZDP_ASSIGN_OR_RETURN(targets_, ops_.alloc_bytes(B_ * T_ * 4));
-    ZDP_ASSIGN_OR_RETURN(offsets_, ops_.alloc_bytes((V_ + 1) * 4));
-    ZDP_ASSIGN_OR_RETURN(order_, ops_.alloc_bytes(B_ * T_ * 4));
+    ZDP_ASSIGN_OR_RETURN(tokens_, take_bytes(B_ * T_ * 4));
+    ZDP_ASSIGN_OR_RETURN(targets_, take_bytes(B_ * T_ * 4));
+    ZDP_ASSIGN_OR_RETURN(offsets_, take_bytes((V_ + 1) * 4));
+    ZDP_ASSIGN_OR_RETURN(order_, take_bytes(B_ * T_ * 4));
     // Backward scratch, shared by the blocks.
     ZDP_ASSIGN_OR_RETURN(dx_, act(C_));
     ZDP_ASSIGN_OR_RETURN(dln_, act(C_));
@@ -105,7 +105,7 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(dqkv_, act(3 * C_));
     ZDP_ASSIGN_OR_RETURN(dfc_, act(4 * C_));
     ZDP_ASSIGN_OR_RETURN(dprobs_, act(H_ * T_));
-    ZDP_ASSIGN_OR_RETURN(dwte_head_, ops_.alloc(V_ * C_, DType::kF32));
+    ZDP_ASSIGN_OR_RETURN(dwte_head_, take(V_ * C_, DType::kF32));
     return Status::Ok();
   }
 
@@ -113,34 +113,34 @@ class Gpt : public Model {
   StatusOr<void*> g(Engine& e, Param q) { return grad_view(e, q, "gpt"); }
 
   Status forward_block(Engine& e, Block& b, void* x_next, int64_t n) {
-    const DType dt = ops_.dtype();
+    const DType dt = ops_->dtype();
     ZDP_ASSIGN_OR_RETURN(void* ln1_w, p(e, b.ln1_w));
     ZDP_ASSIGN_OR_RETURN(void* ln1_b, p(e, b.ln1_b));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm({n, C_, dt, b.x_in.data(), ln1_w, ln1_b, b.ln1.data(), b.ln1_mean.as<float>(), b.ln1_rstd.as<float>()}));
+    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_in.data(), ln1_w, ln1_b, b.ln1.data(), b.ln1_mean.as<float>(), b.ln1_rstd.as<float>()}));
     ZDP_ASSIGN_OR_RETURN(void* qkv_w, p(e, b.qkv_w));
     ZDP_ASSIGN_OR_RETURN(void* qkv_b, p(e, b.qkv_b));
-    ZDP_RETURN_IF_ERROR(ops_.linear(b.ln1.data(), qkv_w, qkv_b, b.qkv.data(), n, C_, 3 * C_));
-    ZDP_RETURN_IF_ERROR(attention_forward(ops_, shape(n), b.qkv.data(), b.probs.data(), b.attn_y.data()));
+    ZDP_RETURN_IF_ERROR(ops_->linear(b.ln1.data(), qkv_w, qkv_b, b.qkv.data(), n, C_, 3 * C_));
+    ZDP_RETURN_IF_ERROR(attention_forward(*ops_, shape(n), b.qkv.data(), b.probs.data(), b.attn_y.data()));
     ZDP_ASSIGN_OR_RETURN(void* proj_w, p(e, b.proj_w));
     ZDP_ASSIGN_OR_RETURN(void* proj_b, p(e, b.proj_b));
-    ZDP_RETURN_IF_ERROR(ops_.linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
-    ZDP_RETURN_IF_ERROR(ops_.add(b.x_mid.data(), b.x_in.data(), b.x_mid.data(), n * C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
+    ZDP_RETURN_IF_ERROR(ops_->add(b.x_mid.data(), b.x_in.data(), b.x_mid.data(), n * C_));
     ZDP_ASSIGN_OR_RETURN(void* ln2_w, p(e, b.ln2_w));
     ZDP_ASSIGN_OR_RETURN(void* ln2_b, p(e, b.ln2_b));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(), b.ln2_rstd.as<float>()}));
+    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(), b.ln2_rstd.as<float>()}));
     ZDP_ASSIGN_OR_RETURN(void* fc_w, p(e, b.fc_w));
     ZDP_ASSIGN_OR_RETURN(void* fc_b, p(e, b.fc_b));
-    ZDP_RETURN_IF_ERROR(ops_.linear(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), n, C_, 4 * C_));
-    ZDP_RETURN_IF_ERROR(ops_.gelu(b.fc_pre.data(), b.fc_act.data(), n * 4 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), n, C_, 4 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->gelu(b.fc_pre.data(), b.fc_act.data(), n * 4 * C_));
     ZDP_ASSIGN_OR_RETURN(void* fp_w, p(e, b.fc_proj_w));
     ZDP_ASSIGN_OR_RETURN(void* fp_b, p(e, b.fc_proj_b));
-    ZDP_RETURN_IF_ERROR(ops_.linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_));
-    return ops_.add(x_next, b.x_mid.data(), x_next, n * C_);
+    ZDP_RETURN_IF_ERROR(ops_->linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_));
+    return ops_->add(x_next, b.x_mid.data(), x_next, n * C_);
   }
 
   // dx_ holds d loss / d (block output); leaves d loss / d (block input) there.
   Status backward_block(Engine& e, Block& b, int64_t n) {
-    const DType dt = ops_.dtype();
+    const DType dt = ops_->dtype();
     ZDP_ASSIGN_OR_RETURN(void* fp_w, p(e, b.fc_proj_w));
     ZDP_ASSIGN_OR_RETURN(void* fc_w, p(e, b.fc_w));
     ZDP_ASSIGN_OR_RETURN(void* ln2_w, p(e, b.ln2_w));
@@ -154,15 +154,15 @@ class Gpt : public Model {
       ZDP_ASSIGN_OR_RETURN(void* v, g(e, q));
       gv.push_back(v);
     }
-    ZDP_RETURN_IF_ERROR(ops_.linear_backward(b.fc_act.data(), fp_w, dx_.data(), dfc_.data(), OutputMode::kOverwrite, gv[0], gv[1], n, 4 * C_, C_));
-    ZDP_RETURN_IF_ERROR(ops_.gelu_backward(b.fc_pre.data(), dfc_.data(), dfc_.data(), n * 4 * C_));
-    ZDP_RETURN_IF_ERROR(ops_.linear_backward(b.ln2.data(), fc_w, dfc_.data(), dln_.data(), OutputMode::kOverwrite, gv[2], gv[3], n, C_, 4 * C_));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm_backward({n, C_, dt, dln_.data(), b.x_mid.data(), ln2_w, b.ln2_mean.as<float>(), b.ln2_rstd.as<float>(),
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.fc_act.data(), fp_w, dx_.data(), dfc_.data(), OutputMode::kOverwrite, gv[0], gv[1], n, 4 * C_, C_));
+    ZDP_RETURN_IF_ERROR(ops_->gelu_backward(b.fc_pre.data(), dfc_.data(), dfc_.data(), n * 4 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln2.data(), fc_w, dfc_.data(), dln_.data(), OutputMode::kOverwrite, gv[2], gv[3], n, C_, 4 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_mid.data(), ln2_w, b.ln2_mean.as<float>(), b.ln2_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[4], gv[5]}));
-    ZDP_RETURN_IF_ERROR(ops_.linear_backward(b.attn_y.data(), proj_w, dx_.data(), dattn_.data(), OutputMode::kOverwrite, gv[6], gv[7], n, C_, C_));
-    ZDP_RETURN_IF_ERROR(attention_backward(ops_, shape(n), b.qkv.data(), b.probs.data(), dattn_.data(), dprobs_.data(), dqkv_.data()));
-    ZDP_RETURN_IF_ERROR(ops_.linear_backward(b.ln1.data(), qkv_w, dqkv_.data(), dln_.data(), OutputMode::kOverwrite, gv[8], gv[9], n, C_, 3 * C_));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm_backward({n, C_, dt, dln_.data(), b.x_in.data(), ln1_w, b.ln1_mean.as<float>(), b.ln1_rstd.as<float>(),
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.attn_y.data(), proj_w, dx_.data(), dattn_.data(), OutputMode::kOverwrite, gv[6], gv[7], n, C_, C_));
+    ZDP_RETURN_IF_ERROR(attention_backward(*ops_, shape(n), b.qkv.data(), b.probs.data(), dattn_.data(), dprobs_.data(), dqkv_.data()));
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln1.data(), qkv_w, dqkv_.data(), dln_.data(), OutputMode::kOverwrite, gv[8], gv[9], n, C_, 3 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_in.data(), ln1_w, b.ln1_mean.as<float>(), b.ln1_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[10], gv[11]}));
     for (Param q : order) ZDP_RETURN_IF_ERROR(e.grad_ready(q));
     return Status::Ok();
@@ -173,14 +173,14 @@ class Gpt : public Model {
   StatusOr<double> run(Engine& e, const Batch& batch, bool train) {
     if (batch.count > B_) return Status(StatusCode::kInternal, "gpt: batch larger than micro_batch");
     const int64_t n = batch.count * T_;
-    const DType dt = ops_.dtype();
-    ZDP_RETURN_IF_ERROR(ops_.upload(tokens_.data(), batch.tokens.data(), static_cast<size_t>(n) * 4));
-    ZDP_RETURN_IF_ERROR(ops_.upload(targets_.data(), batch.labels.data(), static_cast<size_t>(n) * 4));
+    const DType dt = ops_->dtype();
+    ZDP_RETURN_IF_ERROR(ops_->upload(tokens_.data(), batch.tokens.data(), static_cast<size_t>(n) * 4));
+    ZDP_RETURN_IF_ERROR(ops_->upload(targets_.data(), batch.labels.data(), static_cast<size_t>(n) * 4));
     {
       ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(0, Engine::Pass::kForward));
       ZDP_ASSIGN_OR_RETURN(void* wte, p(e, wte_));
       ZDP_ASSIGN_OR_RETURN(void* wpe, p(e, wpe_));
-      ZDP_RETURN_IF_ERROR(ops_.embedding({batch.count, T_, C_, V_, dt, tokens_.as<int32_t>(), wte, wpe, blocks_[0].x_in.data()}));
+      ZDP_RETURN_IF_ERROR(ops_->embedding({batch.count, T_, C_, V_, dt, tokens_.as<int32_t>(), wte, wpe, blocks_[0].x_in.data()}));
     }
     for (int l = 0; l < L_; ++l) {
       ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(1 + l, Engine::Pass::kForward));
@@ -193,13 +193,13 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(void* lnf_w, p(e, lnf_w_));
     ZDP_ASSIGN_OR_RETURN(void* lnf_b, p(e, lnf_b_));
     ZDP_ASSIGN_OR_RETURN(void* wte, p(e, wte_));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm({n, C_, dt, x_out_.data(), lnf_w, lnf_b, lnf_.data(), lnf_mean_.as<float>(), lnf_rstd_.as<float>()}));
-    ZDP_RETURN_IF_ERROR(ops_.linear(lnf_.data(), wte, nullptr, logits_.data(), n, C_, V_));
+    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, x_out_.data(), lnf_w, lnf_b, lnf_.data(), lnf_mean_.as<float>(), lnf_rstd_.as<float>()}));
+    ZDP_RETURN_IF_ERROR(ops_->linear(lnf_.data(), wte, nullptr, logits_.data(), n, C_, V_));
     const float grad_scale = static_cast<float>(e.loss_scale() / static_cast<double>(n));
-    ZDP_RETURN_IF_ERROR(ops_.cross_entropy({n, V_, dt, logits_.data(), targets_.as<int32_t>(), losses_.as<float>(),
+    ZDP_RETURN_IF_ERROR(ops_->cross_entropy({n, V_, dt, logits_.data(), targets_.as<int32_t>(), losses_.as<float>(),
                                             train ? logits_.data() : nullptr, grad_scale}));
     std::vector<float> losses(static_cast<size_t>(n));
-    ZDP_RETURN_IF_ERROR(ops_.download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
+    ZDP_RETURN_IF_ERROR(ops_->download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
     double sum = 0;
     for (float v : losses) sum += v;
     if (!train) return sum / static_cast<double>(n);
@@ -207,12 +207,12 @@ class Gpt : public Model {
 
     // Backward: the head's share of the tied embedding's gradient waits in fp32 for the
     // embedding's own (gradient staging holds one layer group at a time).
-    ZDP_RETURN_IF_ERROR(ops_.weight_grad(lnf_.data(), logits_.data(), dwte_head_.data(), DType::kF32, n, C_, V_));
-    ZDP_RETURN_IF_ERROR(ops_.linear_backward(lnf_.data(), wte, logits_.data(), dln_.data(), OutputMode::kOverwrite,
+    ZDP_RETURN_IF_ERROR(ops_->weight_grad(lnf_.data(), logits_.data(), dwte_head_.data(), DType::kF32, n, C_, V_));
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(lnf_.data(), wte, logits_.data(), dln_.data(), OutputMode::kOverwrite,
                                              nullptr, nullptr, n, C_, V_));
     ZDP_ASSIGN_OR_RETURN(void* g_lnf_w, g(e, lnf_w_));
     ZDP_ASSIGN_OR_RETURN(void* g_lnf_b, g(e, lnf_b_));
-    ZDP_RETURN_IF_ERROR(ops_.layernorm_backward({n, C_, dt, dln_.data(), x_out_.data(), lnf_w, lnf_mean_.as<float>(),
+    ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), x_out_.data(), lnf_w, lnf_mean_.as<float>(),
                                                  lnf_rstd_.as<float>(), dx_.data(), OutputMode::kOverwrite, g_lnf_w, g_lnf_b}));
     ZDP_RETURN_IF_ERROR(e.grad_ready(lnf_w_));
     ZDP_RETURN_IF_ERROR(e.grad_ready(lnf_b_));
@@ -225,11 +225,11 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(0, Engine::Pass::kBackward));
     std::vector<int32_t> offsets, order;
     kernels::build_token_index(batch.tokens.data(), n, V_, &offsets, &order);
-    ZDP_RETURN_IF_ERROR(ops_.upload(offsets_.data(), offsets.data(), offsets.size() * 4));
-    ZDP_RETURN_IF_ERROR(ops_.upload(order_.data(), order.data(), order.size() * 4));
+    ZDP_RETURN_IF_ERROR(ops_->upload(offsets_.data(), offsets.data(), offsets.size() * 4));
+    ZDP_RETURN_IF_ERROR(ops_->upload(order_.data(), order.data(), order.size() * 4));
     ZDP_ASSIGN_OR_RETURN(void* g_wte, g(e, wte_));
     ZDP_ASSIGN_OR_RETURN(void* g_wpe, g(e, wpe_));
-    ZDP_RETURN_IF_ERROR(ops_.embedding_backward({batch.count, T_, C_, V_, dt, dx_.data(), offsets_.as<int32_t>(),
+    ZDP_RETURN_IF_ERROR(ops_->embedding_backward({batch.count, T_, C_, V_, dt, dx_.data(), offsets_.as<int32_t>(),
                                                  order_.as<int32_t>(), dwte_head_.as<float>(), g_wte, g_wpe}));
     ZDP_RETURN_IF_ERROR(e.grad_ready(wte_));
     ZDP_RETURN_IF_ERROR(e.grad_ready(wpe_));
@@ -239,7 +239,6 @@ class Gpt : public Model {
   int L_, C_, H_, V_, T_;
   float std_;
   int64_t B_;
-  Ops& ops_;
   std::vector<Block> blocks_;
   Param wte_, wpe_, lnf_w_, lnf_b_;
   DeviceBuffer x_out_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, tokens_, targets_, offsets_, order_;
@@ -248,7 +247,7 @@ class Gpt : public Model {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops& ops) {
+StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops* ops) {
   if (config.d_model % config.n_heads != 0) {
     return Status(StatusCode::kInvalidArgument, "gpt: model.d_model (" + std::to_string(config.d_model) +
                                                     ") is not divisible by model.n_heads (" + std::to_string(config.n_heads) + ")");

@@ -15,21 +15,21 @@ using kernels::OutputMode;
 
 class Mlp : public Model {
  public:
-  Mlp(const ModelConfig& c, int64_t micro, Ops& ops)
-      : depth_(c.n_layers), width_(c.d_model), outputs_(c.vocab_size), task_(c.task), micro_(micro), ops_(ops) {}
+  Mlp(const ModelConfig& c, int64_t micro, Ops* ops)
+      : Model(ops, c.dtype), depth_(c.n_layers), width_(c.d_model), outputs_(c.vocab_size), task_(c.task), micro_(micro) {}
 
-  Status register_params(Engine& engine) override {
+  Status declare_params(const DeclareParam& declare) override {
     for (int l = 0; l <= depth_; ++l) {
       const int out = l < depth_ ? width_ : outputs_;
       const std::string name = l < depth_ ? "fc" + std::to_string(l) : std::string("head");
       // 1/sqrt(fan_in): unit-variance pre-activations, whatever the width.
       const float std = 1.0f / std::sqrt(static_cast<float>(width_));
-      ZDP_ASSIGN_OR_RETURN(Param w, engine.add_param(name + ".weight", {out, width_}, Init::normal(std), l));
-      ZDP_ASSIGN_OR_RETURN(Param b, engine.add_param(name + ".bias", {out}, Init::zeros(), l));
+      ZDP_ASSIGN_OR_RETURN(Param w, declare(name + ".weight", {out, width_}, Init::normal(std), l));
+      ZDP_ASSIGN_OR_RETURN(Param b, declare(name + ".bias", {out}, Init::zeros(), l));
       w_.push_back(w);
       b_.push_back(b);
     }
-    return allocate();
+    return Status::Ok();
   }
 
   StatusOr<double> train_micro(Engine& engine, const Batch& batch) override { return run(engine, batch, true); }
@@ -44,30 +44,30 @@ class Mlp : public Model {
   }
 
  private:
-  Status allocate() {
-    const DType dt = ops_.dtype();
+  Status allocate() override {
+    const DType dt = dtype_;
     for (int l = 0; l <= depth_; ++l) {
-      ZDP_ASSIGN_OR_RETURN(DeviceBuffer pre, ops_.alloc(micro_ * (l < depth_ ? width_ : outputs_), dt));
+      ZDP_ASSIGN_OR_RETURN(DeviceBuffer pre, take(micro_ * (l < depth_ ? width_ : outputs_), dt));
       pre_.push_back(std::move(pre));
-      ZDP_ASSIGN_OR_RETURN(DeviceBuffer act, ops_.alloc(micro_ * width_, dt));  // act_[0]: the input
+      ZDP_ASSIGN_OR_RETURN(DeviceBuffer act, take(micro_ * width_, dt));  // act_[0]: the input
       act_.push_back(std::move(act));
     }
-    ZDP_ASSIGN_OR_RETURN(grad_a_, ops_.alloc(micro_ * std::max(width_, outputs_), dt));
-    ZDP_ASSIGN_OR_RETURN(grad_b_, ops_.alloc(micro_ * std::max(width_, outputs_), dt));
-    ZDP_ASSIGN_OR_RETURN(targets_, ops_.alloc(micro_ * outputs_, DType::kF32));
-    ZDP_ASSIGN_OR_RETURN(labels_, ops_.alloc_bytes(micro_ * 4));
-    ZDP_ASSIGN_OR_RETURN(losses_, ops_.alloc(micro_, DType::kF32));
+    ZDP_ASSIGN_OR_RETURN(grad_a_, take(micro_ * std::max(width_, outputs_), dt));
+    ZDP_ASSIGN_OR_RETURN(grad_b_, take(micro_ * std::max(width_, outputs_), dt));
+    ZDP_ASSIGN_OR_RETURN(targets_, take(micro_ * outputs_, DType::kF32));
+    ZDP_ASSIGN_OR_RETURN(labels_, take_bytes(micro_ * 4));
+    ZDP_ASSIGN_OR_RETURN(losses_, take(micro_, DType::kF32));
     return Status::Ok();
   }
 
   Status upload_inputs(const Batch& b) {
     if (b.count > micro_) return Status(StatusCode::kInternal, "mlp: batch larger than micro_batch");
-    if (ops_.dtype() != DType::kF32) {
+    if (ops_->dtype() != DType::kF32) {
       return Status(StatusCode::kInvalidArgument, "mlp: features are fp32; run the mlp with model.dtype = \"fp32\"");
     }
-    ZDP_RETURN_IF_ERROR(ops_.upload(act_[0].data(), b.features.data(), b.features.size() * sizeof(float)));
-    if (task_ == MlpTask::kClassification) return ops_.upload(labels_.data(), b.labels.data(), b.labels.size() * 4);
-    return ops_.upload(targets_.data(), b.targets.data(), b.targets.size() * sizeof(float));
+    ZDP_RETURN_IF_ERROR(ops_->upload(act_[0].data(), b.features.data(), b.features.size() * sizeof(float)));
+    if (task_ == MlpTask::kClassification) return ops_->upload(labels_.data(), b.labels.data(), b.labels.size() * 4);
+    return ops_->upload(targets_.data(), b.targets.data(), b.targets.size() * sizeof(float));
   }
 
   StatusOr<double> run(Engine& engine, const Batch& batch, bool train) {
@@ -78,21 +78,21 @@ class Mlp : public Model {
       ZDP_ASSIGN_OR_RETURN(void* w, param_view(engine, w_[l], "mlp"));
       ZDP_ASSIGN_OR_RETURN(void* b, param_view(engine, b_[l], "mlp"));
       const int out = l < depth_ ? width_ : outputs_;
-      ZDP_RETURN_IF_ERROR(ops_.linear(act_[l].data(), w, b, pre_[l].data(), n, width_, out));
-      if (l < depth_) ZDP_RETURN_IF_ERROR(ops_.gelu(pre_[l].data(), act_[l + 1].data(), n * width_));
+      ZDP_RETURN_IF_ERROR(ops_->linear(act_[l].data(), w, b, pre_[l].data(), n, width_, out));
+      if (l < depth_) ZDP_RETURN_IF_ERROR(ops_->gelu(pre_[l].data(), act_[l + 1].data(), n * width_));
     }
     // The loss; in training its gradient goes into grad_a_ (d loss / d head output).
     const float grad_scale = static_cast<float>(engine.loss_scale() / static_cast<double>(n));
     void* dlogits = train ? grad_a_.data() : nullptr;
     if (task_ == MlpTask::kClassification) {
-      ZDP_RETURN_IF_ERROR(ops_.cross_entropy({n, outputs_, ops_.dtype(), pre_[depth_].data(), labels_.as<int32_t>(),
+      ZDP_RETURN_IF_ERROR(ops_->cross_entropy({n, outputs_, ops_->dtype(), pre_[depth_].data(), labels_.as<int32_t>(),
                                               losses_.as<float>(), dlogits, grad_scale}));
     } else {
-      ZDP_RETURN_IF_ERROR(ops_.squared_error({n, outputs_, ops_.dtype(), pre_[depth_].data(), targets_.as<float>(),
+      ZDP_RETURN_IF_ERROR(ops_->squared_error({n, outputs_, ops_->dtype(), pre_[depth_].data(), targets_.as<float>(),
                                               losses_.as<float>(), dlogits, grad_scale}));
     }
     std::vector<float> losses(static_cast<size_t>(n));
-    ZDP_RETURN_IF_ERROR(ops_.download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
+    ZDP_RETURN_IF_ERROR(ops_->download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
     double sum = 0;
     for (float v : losses) sum += v;
     if (!train) return sum / static_cast<double>(n);
@@ -106,12 +106,12 @@ class Mlp : public Model {
       ZDP_ASSIGN_OR_RETURN(void* gw, grad_view(engine, w_[l], "mlp"));
       ZDP_ASSIGN_OR_RETURN(void* gb, grad_view(engine, b_[l], "mlp"));
       const int out = l < depth_ ? width_ : outputs_;
-      ZDP_RETURN_IF_ERROR(ops_.linear_backward(act_[l].data(), w, dy, l > 0 ? dx : nullptr, OutputMode::kOverwrite, gw,
+      ZDP_RETURN_IF_ERROR(ops_->linear_backward(act_[l].data(), w, dy, l > 0 ? dx : nullptr, OutputMode::kOverwrite, gw,
                                                gb, n, width_, out));
       ZDP_RETURN_IF_ERROR(engine.grad_ready(w_[l]));
       ZDP_RETURN_IF_ERROR(engine.grad_ready(b_[l]));
       if (l > 0) {  // through the GELU of layer l - 1
-        ZDP_RETURN_IF_ERROR(ops_.gelu_backward(pre_[l - 1].data(), dx, dx, n * width_));
+        ZDP_RETURN_IF_ERROR(ops_->gelu_backward(pre_[l - 1].data(), dx, dx, n * width_));
         std::swap(dy, dx);
       }
     }
@@ -121,13 +121,28 @@ class Mlp : public Model {
   int depth_, width_, outputs_;
   MlpTask task_;
   int64_t micro_;
-  Ops& ops_;
   std::vector<Param> w_, b_;
   std::vector<DeviceBuffer> pre_, act_;
   DeviceBuffer grad_a_, grad_b_, targets_, labels_, losses_;
 };
 
 }  // namespace
+
+Status Model::register_params(Engine& engine) {
+  ZDP_RETURN_IF_ERROR(declare_params([&engine](const std::string& name, const std::vector<int64_t>& shape, Init init,
+                                               int layer) { return engine.add_param(name, shape, init, layer); }));
+  return allocate();
+}
+
+StatusOr<DeviceBuffer> Model::take(int64_t count, DType dtype) {
+  return take_bytes(count * static_cast<int64_t>(dtype_size(dtype)));
+}
+
+StatusOr<DeviceBuffer> Model::take_bytes(int64_t bytes) {
+  buffer_bytes_ += Ops::allocation_bytes(bytes);
+  if (ops_ == nullptr) return DeviceBuffer();
+  return ops_->alloc_bytes(bytes);
+}
 
 StatusOr<void*> param_view(Engine& engine, Param p, const char* what) {
   void* v = engine.param(p);
@@ -141,13 +156,13 @@ StatusOr<void*> grad_view(Engine& engine, Param p, const char* what) {
   return v;
 }
 
-StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t micro_batch, Ops& ops) {
+StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t micro_batch, Ops* ops) {
   return std::unique_ptr<Model>(new Mlp(config, micro_batch, ops));
 }
 
 StatusOr<std::unique_ptr<Model>> make_model(const Config& config, Ops& ops) {
-  if (config.model.kind == ModelKind::kMlp) return make_mlp(config.model, config.train.micro_batch, ops);
-  return make_gpt(config.model, config.train.micro_batch, ops);
+  if (config.model.kind == ModelKind::kMlp) return make_mlp(config.model, config.train.micro_batch, &ops);
+  return make_gpt(config.model, config.train.micro_batch, &ops);
 }
 
 }  // namespace zdp::trainer

@@ -4,8 +4,10 @@
 // layer; a scope is opened around each layer in forward and again in backward.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainer/data/source.h"
 #include "trainer/models/ops.h"
@@ -14,11 +16,19 @@
 
 namespace zdp::trainer {
 
+// Where a model declares a parameter: Engine::add_param in register_params(), a list in
+// model_spec() (dp-launch plan), so the planner sees exactly what the trainer registers.
+using DeclareParam =
+    std::function<StatusOr<Param>(const std::string& name, const std::vector<int64_t>& shape, Init init, int layer)>;
+
 class Model {
  public:
   virtual ~Model() = default;
-  // Before engine.finalize(): every parameter with its layer group and initialisation.
-  virtual Status register_params(Engine& engine) = 0;
+  // Before engine.finalize(): every parameter with its layer group and initialisation
+  // (declare_params through engine.add_param), then the activation buffers.
+  Status register_params(Engine& engine);
+  // Every parameter, in registration order.
+  virtual Status declare_params(const DeclareParam& declare) = 0;
   // Forward and backward of one micro-batch: writes the gradient of the micro-batch's mean
   // loss (times engine.loss_scale()) into every grad view and marks each ready. Returns
   // the mean loss. Calls engine.mark(kBackward) where its backward begins (profiling).
@@ -31,11 +41,32 @@ class Model {
   // GEMMs, plus attention), for MFU.
   virtual double flops_per_sample() const = 0;
   virtual std::string describe() const = 0;
+  // Takes the activation and scratch buffers of one micro-batch through take()
+  // (register_params() calls it; a model without ops only counts them).
+  virtual Status allocate() = 0;
+  // Bytes of the activation and scratch buffers of one micro-batch (MemCategory::kOther),
+  // once register_params() or model_spec() has taken them.
+  int64_t activation_bytes() const { return buffer_bytes_; }
+
+ protected:
+  // `ops` is null for a model made only to be described (model_spec): then allocate()
+  // counts its buffers' bytes and allocates nothing.
+  Model(Ops* ops, DType dtype) : ops_(ops), dtype_(dtype) {}
+  // A buffer of `count` elements of `dtype` (bytes) from ops_, counted in activation_bytes().
+  StatusOr<DeviceBuffer> take(int64_t count, DType dtype);
+  StatusOr<DeviceBuffer> take_bytes(int64_t bytes);
+
+  Ops* ops_;
+  DType dtype_;  // the compute dtype (ops_->dtype() when there are ops)
+
+ private:
+  int64_t buffer_bytes_ = 0;
 };
 
-// The model of config.model, computing on `ops` (its device and compute dtype).
-StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t micro_batch, Ops& ops);
-StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops& ops);
+// The model of config.model, computing on `ops` (its device and compute dtype); null ops
+// make a model that can only declare its parameters and count its buffers (model_spec).
+StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t micro_batch, Ops* ops);
+StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops* ops);
 StatusOr<std::unique_ptr<Model>> make_model(const Config& config, Ops& ops);
 
 // A view of parameter p, or the engine's reason why there is none.

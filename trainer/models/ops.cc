@@ -36,7 +36,7 @@ StatusOr<DeviceBuffer> Ops::alloc(int64_t count, DType dtype) {
 }
 
 StatusOr<DeviceBuffer> Ops::alloc_bytes(int64_t bytes) {
-  return device_.allocate(std::max<int64_t>(bytes, 64), MemCategory::kOther);
+  return device_.allocate(allocation_bytes(bytes), MemCategory::kOther);
 }
 
 Status Ops::upload(void* dst, const void* src, size_t bytes) {

@@ -5,6 +5,7 @@
 // dtype; a model calls these and never branches on the device itself.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,6 +37,8 @@ class Ops {
   // A device buffer of `count` elements of `dtype` (activations: MemCategory::kOther).
   StatusOr<DeviceBuffer> alloc(int64_t count, DType dtype);
   StatusOr<DeviceBuffer> alloc_bytes(int64_t bytes);
+  // What alloc_bytes(bytes) takes from the device (never less than 64 bytes).
+  static int64_t allocation_bytes(int64_t bytes) { return std::max<int64_t>(bytes, 64); }
   // Host -> device and device -> host copies ordered on the compute stream; download
   // waits for the copy (the host reads the result next).
   Status upload(void* dst, const void* src, size_t bytes);

@@ -176,6 +176,9 @@ std::unique_ptr<Device> create_cpu_device();
 
 // Number of visible CUDA devices; 0 when built without CUDA or when no GPU is present.
 int cuda_device_count();
+// Total memory of CUDA device `index` in bytes (kUnavailable without CUDA, kNotFound for
+// an index out of range).
+StatusOr<int64_t> cuda_device_memory(int index);
 // CUDA device `index` (made current on the calling thread). kUnavailable when this build
 // has no CUDA, kNotFound when the index is out of range.
 StatusOr<std::unique_ptr<Device>> create_cuda_device(int index);

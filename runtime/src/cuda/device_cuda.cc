@@ -419,6 +419,17 @@ int cuda_device_count() {
   return count;
 }
 
+StatusOr<int64_t> cuda_device_memory(int index) {
+  const int count = cuda_device_count();
+  if (index < 0 || index >= count) {
+    return Status(StatusCode::kNotFound, "cuda:" + std::to_string(index) + " requested, but " +
+                                             std::to_string(count) + " CUDA device(s) are visible");
+  }
+  cudaDeviceProp props{};
+  ZDP_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, index));
+  return static_cast<int64_t>(props.totalGlobalMem);
+}
+
 StatusOr<std::unique_ptr<Device>> create_cuda_device(int index) {
   const int count = cuda_device_count();
   if (index < 0 || index >= count) {

@@ -5,6 +5,11 @@ namespace zdp {
 
 int cuda_device_count() { return 0; }
 
+StatusOr<int64_t> cuda_device_memory(int index) {
+  return Status(StatusCode::kUnavailable,
+                "the memory of cuda:" + std::to_string(index) + " was asked for, but this zdp build has no CUDA");
+}
+
 StatusOr<std::unique_ptr<Device>> create_cuda_device(int index) {
   return Status(StatusCode::kUnavailable,
                 "cuda:" + std::to_string(index) + " requested, but this zdp build has no CUDA (configure with nvcc on "

@@ -1,0 +1,33 @@
+// `dp-launch plan config.toml [--world 8,64] [--device-memory 80GiB] [--link GB/s,alpha_us]
+// [--flops GFLOP/s] [--calibrate]`: the CLI around plan_report.h. Starts no rank; prints the
+// table and writes <launch.log_dir>/plan.jsonl.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace zdp::launcher {
+
+struct PlanArgs {
+  std::string config_path;
+  std::vector<std::string> sets;
+  std::vector<int> worlds;
+  std::string device_memory;  // "80GiB", "512MiB", "1.5TB", bytes
+  std::string link;           // "GB/s,alpha_us", e.g. "100,10"
+  double gflops = 0;          // one rank's sustained GFLOP/s
+  bool calibrate = false;
+};
+
+// Declares the subcommand's arguments on `cmd`.
+void add_plan_options(CLI::App& cmd, PlanArgs& args);
+
+// Exit code: 0, or 2 for a bad config or argument (named on stderr).
+int run_plan(const PlanArgs& args);
+
+// "80GiB" -> 85899345920; units B, KB/MB/GB/TB (powers of 1000) and KiB/MiB/GiB/TiB; a
+// bare number is bytes. -1 for anything else.
+int64_t parse_byte_size(const std::string& text);
+
+}  // namespace zdp::launcher

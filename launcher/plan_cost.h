@@ -1,0 +1,65 @@
+// The time half of `dp-launch plan`: an alpha-beta model of the ring collectives the
+// engine issues per bucket, and a step-time prediction that adds compute and the part of
+// the communication that overlap does not hide. Pure arithmetic (plan_cost_test checks
+// it against hand-computed numbers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zdp::launcher {
+
+// One link as the collectives see it: a message of n bytes between two ranks takes
+// alpha + n / beta seconds.
+struct LinkModel {
+  double alpha_s = 0;          // latency per message
+  double beta_bytes_per_s = 1; // bandwidth
+  std::string origin;          // "calibrated ...", "--link", "assumed ..."
+};
+
+// Ring algorithms over K ranks for a buffer of `bytes` (the whole buffer, as
+// nccl-tests' size): reduce-scatter and all-gather take K - 1 steps of bytes / K each,
+// all-reduce 2 (K - 1) such steps. Zero for K = 1 (the engine copies locally).
+double ring_reduce_scatter_s(double bytes, int world_size, const LinkModel& link);
+double ring_all_gather_s(double bytes, int world_size, const LinkModel& link);
+double ring_all_reduce_s(double bytes, int world_size, const LinkModel& link);
+
+// What one rank does in one optimizer step.
+struct StepWork {
+  int stage = 0;
+  int world_size = 1;
+  int64_t accum_steps = 1;
+  bool overlap = true;                // reductions overlap the last micro-batch's backward
+  std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
+  std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
+  int compute_bytes = 4;              // parameters and the gradients the trainer writes
+  int reduce_bytes = 4;               // gradient reduction dtype
+  double flops_per_micro = 0;         // forward + backward of one micro-batch on one rank
+  double flops_per_s = 1;             // one rank's sustained rate
+};
+
+struct StepPrediction {
+  double compute_s = 0;       // all micro-batches' forward + backward
+  double reduce_s = 0;        // the gradient reductions, back to back
+  double gather_s = 0;        // the parameter all-gathers, back to back
+  double small_s = 0;         // the gradient-norm all-reduce (latency only)
+  double exposed_comm_s = 0;  // what the step waits for beyond compute
+  double step_s = 0;          // compute + exposed communication
+  double sent_bytes = 0;      // bytes one rank sends per step (ring: (K-1)/K of each buffer per step)
+};
+
+// The prediction, with these rules (the engine's schedule, simplified):
+//  - forward is 1/3 and backward 2/3 of a micro-batch's compute (6 Psi = 2 + 4);
+//  - stage 0 all-reduces each bucket, stages 1-3 reduce-scatter it; the reductions run on
+//    one communication stream in backward order during the last micro-batch's backward,
+//    bucket b becoming ready when backward has covered its share of the elements: the
+//    time past the end of backward is exposed (everything, with overlap off);
+//  - stages 1-2 all-gather every bucket's parameters after the optimizer: exposed;
+//  - stage 3 gathers each layer group before its forward and again before its backward,
+//    in every micro-batch, prefetched one group ahead: a group's gather hides behind the
+//    previous group's compute, the first group's is exposed;
+//  - one latency-bound all-reduce for the gradient norm; the optimizer is not modelled.
+StepPrediction predict_step(const StepWork& work, const LinkModel& link);
+
+}  // namespace zdp::launcher

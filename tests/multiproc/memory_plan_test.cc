@@ -1,0 +1,142 @@
+// The planner's memory numbers against real engines: for the reference models (mlp and
+// gpt, registered by the trainer's own register_params), K = 1, 2, 4 ranks (forked, Gloo)
+// and stages 0-3, plan_memory() (what `dp-launch plan` prints) equals Engine::memory()'s
+// measured bytes in every category, to the byte, and the model's activation buffers equal
+// model_spec()'s estimate. Variants cover gradient accumulation and a bf16 reduction.
+#include <gtest/gtest.h>
+
+#include "support/engine_runs.h"
+#include "trainer/models/model.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/memory_plan.h"
+
+namespace zdp {
+namespace {
+
+using testing::fork_ranks;
+using testing::make_test_context;
+
+Config mlp_config() {
+  Config c;
+  c.model.kind = ModelKind::kMlp;
+  c.model.n_layers = 3;
+  c.model.d_model = 40;  // 40 x 40 weights: odd sizes, so buckets need padding at K = 4
+  c.model.vocab_size = 7;
+  c.train.micro_batch = 4;
+  c.zero.bucket_mb = 4096.0 * 4 / (1 << 20);  // several buckets per layer group
+  return c;
+}
+
+Config gpt_config() {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2;
+  c.model.d_model = 24;
+  c.model.n_heads = 2;
+  c.model.vocab_size = 50;
+  c.model.seq_len = 12;
+  c.train.micro_batch = 2;
+  c.zero.bucket_mb = 1500.0 * 4 / (1 << 20);  // buckets cut inside parameters
+  return c;
+}
+
+// One engine per stage on this rank; every category of its measured memory must equal the plan.
+Status check_stages(Context& ctx, Config config, const std::string& variant) {
+  const int K = ctx.world_size();
+  ZDP_ASSIGN_OR_RETURN(const trainer::ModelSpec spec, trainer::model_spec(config));
+  for (int stage = 0; stage <= 3; ++stage) {
+    config.zero.stage = stage;
+    config.train.global_batch = K * config.train.micro_batch * std::max<int64_t>(1, config.train.accum_steps);
+    const std::string where = variant + ", K = " + std::to_string(K) + ", stage " + std::to_string(stage);
+    ZDP_ASSIGN_OR_RETURN(const EngineOptions options, EngineOptions::from(config, K));
+    ZDP_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(spec.params, options, K, DeviceKind::kCpu));
+    Engine engine(ctx, options);
+    std::unique_ptr<trainer::Ops> ops;
+    std::unique_ptr<trainer::Model> model;
+    const int64_t other_before = ctx.device().memory().category(MemCategory::kOther).current_bytes;
+    if (config.model.dtype == DType::kF32) {  // the trainer registers (the CPU's Ops compute in fp32 only)
+      ZDP_ASSIGN_OR_RETURN(ops, trainer::Ops::create(ctx.device(), config.model.dtype));
+      ZDP_ASSIGN_OR_RETURN(model, trainer::make_model(config, *ops));
+      ZDP_RETURN_IF_ERROR(model->register_params(engine));
+      const int64_t activations = ctx.device().memory().category(MemCategory::kOther).current_bytes - other_before;
+      if (activations != spec.activation_bytes) {
+        return Status(StatusCode::kInternal, where + ": the model took " + std::to_string(activations) +
+                                                 " activation bytes, model_spec says " +
+                                                 std::to_string(spec.activation_bytes));
+      }
+    } else {  // the same declarations straight into the engine
+      for (const ParamDecl& p : spec.params) {
+        ZDP_RETURN_IF_ERROR(engine.add_param(p.name, p.shape, Init::normal(0.02f), p.layer).status());
+      }
+    }
+    ZDP_RETURN_IF_ERROR(engine.finalize());
+    const MemoryReport report = engine.memory();
+    if (report.params != spec.psi || report.padded_elems != plan.padded_elems) {
+      return Status(StatusCode::kInternal, where + ": engine Psi " + std::to_string(report.params) + " padded " +
+                                               std::to_string(report.padded_elems) + ", plan " +
+                                               std::to_string(spec.psi) + " padded " + std::to_string(plan.padded_elems));
+    }
+    int64_t total = 0;
+    for (MemCategory c : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer, MemCategory::kBuckets,
+                          MemCategory::kWorkspace}) {
+      const MemoryReport::Row* row = nullptr;
+      for (const MemoryReport::Row& r : report.rows) {
+        if (r.category == to_string(c)) row = &r;
+      }
+      if (row == nullptr) return Status(StatusCode::kInternal, where + ": no row " + to_string(c));
+      if (row->measured != plan.bytes(c)) {
+        return Status(StatusCode::kInternal, where + ": " + to_string(c) + " measured " + std::to_string(row->measured) +
+                                                 " bytes, planned " + std::to_string(plan.bytes(c)) + "\n" +
+                                                 report.table());
+      }
+      total += row->measured;
+    }
+    if (total != plan.total()) return Status(StatusCode::kInternal, where + ": totals differ");
+  }
+  return Status::Ok();
+}
+
+void expect_plan_matches(const Config& config, const std::string& variant) {
+  for (int K : {1, 2, 4}) {
+    EXPECT_EQ(testing::describe_failures(fork_ranks(K, [&](int rank, int world, Store& store) -> Status {
+                ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+                return check_stages(ctx, config, variant);
+              })),
+              "")
+        << variant << ", K = " << K;
+  }
+}
+
+TEST(MemoryPlan, MlpMatchesTheEngineAtEveryStageAndWorldSize) { expect_plan_matches(mlp_config(), "mlp"); }
+
+TEST(MemoryPlan, GptMatchesTheEngineAtEveryStageAndWorldSize) { expect_plan_matches(gpt_config(), "gpt"); }
+
+TEST(MemoryPlan, AccumulationAndABf16ReductionMatchTheEngine) {
+  Config gpt = gpt_config();
+  gpt.train.accum_steps = 2;  // + the fp32 accumulation, + reduce staging at stages 2-3
+  gpt.zero.prefetch_layers = 0;
+  expect_plan_matches(gpt, "gpt, accum_steps 2, prefetch 0");
+  Config mlp = mlp_config();
+  mlp.model.dtype = DType::kBF16;  // bf16 parameters and gradients, registered without Ops
+  mlp.zero.reduce_dtype = DType::kF32;
+  expect_plan_matches(mlp, "mlp, bf16 compute, fp32 reduction");
+}
+
+TEST(MemoryPlan, PaddingIsWhatTheLayoutAdds) {
+  // 40 x 40 + 40 elements per layer do not divide into K x 32-element slices: the plan's
+  // padded buffer is larger than Psi at K = 4, and its optimizer state is 12 bytes per
+  // padded element / K, exactly.
+  Config c = mlp_config();
+  c.zero.stage = 1;
+  c.train.global_batch = 4 * c.train.micro_batch;
+  const trainer::ModelSpec spec = trainer::model_spec(c).value();
+  EXPECT_EQ(spec.psi, 3 * (40 * 40 + 40) + 7 * 40 + 7);
+  const MemoryPlan plan = plan_memory(spec.params, EngineOptions::from(c, 4).value(), 4, DeviceKind::kCpu).value();
+  EXPECT_GT(plan.padded_elems, spec.psi);
+  EXPECT_EQ(plan.padded_elems % (4 * 32), 0);
+  EXPECT_EQ(plan.master + plan.m + plan.v, 12 * plan.padded_elems / 4);
+  EXPECT_EQ(plan.params, 4 * plan.padded_elems);
+}
+
+}  // namespace
+}  // namespace zdp
