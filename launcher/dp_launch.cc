@@ -15,6 +15,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
 #include "launcher/plan_command.h"
+#include "launcher/scale_command.h"
 #include "launcher/supervisor.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -180,9 +181,14 @@ int main(int argc, char** argv) {
   CLI::App* plan = app.add_subcommand("plan", "predict memory per rank (stages 0-3), communication and step time; "
                                               "start nothing");
   add_plan_options(*plan, plan_args);
+  ScaleArgs scale_args;
+  CLI::App* scale = app.add_subcommand("scale", "run the job at several world sizes with the same per-rank batch; "
+                                                "print throughput, speed-up, efficiency and the Amdahl fit");
+  add_scale_options(*scale, scale_args);
   app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
   if (plan->parsed()) return run_plan(plan_args);
+  if (scale->parsed()) return run_scale(scale_args);
   if (config_path.empty()) {
     std::fprintf(stderr, "dp-launch: a config is required: dp-launch config.toml (or dp-launch plan|scale config.toml; "
                          "--help lists everything)\n");

@@ -284,3 +284,45 @@ TEST_F(LauncherTest, AMissingProgramIsAClearError) {
 }
 
 }  // namespace
+
+// `dp-launch plan` starts nothing and prints, for the configured world size and each
+// --world, one row per ZeRO stage and a recommendation, and the same as JSON lines.
+TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {
+  const std::string quickstart = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
+  const fs::path logs = dir_ / "plan";
+  const LaunchRun run = launch({"plan", quickstart, "--world", "2,4", "--set", "launch.log_dir=\"" + logs.string() + "\""});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // gpt, d = 96, 3 blocks, vocab 256, seq 64: (256 + 64) d + 3 (12 d^2 + 13 d) + 2 d.
+  EXPECT_NE(run.output.find("Psi = 366432 parameters"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("world size 2 (configured): global batch 32 = 2 x micro_batch 8 x accum_steps 2"),
+            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("world size 4: global batch 64"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("world size 2:"), std::string::npos) << "2 is planned once:\n" << run.output;
+  std::istringstream lines(run.output);
+  int stage_rows = 0, recommendations = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > 3 && line.compare(0, 2, "  ") == 0 && line[2] >= '0' && line[2] <= '3' && line[3] == ' ') {
+      ++stage_rows;
+    }
+    if (line.find("  recommended: stage 0, the lowest stage that fits") == 0) ++recommendations;
+  }
+  EXPECT_EQ(stage_rows, 8) << run.output;
+  EXPECT_EQ(recommendations, 2) << run.output;
+  std::ifstream jsonl(logs / "plan.jsonl");
+  int stage_lines = 0, total = 0;
+  for (std::string line; std::getline(jsonl, line); ++total) {
+    if (line.find("\"kind\":\"stage\"") != std::string::npos) ++stage_lines;
+  }
+  EXPECT_EQ(stage_lines, 8);
+  EXPECT_EQ(total, 12);  // + model, assumptions, 2 recommendations
+  EXPECT_FALSE(fs::exists(logs / "rank-0.log")) << "plan started a rank";
+
+  // 1 MiB per rank holds no stage; a malformed size is refused.
+  const LaunchRun tiny = launch({"plan", quickstart, "--device-memory", "1MiB", "--set",
+                                 "launch.log_dir=\"" + logs.string() + "\""});
+  ASSERT_EQ(tiny.exit_code, 0) << tiny.output;
+  EXPECT_NE(tiny.output.find("recommended: none: no stage fits in 1.00 MiB per rank"), std::string::npos) << tiny.output;
+  const LaunchRun bad = launch({"plan", quickstart, "--device-memory", "lots"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--device-memory 'lots' is not a size"), std::string::npos) << bad.output;
+}

@@ -1,0 +1,124 @@
+// The planner's alpha-beta collective model and step-time prediction against numbers
+// computed by hand, and the scaling report's Amdahl fit against series with a known
+// serial fraction.
+#include <gtest/gtest.h>
+
+#include "launcher/plan_command.h"
+#include "launcher/plan_cost.h"
+#include "launcher/scale_report.h"
+
+namespace zdp::launcher {
+namespace {
+
+const LinkModel kLink{10e-6, 1e9, "test"};  // 10 us per message, 1 GB/s
+
+TEST(RingCollectives, AlphaBetaStepsPerAlgorithm) {
+  // 8 MB over 4 ranks: each ring step moves 2 MB (2 ms) after 10 us.
+  EXPECT_NEAR(ring_reduce_scatter_s(8e6, 4, kLink), 3 * 2.01e-3, 1e-12);
+  EXPECT_NEAR(ring_all_gather_s(8e6, 4, kLink), 3 * 2.01e-3, 1e-12);
+  EXPECT_NEAR(ring_all_reduce_s(8e6, 4, kLink), 6 * 2.01e-3, 1e-12);
+  EXPECT_EQ(ring_all_reduce_s(8e6, 1, kLink), 0.0);  // one rank: nothing to send
+  EXPECT_NEAR(ring_all_reduce_s(0, 8, kLink), 14 * 10e-6, 1e-15);  // latency only
+}
+
+// Two fp32 buckets of 1M elements on 2 ranks; 3 ms of compute per micro-batch (2 ms backward).
+StepWork two_buckets(int stage) {
+  StepWork w;
+  w.stage = stage;
+  w.world_size = 2;
+  w.bucket_elems = {1000000, 1000000};
+  w.group_elems = {1000000, 1000000};
+  w.flops_per_micro = 3e9;
+  w.flops_per_s = 1e12;
+  return w;
+}
+
+TEST(PredictStep, Stage0OverlapsTheAllReducesWithBackward) {
+  // All-reduce of 4 MB on 2 ranks: 2 x (10 us + 2 ms) = 4.02 ms. The last bucket is ready
+  // at 1 ms (half of backward) and ends at 5.02; the first is ready at 2 ms and ends at
+  // 9.04: 7.04 ms past backward, + the norm all-reduce 2 x 10 us.
+  const StepPrediction p = predict_step(two_buckets(0), kLink);
+  EXPECT_NEAR(p.compute_s, 3e-3, 1e-12);
+  EXPECT_NEAR(p.reduce_s, 8.04e-3, 1e-12);
+  EXPECT_NEAR(p.small_s, 20e-6, 1e-15);
+  EXPECT_NEAR(p.exposed_comm_s, 7.06e-3, 1e-12);
+  EXPECT_NEAR(p.step_s, 10.06e-3, 1e-12);
+  EXPECT_NEAR(p.sent_bytes, 8e6, 1e-3);  // 2 (K-1)/K x 8 MB
+  StepWork off = two_buckets(0);
+  off.overlap = false;  // both wait for the end of backward: 2 + 8.04 ms
+  EXPECT_NEAR(predict_step(off, kLink).exposed_comm_s, 8.04e-3 + 20e-6, 1e-12);
+}
+
+TEST(PredictStep, Stages1And2AddAnExposedAllGather) {
+  // Reduce-scatter 2.01 ms per bucket: 1 -> 3.01, 3.01 -> 5.02 (3.02 exposed); the
+  // all-gathers after the optimizer 2 x 2.01 ms, all exposed.
+  for (int stage : {1, 2}) {
+    const StepPrediction p = predict_step(two_buckets(stage), kLink);
+    EXPECT_NEAR(p.reduce_s, 4.02e-3, 1e-12);
+    EXPECT_NEAR(p.gather_s, 4.02e-3, 1e-12);
+    EXPECT_NEAR(p.exposed_comm_s, 3.02e-3 + 4.02e-3 + 20e-6, 1e-12);
+    EXPECT_NEAR(p.sent_bytes, 8e6, 1e-3);  // the same volume as stage 0: 2 Psi (K-1)/K
+  }
+}
+
+TEST(PredictStep, Stage3GathersTwicePerMicroBatchBehindThePreviousGroup) {
+  // Forward: gather 1 (2.01 ms) exposed, gather 2 behind group 1's 0.5 ms of forward: 1.51.
+  // Backward: 2.01 exposed, then 2.01 - 1 ms = 1.01. Reductions 3.02 as at stage 1.
+  const StepPrediction p = predict_step(two_buckets(3), kLink);
+  EXPECT_NEAR(p.gather_s, 4 * 2.01e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_comm_s, 3.52e-3 + 3.02e-3 + 3.02e-3 + 20e-6, 1e-12);
+  EXPECT_NEAR(p.sent_bytes, 12e6, 1e-3);  // 3 Psi (K-1)/K x 4 bytes, Psi = 2M
+  StepWork accum = two_buckets(3);
+  accum.accum_steps = 2;  // gathered again in every micro-batch; reduced once
+  EXPECT_NEAR(predict_step(accum, kLink).sent_bytes, 20e6, 1e-3);
+}
+
+TEST(AmdahlFit, RecoversAKnownSerialFraction) {
+  for (double s : {0.0, 0.05, 0.3, 1.0}) {
+    std::vector<std::pair<int, double>> series;
+    for (int k : {1, 2, 4, 8, 64}) series.emplace_back(k, amdahl_speedup(s, k));
+    const AmdahlFit fit = fit_amdahl(series).value();
+    EXPECT_NEAR(fit.serial_fraction, s, 1e-12);
+    EXPECT_NEAR(fit.rms_error, 0.0, 1e-9);
+    EXPECT_EQ(fit.points, 4);
+  }
+  // Off the law: least squares in 1/S - 1/K = s (1 - 1/K) by hand. K = 2, S = 1.6: x = 0.5,
+  // y = 0.125; K = 4, S = 2.5: x = 0.75, y = 0.15. s = (0.0625 + 0.1125) / (0.25 + 0.5625).
+  const AmdahlFit fit = fit_amdahl({{1, 1.0}, {2, 1.6}, {4, 2.5}}).value();
+  EXPECT_NEAR(fit.serial_fraction, 0.175 / 0.8125, 1e-12);
+  EXPECT_FALSE(fit_amdahl({{1, 1.0}}).ok());
+  EXPECT_FALSE(fit_amdahl({{2, 0.0}}).ok());
+}
+
+TEST(ScaleReport, SpeedupAndEfficiencyFromThroughput) {
+  // Weak scaling: the same per-rank work, so ideal samples/s grows with K.
+  std::vector<ScalePoint> points(3);
+  points[0] = {4, 2, 64, 10, 0.4, 160.0, 0, 0, "4"};
+  points[1] = {1, 2, 16, 10, 0.1, 50.0, 0, 0, "1"};
+  points[2] = {2, 2, 32, 10, 0.125, 80.0, 0, 0, "2"};
+  const ScaleReport r = make_scale_report(points).value();
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(r.rows[0].point.world_size, 1);
+  EXPECT_DOUBLE_EQ(r.rows[1].speedup, 1.6);
+  EXPECT_DOUBLE_EQ(r.rows[1].efficiency, 0.8);  // = T1 / T2 = 0.1 / 0.125
+  EXPECT_DOUBLE_EQ(r.rows[2].speedup, 3.2);
+  EXPECT_DOUBLE_EQ(r.rows[2].efficiency, 0.8);
+  ASSERT_TRUE(r.fit.has_value());
+  EXPECT_NEAR(r.rows[2].amdahl, amdahl_speedup(r.fit->serial_fraction, 4), 1e-12);
+  EXPECT_NE(format_scale(r, "t").find("Amdahl: serial fraction s = "), std::string::npos);
+  EXPECT_EQ(scale_json(r).size(), 4u);
+}
+
+TEST(PlanArguments, ByteSizes) {
+  EXPECT_EQ(parse_byte_size("80GiB"), int64_t{80} << 30);
+  EXPECT_EQ(parse_byte_size("512 MiB"), int64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("1.5TB"), int64_t{1500000000000});
+  EXPECT_EQ(parse_byte_size("4096"), 4096);
+  EXPECT_EQ(parse_byte_size("80 GB"), int64_t{80000000000});
+  EXPECT_EQ(parse_byte_size("lots"), -1);
+  EXPECT_EQ(parse_byte_size("8 GiBs"), -1);
+  EXPECT_EQ(parse_byte_size("-1GiB"), -1);
+}
+
+}  // namespace
+}  // namespace zdp::launcher
