@@ -13,6 +13,7 @@
 
 #include "launcher/plan_calibrate.h"
 #include "launcher/plan_report.h"
+#include "trainer/models/model_spec.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
 
@@ -26,6 +27,12 @@ constexpr double kGpuAlphaS = 10e-6, kGpuBeta = 100e9;
 // And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
 // of an H100's dense bf16 peak.
 constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
+
+// Parameters of config's model, without building anything (for the calibration guard).
+double cheap_psi(const Config& config) {
+  StatusOr<trainer::ModelSpec> spec = trainer::model_spec(config);
+  return spec.ok() ? static_cast<double>(spec->psi) : 0.0;
+}
 
 void say(const std::string& line) { std::fprintf(stderr, "dp-launch plan: %s\n", line.c_str()); }
 
@@ -125,15 +132,27 @@ int run_plan(const PlanArgs& a) {
     co.rows = config->train.micro_batch * (config->model.kind == ModelKind::kGpt ? config->model.seq_len : 1);
     co.in = config->model.d_model;
     co.out = 4 * static_cast<int64_t>(config->model.d_model);
+    // Timing the model itself needs its states on this machine: skip it for a model that
+    // would take more than a quarter of the memory.
+    const int64_t states = static_cast<int64_t>(16.0 * cheap_psi(*config));
+    if (states < in.device_memory / 4) co.config = &*config;
     StatusOr<Calibration> cal = calibrate(co);
     if (!cal.ok()) {
       say("calibration failed: " + cal.status().message());
       return 1;
     }
     in.link = cal->link;
-    in.link.origin += fmt(", %.0f us at 4 KiB", cal->small_s * 1e6) + fmt(", %.2f ms at 4 MiB", cal->large_s * 1e3);
-    in.flops_per_s = cal->flops_per_s;
-    in.flops_origin = "calibrated: " + cal->gemm + fmt("; calibration took %.1f s", cal->seconds);
+    in.link.origin += fmt(", %.0f us at 4 KiB", cal->small_s * 1e6) + fmt(", %.2f ms at 32 MiB", cal->large_s * 1e3);
+    if (cal->model_flops_per_s > 0) {
+      in.flops_per_s = cal->model_flops_per_s;
+      in.flops_origin = "calibrated: micro-batches of this model on one CPU rank, " +
+                        fmt("%.1f ms each", cal->micro_s * 1e3) + "; a bare " + cal->gemm + " reaches " +
+                        fmt("%.3g GFLOP/s", cal->gemm_flops_per_s / 1e9);
+    } else {
+      in.flops_per_s = cal->gemm_flops_per_s;
+      in.flops_origin = "calibrated: " + cal->gemm + " (GEMM only: an upper bound on the model's rate)";
+    }
+    in.flops_origin += fmt("; calibration took %.1f s", cal->seconds);
   }
   if (!a.link.empty()) {
     double gbps = 0, alpha_us = -1;

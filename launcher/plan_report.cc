@@ -108,12 +108,12 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
                 rep.config_path.c_str(), m.description.c_str(), static_cast<long long>(m.psi), m.flops_per_sample / 1e9,
                 mib(static_cast<double>(m.activation_bytes)).c_str(), static_cast<long long>(rep.micro_batch));
   out += line;
-  std::snprintf(line, sizeof(line),
-                "assumptions:\n  device memory %s per rank (%s)\n  link alpha %.1f us, beta %.3g GB/s (%s)\n"
-                "  compute %.3g GFLOP/s per rank (%s)\n",
-                format_bytes(in.device_memory).c_str(), in.memory_origin.c_str(), in.link.alpha_s * 1e6,
-                in.link.beta_bytes_per_s / 1e9, in.link.origin.c_str(), in.flops_per_s / 1e9, in.flops_origin.c_str());
-  out += line;
+  out += "assumptions:\n  device memory " + format_bytes(in.device_memory) + " per rank (" + in.memory_origin + ")\n";
+  std::snprintf(line, sizeof(line), "  link alpha %.1f us, beta %.3g GB/s", in.link.alpha_s * 1e6,
+                in.link.beta_bytes_per_s / 1e9);
+  out += line + (" (" + in.link.origin + ")\n");
+  std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
+  out += line + (" (" + in.flops_origin + ")\n");
   for (const WorldPlan& w : rep.worlds) {
     std::snprintf(line, sizeof(line),
                   "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld; MiB per rank\n",
