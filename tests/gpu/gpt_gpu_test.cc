@@ -95,7 +95,7 @@ struct Side {
     o.overlap = false;  // no reduction before step(): grad(p) keeps what the model wrote
     engine = std::make_unique<Engine>(ctx, o);
     ops = Ops::create(ctx.device(), DType::kF32).value();
-    model = make_gpt(config.model, config.train.micro_batch, *ops).value();
+    model = make_gpt(config.model, config.train.micro_batch, ops.get()).value();
     Status s = model->register_params(*engine);
     if (s.ok()) s = engine->finalize();
     EXPECT_TRUE(s.ok()) << s.to_string();
