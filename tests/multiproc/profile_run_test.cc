@@ -167,6 +167,13 @@ TEST_F(ProfiledRun, TraceSummaryAndStragglerAtK2) {
   EXPECT_EQ(summary["slowest_rank"], 1) << summary.dump();
   EXPECT_GT(summary["ranks"][1]["compute_ms"].get<double>(), summary["ranks"][0]["compute_ms"].get<double>() + 30)
       << summary.dump();
+  // Planned = dp-launch plan's model (plan_memory), which holds the engine's buffers to the byte.
+  for (const json& row : summary["memory"]) {
+    const std::string category = row["category"];
+    if (category == "params" || category == "grads" || category == "optimizer" || category == "buckets") {
+      EXPECT_EQ(row["planned"], row["measured"]) << row.dump();
+    }
+  }
   const double hidden = summary["hidden_by_overlap"];
   EXPECT_GE(hidden, 0.0);
   EXPECT_LE(hidden, 1.0);

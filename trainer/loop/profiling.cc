@@ -5,6 +5,9 @@
 #include <regex>
 #include <string>
 
+#include "trainer/models/model_spec.h"
+#include "zdp/memory_plan.h"
+
 namespace zdp::trainer {
 
 std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Config& config, const Model& model,
@@ -17,6 +20,22 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
   o.description = model.describe() + ", " + to_string(config.model.dtype);
   o.out = out;
   o.first_step = first_step;
+  // "Planned" is what `dp-launch plan` prints: plan_memory over the model's own parameter
+  // list at each stage, and the model's activation buffers.
+  StatusOr<ModelSpec> spec = model_spec(config);
+  if (spec.ok()) {
+    o.plan_source = "dp-launch plan";
+    o.plan = [spec = *spec, options = engine.options(), world = ctx.world_size(),
+              device = ctx.device().kind()](int stage) -> StatusOr<MemoryByCategory> {
+      EngineOptions at_stage = options;
+      at_stage.stage = stage;
+      ZDP_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(spec.params, at_stage, world, device));
+      MemoryByCategory bytes;
+      for (int c = 0; c < kNumMemCategories; ++c) bytes[static_cast<size_t>(c)] = plan.bytes(static_cast<MemCategory>(c));
+      bytes[static_cast<size_t>(MemCategory::kOther)] = spec.activation_bytes;
+      return bytes;
+    };
+  }
   return std::make_unique<Profiler>(ctx, engine, std::move(o));
 }
 

@@ -14,8 +14,9 @@
 namespace zdp::trainer {
 
 // The profiler of config.profile for `model` (tokens and FLOPs per sample, its
-// description); `peak_flops` (one rank's) when profile.peak_tflops is 0; `first_step`:
-// the step the loop starts at (a resumed run's).
+// description) with `dp-launch plan`'s memory model as the plan; `peak_flops` (one
+// rank's) when profile.peak_tflops is 0; `first_step`: the step the loop starts at (a
+// resumed run's).
 std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Config& config, const Model& model,
                                         double peak_flops, int64_t first_step, std::FILE* out);
 

@@ -52,6 +52,7 @@ struct ProfileOptions {
   // "planned" column (this run's stage) and the model bars of memory.svg (every stage).
   // Unset: the engine's layout model (Engine::memory()) for this run's stage only.
   std::function<StatusOr<MemoryByCategory>(int stage)> plan;
+  std::string plan_source = "the plan";  // what `plan` is, for the summary ("dp-launch plan")
   // ProfileOptions of config.profile: dir (launch.log_dir when empty), warm-up, active
   // steps, trace, and peak_tflops (0 leaves peak_flops to the caller).
   static ProfileOptions from(const Config& config);

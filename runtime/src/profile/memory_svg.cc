@@ -70,7 +70,7 @@ std::string memory_svg(const std::string& title, const std::vector<StageBars>& s
     width += static_cast<double>(slots(s)) * (kBar + kGap) + kGroupGap;
     for (const MemoryBar& b : s.bars) top_bytes = std::max(top_bytes, bar_total(b));
   }
-  width = std::max(width, kLeft + 8.5 * static_cast<double>(title.size()));  // the title fits
+  width = std::max(width, kLeft + 9.5 * static_cast<double>(title.size()));  // the title fits
   const double height = kTop + kPlot + 90;
   const double step = tick_step(static_cast<double>(top_bytes) / kMiB);
   const double top_mib = std::ceil(static_cast<double>(top_bytes) / kMiB / step) * step;

@@ -184,7 +184,7 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
   out += "throughput: " + si(s.samples_per_second) + " samples/s, " + si(s.tokens_per_second) + " tokens/s, MFU " +
          (s.mfu >= 0 ? format("%.1f%%", 100.0 * s.mfu) : std::string("n/a (no peak FLOP/s for this device: set profile.peak_tflops)")) +
          "\n";
-  out += "memory per rank, MiB (largest over ranks; planned = the planner's model of this stage):\n";
+  out += "memory per rank, MiB (largest over ranks; planned: " + in.plan_source + "):\n";
   out += format("  %-12s %12s %12s %12s %8s\n", "category", "planned", "measured", "peak", "error");
   for (const MemoryRow& m : s.memory) {
     out += format("  %-12s %12s %12.3f %12.3f %8s\n", m.category.c_str(),

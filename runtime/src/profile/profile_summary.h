@@ -26,6 +26,7 @@ struct SummaryInputs {
   double flops_per_sample = 0;
   double peak_flops = 0;          // one rank's; 0 = no MFU
   std::array<int64_t, kNumMemCategories> planned{};  // bytes per rank; < 0 = not planned
+  std::string plan_source = "the plan";             // where `planned` comes from, for the table
 };
 
 struct MemoryRow {

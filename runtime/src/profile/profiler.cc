@@ -144,10 +144,12 @@ profile::SummaryInputs Profiler::Impl::summary_inputs() const {
   in.flops_per_sample = opt.flops_per_sample;
   in.peak_flops = opt.peak_flops;
   in.planned = layout_model(report);
+  in.plan_source = "the engine's layout model";
   if (opt.plan) {
     StatusOr<MemoryByCategory> planned = opt.plan(report.stage);
     if (planned.ok()) {
       in.planned = *planned;
+      in.plan_source = opt.plan_source;
     } else {
       ZDP_LOG(kWarn) << who() << ": no memory plan for stage " << report.stage << ": " << planned.status().to_string();
     }
