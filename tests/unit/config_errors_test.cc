@@ -142,6 +142,8 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
   EXPECT_EQ(error_of("[profile]\nenabled = true\nactive_steps = 99\n"),
             "configs/x.toml:3:16: profile.warmup_steps (2) + profile.active_steps (99) = 101 "
             "exceeds train.steps (100)");
+  EXPECT_EQ(error_of("[profile]\nenabled = true\nwarmup_steps = 100\n"),
+            "configs/x.toml:3:16: profile.warmup_steps (100) leaves no step of train.steps (100) to measure");
 }
 
 TEST(ConfigErrors, ARefusedValueDoesNotCauseCrossFieldNoise) {

@@ -5,6 +5,7 @@
 #include <regex>
 #include <string>
 
+#include "kernels/gemm.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/memory_plan.h"
 
@@ -21,7 +22,8 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
   o.out = out;
   o.first_step = first_step;
   // "Planned" is what `dp-launch plan` prints: plan_memory over the model's own parameter
-  // list at each stage, and the model's activation buffers.
+  // list at each stage, the model's activation buffers, and on GPUs the GEMM workspace
+  // that Ops takes.
   StatusOr<ModelSpec> spec = model_spec(config);
   if (spec.ok()) {
     o.plan_source = "dp-launch plan";
@@ -33,6 +35,7 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
       MemoryByCategory bytes;
       for (int c = 0; c < kNumMemCategories; ++c) bytes[static_cast<size_t>(c)] = plan.bytes(static_cast<MemCategory>(c));
       bytes[static_cast<size_t>(MemCategory::kOther)] = spec.activation_bytes;
+      if (device == DeviceKind::kCuda) bytes[static_cast<size_t>(MemCategory::kWorkspace)] += kernels::kGemmWorkspaceBytes;
       return bytes;
     };
   }
