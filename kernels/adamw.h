@@ -17,40 +17,16 @@
 
 #include "kernels/common.h"
 #include "kernels/philox.h"
+#include "kernels/slice_update.h"
 
 namespace zdp::kernels {
 
-struct AdamWArgs {
-  // The slice: `count` elements starting at global element `global_offset` of the flat
-  // buffer (the index that keys stochastic rounding and the decay table).
-  int64_t count = 0;
-  int64_t global_offset = 0;
-  float* master = nullptr;  // fp32 master weights, updated in place
-  float* m = nullptr;       // fp32 first moment, updated in place
-  float* v = nullptr;       // fp32 second moment, updated in place
-  const void* grad = nullptr;
-  DType grad_dtype = DType::kF32;  // fp32, bf16 or fp16
-  // The updated parameter in the compute dtype (fp32, bf16 or fp16); nullptr writes none.
-  void* param_out = nullptr;
-  DType param_dtype = DType::kBF16;
-  Rounding rounding = Rounding::kNearest;  // kStochastic needs param_dtype bf16
-  uint64_t seed = 0;                       // stochastic rounding key (same on every rank)
-
-  // Hyper-parameters of this step (the schedule and batch scaling are applied by optim/).
-  int64_t step = 1;  // t, counted from 1: the bias corrections use it
-  float lr = 1e-3f;
+struct AdamWArgs : SliceUpdateArgs {  // the slice, gradient, output, lr, decay: see there
+  float* m = nullptr;  // fp32 first moment, updated in place
+  float* v = nullptr;  // fp32 second moment, updated in place
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;  // for elements outside every segment
-  // Multiplies the gradient before anything else: 1 / loss_scale x clip coefficient.
-  float grad_scale = 1.0f;
-  // Sorted, disjoint segments of global indices with their own weight decay (host
-  // memory for the CPU launcher, device memory for the CUDA launcher); may be empty.
-  // The CPU launcher checks the table; the CUDA one cannot read it, so upload a table
-  // that validate_segments() accepted (optim::Optimizer's is).
-  const DecaySegment* segments = nullptr;
-  int64_t num_segments = 0;
 };
 
 // The per-step scalars, computed once on the host in double and rounded once to float,

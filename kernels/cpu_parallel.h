@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/common.h"
 #include "kernels/philox.h"
+#include "kernels/slice_update.h"
 
 // On x86-64 the hot loops are compiled twice, for AVX2 and for the baseline (SSE2), and
 // the loader picks one per machine (GCC/Clang target_clones: an ifunc). The operations are
@@ -120,6 +122,30 @@ ZDP_CPU_INLINE void update_loop(const G* __restrict grad, P* __restrict out, int
       }
     }
   }
+}
+
+// update_loop over the slice of `a`: its gradient, output, rounding and stochastic-rounding key.
+template <typename G, typename P, typename Update>
+ZDP_CPU_INLINE void update_loop(const SliceUpdateArgs& a, int64_t begin, int64_t end, Update&& update) {
+  update_loop(static_cast<const G*>(a.grad), static_cast<P*>(a.param_out), begin, end, a.rounding, a.seed,
+              static_cast<uint64_t>(a.step), a.global_offset, std::forward<Update>(update));
+}
+
+// The CPU update of one slice, the same for every optimizer: checks the decay table, then
+// calls run(G{}, P{}, begin, end, weight_decay) for each run of constant weight decay in
+// each block, on the OpenMP team, with the gradient and output storage types (P = NoOutput
+// without param_out). `run` is the optimizer's own loop (a ZDP_CPU_CLONES function).
+template <typename Run>
+Status update_slice(const SliceUpdateArgs& a, const char* op, Run&& run) {
+  ZDP_RETURN_IF_ERROR(validate_segments(a.segments, a.num_segments));
+  if (a.count == 0) return Status::Ok();
+  return dispatch_update_types(a, op, [&](auto g, auto p) -> Status {
+    parallel_blocks(a.count, kBlockElements, [&](int64_t begin, int64_t end) {
+      for_each_decay_run(a.segments, a.num_segments, a.weight_decay, a.global_offset, begin, end,
+                         [&](int64_t b, int64_t e, float wd) { run(g, p, b, e, wd); });
+    });
+    return Status::Ok();
+  });
 }
 
 }  // namespace zdp::kernels::cpu

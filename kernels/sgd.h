@@ -14,33 +14,19 @@
 
 #include "kernels/common.h"
 #include "kernels/philox.h"
+#include "kernels/slice_update.h"
 
 namespace zdp::kernels {
 
 enum class SgdMomentum : uint8_t { kClassic = 0, kNesterov };
 const char* to_string(SgdMomentum kind);
 
-struct SgdArgs {
-  int64_t count = 0;
-  int64_t global_offset = 0;         // global index of the slice's first element
-  float* master = nullptr;           // fp32, updated in place
-  float* momentum_buf = nullptr;     // fp32; may be null when momentum == 0
-  const void* grad = nullptr;
-  DType grad_dtype = DType::kF32;
-  void* param_out = nullptr;         // compute-dtype copy; nullptr writes none
-  DType param_dtype = DType::kBF16;
-  Rounding rounding = Rounding::kNearest;
-  uint64_t seed = 0;
-
-  int64_t step = 1;  // counted from 1; step 1 initialises the momentum buffer
-  float lr = 1e-2f;
+// step 1 initialises the momentum buffer (as torch.optim.SGD's first step does).
+struct SgdArgs : SliceUpdateArgs {  // the slice, gradient, output, lr, decay: see there
+  float* momentum_buf = nullptr;  // fp32; may be null when momentum == 0
   float momentum = 0.0f;
   float dampening = 0.0f;
   SgdMomentum kind = SgdMomentum::kClassic;
-  float weight_decay = 0.0f;  // for elements outside every segment
-  float grad_scale = 1.0f;
-  const DecaySegment* segments = nullptr;  // host (CPU) or device (CUDA) memory
-  int64_t num_segments = 0;
 };
 
 struct SgdCoeffs {

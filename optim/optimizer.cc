@@ -54,13 +54,11 @@ StatusOr<Optimizer> Optimizer::create(const OptimizerOptions& options, const std
   return Optimizer(options, peak, std::move(segments));
 }
 
-kernels::AdamWArgs Optimizer::adamw_args(const SliceState& s, int64_t t, float grad_scale) const {
-  kernels::AdamWArgs a;
+kernels::SliceUpdateArgs Optimizer::slice_args(const SliceState& s, int64_t t, float grad_scale) const {
+  kernels::SliceUpdateArgs a;
   a.count = s.count;
   a.global_offset = s.global_offset;
   a.master = s.master;
-  a.m = s.m;
-  a.v = s.v;
   a.grad = s.grad;
   a.grad_dtype = s.grad_dtype;
   a.param_out = s.param_out;
@@ -69,9 +67,6 @@ kernels::AdamWArgs Optimizer::adamw_args(const SliceState& s, int64_t t, float g
   a.seed = options_.seed;
   a.step = t;
   a.lr = static_cast<float>(lr_at_step(t));
-  a.beta1 = static_cast<float>(options_.adamw.beta1);
-  a.beta2 = static_cast<float>(options_.adamw.beta2);
-  a.eps = static_cast<float>(options_.adamw.eps);
   a.weight_decay = static_cast<float>(options_.weight_decay);
   a.grad_scale = grad_scale;
   a.segments = segments_.data();
@@ -79,27 +74,24 @@ kernels::AdamWArgs Optimizer::adamw_args(const SliceState& s, int64_t t, float g
   return a;
 }
 
+kernels::AdamWArgs Optimizer::adamw_args(const SliceState& s, int64_t t, float grad_scale) const {
+  kernels::AdamWArgs a;
+  static_cast<kernels::SliceUpdateArgs&>(a) = slice_args(s, t, grad_scale);
+  a.m = s.m;
+  a.v = s.v;
+  a.beta1 = static_cast<float>(options_.adamw.beta1);
+  a.beta2 = static_cast<float>(options_.adamw.beta2);
+  a.eps = static_cast<float>(options_.adamw.eps);
+  return a;
+}
+
 kernels::SgdArgs Optimizer::sgd_args(const SliceState& s, int64_t t, float grad_scale) const {
   kernels::SgdArgs a;
-  a.count = s.count;
-  a.global_offset = s.global_offset;
-  a.master = s.master;
+  static_cast<kernels::SliceUpdateArgs&>(a) = slice_args(s, t, grad_scale);
   a.momentum_buf = s.m;
-  a.grad = s.grad;
-  a.grad_dtype = s.grad_dtype;
-  a.param_out = s.param_out;
-  a.param_dtype = s.param_dtype;
-  a.rounding = options_.rounding;
-  a.seed = options_.seed;
-  a.step = t;
-  a.lr = static_cast<float>(lr_at_step(t));
   a.momentum = static_cast<float>(options_.sgd.momentum);
   a.dampening = static_cast<float>(options_.sgd.dampening);
   a.kind = options_.sgd.kind;
-  a.weight_decay = static_cast<float>(options_.weight_decay);
-  a.grad_scale = grad_scale;
-  a.segments = segments_.data();
-  a.num_segments = static_cast<int64_t>(segments_.size());
   return a;
 }
 

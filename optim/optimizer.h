@@ -96,6 +96,8 @@ class Optimizer {
  private:
   Optimizer(OptimizerOptions options, double peak_lr, std::vector<kernels::DecaySegment> segments)
       : options_(std::move(options)), peak_lr_(peak_lr), segments_(std::move(segments)) {}
+  // The arguments every optimizer's kernel takes: slice, gradient, output, lr of step t, decay.
+  kernels::SliceUpdateArgs slice_args(const SliceState& slice, int64_t t, float grad_scale) const;
   OptimizerOptions options_;
   double peak_lr_;
   std::vector<kernels::DecaySegment> segments_;
