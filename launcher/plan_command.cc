@@ -122,13 +122,18 @@ int run_plan(const PlanArgs& a) {
              gpu ? "assumed: an NVLink-class link; give --link" : "assumed: loopback TCP; --calibrate measures it"};
   in.flops_per_s = gpu ? kGpuFlops : kCpuFlops;
   in.flops_origin = gpu ? "assumed: ~40% of an H100's bf16 peak; give --flops" : "assumed; --calibrate measures it";
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!gpu && config->launch.nnodes == 1) {
+    in.cpu_cores = cores;
+    in.flops_threads = std::max(1, cores / local);
+  }
   if (a.calibrate) {
     if (gpu) {
       say("--calibrate measures CPU ranks (OpenBLAS, Gloo over loopback); for GPU ranks give --link and --flops");
       return 2;
     }
     CalibrateOptions co;
-    co.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
+    co.threads = std::max(1, cores / local);
     co.rows = config->train.micro_batch * (config->model.kind == ModelKind::kGpt ? config->model.seq_len : 1);
     co.in = config->model.d_model;
     co.out = 4 * static_cast<int64_t>(config->model.d_model);
@@ -166,6 +171,7 @@ int run_plan(const PlanArgs& a) {
   if (a.gflops > 0) {
     in.flops_per_s = a.gflops * 1e9;
     in.flops_origin = "--flops";
+    in.cpu_cores = 0;  // as given, at every world size
   }
 
   StatusOr<PlanReport> report = build_plan_report(*config, a.config_path, in);

@@ -2,6 +2,7 @@
 // communication and predicted step time; the console table and the JSON lines.
 #include "launcher/plan_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "kernels/gemm.h"
@@ -47,6 +48,15 @@ std::string recommend(WorldPlan& w, int64_t memory) {
 
 }  // namespace
 
+double PlannerInputs::rank_flops_per_s(int world_size) const {
+  if (cpu_cores <= 0 || world_size < 1) return flops_per_s;
+  const double per_thread = flops_per_s / std::max(1, flops_threads);
+  // The launcher gives each of K local ranks cores / K threads (at least one).
+  const double share = world_size <= cpu_cores ? static_cast<double>(cpu_cores / world_size)
+                                                : static_cast<double>(cpu_cores) / world_size;
+  return per_thread * share;
+}
+
 StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& config_path, const PlannerInputs& in) {
   PlanReport report;
   report.config_path = config_path;
@@ -59,6 +69,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
   for (int K : in.worlds) {
     WorldPlan w;
     w.world_size = K;
+    w.flops_per_s = in.rank_flops_per_s(K);
     w.accum_steps = accum;
     w.global_batch = K * config.train.micro_batch * accum;
     for (int stage = 0; stage <= 3; ++stage) {
@@ -89,7 +100,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.compute_bytes = c;
       work.reduce_bytes = r;
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
-      work.flops_per_s = in.flops_per_s;
+      work.flops_per_s = w.flops_per_s;
       s.time = predict_step(work, in.link);
       w.stages.push_back(std::move(s));
     }
@@ -114,11 +125,20 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   out += line + (" (" + in.link.origin + ")\n");
   std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
   out += line + (" (" + in.flops_origin + ")\n");
+  if (in.cpu_cores > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  CPU ranks share this node's %d cores: that rate is for %d thread(s) per rank, scaled to each "
+                  "world size's share\n",
+                  in.cpu_cores, in.flops_threads);
+    out += line;
+  }
   for (const WorldPlan& w : rep.worlds) {
     std::snprintf(line, sizeof(line),
-                  "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld; MiB per rank\n",
+                  "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld; %.3g GFLOP/s per "
+                  "rank; MiB per rank\n",
                   w.world_size, &w == &rep.worlds.front() ? " (configured)" : "", static_cast<long long>(w.global_batch),
-                  w.world_size, static_cast<long long>(rep.micro_batch), static_cast<long long>(w.accum_steps));
+                  w.world_size, static_cast<long long>(rep.micro_batch), static_cast<long long>(w.accum_steps),
+                  w.flops_per_s / 1e9);
     out += line;
     std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s\n",
                   "stage", "params", "grads", "master", "adam m", "adam v", "buckets", "workspace", "activ.", "total",
@@ -174,6 +194,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                        {"stage", s.stage},
                        {"global_batch", w.global_batch},
                        {"accum_steps", w.accum_steps},
+                       {"flops_per_s", w.flops_per_s},
                        {"padded_elems", p.padded_elems},
                        {"buckets", p.bucket_elems.size()},
                        {"bytes",

@@ -24,8 +24,14 @@ struct PlannerInputs {
   int64_t device_memory = 0;      // bytes one rank may use
   std::string memory_origin;      // "this machine's RAM", "--device-memory", ...
   LinkModel link;                 // link.origin says calibrated / given / assumed
-  double flops_per_s = 1;         // one rank's sustained compute
+  double flops_per_s = 1;         // one rank's sustained compute at the configured world size
   std::string flops_origin;
+  // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
+  // (or assumed) with flops_threads threads, and a world of K ranks gets
+  // rank_flops_per_s(K) (cores / K threads each, or a 1/K share of the cores when K > cores).
+  int cpu_cores = 0;
+  int flops_threads = 1;
+  double rank_flops_per_s(int world_size) const;
 };
 
 struct StagePlan {
@@ -40,6 +46,7 @@ struct StagePlan {
 
 struct WorldPlan {
   int world_size = 1;
+  double flops_per_s = 0;         // one rank's compute rate at this world size
   int64_t global_batch = 0;       // world_size x micro_batch x accum_steps
   int64_t accum_steps = 1;
   std::vector<StagePlan> stages;  // 0..3
