@@ -85,6 +85,9 @@ std::string format_scale(const ScaleReport& report, const std::string& heading) 
                   "rms error %.3f); step ms is the median step (dp-train's train_summary.json)\n",
                   report.fit->serial_fraction, report.fit->points, report.fit->rms_error);
     out += line;
+    if (report.fit->serial_fraction > 1) {
+      out += "  (s > 1: more ranks ran slower than one; they share too few cores or wait on communication)\n";
+    }
   } else {
     out += "Amdahl: no fit (it needs world size 1 and at least one more)\n";
   }
