@@ -32,7 +32,7 @@ struct Calibration {
   double model_flops_per_s = 0;  // the model's FLOPs per micro-batch / its median time (0: not timed)
   double micro_s = 0;            // that median: forward, backward and the (one-rank) optimizer step
   LinkModel link;          // alpha and beta of the loopback all-reduce (ring, K = 2)
-  double small_s = 0;      // median all-reduce times behind the fit
+  double small_s = 0;      // best all-reduce times behind the fit
   double large_s = 0;
   double seconds = 0;      // wall time of the whole calibration
 };
