@@ -116,7 +116,8 @@ int run_scale(const ScaleArgs& a) {
     for (const std::string& s :
          {"launch.nproc_per_node=" + std::to_string(K), std::string("launch.nnodes=1"),
           "train.global_batch=" + std::to_string(K * micro * accum), "train.accum_steps=" + std::to_string(accum),
-          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("checkpoint.dir=\"\"")}) {
+          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("checkpoint.dir=\"\""),
+          std::string("checkpoint.every_steps=0")}) {
       argv.insert(argv.end(), {"--set", s});
     }
     say("world size " + std::to_string(K) + ": global batch " + std::to_string(K * micro * accum) + " = " +

@@ -87,6 +87,8 @@ std::string format_scale(const ScaleReport& report, const std::string& heading) 
     out += line;
     if (report.fit->serial_fraction > 1) {
       out += "  (s > 1: more ranks ran slower than one; they share too few cores or wait on communication)\n";
+    } else if (report.fit->serial_fraction < 0) {
+      out += "  (s < 0: better than linear; a rank's work got cheaper with more ranks, e.g. fewer threads each)\n";
     }
   } else {
     out += "Amdahl: no fit (it needs world size 1 and at least one more)\n";

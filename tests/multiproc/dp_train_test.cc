@@ -296,3 +296,43 @@ TEST_F(DpLaunch, QuickstartGptLearnsHeldOutText) {
 
 }  // namespace
 }  // namespace zdp::trainer
+
+namespace zdp::trainer {
+namespace {
+
+double json_number(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex("\"" + key + "\":([-0-9.e+]+)"))) return -1;
+  return std::stod(m[1].str());
+}
+
+// dp-launch scale: one child run per world size, each with the config's per-rank batch
+// (mlp-cpu.toml: micro_batch 16 x accum_steps 2) in its own log_dir; speed-up and eta
+// follow from the runs' own summaries.
+TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficiency) {
+  const std::string cmd = std::string(ZDP_DP_LAUNCH) + " scale " + ZDP_SOURCE_DIR + "/configs/mlp-cpu.toml --world 1,2 " +
+                          "--steps 4 --set launch.log_dir=" + (dir_ / "logs").string() +
+                          " --set launch.master_port=" + std::to_string(20000 + ::getpid() % 20000) +
+                          " --set launch.program=" + ZDP_DP_TRAIN;
+  const CommandRun r = run_command(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+1\s+2\s+32\s)"))) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+2\s+2\s+64\s)"))) << r.output;
+  EXPECT_NE(r.output.find("Amdahl: serial fraction s = "), std::string::npos) << r.output;
+  for (int k : {1, 2}) {
+    EXPECT_TRUE(fs::exists(dir_ / "logs" / "scale" / ("world-" + std::to_string(k)) / "train_summary.json")) << k;
+  }
+  std::ifstream jsonl(dir_ / "logs" / "scale.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(jsonl, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);  // two runs and the fit
+  const double rate1 = json_number(lines[0], "samples_per_s"), rate2 = json_number(lines[1], "samples_per_s");
+  ASSERT_GT(rate1, 0);
+  EXPECT_NEAR(json_number(lines[1], "speedup"), rate2 / rate1, 1e-9 * rate2 / rate1);
+  EXPECT_NEAR(json_number(lines[1], "efficiency"), rate2 / rate1 / 2, 1e-9 * rate2 / rate1);
+  EXPECT_EQ(json_number(lines[1], "global_batch"), 64);
+  EXPECT_NE(lines[2].find("\"kind\":\"amdahl\""), std::string::npos) << lines[2];
+}
+
+}  // namespace
+}  // namespace zdp::trainer
