@@ -3,15 +3,13 @@
 // over micro-batches equals more ranks; the clipping norm is the single-rank norm.
 #include <gtest/gtest.h>
 
-#include "support/engine_runs.h"
+#include "support/engine_comparisons.h"
 
 namespace zdp {
 namespace {
 
-using testing::EngineRun;
 using testing::EngineRunResult;
 using testing::max_difference;
-using testing::run_engine;
 
 // Tolerance of the fp32 comparisons between runs that differ only in how the gradient
 // sums are grouped (over ranks, micro-batches, the ring's order). A gradient element is a
@@ -24,29 +22,10 @@ using testing::run_engine;
 // step depends on the gradient's scale), a wrong slice or a lost bucket by O(lr).
 constexpr double kTol = 2e-6;
 
-EngineOptions options(int stage) {
-  EngineOptions o;
-  o.stage = stage;
-  o.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
-  o.optim.lr = 1e-2;
-  o.optim.weight_decay = 0.01;
-  o.optim.grad_clip = 0.0;
-  // AdamW is invariant to the scale of the gradient but for eps: an eps near the
-  // gradients' size (|g| ~ 1e-3..1e-1 here) makes a wrongly scaled gradient (a lost 1/K)
-  // change the updates, so the comparisons below see it.
-  o.optim.eps = 1e-3;
-  o.seed = 7;
-  return o;
-}
+EngineOptions options(int stage) { return testing::comparison_options(stage); }
 
-EngineRunResult run(int world, EngineOptions o, int steps = 20) {
-  EngineRun r;
-  r.world = world;
-  r.options = o;
-  r.steps = steps;
-  EngineRunResult result = run_engine(r);
-  EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.stage;
-  return result;
+EngineRunResult run(int world, const EngineOptions& o, int steps = 20) {
+  return testing::run_expecting_success(world, o, steps);
 }
 
 // The runs must actually train: parameters far from their initial values (by more than

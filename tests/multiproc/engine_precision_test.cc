@@ -3,7 +3,7 @@
 // overflow on one rank skips the step on every rank and backs the scale off.
 #include <gtest/gtest.h>
 
-#include "support/engine_runs.h"
+#include "support/engine_comparisons.h"
 #include "support/tolerance.h"
 
 namespace zdp {
@@ -15,31 +15,18 @@ using testing::max_difference;
 using testing::run_engine;
 
 EngineOptions options(int stage, DType compute, DType reduce = DType::kF32) {
-  EngineOptions o;
-  o.stage = stage;
+  EngineOptions o = testing::comparison_options(stage);
   o.compute_dtype = compute;
   o.reduce_dtype = reduce;
-  o.bucket_mb = 200.0 * 4 / (1 << 20);  // 4-5 buckets, parameters straddling them
-  o.optim.lr = 1e-2;
-  o.optim.eps = 1e-3;  // see engine_equivalence_test.cc: makes the step scale-sensitive
-  o.optim.weight_decay = 0.01;
-  o.optim.grad_clip = 0.0;
   // This model's loss-scaled gradients reach 2^16 at the default scale 2^16, which
   // overflows fp16 (max 65504) in the first steps: start lower so that the only overflow
   // is the injected one.
   o.loss_scale.initial = 4096;
-  o.seed = 7;
   return o;
 }
 
-EngineRunResult run(int world, EngineOptions o, int steps = 20) {
-  EngineRun r;
-  r.world = world;
-  r.options = o;
-  r.steps = steps;
-  EngineRunResult result = run_engine(r);
-  EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.stage << " " << to_string(o.compute_dtype);
-  return result;
+EngineRunResult run(int world, const EngineOptions& o, int steps = 20) {
+  return testing::run_expecting_success(world, o, steps);
 }
 
 struct Case {
