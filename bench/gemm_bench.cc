@@ -4,10 +4,7 @@
 //
 //   gemm_bench [--tokens 512] [--d 768] [--rounds 5]     threads: OMP_NUM_THREADS /
 //                                                         OPENBLAS_NUM_THREADS
-// Shapes, for a layer of width d over T tokens (row-major Y[T, out] = X[T, in] W^T, i.e.
-// column-major m = out, n = T, k = in, A = W transposed; see gemm.h):
-// qkv (3d x T x d), proj (d x T x d), fc1 (4d x T x d), fc2 (d x T x 4d), and the weight
-// gradient of fc1 (dW = dY^T X: 4d x d x T, A and B not transposed in row-major terms).
+// Shapes: a layer's forward and backward products (bench/gemm_shapes.h).
 // GFLOP/s = 2 m n k / time (the epilogue's work is not counted); best of --rounds.
 #include <algorithm>
 #include <chrono>
@@ -17,19 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/gemm_shapes.h"
 #include "kernels/gemm.h"
 
 namespace {
 
+using zdp::bench::GemmShape;
 using zdp::kernels::Epilogue;
 using zdp::kernels::GemmArgs;
-using zdp::kernels::Transpose;
-
-struct Shape {
-  const char* name;
-  Transpose ta, tb;
-  int64_t m, n, k;
-};
 
 }  // namespace
 
@@ -46,13 +38,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::vector<Shape> shapes = {
-      {"qkv", Transpose::kYes, Transpose::kNo, 3 * d, tokens, d},
-      {"proj", Transpose::kYes, Transpose::kNo, d, tokens, d},
-      {"fc1", Transpose::kYes, Transpose::kNo, 4 * d, tokens, d},
-      {"fc2", Transpose::kYes, Transpose::kNo, d, tokens, 4 * d},
-      {"fc1 dW", Transpose::kNo, Transpose::kYes, d, 4 * d, tokens},
-  };
+  const std::vector<GemmShape> shapes = zdp::bench::transformer_layer_shapes(d, tokens);
   std::printf("gemm_bench (OpenBLAS sgemm, fp32): d = %lld, tokens = %lld, best of %d\n\n",
               static_cast<long long>(d), static_cast<long long>(tokens), rounds);
   std::printf("%-8s %6s %6s %6s %4s %12s %18s %12s\n", "layer", "m", "n", "k", "op", "GFLOP/s", "+bias+gelu GFLOP/s",
@@ -61,10 +47,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   double best_overall = 0;
-  for (const Shape& s : shapes) {
-    const int64_t a_rows = s.ta == Transpose::kNo ? s.m : s.k, a_cols = s.ta == Transpose::kNo ? s.k : s.m;
-    const int64_t b_rows = s.tb == Transpose::kNo ? s.k : s.n, b_cols = s.tb == Transpose::kNo ? s.n : s.k;
-    std::vector<float> a(static_cast<size_t>(a_rows * a_cols)), b(static_cast<size_t>(b_rows * b_cols));
+  for (const GemmShape& s : shapes) {
+    std::vector<float> a(static_cast<size_t>(s.a_rows() * s.a_cols())), b(static_cast<size_t>(s.b_rows() * s.b_cols()));
     std::vector<float> c(static_cast<size_t>(s.m * s.n)), bias(static_cast<size_t>(s.m));
     for (float& x : a) x = u(rng);
     for (float& x : b) x = u(rng);
@@ -72,8 +56,8 @@ int main(int argc, char** argv) {
     GemmArgs g;
     g.transa = s.ta, g.transb = s.tb;
     g.m = s.m, g.n = s.n, g.k = s.k;
-    g.a = a.data(), g.lda = a_rows;
-    g.b = b.data(), g.ldb = b_rows;
+    g.a = a.data(), g.lda = s.a_rows();
+    g.b = b.data(), g.ldb = s.b_rows();
     g.c = c.data(), g.ldc = s.m;
     g.bias = bias.data();
     double best[2] = {1e30, 1e30};
@@ -90,8 +74,7 @@ int main(int argc, char** argv) {
         if (round > 0) best[e] = std::min(best[e], sec);
       }
     }
-    const double flops = 2.0 * s.m * s.n * s.k;
-    const double gf = flops / best[0] / 1e9, gf_epi = flops / best[1] / 1e9;
+    const double gf = s.flops() / best[0] / 1e9, gf_epi = s.flops() / best[1] / 1e9;
     best_overall = std::max(best_overall, gf);
     std::printf("%-8s %6lld %6lld %6lld %2s%2s %12.1f %18.1f %11.1f%%\n", s.name, static_cast<long long>(s.m),
                 static_cast<long long>(s.n), static_cast<long long>(s.k), zdp::kernels::to_string(s.ta),

@@ -4,10 +4,9 @@
 //
 //   gemm_gpu_bench [--d 4096] [--tokens 8192] [--iters 20] [--rounds 3]
 //
-// Shapes for width d over T tokens (column-major m x n x k, see gemm.h): qkv 3d x T x d,
-// proj d x T x d, fc1 4d x T x d, fc2 d x T x 4d (forward, A = W transposed); fc1 dX
-// d x T x 4d (N,N) and fc1 dW d x 4d x T (N,T). TFLOP/s = 2 m n k / time, best of
-// --rounds, each round --iters back-to-back launches between CUDA events.
+// Shapes: a layer's forward and backward products (bench/gemm_shapes.h).
+// TFLOP/s = 2 m n k / time, best of --rounds, each round --iters back-to-back launches
+// between CUDA events.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,15 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/gemm_shapes.h"
 #include "kernels/cast.h"
 #include "kernels/gemm.h"
 
 namespace {
 
 using zdp::DType;
+using zdp::bench::GemmShape;
 using zdp::kernels::Epilogue;
 using zdp::kernels::GemmArgs;
-using zdp::kernels::Transpose;
 
 #define CHECK_CUDA(call)                                                                  \
   do {                                                                                    \
@@ -34,12 +34,6 @@ using zdp::kernels::Transpose;
       std::exit(1);                                                                       \
     }                                                                                     \
   } while (0)
-
-struct Shape {
-  const char* name;
-  Transpose ta, tb;
-  int64_t m, n, k;
-};
 
 }  // namespace
 
@@ -59,16 +53,9 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const std::vector<Shape> shapes = {
-      {"qkv", Transpose::kYes, Transpose::kNo, 3 * d, tokens, d},
-      {"proj", Transpose::kYes, Transpose::kNo, d, tokens, d},
-      {"fc1", Transpose::kYes, Transpose::kNo, 4 * d, tokens, d},
-      {"fc2", Transpose::kYes, Transpose::kNo, d, tokens, 4 * d},
-      {"fc1 dX", Transpose::kNo, Transpose::kNo, d, tokens, 4 * d},
-      {"fc1 dW", Transpose::kNo, Transpose::kYes, d, 4 * d, tokens},
-  };
+  const std::vector<GemmShape> shapes = zdp::bench::transformer_layer_shapes(d, tokens);
   int64_t max_elems = 0;
-  for (const Shape& s : shapes) max_elems = std::max({max_elems, s.m * s.k, s.k * s.n, s.m * s.n});
+  for (const GemmShape& s : shapes) max_elems = std::max({max_elems, s.m * s.k, s.k * s.n, s.m * s.n});
   void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr, *ws = nullptr, *f32 = nullptr;
   CHECK_CUDA(cudaMalloc(&a, max_elems * 2));
   CHECK_CUDA(cudaMalloc(&b, max_elems * 2));
@@ -102,11 +89,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(d), static_cast<long long>(tokens));
   std::printf("%-8s %6s %6s %6s %4s %10s %20s\n", "layer", "m", "n", "k", "op", "TFLOP/s", "+bias+gelu TFLOP/s");
   double best_overall = 0;
-  for (const Shape& s : shapes) {
+  for (const GemmShape& s : shapes) {
     GemmArgs g;
     g.transa = s.ta, g.transb = s.tb, g.m = s.m, g.n = s.n, g.k = s.k;
-    g.a = a, g.lda = s.ta == Transpose::kNo ? s.m : s.k;
-    g.b = b, g.ldb = s.tb == Transpose::kNo ? s.k : s.n;
+    g.a = a, g.lda = s.a_rows();
+    g.b = b, g.ldb = s.b_rows();
     g.c = c, g.ldc = s.m;
     g.ab_dtype = DType::kBF16, g.c_dtype = DType::kBF16, g.bias = bias;
     double best[2] = {1e30, 1e30};
@@ -132,7 +119,7 @@ int main(int argc, char** argv) {
         best[e] = std::min(best[e], ms / 1e3 / iters);
       }
     }
-    const double flops = 2.0 * s.m * s.n * s.k;
+    const double flops = s.flops();
     best_overall = std::max(best_overall, flops / best[0] / 1e12);
     std::printf("%-8s %6lld %6lld %6lld %2s%2s %10.1f %20.1f\n", s.name, static_cast<long long>(s.m),
                 static_cast<long long>(s.n), static_cast<long long>(s.k), zdp::kernels::to_string(s.ta),
