@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/engine_runs.h"
 #include "support/fork_ranks.h"
 #include "support/run_command.h"
 #include "support/tolerance.h"
@@ -30,7 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandRun;
 using testing::run_command;
-using namespace std::chrono_literals;
 
 Config mlp_config() {
   Config c;
@@ -55,16 +55,7 @@ std::vector<double> run_losses(const Config& config, int world) {
     // Each rank's share of the cores, as dp-launch sets OMP_NUM_THREADS: oversubscribed
     // OpenMP teams spin against each other (5x slower here at K = 2 on 2 cores).
     omp_set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / k));
-    auto device = create_cpu_device();
-    CommOptions options;
-    options.timeout = 60s;
-    ZDP_ASSIGN_OR_RETURN(auto comm, create_gloo_communicator(store, rank, k, *device, options));
-    LaunchEnv env;
-    env.rank = rank;
-    env.world_size = k;
-    env.origin = "fork_ranks";
-    Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
-                                    std::move(comm), options.timeout);
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
     std::FILE* quiet = std::fopen("/dev/null", "w");
     StatusOr<TrainSummary> s = train(ctx, config, {quiet});
     std::fclose(quiet);
