@@ -50,6 +50,17 @@ struct Slice {
     a.grad_scale = static_cast<float>(h.grad_scale);
     return a;
   }
+
+  // A float64 AdamW per element, starting from this slice's master, m and v.
+  std::vector<AdamWRef> reference() const {
+    std::vector<AdamWRef> ref(master.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ref[i].p.value = master[i];
+      ref[i].m.value = m[i];
+      ref[i].v.value = v[i];
+    }
+    return ref;
+  }
 };
 
 template <typename G, typename P>
@@ -109,12 +120,9 @@ TYPED_TEST(AdamWDtypes, OneStepMatchesFloat64) {
   auto s = random_slice<G, P>(rnd, n);
   const AdamWRefHyper h = random_hyper(rnd);
   const int64_t t = rnd.integer(1, 1000);
-  std::vector<AdamWRef> ref(n);
+  std::vector<AdamWRef> ref = s.reference();
   const std::vector<double> g = zdp::testing::decode(s.grad);
   for (size_t i = 0; i < n; ++i) {
-    ref[i].p.value = s.master[i];
-    ref[i].m.value = s.m[i];
-    ref[i].v.value = s.v[i];
     ref[i].step(g[i], t, h);
   }
   ASSERT_TRUE(adamw_update_cpu(s.args(t, h)).ok());
@@ -129,8 +137,7 @@ TEST(AdamWKernel, HundredStepsMatchFloat64) {
   std::fill(s.m.begin(), s.m.end(), 0.0f);  // a real start: zero moments, so bias correction matters
   std::fill(s.v.begin(), s.v.end(), 0.0f);
   const AdamWRefHyper h = random_hyper(rnd);
-  std::vector<AdamWRef> ref(n);
-  for (size_t i = 0; i < n; ++i) ref[i].p.value = s.master[i];
+  std::vector<AdamWRef> ref = s.reference();
   for (int64_t t = 1; t <= 100; ++t) {
     s.grad = zdp::testing::encode<Bf16>(rnd.signed_vector(n, 1e-3f, 1.0f));
     const std::vector<double> g = zdp::testing::decode(s.grad);
@@ -148,12 +155,9 @@ TEST(AdamWKernel, ToleranceCatchesAnOffByOneStep) {
   const size_t n = 1000;
   auto s = random_slice<float, float>(rnd, n);
   const AdamWRefHyper h = random_hyper(rnd);
-  std::vector<AdamWRef> ref(n);
+  std::vector<AdamWRef> ref = s.reference();
   const std::vector<double> g = zdp::testing::decode(s.grad);
   for (size_t i = 0; i < n; ++i) {
-    ref[i].p.value = s.master[i];
-    ref[i].m.value = s.m[i];
-    ref[i].v.value = s.v[i];
     ref[i].step(g[i], 3, h);
   }
   ASSERT_TRUE(adamw_update_cpu(s.args(4, h)).ok());
@@ -207,12 +211,9 @@ TEST(AdamWKernel, DecaySegmentsSetEachElementsWeightDecay) {
       wd[static_cast<size_t>(gi - offset)] = seg.weight_decay;
     }
   }
-  std::vector<AdamWRef> ref(n);
+  std::vector<AdamWRef> ref = s.reference();
   const std::vector<double> g = zdp::testing::decode(s.grad);
   for (size_t i = 0; i < n; ++i) {
-    ref[i].p.value = s.master[i];
-    ref[i].m.value = s.m[i];
-    ref[i].v.value = s.v[i];
     AdamWRefHyper hi = h;
     hi.weight_decay = static_cast<float>(wd[i]);
     ref[i].step(g[i], 7, hi);
