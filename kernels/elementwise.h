@@ -48,6 +48,22 @@ ZDP_HD float gelu_tanh_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 0.134145f * x * x);
 }
 
+// Row r of the squared error, with pred and dpred stored as T: the math the CPU loop and
+// the CUDA kernel (one thread per row) both run.
+template <typename T>
+ZDP_HD void squared_error_row(const SquaredErrorArgs& a, int64_t r) {
+  const T* pred = static_cast<const T*>(a.pred);
+  T* dpred = static_cast<T*>(a.dpred);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < a.cols; ++c) {
+    const int64_t i = r * a.cols + c;
+    const float e = to_f32(pred[i]) - a.target[i];
+    sum += e * e;
+    if (dpred != nullptr) dpred[i] = from_f32<T>(a.grad_scale * e);
+  }
+  a.losses[r] = 0.5f * sum;
+}
+
 Status check_add(const AddArgs& a);
 Status check_gelu(const GeluArgs& a, bool backward);
 Status check_squared_error(const SquaredErrorArgs& a);

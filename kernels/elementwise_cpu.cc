@@ -44,19 +44,8 @@ Status squared_error_cpu(const SquaredErrorArgs& a) {
   ZDP_RETURN_IF_ERROR(check_squared_error(a));
   return dispatch_float(a.dtype, "squared_error", [&](auto t) {
     using T = decltype(t);
-    const T* pred = static_cast<const T*>(a.pred);
-    T* dpred = static_cast<T*>(a.dpred);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < a.rows; ++r) {
-      float sum = 0.0f;
-      for (int64_t c = 0; c < a.cols; ++c) {
-        const int64_t i = r * a.cols + c;
-        const float e = to_f32(pred[i]) - a.target[i];
-        sum += e * e;
-        if (dpred != nullptr) dpred[i] = from_f32<T>(a.grad_scale * e);
-      }
-      a.losses[r] = 0.5f * sum;
-    }
+    for (int64_t r = 0; r < a.rows; ++r) squared_error_row<T>(a, r);
     return Status::Ok();
   });
 }

@@ -32,17 +32,7 @@ __global__ void gelu_kernel(GeluArgs a) {
 template <typename T>
 __global__ void squared_error_kernel(SquaredErrorArgs a) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= a.rows) return;
-  const T* pred = static_cast<const T*>(a.pred);
-  T* dpred = static_cast<T*>(a.dpred);
-  float sum = 0.0f;
-  for (int64_t c = 0; c < a.cols; ++c) {
-    const int64_t i = r * a.cols + c;
-    const float e = to_f32(pred[i]) - a.target[i];
-    sum += e * e;
-    if (dpred != nullptr) dpred[i] = from_f32<T>(a.grad_scale * e);
-  }
-  a.losses[r] = 0.5f * sum;
+  if (r < a.rows) squared_error_row<T>(a, r);
 }
 
 template <bool kBackward>
