@@ -7,10 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
+#include "launcher/json_lines.h"
 #include "launcher/plan_calibrate.h"
 #include "launcher/plan_report.h"
 #include "trainer/models/model_spec.h"
@@ -180,17 +179,12 @@ int run_plan(const PlanArgs& a) {
     return 2;
   }
   std::fputs(format_plan(*report, in).c_str(), stdout);
-  std::error_code ec;
-  std::filesystem::create_directories(config->launch.log_dir, ec);
-  const std::string path = (std::filesystem::path(config->launch.log_dir) / "plan.jsonl").string();
-  std::ofstream file(path, std::ios::trunc);
-  for (const nlohmann::json& line : plan_json(*report, in)) file << line.dump() << "\n";
-  file.close();
-  if (!file) {
-    say("cannot write " + path);
+  StatusOr<std::string> path = write_json_lines(config->launch.log_dir, "plan.jsonl", plan_json(*report, in));
+  if (!path.ok()) {
+    say(path.status().message());
     return 1;
   }
-  std::printf("JSON lines: %s\n", path.c_str());
+  std::printf("JSON lines: %s\n", path->c_str());
   return 0;
 }
 

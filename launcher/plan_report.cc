@@ -19,15 +19,6 @@ std::string mib(double bytes) {
   return buf;
 }
 
-// The ZeRO formula's model states (DESIGN.md) for the same Psi, K and compute dtype.
-int64_t formula_bytes(int64_t psi, int world, int stage, int c) {
-  const double k = world;
-  const double full = static_cast<double>(psi), share = full / k;
-  const double params = c * (stage >= 3 ? share : full), grads = c * (stage >= 2 ? share : full);
-  const double opt = 12.0 * (stage >= 1 ? share : full);
-  return static_cast<int64_t>(params + grads + opt);
-}
-
 std::string recommend(WorldPlan& w, int64_t memory) {
   for (const StagePlan& s : w.stages) {
     if (!s.fits) continue;
@@ -85,7 +76,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       StagePlan s;
       s.stage = stage;
       ZDP_ASSIGN_OR_RETURN(s.memory, plan_memory(report.model.params, *eopts, K, in.device));
-      s.formula_bytes = formula_bytes(report.model.psi, K, stage, c);
+      s.formula_bytes = s.memory.formula;
       s.activations = report.model.activation_bytes;
       s.total = s.memory.total() + s.activations +
                 (in.device == DeviceKind::kCuda ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) : 0);

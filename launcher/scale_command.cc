@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "launcher/json_lines.h"
 #include "launcher/scale_report.h"
 #include "zdp/config.h"
 
@@ -146,16 +147,12 @@ int run_scale(const ScaleArgs& a) {
                               " x accum_steps " + std::to_string(accum) + " per step (weak scaling), " +
                               std::to_string(steps) + " steps per run";
   std::fputs(format_scale(*report, heading).c_str(), stdout);
-  const std::string path = (fs::path(config->launch.log_dir) / "scale.jsonl").string();
-  fs::create_directories(config->launch.log_dir, ec);
-  std::ofstream file(path, std::ios::trunc);
-  for (const nlohmann::json& line : scale_json(*report)) file << line.dump() << "\n";
-  file.close();
-  if (!file) {
-    say("cannot write " + path);
+  StatusOr<std::string> path = write_json_lines(config->launch.log_dir, "scale.jsonl", scale_json(*report));
+  if (!path.ok()) {
+    say(path.status().message());
     return 1;
   }
-  std::printf("JSON lines: %s\n", path.c_str());
+  std::printf("JSON lines: %s\n", path->c_str());
   return 0;
 }
 

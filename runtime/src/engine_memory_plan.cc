@@ -9,6 +9,7 @@
 #include "engine_impl.h"
 #include "kernels/grad_check.h"
 #include "zdp/memory_plan.h"
+#include "zero_memory.h"
 
 namespace zdp {
 
@@ -73,6 +74,9 @@ StatusOr<MemoryPlan> plan_memory(const std::vector<ParamDecl>& params, const Eng
   plan.padded_elems = layout.total_elems();
   plan.shard_elems = layout.shard_elems();
   for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
+  ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula, zero_memory_formula(plan.psi, world_size, options.stage,
+                                                                     static_cast<int>(dtype_size(options.compute_dtype))));
+  plan.formula = static_cast<int64_t>(formula.params + formula.grads + formula.master + formula.m + formula.v);
 
   // engine_buffers.cc allocate(), buffer by buffer.
   const int64_t T = layout.total_elems(), S = layout.shard_elems();

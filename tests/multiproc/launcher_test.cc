@@ -322,6 +322,13 @@ TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {
                                  "launch.log_dir=\"" + logs.string() + "\""});
   ASSERT_EQ(tiny.exit_code, 0) << tiny.output;
   EXPECT_NE(tiny.output.find("recommended: none: no stage fits in 1.00 MiB per rank"), std::string::npos) << tiny.output;
+  // --calibrate measures this machine (a forked second rank, about a second) and says so.
+  const LaunchRun calibrated = launch({"plan", quickstart, "--calibrate", "--set", "launch.log_dir=\"" + logs.string() + "\""});
+  ASSERT_EQ(calibrated.exit_code, 0) << calibrated.output;
+  EXPECT_NE(calibrated.output.find("(calibrated (2-rank Gloo all-reduce over loopback)"), std::string::npos)
+      << calibrated.output;
+  EXPECT_NE(calibrated.output.find("(calibrated: micro-batches of this model on one CPU rank"), std::string::npos)
+      << calibrated.output;
   const LaunchRun bad = launch({"plan", quickstart, "--device-memory", "lots"});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--device-memory 'lots' is not a size"), std::string::npos) << bad.output;
