@@ -1,9 +1,14 @@
 // The CUDA entry points of kernels/ in builds without CUDA: each returns kUnavailable, so
 // that engine code calling them compiles once for every build and fails with a clear message.
 #include "kernels/adamw.h"
+#include "kernels/attention_softmax.h"
 #include "kernels/cast.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
+#include "kernels/layernorm.h"
 #include "kernels/sgd.h"
 
 namespace zdp::kernels {
@@ -22,5 +27,20 @@ Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cu
 int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }
 StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void*, int64_t) { return unavailable("make_cublaslt_gemm"); }
+
+// The model-layer kernels (dp-train's layers).
+Status layernorm_forward_cuda(const LayerNormArgs&, cudaStream_t) { return unavailable("layernorm_forward_cuda"); }
+Status layernorm_backward_cuda(const LayerNormBackwardArgs&, cudaStream_t) { return unavailable("layernorm_backward_cuda"); }
+Status add_cuda(const AddArgs&, cudaStream_t) { return unavailable("add_cuda"); }
+Status gelu_forward_cuda(const GeluArgs&, cudaStream_t) { return unavailable("gelu_forward_cuda"); }
+Status gelu_backward_cuda(const GeluArgs&, cudaStream_t) { return unavailable("gelu_backward_cuda"); }
+Status squared_error_cuda(const SquaredErrorArgs&, cudaStream_t) { return unavailable("squared_error_cuda"); }
+Status causal_softmax_forward_cuda(const CausalSoftmaxArgs&, cudaStream_t) { return unavailable("causal_softmax_forward_cuda"); }
+Status causal_softmax_backward_cuda(const CausalSoftmaxBackwardArgs&, cudaStream_t) {
+  return unavailable("causal_softmax_backward_cuda");
+}
+Status cross_entropy_cuda(const CrossEntropyArgs&, cudaStream_t) { return unavailable("cross_entropy_cuda"); }
+Status embedding_forward_cuda(const EmbeddingArgs&, cudaStream_t) { return unavailable("embedding_forward_cuda"); }
+Status embedding_backward_cuda(const EmbeddingBackwardArgs&, cudaStream_t) { return unavailable("embedding_backward_cuda"); }
 
 }  // namespace zdp::kernels
