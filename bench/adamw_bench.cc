@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/size_arg.h"
 #include "kernels/adamw.h"
 #include "kernels/grad_check.h"
 
@@ -77,15 +78,6 @@ void naive_adamw(int64_t n, const Bf16* grad, float* p, float* m, float* v, Bf16
   for (int64_t i = 0; i < n; ++i) out[i] = zdp::kernels::from_f32<Bf16>(p[i]);
 }
 
-int64_t parse_count(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (end && (*end == 'M' || *end == 'm')) v *= 1 << 20;
-  if (end && (*end == 'K' || *end == 'k')) v *= 1 << 10;
-  if (end && (*end == 'G' || *end == 'g')) v *= 1 << 30;
-  return static_cast<int64_t>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,12 +85,16 @@ int main(int argc, char** argv) {
   int rounds = 7;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--params") n = parse_count(argv[i + 1]);
+    if (flag == "--params") n = zdp::bench::parse_binary_size(argv[i + 1]);
     else if (flag == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
     else {
       std::fprintf(stderr, "usage: adamw_bench [--params 32M] [--rounds 7]\n");
       return 2;
     }
+  }
+  if (n < 1) {
+    std::fprintf(stderr, "adamw_bench: --params must be a positive count such as 32M\n");
+    return 2;
   }
   const int threads = omp_get_max_threads();
   std::printf("adamw_bench: %lld params (%.0f MiB of optimizer traffic per step), %d OpenMP threads, best of %d\n",

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/size_arg.h"
 #include "kernels/adamw.h"
 #include "kernels/cast.h"
 #include "kernels/grad_check.h"
@@ -51,14 +52,6 @@ void* device_alloc(size_t bytes) {
   return p;
 }
 
-int64_t parse_count(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (end && (*end == 'M' || *end == 'm')) v *= 1 << 20;
-  if (end && (*end == 'G' || *end == 'g')) v *= 1 << 30;
-  return static_cast<int64_t>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,13 +59,17 @@ int main(int argc, char** argv) {
   int iters = 10, rounds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--params") n = parse_count(argv[i + 1]);
+    if (flag == "--params") n = zdp::bench::parse_binary_size(argv[i + 1]);
     else if (flag == "--iters") iters = std::max(1, std::atoi(argv[i + 1]));
     else if (flag == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
     else {
       std::fprintf(stderr, "usage: adamw_gpu_bench [--params 256M] [--iters 10] [--rounds 5]\n");
       return 2;
     }
+  }
+  if (n < 1) {
+    std::fprintf(stderr, "adamw_gpu_bench: --params must be a positive count such as 32M\n");
+    return 2;
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));

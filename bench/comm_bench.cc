@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/size_arg.h"
 #include "gloo_context.h"
 #include "support/fork_ranks.h"
 #include "zdp/comm.h"
@@ -50,16 +51,6 @@ struct Options {
   std::vector<std::string> ops = {"reduce_scatter", "all_gather", "all_reduce"};
 };
 
-int64_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  const std::string unit = end ? end : "";
-  if (unit == "K" || unit == "KiB") v *= 1024;
-  if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
-  if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
-  return static_cast<int64_t>(v);
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -72,8 +63,8 @@ bool parse(int argc, char** argv, Options& o) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--ranks") { o.ranks.clear(); for (auto& r : split(next())) o.ranks.push_back(std::atoi(r.c_str())); }
-    else if (a == "--min-bytes") o.min_bytes = parse_size(next());
-    else if (a == "--max-bytes") o.max_bytes = parse_size(next());
+    else if (a == "--min-bytes") o.min_bytes = zdp::bench::parse_binary_size(next());
+    else if (a == "--max-bytes") o.max_bytes = zdp::bench::parse_binary_size(next());
     else if (a == "--iters") o.iters = std::atoi(next().c_str());
     else if (a == "--warmup") o.warmup = std::atoi(next().c_str());
     else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
