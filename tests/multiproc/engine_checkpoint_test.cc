@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/engine_runs.h"
+#include "support/engine_comparisons.h"
 #include "support/temp_dir.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
@@ -27,25 +27,20 @@ using testing::run_engine;
 using testing::TempDir;
 
 // Runs that differ only in how gradient sums are grouped (other K) agree to about an
-// ulp of the parameters; engine_equivalence_test.cc derives this bound.
-constexpr double kTol = 2e-6;
+// ulp of the parameters (derived in support/engine_comparisons.h).
+constexpr double kTol = testing::kRegroupingTol;
 constexpr int kSteps = 20;
 constexpr int kSaveAt = 10;
 
+// The comparison jobs' options (eps = 1e-3: AdamW's step then depends on m and v's
+// scale, so a lost v shows) with a schedule: the learning rate moves every step, so a
+// resumed step count must be the right one.
 EngineOptions options(int stage) {
-  EngineOptions o;
-  o.stage = stage;
-  o.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
-  o.optim.lr = 1e-2;
-  o.optim.weight_decay = 0.01;
-  o.optim.grad_clip = 0.0;
-  o.optim.eps = 1e-3;  // AdamW's step then depends on m and v's scale: a lost v shows
-  // The learning rate moves every step, so a resumed step count must be the right one.
+  EngineOptions o = testing::comparison_options(stage);
   o.optim.schedule = LrSchedule::kCosine;
   o.optim.warmup_steps = 3;
   o.optim.min_lr = 1e-3;
   o.total_steps = kSteps;
-  o.seed = 7;
   return o;
 }
 

@@ -11,16 +11,7 @@ namespace {
 using testing::EngineRunResult;
 using testing::max_difference;
 
-// Tolerance of the fp32 comparisons between runs that differ only in how the gradient
-// sums are grouped (over ranks, micro-batches, the ring's order). A gradient element is a
-// sum of <= 24 per-sample terms; regrouping changes it by at most n * u * sum|terms|
-// (u = 2^-24), a relative 1.4e-6 of the magnitudes, and AdamW's step (lr = 1e-2) by about
-// as much relative: ~1e-8 absolute per step. Over 20 steps of a smooth model that stays
-// at the fp32 resolution of the parameters themselves (|p| < 2: an ulp is <= 2.4e-7);
-// the runs differ by 0.9e-7 to 1.8e-7, about an ulp. 2e-6 allows ~10 ulps. Real bugs are
-// four orders larger: a lost 1/K moves parameters by 1e-2 (with eps = 1e-3 below, the
-// step depends on the gradient's scale), a wrong slice or a lost bucket by O(lr).
-constexpr double kTol = 2e-6;
+constexpr double kTol = testing::kRegroupingTol;  // derived in support/engine_comparisons.h
 
 EngineOptions options(int stage) { return testing::comparison_options(stage); }
 
