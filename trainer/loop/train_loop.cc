@@ -104,6 +104,18 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   sampling.start_position = resumed.data_position;
   ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler, DistributedSampler::create(sampling));
 
+  const auto eval_and_log = [&](int64_t done) -> Status {
+    ZDP_ASSIGN_OR_RETURN(const double v, evaluate(ctx, engine, *model, *ops, *val_data, config));
+    summary.evals.emplace_back(done, v);
+    console.line("eval step " + std::to_string(done) + " | held-out loss " + std::to_string(v) + " (" +
+                 std::to_string(std::min(t.eval_samples, val_data->size())) + " samples)");
+    return Status::Ok();
+  };
+  // A fresh run is evaluated once before training (as nanoGPT does at iteration 0), so
+  // the console shows where the held-out loss starts from (ln vocab for a new model).
+  // Before the profiler exists: evaluations are never part of a measured step.
+  if (val_data && t.eval_every > 0 && resumed.step == 0 && t.steps > 0) ZDP_RETURN_IF_ERROR(eval_and_log(0));
+
   const double peak = peak_flops(ctx.device());
   if (resumed.step >= t.steps) {
     console.line("dp-train: the checkpoint is at step " + std::to_string(resumed.step) + ", train.steps is " +
@@ -148,10 +160,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       console.line(Console::format(line) + (stats.skipped ? " | skipped (fp16 overflow)" : ""));
     }
     if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
-      ZDP_ASSIGN_OR_RETURN(const double v, evaluate(ctx, engine, *model, *ops, *val_data, config));
-      summary.evals.emplace_back(done, v);
-      console.line("eval step " + std::to_string(done) + " | held-out loss " + std::to_string(v) + " (" +
-                   std::to_string(std::min(t.eval_samples, val_data->size())) + " samples)");
+      ZDP_RETURN_IF_ERROR(eval_and_log(done));
     }
     if (options.after_step) options.after_step(ctx, done);
     if (checkpoint_due(config, done)) ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done)));
