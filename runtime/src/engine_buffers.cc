@@ -115,8 +115,8 @@ Status Engine::Impl::build_optimizer() {
 }
 
 Status Engine::Impl::allocate() {
-  const int64_t total = layout.total_elems(), shard = layout.shard_elems();
-  const int64_t c = static_cast<int64_t>(dtype_size(cdt())), r = static_cast<int64_t>(dtype_size(rdt()));
+  // Every size comes from plan_buffers(), the rules plan_memory() reports (engine_buffer_plan.h).
+  const BufferSizes z = plan_buffers(layout, opt, device.kind());
   auto alloc = [&](DeviceBuffer& buffer, int64_t bytes, MemCategory category, const char* what, bool zero) {
     StatusOr<DeviceBuffer> b = device.allocate(bytes, category);
     if (!b.ok()) return b.status().with_context(what);
@@ -124,52 +124,41 @@ Status Engine::Impl::allocate() {
     return zero ? exec->memset(buffer.data(), 0, bytes) : Status::Ok();
   };
   if (opt.stage < 3) {
-    ZDP_RETURN_IF_ERROR(alloc(params_full, total * c, MemCategory::kParams, "parameters", false));
+    ZDP_RETURN_IF_ERROR(alloc(params_full, z.params, MemCategory::kParams, "parameters", false));
   } else {
-    ZDP_RETURN_IF_ERROR(alloc(params_shard, shard * c, MemCategory::kParams, "parameter shard", false));
+    ZDP_RETURN_IF_ERROR(alloc(params_shard, z.params, MemCategory::kParams, "parameter shard", false));
   }
   if (opt.stage <= 1) {
     // Zeroed once: the trainer never writes the padding, and the reductions send it.
-    ZDP_RETURN_IF_ERROR(alloc(grads_full, total * c, MemCategory::kGrads, "gradients", true));
-    if (rdt() != cdt()) ZDP_RETURN_IF_ERROR(alloc(reduce_full, total * r, MemCategory::kGrads, "reduce buffer", true));
+    ZDP_RETURN_IF_ERROR(alloc(grads_full, z.grads, MemCategory::kGrads, "gradients", true));
+    if (z.reduce_copy > 0) {
+      ZDP_RETURN_IF_ERROR(alloc(reduce_full, z.reduce_copy, MemCategory::kGrads, "reduce buffer", true));
+    }
   } else {
-    ZDP_RETURN_IF_ERROR(alloc(grads_shard, shard * r, MemCategory::kGrads, "gradient shard", true));
+    ZDP_RETURN_IF_ERROR(alloc(grads_shard, z.grads, MemCategory::kGrads, "gradient shard", true));
   }
-  if (opt.accum_steps > 1) ZDP_RETURN_IF_ERROR(alloc(accum, total * 4, MemCategory::kGrads, "accumulation", true));
-  const int64_t state = opt.stage == 0 ? total : shard;
-  ZDP_RETURN_IF_ERROR(alloc(master, state * 4, MemCategory::kOptimizer, "fp32 master weights", false));
-  ZDP_RETURN_IF_ERROR(alloc(exp_avg, state * 4, MemCategory::kOptimizer, "first moments", true));
-  ZDP_RETURN_IF_ERROR(alloc(exp_avg_sq, state * 4, MemCategory::kOptimizer, "second moments", true));
-  ZDP_RETURN_IF_ERROR(alloc(stats, std::max(1, num_buckets()) * static_cast<int64_t>(sizeof(kernels::GradStats)),
-                            MemCategory::kWorkspace, "gradient statistics", true));
+  if (z.accum > 0) ZDP_RETURN_IF_ERROR(alloc(accum, z.accum, MemCategory::kGrads, "accumulation", true));
+  ZDP_RETURN_IF_ERROR(alloc(master, z.master, MemCategory::kOptimizer, "fp32 master weights", false));
+  ZDP_RETURN_IF_ERROR(alloc(exp_avg, z.m, MemCategory::kOptimizer, "first moments", true));
+  ZDP_RETURN_IF_ERROR(alloc(exp_avg_sq, z.v, MemCategory::kOptimizer, "second moments", true));
+  ZDP_RETURN_IF_ERROR(alloc(stats, z.grad_stats, MemCategory::kWorkspace, "gradient statistics", true));
+  if (z.norm_scratch > 0) {
+    ZDP_RETURN_IF_ERROR(alloc(check_workspace, z.norm_scratch, MemCategory::kWorkspace, "norm scratch", false));
+  }
   if (exec->cuda()) {
-    const int64_t max_slice = layout.max_bucket_elems() / world;
-    ZDP_RETURN_IF_ERROR(alloc(check_workspace, std::max<int64_t>(1, kernels::grad_check_workspace_bytes(max_slice)),
-                              MemCategory::kWorkspace, "norm scratch", false));
+    // The one buffer plan_buffers() leaves out: it follows the optimizer's parameter groups.
     const auto& segments = optimizer->decay_segments();
     const int64_t bytes = static_cast<int64_t>(segments.size() * sizeof(kernels::DecaySegment));
     ZDP_RETURN_IF_ERROR(alloc(decay_table, std::max<int64_t>(1, bytes), MemCategory::kWorkspace, "decay table", false));
     if (bytes > 0) ZDP_RETURN_IF_ERROR(device.memcpy(decay_table.data(), segments.data(), static_cast<size_t>(bytes)));
   }
-  if (opt.stage >= 2) {
-    int64_t largest_group = 0;
-    for (const GradGroup& g : groups) largest_group = std::max(largest_group, g.size);
-    // Two: backward fills one group while the previous one is reduced.
-    ZDP_RETURN_IF_ERROR(grad_slots.init(device, who + ": gradient staging", largest_group * c, 2, MemCategory::kBuckets));
-    if (rdt() != cdt() || opt.accum_steps > 1) {
-      ZDP_RETURN_IF_ERROR(reduce_slots.init(device, who + ": reduce staging", layout.max_bucket_elems() * r, 2,
-                                            MemCategory::kBuckets));
-    }
-  }
-  if (opt.stage == 3) {
-    int64_t largest_layer = 0;
-    for (int id : layer_ids) {
-      const auto [first, end] = layout.layer_buckets(id);
-      largest_layer = std::max(largest_layer, bucket(end - 1).end() - bucket(first).begin);
-    }
-    ZDP_RETURN_IF_ERROR(gather_slots.init(device, who + ": gathered layers", largest_layer * c,
-                                          1 + opt.prefetch_layers, MemCategory::kBuckets));
-  }
+  auto pool = [&](SlotPool& slots, const SlotSizes& size, const char* what) {
+    if (size.count == 0) return Status::Ok();
+    return slots.init(device, who + ": " + what, size.slot_bytes, size.count, MemCategory::kBuckets);
+  };
+  ZDP_RETURN_IF_ERROR(pool(grad_slots, z.grad_staging, "gradient staging"));
+  ZDP_RETURN_IF_ERROR(pool(reduce_slots, z.reduce_staging, "reduce staging"));
+  ZDP_RETURN_IF_ERROR(pool(gather_slots, z.param_gather, "gathered layers"));
   return exec->synchronize(who + ": buffer initialisation");
 }
 

@@ -3,7 +3,8 @@
 // values, broadcast, hash check), engine_buffers.cc (layout and allocation per stage),
 // engine_grads.cc (gradient views, readiness, accumulation, reductions), engine_step.cc
 // (norm, clipping, loss scale, optimizer, all-gather), engine_stage3.cc (layer groups),
-// engine_memory.cc (the memory report).
+// engine_memory.cc (the memory report); the layout and buffer-size rules are
+// engine_buffer_plan.h's, shared with plan_memory().
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_buffer_plan.h"
 #include "engine_exec.h"
 #include "engine_slots.h"
 #include "layout.h"
@@ -23,10 +25,6 @@
 
 namespace zdp {
 
-// Slices are multiples of 32 elements: 64 bytes or more in every dtype, so every slice of
-// every buffer starts on a cache line and suits the kernels' 16-byte vector loads.
-inline constexpr int64_t kAlignElems = 32;
-
 inline void* elem_ptr(void* base, int64_t elems, DType dtype) {
   return static_cast<char*>(base) + elems * static_cast<int64_t>(dtype_size(dtype));
 }
@@ -34,12 +32,6 @@ inline float* elem_ptr(float* base, int64_t elems) { return base + elems; }
 
 // The config's batch-size rule as optim/ names it.
 optim::LrScaling lr_scaling_of(LrScalingRule rule);
-
-// How the engine cuts its layout (engine_memory_plan.cc; the planner builds the same one).
-LayoutOptions engine_layout_options(const EngineOptions& options, int world_size);
-// Whether bucket b shares a gradient group with bucket b - 1 (a parameter straddles them):
-// gradient views are contiguous, so stages 2-3 stage such buckets together.
-bool joins_previous_bucket(const Layout& layout, int b);
 
 struct Registration {
   ParamSpec spec;

@@ -1,6 +1,7 @@
 // engine.memory(): the bytes of the engine's own buffers per category, next to the ZeRO
-// formula for the same parameter count and to that formula over this layout
-// (zero_memory.h), so the start-up log shows that the gap is only padding and buckets.
+// formula for the same parameter count (zero_memory.h) and to the plan of this layout
+// (memory_plan_of_layout: the sizes allocate() used, what `dp-launch plan` prints), so
+// the start-up log shows that the gap to the formula is only padding, copies and buffers.
 #include <cstdio>
 
 #include "engine_impl.h"
@@ -18,8 +19,7 @@ int64_t formula_bytes(const ZeroMemory& z, MemCategory c) {
     case MemCategory::kParams: return static_cast<int64_t>(z.params);
     case MemCategory::kGrads: return static_cast<int64_t>(z.grads);
     case MemCategory::kOptimizer: return static_cast<int64_t>(z.master + z.m + z.v);
-    case MemCategory::kBuckets: return static_cast<int64_t>(z.grad_staging + z.param_gather);
-    default: return 0;
+    default: return 0;  // the formula has no staging buffers or workspace
   }
 }
 
@@ -44,15 +44,15 @@ MemoryReport Engine::Impl::memory_report() const {
 
   const int c = static_cast<int>(dtype_size(cdt()));
   const StatusOr<ZeroMemory> formula = zero_memory_formula(report.params, world, opt.stage, c);
-  const StatusOr<ZeroMemory> padded = zero_memory_of_layout(layout, opt.stage, c, opt.prefetch_layers);
+  const StatusOr<MemoryPlan> plan = memory_plan_of_layout(layout, opt, device.kind());
   MemoryReport::Row total{"total"};
   for (MemCategory cat : kCategories) {
     MemoryReport::Row row{to_string(cat), measured[static_cast<int>(cat)]};
     row.formula = formula.ok() ? formula_bytes(*formula, cat) : 0;
-    row.layout = padded.ok() ? formula_bytes(*padded, cat) : 0;
+    row.planned = plan.ok() ? plan->bytes(cat) : 0;
     total.measured += row.measured;
     total.formula += row.formula;
-    total.layout += row.layout;
+    total.planned += row.planned;
     report.rows.push_back(row);
   }
   report.rows.push_back(total);
@@ -66,15 +66,15 @@ std::string MemoryReport::table() const {
                 "memory per rank: stage %d, %d ranks, Psi = %lld parameters (%lld with padding)\n"
                 "  %-10s %14s %14s %14s %14s\n",
                 stage, world_size, static_cast<long long>(params), static_cast<long long>(padded_elems), "category",
-                "measured MiB", "formula MiB", "layout MiB", "gap MiB");
+                "measured MiB", "formula MiB", "planned MiB", "gap MiB");
   std::string out = line;
   for (const Row& r : rows) {
     std::snprintf(line, sizeof(line), "  %-10s %14.3f %14.3f %14.3f %+14.3f\n", r.category.c_str(), r.measured / kMiB,
-                  r.formula / kMiB, r.layout / kMiB, (r.measured - r.formula) / kMiB);
+                  r.formula / kMiB, r.planned / kMiB, (r.measured - r.formula) / kMiB);
     out += line;
   }
-  out += "  (formula: DESIGN.md's ZeRO table; layout: the same over padded sizes with one staging bucket and "
-         "1 + prefetch_layers gathered layer groups; gap = measured - formula: padding, buckets, workspace)\n";
+  out += "  (formula: DESIGN.md's ZeRO table; planned: every buffer finalize() allocates, as dp-launch plan\n"
+         "   prints it (the CUDA decay table aside); gap = measured - formula: padding, copies, buffers, workspace)\n";
   return out;
 }
 

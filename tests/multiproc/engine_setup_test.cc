@@ -94,9 +94,10 @@ TEST(Registration, DifferentOptionsAreCaught) {
 
 // ---- memory ------------------------------------------------------------------------
 
-// Checks one rank's report: params, grads and optimizer are exactly the formula over the
-// padded layout, and exceed DESIGN.md's formula by padding only; buckets exist only at
-// stages 2-3; and the device's own accounting agrees byte for byte.
+// Checks one rank's report: every category's measured bytes are the planned ones (what
+// plan_memory() prints for this layout); params, grads and optimizer exceed DESIGN.md's
+// formula by padding only (grads also by `accum_extra`, the fp32 accumulation); buckets
+// exist only at stages 2-3; and the device's own accounting agrees byte for byte.
 Status check_memory(Engine& engine, Device& device, int64_t accum_extra) {
   const MemoryReport m = engine.memory();
   std::map<std::string, MemoryReport::Row> rows;
@@ -110,20 +111,22 @@ Status check_memory(Engine& engine, Device& device, int64_t accum_extra) {
   };
   for (const auto& [name, per_element] : bytes_per_element) {
     const MemoryReport::Row& r = rows[name];
-    const int64_t extra = name == "grads" ? accum_extra : 0;
-    if (r.measured != r.layout + extra) return bad(name + ": measured differs from the padded formula");
-    if (r.layout < r.formula || r.layout - r.formula > per_element * padding) {
-      return bad(name + ": the padded formula differs from the formula by more than the padding");
+    const int64_t model_state = r.planned - (name == "grads" ? accum_extra : 0);
+    if (model_state < r.formula || model_state - r.formula > per_element * padding) {
+      return bad(name + ": the plan differs from the formula by more than the padding");
     }
   }
   if ((rows["buckets"].measured > 0) != (m.stage >= 2)) return bad("buckets only at stages 2-3");
   for (MemCategory cat : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer, MemCategory::kBuckets,
                           MemCategory::kWorkspace}) {
-    if (device.memory().category(cat).current_bytes != rows[to_string(cat)].measured) {
+    const MemoryReport::Row& r = rows[to_string(cat)];
+    if (r.measured != r.planned) return bad(std::string(to_string(cat)) + ": measured differs from planned");
+    if (device.memory().category(cat).current_bytes != r.measured) {
       return bad(std::string(to_string(cat)) + ": the device accounted " +
                  std::to_string(device.memory().category(cat).current_bytes) + " bytes");
     }
   }
+  if (rows["total"].measured != rows["total"].planned) return bad("total: measured differs from planned");
   return Status::Ok();
 }
 

@@ -16,7 +16,10 @@
 // global batch (DESIGN.md, "Theorem").
 //
 // Memory per stage (c = compute dtype bytes, r = reduce dtype bytes, T = padded elements,
-// S = T / K; categories as zdp::MemCategory):
+// S = T / K; categories as zdp::MemCategory). These are the engine's allocation rules,
+// written once (runtime/src/engine_buffer_plan.cc): finalize() allocates by them, and
+// plan_memory() (zdp/memory_plan.h, what `dp-launch plan` prints) and memory()'s
+// "planned" column report them, so all three agree byte for byte:
 //   params     stage 0-2: c T (full);            stage 3: c S (owned shard)
 //   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
 //                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned)
@@ -28,12 +31,15 @@
 //              one group stages its whole gradient); + 2 reduce-dtype bucket buffers when
 //              r != c or accum_steps > 1. With overlap off every group stays staged
 //              until step() (the whole gradient). Stage 3: + (1 + prefetch_layers)
-//              gathered layer groups
+//              buffers of the largest layer group (the group in use and the prefetched ones)
 //   grads      accum_steps > 1, every stage: + 4 T, the fp32 accumulation of the
 //              micro-batches. No communication happens before the last micro-batch, so
 //              stages 2-3 keep this full-size buffer too: accumulation costs them their
 //              gradient sharding (reduce every micro-batch instead if that matters).
-//   workspace  per-bucket gradient statistics; on CUDA the decay table and the norm scratch.
+//   workspace  per-bucket gradient statistics; on CUDA the norm scratch and the decay
+//              table (a few bytes per run of same-decay parameters: the one buffer the
+//              plan leaves out).
+// DESIGN.md's ZeRO formula counts none of the padding, copies, buffers or workspace.
 #pragma once
 
 #include <cstdint>
@@ -124,21 +130,23 @@ struct StepStats {
 
 // Bytes per category on this rank: measured (device accounting of the engine's own
 // buffers) next to the ZeRO formula of DESIGN.md for the same parameter count and to the
-// formula applied to this layout (padded sizes, staging buffers: zero_memory.h).
+// plan of this layout (MemoryPlan::bytes: what `dp-launch plan` prints for this model).
 struct MemoryReport {
   struct Row {
     std::string category;  // "params", "grads", "optimizer", "buckets", "workspace", "total"
-    int64_t measured = 0;
+    int64_t measured = 0;  // now (staging buffers added for a trainer that holds more
+                           // gradient groups at once than planned show here)
     int64_t formula = 0;   // DESIGN.md's formula (no padding, no buffers)
-    int64_t layout = 0;    // the formula over padded sizes plus its staging-buffer model
+    int64_t planned = 0;   // plan_memory()'s: the buffers finalize() allocated, by the same
+                           // rules (the CUDA decay table aside)
   };
   int stage = 0;
   int world_size = 1;
   int64_t params = 0;          // Psi: elements of all registered parameters
   int64_t padded_elems = 0;    // the flat buffer, padding included
   std::vector<Row> rows;
-  // One row per category: measured, formula and the gap, in MiB; "the gap is padding and
-  // buckets" holds when params/grads/optimizer differ only by padding.
+  // One row per category: measured, formula, planned and the gap (measured - formula), in
+  // MiB: the log finalize() writes on rank 0.
   std::string table() const;
 };
 

@@ -1,10 +1,12 @@
 // What Engine::finalize() will allocate on each rank, computed before any rank exists:
 // the memory half of `dp-launch plan`. plan_memory() builds the Layout exactly as the
-// engine does (same bucket size, alignment and boundaries, so the same padding) and lists
-// the buffers finalize() allocates per category, byte for byte: Engine::memory()'s
-// "measured" column (tests/multiproc/memory_plan_test.cc checks that they agree for the
-// reference models, K = 1, 2, 4 and stages 0-3). The buffers and their sizes are the ones
-// engine.h lists under "Memory per stage".
+// engine does (same bucket size, alignment and boundaries, so the same padding) and sizes
+// every buffer with the very function the engine's allocation takes its sizes from
+// (runtime/src/engine_buffer_plan.cc; engine.h "Memory per stage" says the rules in
+// words). Engine::memory()'s "planned" column and the table finalize() logs are this plan
+// for the engine's own layout; tests/multiproc/memory_plan_test.cc checks that it equals
+// the "measured" column (device accounting) byte for byte for the reference models,
+// K = 1, 2, 4 and stages 0-3.
 #pragma once
 
 #include <cstdint>

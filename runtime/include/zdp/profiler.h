@@ -50,7 +50,8 @@ struct ProfileOptions {
                                   // start); the warm-up counts from there
   // The planned bytes per rank at `stage` (what `dp-launch plan` prints): the summary's
   // "planned" column (this run's stage) and the model bars of memory.svg (every stage).
-  // Unset: the engine's layout model (Engine::memory()) for this run's stage only.
+  // Unset: the engine's own plan (Engine::memory()'s "planned" column: plan_memory() without
+  // the model's activations) for this run's stage only.
   std::function<StatusOr<MemoryByCategory>(int stage)> plan;
   std::string plan_source = "the plan";  // what `plan` is, for the summary ("dp-launch plan")
   // ProfileOptions of config.profile: dir (launch.log_dir when empty), warm-up, active

@@ -117,13 +117,14 @@ Status Profiler::Impl::write_file(const std::string& path, const std::string& te
 
 namespace {
 
-// The layout model's bytes per category from Engine::memory() (no activations).
-MemoryByCategory layout_model(const MemoryReport& report) {
+// The engine's own plan per category from Engine::memory() (plan_memory's numbers for its
+// layout; no activations).
+MemoryByCategory engine_plan(const MemoryReport& report) {
   MemoryByCategory out;
   out.fill(-1);
   for (const MemoryReport::Row& row : report.rows) {
     for (int c = 0; c < kNumMemCategories; ++c) {
-      if (row.category == to_string(static_cast<MemCategory>(c))) out[static_cast<size_t>(c)] = row.layout;
+      if (row.category == to_string(static_cast<MemCategory>(c))) out[static_cast<size_t>(c)] = row.planned;
     }
   }
   return out;
@@ -143,8 +144,8 @@ profile::SummaryInputs Profiler::Impl::summary_inputs() const {
   in.tokens_per_sample = opt.tokens_per_sample;
   in.flops_per_sample = opt.flops_per_sample;
   in.peak_flops = opt.peak_flops;
-  in.planned = layout_model(report);
-  in.plan_source = "the engine's layout model";
+  in.planned = engine_plan(report);
+  in.plan_source = "the engine's memory plan";
   if (opt.plan) {
     StatusOr<MemoryByCategory> planned = opt.plan(report.stage);
     if (planned.ok()) {

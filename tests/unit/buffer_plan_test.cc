@@ -1,0 +1,146 @@
+// The engine's buffer-size rules (engine_buffer_plan.h) through plan_memory(), in closed
+// form on small layouts: the model states against DESIGN.md's formula (equal without
+// padding, larger by exactly the padding with it), the gradient copies, the staging and
+// gather buffers of stages 2-3, the workspace, and the arguments plan_memory refuses.
+// tests/multiproc/memory_plan_test.cc holds the same plan to real engines' accounting.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kernels/grad_check.h"
+#include "zdp/memory_plan.h"
+#include "zero_memory.h"
+
+namespace zdp {
+namespace {
+
+// Options whose buckets hold `bucket_elems` elements of `compute`.
+EngineOptions options(int stage, int64_t bucket_elems, DType compute = DType::kF32, DType reduce = DType::kF32) {
+  EngineOptions o;
+  o.stage = stage;
+  o.compute_dtype = compute;
+  o.reduce_dtype = reduce;
+  o.bucket_mb = static_cast<double>(bucket_elems * static_cast<int64_t>(dtype_size(compute))) / (1 << 20);
+  return o;
+}
+
+MemoryPlan plan_ok(const std::vector<ParamDecl>& params, const EngineOptions& o, int world) {
+  StatusOr<MemoryPlan> plan = plan_memory(params, o, world, DeviceKind::kCpu);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? *plan : MemoryPlan{};
+}
+
+// Two layer groups, 128 + 64 elements: at K = 2 (slices of 32-element multiples) and
+// 64-element buckets nothing is padded; "a" straddles buckets 0 and 1.
+const std::vector<ParamDecl> kTwoGroups = {{"a", {128}, 0}, {"b", {8, 8}, 1}};
+
+TEST(BufferPlan, WithoutPaddingTheModelStatesAreTheFormula) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const int c = static_cast<int>(dtype_size(dtype));
+      const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64, dtype, dtype), 2);
+      const ZeroMemory f = *zero_memory_formula(192, 2, stage, c);
+      EXPECT_EQ(p.psi, 192);
+      EXPECT_EQ(p.padded_elems, 192) << stage;
+      EXPECT_EQ(p.shard_elems, 96) << stage;
+      EXPECT_EQ(p.bucket_elems, (std::vector<int64_t>{64, 64, 64})) << stage;
+      EXPECT_EQ(p.params, f.params) << stage;
+      EXPECT_EQ(p.grads, f.grads) << stage;
+      EXPECT_EQ(p.master, f.master) << stage;
+      EXPECT_EQ(p.m, f.m) << stage;
+      EXPECT_EQ(p.v, f.v) << stage;
+      EXPECT_EQ(p.reduce_copy + p.accum, 0) << stage;
+      EXPECT_EQ(p.model_states(), p.formula) << stage;
+      EXPECT_EQ(static_cast<double>(p.formula), f.total()) << stage;
+    }
+  }
+}
+
+TEST(BufferPlan, StagingIsTwoOfTheLargestGradientGroup) {
+  // "a" joins buckets 0 and 1 into one gradient group of 128 elements; "b" is one of 64.
+  for (int stage = 0; stage <= 3; ++stage) {
+    const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64), 2);
+    EXPECT_EQ(p.grad_staging, stage >= 2 ? 2 * 128 * 4 : 0) << stage;
+    EXPECT_EQ(p.reduce_staging, 0) << stage;  // no cast, no accumulation
+    EXPECT_EQ(p.bytes(MemCategory::kBuckets), p.grad_staging + p.param_gather) << stage;
+  }
+}
+
+TEST(BufferPlan, StageThreeGathersOnePlusPrefetchOfTheLargestLayerGroup) {
+  for (int prefetch : {0, 1, 5}) {
+    EngineOptions o = options(3, 64);
+    o.prefetch_layers = prefetch;
+    const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
+    EXPECT_EQ(p.group_elems, (std::vector<int64_t>{128, 64}));
+    // One buffer per gathered group, each the size of the largest (slots are reused
+    // by any group), even when more are prefetched than there are groups.
+    EXPECT_EQ(p.param_gather, (1 + prefetch) * 128 * 4) << prefetch;
+  }
+  for (int stage = 0; stage <= 2; ++stage) {
+    const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64), 2);
+    EXPECT_EQ(p.param_gather, 0) << stage;
+    EXPECT_TRUE(p.group_elems.empty()) << stage;
+  }
+}
+
+TEST(BufferPlan, WithPaddingTheGapIsThePaddingInEachDtype) {
+  // 37 elements on 2 ranks: one bucket padded to 2 x 32 = 64, shard 32.
+  const std::vector<ParamDecl> odd = {{"w", {37}, 0}};
+  const MemoryPlan p1 = plan_ok(odd, options(1, 1 << 20), 2);
+  const ZeroMemory f1 = *zero_memory_formula(37, 2, 1, 4);
+  EXPECT_EQ(p1.padded_elems, 64);
+  EXPECT_EQ(p1.params - f1.params, 4 * (64 - 37));
+  EXPECT_EQ(p1.grads - f1.grads, 4 * (64 - 37));
+  EXPECT_DOUBLE_EQ(static_cast<double>(p1.master) - f1.master, 4 * (32 - 18.5));
+  const MemoryPlan p2 = plan_ok(odd, options(2, 1 << 20, DType::kBF16, DType::kBF16), 2);
+  EXPECT_EQ(p2.params, 2 * 64);
+  EXPECT_EQ(p2.grads, 2 * 32);
+  EXPECT_EQ(p2.grad_staging, 2 * 2 * 64);
+  EXPECT_LT(p2.formula, p2.model_states());
+}
+
+TEST(BufferPlan, CopiesForACastAndForAccumulation) {
+  // bf16 compute reduced in fp32: stages 0-1 keep an fp32 copy of the gradient, stages
+  // 2-3 reduce through 2 fp32 bucket buffers and keep the owned shard in fp32.
+  for (int stage = 0; stage <= 3; ++stage) {
+    const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64, DType::kBF16, DType::kF32), 2);
+    EXPECT_EQ(p.reduce_copy, stage <= 1 ? 4 * 192 : 0) << stage;
+    EXPECT_EQ(p.grads, stage <= 1 ? 2 * 192 : 4 * 96) << stage;
+    EXPECT_EQ(p.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
+  }
+  // accum_steps > 1: a full fp32 accumulation at every stage, and reduce staging at 2-3.
+  for (int stage = 0; stage <= 3; ++stage) {
+    EngineOptions o = options(stage, 64);
+    o.accum_steps = 2;
+    const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
+    EXPECT_EQ(p.accum, 4 * 192) << stage;
+    EXPECT_EQ(p.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
+    EXPECT_EQ(p.bytes(MemCategory::kGrads), p.grads + p.accum) << stage;
+  }
+}
+
+TEST(BufferPlan, WorkspaceIsGradStatsPerBucketPlusTheCudaNormScratch) {
+  const EngineOptions o = options(1, 64);
+  const MemoryPlan cpu = plan_ok(kTwoGroups, o, 2);
+  EXPECT_EQ(cpu.workspace, 3 * static_cast<int64_t>(sizeof(kernels::GradStats)));
+  const MemoryPlan cuda = *plan_memory(kTwoGroups, o, 2, DeviceKind::kCuda);
+  EXPECT_EQ(cuda.workspace, cpu.workspace + std::max<int64_t>(1, kernels::grad_check_workspace_bytes(64 / 2)));
+  EXPECT_EQ(cuda.total() - cpu.total(), cuda.workspace - cpu.workspace);
+}
+
+TEST(BufferPlan, RefusesWhatFinalizeRefuses) {
+  const StatusOr<MemoryPlan> no_world = plan_memory(kTwoGroups, options(1, 64), 0, DeviceKind::kCpu);
+  EXPECT_EQ(no_world.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_world.status().message().find("plan_memory: world size 0 is not >= 1"), std::string::npos);
+  EngineOptions bad = options(3, 64);
+  bad.prefetch_layers = -1;
+  const StatusOr<MemoryPlan> prefetch = plan_memory(kTwoGroups, bad, 2, DeviceKind::kCpu);
+  EXPECT_NE(prefetch.status().message().find("prefetch_layers -1 is not >= 0"), std::string::npos)
+      << prefetch.status().to_string();
+  const StatusOr<MemoryPlan> twice = plan_memory({{"a", {4}, 0}, {"a", {4}, 0}}, options(1, 64), 2, DeviceKind::kCpu);
+  EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.status().message().find("plan_memory: layout"), std::string::npos) << twice.status().to_string();
+}
+
+}  // namespace
+}  // namespace zdp
