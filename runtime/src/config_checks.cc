@@ -110,6 +110,13 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
     return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
   });
+  // Sharded accumulation reduce-scatters into the owned gradient shard, which only stages
+  // 2-3 have: refused elsewhere rather than silently ignored.
+  check.require(c.zero.accumulate != GradAccumulation::kSharded || c.zero.stage >= 2,
+                {"zero.accumulate", "zero.stage"}, [&] {
+                  return "zero.accumulate = \"sharded\" needs zero.stage 2 or 3 (the gradient shard it "
+                         "accumulates into); zero.stage is " + str(c.zero.stage) + ": use \"local\"";
+                });
   check.require(c.checkpoint.every_steps == 0 || !c.checkpoint.dir.empty(),
                 {"checkpoint.every_steps", "checkpoint.dir"}, [&] {
                   return "checkpoint.every_steps (" + str(c.checkpoint.every_steps) +

@@ -33,6 +33,8 @@ constexpr EnumWord<LrScalingRule> kLrScalingWords[] = {
 constexpr EnumWord<ResumeMode> kResumeWords[] = {{"auto", ResumeMode::kAuto}, {"never", ResumeMode::kNever}};
 constexpr EnumWord<CheckpointStorage> kStorageWords[] = {
     {"shared", CheckpointStorage::kShared}, {"per-node", CheckpointStorage::kPerNode}};
+constexpr EnumWord<GradAccumulation> kAccumulateWords[] = {
+    {"local", GradAccumulation::kLocal}, {"sharded", GradAccumulation::kSharded}};
 // Not every DType is a sensible choice for every key, hence two lists.
 constexpr EnumWord<DType> kComputeDTypeWords[] = {
     {"fp32", DType::kF32}, {"bf16", DType::kBF16}, {"fp16", DType::kF16}};
@@ -267,6 +269,9 @@ std::vector<KeyInfo> build_table() {
       field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
             "stage 3: layer groups gathered ahead of use", at_least(0)),
+      enum_field("zero.accumulate", &C::zero, &Z::accumulate, kAccumulateWords,
+                 "micro-batches (accum_steps > 1): local = fp32 buffer of all gradients, reduced once; "
+                 "sharded (stages 2-3) = reduce-scatter each into the fp32 gradient shard"),
 
       field("checkpoint.dir", &C::checkpoint, &K::dir,
             "where checkpoints (step-N/ and latest) are written and looked for; \"\" = no checkpoints"),
@@ -331,6 +336,9 @@ const char* to_string(ResumeMode value) {
   return value == ResumeMode::kPath ? "path" : config_internal::word_of(config_internal::kResumeWords, value);
 }
 const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
+const char* to_string(GradAccumulation value) {
+  return config_internal::word_of(config_internal::kAccumulateWords, value);
+}
 const char* to_string(LrScalingRule value) { return config_internal::word_of(config_internal::kLrScalingWords, value); }
 
 }  // namespace zdp

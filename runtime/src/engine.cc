@@ -26,6 +26,7 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.reduce_dtype = config.zero.reduce_dtype;
   o.overlap = config.zero.overlap;
   o.prefetch_layers = config.zero.prefetch_layers;
+  o.accumulate = config.zero.accumulate;
   o.accum_steps = resolved_accum_steps(config.train, world_size);
   o.optim = config.optim;
   o.total_steps = config.train.steps;
@@ -63,6 +64,10 @@ Status EngineOptions::validate() const {
   }
   if (accum_steps < 1) bad("accum_steps " + std::to_string(accum_steps) + " is not >= 1");
   if (prefetch_layers < 0) bad("prefetch_layers " + std::to_string(prefetch_layers) + " is not >= 0");
+  if (accumulate == GradAccumulation::kSharded && (stage == 0 || stage == 1)) {
+    bad("accumulate sharded needs stage 2 or 3 (the gradient shard it accumulates into); stage is " +
+        std::to_string(stage));
+  }
   if (!(optim.grad_clip >= 0)) bad("grad_clip " + std::to_string(optim.grad_clip) + " is not >= 0");
   if (optim.lr_scaling != LrScalingRule::kNone && global_batch < 1) {
     bad(std::string("lr_scaling ") + to_string(optim.lr_scaling) + " needs global_batch (the batch the lr scales to)");

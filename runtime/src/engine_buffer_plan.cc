@@ -55,10 +55,13 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     z.grads = T * c;  // the trainer writes here; reduced in place unless cast
     z.reduce_copy = cast ? T * r : 0;
   } else {
-    z.grads = S * r;  // the reduce-scatter output
+    // The reduce-scatter output; sharded accumulation adds every micro-batch's into it in fp32.
+    z.grads = S * (shards_accumulation(options) ? 4 : r);
   }
-  // No communication before the last micro-batch, so every stage accumulates in full.
-  z.accum = options.accum_steps > 1 ? T * 4 : 0;
+  // Local accumulation: no communication before the last micro-batch, so every stage
+  // accumulates in full.
+  const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
+  z.accum = local_accum ? T * 4 : 0;
   const int64_t state = (stage == 0 ? T : S) * 4;
   z.master = z.m = z.v = state;
   z.grad_stats = std::max(1, num_buckets) * static_cast<int64_t>(sizeof(kernels::GradStats));
@@ -75,7 +78,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     }
     // Two: backward fills one group while the previous one is reduced.
     z.grad_staging = {largest_group * c, 2};
-    if (cast || options.accum_steps > 1) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
+    if (cast || local_accum) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
   }
   if (stage == 3) {
     const std::vector<int64_t> groups = layer_group_elems(layout);

@@ -23,6 +23,13 @@ inline constexpr int64_t kAlignElems = 32;
 // How the engine cuts its layout (the planner builds the same one).
 LayoutOptions engine_layout_options(const EngineOptions& options, int world_size);
 
+// Whether micro-batches are reduce-scattered one by one into an fp32 gradient shard
+// (EngineOptions::accumulate kSharded at stages 2-3 with accum_steps > 1) instead of being
+// accumulated in a full-size fp32 buffer and reduced once.
+inline bool shards_accumulation(const EngineOptions& options) {
+  return options.accumulate == GradAccumulation::kSharded && options.stage >= 2 && options.accum_steps > 1;
+}
+
 // Whether bucket b shares a gradient group with bucket b - 1 (a parameter straddles them):
 // gradient views are contiguous, so stages 2-3 stage such buckets together.
 bool joins_previous_bucket(const Layout& layout, int b);
@@ -43,16 +50,17 @@ struct SlotSizes {
 // are these numbers.
 struct BufferSizes {
   int64_t params = 0;        // [params] compute dtype: all (stages 0-2) or the owned shard (3)
-  int64_t grads = 0;         // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3)
+  int64_t grads = 0;         // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3;
+                             // fp32 when shards_accumulation: the shard is the accumulation)
   int64_t reduce_copy = 0;   // [grads] stages 0-1, reduce dtype != compute dtype: the full copy
-  int64_t accum = 0;         // [grads] accum_steps > 1: fp32 accumulation of the micro-batches
+  int64_t accum = 0;         // [grads] accum_steps > 1, accumulated locally: fp32, all elements
   int64_t master = 0;        // [optimizer] fp32 master weights: all (stage 0) or the shard
   int64_t m = 0;             // [optimizer] first moment (fp32)
   int64_t v = 0;             // [optimizer] second moment (fp32)
   int64_t grad_stats = 0;    // [workspace] one kernels::GradStats per bucket
   int64_t norm_scratch = 0;  // [workspace] CUDA only: grad_check's scratch for the largest slice
   SlotSizes grad_staging;    // [buckets] stages 2-3: the trainer's gradients, per gradient group
-  SlotSizes reduce_staging;  // [buckets] stages 2-3, cast or accumulation before the reduction
+  SlotSizes reduce_staging;  // [buckets] stages 2-3, cast or local accumulation before the reduction
   SlotSizes param_gather;    // [buckets] stage 3: gathered layer groups
   // Not sized here: the CUDA decay table (a few bytes per run of same-decay parameters; it
   // depends on the optimizer's parameter groups, not on the layout).

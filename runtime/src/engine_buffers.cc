@@ -166,15 +166,17 @@ void Engine::Impl::reset_step_state() {
   ready.assign(registered.size(), 0);
   ready_count = 0;
   micro = 0;
+  reset_reductions();
+  for (GradGroup& g : groups) g.unfolded = g.params;
+}
+
+void Engine::Impl::reset_reductions() {
   launch_cursor = 0;
   for (BucketState& st : buckets) {
     st.pending = st.params;
     st.launched = false;
   }
-  for (GradGroup& g : groups) {
-    g.unfolded = g.params;
-    g.unlaunched = g.last_bucket - g.first_bucket + 1;
-  }
+  for (GradGroup& g : groups) g.unlaunched = g.last_bucket - g.first_bucket + 1;
 }
 
 StatusOr<std::vector<float>> Engine::Impl::gather_master(int p) {

@@ -43,6 +43,11 @@ Status Exec::copy(void* dst, const void* src, int64_t bytes) {
 
 Status Exec::fold(const FoldArgs& args) { return cuda_ ? fold_cuda(args, compute_handle()) : fold_cpu(args); }
 
+Status Exec::fold_on_comm(const FoldArgs& args) {
+  if (cuda_) return fold_cuda(args, static_cast<cudaStream_t>(comm_->native_handle()));
+  return comm_->enqueue_host("fold of a reduced gradient slice", [args] { return fold_cpu(args); });
+}
+
 Status Exec::cast(const kernels::CastArgs& args) {
   return cuda_ ? kernels::cast_cuda(args, compute_handle()) : kernels::cast_cpu(args);
 }

@@ -40,6 +40,10 @@ class Exec {
   Status memset(void* dst, int value, int64_t bytes);
   Status copy(void* dst, const void* src, int64_t bytes);
   Status fold(const FoldArgs& args);
+  // The fold on the communication stream, after the collectives issued so far (CPU: a host
+  // task of that stream): for reduction outputs, which the compute stream never waits for
+  // before step().
+  Status fold_on_comm(const FoldArgs& args);
   Status cast(const kernels::CastArgs& args);
   // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
   Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);

@@ -1,6 +1,8 @@
 // Gradients: the views the trainer writes, readiness counting per bucket, accumulation
-// over micro-batches (no communication before the last one), and each bucket's
-// reduction on the communication stream as soon as the layout's backward order allows.
+// over micro-batches, and each bucket's reduction on the communication stream as soon as
+// the layout's backward order allows. Local accumulation folds every micro-batch but the
+// last into a full fp32 buffer and reduces once; sharded accumulation (stages 2-3)
+// reduce-scatters every micro-batch and adds the slice into the fp32 gradient shard.
 #include "engine_impl.h"
 
 namespace zdp {
@@ -13,7 +15,7 @@ void* Engine::Impl::grad_in_bucket(int b) {
 }
 
 void* Engine::Impl::reduced_grad(int64_t flat, int64_t state) {
-  if (opt.stage >= 2) return elem_ptr(grads_shard.data(), state, rdt());
+  if (opt.stage >= 2) return elem_ptr(grads_shard.data(), state, reduced_dtype());
   return elem_ptr(reduce_full.empty() ? grads_full.data() : reduce_full.data(), flat, rdt());
 }
 
@@ -62,7 +64,7 @@ Status Engine::Impl::grad_ready(int p) {
   ready[static_cast<size_t>(p)] = 1;
   ++ready_count;
 
-  if (!last_micro()) {
+  if (!last_micro() && !sharded_accum()) {
     // Fold this micro-batch's gradient into the fp32 accumulation (the first one copies).
     float* acc = accum.as<float>() + pl.offset;
     FoldArgs fold{elem_ptr(grad_in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt()), cdt(),
@@ -80,6 +82,11 @@ Status Engine::Impl::grad_ready(int p) {
   }
 
   if (ready_count == static_cast<int>(registered.size())) {  // the micro-batch is complete
+    if (sharded_accum() && !last_micro()) {
+      // Its reductions all issued (without overlap: now), the next micro-batch reduces anew.
+      if (!opt.overlap) ZDP_RETURN_IF_ERROR(launch_ready_buckets());
+      reset_reductions();
+    }
     ++micro;
     ready.assign(registered.size(), 0);
     ready_count = 0;
@@ -110,7 +117,7 @@ Status Engine::Impl::launch_bucket(int b) {
   BucketState& st = buckets[static_cast<size_t>(b)];
   GradGroup& g = groups[static_cast<size_t>(st.group)];
   void* in = grad_in_bucket(b);
-  const float* acc = opt.accum_steps > 1 ? accum.as<float>() + bk.begin : nullptr;
+  const float* acc = opt.accum_steps > 1 && !sharded_accum() ? accum.as<float>() + bk.begin : nullptr;
 
   // The reduction's input in the reduce dtype: the trainer's buffer itself when nothing
   // needs adding or casting, else the sum rounded once into the reduce dtype.
@@ -135,9 +142,17 @@ Status Engine::Impl::launch_bucket(int b) {
   if (opt.stage == 0) {
     ZDP_RETURN_IF_ERROR(comm.all_reduce(send, send, bk.size, rdt(), ReduceOp::kSum, stream, b));
   } else {
-    // Stage 1 reduces in place (its slice of the full buffer); stages 2-3 into the shard.
-    void* recv = opt.stage == 1 ? elem_ptr(send, rank * bk.slice_size(), rdt()) : reduced_slice(b);
+    // Stage 1 reduces in place (its slice of the full buffer); stages 2-3 into the shard,
+    // or with sharded accumulation in place too, the slice then added into the fp32 shard
+    // (the first micro-batch's copied) on the same stream.
+    const bool in_place = opt.stage == 1 || sharded_accum();
+    void* recv = in_place ? elem_ptr(send, rank * bk.slice_size(), rdt()) : reduced_slice(b);
     ZDP_RETURN_IF_ERROR(comm.reduce_scatter(send, recv, bk.slice_size(), rdt(), ReduceOp::kSum, stream, b));
+    if (sharded_accum()) {
+      float* shard = static_cast<float*>(reduced_slice(b));
+      ZDP_RETURN_IF_ERROR(exec->fold_on_comm(
+          FoldArgs{recv, rdt(), micro == 0 ? nullptr : shard, shard, DType::kF32, bk.slice_size()}));
+    }
   }
   ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
   trace(TimelineEvent::Kind::kReduceEnd, b, op, bytes);

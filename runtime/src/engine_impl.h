@@ -42,7 +42,7 @@ struct Registration {
 // One bucket's progress through the current step.
 struct BucketState {
   int params = 0;       // parameters with elements in it
-  int pending = 0;      // of those, not yet ready in the last micro-batch
+  int pending = 0;      // of those, not yet ready in the micro-batch being reduced
   bool launched = false;
   bool gather_pending = false;  // compute not yet ordered after its parameter all-gather
   int group = 0;                // its gradient group
@@ -60,8 +60,8 @@ struct GradGroup {
   int64_t size = 0;     // padded elements
   int params = 0;
   int slot = -1;        // grad_slots slot lent for this micro-batch, or -1
-  int unfolded = 0;     // before the last micro-batch: parameters not yet accumulated
-  int unlaunched = 0;   // last micro-batch: buckets whose reduction is not yet issued
+  int unfolded = 0;     // local accumulation, before the last micro-batch: parameters not yet accumulated
+  int unlaunched = 0;   // micro-batches that reduce: buckets whose reduction is not yet issued
 };
 
 // The range of the flat buffer a rank updates for bucket b (all of it at stage 0, its
@@ -100,8 +100,9 @@ struct Engine::Impl {
   DeviceBuffer params_shard;  // stage 3: S x compute
   DeviceBuffer grads_full;    // stages 0-1: T x compute, written by the trainer
   DeviceBuffer reduce_full;   // stages 0-1, reduce dtype != compute dtype: T x reduce
-  DeviceBuffer grads_shard;   // stages 2-3: S x reduce, the reduce-scatter output
-  DeviceBuffer accum;         // accum_steps > 1: T x fp32
+  DeviceBuffer grads_shard;   // stages 2-3: S x reduce, the reduce-scatter output (S x fp32, the
+                              // accumulation, when sharded_accum())
+  DeviceBuffer accum;         // accum_steps > 1, local accumulation: T x fp32
   DeviceBuffer master, exp_avg, exp_avg_sq;  // fp32: T (stage 0) or S
   DeviceBuffer stats;         // one kernels::GradStats per bucket
   DeviceBuffer check_workspace;  // CUDA grad_check scratch
@@ -133,6 +134,10 @@ struct Engine::Impl {
   DType cdt() const { return opt.compute_dtype; }
   DType rdt() const { return opt.reduce_dtype; }
   bool last_micro() const { return micro == opt.accum_steps - 1; }
+  // Every micro-batch reduce-scattered into the fp32 shard (EngineOptions::accumulate).
+  bool sharded_accum() const { return shards_accumulation(opt); }
+  // The dtype of reduced_grad(): the reduce dtype, or fp32 when the shard accumulates.
+  DType reduced_dtype() const { return sharded_accum() ? DType::kF32 : rdt(); }
   int num_buckets() const { return static_cast<int>(layout.buckets().size()); }
   const Bucket& bucket(int b) const { return layout.buckets()[static_cast<size_t>(b)]; }
   const ParamPlacement& placement(int p) const { return layout.params()[static_cast<size_t>(p)]; }
@@ -161,6 +166,7 @@ struct Engine::Impl {
   Status allocate();
   Status build_optimizer();
   void reset_step_state();
+  void reset_reductions();  // every bucket unreduced again (a new micro-batch to reduce)
   StatusOr<std::vector<float>> gather_master(int p);
 
   // engine_grads.cc

@@ -50,7 +50,7 @@ StatusOr<StepStats> Engine::Impl::step() {
   }
   stamp(TimelineEvent::Kind::kReductionsDone);
   for (int b = 0; b < num_buckets(); ++b) {
-    kernels::GradCheckArgs check{reduced_slice(b), rdt(), bucket(b).slice_size(), static_cast<float>(inv_scale),
+    kernels::GradCheckArgs check{reduced_slice(b), reduced_dtype(), bucket(b).slice_size(), static_cast<float>(inv_scale),
                                  stats_dev + b};
     ZDP_RETURN_IF_ERROR(fail(exec->grad_check(check, check_workspace.data(), check_workspace.bytes())));
   }
@@ -106,7 +106,7 @@ StatusOr<StepStats> Engine::Impl::step() {
     s.m = exp_avg.as<float>() + o.state;
     s.v = exp_avg_sq.as<float>() + o.state;
     s.grad = reduced_grad(o.flat, o.state);
-    s.grad_dtype = rdt();
+    s.grad_dtype = reduced_dtype();
     s.param_out = opt.stage < 3 ? elem_ptr(params_full.data(), o.flat, cdt()) : elem_ptr(params_shard.data(), o.state, cdt());
     s.param_dtype = cdt();
     Status u = optimizer->update(device.kind(), s, t, grad_scale, decay_table.as<kernels::DecaySegment>(),

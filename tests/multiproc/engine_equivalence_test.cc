@@ -75,6 +75,30 @@ TEST(Accumulation, FourMicroBatchesOnOneRankEqualFourRanks) {
   }
 }
 
+// zero.accumulate = "sharded": every micro-batch reduce-scattered into the fp32 shard. The
+// same sums in another order, so within kTol of local accumulation and of one rank on
+// the same global batch (the runs split one global batch of 24 over ranks x micro-batches).
+TEST(Accumulation, ShardedEqualsLocalAndOneRank) {
+  for (int stage : {2, 3}) {
+    const EngineRunResult one = run(1, options(stage), 10);
+    for (int accum_steps : {2, 3}) {
+      EngineOptions local = options(stage);
+      local.accum_steps = accum_steps;
+      EngineOptions sharded = local;
+      sharded.accumulate = GradAccumulation::kSharded;
+      const int world = accum_steps == 2 ? 4 : 2;  // 24 samples: 3 or 4 per micro-batch
+      const EngineRunResult l = run(world, local, 10), s = run(world, sharded, 10);
+      const std::string at = "stage " + std::to_string(stage) + ", K " + std::to_string(world) + ", accum_steps " +
+                             std::to_string(accum_steps);
+      const auto d = max_difference(s, l);
+      EXPECT_LE(d.value, kTol) << at << ": sharded vs local: " << d.where;
+      expect_same_norms(s, l);
+      const auto d1 = max_difference(s, one);
+      EXPECT_LE(d1.value, kTol) << at << ": sharded vs one rank: " << d1.where;
+    }
+  }
+}
+
 TEST(Clipping, GlobalNormEqualsTheSingleRankNormAndUpdatesMatch) {
   EngineOptions o = options(2);
   o.optim.grad_clip = 0.05;  // below the model's gradient norms: every step clips

@@ -72,6 +72,31 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Precision,
                          ::testing::Values(Case{DType::kBF16, DType::kF32}, Case{DType::kBF16, DType::kBF16},
                                            Case{DType::kF16, DType::kF32}, Case{DType::kF32, DType::kBF16}));
 
+// zero.accumulate = "sharded" in 16 bits: the same sums as local accumulation in another
+// order (and, with a bf16 reduction, each micro-batch rounded into bf16 before the fp32
+// sum instead of the fp32 sum rounded once), so within the 16-bit drift bound of local
+// accumulation and of one rank on the same global batch.
+TEST(PrecisionAccumulation, ShardedTracksLocalAndOneRankInBf16) {
+  for (DType reduce : {DType::kF32, DType::kBF16}) {
+    for (int stage : {2, 3}) {
+      EngineOptions local = options(stage, DType::kBF16, reduce);
+      const EngineRunResult one = run(1, local, 10);
+      local.accum_steps = 3;
+      EngineOptions sharded = local;
+      sharded.accumulate = GradAccumulation::kSharded;
+      const EngineRunResult s = run(2, sharded, 10);
+      const double bound = drift_bound(DType::kBF16, 10, 1e-2);
+      const std::string at = std::string("bf16 compute, ") + to_string(reduce) + " reduce, stage " +
+                             std::to_string(stage) + ", K 2, accum_steps 3";
+      const auto dl = max_difference(s, run(2, local, 10));
+      EXPECT_LE(dl.value, bound) << at << ": sharded vs local: " << dl.where;
+      const auto d1 = max_difference(s, one);
+      EXPECT_LE(d1.value, bound) << at << ": sharded vs one rank: " << d1.where;
+      for (const StepStats& st : s.stats) EXPECT_FALSE(st.skipped) << at;
+    }
+  }
+}
+
 class Overflow : public ::testing::TestWithParam<int> {};
 
 // An inf in one rank's gradient at step 3 (of 0..6): every rank skips that step (no

@@ -44,7 +44,8 @@ Config gpt_config() {
 Status check_stages(Context& ctx, Config config, const std::string& variant) {
   const int K = ctx.world_size();
   ZDP_ASSIGN_OR_RETURN(const trainer::ModelSpec spec, trainer::model_spec(config));
-  for (int stage = 0; stage <= 3; ++stage) {
+  // Sharded accumulation exists at stages 2-3 only.
+  for (int stage = config.zero.accumulate == GradAccumulation::kSharded ? 2 : 0; stage <= 3; ++stage) {
     config.zero.stage = stage;
     config.train.global_batch = K * config.train.micro_batch * std::max<int64_t>(1, config.train.accum_steps);
     const std::string where = variant + ", K = " + std::to_string(K) + ", stage " + std::to_string(stage);
@@ -116,6 +117,8 @@ TEST(MemoryPlan, AccumulationAndABf16ReductionMatchTheEngine) {
   gpt.train.accum_steps = 2;  // + the fp32 accumulation, + reduce staging at stages 2-3
   gpt.zero.prefetch_layers = 0;
   expect_plan_matches(gpt, "gpt, accum_steps 2, prefetch 0");
+  gpt.zero.accumulate = GradAccumulation::kSharded;  // the fp32 shard instead, no accumulation
+  expect_plan_matches(gpt, "gpt, accum_steps 2, sharded accumulation");
   Config mlp = mlp_config();
   mlp.model.dtype = DType::kBF16;  // bf16 parameters and gradients, registered without Ops
   mlp.zero.reduce_dtype = DType::kF32;

@@ -119,6 +119,40 @@ TEST(BufferPlan, CopiesForACastAndForAccumulation) {
   }
 }
 
+TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
+  // K = 4, accum_steps 2, 64-element buckets, each padded to 128 (4 slices of 32): T = 256,
+  // S = 64. Local: the r S shard + the 4 T fp32 accumulation + 2 reduce buckets; sharded:
+  // the shard itself in fp32 (4 S), nothing else. fp32 reduction: exactly 4 T less.
+  for (int stage : {2, 3}) {
+    EngineOptions local = options(stage, 64);
+    local.accum_steps = 2;
+    EngineOptions sharded = local;
+    sharded.accumulate = GradAccumulation::kSharded;
+    const MemoryPlan l = plan_ok(kTwoGroups, local, 4), s = plan_ok(kTwoGroups, sharded, 4);
+    ASSERT_EQ(l.padded_elems, 256) << stage;
+    ASSERT_EQ(l.shard_elems, 64) << stage;
+    EXPECT_EQ(l.bytes(MemCategory::kGrads), 4 * 64 + 4 * 256) << stage;
+    EXPECT_EQ(s.bytes(MemCategory::kGrads), 4 * 64) << stage;
+    EXPECT_EQ(s.accum, 0) << stage;
+    EXPECT_EQ(l.bytes(MemCategory::kGrads) - s.bytes(MemCategory::kGrads), 4 * l.padded_elems) << stage;
+    EXPECT_EQ(l.reduce_staging, 2 * 4 * 128) << stage;
+    EXPECT_EQ(s.reduce_staging, 0) << stage;
+    EXPECT_EQ(s.grad_staging, l.grad_staging) << stage;
+    // bf16 reduction: the shard grows from 2 S to 4 S (fp32 accumulation); a bf16 cast
+    // still needs the 2 reduce buckets, in bf16.
+    local.reduce_dtype = sharded.reduce_dtype = DType::kBF16;
+    const MemoryPlan lb = plan_ok(kTwoGroups, local, 4), sb = plan_ok(kTwoGroups, sharded, 4);
+    EXPECT_EQ(lb.bytes(MemCategory::kGrads), 2 * 64 + 4 * 256) << stage;
+    EXPECT_EQ(sb.bytes(MemCategory::kGrads), 4 * 64) << stage;
+    EXPECT_EQ(sb.reduce_staging, 2 * 2 * 128) << stage;
+  }
+  // accum_steps 1: sharded changes nothing.
+  EngineOptions one = options(2, 64);
+  const MemoryPlan base = plan_ok(kTwoGroups, one, 4);
+  one.accumulate = GradAccumulation::kSharded;
+  EXPECT_EQ(plan_ok(kTwoGroups, one, 4).total(), base.total());
+}
+
 TEST(BufferPlan, WorkspaceIsGradStatsPerBucketPlusTheCudaNormScratch) {
   const EngineOptions o = options(1, 64);
   const MemoryPlan cpu = plan_ok(kTwoGroups, o, 2);
@@ -137,6 +171,11 @@ TEST(BufferPlan, RefusesWhatFinalizeRefuses) {
   const StatusOr<MemoryPlan> prefetch = plan_memory(kTwoGroups, bad, 2, DeviceKind::kCpu);
   EXPECT_NE(prefetch.status().message().find("prefetch_layers -1 is not >= 0"), std::string::npos)
       << prefetch.status().to_string();
+  EngineOptions sharded_ddp = options(1, 64);
+  sharded_ddp.accumulate = GradAccumulation::kSharded;
+  const StatusOr<MemoryPlan> sharded = plan_memory(kTwoGroups, sharded_ddp, 2, DeviceKind::kCpu);
+  EXPECT_NE(sharded.status().message().find("accumulate sharded needs stage 2 or 3"), std::string::npos)
+      << sharded.status().to_string();
   const StatusOr<MemoryPlan> twice = plan_memory({{"a", {4}, 0}, {"a", {4}, 0}}, options(1, 64), 2, DeviceKind::kCpu);
   EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(twice.status().message().find("plan_memory: layout"), std::string::npos) << twice.status().to_string();

@@ -124,6 +124,15 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
   EXPECT_EQ(error_of("[optim]\nwarmup_steps = 200\nmin_lr = 1.0\n"),
             "configs/x.toml:2:16: optim.warmup_steps (200) exceeds train.steps (100)\n"
             "configs/x.toml:3:10: optim.min_lr (1.0) exceeds optim.lr (0.0003)");
+  // Sharded accumulation needs the gradient shard of stages 2-3; "local" works everywhere.
+  EXPECT_EQ(error_of("[zero]\nstage = 1\naccumulate = \"sharded\"\n"),
+            "configs/x.toml:3:14: zero.accumulate = \"sharded\" needs zero.stage 2 or 3 (the gradient shard it "
+            "accumulates into); zero.stage is 1: use \"local\"");
+  EXPECT_EQ(error_of("[zero]\naccumulate = \"sharded\"\n", {"zero.stage=0"}),
+            "configs/x.toml:2:14: zero.accumulate = \"sharded\" needs zero.stage 2 or 3 (the gradient shard it "
+            "accumulates into); zero.stage is 0: use \"local\"");
+  EXPECT_TRUE(parse_config("[zero]\nstage = 3\naccumulate = \"sharded\"\n", "configs/x.toml").ok());
+  EXPECT_TRUE(parse_config("[zero]\nstage = 0\naccumulate = \"local\"\n", "configs/x.toml").ok());
   // A decaying schedule needs a step after warmup: refused here, not at the engine's finalize.
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[optim]\nschedule = \"cosine\"\nwarmup_steps = 3\n"),
             "configs/x.toml:5:16: optim.warmup_steps (3) must be less than train.steps (3) when "

@@ -26,6 +26,11 @@ enum class OptimizerKind : int { kAdamW = 0, kSgd };
 enum class LrSchedule : int { kConstant = 0, kCosine, kLinear };
 // kAuto: the newest checkpoint in checkpoint.dir, if any; kPath: CheckpointConfig::resume_path.
 enum class ResumeMode : int { kAuto = 0, kNever, kPath };
+// How stages 2-3 accumulate micro-batches (accum_steps > 1). kLocal: in a full-size fp32
+// buffer, communicating on the last micro-batch only (DDP's no_sync; + 4 bytes x all
+// parameters per rank). kSharded: every micro-batch is reduce-scattered and its slice added
+// into the rank's fp32 gradient shard (DeepSpeed ZeRO-2/3; accum_steps x the gradient traffic).
+enum class GradAccumulation : int { kLocal = 0, kSharded };
 
 // The config word of each value ("auto", "gpt", ...), as written in TOML.
 const char* to_string(Backend value);
@@ -34,6 +39,7 @@ const char* to_string(DataKind value);
 const char* to_string(OptimizerKind value);
 const char* to_string(LrSchedule value);
 const char* to_string(ResumeMode value);
+const char* to_string(GradAccumulation value);
 const char* to_string(MlpTask value);
 const char* to_string(LrScalingRule value);
 
@@ -116,6 +122,7 @@ struct ZeroConfig {
   DType reduce_dtype = DType::kF32;    // gradient reduction dtype: "fp32" | "bf16"
   bool overlap = true;                 // reduce buckets during backward on a communication stream
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
+  GradAccumulation accumulate = GradAccumulation::kLocal;  // "local" | "sharded" (stages 2-3 only)
 };
 
 // [checkpoint]: topology-neutral checkpoints (full tensors by name, any world size and

@@ -22,20 +22,25 @@
 // "planned" column report them, so all three agree byte for byte:
 //   params     stage 0-2: c T (full);            stage 3: c S (owned shard)
 //   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
-//                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned)
+//                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned;
+//                         4 S with accumulate kSharded and accum_steps > 1)
 //   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S
 //   buckets    stage 2-3: gradient staging, where the trainer writes: 2 buffers (one
 //              filled while the other is reduced) of the largest run of buckets that
 //              parameters straddle; buckets never cross layer groups at these stages, so
 //              at most the largest layer group (register one group per block: a model in
 //              one group stages its whole gradient); + 2 reduce-dtype bucket buffers when
-//              r != c or accum_steps > 1. With overlap off every group stays staged
+//              r != c or (local) accum_steps > 1. With overlap off every group stays staged
 //              until step() (the whole gradient). Stage 3: + (1 + prefetch_layers)
 //              buffers of the largest layer group (the group in use and the prefetched ones)
-//   grads      accum_steps > 1, every stage: + 4 T, the fp32 accumulation of the
-//              micro-batches. No communication happens before the last micro-batch, so
-//              stages 2-3 keep this full-size buffer too: accumulation costs them their
-//              gradient sharding (reduce every micro-batch instead if that matters).
+//   grads      accum_steps > 1, accumulate kLocal (the default), every stage: + 4 T, the
+//              fp32 accumulation of the micro-batches. No communication happens before the
+//              last micro-batch (DDP's no_sync), so stages 2-3 keep this full-size buffer
+//              too: accumulation costs them their gradient sharding. accumulate kSharded
+//              (stages 2-3, DeepSpeed ZeRO-2/3's way) keeps it: every micro-batch's buckets
+//              are reduce-scattered as they become ready and each slice is added into the
+//              fp32 owned shard (4 S above, no 4 T), for accum_steps x the gradient traffic.
+//              Same sum, other order: equal to kLocal within float reduction-order error.
 //   workspace  per-bucket gradient statistics; on CUDA the norm scratch and the decay
 //              table (a few bytes per run of same-decay parameters: the one buffer the
 //              plan leaves out).
@@ -96,6 +101,9 @@ struct EngineOptions {
                                        // each parameter view waits for its own buckets
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
   int64_t accum_steps = 1;             // micro-batches per optimizer step on each rank
+  GradAccumulation accumulate = GradAccumulation::kLocal;  // stages 2-3, accum_steps > 1: kSharded
+                                       // reduce-scatters every micro-batch into the fp32 shard
+                                       // (no 4 T buffer, accum_steps x the gradient traffic)
   OptimConfig optim;                   // lr, betas, eps, weight decay, clipping, schedule
   int64_t total_steps = 0;             // where a cosine/linear schedule reaches min_lr
   int64_t global_batch = 0;            // samples per step over all ranks; with optim.lr_scaling,
@@ -111,7 +119,7 @@ struct EngineOptions {
   // trace follows profile.enabled; overlap_param_gather keeps its default.
   static StatusOr<EngineOptions> from(const Config& config, int world_size);
   // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
-  // reduce dtype other than fp32/bf16, accum_steps < 1, ...
+  // reduce dtype other than fp32/bf16, accum_steps < 1, accumulate kSharded at stage 0-1, ...
   Status validate() const;
 };
 
@@ -245,8 +253,9 @@ class Engine {
   template <typename T>
   T* grad_as(Param p) { return static_cast<T*>(grad(p)); }
   // The gradient in grad(p) is complete (on the compute stream). Before the last
-  // micro-batch it is folded into the fp32 accumulation; on the last, each bucket whose
-  // parameters are all ready starts its reduction (in the layout's backward order).
+  // micro-batch it is folded into the fp32 accumulation (accumulate kLocal); on the last,
+  // or on every one with kSharded, each bucket whose parameters are all ready starts its
+  // reduction (in the layout's backward order).
   Status grad_ready(Param p);
   // The scale the trainer multiplies its loss by (fp16; 1 otherwise).
   double loss_scale() const;
