@@ -94,6 +94,7 @@ StatusOr<std::pair<double, double>> all_reduce_rank(Store& store, int rank, cons
 StatusOr<double> time_model_micro(const Config& config) {
   Config c = config;
   c.zero.stage = 0;
+  c.zero.accumulate = GradAccumulation::kLocal;  // one micro-batch; "sharded" needs stage 2-3
   c.train.global_batch = c.train.micro_batch;
   c.train.accum_steps = 1;
   c.optim.warmup_steps = 0;

@@ -2,6 +2,7 @@
 #include "launcher/plan_cost.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace zdp::launcher {
 namespace {
@@ -45,18 +46,25 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
   p.compute_s = micro_s * static_cast<double>(w.accum_steps);
   const double backward_s = micro_s * 2.0 / 3.0;
 
-  // Gradient reductions during the last micro-batch's backward, last bucket first.
+  // Gradient reductions during the backward of each micro-batch that reduces (the last,
+  // or all of them with sharded accumulation), last bucket first. Times count from the
+  // start of the last backward: micro-batch m's starts (accum_steps - 1 - m) micro_s earlier.
+  const int64_t reducing = w.sharded_accumulation && w.stage >= 2 ? std::max<int64_t>(1, w.accum_steps) : 1;
   double total_elems = 0;
   for (int64_t e : w.bucket_elems) total_elems += static_cast<double>(e);
-  double covered = 0, stream_free = 0;
-  for (size_t i = w.bucket_elems.size(); i-- > 0;) {
-    const double bytes = static_cast<double>(w.bucket_elems[i]) * w.reduce_bytes;
-    const double t = w.stage == 0 ? ring_all_reduce_s(bytes, K, link) : ring_reduce_scatter_s(bytes, K, link);
-    p.reduce_s += t;
-    p.sent_bytes += (w.stage == 0 ? 2 * ring : ring) * bytes;
-    covered += static_cast<double>(w.bucket_elems[i]);
-    const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;
-    stream_free = std::max(stream_free, ready) + t;
+  double stream_free = -std::numeric_limits<double>::infinity();
+  for (int64_t m = reducing - 1; m >= 0; --m) {  // m micro-batches before the last
+    const double backward_begin = -static_cast<double>(m) * micro_s;
+    double covered = 0;
+    for (size_t i = w.bucket_elems.size(); i-- > 0;) {
+      const double bytes = static_cast<double>(w.bucket_elems[i]) * w.reduce_bytes;
+      const double t = w.stage == 0 ? ring_all_reduce_s(bytes, K, link) : ring_reduce_scatter_s(bytes, K, link);
+      p.reduce_s += t;
+      p.sent_bytes += (w.stage == 0 ? 2 * ring : ring) * bytes;
+      covered += static_cast<double>(w.bucket_elems[i]);
+      const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;
+      stream_free = std::max(stream_free, backward_begin + ready) + t;
+    }
   }
   const double reduce_exposed = std::max(0.0, stream_free - backward_s);
 

@@ -30,7 +30,9 @@ struct StepWork {
   int stage = 0;
   int world_size = 1;
   int64_t accum_steps = 1;
-  bool overlap = true;                // reductions overlap the last micro-batch's backward
+  bool overlap = true;                // reductions overlap the backward that produced them
+  bool sharded_accumulation = false;  // stages 2-3 (zero.accumulate = "sharded"): every
+                                      // micro-batch reduced, not only the last
   std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
   std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
   int compute_bytes = 4;              // parameters and the gradients the trainer writes
@@ -55,6 +57,11 @@ struct StepPrediction {
 //    one communication stream in backward order during the last micro-batch's backward,
 //    bucket b becoming ready when backward has covered its share of the elements: the
 //    time past the end of backward is exposed (everything, with overlap off);
+//  - sharded_accumulation (stages 2-3, accum_steps > 1): every micro-batch's backward
+//    reduces the same way (accum_steps x the reduce-scatter volume); an earlier
+//    micro-batch's reductions hide behind the compute that follows it (the stream is
+//    serial: a backlog delays the later ones), only what runs past the last backward is
+//    exposed;
 //  - stages 1-2 all-gather every bucket's parameters after the optimizer: exposed;
 //  - stage 3 gathers each layer group before its forward and again before its backward,
 //    in every micro-batch, prefetched one group ahead: a group's gather hides behind the

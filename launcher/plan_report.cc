@@ -68,6 +68,8 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       at.zero.stage = stage;
       at.train.global_batch = w.global_batch;
       at.train.accum_steps = accum;
+      // zero.accumulate = "sharded" is a stage 2-3 choice: stages 0-1 are planned local.
+      if (stage < 2) at.zero.accumulate = GradAccumulation::kLocal;
       StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
       if (!eopts.ok()) {
         return eopts.status().with_context("planning stage " + std::to_string(stage) + " on " + std::to_string(K) +
@@ -75,6 +77,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       }
       StagePlan s;
       s.stage = stage;
+      s.accumulate = at.zero.accumulate;
       ZDP_ASSIGN_OR_RETURN(s.memory, plan_memory(report.model.params, *eopts, K, in.device));
       s.formula_bytes = s.memory.formula;
       s.activations = report.model.activation_bytes;
@@ -86,6 +89,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.world_size = K;
       work.accum_steps = accum;
       work.overlap = config.zero.overlap;
+      work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
       work.compute_bytes = c;
@@ -125,10 +129,13 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   for (const WorldPlan& w : rep.worlds) {
     std::snprintf(line, sizeof(line),
-                  "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld; %.3g GFLOP/s per "
-                  "rank; MiB per rank\n",
+                  "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld%s; %.3g GFLOP/s "
+                  "per rank; MiB per rank\n",
                   w.world_size, &w == &rep.worlds.front() ? " (configured)" : "", static_cast<long long>(w.global_batch),
                   w.world_size, static_cast<long long>(rep.micro_batch), static_cast<long long>(w.accum_steps),
+                  w.accum_steps > 1 && w.stages.back().accumulate == GradAccumulation::kSharded
+                      ? " (sharded accumulation at stages 2-3)"
+                      : "",
                   w.flops_per_s / 1e9);
     out += line;
     std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s\n",
@@ -148,8 +155,9 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
     }
     out += "  recommended: " + w.reason + "\n";
   }
-  out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 (and a reduce-dtype copy at "
-         "stages 0-1); buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = DESIGN.md's "
+  out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
+         "\"local\" (\"sharded\", stages 2-3: none, the owned shard is fp32) and a reduce-dtype copy at "
+         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = DESIGN.md's "
          "ZeRO model states (c Psi + c Psi + 12 Psi at stage 0, c = compute dtype bytes; no padding, accumulation or "
          "buffers); sent = bytes one rank sends per step (ring, "
          "(K-1)/K of each buffer per pass); comm = communication the step waits for beyond compute; the optimizer's "
@@ -185,6 +193,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                        {"stage", s.stage},
                        {"global_batch", w.global_batch},
                        {"accum_steps", w.accum_steps},
+                       {"accumulate", to_string(s.accumulate)},
                        {"flops_per_s", w.flops_per_s},
                        {"padded_elems", p.padded_elems},
                        {"buckets", p.bucket_elems.size()},

@@ -36,6 +36,7 @@ struct PlannerInputs {
 
 struct StagePlan {
   int stage = 0;
+  GradAccumulation accumulate = GradAccumulation::kLocal;  // zero.accumulate as planned (local at 0-1)
   MemoryPlan memory;              // the engine's buffers
   int64_t formula_bytes = 0;      // DESIGN.md's ZeRO formula (model states, no padding)
   int64_t activations = 0;        // the model's activation and scratch buffers

@@ -73,6 +73,36 @@ TEST(PredictStep, Stage3GathersTwicePerMicroBatchBehindThePreviousGroup) {
   EXPECT_NEAR(predict_step(accum, kLink).sent_bytes, 20e6, 1e-3);
 }
 
+TEST(PredictStep, ShardedAccumulationReducesEveryMicroBatch) {
+  // Stage 2, accum_steps 2 (6 ms of compute), reduce-scatters of 2.01 ms. Times from the
+  // last backward's start: the first micro-batch's buckets are ready at -2 and -1 ms and
+  // end at 0.01 and 2.02; the last one's, ready at 1 and 2, wait for that backlog: 4.03
+  // and 6.04, so 4.04 ms past backward (local accumulation: 3.02), + the all-gathers 4.02
+  // + the norm 0.02. Sent: the reduce-scatter twice (2 x 4 MB) + the all-gather (4 MB).
+  StepWork w = two_buckets(2);
+  w.accum_steps = 2;
+  const StepPrediction local = predict_step(w, kLink);
+  EXPECT_NEAR(local.reduce_s, 4.02e-3, 1e-12);
+  EXPECT_NEAR(local.exposed_comm_s, 3.02e-3 + 4.02e-3 + 20e-6, 1e-12);
+  EXPECT_NEAR(local.sent_bytes, 8e6, 1e-3);
+  w.sharded_accumulation = true;
+  const StepPrediction sharded = predict_step(w, kLink);
+  EXPECT_NEAR(sharded.compute_s, 6e-3, 1e-12);
+  EXPECT_NEAR(sharded.reduce_s, 8.04e-3, 1e-12);
+  EXPECT_NEAR(sharded.exposed_comm_s, 4.04e-3 + 4.02e-3 + 20e-6, 1e-12);
+  EXPECT_NEAR(sharded.step_s, 6e-3 + 8.08e-3, 1e-12);
+  EXPECT_NEAR(sharded.sent_bytes, 12e6, 1e-3);
+  // 30 ms micro-batches: the first micro-batch's reductions end (at -17.99 and -7.99 ms)
+  // long before the last backward, which then waits as much as with local accumulation.
+  w.flops_per_micro = 30e9;
+  EXPECT_NEAR(predict_step(w, kLink).exposed_comm_s, 2.01e-3 + 4.02e-3 + 20e-6, 1e-12);
+  // Stages 0-1 have no sharded accumulation: the flag changes nothing there.
+  StepWork ddp = two_buckets(1);
+  ddp.accum_steps = 2;
+  ddp.sharded_accumulation = true;
+  EXPECT_NEAR(predict_step(ddp, kLink).sent_bytes, 8e6, 1e-3);
+}
+
 TEST(AmdahlFit, RecoversAKnownSerialFraction) {
   for (double s : {0.0, 0.05, 0.3, 1.0}) {
     std::vector<std::pair<int, double>> series;
