@@ -112,8 +112,16 @@ StatusOr<std::string> describe(const std::string& path_or_root) {
     head.push_back({f.name, human_bytes(f.bytes) + " (" + std::to_string(f.bytes) + " bytes), checksums of " +
                                 std::to_string(f.chunk_hashes.size()) + " chunk(s) of " + human_bytes(f.chunk_bytes)});
   }
+  // The optimizer state saved with each tensor (checkpoint.h): what its optimizer kept.
+  ZDP_ASSIGN_OR_RETURN(const safetensors::Reader optimizer,
+                       safetensors::Reader::open((fs::path(s.path) / kCheckpointOptimizerFile).string()));
+  const size_t per_param =
+      info.params > 0 ? optimizer.header().tensors.size() / static_cast<size_t>(info.params) : 0;
+  const char* state = per_param == 2   ? "exp_avg and exp_avg_sq of each (adamw)"
+                      : per_param == 1 ? "momentum_buffer of each (sgd with momentum)"
+                                       : "none (sgd without momentum)";
   head.push_back({"tensors", std::to_string(info.params) + " (" + std::to_string(info.elements) +
-                                 " elements; optimizer: exp_avg and exp_avg_sq of each)"});
+                                 " elements; optimizer state: " + state + ")"});
   std::vector<std::vector<std::string>> rows = {{"name", "dtype", "shape", "bytes"}};
   for (const safetensors::TensorInfo& t : model.header().tensors) {
     rows.push_back({t.name, t.dtype, shape_text(t.shape), std::to_string(t.bytes())});

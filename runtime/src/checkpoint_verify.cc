@@ -2,20 +2,30 @@
 #include "checkpoint_hash.h"
 #include "zdp/checkpoint.h"
 
+#include <vector>
+
 namespace zdp {
 namespace {
 
-// Every "<name>.exp_avg" and "<name>.exp_avg_sq" of the optimizer file, for exactly the
-// model file's tensors, with their shapes.
+// The optimizer file holds, for exactly the model file's tensors and with their shapes,
+// one of the state sets zdp writes (checkpoint.h): "<name>.exp_avg" and
+// "<name>.exp_avg_sq" (AdamW), "<name>.momentum_buffer" (SGD with momentum), or nothing
+// (SGD without momentum).
 Status check_optimizer_names(const safetensors::Reader& model, const safetensors::Reader& optimizer) {
   const auto& tensors = optimizer.header().tensors;
-  if (tensors.size() != 2 * model.header().tensors.size()) {
-    return Status(StatusCode::kInvalidArgument, optimizer.path() + ": " + std::to_string(tensors.size()) +
-                                                    " tensors, expected 2 per tensor of " + model.path() + " (" +
-                                                    std::to_string(2 * model.header().tensors.size()) + ")");
+  const size_t params = model.header().tensors.size();
+  std::vector<const char*> suffixes;
+  if (params > 0 && tensors.size() == 2 * params) {
+    suffixes = {kExpAvgSuffix, kExpAvgSqSuffix};
+  } else if (params > 0 && tensors.size() == params) {
+    suffixes = {kMomentumBufferSuffix};
+  } else if (!tensors.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  optimizer.path() + ": " + std::to_string(tensors.size()) + " tensors, expected 2 (adamw), 1 (sgd " +
+                      "with momentum) or 0 (sgd) per tensor of " + model.path() + " (" + std::to_string(params) + ")");
   }
   for (const safetensors::TensorInfo& t : model.header().tensors) {
-    for (const char* suffix : {kExpAvgSuffix, kExpAvgSqSuffix}) {
+    for (const char* suffix : suffixes) {
       const int i = optimizer.header().find(t.name + suffix);
       if (i < 0 || tensors[static_cast<size_t>(i)].shape != t.shape) {
         return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + t.name + suffix +

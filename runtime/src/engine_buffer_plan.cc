@@ -23,6 +23,11 @@ LayoutOptions engine_layout_options(const EngineOptions& options, int world_size
   return lo;
 }
 
+int optimizer_moments(const OptimConfig& optim) {
+  if (optim.name == OptimizerKind::kAdamW) return 2;
+  return optim.beta1 != 0.0 ? 1 : 0;  // [optim] beta1 is SGD's momentum (config.h)
+}
+
 bool joins_previous_bucket(const Layout& layout, int b) {
   if (b <= 0) return false;
   const Bucket& previous = layout.buckets()[static_cast<size_t>(b - 1)];
@@ -63,7 +68,10 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
   z.accum = local_accum ? T * 4 : 0;
   const int64_t state = (stage == 0 ? T : S) * 4;
-  z.master = z.m = z.v = state;
+  const int moments = optimizer_moments(options.optim);
+  z.master = state;
+  z.m = moments >= 1 ? state : 0;
+  z.v = moments >= 2 ? state : 0;
   z.grad_stats = std::max(1, num_buckets) * static_cast<int64_t>(sizeof(kernels::GradStats));
   if (device == DeviceKind::kCuda) {
     const int64_t largest_slice = layout.max_bucket_elems() / layout.options().world_size;

@@ -30,6 +30,11 @@ inline bool shards_accumulation(const EngineOptions& options) {
   return options.accumulate == GradAccumulation::kSharded && options.stage >= 2 && options.accum_steps > 1;
 }
 
+// fp32 state tensors the optimizer keeps per owned element besides the master weights:
+// 2 for AdamW (m, v), 1 for SGD with momentum (its buffer, in m), 0 for plain SGD. Only
+// these are allocated, checkpointed and counted by the ZeRO formula.
+int optimizer_moments(const OptimConfig& optim);
+
 // Whether bucket b shares a gradient group with bucket b - 1 (a parameter straddles them):
 // gradient views are contiguous, so stages 2-3 stage such buckets together.
 bool joins_previous_bucket(const Layout& layout, int b);
@@ -55,8 +60,8 @@ struct BufferSizes {
   int64_t reduce_copy = 0;   // [grads] stages 0-1, reduce dtype != compute dtype: the full copy
   int64_t accum = 0;         // [grads] accum_steps > 1, accumulated locally: fp32, all elements
   int64_t master = 0;        // [optimizer] fp32 master weights: all (stage 0) or the shard
-  int64_t m = 0;             // [optimizer] first moment (fp32)
-  int64_t v = 0;             // [optimizer] second moment (fp32)
+  int64_t m = 0;             // [optimizer] AdamW's first moment or SGD's momentum buffer (fp32)
+  int64_t v = 0;             // [optimizer] AdamW's second moment (fp32)
   int64_t grad_stats = 0;    // [workspace] one kernels::GradStats per bucket
   int64_t norm_scratch = 0;  // [workspace] CUDA only: grad_check's scratch for the largest slice
   SlotSizes grad_staging;    // [buckets] stages 2-3: the trainer's gradients, per gradient group

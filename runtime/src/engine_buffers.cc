@@ -121,7 +121,7 @@ Status Engine::Impl::allocate() {
     StatusOr<DeviceBuffer> b = device.allocate(bytes, category);
     if (!b.ok()) return b.status().with_context(what);
     buffer = std::move(*b);
-    return zero ? exec->memset(buffer.data(), 0, bytes) : Status::Ok();
+    return zero && bytes > 0 ? exec->memset(buffer.data(), 0, bytes) : Status::Ok();
   };
   if (opt.stage < 3) {
     ZDP_RETURN_IF_ERROR(alloc(params_full, z.params, MemCategory::kParams, "parameters", false));
@@ -139,6 +139,7 @@ Status Engine::Impl::allocate() {
   }
   if (z.accum > 0) ZDP_RETURN_IF_ERROR(alloc(accum, z.accum, MemCategory::kGrads, "accumulation", true));
   ZDP_RETURN_IF_ERROR(alloc(master, z.master, MemCategory::kOptimizer, "fp32 master weights", false));
+  // Empty (null) when the optimizer keeps no such state: SGD has no v, and no m without momentum.
   ZDP_RETURN_IF_ERROR(alloc(exp_avg, z.m, MemCategory::kOptimizer, "first moments", true));
   ZDP_RETURN_IF_ERROR(alloc(exp_avg_sq, z.v, MemCategory::kOptimizer, "second moments", true));
   ZDP_RETURN_IF_ERROR(alloc(stats, z.grad_stats, MemCategory::kWorkspace, "gradient statistics", true));

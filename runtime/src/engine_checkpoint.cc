@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine_buffer_plan.h"
 #include "zdp/build_config.h"
 #include "zdp/log.h"
 
@@ -57,12 +58,55 @@ Status check_no_extra(const Engine::Impl& m, const safetensors::Reader& file,
                                                   " tensors where the model needs " + std::to_string(expected));
 }
 
+// Which optimizer's state a file holds (or the engine keeps): told apart by tensor names.
+enum class StateKind { kAdamW, kSgdMomentum, kSgdPlain, kOther };
+
+StateKind configured_kind(const OptimConfig& o) {
+  if (o.name == OptimizerKind::kAdamW) return StateKind::kAdamW;
+  return o.beta1 != 0.0 ? StateKind::kSgdMomentum : StateKind::kSgdPlain;
+}
+
+// From the tensors stored for parameter `name` (kOther: none of the sets, another model).
+StateKind saved_kind(const safetensors::Reader& file, const std::string& name) {
+  auto has = [&](const char* suffix) { return file.header().find(name + suffix) >= 0; };
+  if (has(kExpAvgSuffix) && has(kExpAvgSqSuffix)) return StateKind::kAdamW;
+  if (has(kMomentumBufferSuffix)) return StateKind::kSgdMomentum;
+  if (file.header().tensors.empty()) return StateKind::kSgdPlain;
+  return StateKind::kOther;
+}
+
+std::string describe(StateKind kind) {
+  switch (kind) {
+    case StateKind::kAdamW: return "adamw (exp_avg and exp_avg_sq per parameter)";
+    case StateKind::kSgdMomentum: return "sgd with momentum (momentum_buffer per parameter)";
+    case StateKind::kSgdPlain: return "sgd without momentum (no tensors)";
+    default: return "another optimizer";
+  }
+}
+
 }  // namespace
+
+std::vector<StateTensor> state_tensors(Engine::Impl& m) {
+  std::vector<StateTensor> out;
+  const std::vector<const char*> suffixes = state_suffixes(m);
+  DeviceBuffer* buffers[] = {&m.exp_avg, &m.exp_avg_sq};
+  for (size_t i = 0; i < suffixes.size(); ++i) out.push_back({suffixes[i], buffers[i]});
+  return out;
+}
+
+std::vector<const char*> state_suffixes(const Engine::Impl& m) {
+  switch (optimizer_moments(m.opt.optim)) {
+    case 2: return {kExpAvgSuffix, kExpAvgSqSuffix};
+    case 1: return {kMomentumBufferSuffix};
+    default: return {};
+  }
+}
 
 StatusOr<FilePlan> plan_files(const Engine::Impl& m) {
   std::vector<safetensors::TensorSpec> model, optimizer;
   for (const ParamPlacement& pl : m.layout.params()) model.push_back({pl.name, "F32", pl.shape});
-  for (const char* suffix : {kExpAvgSuffix, kExpAvgSqSuffix}) {
+  const std::vector<const char*> suffixes = state_suffixes(m);
+  for (const char* suffix : suffixes) {
     for (const ParamPlacement& pl : m.layout.params()) optimizer.push_back({pl.name + suffix, "F32", pl.shape});
   }
   const std::map<std::string, std::string> meta = {{"format", "pt"},
@@ -71,10 +115,12 @@ StatusOr<FilePlan> plan_files(const Engine::Impl& m) {
   ZDP_ASSIGN_OR_RETURN(plan.model, safetensors::make_header(model, meta));
   ZDP_ASSIGN_OR_RETURN(plan.optimizer, safetensors::make_header(optimizer, meta));
   const size_t n = m.layout.params().size();
+  plan.offsets.state.resize(suffixes.size());
   for (size_t p = 0; p < n; ++p) {
     plan.offsets.model.push_back(plan.model.tensors[p].begin);
-    plan.offsets.exp_avg.push_back(plan.optimizer.tensors[p].begin);
-    plan.offsets.exp_avg_sq.push_back(plan.optimizer.tensors[n + p].begin);
+    for (size_t i = 0; i < suffixes.size(); ++i) {
+      plan.offsets.state[i].push_back(plan.optimizer.tensors[i * n + p].begin);
+    }
   }
   return plan;
 }
@@ -89,13 +135,27 @@ StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Read
   }
   ZDP_RETURN_IF_ERROR(check_no_extra(m, model, {""}));
   if (optimizer == nullptr) return out;
-  for (int p = 0; p < n; ++p) {
-    ZDP_ASSIGN_OR_RETURN(const int64_t m_at, tensor_offset(m, *optimizer, p, kExpAvgSuffix));
-    ZDP_ASSIGN_OR_RETURN(const int64_t v_at, tensor_offset(m, *optimizer, p, kExpAvgSqSuffix));
-    out.exp_avg.push_back(m_at);
-    out.exp_avg_sq.push_back(v_at);
+  const std::vector<const char*> suffixes = state_suffixes(m);
+  if (n > 0) {
+    // Another optimizer's state: refused as such rather than as a missing tensor.
+    const StateKind saved = saved_kind(*optimizer, m.placement(0).name);
+    const StateKind configured = configured_kind(m.opt.optim);
+    if (saved != StateKind::kOther && saved != configured) {
+      return Status(StatusCode::kInvalidArgument,
+                    optimizer->path() + " holds the state of " + describe(saved) +
+                        ", but the configured optimizer is " + describe(configured) +
+                        ": configure the optimizer it was saved with, or load weights only "
+                        "(LoadScope::kWeightsOnly) to start the optimizer afresh");
+    }
   }
-  ZDP_RETURN_IF_ERROR(check_no_extra(m, *optimizer, {kExpAvgSuffix, kExpAvgSqSuffix}));
+  out.state.resize(suffixes.size());
+  for (int p = 0; p < n; ++p) {
+    for (size_t i = 0; i < suffixes.size(); ++i) {
+      ZDP_ASSIGN_OR_RETURN(const int64_t at, tensor_offset(m, *optimizer, p, suffixes[i]));
+      out.state[i].push_back(at);
+    }
+  }
+  ZDP_RETURN_IF_ERROR(check_no_extra(m, *optimizer, std::vector<std::string>(suffixes.begin(), suffixes.end())));
   return out;
 }
 

@@ -18,10 +18,19 @@ namespace zdp::checkpoint {
 
 // Per parameter (registration order): byte offsets in the data regions of the files.
 struct FileOffsets {
-  std::vector<int64_t> model;       // fp32 master
-  std::vector<int64_t> exp_avg;     // m, in optimizer.safetensors
-  std::vector<int64_t> exp_avg_sq;  // v, in optimizer.safetensors
+  std::vector<int64_t> model;               // fp32 master
+  std::vector<std::vector<int64_t>> state;  // per optimizer state tensor (state_tensors() order)
 };
+
+// The optimizer state the engine keeps (plan_buffers()) and its file suffixes, in file
+// order: AdamW {exp_avg: m, exp_avg_sq: v}, SGD with momentum {momentum_buffer: m}, plain
+// SGD none.
+struct StateTensor {
+  const char* suffix;
+  DeviceBuffer* buffer;
+};
+std::vector<StateTensor> state_tensors(Engine::Impl& m);
+std::vector<const char*> state_suffixes(const Engine::Impl& m);
 
 // The headers this engine writes: its parameters in registration order, F32, with
 // metadata {"format": "pt", "producer": "zdp <version>"}; and where each tensor starts.
@@ -34,7 +43,8 @@ StatusOr<FilePlan> plan_files(const Engine::Impl& m);
 
 // Matches a checkpoint's headers against the engine's parameters and returns where each
 // parameter's tensors start in those files. `optimizer` may be null (weights only). The
-// first difference is named: a missing tensor, a different shape or dtype, or a tensor
+// first difference is named: another optimizer's state (the checkpoint's and the
+// configured optimizer named), a missing tensor, a different shape or dtype, or a tensor
 // the model lacks.
 StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Reader& model,
                                   const safetensors::Reader* optimizer);

@@ -132,17 +132,22 @@ std::vector<Piece> owned_pieces(const Engine::Impl& m, const std::vector<int64_t
 }
 
 Status read_state(Engine::Impl& m, const OpenedCheckpoint& c, bool full, bool verify) {
-  // Padding stays zero; weights-only leaves m and v zero.
-  for (DeviceBuffer* b : {&m.master, &m.exp_avg, &m.exp_avg_sq})
-    ZDP_RETURN_IF_ERROR(m.exec->memset(b->data(), 0, b->bytes()));
+  // Padding stays zero; weights-only leaves the optimizer state (m, v: what it keeps) zero.
+  for (DeviceBuffer* b : {&m.master, &m.exp_avg, &m.exp_avg_sq}) {
+    if (!b->empty()) ZDP_RETURN_IF_ERROR(m.exec->memset(b->data(), 0, b->bytes()));
+  }
   ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": load_checkpoint: clearing the optimizer state"));
   ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(m));
   ZDP_RETURN_IF_ERROR(read_pieces(io, *c.model, verify ? c.model_info : nullptr, owned_pieces(m, c.offsets.model),
                                   m.master.as<float>()));
   if (!full) return Status::Ok();
   const CheckpointFileInfo* entry = verify ? c.optimizer_info : nullptr;
-  ZDP_RETURN_IF_ERROR(read_pieces(io, *c.optimizer, entry, owned_pieces(m, c.offsets.exp_avg), m.exp_avg.as<float>()));
-  return read_pieces(io, *c.optimizer, entry, owned_pieces(m, c.offsets.exp_avg_sq), m.exp_avg_sq.as<float>());
+  const std::vector<checkpoint::StateTensor> state = checkpoint::state_tensors(m);
+  for (size_t i = 0; i < state.size(); ++i) {
+    ZDP_RETURN_IF_ERROR(read_pieces(io, *c.optimizer, entry, owned_pieces(m, c.offsets.state[i]),
+                                    state[i].buffer->as<float>()));
+  }
+  return Status::Ok();
 }
 
 // The compute-dtype parameters from the masters, as the end of step() leaves them.

@@ -100,7 +100,7 @@ Status check_node_local(const std::string& tmp, const SaveRoles& roles, int node
   return Status::Ok();
 }
 
-// Write: this rank's ranges of master, m and v.
+// Write: this rank's ranges of the masters and of the optimizer state it keeps.
 Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::FilePlan& plan, const SaveFiles& files,
                     int64_t step) {
   auto opened = [&](const std::string& path, const safetensors::Header& header) -> StatusOr<safetensors::Writer> {
@@ -120,48 +120,50 @@ Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::F
 
   const Layout& layout = m.layout;
   const int K = m.world;
-  auto write_slice = [&](int b, int s, MemBase base, const float* master, const float* exp_avg,
-                         const float* exp_avg_sq) -> Status {
+  // The optimizer state this engine keeps: m and v (AdamW), m (SGD momentum) or none.
+  const std::vector<checkpoint::StateTensor> state = checkpoint::state_tensors(m);
+  const size_t ns = state.size();
+  // `sources[0]` the masters, then one per state tensor.
+  auto write_slice = [&](int b, int s, MemBase base, const std::vector<const float*>& sources) -> Status {
     for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.model)) {
-      ZDP_RETURN_IF_ERROR(io.write(model, p, master));
+      ZDP_RETURN_IF_ERROR(io.write(model, p, sources[0]));
     }
-    for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.exp_avg)) {
-      ZDP_RETURN_IF_ERROR(io.write(optimizer, p, exp_avg));
-    }
-    for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.exp_avg_sq)) {
-      ZDP_RETURN_IF_ERROR(io.write(optimizer, p, exp_avg_sq));
+    for (size_t i = 0; i < ns; ++i) {
+      for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.state[i])) {
+        ZDP_RETURN_IF_ERROR(io.write(optimizer, p, sources[i + 1]));
+      }
     }
     return Status::Ok();
   };
-  const float* master = m.master.as<float>();
-  const float* exp_avg = m.exp_avg.as<float>();
-  const float* exp_avg_sq = m.exp_avg_sq.as<float>();
+  std::vector<const float*> own = {m.master.as<float>()};
+  for (const checkpoint::StateTensor& t : state) own.push_back(t.buffer->as<float>());
   if (!roles.per_node || m.opt.stage == 0) {
     // Shared: slice `rank` of every bucket, from this rank's shard (stage 0: the full
     // state every rank holds). Per node at stage 0: the node's share of the slices.
     const MemBase base = m.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
     for (int b = 0; b < m.num_buckets(); ++b) {
       for (int s = 0; s < K; ++s) {
-        if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, base, master, exp_avg, exp_avg_sq));
+        if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, base, own));
       }
     }
   } else {
     // Per node at stages 1-3: each bucket's state is gathered onto every rank (one bucket
     // at a time), and the local ranks split the writing of its slices.
     const int64_t elems = layout.max_bucket_elems();
-    ZDP_ASSIGN_OR_RETURN(DeviceBuffer gathered, m.device.allocate(3 * elems * 4, MemCategory::kWorkspace));
-    float* g = gathered.as<float>();
+    const int64_t tensors = static_cast<int64_t>(own.size());
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer gathered, m.device.allocate(tensors * elems * 4, MemCategory::kWorkspace));
+    std::vector<const float*> bucket_sources;
+    for (int64_t i = 0; i < tensors; ++i) bucket_sources.push_back(gathered.as<float>() + i * elems);
     for (int b = 0; b < m.num_buckets(); ++b) {
       const Bucket& bk = m.bucket(b);
       const int64_t at = layout.shard_offset(b);
-      int i = 0;
-      for (const float* src : {master, exp_avg, exp_avg_sq}) {
-        ZDP_RETURN_IF_ERROR(
-            m.comm.all_gather(src + at, g + i++ * elems, bk.slice_size(), DType::kF32, m.exec->comm(), b));
+      for (int64_t i = 0; i < tensors; ++i) {
+        ZDP_RETURN_IF_ERROR(m.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered.as<float>() + i * elems,
+                                              bk.slice_size(), DType::kF32, m.exec->comm(), b));
       }
       ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
       for (int s = 0; s < K; ++s) {
-        if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, MemBase::kBucket, g, g + elems, g + 2 * elems));
+        if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, MemBase::kBucket, bucket_sources));
       }
     }
   }

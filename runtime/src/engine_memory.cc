@@ -4,6 +4,7 @@
 // the start-up log shows that the gap to the formula is only padding, copies and buffers.
 #include <cstdio>
 
+#include "engine_buffer_plan.h"
 #include "engine_impl.h"
 #include "zero_memory.h"
 
@@ -43,7 +44,7 @@ MemoryReport Engine::Impl::memory_report() const {
   }
 
   const int c = static_cast<int>(dtype_size(cdt()));
-  const StatusOr<ZeroMemory> formula = zero_memory_formula(report.params, world, opt.stage, c);
+  const StatusOr<ZeroMemory> formula = zero_memory_formula(report.params, world, opt.stage, c, optimizer_moments(opt.optim));
   const StatusOr<MemoryPlan> plan = memory_plan_of_layout(layout, opt, device.kind());
   MemoryReport::Row total{"total"};
   for (MemCategory cat : kCategories) {

@@ -42,7 +42,8 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   if (options.stage == 3) plan.group_elems = layer_group_elems(layout);
   ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula,
                        zero_memory_formula(plan.psi, plan.world_size, options.stage,
-                                           static_cast<int>(dtype_size(options.compute_dtype))));
+                                           static_cast<int>(dtype_size(options.compute_dtype)),
+                                           optimizer_moments(options.optim)));
   plan.formula = static_cast<int64_t>(formula.total());
 
   const BufferSizes z = plan_buffers(layout, options, device);

@@ -103,8 +103,9 @@ StatusOr<StepStats> Engine::Impl::step() {
     s.count = o.count;
     s.global_offset = o.flat;
     s.master = master.as<float>() + o.state;
-    s.m = exp_avg.as<float>() + o.state;
-    s.v = exp_avg_sq.as<float>() + o.state;
+    // Null where the optimizer keeps no such state (plan_buffers(): SGD has no v).
+    s.m = exp_avg.empty() ? nullptr : exp_avg.as<float>() + o.state;
+    s.v = exp_avg_sq.empty() ? nullptr : exp_avg_sq.as<float>() + o.state;
     s.grad = reduced_grad(o.flat, o.state);
     s.grad_dtype = reduced_dtype();
     s.param_out = opt.stage < 3 ? elem_ptr(params_full.data(), o.flat, cdt()) : elem_ptr(params_shard.data(), o.state, cdt());

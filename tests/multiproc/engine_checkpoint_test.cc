@@ -1,8 +1,9 @@
 // Checkpoints on real rank processes (CPU, Gloo): a save at K = 4, stage 2 resumes at
 // other world sizes and stages and continues like the uninterrupted run (bit for bit at
 // the same K and stage), the file holds exactly the engine's masters, node-local copies
-// equal the shared one, damaged checkpoints are refused naming what and where, and a
-// rank killed during a save leaves the previous checkpoint loadable.
+// equal the shared one, SGD stores and restores only its momentum, damaged checkpoints and
+// another optimizer's state are refused naming what and where, and a rank killed during
+// a save leaves the previous checkpoint loadable.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -133,6 +134,64 @@ TEST(Checkpoint, ResumesAtAnyWorldSizeAndStage) {
   EXPECT_GT(max_difference(fresh, full).value, 1e-3);
 }
 
+// SGD's checkpoint holds only the state SGD keeps: "<name>.momentum_buffer" with
+// momentum, no tensor without. A resume continues like the uninterrupted run (bit for
+// bit at the same K and stage: a momentum buffer restored as zeros would change the first
+// resumed update), within the regrouping tolerance at other K and stages.
+EngineRun sgd_job(int world, int stage, double momentum) {
+  EngineRun r = job(world, stage);
+  r.options.optim.name = OptimizerKind::kSgd;
+  r.options.optim.beta1 = momentum;  // [optim] beta1 is SGD's momentum
+  return r;
+}
+
+TEST(Checkpoint, SgdStoresOnlyItsMomentumAndResumes) {
+  for (const double momentum : {0.9, 0.0}) {
+    TempDir dir;
+    EngineRun first = sgd_job(4, 2, momentum);
+    first.save_root = dir.path();
+    first.save_steps = {kSaveAt};
+    const EngineRunResult full = run_engine(first);
+    ASSERT_EQ(full.failures, "") << "momentum " << momentum;
+    const StatusOr<VerifyReport> verified = verify_checkpoint(dir.path());
+    ASSERT_TRUE(verified.ok()) << verified.status().to_string();
+
+    StatusOr<safetensors::Reader> opt = safetensors::Reader::open(dir.path() + "/step-10/optimizer.safetensors");
+    ASSERT_TRUE(opt.ok()) << opt.status().to_string();
+    std::vector<std::string> names;
+    for (const safetensors::TensorInfo& t : opt->header().tensors) names.push_back(t.name);
+    std::vector<std::string> expected;
+    if (momentum != 0.0) {
+      for (int l = 0; l < testing::TinyMlp::kLayers; ++l) {
+        for (const char* what : {"weight", "bias"}) {
+          expected.push_back("fc" + std::to_string(l) + "." + what + kMomentumBufferSuffix);
+        }
+      }
+    }
+    EXPECT_EQ(names, expected) << "momentum " << momentum;
+
+    struct Resume {
+      int world;
+      int stage;
+    };
+    for (const Resume r : {Resume{4, 2}, Resume{2, 1}, Resume{1, 3}}) {
+      EngineRun resume = sgd_job(r.world, r.stage, momentum);
+      resume.load_from = dir.path();
+      const EngineRunResult resumed = run_engine(resume);
+      ASSERT_EQ(resumed.failures, "") << r.world << " ranks, stage " << r.stage << ", momentum " << momentum;
+      ASSERT_EQ(resumed.stats.size(), static_cast<size_t>(kSteps - kSaveAt));
+      const auto d = max_difference(resumed, full);
+      std::printf("sgd momentum %.1f resumed at %d ranks, stage %d: max |difference| %.3g\n", momentum, r.world,
+                  r.stage, d.value);
+      if (r.world == 4 && r.stage == 2) {
+        EXPECT_EQ(d.value, 0.0) << "same K and stage must continue bit for bit: " << d.where;
+      } else {
+        EXPECT_LE(d.value, kTol) << r.world << " ranks, stage " << r.stage << ": " << d.where;
+      }
+    }
+  }
+}
+
 // fp16: the dynamic loss scale and its count of finite steps resume too. The initial
 // scale overflows the fp16 gradients, so the first steps are skipped while it backs off,
 // and with growth_interval 3 it keeps moving; a scale restarted at its initial value (or
@@ -207,15 +266,16 @@ std::vector<std::string> load_messages(
     int world, const std::string& path,
     const std::function<StatusOr<testing::TinyMlp>(Engine&)>& model = [](Engine& e) {
       return testing::TinyMlp::create(e);
-    }) {
+    },
+    const EngineOptions& engine_options = options(2), const LoadOptions& load = {}) {
   TempDir out;
   const std::string failures =
       testing::describe_failures(testing::fork_ranks(world, [&](int rank, int K, Store& store) -> Status {
         ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
-        Engine engine(ctx, options(2));
+        Engine engine(ctx, engine_options);
         ZDP_RETURN_IF_ERROR(model(engine).status());
         ZDP_RETURN_IF_ERROR(engine.finalize());
-        StatusOr<CheckpointState> loaded = engine.load_checkpoint(path);
+        StatusOr<CheckpointState> loaded = engine.load_checkpoint(path, load);
         std::ofstream(out.path() + "/" + std::to_string(rank)) << (loaded.ok() ? "loaded" : loaded.status().message());
         return Status::Ok();
       }));
@@ -223,6 +283,52 @@ std::vector<std::string> load_messages(
   std::vector<std::string> messages;
   for (int r = 0; r < world; ++r) messages.push_back(file_bytes(out.path() + "/" + std::to_string(r)));
   return messages;
+}
+
+// A checkpoint of another optimizer's state is refused, naming both, unless only the
+// weights are loaded.
+TEST(Checkpoint, AnotherOptimizersStateIsRefusedUnlessWeightsOnly) {
+  TempDir dir;
+  EngineRun adamw = job(2, 2);
+  adamw.steps = 2;
+  adamw.save_steps = {2};
+  adamw.save_root = dir.path() + "/adamw";
+  ASSERT_EQ(run_engine(adamw).failures, "");
+  EngineRun sgd = sgd_job(2, 2, 0.9);
+  sgd.steps = 2;
+  sgd.save_steps = {2};
+  sgd.save_root = dir.path() + "/sgd";
+  ASSERT_EQ(run_engine(sgd).failures, "");
+  EngineRun plain = sgd_job(2, 2, 0.0);
+  plain.steps = 2;
+  plain.save_steps = {2};
+  plain.save_root = dir.path() + "/plain";
+  ASSERT_EQ(run_engine(plain).failures, "");
+
+  const std::string adamw_state = "adamw (exp_avg and exp_avg_sq per parameter)";
+  const std::string momentum_state = "sgd with momentum (momentum_buffer per parameter)";
+  const std::string plain_state = "sgd without momentum (no tensors)";
+  struct Case {
+    EngineOptions engine;
+    std::string from, saved, configured;
+  };
+  const auto tiny = [](Engine& e) { return testing::TinyMlp::create(e); };
+  for (const Case& c : {Case{sgd_job(2, 2, 0.9).options, adamw.save_root, adamw_state, momentum_state},
+                        Case{sgd_job(2, 1, 0.0).options, adamw.save_root, adamw_state, plain_state},
+                        Case{job(2, 2).options, sgd.save_root, momentum_state, adamw_state},
+                        Case{sgd_job(2, 3, 0.0).options, sgd.save_root, momentum_state, plain_state},
+                        Case{job(2, 0).options, plain.save_root, plain_state, adamw_state}}) {
+    const std::vector<std::string> refused = load_messages(2, c.from, tiny, c.engine);
+    std::printf("%s\n", refused[0].c_str());
+    for (const std::string& m : refused) {
+      EXPECT_THAT(m, HasSubstr(c.from + "/step-2/optimizer.safetensors holds the state of " + c.saved +
+                               ", but the configured optimizer is " + c.configured +
+                               ": configure the optimizer it was saved with, or load weights only"));
+    }
+    for (const std::string& m : load_messages(2, c.from, tiny, c.engine, LoadOptions{LoadScope::kWeightsOnly})) {
+      EXPECT_EQ(m, "loaded") << c.from << " weights only";
+    }
+  }
 }
 
 TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {

@@ -2,7 +2,8 @@
 // gpt, registered by the trainer's own register_params), K = 1, 2, 4 ranks (forked, Gloo)
 // and stages 0-3, plan_memory() (what `dp-launch plan` prints) equals Engine::memory()'s
 // measured bytes in every category, to the byte, and the model's activation buffers equal
-// model_spec()'s estimate. Variants cover gradient accumulation and a bf16 reduction.
+// model_spec()'s estimate. Variants cover gradient accumulation, a bf16 reduction and
+// SGD (whose optimizer state is smaller).
 #include <gtest/gtest.h>
 
 #include "support/engine_runs.h"
@@ -123,6 +124,17 @@ TEST(MemoryPlan, AccumulationAndABf16ReductionMatchTheEngine) {
   mlp.model.dtype = DType::kBF16;  // bf16 parameters and gradients, registered without Ops
   mlp.zero.reduce_dtype = DType::kF32;
   expect_plan_matches(mlp, "mlp, bf16 compute, fp32 reduction");
+}
+
+TEST(MemoryPlan, SgdAllocatesOnlyTheStateItKeeps) {
+  // SGD with momentum keeps m (its momentum buffer) and no v; without momentum neither:
+  // the plan sizes them so (buffer_plan_test) and the engine allocates exactly that.
+  Config sgd = mlp_config();
+  sgd.optim.name = OptimizerKind::kSgd;
+  sgd.optim.beta1 = 0.9;  // [optim] beta1 is SGD's momentum
+  expect_plan_matches(sgd, "mlp, sgd with momentum");
+  sgd.optim.beta1 = 0.0;
+  expect_plan_matches(sgd, "mlp, sgd without momentum");
 }
 
 TEST(MemoryPlan, PaddingIsWhatTheLayoutAdds) {

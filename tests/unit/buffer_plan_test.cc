@@ -56,6 +56,37 @@ TEST(BufferPlan, WithoutPaddingTheModelStatesAreTheFormula) {
   }
 }
 
+TEST(BufferPlan, OptimizerStateIsWhatTheOptimizerKeeps) {
+  // AdamW: master, m and v; SGD with momentum: master and its momentum buffer (m); plain
+  // SGD: the master alone. The formula counts the same tensors (4 (1 + moments) Psi).
+  struct Case {
+    OptimizerKind name;
+    double beta1;  // SGD's momentum
+    int moments;
+  };
+  for (const Case& k : {Case{OptimizerKind::kAdamW, 0.9, 2}, Case{OptimizerKind::kAdamW, 0.0, 2},
+                        Case{OptimizerKind::kSgd, 0.9, 1}, Case{OptimizerKind::kSgd, 0.0, 0}}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      EngineOptions o = options(stage, 64);
+      o.optim.name = k.name;
+      o.optim.beta1 = k.beta1;
+      const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
+      const int64_t state = (stage == 0 ? 192 : 96) * 4;
+      const std::string what = std::string(to_string(k.name)) + " beta1 " + std::to_string(k.beta1) +
+                               ", stage " + std::to_string(stage);
+      EXPECT_EQ(p.master, state) << what;
+      EXPECT_EQ(p.m, k.moments >= 1 ? state : 0) << what;
+      EXPECT_EQ(p.v, k.moments >= 2 ? state : 0) << what;
+      EXPECT_EQ(p.bytes(MemCategory::kOptimizer), (1 + k.moments) * state) << what;
+      const ZeroMemory f = *zero_memory_formula(192, 2, stage, 4, k.moments);
+      EXPECT_EQ(static_cast<double>(p.master + p.m + p.v), f.master + f.m + f.v) << what;
+      EXPECT_EQ(p.model_states(), p.formula) << what;
+    }
+  }
+  EXPECT_NE(zero_memory_formula(10, 2, 1, 2, 3).status().message().find("0, 1 or 2 fp32 tensors, got 3"),
+            std::string::npos);
+}
+
 TEST(BufferPlan, StagingIsTwoOfTheLargestGradientGroup) {
   // "a" joins buckets 0 and 1 into one gradient group of 128 elements; "b" is one of 64.
   for (int stage = 0; stage <= 3; ++stage) {

@@ -10,10 +10,14 @@
 //                                          tensor per parameter under its registered name,
 //                                          in registration order. A plain safetensors file:
 //                                          `safetensors.torch.load_file` opens it.
-//   <root>/step-<N>/optimizer.safetensors  AdamW state under torch's names: every
+//   <root>/step-<N>/optimizer.safetensors  the optimizer's state under torch's names, only
+//                                          what the optimizer keeps. AdamW: every
 //                                          "<name>.exp_avg" (m) in registration order, then
-//                                          every "<name>.exp_avg_sq" (v). SGD stores its
-//                                          momentum as exp_avg (exp_avg_sq is zeros).
+//                                          every "<name>.exp_avg_sq" (v). SGD with momentum:
+//                                          every "<name>.momentum_buffer". SGD without
+//                                          momentum: no tensors. Loading a checkpoint whose
+//                                          state is another optimizer's is refused (naming
+//                                          both) unless the scope is kWeightsOnly.
 //   <root>/step-<N>/state.json             format version, the trainer's step, data
 //                                          position and JSON, the engine's optimizer step
 //                                          count (the LR schedule position), loss-scaler
@@ -141,6 +145,7 @@ inline constexpr const char* kCheckpointStateFile = "state.json";
 inline constexpr const char* kCheckpointLatestFile = "latest";
 inline constexpr const char* kExpAvgSuffix = ".exp_avg";
 inline constexpr const char* kExpAvgSqSuffix = ".exp_avg_sq";
+inline constexpr const char* kMomentumBufferSuffix = ".momentum_buffer";  // SGD with momentum
 inline constexpr int kCheckpointFormatVersion = 1;
 // "step-<step>".
 std::string checkpoint_dir_name(int64_t step);

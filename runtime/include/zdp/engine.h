@@ -24,7 +24,8 @@
 //   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
 //                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned;
 //                         4 S with accumulate kSharded and accum_steps > 1)
-//   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S
+//   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S, with AdamW. SGD:
+//              8 T / 8 S (master + momentum buffer), 4 T / 4 S without momentum
 //   buckets    stage 2-3: gradient staging, where the trainer writes: 2 buffers (one
 //              filled while the other is reduced) of the largest run of buckets that
 //              parameters straddle; buckets never cross layer groups at these stages, so
