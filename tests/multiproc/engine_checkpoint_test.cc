@@ -174,7 +174,7 @@ TEST(Checkpoint, SgdStoresOnlyItsMomentumAndResumes) {
       int world;
       int stage;
     };
-    for (const Resume r : {Resume{4, 2}, Resume{2, 1}, Resume{1, 3}}) {
+    for (const Resume r : {Resume{4, 2}, Resume{2, 1}, Resume{1, 3}, Resume{3, 0}}) {
       EngineRun resume = sgd_job(r.world, r.stage, momentum);
       resume.load_from = dir.path();
       const EngineRunResult resumed = run_engine(resume);
