@@ -15,4 +15,10 @@ namespace zdp::launcher {
 StatusOr<std::string> write_json_lines(const std::string& dir, const std::string& name,
                                        const std::vector<nlohmann::json>& lines);
 
+// What `dp-launch plan` and `dp-launch scale` end with: prints `table` on stdout, writes
+// `lines` to dir/name and says where. Returns the command's exit code: 0, or 1 after
+// printing the write error on stderr after `tool` ("dp-launch plan: ...").
+int publish_report(const std::string& tool, const std::string& table, const std::string& dir,
+                   const std::string& name, const std::vector<nlohmann::json>& lines);
+
 }  // namespace zdp::launcher

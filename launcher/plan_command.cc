@@ -178,14 +178,8 @@ int run_plan(const PlanArgs& a) {
     say("cannot plan " + a.config_path + ":\n" + report.status().message());
     return 2;
   }
-  std::fputs(format_plan(*report, in).c_str(), stdout);
-  StatusOr<std::string> path = write_json_lines(config->launch.log_dir, "plan.jsonl", plan_json(*report, in));
-  if (!path.ok()) {
-    say(path.status().message());
-    return 1;
-  }
-  std::printf("JSON lines: %s\n", path->c_str());
-  return 0;
+  return publish_report("dp-launch plan", format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
+                        plan_json(*report, in));
 }
 
 }  // namespace zdp::launcher

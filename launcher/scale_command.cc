@@ -146,14 +146,8 @@ int run_scale(const ScaleArgs& a) {
   const std::string heading = "dp-launch scale: " + a.config_path + ", per rank micro_batch " + std::to_string(micro) +
                               " x accum_steps " + std::to_string(accum) + " per step (weak scaling), " +
                               std::to_string(steps) + " steps per run";
-  std::fputs(format_scale(*report, heading).c_str(), stdout);
-  StatusOr<std::string> path = write_json_lines(config->launch.log_dir, "scale.jsonl", scale_json(*report));
-  if (!path.ok()) {
-    say(path.status().message());
-    return 1;
-  }
-  std::printf("JSON lines: %s\n", path->c_str());
-  return 0;
+  return publish_report("dp-launch scale", format_scale(*report, heading), config->launch.log_dir, "scale.jsonl",
+                        scale_json(*report));
 }
 
 }  // namespace zdp::launcher
