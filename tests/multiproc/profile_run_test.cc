@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "support/engine_runs.h"
 #include "support/fork_ranks.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/train_loop.h"
@@ -79,16 +80,7 @@ class ProfiledRun : public ::testing::Test {
     const fs::path console = dir_ / "console.txt";
     auto results = testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
       ::setenv("ZDP_PROFILE_TEST_DELAY", ("rank=1,ms=" + std::to_string(delay_ms)).c_str(), 1);
-      auto device = create_cpu_device();
-      CommOptions options;
-      options.timeout = 60s;
-      ZDP_ASSIGN_OR_RETURN(auto comm, create_gloo_communicator(store, rank, k, *device, options));
-      LaunchEnv env;
-      env.rank = rank;
-      env.world_size = k;
-      env.origin = "fork_ranks";
-      Context ctx = Context::assemble(env, config, std::make_unique<PrefixStore>("t", store), std::move(device),
-                                      std::move(comm), options.timeout);
+      ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
       std::FILE* out = std::fopen(rank == 0 ? console.c_str() : "/dev/null", "w");
       StatusOr<TrainSummary> s = train(ctx, config, {out});
       std::fclose(out);
