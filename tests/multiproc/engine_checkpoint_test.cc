@@ -145,6 +145,14 @@ EngineRun sgd_job(int world, int stage, double momentum) {
   return r;
 }
 
+// Runs `run` for 2 steps saving step-2 under `root`; "" or the failures.
+std::string save_step_2(EngineRun run, const std::string& root) {
+  run.steps = 2;
+  run.save_steps = {2};
+  run.save_root = root;
+  return run_engine(run).failures;
+}
+
 TEST(Checkpoint, SgdStoresOnlyItsMomentumAndResumes) {
   for (const double momentum : {0.9, 0.0}) {
     TempDir dir;
@@ -296,21 +304,10 @@ std::vector<std::string> load_messages(
 // weights are loaded.
 TEST(Checkpoint, AnotherOptimizersStateIsRefusedUnlessWeightsOnly) {
   TempDir dir;
-  EngineRun adamw = job(2, 2);
-  adamw.steps = 2;
-  adamw.save_steps = {2};
-  adamw.save_root = dir.path() + "/adamw";
-  ASSERT_EQ(run_engine(adamw).failures, "");
-  EngineRun sgd = sgd_job(2, 2, 0.9);
-  sgd.steps = 2;
-  sgd.save_steps = {2};
-  sgd.save_root = dir.path() + "/sgd";
-  ASSERT_EQ(run_engine(sgd).failures, "");
-  EngineRun plain = sgd_job(2, 2, 0.0);
-  plain.steps = 2;
-  plain.save_steps = {2};
-  plain.save_root = dir.path() + "/plain";
-  ASSERT_EQ(run_engine(plain).failures, "");
+  const std::string adamw = dir.path() + "/adamw", sgd = dir.path() + "/sgd", plain = dir.path() + "/plain";
+  ASSERT_EQ(save_step_2(job(2, 2), adamw), "");
+  ASSERT_EQ(save_step_2(sgd_job(2, 2, 0.9), sgd), "");
+  ASSERT_EQ(save_step_2(sgd_job(2, 2, 0.0), plain), "");
 
   const std::string adamw_state = "adamw (exp_avg and exp_avg_sq per parameter)";
   const std::string momentum_state = "sgd with momentum (momentum_buffer per parameter)";
@@ -320,11 +317,11 @@ TEST(Checkpoint, AnotherOptimizersStateIsRefusedUnlessWeightsOnly) {
     std::string from, saved, configured;
   };
   const auto tiny = [](Engine& e) { return testing::TinyMlp::create(e); };
-  for (const Case& c : {Case{sgd_job(2, 2, 0.9).options, adamw.save_root, adamw_state, momentum_state},
-                        Case{sgd_job(2, 1, 0.0).options, adamw.save_root, adamw_state, plain_state},
-                        Case{job(2, 2).options, sgd.save_root, momentum_state, adamw_state},
-                        Case{sgd_job(2, 3, 0.0).options, sgd.save_root, momentum_state, plain_state},
-                        Case{job(2, 0).options, plain.save_root, plain_state, adamw_state}}) {
+  for (const Case& c : {Case{sgd_job(2, 2, 0.9).options, adamw, adamw_state, momentum_state},
+                        Case{sgd_job(2, 1, 0.0).options, adamw, adamw_state, plain_state},
+                        Case{job(2, 2).options, sgd, momentum_state, adamw_state},
+                        Case{sgd_job(2, 3, 0.0).options, sgd, momentum_state, plain_state},
+                        Case{job(2, 0).options, plain, plain_state, adamw_state}}) {
     const std::vector<std::string> refused = load_messages(2, c.from, tiny, c.engine);
     std::printf("%s\n", refused[0].c_str());
     for (const std::string& m : refused) {
@@ -340,12 +337,8 @@ TEST(Checkpoint, AnotherOptimizersStateIsRefusedUnlessWeightsOnly) {
 
 TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
   TempDir dir;
-  EngineRun one = job(2, 2);
-  one.steps = 2;
-  one.save_steps = {2};
-  one.save_root = dir.path() + "/good";
-  ASSERT_EQ(run_engine(one).failures, "");
-  const std::string good = one.save_root + "/step-2";
+  ASSERT_EQ(save_step_2(job(2, 2), dir.path() + "/good"), "");
+  const std::string good = dir.path() + "/good/step-2";
   for (const std::string& m : load_messages(2, good)) EXPECT_EQ(m, "loaded");
 
   auto copy = [&](const std::string& name) {
