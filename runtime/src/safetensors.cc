@@ -212,12 +212,17 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
   return h;
 }
 
+void detail::OwnedFd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 // ---- Reader ------------------------------------------------------------------------
 
 StatusOr<Reader> Reader::open(const std::string& path) {
   ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDONLY, "reading"));
   Reader r;
-  r.fd_ = fd;
+  r.fd_ = detail::OwnedFd(fd);
   r.path_ = path;
   ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
   unsigned char len[8];
@@ -248,39 +253,18 @@ StatusOr<Reader> Reader::open(const std::string& path) {
   return r;
 }
 
-Reader::Reader(Reader&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)),
-      path_(std::move(o.path_)),
-      header_(std::move(o.header_)),
-      data_start_(o.data_start_) {}
-
-Reader& Reader::operator=(Reader&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-    path_ = std::move(o.path_);
-    header_ = std::move(o.header_);
-    data_start_ = o.data_start_;
-  }
-  return *this;
-}
-
-Reader::~Reader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Status Reader::read(int64_t offset, void* dst, int64_t bytes) const {
   if (offset < 0 || bytes < 0 || offset + bytes > header_.data_bytes()) {
     return Status(StatusCode::kInvalidArgument, path_ + ": read of data " + range_text(offset, bytes) +
                                                     " outside the data region of " +
                                                     std::to_string(header_.data_bytes()) + " bytes");
   }
-  return pread_all(fd_, dst, bytes, data_start_ + offset, "read " + path_ + " data " + range_text(offset, bytes));
+  return pread_all(fd_.get(), dst, bytes, data_start_ + offset, "read " + path_ + " data " + range_text(offset, bytes));
 }
 
 StatusOr<std::string> Reader::read_header_bytes() const {
   std::string out(static_cast<size_t>(data_start_), '\0');
-  ZDP_RETURN_IF_ERROR(pread_all(fd_, out.data(), data_start_, 0, "read the header of " + path_));
+  ZDP_RETURN_IF_ERROR(pread_all(fd_.get(), out.data(), data_start_, 0, "read the header of " + path_));
   return out;
 }
 
@@ -329,46 +313,26 @@ StatusOr<Writer> Writer::open_existing(const std::string& path, const Header& he
   return w;
 }
 
-Writer::Writer(Writer&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)),
-      path_(std::move(o.path_)),
-      data_start_(o.data_start_),
-      data_bytes_(o.data_bytes_) {}
-
-Writer& Writer::operator=(Writer&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-    path_ = std::move(o.path_);
-    data_start_ = o.data_start_;
-    data_bytes_ = o.data_bytes_;
-  }
-  return *this;
-}
-
-Writer::~Writer() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Status Writer::write(int64_t offset, const void* src, int64_t bytes) {
-  if (fd_ < 0) return Status(StatusCode::kInvalidArgument, path_ + ": write after close()");
+  if (fd_.get() < 0) return Status(StatusCode::kInvalidArgument, path_ + ": write after close()");
   if (offset < 0 || bytes < 0 || offset + bytes > data_bytes_) {
     return Status(StatusCode::kInvalidArgument, path_ + ": write of data " + range_text(offset, bytes) +
                                                     " outside the data region of " + std::to_string(data_bytes_) +
                                                     " bytes");
   }
-  return pwrite_all(fd_, src, bytes, data_start_ + offset, "write " + path_ + " data " + range_text(offset, bytes));
+  return pwrite_all(fd_.get(), src, bytes, data_start_ + offset,
+                    "write " + path_ + " data " + range_text(offset, bytes));
 }
 
 Status Writer::sync() {
-  if (fd_ < 0) return Status(StatusCode::kInvalidArgument, path_ + ": sync after close()");
-  if (::fsync(fd_) != 0) return io_error("fsync " + path_, errno);
+  if (fd_.get() < 0) return Status(StatusCode::kInvalidArgument, path_ + ": sync after close()");
+  if (::fsync(fd_.get()) != 0) return io_error("fsync " + path_, errno);
   return Status::Ok();
 }
 
 Status Writer::close() {
-  if (fd_ < 0) return Status::Ok();
-  const int fd = std::exchange(fd_, -1);
+  if (fd_.get() < 0) return Status::Ok();
+  const int fd = fd_.release();
   if (::close(fd) != 0) return io_error("close " + path_, errno);
   return Status::Ok();
 }

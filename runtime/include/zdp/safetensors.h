@@ -68,6 +68,35 @@ std::string encode_header(const Header& header);
 // leave holes.
 StatusOr<Header> decode_header(const std::string& json, const std::string& where);
 
+namespace detail {
+// An open file descriptor, closed when destroyed; moving it moves the ownership (so
+// Reader and Writer need no hand-written move operations).
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.release();
+    }
+    return *this;
+  }
+  ~OwnedFd() { reset(); }
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset();  // closes the descriptor, if any
+
+ private:
+  int fd_ = -1;
+};
+}  // namespace detail
+
 // Read access to one file. Move-only; closes the file when destroyed.
 class Reader {
  public:
@@ -75,9 +104,8 @@ class Reader {
   // header + data region: kNotFound for a missing file, kIoError naming both sizes for a
   // truncated (or overlong) one, kInvalidArgument for a bad header.
   static StatusOr<Reader> open(const std::string& path);
-  Reader(Reader&& other) noexcept;
-  Reader& operator=(Reader&& other) noexcept;
-  ~Reader();
+  Reader(Reader&& other) noexcept = default;
+  Reader& operator=(Reader&& other) noexcept = default;
 
   const Header& header() const { return header_; }
   const std::string& path() const { return path_; }
@@ -91,7 +119,7 @@ class Reader {
 
  private:
   Reader() = default;
-  int fd_ = -1;
+  detail::OwnedFd fd_;
   std::string path_;
   Header header_;
   int64_t data_start_ = 0;
@@ -109,9 +137,8 @@ class Writer {
   // parallel save): checks that its size and its first bytes match. kNotFound when the
   // file is not there (e.g. not on a shared filesystem).
   static StatusOr<Writer> open_existing(const std::string& path, const Header& header);
-  Writer(Writer&& other) noexcept;
-  Writer& operator=(Writer&& other) noexcept;
-  ~Writer();
+  Writer(Writer&& other) noexcept = default;
+  Writer& operator=(Writer&& other) noexcept = default;
 
   const std::string& path() const { return path_; }
   int64_t data_start() const { return data_start_; }
@@ -128,7 +155,7 @@ class Writer {
  private:
   // Takes `fd`; `head` is encode_header(header).
   Writer(int fd, std::string path, const std::string& head, const Header& header);
-  int fd_ = -1;
+  detail::OwnedFd fd_;
   std::string path_;
   int64_t data_start_ = 0;
   int64_t data_bytes_ = 0;
