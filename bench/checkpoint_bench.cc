@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "support/engine_runs.h"
-#include "support/fork_ranks.h"
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
 #include "zdp/checkpoint.h"
 #include "zdp/engine.h"
 

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "bench/size_arg.h"
-#include "gloo_context.h"
-#include "support/fork_ranks.h"
+#include "runtime/internal/gloo_context.h"
+#include "testing/fork_ranks.h"
 #include "zdp/comm.h"
 #include "zdp/device.h"
 

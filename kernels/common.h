@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "kernels/convert.h"
-#include "zdp/comm.h"  // zdp::DType, shared with the communicators
+#include "zdp/dtype.h"
 #include "zdp/status.h"
 
 // The CUDA runtime's stream type, declared here exactly as cuda_runtime.h declares it, so

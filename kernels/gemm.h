@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "kernels/common.h"
-#include "zdp/device.h"
+#include "zdp/device_kind.h"
 
 namespace zdp::kernels {
 

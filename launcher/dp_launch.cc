@@ -14,8 +14,8 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
-#include "launcher/plan_command.h"
-#include "launcher/scale_command.h"
+#include "planner/plan_command.h"
+#include "planner/scale_command.h"
 #include "launcher/supervisor.h"
 #include "zdp/config.h"
 #include "zdp/device.h"

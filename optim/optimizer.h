@@ -20,7 +20,7 @@
 #include "optim/lr_scaling.h"
 #include "optim/param_groups.h"
 #include "optim/schedule.h"
-#include "zdp/device.h"
+#include "zdp/device_kind.h"
 
 namespace zdp::optim {
 

@@ -13,7 +13,7 @@ cmake --build "$build_dir" -j "$(nproc)"
 if [ ! -f data/quickstart/train.bin ]; then
   mapfile -t texts < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' 2>/dev/null | sort)
   ((${#texts[@]})) || mapfile -t texts < <(git ls-files '*.md' '*.h' '*.cc')
-  "$build_dir/launcher/dp-data" text "${texts[@]}" --out data/quickstart
+  "$build_dir/bin/dp-data" text "${texts[@]}" --out data/quickstart
 fi
-"$build_dir/launcher/dp-launch" configs/quickstart.toml "$@"
+"$build_dir/bin/dp-launch" configs/quickstart.toml "$@"
 "$build_dir/bench/comm_bench" --ranks 2,4

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/cuda_check.h"
+#include "core/internal/cuda_check.h"
 #include "kernels/common.h"
 #include "kernels/philox.h"
 

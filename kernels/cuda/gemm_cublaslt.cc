@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "cuda/cuda_check.h"
+#include "core/internal/cuda_check.h"
 #include "kernels/gemm.h"
 
 namespace zdp::kernels {

@@ -6,6 +6,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/fold.h"
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
 #include "kernels/layernorm.h"
@@ -23,6 +24,7 @@ Status unavailable(const char* what) {
 Status adamw_update_cuda(const AdamWArgs&, cudaStream_t) { return unavailable("adamw_update_cuda"); }
 Status sgd_update_cuda(const SgdArgs&, cudaStream_t) { return unavailable("sgd_update_cuda"); }
 Status cast_cuda(const CastArgs&, cudaStream_t) { return unavailable("cast_cuda"); }
+Status fold_cuda(const FoldArgs&, cudaStream_t) { return unavailable("fold_cuda"); }
 Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cuda"); }
 int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "kernels/gemm.h"
-#include "support/device_arrays.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/device_arrays.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

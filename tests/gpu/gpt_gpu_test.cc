@@ -3,7 +3,7 @@
 // same parameters and the same micro-batch; the loss and every parameter's gradient must
 // agree within the bound below. Skips without a GPU.
 //
-// The bound (tests/support/tolerance.h). Both devices run the same operations in fp32,
+// The bound (testing/tolerance.h). Both devices run the same operations in fp32,
 // differing only in summation order (cuBLASLt vs OpenBLAS, warp/block reductions vs CPU
 // loops; the element-wise kernels are bit-identical, layer_kernels_gpu_test), so each
 // result is within the rule's first-order bound of the exact value and the two differ by
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "support/device_arrays.h"
-#include "support/tolerance.h"
+#include "testing/device_arrays.h"
+#include "testing/tolerance.h"
 #include "trainer/models/model.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"

@@ -1,7 +1,7 @@
 // The CUDA launchers of kernels/ give the very bits of the CPU path (which the unit tests
 // check against float64): AdamW and SGD (every dtype, the decay table, stochastic rounding,
 // slices cut anywhere, misaligned pointers), the gradient check (multi-level fold) and the
-// casts. Bit-exact is the rule here (tests/support/tolerance.h): the same ZDP_HD math, no
+// casts. Bit-exact is the rule here (testing/tolerance.h): the same ZDP_HD math, no
 // FMA on either side, IEEE division and square root. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include "kernels/cast.h"
 #include "kernels/grad_check.h"
 #include "kernels/sgd.h"
-#include "support/device_arrays.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/device_arrays.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

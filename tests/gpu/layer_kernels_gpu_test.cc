@@ -3,7 +3,7 @@
 // (residual add, GELU, squared error, embedding forward and backward) must match bit for
 // bit; kernels whose row/column sums are split over a warp or block (layernorm, softmax,
 // cross-entropy) differ only by summation order: within straight_line_bound(n, sum of
-// |terms|) of tests/support/tolerance.h, n the length of the sum.
+// |terms|) of testing/tolerance.h, n the length of the sum.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
-#include "support/device_arrays.h"
-#include "support/tolerance.h"
+#include "testing/device_arrays.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

@@ -106,8 +106,8 @@ bench_run adamw_bench 120 --params 64M
 bench_run gemm_bench 120
 # GPT-2 124M on one GPU (bf16, synthetic tokens, configs/gpt2-124m.toml): dp-train's
 # tokens/s and MFU, next to llm.c's published ~56% MFU for the same model on A100s.
-if [ -x "$build/launcher/dp-train" ]; then
-  step "bench gpt2-124m" "bench-gpt2-124m.log" bash -c "cd '$repo' && timeout 300 '$build/launcher/dp-train' \
+if [ -x "$build/bin/dp-train" ]; then
+  step "bench gpt2-124m" "bench-gpt2-124m.log" bash -c "cd '$repo' && timeout 300 '$build/bin/dp-train' \
     --config configs/gpt2-124m.toml --set data.kind=synthetic --set train.steps=30 --set train.log_every=10 2>&1 \
     | tee /dev/stderr | grep '^step 30/' | sed 's/^/summary: gpt2-124m bf16 1 GPU: /'"
 fi

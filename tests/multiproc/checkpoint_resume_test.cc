@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "support/engine_runs.h"
-#include "support/run_command.h"
+#include "testing/engine_runs.h"
+#include "testing/run_command.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/checkpoint.h"
 #include "zdp/context.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
-#include "support/fork_ranks.h"
+#include "testing/fork_ranks.h"
 #include "zdp/comm.h"
 #include "zdp/device.h"
 

@@ -18,10 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/engine_runs.h"
-#include "support/fork_ranks.h"
-#include "support/run_command.h"
-#include "support/tolerance.h"
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
+#include "testing/run_command.h"
+#include "testing/tolerance.h"
 #include "trainer/data/token_file.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/engine_comparisons.h"
-#include "support/temp_dir.h"
+#include "testing/engine_comparisons.h"
+#include "testing/temp_dir.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
 

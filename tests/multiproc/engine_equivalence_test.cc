@@ -3,7 +3,7 @@
 // over micro-batches equals more ranks; the clipping norm is the single-rank norm.
 #include <gtest/gtest.h>
 
-#include "support/engine_comparisons.h"
+#include "testing/engine_comparisons.h"
 
 namespace zdp {
 namespace {

@@ -3,8 +3,8 @@
 // overflow on one rank skips the step on every rank and backs the scale off.
 #include <gtest/gtest.h>
 
-#include "support/engine_comparisons.h"
-#include "support/tolerance.h"
+#include "testing/engine_comparisons.h"
+#include "testing/tolerance.h"
 
 namespace zdp {
 namespace {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <map>
 
-#include "support/engine_runs.h"
+#include "testing/engine_runs.h"
 
 namespace zdp {
 namespace {

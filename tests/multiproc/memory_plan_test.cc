@@ -6,7 +6,7 @@
 // SGD (whose optimizer state is smaller).
 #include <gtest/gtest.h>
 
-#include "support/engine_runs.h"
+#include "testing/engine_runs.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/memory_plan.h"

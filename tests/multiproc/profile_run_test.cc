@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "support/engine_runs.h"
-#include "support/fork_ranks.h"
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"

@@ -1,7 +1,7 @@
 // The checkpoint is plain safetensors: 2 ranks (stage 3, so no rank holds the whole model)
 // train the engine's TinyMlp for 3 steps and save; dp-ckpt exports fp16 and bf16; then the
 // real `safetensors` Python package opens model.safetensors, optimizer.safetensors and
-// both exports, and tests/support/check_safetensors.py compares them with the masters
+// both exports, and testing/check_safetensors.py compares them with the masters
 // the engine gathered (fp32 bit for bit, fp16/bf16 = round to nearest even of them).
 // Skips, saying why, when python3 cannot import safetensors and numpy (scripts/test.sh
 // installs them with pip).
@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "support/engine_runs.h"
-#include "support/run_command.h"
+#include "testing/engine_runs.h"
+#include "testing/run_command.h"
 
 namespace zdp {
 namespace {
@@ -69,7 +69,7 @@ TEST(SafetensorsPython, CheckpointAndExportsOpenWithTheRealPackageAndEqualTheMas
                                       " --out " + (dir / (std::string(dtype) + ".safetensors")).string());
     ASSERT_EQ(ex.exit_code, 0) << ex.output;
   }
-  const CommandRun check = run_command("python3 " + std::string(ZDP_SOURCE_DIR) + "/tests/support/check_safetensors.py " +
+  const CommandRun check = run_command("python3 " + std::string(ZDP_SOURCE_DIR) + "/testing/check_safetensors.py " +
                                        step + " " + (dir / "expected").string() + " " +
                                        (dir / "fp16.safetensors").string() + " " + (dir / "bf16.safetensors").string());
   EXPECT_EQ(check.exit_code, 0) << check.output;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/adamw.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

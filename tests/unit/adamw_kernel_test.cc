@@ -1,4 +1,4 @@
-// The fused AdamW kernel's CPU path against a float64 AdamW (tests/support/optim_reference.h)
+// The fused AdamW kernel's CPU path against a float64 AdamW (testing/optim_reference.h)
 // under the one tolerance rule: one step for every gradient/parameter dtype, 100 steps,
 // bias correction, the weight-decay table; and bit-exactness across thread counts and
 // slice cuts, stochastic rounding included.
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kernels/adamw.h"
-#include "support/optim_reference.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/optim_reference.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "kernels/grad_check.h"
 #include "zdp/memory_plan.h"
-#include "zero_memory.h"
+#include "engine/src/zero_memory.h"
 
 namespace zdp {
 namespace {

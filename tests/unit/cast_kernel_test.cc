@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "kernels/cast.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checkpoint_dirs.h"
-#include "checkpoint_fault.h"
-#include "checkpoint_hash.h"
-#include "checkpoint_state.h"
-#include "support/temp_dir.h"
+#include "runtime/internal/checkpoint_dirs.h"
+#include "runtime/internal/checkpoint_fault.h"
+#include "runtime/internal/checkpoint_hash.h"
+#include "runtime/internal/checkpoint_state.h"
+#include "testing/temp_dir.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
 

@@ -2,7 +2,7 @@
 // one rank, trained for 3 steps and saved. info lists every tensor, verify names a
 // damaged file and chunk, export writes the masters bit for bit in fp32 and rounded to
 // nearest even in bf16/fp16, the same file whatever the buffer size.
-#include "launcher/ckpt_tool.h"
+#include "tools/ckpt_tool.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
-#include "support/engine_runs.h"
+#include "testing/engine_runs.h"
 #include "zdp/safetensors.h"
 
 namespace zdp {

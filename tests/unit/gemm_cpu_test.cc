@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/gemm.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

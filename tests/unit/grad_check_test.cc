@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "kernels/grad_check.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::kernels {
 namespace {

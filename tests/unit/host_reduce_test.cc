@@ -1,5 +1,5 @@
 // Host reductions of the Gloo backend against float64 references: one rounding per combine.
-#include "host_reduce.h"
+#include "runtime/src/comm/host_reduce.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 // Layout (flat buffer -> buckets -> rank slices) and the ZeRO memory formula: hand-computed
 // layouts, an invariant sweep over K 1..8, alignments, bucket sizes, odd parameter lists
 // and both boundary modes, every error message, and the DESIGN.md memory table.
-#include "layout.h"
+#include "engine/src/layout.h"
 
 #include <gtest/gtest.h>
 
 #include <climits>
 #include <sstream>
 
-#include "zero_memory.h"
+#include "engine/src/zero_memory.h"
 
 namespace zdp {
 namespace {

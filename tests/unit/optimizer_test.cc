@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "optim/optimizer.h"
-#include "support/optim_reference.h"
-#include "support/test_random.h"
-#include "support/tolerance.h"
+#include "testing/optim_reference.h"
+#include "testing/test_random.h"
+#include "testing/tolerance.h"
 
 namespace zdp::optim {
 namespace {

@@ -3,9 +3,9 @@
 // serial fraction.
 #include <gtest/gtest.h>
 
-#include "launcher/plan_command.h"
-#include "launcher/plan_cost.h"
-#include "launcher/scale_report.h"
+#include "planner/plan_command.h"
+#include "planner/plan_cost.h"
+#include "planner/scale_report.h"
 
 namespace zdp::launcher {
 namespace {

@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profile/chrome_trace.h"
-#include "profile/memory_svg.h"
-#include "profile/profile_data.h"
-#include "profile/profile_json.h"
-#include "profile/profile_summary.h"
+#include "profile/src/chrome_trace.h"
+#include "profile/src/memory_svg.h"
+#include "profile/src/profile_data.h"
+#include "profile/src/profile_json.h"
+#include "profile/src/profile_summary.h"
 
 namespace zdp::profile {
 namespace {

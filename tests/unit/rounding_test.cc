@@ -8,7 +8,7 @@
 
 #include "kernels/common.h"
 #include "kernels/philox.h"
-#include "support/test_random.h"
+#include "testing/test_random.h"
 
 namespace zdp::kernels {
 namespace {

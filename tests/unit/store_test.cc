@@ -18,7 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tcp_store_protocol.h"
+#include "runtime/src/store/tcp_store_protocol.h"
 #include "zdp/store.h"
 #include "zdp/tcp_store.h"
 

@@ -4,7 +4,7 @@
 // J = sum(G * y) for a random upstream gradient G, so d J / d input is exactly what each
 // backward computes from dy = G.
 //
-// Tolerance (tests/support/tolerance.h): each gradient element is a sum of at most R
+// Tolerance (testing/tolerance.h): each gradient element is a sum of at most R
 // products, each produced through at most ~10 fp32 roundings, so its first-order error
 // is below (R + 10) u times the sum of the absolute terms. We take that sum as R x the
 // largest |reference| of the tensor (no term of these O(1) random inputs exceeds the
@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "support/tolerance.h"
+#include "testing/tolerance.h"
 #include "trainer/models/attention.h"
 #include "trainer/models/ops.h"
 

@@ -14,14 +14,11 @@
 #include <string>
 
 #include "zdp/device.h"
+#include "zdp/dtype.h"
 #include "zdp/status.h"
 #include "zdp/store.h"
 
 namespace zdp {
-
-enum class DType : uint8_t { kF32 = 0, kF16, kBF16, kI64 };
-size_t dtype_size(DType dtype);
-const char* to_string(DType dtype);
 
 enum class ReduceOp : uint8_t { kSum = 0, kAvg, kMax };
 const char* to_string(ReduceOp op);
@@ -46,9 +43,6 @@ struct CollectiveDesc {
   // "reduce_scatter #12 (tag 7, sum, 262144 x bf16 = 512.0 KiB per rank)"
   std::string describe() const;
 };
-
-// "512.0 KiB", "12.50 MiB": the byte format used in every message.
-std::string format_bytes(int64_t bytes);
 
 struct CommOptions {
   // A collective that has not completed after this long fails on this rank with kTimeout.

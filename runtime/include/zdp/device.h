@@ -15,12 +15,10 @@
 #include <mutex>
 #include <string>
 
+#include "zdp/device_kind.h"
 #include "zdp/status.h"
 
 namespace zdp {
-
-enum class DeviceKind : int { kCpu = 0, kCuda = 1 };
-const char* to_string(DeviceKind kind);
 
 // What an allocation is for; the profiler compares these against the ZeRO formula.
 enum class MemCategory : int { kParams = 0, kGrads, kOptimizer, kBuckets, kWorkspace, kOther };

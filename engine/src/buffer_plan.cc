@@ -1,0 +1,100 @@
+// The engine's layout and buffer-size rules (engine_buffer_plan.h): allocate() and
+// plan_memory() both size every buffer here.
+#include "engine/src/buffer_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/grad_check.h"
+
+namespace zdp {
+
+LayoutOptions engine_layout_options(const EngineOptions& options, int world_size) {
+  LayoutOptions lo;
+  lo.world_size = world_size;
+  lo.bucket_elems = std::max<int64_t>(
+      1, std::llround(options.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(options.compute_dtype))));
+  lo.align_elems = kAlignElems;
+  // Stage 3 gathers one layer group alone, so no bucket may hold two of them. Stages 2-3
+  // stage the trainer's gradients per run of buckets that parameters connect; cut
+  // anywhere, parameters straddling buckets would chain every bucket into one run (the
+  // whole gradient, twice), so layer groups bound the runs there too.
+  lo.boundary = options.stage >= 2 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
+  return lo;
+}
+
+int optimizer_moments(const OptimConfig& optim) {
+  if (optim.name == OptimizerKind::kAdamW) return 2;
+  return optim.beta1 != 0.0 ? 1 : 0;  // [optim] beta1 is SGD's momentum (config.h)
+}
+
+bool joins_previous_bucket(const Layout& layout, int b) {
+  if (b <= 0) return false;
+  const Bucket& previous = layout.buckets()[static_cast<size_t>(b - 1)];
+  return layout.params()[static_cast<size_t>(previous.last_param)].last_bucket >= b;
+}
+
+std::vector<int64_t> layer_group_elems(const Layout& layout) {
+  std::vector<int64_t> out;
+  const std::vector<ParamPlacement>& params = layout.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i > 0 && params[i].layer == params[i - 1].layer) continue;
+    const auto [first, end] = layout.layer_buckets(params[i].layer);
+    const std::vector<Bucket>& buckets = layout.buckets();
+    out.push_back(buckets[static_cast<size_t>(end - 1)].end() - buckets[static_cast<size_t>(first)].begin);
+  }
+  return out;
+}
+
+BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
+  const int64_t T = layout.total_elems(), S = layout.shard_elems();
+  const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));
+  const int64_t r = static_cast<int64_t>(dtype_size(options.reduce_dtype));
+  const int stage = options.stage;
+  const bool cast = options.reduce_dtype != options.compute_dtype;
+  const int num_buckets = static_cast<int>(layout.buckets().size());
+
+  BufferSizes z;
+  z.params = (stage < 3 ? T : S) * c;
+  if (stage <= 1) {
+    z.grads = T * c;  // the trainer writes here; reduced in place unless cast
+    z.reduce_copy = cast ? T * r : 0;
+  } else {
+    // The reduce-scatter output; sharded accumulation adds every micro-batch's into it in fp32.
+    z.grads = S * (shards_accumulation(options) ? 4 : r);
+  }
+  // Local accumulation: no communication before the last micro-batch, so every stage
+  // accumulates in full.
+  const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
+  z.accum = local_accum ? T * 4 : 0;
+  const int64_t state = (stage == 0 ? T : S) * 4;
+  const int moments = optimizer_moments(options.optim);
+  z.master = state;
+  z.m = moments >= 1 ? state : 0;
+  z.v = moments >= 2 ? state : 0;
+  z.grad_stats = std::max(1, num_buckets) * static_cast<int64_t>(sizeof(kernels::GradStats));
+  if (device == DeviceKind::kCuda) {
+    const int64_t largest_slice = layout.max_bucket_elems() / layout.options().world_size;
+    z.norm_scratch = std::max<int64_t>(1, kernels::grad_check_workspace_bytes(largest_slice));
+  }
+  if (stage >= 2) {
+    int64_t largest_group = 0, group_begin = 0;
+    for (int b = 0; b < num_buckets; ++b) {
+      const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
+      if (!joins_previous_bucket(layout, b)) group_begin = bk.begin;
+      largest_group = std::max(largest_group, bk.end() - group_begin);
+    }
+    // Two: backward fills one group while the previous one is reduced.
+    z.grad_staging = {largest_group * c, 2};
+    if (cast || local_accum) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
+  }
+  if (stage == 3) {
+    const std::vector<int64_t> groups = layer_group_elems(layout);
+    const int64_t largest_layer = groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end());
+    // The group in use plus the prefetched ones.
+    z.param_gather = {largest_layer * c, 1 + options.prefetch_layers};
+  }
+  return z;
+}
+
+}  // namespace zdp

@@ -1,0 +1,81 @@
+// The engine's memory rules, written once: how it cuts its layout, and the size of every
+// buffer Engine::Impl::allocate() (engine_buffers.cc) allocates on a rank, from the layout,
+// the options and the device kind alone. allocate() takes its sizes from plan_buffers();
+// plan_memory() (zdp/memory_plan.h, what `dp-launch plan` prints) and Engine::memory()'s
+// "planned" column report the same plan (memory_plan_of_layout), so the three cannot drift.
+// engine.h's "Memory per stage" describes these rules in words.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/src/layout.h"
+#include "zdp/device.h"
+#include "zdp/engine.h"
+#include "zdp/memory_plan.h"
+
+namespace zdp {
+
+// Slices are multiples of 32 elements: 64 bytes or more in every dtype, so every slice of
+// every buffer starts on a cache line and suits the kernels' 16-byte vector loads.
+inline constexpr int64_t kAlignElems = 32;
+
+// How the engine cuts its layout (the planner builds the same one).
+LayoutOptions engine_layout_options(const EngineOptions& options, int world_size);
+
+// Whether micro-batches are reduce-scattered one by one into an fp32 gradient shard
+// (EngineOptions::accumulate kSharded at stages 2-3 with accum_steps > 1) instead of being
+// accumulated in a full-size fp32 buffer and reduced once.
+inline bool shards_accumulation(const EngineOptions& options) {
+  return options.accumulate == GradAccumulation::kSharded && options.stage >= 2 && options.accum_steps > 1;
+}
+
+// fp32 state tensors the optimizer keeps per owned element besides the master weights:
+// 2 for AdamW (m, v), 1 for SGD with momentum (its buffer, in m), 0 for plain SGD. Only
+// these are allocated, checkpointed and counted by the ZeRO formula.
+int optimizer_moments(const OptimConfig& optim);
+
+// Whether bucket b shares a gradient group with bucket b - 1 (a parameter straddles them):
+// gradient views are contiguous, so stages 2-3 stage such buckets together.
+bool joins_previous_bucket(const Layout& layout, int b);
+
+// Padded elements of each layer group (the buckets holding it; at stage 3 they hold
+// nothing else), in layout order.
+std::vector<int64_t> layer_group_elems(const Layout& layout);
+
+// `count` equal buffers of `slot_bytes` (a SlotPool).
+struct SlotSizes {
+  int64_t slot_bytes = 0;
+  int count = 0;
+  int64_t bytes() const { return slot_bytes * count; }
+};
+
+// Bytes of each buffer allocate() allocates; 0 (or count 0) = not allocated. The
+// MemCategory it is accounted under in brackets; MemoryPlan's fields of the same names
+// are these numbers.
+struct BufferSizes {
+  int64_t params = 0;        // [params] compute dtype: all (stages 0-2) or the owned shard (3)
+  int64_t grads = 0;         // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3;
+                             // fp32 when shards_accumulation: the shard is the accumulation)
+  int64_t reduce_copy = 0;   // [grads] stages 0-1, reduce dtype != compute dtype: the full copy
+  int64_t accum = 0;         // [grads] accum_steps > 1, accumulated locally: fp32, all elements
+  int64_t master = 0;        // [optimizer] fp32 master weights: all (stage 0) or the shard
+  int64_t m = 0;             // [optimizer] AdamW's first moment or SGD's momentum buffer (fp32)
+  int64_t v = 0;             // [optimizer] AdamW's second moment (fp32)
+  int64_t grad_stats = 0;    // [workspace] one kernels::GradStats per bucket
+  int64_t norm_scratch = 0;  // [workspace] CUDA only: grad_check's scratch for the largest slice
+  SlotSizes grad_staging;    // [buckets] stages 2-3: the trainer's gradients, per gradient group
+  SlotSizes reduce_staging;  // [buckets] stages 2-3, cast or local accumulation before the reduction
+  SlotSizes param_gather;    // [buckets] stage 3: gathered layer groups
+  // Not sized here: the CUDA decay table (a few bytes per run of same-decay parameters; it
+  // depends on the optimizer's parameter groups, not on the layout).
+};
+
+// REQUIRES: `layout` made with engine_layout_options(options, world size) and options valid.
+BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device);
+
+// plan_buffers() of `layout` as a MemoryPlan (with the layout's sizes and the ZeRO formula).
+// REQUIRES: as plan_buffers().
+StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOptions& options, DeviceKind device);
+
+}  // namespace zdp

@@ -1,0 +1,101 @@
+// What Engine::save_checkpoint and Engine::load_checkpoint share
+// (engine_checkpoint_save.cc, engine_checkpoint_load.cc): the file plan (which tensor
+// sits where in the two safetensors files), the mapping from a slice of a bucket to byte
+// ranges of those files, moving bytes between device buffers and files, and the
+// agreement step that makes every rank fail together, naming the rank that failed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/src/engine_impl.h"
+#include "zdp/checkpoint.h"
+#include "zdp/safetensors.h"
+#include "zdp/store.h"
+
+namespace zdp::checkpoint {
+
+// Per parameter (registration order): byte offsets in the data regions of the files.
+struct FileOffsets {
+  std::vector<int64_t> model;               // fp32 master
+  std::vector<std::vector<int64_t>> state;  // per optimizer state tensor (state_tensors() order)
+};
+
+// The optimizer state the engine keeps (plan_buffers()) and its file suffixes, in file
+// order: AdamW {exp_avg: m, exp_avg_sq: v}, SGD with momentum {momentum_buffer: m}, plain
+// SGD none.
+struct StateTensor {
+  const char* suffix;
+  DeviceBuffer* buffer;
+};
+std::vector<StateTensor> state_tensors(Engine::Impl& m);
+std::vector<const char*> state_suffixes(const Engine::Impl& m);
+
+// The headers this engine writes: its parameters in registration order, F32, with
+// metadata {"format": "pt", "producer": "zdp <version>"}; and where each tensor starts.
+struct FilePlan {
+  safetensors::Header model;
+  safetensors::Header optimizer;
+  FileOffsets offsets;
+};
+StatusOr<FilePlan> plan_files(const Engine::Impl& m);
+
+// Matches a checkpoint's headers against the engine's parameters and returns where each
+// parameter's tensors start in those files. `optimizer` may be null (weights only). The
+// first difference is named: another optimizer's state (the checkpoint's and the
+// configured optimizer named), a missing tensor, a different shape or dtype, or a tensor
+// the model lacks.
+StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Reader& model,
+                                  const safetensors::Reader* optimizer);
+
+// One contiguous run: `count` fp32 elements at byte `file` of a data region (relative to
+// a tensor's start already added) and at element `mem` of an engine buffer.
+struct Piece {
+  int64_t file = 0;
+  int64_t mem = 0;
+  int64_t count = 0;
+};
+// How `mem` counts: from the flat buffer's start (stage-0 state), from the start of the
+// rank's shard (stages 1-3), or from the start of the bucket (a gathered bucket).
+enum class MemBase { kFlat, kShard, kBucket };
+// The pieces of slice `slice` of bucket `bucket` (padding excluded), coalesced, with
+// file offsets from `tensor_offsets` (one of FileOffsets' vectors).
+std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, MemBase base,
+                                const std::vector<int64_t>& tensor_offsets);
+
+// Moves fp32 elements between engine buffers (device memory) and files: on the CPU
+// straight from/to the buffers, on CUDA through one pinned staging buffer.
+class FileIo {
+ public:
+  static StatusOr<FileIo> create(Engine::Impl& m);
+  Status write(safetensors::Writer& file, const Piece& piece, const float* base);
+  // Reads data bytes [file, file + bytes) into `dst` (device memory).
+  Status read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst);
+  // Copies host bytes into device memory.
+  Status to_device(void* dst, const void* src, int64_t bytes);
+
+ private:
+  explicit FileIo(Engine::Impl& m) : m_(&m) {}
+  Engine::Impl* m_;
+  DeviceBuffer staging_;  // CUDA only
+};
+
+// A collective: OK on every rank when `mine` is OK on every rank. Otherwise each failing
+// rank returns its own status, and the others kAborted "rank r: <phase>: rank q failed:
+// <q's message>" for the lowest failing rank q (messages travel through `store`). A
+// communicator failure (a dead peer) is returned as it is, with the phase.
+Status agree(Engine::Impl& m, Store& store, const std::string& phase, const Status& mine);
+
+// All-reduce of a few int64 values through a device buffer (the communicator's memory).
+Status all_reduce_i64(Engine::Impl& m, std::vector<int64_t>& values, ReduceOp op, const std::string& what);
+
+// The calls that need the engine between steps: finalized, no failure, no micro-batch
+// begun, no layer scope open. `call` names the API in the error.
+Status require_between_steps(const Engine::Impl& m, const char* call);
+
+// The store prefix of the next checkpoint operation of this engine (distinct per save
+// and load, equal on every rank since all ranks call them in the same order).
+std::string next_op_prefix(Engine::Impl& m, const char* op);
+
+}  // namespace zdp::checkpoint

@@ -1,0 +1,63 @@
+// Where the engine's work runs: the one place where the CPU and CUDA devices differ.
+// CUDA: element-wise kernels are enqueued on the compute stream and the two streams are
+// ordered by events, so the host never waits in the hot path. CPU: the trainer writes
+// its gradients with plain host stores on its own thread, so that thread is the CPU's
+// compute stream: the engine's element-wise work runs there, inline (queued on a worker
+// it would race with the trainer's next writes), and "compute waits for an event" is a
+// host wait. Collectives always run on the communication stream.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "kernels/fold.h"
+#include "kernels/cast.h"
+#include "kernels/grad_check.h"
+#include "zdp/device.h"
+
+namespace zdp {
+
+class Exec {
+ public:
+  // `timeout` bounds a host wait; it should exceed the collective timeout, so that a
+  // collective's own error (naming it) arrives first.
+  static StatusOr<std::unique_ptr<Exec>> create(Device& device, std::chrono::milliseconds timeout);
+
+  bool cuda() const { return cuda_; }
+  Device& device() { return device_; }
+  Stream& compute() { return *compute_; }
+  Stream& comm() { return *comm_; }
+  cudaStream_t compute_handle() { return static_cast<cudaStream_t>(compute_->native_handle()); }
+
+  // Later work on the communication stream starts after all compute work issued so far.
+  Status comm_after_compute();
+  // Later compute work starts after `event`. `what` names the wait in errors.
+  Status compute_after(Event& event, const std::string& what);
+  // Records `event` at the current end of the compute stream.
+  Status record_compute(Event& event) { return compute_->record(event); }
+
+  Status memset(void* dst, int value, int64_t bytes);
+  Status copy(void* dst, const void* src, int64_t bytes);
+  Status fold(const kernels::FoldArgs& args);
+  // The fold on the communication stream, after the collectives issued so far (CPU: a host
+  // task of that stream): for reduction outputs, which the compute stream never waits for
+  // before step().
+  Status fold_on_comm(const kernels::FoldArgs& args);
+  Status cast(const kernels::CastArgs& args);
+  // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
+  Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);
+  // Both streams drained; the host waits.
+  Status synchronize(const std::string& what);
+
+ private:
+  Exec(Device& device, std::chrono::milliseconds timeout) : device_(device), timeout_(timeout) {}
+  Device& device_;
+  std::chrono::milliseconds timeout_;
+  bool cuda_ = false;
+  std::unique_ptr<Stream> compute_;
+  std::unique_ptr<Stream> comm_;
+  std::unique_ptr<Event> handoff_;  // compute -> comm ordering point, re-recorded each time
+};
+
+}  // namespace zdp

@@ -1,0 +1,78 @@
+// plan_memory(): the buffers Engine::Impl::allocate() (engine_buffers.cc) will allocate,
+// computed from the parameter list alone. It builds the engine's layout and sizes the
+// buffers with the engine's own rules (engine_buffer_plan.h), which allocate() uses too;
+// tests/multiproc/memory_plan_test.cc holds the plan to the byte against the device
+// accounting of real engines.
+#include "zdp/memory_plan.h"
+
+#include "engine/src/buffer_plan.h"
+#include "engine/src/zero_memory.h"
+
+namespace zdp {
+
+int64_t ParamDecl::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t MemoryPlan::bytes(MemCategory category) const {
+  switch (category) {
+    case MemCategory::kParams: return params;
+    case MemCategory::kGrads: return grads + reduce_copy + accum;
+    case MemCategory::kOptimizer: return master + m + v;
+    case MemCategory::kBuckets: return grad_staging + reduce_staging + param_gather;
+    case MemCategory::kWorkspace: return workspace;
+    default: return 0;
+  }
+}
+
+int64_t MemoryPlan::total() const {
+  return model_states() + grad_staging + reduce_staging + param_gather + workspace;
+}
+
+StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOptions& options, DeviceKind device) {
+  MemoryPlan plan;
+  plan.stage = options.stage;
+  plan.world_size = layout.options().world_size;
+  plan.psi = layout.payload_elems();
+  plan.padded_elems = layout.total_elems();
+  plan.shard_elems = layout.shard_elems();
+  for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
+  if (options.stage == 3) plan.group_elems = layer_group_elems(layout);
+  ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula,
+                       zero_memory_formula(plan.psi, plan.world_size, options.stage,
+                                           static_cast<int>(dtype_size(options.compute_dtype)),
+                                           optimizer_moments(options.optim)));
+  plan.formula = static_cast<int64_t>(formula.total());
+
+  const BufferSizes z = plan_buffers(layout, options, device);
+  plan.params = z.params;
+  plan.grads = z.grads;
+  plan.reduce_copy = z.reduce_copy;
+  plan.accum = z.accum;
+  plan.master = z.master;
+  plan.m = z.m;
+  plan.v = z.v;
+  plan.grad_staging = z.grad_staging.bytes();
+  plan.reduce_staging = z.reduce_staging.bytes();
+  plan.param_gather = z.param_gather.bytes();
+  plan.workspace = z.grad_stats + z.norm_scratch;
+  return plan;
+}
+
+StatusOr<MemoryPlan> plan_memory(const std::vector<ParamDecl>& params, const EngineOptions& options, int world_size,
+                                 DeviceKind device) {
+  ZDP_RETURN_IF_ERROR(options.validate());
+  if (world_size < 1) {
+    return Status(StatusCode::kInvalidArgument, "plan_memory: world size " + std::to_string(world_size) + " is not >= 1");
+  }
+  std::vector<ParamSpec> specs;
+  specs.reserve(params.size());
+  for (const ParamDecl& p : params) specs.push_back(ParamSpec{p.name, p.shape, p.layer});
+  StatusOr<Layout> made = make_layout(specs, engine_layout_options(options, world_size));
+  if (!made.ok()) return made.status().with_context("plan_memory: layout");
+  return memory_plan_of_layout(*made, options, device);
+}
+
+}  // namespace zdp

@@ -1,0 +1,212 @@
+// The --calibrate measurements (see plan_calibrate.h).
+#include "planner/plan_calibrate.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "trainer/models/model.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/context.h"
+#include "zdp/engine.h"
+#include "zdp/log.h"
+#include "zdp/comm.h"
+#include "zdp/device.h"
+#include "zdp/store.h"
+#include "zdp/tcp_store.h"
+
+namespace zdp::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Best-of GEMM rate: Y[rows, out] = X[rows, in] W^T, as a linear layer runs it.
+StatusOr<double> time_gemm(const CalibrateOptions& o) {
+  kernels::set_cpu_gemm_threads(o.threads);
+  std::unique_ptr<kernels::Gemm> gemm = kernels::make_cpu_gemm();
+  std::vector<float> x(static_cast<size_t>(o.rows * o.in), 0.5f), w(static_cast<size_t>(o.out * o.in), 0.25f),
+      y(static_cast<size_t>(o.rows * o.out));
+  kernels::GemmArgs g;
+  g.transa = kernels::Transpose::kYes;  // column-major: C[out, rows] = W^T[out, in] X[in, rows]
+  g.m = o.out;
+  g.n = o.rows;
+  g.k = o.in;
+  g.a = w.data();
+  g.lda = o.in;
+  g.b = x.data();
+  g.ldb = o.in;
+  g.c = y.data();
+  g.ldc = o.out;
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {  // the first warms up
+    const auto t = Clock::now();
+    ZDP_RETURN_IF_ERROR(gemm->run(g, nullptr).with_context("calibration GEMM"));
+    if (i > 0) best = std::min(best, since(t));
+  }
+  return 2.0 * static_cast<double>(o.rows * o.in * o.out) / best;
+}
+
+// One rank of the 2-rank all-reduce: the best seconds at each size.
+StatusOr<std::pair<double, double>> all_reduce_rank(Store& store, int rank, const CalibrateOptions& o) {
+  std::unique_ptr<Device> device = create_cpu_device();
+  CommOptions co;
+  co.timeout = std::chrono::seconds(20);
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create_gloo_communicator(store, rank, 2, *device, co));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, device->create_stream("calibration"));
+  std::vector<float> buffer(static_cast<size_t>(o.large_bytes / 4), 1.0f);
+  double result[2] = {0, 0};
+  const int64_t sizes[2] = {o.small_bytes, o.large_bytes};
+  for (int s = 0; s < 2; ++s) {
+    std::vector<double> times;
+    for (int i = 0; i < 12; ++i) {
+      ZDP_RETURN_IF_ERROR(comm->barrier(*stream));
+      ZDP_RETURN_IF_ERROR(stream->synchronize(co.timeout));
+      const auto t = Clock::now();
+      ZDP_RETURN_IF_ERROR(comm->all_reduce(buffer.data(), buffer.data(), sizes[s] / 4, DType::kF32, ReduceOp::kSum, *stream));
+      ZDP_RETURN_IF_ERROR(stream->synchronize(co.timeout));
+      if (i >= 2) times.push_back(since(t));
+    }
+    // The best of the runs: the link when both ranks are scheduled (a busy machine only adds
+    // scheduling delays, which would otherwise pass for latency).
+    result[s] = *std::min_element(times.begin(), times.end());
+  }
+  return std::make_pair(result[0], result[1]);
+}
+
+// Median seconds of one micro-batch of the config's model (forward, backward, the engine's
+// step) on a one-rank CPU engine, on random tokens / features: what one rank computes.
+StatusOr<double> time_model_micro(const Config& config) {
+  Config c = config;
+  c.zero.stage = 0;
+  c.zero.accumulate = GradAccumulation::kLocal;  // one micro-batch; "sharded" needs stage 2-3
+  c.train.global_batch = c.train.micro_batch;
+  c.train.accum_steps = 1;
+  c.optim.warmup_steps = 0;
+  c.optim.lr_scaling = LrScalingRule::kNone;
+  InMemoryStore store;
+  std::unique_ptr<Device> device = create_cpu_device();
+  CommOptions co;
+  co.timeout = std::chrono::seconds(60);
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create_gloo_communicator(store, 0, 1, *device, co));
+  LaunchEnv env;
+  env.origin = "dp-launch plan --calibrate";
+  Context ctx = Context::assemble(env, c, std::make_unique<PrefixStore>("calibrate", store), std::move(device),
+                                  std::move(comm), co.timeout);
+  ZDP_ASSIGN_OR_RETURN(const EngineOptions options, EngineOptions::from(c, 1));
+  Engine engine(ctx, options);
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Ops> ops, trainer::Ops::create(ctx.device(), c.model.dtype));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Model> model, trainer::make_model(c, *ops));
+  ZDP_RETURN_IF_ERROR(model->register_params(engine));
+  ZDP_RETURN_IF_ERROR(engine.finalize());
+  ops->set_stream(engine.compute_stream());
+
+  trainer::Batch batch;
+  batch.count = c.train.micro_batch;
+  std::mt19937 rng(1);
+  const int64_t tokens = batch.count * (c.model.kind == ModelKind::kGpt ? c.model.seq_len : 1);
+  std::uniform_int_distribution<int32_t> token(0, c.model.vocab_size - 1);
+  for (int64_t i = 0; i < tokens; ++i) batch.labels.push_back(token(rng));
+  if (c.model.kind == ModelKind::kGpt) {
+    batch.tokens = batch.labels;
+  } else {
+    std::normal_distribution<float> feature(0.0f, 1.0f);
+    for (int64_t i = 0; i < batch.count * c.model.d_model; ++i) batch.features.push_back(feature(rng));
+    batch.targets.assign(static_cast<size_t>(batch.count * c.model.vocab_size), 0.0f);
+  }
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {  // the first warms up
+    const auto t = Clock::now();
+    ZDP_RETURN_IF_ERROR(model->train_micro(engine, batch).status().with_context("calibration micro-batch"));
+    ZDP_RETURN_IF_ERROR(engine.step().status().with_context("calibration step"));
+    if (i > 0) times.push_back(since(t));
+  }
+  return median(times);
+}
+
+}  // namespace
+
+StatusOr<Calibration> calibrate(const CalibrateOptions& o) {
+  const auto start = Clock::now();
+  Calibration c;
+  ZDP_ASSIGN_OR_RETURN(c.gemm_flops_per_s, time_gemm(o));
+  if (o.config != nullptr) {
+    const LogLevel level = log_threshold();
+    set_log_threshold(LogLevel::kWarn);  // not the one-rank engine's start-up table
+    StatusOr<double> micro = time_model_micro(*o.config);
+    set_log_threshold(level);
+    ZDP_ASSIGN_OR_RETURN(c.micro_s, std::move(micro));
+    ZDP_ASSIGN_OR_RETURN(const trainer::ModelSpec spec, trainer::model_spec(*o.config));
+    c.model_flops_per_s = spec.flops_per_sample * static_cast<double>(o.config->train.micro_batch) / c.micro_s;
+  }
+  c.gemm = "sgemm " + std::to_string(o.rows) + " x " + std::to_string(o.in) + " x " + std::to_string(o.out) + ", " +
+           std::to_string(o.threads) + (o.threads == 1 ? " thread" : " threads");
+
+  // Gloo communicators are per process (their rendezvous keys count per process), so the
+  // second rank is a forked child reaching a TCP store hosted here, as fork_ranks does.
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, TcpStoreServer::start(TcpStoreServerOptions{}));
+  int fds[2];
+  if (::pipe(fds) != 0) return Status(StatusCode::kInternal, "calibration: pipe() failed");
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) return Status(StatusCode::kInternal, "calibration: fork() failed");
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(fds[0]);
+    double times[2] = {-1, -1};
+    StatusOr<std::unique_ptr<TcpStoreClient>> client =
+        TcpStoreClient::connect("127.0.0.1", server->port(), std::chrono::seconds(10));
+    if (client.ok()) {
+      StatusOr<std::pair<double, double>> t = all_reduce_rank(**client, 1, o);
+      if (t.ok()) times[0] = t->first, times[1] = t->second;
+      else std::fprintf(stderr, "calibration, rank 1: %s\n", t.status().message().c_str());
+    }
+    ssize_t written = ::write(fds[1], times, sizeof(times));
+    ::_exit(written == static_cast<ssize_t>(sizeof(times)) && times[0] >= 0 ? 0 : 1);
+  }
+  ::close(fds[1]);
+  StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::connect("127.0.0.1", server->port(), std::chrono::seconds(10));
+  StatusOr<std::pair<double, double>> mine =
+      client.ok() ? all_reduce_rank(**client, 0, o) : StatusOr<std::pair<double, double>>(client.status());
+  double theirs[2] = {-1, -1};
+  const bool got = ::read(fds[0], theirs, sizeof(theirs)) == static_cast<ssize_t>(sizeof(theirs)) && theirs[0] >= 0;
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!mine.ok()) return mine.status().with_context("calibration all-reduce, rank 0");
+  if (!got) return Status(StatusCode::kInternal, "calibration all-reduce: rank 1 (pid " + std::to_string(child) + ") failed");
+  c.small_s = std::max(mine->first, theirs[0]);
+  c.large_s = std::max(mine->second, theirs[1]);
+  // Ring all-reduce on K = 2: 2 steps of n / 2 bytes, t(n) = 2 alpha + n / beta.
+  const double dn = static_cast<double>(o.large_bytes - o.small_bytes);
+  const double slope = (c.large_s - c.small_s) / dn;  // 1 / beta
+  if (!(slope > 0)) {
+    return Status(StatusCode::kInternal, "calibration all-reduce: " + std::to_string(o.large_bytes) + " bytes took " +
+                                             std::to_string(c.large_s * 1e3) + " ms, no longer than " +
+                                             std::to_string(o.small_bytes) + " bytes (" + std::to_string(c.small_s * 1e3) +
+                                             " ms): the machine is too busy to measure; give --link");
+  }
+  c.link.beta_bytes_per_s = 1.0 / slope;
+  c.link.alpha_s = std::max(0.0, (c.small_s - static_cast<double>(o.small_bytes) * slope) / 2.0);
+  c.link.origin = "calibrated (2-rank Gloo all-reduce over loopback)";
+  c.seconds = since(start);
+  return c;
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,43 @@
+// dp-launch plan --calibrate: a few seconds of measurements on this machine that replace
+// the planner's assumed numbers: one rank's compute rate (a bare OpenBLAS GEMM at the
+// model's layer shape, and micro-batches of the model itself through dp-train's layers on
+// a one-rank engine: the rate the plan uses, since a small model spends much of its time
+// outside GEMMs) with the rank's thread count, and the link (a 2-rank Gloo all-reduce
+// over loopback, timed at two sizes and solved for alpha and beta). CPU ranks only: a
+// GPU's rates come from --flops and --link.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "planner/plan_cost.h"
+#include "zdp/config.h"
+#include "zdp/status.h"
+
+namespace zdp::launcher {
+
+struct CalibrateOptions {
+  const Config* config = nullptr;  // the model to time (null: the GEMM alone)
+  int threads = 1;       // OpenBLAS threads of one rank (cores / local ranks)
+  int64_t rows = 512;    // GEMM shape: [rows, in] x [in, out] (tokens of a micro-batch x layer)
+  int64_t in = 256;
+  int64_t out = 1024;
+  int64_t small_bytes = 4 << 10;   // the two all-reduce sizes: latency-bound ...
+  int64_t large_bytes = 32 << 20;  // ... and bandwidth-bound
+};
+
+struct Calibration {
+  double gemm_flops_per_s = 0;   // best of a few GEMMs
+  std::string gemm;              // what was timed, e.g. "sgemm 512 x 256 x 1024, 1 thread"
+  double model_flops_per_s = 0;  // the model's FLOPs per micro-batch / its median time (0: not timed)
+  double micro_s = 0;            // that median: forward, backward and the (one-rank) optimizer step
+  LinkModel link;          // alpha and beta of the loopback all-reduce (ring, K = 2)
+  double small_s = 0;      // best all-reduce times behind the fit
+  double large_s = 0;
+  double seconds = 0;      // wall time of the whole calibration
+};
+
+// kInternal names the step that failed (GEMM, Gloo set-up, all-reduce).
+StatusOr<Calibration> calibrate(const CalibrateOptions& options);
+
+}  // namespace zdp::launcher

@@ -1,0 +1,185 @@
+// The `dp-launch plan` command: reads the config, finds this machine's numbers (or takes
+// them from the flags, or measures them with --calibrate), prints the plan and writes
+// plan.jsonl (see plan_command.h).
+#include "planner/plan_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "planner/json_lines.h"
+#include "planner/plan_calibrate.h"
+#include "planner/plan_report.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/config.h"
+#include "zdp/device.h"
+
+namespace zdp::launcher {
+namespace {
+
+// Used when neither --link nor --calibrate gives the link: loopback TCP between CPU ranks,
+// and an NVLink-class link between GPUs. Order-of-magnitude numbers, and labelled so.
+constexpr double kCpuAlphaS = 50e-6, kCpuBeta = 2e9;
+constexpr double kGpuAlphaS = 10e-6, kGpuBeta = 100e9;
+// And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
+// of an H100's dense bf16 peak.
+constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
+
+// Parameters of config's model, without building anything (for the calibration guard).
+double cheap_psi(const Config& config) {
+  StatusOr<trainer::ModelSpec> spec = trainer::model_spec(config);
+  return spec.ok() ? static_cast<double>(spec->psi) : 0.0;
+}
+
+void say(const std::string& line) { std::fprintf(stderr, "dp-launch plan: %s\n", line.c_str()); }
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+}  // namespace
+
+int64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::pair<const char*, double> units[] = {{"", 1},     {"b", 1},          {"kb", 1e3},       {"mb", 1e6},
+                                                  {"gb", 1e9}, {"tb", 1e12},      {"kib", 1024.0},   {"mib", 1048576.0},
+                                                  {"gib", 1073741824.0},          {"tib", 1099511627776.0}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name && value >= 0) return static_cast<int64_t>(value * scale);
+  }
+  return -1;
+}
+
+void add_plan_options(CLI::App& cmd, PlanArgs& a) {
+  cmd.add_option("config", a.config_path, "the job's TOML config")->required();
+  cmd.add_option("--set", a.sets, "override one key: --set section.key=value (repeatable)");
+  cmd.add_option("--world", a.worlds, "more world sizes to plan, e.g. --world 8,64 (the configured one comes first)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--device-memory", a.device_memory,
+                 "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's RAM / local ranks)");
+  cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)");
+  cmd.add_option("--flops", a.gflops, "one rank's sustained GFLOP/s (default: assumed, or --calibrate)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--calibrate", a.calibrate,
+               "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
+}
+
+int run_plan(const PlanArgs& a) {
+  StatusOr<Config> config = load_config(a.config_path, a.sets);
+  if (!config.ok()) {
+    say("invalid configuration:\n" + config.status().message());
+    return 2;
+  }
+  const int cuda_devices = cuda_device_count();
+  const int local = resolve_nproc_per_node(config->launch, cuda_devices);
+  const int configured = local * config->launch.nnodes;
+  const bool gpu = cuda_devices > 0 && config->launch.backend != Backend::kGloo;
+
+  PlannerInputs in;
+  in.device = gpu ? DeviceKind::kCuda : DeviceKind::kCpu;
+  in.worlds.push_back(configured);
+  for (int k : a.worlds) {
+    if (std::find(in.worlds.begin(), in.worlds.end(), k) == in.worlds.end()) in.worlds.push_back(k);
+  }
+
+  if (!a.device_memory.empty()) {
+    in.device_memory = parse_byte_size(a.device_memory);
+    if (in.device_memory <= 0) {
+      say("--device-memory '" + a.device_memory + "' is not a size such as 80GiB, 512MiB or 1.5TB");
+      return 2;
+    }
+    in.memory_origin = "--device-memory";
+  } else if (gpu) {
+    StatusOr<int64_t> bytes = cuda_device_memory(0);
+    if (!bytes.ok()) {
+      say("cannot read the GPU's memory (give --device-memory): " + bytes.status().message());
+      return 2;
+    }
+    in.device_memory = *bytes;
+    in.memory_origin = "cuda:0's memory";
+  } else {
+    const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+    in.device_memory = ram / local;
+    in.memory_origin = "this machine's RAM, " + format_bytes(ram) + ", / " + std::to_string(local) + " local ranks";
+  }
+
+  in.link = {gpu ? kGpuAlphaS : kCpuAlphaS, gpu ? kGpuBeta : kCpuBeta,
+             gpu ? "assumed: an NVLink-class link; give --link" : "assumed: loopback TCP; --calibrate measures it"};
+  in.flops_per_s = gpu ? kGpuFlops : kCpuFlops;
+  in.flops_origin = gpu ? "assumed: ~40% of an H100's bf16 peak; give --flops" : "assumed; --calibrate measures it";
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!gpu && config->launch.nnodes == 1) {
+    in.cpu_cores = cores;
+    in.flops_threads = std::max(1, cores / local);
+  }
+  if (a.calibrate) {
+    if (gpu) {
+      say("--calibrate measures CPU ranks (OpenBLAS, Gloo over loopback); for GPU ranks give --link and --flops");
+      return 2;
+    }
+    CalibrateOptions co;
+    co.threads = std::max(1, cores / local);
+    co.rows = config->train.micro_batch * (config->model.kind == ModelKind::kGpt ? config->model.seq_len : 1);
+    co.in = config->model.d_model;
+    co.out = 4 * static_cast<int64_t>(config->model.d_model);
+    // Timing the model itself needs its states on this machine: skip it for a model that
+    // would take more than a quarter of the memory.
+    const int64_t states = static_cast<int64_t>(16.0 * cheap_psi(*config));
+    if (states < in.device_memory / 4) co.config = &*config;
+    StatusOr<Calibration> cal = calibrate(co);
+    if (!cal.ok()) {
+      say("calibration failed: " + cal.status().message());
+      return 1;
+    }
+    in.link = cal->link;
+    in.link.origin += fmt(", %.0f us at 4 KiB", cal->small_s * 1e6) + fmt(", %.2f ms at 32 MiB", cal->large_s * 1e3);
+    if (cal->model_flops_per_s > 0) {
+      in.flops_per_s = cal->model_flops_per_s;
+      in.flops_origin = "calibrated: micro-batches of this model on one CPU rank, " +
+                        fmt("%.1f ms each", cal->micro_s * 1e3) + "; a bare " + cal->gemm + " reaches " +
+                        fmt("%.3g GFLOP/s", cal->gemm_flops_per_s / 1e9);
+    } else {
+      in.flops_per_s = cal->gemm_flops_per_s;
+      in.flops_origin = "calibrated: " + cal->gemm + " (GEMM only: an upper bound on the model's rate)";
+    }
+    in.flops_origin += fmt("; calibration took %.1f s", cal->seconds);
+  }
+  if (!a.link.empty()) {
+    double gbps = 0, alpha_us = -1;
+    char extra = 0;
+    if (std::sscanf(a.link.c_str(), "%lf,%lf%c", &gbps, &alpha_us, &extra) != 2 || gbps <= 0 || alpha_us < 0) {
+      say("--link '" + a.link + "' is not GB/s,alpha_us (e.g. 100,10: 100 GB/s and 10 us per message)");
+      return 2;
+    }
+    in.link = {alpha_us * 1e-6, gbps * 1e9, "--link"};
+  }
+  if (a.gflops > 0) {
+    in.flops_per_s = a.gflops * 1e9;
+    in.flops_origin = "--flops";
+    in.cpu_cores = 0;  // as given, at every world size
+  }
+
+  StatusOr<PlanReport> report = build_plan_report(*config, a.config_path, in);
+  if (!report.ok()) {
+    say("cannot plan " + a.config_path + ":\n" + report.status().message());
+    return 2;
+  }
+  return publish_report("dp-launch plan", format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
+                        plan_json(*report, in));
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,233 @@
+// The planner's report: per world size and stage, memory (plan_memory + activations),
+// communication and predicted step time; the console table and the JSON lines.
+#include "planner/plan_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/gemm.h"
+#include "zdp/comm.h"
+
+namespace zdp::launcher {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), bytes >= 100 * kMiB ? "%.0f" : "%.2f", bytes / kMiB);
+  return buf;
+}
+
+std::string recommend(WorldPlan& w, int64_t memory) {
+  for (const StagePlan& s : w.stages) {
+    if (!s.fits) continue;
+    w.recommended = s.stage;
+    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage that fits (" + format_bytes(s.total) +
+                      " of " + format_bytes(memory) + " per rank";
+    if (s.stage > 0) why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
+    why += "): lower stages send less or the same and wait less for it";
+    if (s.stage == 3) return why + ".";
+    char t[160];
+    std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
+                  w.stages[3].time.step_s * 1e3);
+    return why + t + ".";
+  }
+  return "none: no stage fits in " + format_bytes(memory) + " per rank (stage 3 needs " + format_bytes(w.stages[3].total) +
+         "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
+}
+
+}  // namespace
+
+double PlannerInputs::rank_flops_per_s(int world_size) const {
+  if (cpu_cores <= 0 || world_size < 1) return flops_per_s;
+  const double per_thread = flops_per_s / std::max(1, flops_threads);
+  // The launcher gives each of K local ranks cores / K threads (at least one).
+  const double share = world_size <= cpu_cores ? static_cast<double>(cpu_cores / world_size)
+                                                : static_cast<double>(cpu_cores) / world_size;
+  return per_thread * share;
+}
+
+StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& config_path, const PlannerInputs& in) {
+  PlanReport report;
+  report.config_path = config_path;
+  ZDP_ASSIGN_OR_RETURN(report.model, trainer::model_spec(config));
+  report.micro_batch = config.train.micro_batch;
+  const int configured = in.worlds.empty() ? 1 : in.worlds.front();
+  const int64_t accum = resolved_accum_steps(config.train, configured);
+  const int c = static_cast<int>(dtype_size(config.model.dtype));
+  const int r = static_cast<int>(dtype_size(config.zero.reduce_dtype));
+  for (int K : in.worlds) {
+    WorldPlan w;
+    w.world_size = K;
+    w.flops_per_s = in.rank_flops_per_s(K);
+    w.accum_steps = accum;
+    w.global_batch = K * config.train.micro_batch * accum;
+    for (int stage = 0; stage <= 3; ++stage) {
+      Config at = config;
+      at.zero.stage = stage;
+      at.train.global_batch = w.global_batch;
+      at.train.accum_steps = accum;
+      // zero.accumulate = "sharded" is a stage 2-3 choice: stages 0-1 are planned local.
+      if (stage < 2) at.zero.accumulate = GradAccumulation::kLocal;
+      StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
+      if (!eopts.ok()) {
+        return eopts.status().with_context("planning stage " + std::to_string(stage) + " on " + std::to_string(K) +
+                                           " ranks");
+      }
+      StagePlan s;
+      s.stage = stage;
+      s.accumulate = at.zero.accumulate;
+      ZDP_ASSIGN_OR_RETURN(s.memory, plan_memory(report.model.params, *eopts, K, in.device));
+      s.formula_bytes = s.memory.formula;
+      s.activations = report.model.activation_bytes;
+      s.total = s.memory.total() + s.activations +
+                (in.device == DeviceKind::kCuda ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) : 0);
+      s.fits = s.total <= in.device_memory;
+      StepWork work;
+      work.stage = stage;
+      work.world_size = K;
+      work.accum_steps = accum;
+      work.overlap = config.zero.overlap;
+      work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
+      work.bucket_elems = s.memory.bucket_elems;
+      work.group_elems = s.memory.group_elems;
+      work.compute_bytes = c;
+      work.reduce_bytes = r;
+      work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
+      work.flops_per_s = w.flops_per_s;
+      s.time = predict_step(work, in.link);
+      w.stages.push_back(std::move(s));
+    }
+    w.reason = recommend(w, in.device_memory);
+    report.worlds.push_back(std::move(w));
+  }
+  return report;
+}
+
+std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
+  std::string out;
+  char line[400];
+  const trainer::ModelSpec& m = rep.model;
+  std::snprintf(line, sizeof(line), "dp-launch plan: %s\nmodel: %s\n  Psi = %lld parameters; %.3g GFLOP per sample "
+                "(forward + backward); activations %s MiB per rank at micro_batch %lld\n",
+                rep.config_path.c_str(), m.description.c_str(), static_cast<long long>(m.psi), m.flops_per_sample / 1e9,
+                mib(static_cast<double>(m.activation_bytes)).c_str(), static_cast<long long>(rep.micro_batch));
+  out += line;
+  out += "assumptions:\n  device memory " + format_bytes(in.device_memory) + " per rank (" + in.memory_origin + ")\n";
+  std::snprintf(line, sizeof(line), "  link alpha %.1f us, beta %.3g GB/s", in.link.alpha_s * 1e6,
+                in.link.beta_bytes_per_s / 1e9);
+  out += line + (" (" + in.link.origin + ")\n");
+  std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
+  out += line + (" (" + in.flops_origin + ")\n");
+  if (in.cpu_cores > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  CPU ranks share this node's %d cores: that rate is for %d thread(s) per rank, scaled to each "
+                  "world size's share\n",
+                  in.cpu_cores, in.flops_threads);
+    out += line;
+  }
+  for (const WorldPlan& w : rep.worlds) {
+    std::snprintf(line, sizeof(line),
+                  "\nworld size %d%s: global batch %lld = %d x micro_batch %lld x accum_steps %lld%s; %.3g GFLOP/s "
+                  "per rank; MiB per rank\n",
+                  w.world_size, &w == &rep.worlds.front() ? " (configured)" : "", static_cast<long long>(w.global_batch),
+                  w.world_size, static_cast<long long>(rep.micro_batch), static_cast<long long>(w.accum_steps),
+                  w.accum_steps > 1 && w.stages.back().accumulate == GradAccumulation::kSharded
+                      ? " (sharded accumulation at stages 2-3)"
+                      : "",
+                  w.flops_per_s / 1e9);
+    out += line;
+    std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s\n",
+                  "stage", "params", "grads", "master", "adam m", "adam v", "buckets", "workspace", "activ.", "total",
+                  "formula", "fits", "sent MiB", "compute", "comm", "step ms");
+    out += line;
+    for (const StagePlan& s : w.stages) {
+      const MemoryPlan& p = s.memory;
+      std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f\n",
+                    s.stage, mib(p.params).c_str(), mib(p.grads + p.reduce_copy + p.accum).c_str(),
+                    mib(p.master).c_str(), mib(p.m).c_str(), mib(p.v).c_str(),
+                    mib(p.bytes(MemCategory::kBuckets)).c_str(), mib(p.workspace).c_str(), mib(s.activations).c_str(),
+                    mib(s.total).c_str(), mib(s.formula_bytes).c_str(), s.fits ? "yes" : "NO",
+                    mib(s.time.sent_bytes).c_str(), s.time.compute_s * 1e3, s.time.exposed_comm_s * 1e3,
+                    s.time.step_s * 1e3);
+      out += line;
+    }
+    out += "  recommended: " + w.reason + "\n";
+  }
+  out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
+         "\"local\" (\"sharded\", stages 2-3: none, the owned shard is fp32) and a reduce-dtype copy at "
+         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = DESIGN.md's "
+         "ZeRO model states (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with SGD momentum, 4 Psi without; "
+         "c = compute dtype bytes; no padding, accumulation or buffers); adam m = AdamW's m or SGD's momentum buffer; "
+         "sent = bytes one rank sends per step (ring, "
+         "(K-1)/K of each buffer per pass); comm = communication the step waits for beyond compute; the optimizer's "
+         "own time is not modelled.\n";
+  return out;
+}
+
+std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs& in) {
+  std::vector<nlohmann::json> lines;
+  const trainer::ModelSpec& m = rep.model;
+  lines.push_back({{"kind", "model"},
+                   {"config", rep.config_path},
+                   {"model", m.description},
+                   {"psi", m.psi},
+                   {"flops_per_sample", m.flops_per_sample},
+                   {"tokens_per_sample", m.tokens_per_sample},
+                   {"micro_batch", rep.micro_batch},
+                   {"activation_bytes", m.activation_bytes}});
+  lines.push_back({{"kind", "assumptions"},
+                   {"device", to_string(in.device)},
+                   {"device_memory_bytes", in.device_memory},
+                   {"device_memory_origin", in.memory_origin},
+                   {"link_alpha_s", in.link.alpha_s},
+                   {"link_beta_bytes_per_s", in.link.beta_bytes_per_s},
+                   {"link_origin", in.link.origin},
+                   {"flops_per_s", in.flops_per_s},
+                   {"flops_origin", in.flops_origin}});
+  for (const WorldPlan& w : rep.worlds) {
+    for (const StagePlan& s : w.stages) {
+      const MemoryPlan& p = s.memory;
+      lines.push_back({{"kind", "stage"},
+                       {"world_size", w.world_size},
+                       {"stage", s.stage},
+                       {"global_batch", w.global_batch},
+                       {"accum_steps", w.accum_steps},
+                       {"accumulate", to_string(s.accumulate)},
+                       {"flops_per_s", w.flops_per_s},
+                       {"padded_elems", p.padded_elems},
+                       {"buckets", p.bucket_elems.size()},
+                       {"bytes",
+                        {{"params", p.params},
+                         {"grads", p.grads},
+                         {"reduce_copy", p.reduce_copy},
+                         {"accum", p.accum},
+                         {"master", p.master},
+                         {"adam_m", p.m},
+                         {"adam_v", p.v},
+                         {"grad_staging", p.grad_staging},
+                         {"reduce_staging", p.reduce_staging},
+                         {"param_gather", p.param_gather},
+                         {"workspace", p.workspace},
+                         {"activations", s.activations},
+                         {"engine_total", p.total()},
+                         {"total", s.total},
+                         {"formula_model_states", s.formula_bytes}}},
+                       {"fits", s.fits},
+                       {"sent_bytes_per_step", s.time.sent_bytes},
+                       {"compute_s", s.time.compute_s},
+                       {"reduce_s", s.time.reduce_s},
+                       {"gather_s", s.time.gather_s},
+                       {"exposed_comm_s", s.time.exposed_comm_s},
+                       {"step_s", s.time.step_s}});
+    }
+    lines.push_back({{"kind", "recommendation"},
+                     {"world_size", w.world_size},
+                     {"stage", w.recommended < 0 ? nlohmann::json(nullptr) : nlohmann::json(w.recommended)},
+                     {"reason", w.reason}});
+  }
+  return lines;
+}
+
+}  // namespace zdp::launcher

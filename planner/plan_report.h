@@ -1,0 +1,79 @@
+// `dp-launch plan`: for the model of a config, the bytes per rank by category at stages
+// 0-3 and several world sizes (plan_memory: what the engine will allocate, to the byte,
+// plus the model's activation buffers), the communication per step, a predicted step time
+// (plan_cost.h), which stages fit the device and the one to use. Pure: the caller gives
+// the machine's numbers (device memory, link, FLOP/s) and where each came from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/plan_cost.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/config.h"
+#include "zdp/memory_plan.h"
+
+namespace zdp::launcher {
+
+struct PlannerInputs {
+  std::vector<int> worlds;        // world sizes to plan; the configured one first
+  DeviceKind device = DeviceKind::kCpu;
+  int64_t device_memory = 0;      // bytes one rank may use
+  std::string memory_origin;      // "this machine's RAM", "--device-memory", ...
+  LinkModel link;                 // link.origin says calibrated / given / assumed
+  double flops_per_s = 1;         // one rank's sustained compute at the configured world size
+  std::string flops_origin;
+  // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
+  // (or assumed) with flops_threads threads, and a world of K ranks gets
+  // rank_flops_per_s(K) (cores / K threads each, or a 1/K share of the cores when K > cores).
+  int cpu_cores = 0;
+  int flops_threads = 1;
+  double rank_flops_per_s(int world_size) const;
+};
+
+struct StagePlan {
+  int stage = 0;
+  GradAccumulation accumulate = GradAccumulation::kLocal;  // zero.accumulate as planned (local at 0-1)
+  MemoryPlan memory;              // the engine's buffers
+  int64_t formula_bytes = 0;      // DESIGN.md's ZeRO formula (model states, no padding)
+  int64_t activations = 0;        // the model's activation and scratch buffers
+  int64_t total = 0;              // memory.total() + activations (+ the GPU GEMM workspace)
+  bool fits = false;
+  StepPrediction time;
+};
+
+struct WorldPlan {
+  int world_size = 1;
+  double flops_per_s = 0;         // one rank's compute rate at this world size
+  int64_t global_batch = 0;       // world_size x micro_batch x accum_steps
+  int64_t accum_steps = 1;
+  std::vector<StagePlan> stages;  // 0..3
+  int recommended = -1;           // -1: no stage fits
+  std::string reason;
+};
+
+struct PlanReport {
+  std::string config_path;
+  trainer::ModelSpec model;
+  int64_t micro_batch = 1;
+  std::vector<WorldPlan> worlds;
+};
+
+// Every world size keeps the config's per-rank micro-batch and accumulation (the global
+// batch grows with K), as `dp-launch scale` runs them. kInvalidArgument when the config's
+// model or engine options are refused.
+StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& config_path, const PlannerInputs& in);
+
+// The console table: a header with the model and the assumptions, then per world size one
+// row per stage (MiB per rank by category, fits, MiB sent per step, predicted ms) and the
+// recommendation.
+std::string format_plan(const PlanReport& report, const PlannerInputs& in);
+
+// The same as JSON lines: {"kind": "model"}, {"kind": "assumptions"}, one {"kind":
+// "stage"} per world size and stage, one {"kind": "recommendation"} per world size.
+std::vector<nlohmann::json> plan_json(const PlanReport& report, const PlannerInputs& in);
+
+}  // namespace zdp::launcher

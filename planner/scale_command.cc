@@ -1,0 +1,153 @@
+// The `dp-launch scale` command: one child dp-launch per world size, then the report
+// (see scale_command.h). Children are this same executable, so each run is exactly what
+// `dp-launch config.toml --set ...` would do, supervision and logs included.
+#include "planner/scale_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "planner/json_lines.h"
+#include "planner/scale_report.h"
+#include "zdp/config.h"
+
+namespace zdp::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+void say(const std::string& line) { std::fprintf(stderr, "dp-launch scale: %s\n", line.c_str()); }
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+// Runs `argv` with our stdout/stderr; its exit code, or 128 + signal.
+int run_child(const std::vector<std::string>& argv) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "dp-launch scale: cannot run %s\n", args[0]);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+StatusOr<ScalePoint> read_summary(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
+  nlohmann::json j;
+  try {
+    in >> j;
+    ScalePoint p;
+    p.world_size = j.at("world_size").get<int>();
+    p.stage = j.at("stage").get<int>();
+    p.global_batch = j.at("global_batch").get<int64_t>();
+    p.steps = j.at("steps").get<int64_t>();
+    p.step_time_s = j.at("step_time_s_median").get<double>();
+    p.samples_per_s = j.at("samples_per_s").get<double>();
+    p.tokens_per_s = j.at("tokens_per_s").get<double>();
+    p.final_loss = j.at("final_loss").is_null() ? 0.0 : j.at("final_loss").get<double>();
+    p.summary_path = path;
+    return p;
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInvalidArgument, "run summary " + path + " is malformed: " + e.what());
+  }
+}
+
+}  // namespace
+
+void add_scale_options(CLI::App& cmd, ScaleArgs& a) {
+  cmd.add_option("config", a.config_path, "the job's TOML config")->required();
+  cmd.add_option("--world", a.worlds, "world sizes to run, e.g. --world 1,2,4")
+      ->delimiter(',')
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--steps", a.steps, "optimizer steps per run (default: train.steps)")->check(CLI::PositiveNumber);
+  cmd.add_option("--set", a.sets, "override one key in every run: --set section.key=value (repeatable)");
+}
+
+int run_scale(const ScaleArgs& a) {
+  StatusOr<Config> config = load_config(a.config_path, a.sets);
+  if (!config.ok()) {
+    say("invalid configuration:\n" + config.status().message());
+    return 2;
+  }
+  const int configured = resolve_nproc_per_node(config->launch, 0) * config->launch.nnodes;
+  const int64_t micro = config->train.micro_batch;
+  const int64_t accum = resolved_accum_steps(config->train, configured);
+  const int64_t steps = a.steps > 0 ? a.steps : config->train.steps;
+  std::error_code ec;
+  const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec) {
+    say("cannot find this executable (/proc/self/exe): " + ec.message());
+    return 1;
+  }
+
+  std::vector<std::string> extra;
+  if (config->optim.warmup_steps >= steps) {  // a decaying schedule needs steps after the warm-up
+    extra.push_back("optim.warmup_steps=" + std::to_string(steps / 2));
+    say("optim.warmup_steps (" + std::to_string(config->optim.warmup_steps) + ") is not below the " +
+        std::to_string(steps) + " steps per run: warming up over " + std::to_string(steps / 2) + " of them");
+  }
+  std::vector<ScalePoint> points;
+  for (int K : a.worlds) {
+    const std::string log_dir = (fs::path(config->launch.log_dir) / "scale" / ("world-" + std::to_string(K))).string();
+    std::vector<std::string> argv = {self, a.config_path};
+    for (const std::string& s : a.sets) argv.insert(argv.end(), {"--set", s});
+    for (const std::string& s : extra) argv.insert(argv.end(), {"--set", s});
+    // Same per-rank work at every K; one node; no checkpoints (a run must not resume another's).
+    for (const std::string& s :
+         {"launch.nproc_per_node=" + std::to_string(K), std::string("launch.nnodes=1"),
+          "train.global_batch=" + std::to_string(K * micro * accum), "train.accum_steps=" + std::to_string(accum),
+          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("checkpoint.dir=\"\""),
+          std::string("checkpoint.every_steps=0")}) {
+      argv.insert(argv.end(), {"--set", s});
+    }
+    say("world size " + std::to_string(K) + ": global batch " + std::to_string(K * micro * accum) + " = " +
+        std::to_string(K) + " x " + std::to_string(micro) + " x " + std::to_string(accum) + ", " +
+        std::to_string(steps) + " steps, logs in " + log_dir);
+    const int code = run_child(argv);
+    if (code != 0) {
+      say("the run at world size " + std::to_string(K) + " failed (exit " + std::to_string(code) + "); its logs: " +
+          log_dir);
+      return 1;
+    }
+    StatusOr<ScalePoint> point = read_summary((fs::path(log_dir) / "train_summary.json").string());
+    if (!point.ok()) {
+      say(point.status().message());
+      return 1;
+    }
+    points.push_back(*point);
+  }
+
+  StatusOr<ScaleReport> report = make_scale_report(points);
+  if (!report.ok()) {
+    say(report.status().message());
+    return 1;
+  }
+  const std::string heading = "dp-launch scale: " + a.config_path + ", per rank micro_batch " + std::to_string(micro) +
+                              " x accum_steps " + std::to_string(accum) + " per step (weak scaling), " +
+                              std::to_string(steps) + " steps per run";
+  return publish_report("dp-launch scale", format_scale(*report, heading), config->launch.log_dir, "scale.jsonl",
+                        scale_json(*report));
+}
+
+}  // namespace zdp::launcher

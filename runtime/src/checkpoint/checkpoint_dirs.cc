@@ -1,0 +1,200 @@
+// Checkpoint directories (checkpoint_dirs.h), find_latest_checkpoint() and
+// resolve_checkpoint().
+#include "runtime/internal/checkpoint_dirs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/internal/checkpoint_state.h"
+#include "zdp/checkpoint.h"
+#include "zdp/log.h"
+
+namespace zdp {
+namespace checkpoint {
+namespace {
+
+Status io_error(const std::string& what, int err) {
+  return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError, what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// "step-<digits><suffix>" -> the step; -1 for any other name.
+int64_t step_of(const std::string& name, const std::string& suffix) {
+  const std::string prefix = "step-";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.size() > 1 && digits[0] == '0') return -1;  // only checkpoint_dir_name()'s spelling
+  return std::stoll(digits);
+}
+
+namespace {
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace
+
+Status make_dirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return Status(StatusCode::kIoError, "cannot create directory " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status sync_dir(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error("open directory " + path + " to fsync it", errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some filesystems cannot fsync a directory (EINVAL); their renames are durable anyway.
+  if (rc != 0 && err != EINVAL) return io_error("fsync directory " + path, err);
+  return Status::Ok();
+}
+
+Status remove_tree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return Status(StatusCode::kIoError, "cannot remove " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status write_file_synced(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot create " + path, errno);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return io_error("write " + path, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error("fsync " + path, err);
+  }
+  if (::close(fd) != 0) return io_error("close " + path, errno);
+  return Status::Ok();
+}
+
+Status write_file_atomic(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = dir + "/." + name + ".tmp";
+  ZDP_RETURN_IF_ERROR(write_file_synced(tmp, text));
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    return io_error("rename " + tmp + " to " + dir + "/" + name, errno);
+  }
+  return sync_dir(dir);
+}
+
+std::vector<int64_t> complete_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  for (const std::string& name : entries(root)) {
+    const int64_t step = step_of(name, "");
+    if (step >= 0 && is_file(root + "/" + name + "/" + kCheckpointStateFile)) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Status remove_leftovers(const std::string& root) {
+  for (const std::string& name : entries(root)) {
+    if (step_of(name, ".tmp") >= 0 || step_of(name, ".old") >= 0) {
+      ZDP_LOG(kInfo) << "checkpoint: removing " << root << "/" << name << " (left by an interrupted save)";
+      ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + name));
+    }
+  }
+  return Status::Ok();
+}
+
+Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t step) {
+  const std::string final_path = root + "/" + checkpoint_dir_name(step);
+  const std::string old_path = final_path + ".old";
+  const bool replacing = is_dir(final_path);
+  if (replacing && ::rename(final_path.c_str(), old_path.c_str()) != 0) {
+    return io_error("rename " + final_path + " to " + old_path + " (to replace it)", errno);
+  }
+  const std::string tmp_path = root + "/" + tmp_name;
+  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0)
+    return io_error("rename " + tmp_path + " to " + final_path, errno);
+  ZDP_RETURN_IF_ERROR(sync_dir(root));
+  if (replacing) ZDP_RETURN_IF_ERROR(remove_tree(old_path));
+  return Status::Ok();
+}
+
+Status prune(const std::string& root, int keep, int64_t protect) {
+  if (keep <= 0) return Status::Ok();
+  const std::vector<int64_t> steps = complete_steps(root);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
+    if (steps[i] == protect) continue;
+    ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + checkpoint_dir_name(steps[i])));
+  }
+  return Status::Ok();
+}
+
+}  // namespace checkpoint
+
+StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
+  const std::vector<int64_t> steps = checkpoint::complete_steps(root);
+  if (steps.empty()) {
+    return Status(StatusCode::kNotFound, checkpoint::is_dir(root)
+                                             ? "no complete checkpoint (step-<N>/state.json) in " + root
+                                             : "checkpoint directory " + root + " does not exist");
+  }
+  StatusOr<std::string> latest = checkpoint::read_small_file(root + "/" + kCheckpointLatestFile);
+  if (latest.ok()) {
+    std::string name = *latest;
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const int64_t step = checkpoint::step_of(name, "");
+    if (step >= 0 && std::binary_search(steps.begin(), steps.end(), step)) return root + "/" + name;
+    ZDP_LOG(kWarn) << "checkpoint: " << root << "/latest names '" << name
+                   << "', which is not a complete checkpoint; using the newest complete one, "
+                   << checkpoint_dir_name(steps.back());
+  }
+  return root + "/" + checkpoint_dir_name(steps.back());
+}
+
+StatusOr<std::string> resolve_checkpoint(const std::string& path_or_root) {
+  std::string path = path_or_root;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (checkpoint::is_file(path + "/" + kCheckpointStateFile)) return path;
+  StatusOr<std::string> latest = find_latest_checkpoint(path);
+  if (!latest.ok()) {
+    return Status(StatusCode::kNotFound, path + " is neither a checkpoint (no " + kCheckpointStateFile +
+                                             ") nor a directory of checkpoints: " + latest.status().message());
+  }
+  return latest;
+}
+
+}  // namespace zdp

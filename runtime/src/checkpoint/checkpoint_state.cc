@@ -1,0 +1,242 @@
+// state.json encoding and decoding (checkpoint_state.h), and read_checkpoint_info().
+#include "runtime/internal/checkpoint_state.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/internal/checkpoint_hash.h"
+#include "zdp/build_config.h"
+
+namespace zdp {
+
+const char* to_string(CheckpointStorage storage) {
+  return storage == CheckpointStorage::kPerNode ? "per-node" : "shared";
+}
+
+std::string checkpoint_dir_name(int64_t step) { return "step-" + std::to_string(step); }
+
+namespace checkpoint {
+namespace {
+
+using json = nlohmann::ordered_json;
+constexpr const char* kFormatName = "zdp-checkpoint";
+constexpr const char* kHashName = "xxh3-64";
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// Field access that names the field (dotted path) when it is missing or of another type.
+class Fields {
+ public:
+  Fields(const json& j, std::string where, std::string prefix = "")
+      : j_(j), where_(std::move(where)), prefix_(std::move(prefix)) {}
+
+  const json* find(const std::string& key) const {
+    const auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  Status missing(const std::string& key, const char* what) const {
+    return Status(StatusCode::kInvalidArgument, where_ + ": field '" + prefix_ + key + "' is missing or not " + what);
+  }
+  StatusOr<int64_t> integer(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_number_integer()) return missing(key, "an integer");
+    return v->get<int64_t>();
+  }
+  StatusOr<double> number(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_number()) return missing(key, "a number");
+    return v->get<double>();
+  }
+  StatusOr<std::string> string(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_string()) return missing(key, "a string");
+    return v->get<std::string>();
+  }
+  StatusOr<const json*> object(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_object()) return missing(key, "an object");
+    return v;
+  }
+  StatusOr<const json*> array(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_array()) return missing(key, "an array");
+    return v;
+  }
+  const std::string& where() const { return where_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  const json& j_;
+  std::string where_;
+  std::string prefix_;
+};
+
+StatusOr<CheckpointFileInfo> decode_file(const json& j, const std::string& where, size_t index) {
+  const std::string prefix = "files[" + std::to_string(index) + "].";
+  if (!j.is_object()) return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "' is not an object");
+  Fields f(j, where, prefix);
+  CheckpointFileInfo file;
+  ZDP_ASSIGN_OR_RETURN(file.name, f.string("name"));
+  ZDP_ASSIGN_OR_RETURN(file.bytes, f.integer("bytes"));
+  ZDP_ASSIGN_OR_RETURN(file.header_bytes, f.integer("header_bytes"));
+  ZDP_ASSIGN_OR_RETURN(file.chunk_bytes, f.integer("chunk_bytes"));
+  if (file.chunk_bytes <= 0 || file.header_bytes < 8 || file.bytes < file.header_bytes) {
+    return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "': inconsistent sizes (bytes " +
+                                                    std::to_string(file.bytes) + ", header_bytes " +
+                                                    std::to_string(file.header_bytes) + ", chunk_bytes " +
+                                                    std::to_string(file.chunk_bytes) + ")");
+  }
+  ZDP_ASSIGN_OR_RETURN(const std::string header_hash, f.string("header_hash"));
+  ZDP_ASSIGN_OR_RETURN(file.header_hash, parse_hash_hex(header_hash, where + ": " + prefix + "header_hash"));
+  ZDP_ASSIGN_OR_RETURN(const json* chunks, f.array("chunks"));
+  const int64_t expect = chunk_count(file.bytes - file.header_bytes, file.chunk_bytes);
+  if (static_cast<int64_t>(chunks->size()) != expect) {
+    return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "chunks' lists " +
+                                                    std::to_string(chunks->size()) + " checksums, the sizes need " +
+                                                    std::to_string(expect));
+  }
+  for (size_t i = 0; i < chunks->size(); ++i) {
+    const json& c = (*chunks)[i];
+    const std::string at = where + ": " + prefix + "chunks[" + std::to_string(i) + "]";
+    if (!c.is_string()) return Status(StatusCode::kInvalidArgument, at + " is not a string");
+    ZDP_ASSIGN_OR_RETURN(const uint64_t h, parse_hash_hex(c.get<std::string>(), at));
+    file.chunk_hashes.push_back(h);
+  }
+  return file;
+}
+
+}  // namespace
+
+StatusOr<std::string> normalize_trainer_json(const std::string& trainer_json) {
+  if (trainer_json.empty()) return std::string("{}");
+  json j = json::parse(trainer_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "CheckpointState::trainer_json does not parse as JSON: '" + trainer_json.substr(0, 80) + "'");
+  }
+  return j.dump();
+}
+
+StatusOr<std::string> encode_state(const CheckpointInfo& info) {
+  const CheckpointState& s = info.state;
+  ZDP_ASSIGN_OR_RETURN(const std::string trainer, normalize_trainer_json(s.trainer_json));
+  json j;
+  j["format"] = kFormatName;
+  j["format_version"] = kCheckpointFormatVersion;
+  j["step"] = s.step;
+  j["data_position"] = s.data_position;
+  j["trainer"] = json::parse(trainer);
+  j["engine"] = json{{"world_size", s.world_size},
+                     {"stage", s.stage},
+                     {"compute_dtype", s.compute_dtype},
+                     {"seed", s.seed},
+                     {"optimizer_steps", s.optimizer_steps},
+                     {"loss_scale", json{{"scale", s.loss_scale}, {"finite_steps", s.loss_scale_good_steps}}},
+                     {"params", info.params},
+                     {"elements", info.elements}};
+  j["storage"] = s.storage;
+  j["library_version"] = s.library_version.empty() ? std::string(ZDP_VERSION_STRING) : s.library_version;
+  j["saved_at"] = utc_now();
+  j["checksum"] = kHashName;
+  json files = json::array();
+  for (const CheckpointFileInfo& f : info.files) {
+    json chunks = json::array();
+    for (uint64_t h : f.chunk_hashes) chunks.push_back(hash_hex(h));
+    files.push_back(json{{"name", f.name},
+                         {"bytes", f.bytes},
+                         {"header_bytes", f.header_bytes},
+                         {"chunk_bytes", f.chunk_bytes},
+                         {"header_hash", hash_hex(f.header_hash)},
+                         {"chunks", chunks}});
+  }
+  j["files"] = files;
+  return j.dump(1) + "\n";
+}
+
+StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string& where) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status(StatusCode::kInvalidArgument, where + ": not a JSON object (damaged or not a zdp state.json)");
+  }
+  Fields f(j, where);
+  ZDP_ASSIGN_OR_RETURN(const std::string format, f.string("format"));
+  if (format != kFormatName) {
+    return Status(StatusCode::kInvalidArgument, where + ": format '" + format + "' is not " + kFormatName);
+  }
+  ZDP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version"));
+  if (version != kCheckpointFormatVersion) {
+    return Status(StatusCode::kInvalidArgument, where + ": format_version " + std::to_string(version) +
+                                                    " (this build reads version " +
+                                                    std::to_string(kCheckpointFormatVersion) + ")");
+  }
+  ZDP_ASSIGN_OR_RETURN(const std::string hash, f.string("checksum"));
+  if (hash != kHashName) {
+    return Status(StatusCode::kInvalidArgument, where + ": checksum '" + hash + "' is not " + kHashName);
+  }
+  CheckpointInfo info;
+  CheckpointState& s = info.state;
+  ZDP_ASSIGN_OR_RETURN(s.step, f.integer("step"));
+  ZDP_ASSIGN_OR_RETURN(s.data_position, f.integer("data_position"));
+  const json* trainer = f.find("trainer");
+  s.trainer_json = trainer == nullptr ? "{}" : trainer->dump();
+  ZDP_ASSIGN_OR_RETURN(s.storage, f.string("storage"));
+  ZDP_ASSIGN_OR_RETURN(s.library_version, f.string("library_version"));
+  ZDP_ASSIGN_OR_RETURN(const json* engine, f.object("engine"));
+  Fields e(*engine, where, "engine.");
+  ZDP_ASSIGN_OR_RETURN(const int64_t world, e.integer("world_size"));
+  ZDP_ASSIGN_OR_RETURN(const int64_t stage, e.integer("stage"));
+  s.world_size = static_cast<int>(world);
+  s.stage = static_cast<int>(stage);
+  ZDP_ASSIGN_OR_RETURN(s.compute_dtype, e.string("compute_dtype"));
+  ZDP_ASSIGN_OR_RETURN(s.seed, e.integer("seed"));
+  ZDP_ASSIGN_OR_RETURN(s.optimizer_steps, e.integer("optimizer_steps"));
+  ZDP_ASSIGN_OR_RETURN(info.params, e.integer("params"));
+  ZDP_ASSIGN_OR_RETURN(info.elements, e.integer("elements"));
+  ZDP_ASSIGN_OR_RETURN(const json* scale, e.object("loss_scale"));
+  Fields ls(*scale, where, "engine.loss_scale.");
+  ZDP_ASSIGN_OR_RETURN(s.loss_scale, ls.number("scale"));
+  ZDP_ASSIGN_OR_RETURN(s.loss_scale_good_steps, ls.integer("finite_steps"));
+  ZDP_ASSIGN_OR_RETURN(const json* files, f.array("files"));
+  for (size_t i = 0; i < files->size(); ++i) {
+    ZDP_ASSIGN_OR_RETURN(CheckpointFileInfo file, decode_file((*files)[i], where, i));
+    info.files.push_back(std::move(file));
+  }
+  return info;
+}
+
+StatusOr<std::string> read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  "cannot read " + path + ": " + std::strerror(err));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status(StatusCode::kIoError, "cannot read " + path);
+  return text.str();
+}
+
+}  // namespace checkpoint
+
+StatusOr<CheckpointInfo> read_checkpoint_info(const std::string& path_or_root) {
+  ZDP_ASSIGN_OR_RETURN(const std::string dir, resolve_checkpoint(path_or_root));
+  const std::string path = dir + "/" + kCheckpointStateFile;
+  ZDP_ASSIGN_OR_RETURN(const std::string text, checkpoint::read_small_file(path));
+  ZDP_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint::decode_state(text, path));
+  info.state.path = dir;
+  return info;
+}
+
+}  // namespace zdp

@@ -1,0 +1,99 @@
+// verify_checkpoint(): recomputes every checksum of a checkpoint (dp-ckpt verify).
+#include "runtime/internal/checkpoint_hash.h"
+#include "zdp/checkpoint.h"
+
+#include <vector>
+
+namespace zdp {
+namespace {
+
+// The optimizer file holds, for exactly the model file's tensors and with their shapes,
+// one of the state sets zdp writes (checkpoint.h): "<name>.exp_avg" and
+// "<name>.exp_avg_sq" (AdamW), "<name>.momentum_buffer" (SGD with momentum), or nothing
+// (SGD without momentum).
+Status check_optimizer_names(const safetensors::Reader& model, const safetensors::Reader& optimizer) {
+  const auto& tensors = optimizer.header().tensors;
+  const size_t params = model.header().tensors.size();
+  std::vector<const char*> suffixes;
+  if (params > 0 && tensors.size() == 2 * params) {
+    suffixes = {kExpAvgSuffix, kExpAvgSqSuffix};
+  } else if (params > 0 && tensors.size() == params) {
+    suffixes = {kMomentumBufferSuffix};
+  } else if (!tensors.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  optimizer.path() + ": " + std::to_string(tensors.size()) + " tensors, expected 2 (adamw), 1 (sgd " +
+                      "with momentum) or 0 (sgd) per tensor of " + model.path() + " (" + std::to_string(params) + ")");
+  }
+  for (const safetensors::TensorInfo& t : model.header().tensors) {
+    for (const char* suffix : suffixes) {
+      const int i = optimizer.header().find(t.name + suffix);
+      if (i < 0 || tensors[static_cast<size_t>(i)].shape != t.shape) {
+        return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + t.name + suffix +
+                                                        "' of the shape of the model's '" + t.name + "'");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root) {
+  ZDP_ASSIGN_OR_RETURN(const CheckpointInfo info, read_checkpoint_info(path_or_root));
+  VerifyReport report;
+  report.path = info.state.path;
+  std::vector<safetensors::Reader> readers;
+  std::vector<char> buffer;
+  for (const CheckpointFileInfo& entry : info.files) {
+    const std::string path = report.path + "/" + entry.name;
+    StatusOr<safetensors::Reader> opened = safetensors::Reader::open(path);
+    if (opened.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, path + " is missing (state.json lists it)");
+    }
+    ZDP_RETURN_IF_ERROR(opened.status());
+    const safetensors::Reader& file = readers.emplace_back(std::move(*opened));
+    if (file.file_bytes() != entry.bytes || file.data_start() != entry.header_bytes) {
+      return Status(StatusCode::kIoError, path + ": " + std::to_string(file.file_bytes()) + " bytes with a " +
+                                              std::to_string(file.data_start()) + "-byte header, state.json says " +
+                                              std::to_string(entry.bytes) + " and " +
+                                              std::to_string(entry.header_bytes));
+    }
+    ZDP_ASSIGN_OR_RETURN(const std::string head, file.read_header_bytes());
+    const uint64_t h = checkpoint::hash_bytes(head.data(), head.size());
+    if (h != entry.header_hash) {
+      return Status(StatusCode::kIoError, path + ": the header has checksum " + checkpoint::hash_hex(h) +
+                                              ", state.json says " + checkpoint::hash_hex(entry.header_hash));
+    }
+    for (size_t c = 0; c < entry.chunk_hashes.size(); ++c) {
+      ZDP_ASSIGN_OR_RETURN(const uint64_t got,
+                           checkpoint::hash_chunk(file, static_cast<int64_t>(c), entry.chunk_bytes, buffer));
+      if (got != entry.chunk_hashes[c]) {
+        const checkpoint::ChunkRange r =
+            checkpoint::chunk_range(static_cast<int64_t>(c), file.header().data_bytes(), entry.chunk_bytes);
+        return Status(StatusCode::kIoError,
+                      checkpoint::mismatch_message(path, static_cast<int64_t>(c), r, got, entry.chunk_hashes[c]));
+      }
+    }
+    report.files += 1;
+    report.chunks += static_cast<int64_t>(entry.chunk_hashes.size());
+    report.bytes += entry.bytes;
+  }
+  const safetensors::Reader* model = nullptr;
+  const safetensors::Reader* optimizer = nullptr;
+  for (size_t i = 0; i < info.files.size(); ++i) {
+    if (info.files[i].name == kCheckpointModelFile) model = &readers[i];
+    if (info.files[i].name == kCheckpointOptimizerFile) optimizer = &readers[i];
+  }
+  if (model == nullptr) {
+    return Status(StatusCode::kInvalidArgument,
+                  report.path + "/" + kCheckpointStateFile + " lists no " + kCheckpointModelFile);
+  }
+  if (model->header().tensors.size() != static_cast<size_t>(info.params)) {
+    return Status(StatusCode::kInvalidArgument, model->path() + ": " + std::to_string(model->header().tensors.size()) +
+                                                    " tensors, state.json says " + std::to_string(info.params));
+  }
+  if (optimizer != nullptr) ZDP_RETURN_IF_ERROR(check_optimizer_names(*model, *optimizer));
+  return report;
+}
+
+}  // namespace zdp

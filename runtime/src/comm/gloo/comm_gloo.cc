@@ -1,0 +1,301 @@
+// The Gloo communicator: CPU collectives over TCP, run as host tasks on a zdp stream.
+// CUDA buffers are staged through pinned host memory (copy in, collective, copy out, all
+// ordered on the caller's stream). Reduce-scatter is our ring (gloo_reduce_scatter.h).
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/context.h>
+
+#include "runtime/internal/gloo_context.h"
+#include "runtime/src/comm/gloo/gloo_reduce_scatter.h"
+#include "runtime/src/comm/host_reduce.h"
+#include "zdp/comm.h"
+#include "zdp/log.h"
+
+namespace zdp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+// Input and output bytes of a collective on this rank (for staging and copies).
+struct IoBytes {
+  size_t in = 0;
+  size_t out = 0;
+};
+IoBytes io_bytes(const CollectiveDesc& d) {
+  const size_t b = static_cast<size_t>(d.bytes());
+  const size_t k = static_cast<size_t>(d.world_size);
+  switch (d.op) {
+    case CollectiveOp::kAllReduce: return {b, b};
+    case CollectiveOp::kReduceScatter: return {b * k, b};
+    case CollectiveOp::kAllGather: return {b, b * k};
+    case CollectiveOp::kBroadcast: return {b, b};
+    case CollectiveOp::kBarrier: return {0, 0};
+  }
+  return {};
+}
+
+// Gloo's typed option setters only use sizeof(T): pick a type of the element's size.
+template <typename Fn>
+void with_element_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32: fn(float{}); return;
+    case DType::kF16:
+    case DType::kBF16: fn(uint16_t{}); return;
+    case DType::kI64: fn(int64_t{}); return;
+  }
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(int rank, int world_size, Device& device, CommOptions options,
+                   std::shared_ptr<gloo::Context> context)
+      : Communicator(rank, world_size, device, std::move(options)), context_(std::move(context)) {}
+
+  // Collectives still running hold `this`: wait for them (each ends by its timeout).
+  ~GlooCommunicator() override {
+    std::unique_lock<std::mutex> lock(streams_mu_);
+    idle_.wait(lock, [this] {
+      for (auto& [stream, ps] : streams_) {
+        if (ps.in_flight > 0) return false;
+      }
+      return true;
+    });
+  }
+
+  const char* backend() const override { return "gloo"; }
+
+  void abort(const std::string& reason) override {
+    const Status first =
+        fail(Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
+    // Peers blocked on this rank see the closed connections and fail at once.
+    if (context_) context_->closeConnections();
+    // This Gloo cannot interrupt a local wait, so release our own waiters: the streams
+    // with collectives in flight fail now; the blocked host task ends at its timeout.
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    for (auto& [stream, ps] : streams_) {
+      if (ps.in_flight > 0) stream->abort(first);
+    }
+  }
+
+ protected:
+  Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
+    PerStream& ps = per_stream(stream);
+    if (device().kind() == DeviceKind::kCpu) {
+      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps)] {
+        return run(desc, buffers.send, buffers.recv, ps);
+      });
+    }
+    // CUDA buffers: stage through pinned host memory, ordered on the caller's stream.
+    const IoBytes io = io_bytes(desc);
+    ZDP_RETURN_IF_ERROR(ensure_staging(ps, stream, io.in + io.out));
+    char* stage_in = ps.staging.as<char>();
+    char* stage_out = stage_in + io.in;
+    void* host_send = stage_in;
+    void* host_recv = stage_out;
+    if (desc.op == CollectiveOp::kBroadcast || (desc.op == CollectiveOp::kAllReduce && buffers.send == buffers.recv)) {
+      host_recv = stage_in;  // in place stays in place
+    }
+    if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
+    ZDP_RETURN_IF_ERROR(stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps, token = begin(ps)] {
+      return run(desc, host_send, host_recv, ps);
+    }));
+    if (io.out > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(buffers.recv, host_recv, io.out));
+    return Status::Ok();
+  }
+
+ private:
+  // State that collectives of one stream reuse; they run one at a time on that stream.
+  struct PerStream {
+    std::unique_ptr<char[]> rs_scratch;
+    size_t rs_scratch_bytes = 0;
+    DeviceBuffer staging;  // CUDA builds: pinned host memory
+    int in_flight = 0;     // enqueued, not finished (guarded by streams_mu_)
+  };
+
+  PerStream& per_stream(Stream& stream) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    return streams_[&stream];  // node-based map: references stay valid
+  }
+
+  // A collective is in flight from just before it is enqueued until its host task has
+  // run or been dropped: a failed stream skips (destroys unrun) the tasks queued behind
+  // the failure, so the count is a token the task owns, released when the last copy of
+  // the task goes, whichever way. A stream with work in flight cannot be destroyed (its
+  // destructor drains), so abort() may touch it.
+  std::shared_ptr<void> begin(PerStream& ps) {
+    {
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      ++ps.in_flight;
+    }
+    return std::shared_ptr<void>(nullptr, [this, &ps](void*) {
+      {
+        std::lock_guard<std::mutex> lock(streams_mu_);
+        --ps.in_flight;
+      }
+      idle_.notify_all();
+    });
+  }
+
+  Status ensure_staging(PerStream& ps, Stream& stream, size_t bytes) {
+    if (static_cast<size_t>(ps.staging.bytes()) >= bytes) return Status::Ok();
+    // The old buffer may still be in use by work queued on this stream.
+    ZDP_RETURN_IF_ERROR(stream.synchronize(options().timeout));
+    ps.staging.reset();
+    ZDP_ASSIGN_OR_RETURN(ps.staging, device().allocate(static_cast<int64_t>(bytes), MemCategory::kBuckets,
+                                                       MemSpace::kPinnedHost));
+    return Status::Ok();
+  }
+
+  Status run(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps) {
+    const Status earlier = error();
+    if (!earlier.ok()) {
+      return Status(StatusCode::kAborted,
+                    context(desc) + ": not run, the communicator failed earlier: " + earlier.message());
+    }
+    const auto start = Clock::now();
+    try {
+      run_collective(desc, send, recv, ps);
+    } catch (const gloo::IoException& e) {
+      const std::string what = e.what();
+      const auto elapsed = Clock::now() - start;
+      // The context is dead after an IoException. Closing our connections now makes peers
+      // blocked on this rank fail at once instead of at their own timeout.
+      context_->closeConnections();
+      if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
+        return fail(Status(StatusCode::kTimeout, context(desc) + ": timed out after " + seconds(elapsed) +
+                                                     " (collective timeout " + seconds(options().timeout) +
+                                                     "): " + what));
+      }
+      return fail(Status(StatusCode::kPeerFailure, context(desc) + ": failed after " + seconds(elapsed) +
+                                                       ": a peer died or its connection broke: " + what));
+    } catch (const std::exception& e) {
+      return fail(Status(StatusCode::kInternal, context(desc) + ": gloo error: " + e.what()));
+    }
+    return Status::Ok();
+  }
+
+  // Throws gloo exceptions; run() turns them into Status.
+  void run_collective(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps) {
+    const int k = world_size();
+    const size_t bytes = static_cast<size_t>(desc.bytes());
+    const size_t count = static_cast<size_t>(desc.count);
+    const uint32_t tag = static_cast<uint32_t>(desc.seq);
+    const bool average = desc.reduce == ReduceOp::kAvg;
+    if (desc.op != CollectiveOp::kBarrier && desc.count == 0) return;
+
+    if (k == 1) {  // no peers: the collectives reduce to copies
+      const IoBytes io = io_bytes(desc);
+      if (desc.op != CollectiveOp::kBroadcast && io.out > 0 && send != recv) std::memmove(recv, send, io.out);
+      return;
+    }
+    switch (desc.op) {
+      case CollectiveOp::kAllReduce: {
+        gloo::AllreduceOptions opts(context_);
+        with_element_type(desc.dtype, [&](auto t) {
+          using T = decltype(t);
+          if (send != recv) opts.setInput(static_cast<T*>(const_cast<void*>(send)), count);
+          opts.setOutput(static_cast<T*>(recv), count);
+        });
+        opts.setReduceFunction(host_reduce_fn(desc.dtype, desc.reduce));
+        opts.setTag(tag);
+        opts.setTimeout(options().timeout);
+        gloo::allreduce(opts);
+        if (average) host_scale(recv, count, desc.dtype, 1.0f / static_cast<float>(k));
+        return;
+      }
+      case CollectiveOp::kReduceScatter: {
+        RingReduceScatterArgs args;
+        args.send = send;
+        args.recv = recv;
+        args.slice_bytes = bytes;
+        args.element_size = dtype_size(desc.dtype);
+        args.reduce = host_reduce_fn(desc.dtype, desc.reduce);
+        args.tag = tag;
+        args.timeout = options().timeout;
+        ring_reduce_scatter(context_, args, ps.rs_scratch, ps.rs_scratch_bytes);
+        if (average) host_scale(recv, count, desc.dtype, 1.0f / static_cast<float>(k));
+        return;
+      }
+      case CollectiveOp::kAllGather: {
+        gloo::AllgatherOptions opts(context_);
+        const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(rank()) * bytes;
+        with_element_type(desc.dtype, [&](auto t) {
+          using T = decltype(t);
+          if (!in_place) opts.setInput(static_cast<T*>(const_cast<void*>(send)), count);
+          opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(k));
+        });
+        opts.setTag(tag);
+        opts.setTimeout(options().timeout);
+        gloo::allgather(opts);
+        return;
+      }
+      case CollectiveOp::kBroadcast: {
+        gloo::BroadcastOptions opts(context_);
+        with_element_type(desc.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setOutput(static_cast<T*>(recv), count);
+        });
+        opts.setRoot(desc.root);
+        opts.setTag(tag);
+        opts.setTimeout(options().timeout);
+        gloo::broadcast(opts);
+        return;
+      }
+      case CollectiveOp::kBarrier: {
+        gloo::BarrierOptions opts(context_);
+        opts.setTag(tag);
+        opts.setTimeout(options().timeout);
+        gloo::barrier(opts);
+        return;
+      }
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_;  // null for a world of 1
+  std::mutex streams_mu_;
+  std::condition_variable idle_;  // signalled when a collective finishes
+  std::map<Stream*, PerStream> streams_;
+};
+
+// Communicators created in one process get distinct store namespaces; every rank
+// creates them in the same order, so the numbers agree across ranks.
+std::atomic<int> g_generation{0};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> create_gloo_communicator(Store& store, int rank, int world_size,
+                                                                 Device& device, const CommOptions& options) {
+  const std::string where = "rank " + std::to_string(rank) + ": gloo communicator";
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Status(StatusCode::kInvalidArgument, where + ": rank " + std::to_string(rank) +
+                                                    " is not in a world of " + std::to_string(world_size));
+  }
+  if (options.timeout.count() <= 0) {
+    return Status(StatusCode::kInvalidArgument, where + ": the collective timeout must be positive");
+  }
+  set_process_identity(rank, world_size);
+  const int generation = g_generation.fetch_add(1);
+  if (world_size == 1) {
+    return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, nullptr));
+  }
+  ZDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context,
+                       connect_gloo_context(store, "gloo/" + std::to_string(generation), rank, world_size, options));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, std::move(context)));
+}
+
+}  // namespace zdp

@@ -1,0 +1,471 @@
+// The NCCL communicator: collectives on CUDA streams, plus a watchdog thread that turns a
+// hung or failed collective into an error (and an aborted communicator) on this rank
+// instead of a silent hang.
+//
+// The communicator is nonblocking (ncclConfig_t::blocking = 0): initialisation and
+// enqueueing return ncclInProgress while NCCL works in the background, and we poll
+// ncclCommGetAsyncError with a deadline, so that no call into NCCL can hang forever.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/internal/cuda_check.h"
+#include "runtime/src/device/cuda/device_cuda.h"
+#include "zdp/comm.h"
+#include "zdp/log.h"
+
+namespace zdp {
+
+// "invalid usage (run with NCCL_DEBUG=WARN for details) (last NCCL error: ...)".
+static std::string nccl_error_text(ncclResult_t result) {
+  std::string text = ncclGetErrorString(result);
+  const char* last = ncclGetLastError(nullptr);  // the argument is unused by NCCL
+  if (last != nullptr && *last != '\0') text += " (last NCCL error: " + std::string(last) + ")";
+  return text;
+}
+
+// A remote error means a peer died or the network broke: report it as such.
+static StatusCode nccl_status_code(ncclResult_t result) {
+  return result == ncclRemoteError ? StatusCode::kPeerFailure : StatusCode::kNcclError;
+}
+
+static Status nccl_error_status(ncclResult_t result, const char* expr, const char* file, int line) {
+  if (result == ncclSuccess) return Status::Ok();
+  return Status(nccl_status_code(result),
+                std::string(expr) + " failed: " + nccl_error_text(result) + " at " + error_site(file, line));
+}
+
+}  // namespace zdp
+
+// Returns a kNcclError (kPeerFailure for ncclRemoteError) Status when `call` does not
+// return ncclSuccess. Calls that may answer ncclInProgress are handled explicitly instead.
+#define ZDP_NCCL_RETURN_IF_ERROR(call)                                                 \
+  do {                                                                                 \
+    const ncclResult_t zdp_nccl_result_ = (call);                                      \
+    if (zdp_nccl_result_ != ncclSuccess) {                                             \
+      return ::zdp::nccl_error_status(zdp_nccl_result_, #call, __FILE__, __LINE__);    \
+    }                                                                                  \
+  } while (0)
+
+namespace zdp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "300 s", "1.5 s", "250 ms".
+std::string format_duration(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms < 1000) return std::to_string(ms) + " ms";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+enum class WaitEnd { kSettled, kTimedOut, kInterrupted };
+
+// Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress, `deadline`
+// passes or `*interrupt` becomes true. Returns the settled state (ncclInProgress when it
+// did not settle). Sleeps 20 us at first, doubling up to 1 ms.
+ncclResult_t wait_while_in_progress(ncclComm_t comm, Clock::time_point deadline, const std::atomic<bool>* interrupt,
+                                    WaitEnd* end) {
+  std::chrono::microseconds pause(20);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) state = r;
+    if (state != ncclInProgress) {
+      *end = WaitEnd::kSettled;
+      return state;
+    }
+    if (interrupt != nullptr && interrupt->load()) {
+      *end = WaitEnd::kInterrupted;
+      return ncclInProgress;
+    }
+    if (Clock::now() >= deadline) {
+      *end = WaitEnd::kTimedOut;
+      return ncclInProgress;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF16: return ncclFloat16;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
+
+const char* nccl_call_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "ncclAllReduce";
+    case CollectiveOp::kReduceScatter: return "ncclReduceScatter";
+    case CollectiveOp::kAllGather: return "ncclAllGather";
+    case CollectiveOp::kBroadcast: return "ncclBroadcast";
+    case CollectiveOp::kBarrier: return "ncclAllReduce (barrier)";
+  }
+  return "?";
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(int rank, int world_size, Device& device, const CommOptions& options, ncclComm_t comm,
+                   DeviceBuffer scratch)
+      : Communicator(rank, world_size, device, options), comm_(comm), scratch_(std::move(scratch)) {
+    watchdog_ = std::thread([this] { watchdog_loop(); });
+  }
+
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+
+    std::lock_guard<std::mutex> lock(mu_);
+    ZDP_CUDA_CHECK_LOG(cudaSetDevice(device().index()));
+    if (comm_ != nullptr) {
+      if (!error().ok()) {
+        log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+      } else {
+        // Finalize waits for the outstanding collectives, which could hang on a dead peer:
+        // bounded, and aborted when the deadline passes.
+        const auto limit = std::min<std::chrono::milliseconds>(options().timeout, std::chrono::seconds(60));
+        ncclResult_t r = ncclCommFinalize(comm_);
+        WaitEnd end = WaitEnd::kSettled;
+        if (r == ncclInProgress) r = wait_while_in_progress(comm_, Clock::now() + limit, nullptr, &end);
+        if (r == ncclSuccess) {
+          log_if_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm)");
+        } else {
+          ZDP_LOG(kWarn) << "rank " << rank() << ": nccl communicator: "
+                         << (end == WaitEnd::kTimedOut ? "ncclCommFinalize did not finish within " + format_duration(limit)
+                                                       : "ncclCommFinalize failed: " + nccl_error_text(r))
+                         << "; aborting it instead";
+          log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+        }
+      }
+      comm_ = nullptr;
+    }
+    for (Pending& p : pending_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    pending_.clear();
+    for (cudaEvent_t e : free_events_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(e));
+    free_events_.clear();
+    scratch_.reset();  // after NCCL is gone: a barrier may have been using it
+  }
+
+  const char* backend() const override { return "nccl"; }
+
+  void abort(const std::string& reason) override {
+    abort_requested_.store(true);  // interrupts a launch() waiting on ncclInProgress
+    std::lock_guard<std::mutex> lock(mu_);
+    const Status status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": nccl communicator aborted: " + reason);
+    if (comm_ == nullptr) {
+      (void)fail(status);  // dropped when it already failed
+      return;
+    }
+    (void)fail_and_abort_locked(status);
+  }
+
+ protected:
+  Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
+    ZDP_ASSIGN_OR_RETURN(cuda::StreamHandle handle, cuda::stream_handle(stream));
+    if (handle.device_index != device().index()) {
+      return Status(StatusCode::kInvalidArgument, context(desc) + ": stream '" + stream.name() + "' is on " +
+                                                      stream.device().name() + ", the communicator on " +
+                                                      device().name());
+    }
+    if (desc.op != CollectiveOp::kBarrier && desc.count == 0) return Status::Ok();  // nothing to move
+    // A collective is enqueued even on a stream that already failed: skipping it here
+    // would leave the peers waiting for this rank until their timeout.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ == nullptr) {
+      const Status first = error();
+      return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator was aborted" +
+                                              (first.ok() ? std::string() : ": " + first.message()));
+    }
+    cudaError_t cuda_err = cudaSetDevice(device().index());
+    if (cuda_err != cudaSuccess) return cuda_error_status(cuda_err, "cudaSetDevice(index)", __FILE__, __LINE__);
+    cudaEvent_t done = nullptr;
+    if (!free_events_.empty()) {
+      done = free_events_.back();
+      free_events_.pop_back();
+    } else {
+      cuda_err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+      if (cuda_err != cudaSuccess) {
+        return cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)", __FILE__,
+                                 __LINE__)
+            .with_context(context(desc));
+      }
+    }
+
+    const uint64_t position = handle.state->next_position();
+    const size_t count = static_cast<size_t>(desc.count);
+    const ncclDataType_t type = nccl_type(desc.dtype);
+    const ncclRedOp_t op = nccl_op(desc.reduce);
+    cudaStream_t s = handle.stream;
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) {
+      switch (desc.op) {
+        case CollectiveOp::kAllReduce:
+          r = ncclAllReduce(buffers.send, buffers.recv, count, type, op, comm_, s);
+          break;
+        case CollectiveOp::kReduceScatter:
+          r = ncclReduceScatter(buffers.send, buffers.recv, count, type, op, comm_, s);
+          break;
+        case CollectiveOp::kAllGather:
+          r = ncclAllGather(buffers.send, buffers.recv, count, type, comm_, s);
+          break;
+        case CollectiveOp::kBroadcast:
+          r = ncclBroadcast(buffers.send, buffers.recv, count, type, desc.root, comm_, s);
+          break;
+        case CollectiveOp::kBarrier:
+          // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
+          r = ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm_, s);
+          break;
+      }
+      const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
+      if (r == ncclSuccess || r == ncclInProgress) r = end;
+    }
+    if (r == ncclInProgress) {
+      WaitEnd end = WaitEnd::kSettled;
+      r = wait_while_in_progress(comm_, Clock::now() + options().timeout, &abort_requested_, &end);
+      if (end == WaitEnd::kInterrupted) {
+        free_events_.push_back(done);
+        return Status(StatusCode::kAborted, context(desc) + ": interrupted by abort() while NCCL was enqueueing it");
+      }
+      if (end == WaitEnd::kTimedOut) {
+        free_events_.push_back(done);
+        return fail_and_abort_locked(
+            Status(StatusCode::kTimeout, context(desc) + ": NCCL did not finish enqueueing it within " +
+                                             format_duration(options().timeout) + "; communicator aborted"),
+            handle.state, position);
+      }
+    }
+    if (r != ncclSuccess) {
+      free_events_.push_back(done);
+      return fail_and_abort_locked(
+          Status(nccl_status_code(r), context(desc) + ": " + nccl_call_name(desc.op) + " on stream '" + stream.name() +
+                                          "' failed: " + nccl_error_text(r) + " at " + error_site(__FILE__, __LINE__) +
+                                          "; communicator aborted"),
+          handle.state, position);
+    }
+    cuda_err = cudaEventRecord(done, s);
+    if (cuda_err != cudaSuccess) {
+      free_events_.push_back(done);
+      return fail_and_abort_locked(
+          cuda_error_status(cuda_err, "cudaEventRecord(done, stream)", __FILE__, __LINE__).with_context(context(desc)),
+          handle.state, position);
+    }
+    pending_.push_back(Pending{desc, done, Clock::now(), handle.state, position, stream.name()});
+    cv_.notify_one();
+    return Status::Ok();
+  }
+
+ private:
+  // One enqueued collective the watchdog watches until its event is reached.
+  struct Pending {
+    CollectiveDesc desc;
+    cudaEvent_t done;  // recorded on the stream right after the collective
+    Clock::time_point enqueued;
+    std::shared_ptr<cuda::StreamErrorState> stream_state;
+    uint64_t position;  // of the collective on its stream
+    std::string stream_name;
+  };
+
+  void log_if_error(ncclResult_t r, const char* what) {
+    if (r != ncclSuccess) {
+      ZDP_LOG(kWarn) << "rank " << rank() << ": " << what << " failed: " << nccl_error_text(r);
+    }
+  }
+
+  // REQUIRES: mu_ held and comm_ != nullptr. Records `status` as the communicator's
+  // failure, fails the stream of every collective still pending (and `extra_state` at
+  // `extra_position`, the op that just failed to enqueue), then aborts NCCL. The streams
+  // are marked before the abort: the abort lets the hung kernels exit, and any event
+  // reached afterwards must already see the failure. Returns the first failure.
+  Status fail_and_abort_locked(const Status& status,
+                               const std::shared_ptr<cuda::StreamErrorState>& extra_state = nullptr,
+                               uint64_t extra_position = 0) {
+    (void)fail(status);
+    Status first = error();
+    if (first.ok()) first = status;
+    for (Pending& p : pending_) p.stream_state->fail(p.position, first);
+    if (extra_state) extra_state->fail(extra_position, first);
+    if (comm_ != nullptr) {
+      log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+      comm_ = nullptr;
+    }
+    // Safe on events not yet reached: CUDA releases them once they are.
+    for (Pending& p : pending_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    pending_.clear();
+    return first;
+  }
+
+  // Polls every pending collective: reached ones leave the queue; an asynchronous NCCL
+  // error, a CUDA error, or the oldest collective passing options().timeout fails and
+  // aborts the communicator.
+  void watchdog_loop() {
+    ZDP_CUDA_CHECK_LOG(cudaSetDevice(device().index()));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      // Idle: look for asynchronous errors a few times a second. Busy: every 2 ms, which
+      // only delays recycling events, never the collectives themselves.
+      cv_.wait_for(lock, pending_.empty() ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2));
+      if (stop_) break;
+      if (comm_ == nullptr) continue;
+
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(comm_, &async);
+      if (r != ncclSuccess) async = r;
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const std::string what = pending_.empty() ? "rank " + std::to_string(rank()) + ": nccl communicator"
+                                                  : context(pending_.front().desc);
+        (void)fail_and_abort_locked(Status(nccl_status_code(async), what + ": asynchronous NCCL error: " +
+                                                                        nccl_error_text(async) +
+                                                                        "; communicator aborted"));
+        continue;
+      }
+
+      const Clock::time_point now = Clock::now();
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        const cudaError_t e = cudaEventQuery(it->done);
+        if (e == cudaSuccess) {
+          free_events_.push_back(it->done);
+          it = pending_.erase(it);
+          continue;
+        }
+        if (e != cudaErrorNotReady) {
+          (void)cudaGetLastError();
+          (void)fail_and_abort_locked(Status(StatusCode::kCudaError, context(it->desc) + " on stream '" +
+                                                                         it->stream_name + "': CUDA error: " +
+                                                                         cuda_error_text(e) + "; communicator aborted"));
+          break;  // the queue is gone
+        }
+        if (now - it->enqueued > options().timeout) {
+          const size_t others = pending_.size() - 1;
+          (void)fail_and_abort_locked(Status(
+              StatusCode::kTimeout,
+              context(it->desc) + " timed out after " + format_duration(options().timeout) + " on stream '" +
+                  it->stream_name + "' (a peer may have died, hung, or called collectives in another order" +
+                  (others > 0 ? "; " + std::to_string(others) + " later collective(s) also pending" : std::string()) +
+                  "); communicator aborted"));
+          break;
+        }
+        ++it;
+      }
+    }
+  }
+
+  std::mutex mu_;  // guards everything below, and serialises every use of comm_
+  std::condition_variable cv_;
+  ncclComm_t comm_;  // null once aborted or destroyed
+  DeviceBuffer scratch_;  // one int32 for barrier()
+  std::deque<Pending> pending_;  // in enqueue order
+  std::vector<cudaEvent_t> free_events_;
+  std::atomic<bool> abort_requested_{false};
+  bool stop_ = false;
+  std::thread watchdog_;  // last: started once everything it uses exists
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, int rank, int world_size,
+                                                                 Device& device, const CommOptions& options) {
+  const std::string who = "rank " + std::to_string(rank) + ": nccl communicator";
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Status(StatusCode::kInvalidArgument,
+                  who + ": rank " + std::to_string(rank) + " is not in a world of " + std::to_string(world_size));
+  }
+  if (device.kind() != DeviceKind::kCuda) {
+    return Status(StatusCode::kInvalidArgument,
+                  who + ": NCCL needs a CUDA device, got '" + device.name() + "'; use backend = \"gloo\"");
+  }
+  set_process_identity(rank, world_size);
+
+  // Every rank counts its own NCCL communicators in the store, so the k-th communicator of
+  // every rank meets under the same key, also when the ranks are threads of one process.
+  StatusOr<int64_t> generation = store.add("nccl/generation/rank" + std::to_string(rank), 1);
+  if (!generation.ok()) return generation.status().with_context(who);
+  const std::string key = "nccl/unique_id/" + std::to_string(*generation - 1);
+
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank == 0) {
+    ZDP_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+    Status set = store.set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+    if (!set.ok()) return set.with_context(who + ": publishing the NCCL unique id");
+  } else {
+    StatusOr<std::string> value = store.get(key, options.timeout);
+    if (!value.ok()) return value.status().with_context(who + ": waiting for rank 0's NCCL unique id");
+    if (value->size() != sizeof(id)) {
+      return Status(StatusCode::kInvalidArgument, who + ": store key '" + key + "' holds " +
+                                                      std::to_string(value->size()) + " bytes, not an NCCL unique id (" +
+                                                      std::to_string(sizeof(id)) + " bytes)");
+    }
+    std::memcpy(&id, value->data(), sizeof(id));
+  }
+
+  ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
+  const auto start = Clock::now();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  WaitEnd end = WaitEnd::kSettled;
+  if (r == ncclInProgress && comm != nullptr) r = wait_while_in_progress(comm, start + options.timeout, nullptr, &end);
+  if (r != ncclSuccess) {
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    if (end == WaitEnd::kTimedOut) {
+      return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) +
+                                              ", " + device.name() + ") did not finish within " +
+                                              format_duration(options.timeout) + "; are all ranks starting?");
+    }
+    return Status(nccl_status_code(r), who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
+                                           device.name() + ") failed: " + nccl_error_text(r) + " at " +
+                                           error_site(__FILE__, __LINE__));
+  }
+
+  // From here on an error must not leak the communicator.
+  StatusOr<DeviceBuffer> scratch = device.allocate(sizeof(int32_t), MemCategory::kWorkspace);
+  Status ready = scratch.status();
+  if (ready.ok()) ready = ZDP_CUDA_STATUS(cudaMemset(scratch->data(), 0, sizeof(int32_t)));
+  if (!ready.ok()) {
+    (void)ncclCommAbort(comm);
+    return ready.with_context(who + ": barrier scratch");
+  }
+
+  int version = 0;
+  (void)ncclGetVersion(&version);
+  ZDP_LOG(kInfo) << "nccl communicator ready: rank " << rank << "/" << world_size << " on " << device.name()
+                 << " (NCCL " << version << ") in "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() << " ms";
+  return std::unique_ptr<Communicator>(
+      new NcclCommunicator(rank, world_size, device, options, comm, std::move(scratch).value()));
+}
+
+}  // namespace zdp

@@ -1,0 +1,392 @@
+// Parsing of TOML config text into zdp::Config: file, then --set overrides, then cross-field
+// checks, every problem collected and reported together. The only file that includes TOML++.
+#include "zdp/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "runtime/src/config/config_keys.h"
+
+namespace zdp {
+namespace {
+
+using config_internal::KeyInfo;
+using config_internal::KeyType;
+using config_internal::Value;
+
+// Where a value (or a problem) is: a file position, or the --set that gave it.
+struct Place {
+  ValueSource source = ValueSource::kFile;
+  int line = 0;
+  int column = 0;
+  std::string override_text;
+  int order = 0;  // index of the --set among the overrides
+};
+
+struct Problem {
+  int group;  // 0: file, 1: --set, 2: cross-field; reported in this order
+  int line;   // file: line; --set: index of the override
+  int column;
+  std::string text;
+};
+
+struct Entry {
+  const toml::node* node;
+  Place place;
+};
+
+struct MapEntryOverride {
+  const KeyInfo* info;
+  std::string entry;
+  const toml::node* node;
+  Place place;
+};
+
+const char* node_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+// The value as TOML text, for "found ..." in messages.
+std::string node_text(const toml::node& node) {
+  std::ostringstream os;
+  if (const auto* s = node.as_string()) return config_internal::toml_quote(s->get());
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* f = node.as_floating_point()) return config_internal::format_float(f->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (const auto* a = node.as_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < a->size(); ++i) out += (i ? ", " : "") + node_text(*a->get(i));
+    return out + "]";
+  }
+  if (const auto* t = node.as_table()) {
+    std::string out = "{";
+    for (auto&& [k, v] : *t) out += (out.size() > 1 ? ", " : " ") + std::string(k.str()) + " = " + node_text(v);
+    return out + (t->empty() ? "}" : " }");
+  }
+  if (const auto* d = node.as_date()) os << d->get();
+  if (const auto* t = node.as_time()) os << t->get();
+  if (const auto* dt = node.as_date_time()) os << dt->get();
+  return os.str();
+}
+
+std::string describe_node(const toml::node& node) {
+  std::string text = node_text(node);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return std::string(node_type_name(node)) + " " + text;
+}
+
+Place file_place(const toml::source_region& region) {
+  Place p;
+  p.line = static_cast<int>(region.begin.line);
+  p.column = static_cast<int>(region.begin.column);
+  return p;
+}
+
+// A hint for an unknown "section.key": the same key name in another section first (a key
+// put in the wrong section), else the nearest name by edit distance.
+std::string suggest_key(const std::string& name) {
+  const size_t dot = name.find('.');
+  const std::string bare = dot == std::string::npos ? name : name.substr(dot + 1);
+  std::vector<std::string> all;
+  for (const KeyInfo& k : config_internal::key_table()) {
+    if (k.key == bare) return "; did you mean '" + k.name + "'?";
+    all.push_back(k.name);
+  }
+  return config_internal::did_you_mean(name, all);
+}
+
+bool is_section(const std::string& name) {
+  const auto& sections = config_internal::section_names();
+  return std::find(sections.begin(), sections.end(), name) != sections.end();
+}
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(const std::string& source) { config_.source = source; }
+
+  StatusOr<Config> run(const std::string& text, const std::vector<std::string>& overrides) {
+    bool syntax_ok = true;
+    try {
+      root_ = toml::parse(std::string_view(text), std::string_view(config_.source));
+    } catch (const toml::parse_error& e) {
+      syntax_ok = false;
+      error(file_place(e.source()), "invalid TOML: " + std::string(e.description()));
+    }
+    if (syntax_ok) read_file();
+    for (size_t i = 0; i < overrides.size(); ++i) read_override(overrides[i], static_cast<int>(i));
+    for (const KeyInfo& info : config_internal::key_table()) {
+      auto it = entries_.find(info.name);
+      if (it != entries_.end()) apply(info, it->second);
+    }
+    for (const MapEntryOverride& m : map_entries_) apply_map_entry(m);
+    if (syntax_ok) {
+      std::vector<std::string> cross;
+      config_internal::cross_checks(config_, 0, failed_, &cross);
+      for (std::string& c : cross) problems_.push_back(Problem{2, 0, 0, std::move(c)});
+    }
+    if (problems_.empty()) return std::move(config_);
+    std::stable_sort(problems_.begin(), problems_.end(), [](const Problem& a, const Problem& b) {
+      return std::tie(a.group, a.line, a.column) < std::tie(b.group, b.line, b.column);
+    });
+    std::string message;
+    for (const Problem& p : problems_) message += (message.empty() ? "" : "\n") + p.text;
+    return Status(StatusCode::kInvalidArgument, message);
+  }
+
+ private:
+  void error(const Place& place, const std::string& text) {
+    if (place.source == ValueSource::kOverride) {
+      problems_.push_back(Problem{1, place.order, 0, "--set " + place.override_text + ": " + text});
+    } else {
+      problems_.push_back(Problem{0, place.line, place.column,
+                                  config_.source + ":" + std::to_string(place.line) + ":" +
+                                      std::to_string(place.column) + ": " + text});
+    }
+  }
+
+  void read_file() {
+    for (auto&& [section_key, section_node] : root_) {
+      const std::string section(section_key.str());
+      // [section] headers carry the position of their '['; dotted keys only their key's.
+      Place place = file_place(section_node.source());
+      if (place.line == 0) place = file_place(section_key.source());
+      if (!is_section(section)) {
+        if (section_node.is_table()) {
+          error(place, "unknown section '" + section + "'" +
+                           config_internal::did_you_mean(section, config_internal::section_names()));
+        } else {
+          error(file_place(section_key.source()), "unknown key '" + section + "' outside any section" +
+                                                      suggest_key(section));
+        }
+        continue;
+      }
+      if (!section_node.is_table()) {
+        error(place, "'" + section + "' must be a section ([" + section + "]), found " + describe_node(section_node));
+        continue;
+      }
+      for (auto&& [key, node] : *section_node.as_table()) {
+        const std::string name = section + "." + std::string(key.str());
+        if (!config_internal::find_key(name)) {
+          // A [section.key] header: its '[' comes before its key; an inline value: the key first.
+          const Place key_place = file_place(key.source());
+          const Place node_place = file_place(node.source());
+          const bool header_first = node_place.line > 0 && std::tie(node_place.line, node_place.column) <
+                                                                 std::tie(key_place.line, key_place.column);
+          error(header_first ? node_place : key_place, "unknown key '" + name + "'" + suggest_key(name));
+          continue;
+        }
+        entries_[name] = Entry{&node, file_place(node.source())};
+      }
+    }
+  }
+
+  void read_override(const std::string& text, int order) {
+    Place place;
+    place.source = ValueSource::kOverride;
+    place.override_text = text;
+    place.order = order;
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      error(place, "expected section.key=value");
+      return;
+    }
+    const std::string name = trim(text.substr(0, eq));
+    const std::string value_text = trim(text.substr(eq + 1));
+    const KeyInfo* info = config_internal::find_key(name);
+    const KeyInfo* map_info = nullptr;
+    std::string map_entry;
+    if (!info) {
+      // "launch.env.NAME=value" sets one entry of a table-of-strings key.
+      const size_t second_dot = name.find('.', name.find('.') + 1);
+      if (name.find('.') != std::string::npos && second_dot != std::string::npos) {
+        map_info = config_internal::find_key(name.substr(0, second_dot));
+        map_entry = name.substr(second_dot + 1);
+        if (map_info && map_info->type != KeyType::kStringMap) map_info = nullptr;
+      }
+      if (!map_info) {
+        error(place, "unknown key '" + name + "'" + suggest_key(name));
+        return;
+      }
+    }
+    const bool wants_string = map_info || info->type == KeyType::kString || info->type == KeyType::kEnum;
+    const toml::node* node = parse_override_value(value_text, wants_string);
+    if (map_info) {
+      map_entries_.push_back(MapEntryOverride{map_info, map_entry, node, place});
+    } else {
+      entries_[name] = Entry{node, place};  // a later --set of the same key wins
+    }
+  }
+
+  // The value is TOML ("3", "[\"--x\"]", "\"gloo\""); anything that is not (a bare word, an
+  // address, a path) is taken as a string, as is any value given to a string key.
+  const toml::node* parse_override_value(const std::string& value_text, bool wants_string) {
+    toml::table doc;
+    bool parsed = false;
+    try {
+      doc = toml::parse("v = " + value_text);
+      parsed = doc.size() == 1 && doc.contains("v");
+    } catch (const toml::parse_error&) {
+    }
+    if (!parsed || (wants_string && !doc.get("v")->is_string())) {
+      doc = toml::table{};
+      doc.insert("v", value_text);
+    }
+    override_docs_.push_back(std::move(doc));
+    return override_docs_.back().get("v");
+  }
+
+  static std::string trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t");
+    const size_t e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+  }
+
+  // Where an element of an array or table value is: its own position in a file; the
+  // --set as a whole for an override.
+  static Place inner_place(const Place& outer, const toml::node& inner) {
+    return outer.source == ValueSource::kOverride ? outer : file_place(inner.source());
+  }
+
+  std::optional<Value> convert(const KeyInfo& info, const toml::node& node, const Place& place) {
+    auto mismatch = [&]() -> std::optional<Value> {
+      error(place, info.name + ": expected " + config_internal::describe_type(info) + ", found " + describe_node(node));
+      return std::nullopt;
+    };
+    switch (info.type) {
+      case KeyType::kInt:
+        if (const auto* i = node.as_integer()) return Value(std::in_place_type<int64_t>, i->get());
+        return mismatch();
+      case KeyType::kIntOrAuto:
+        if (const auto* i = node.as_integer()) return Value(std::in_place_type<int64_t>, i->get());
+        if (const auto* s = node.as_string()) return Value(s->get());  // check_value accepts only "auto"
+        return mismatch();
+      case KeyType::kFloat:
+        if (const auto* i = node.as_integer()) return Value(std::in_place_type<double>, static_cast<double>(i->get()));
+        if (const auto* f = node.as_floating_point()) return Value(std::in_place_type<double>, f->get());
+        return mismatch();
+      case KeyType::kBool:
+        if (const auto* b = node.as_boolean()) return Value(std::in_place_type<bool>, b->get());
+        return mismatch();
+      case KeyType::kString:
+      case KeyType::kEnum:
+        if (const auto* s = node.as_string()) return Value(s->get());
+        return mismatch();
+      case KeyType::kStringList: {
+        const auto* array = node.as_array();
+        if (!array) return mismatch();
+        config_internal::StringList list;
+        bool ok = true;
+        for (size_t i = 0; i < array->size(); ++i) {
+          const toml::node& element = *array->get(i);
+          if (const auto* s = element.as_string()) {
+            list.push_back(s->get());
+          } else {
+            error(inner_place(place, element), info.name + "[" + std::to_string(i) + "]: expected string, found " +
+                                                   describe_node(element));
+            ok = false;
+          }
+        }
+        if (!ok) return std::nullopt;
+        return Value(std::move(list));
+      }
+      case KeyType::kStringMap: {
+        const auto* table = node.as_table();
+        if (!table) return mismatch();
+        config_internal::StringMap map;
+        bool ok = true;
+        for (auto&& [k, v] : *table) {
+          if (const auto* s = v.as_string()) {
+            map[std::string(k.str())] = s->get();
+          } else {
+            error(inner_place(place, v), info.name + "." + std::string(k.str()) + ": expected string, found " +
+                                             describe_node(v));
+            ok = false;
+          }
+        }
+        if (!ok) return std::nullopt;
+        return Value(std::move(map));
+      }
+    }
+    return mismatch();
+  }
+
+  void apply(const KeyInfo& info, const Entry& entry) {
+    std::optional<Value> value = convert(info, *entry.node, entry.place);
+    if (value) {
+      const std::string problem = config_internal::check_value(info, *value);
+      if (problem.empty()) {
+        info.set(config_, *value);
+        record_origin(info.name, entry.place);
+        return;
+      }
+      error(entry.place, problem);
+    }
+    failed_.insert(info.name);
+  }
+
+  // REQUIRES: m.node is a string (parse_override_value gives strings to map entries).
+  void apply_map_entry(const MapEntryOverride& m) {
+    config_internal::StringMap map = std::get<config_internal::StringMap>(m.info->get(config_));
+    map[m.entry] = m.node->as_string()->get();
+    m.info->set(config_, Value(std::move(map)));
+    record_origin(m.info->name, m.place);
+  }
+
+  void record_origin(const std::string& name, const Place& place) {
+    KeyOrigin& origin = config_.origins[name];
+    origin.source = place.source;
+    origin.line = place.source == ValueSource::kFile ? place.line : 0;
+    origin.column = place.source == ValueSource::kFile ? place.column : 0;
+    origin.override_text = place.override_text;
+  }
+
+  Config config_;
+  toml::table root_;
+  std::map<std::string, Entry> entries_;
+  std::vector<MapEntryOverride> map_entries_;
+  std::deque<toml::table> override_docs_;  // owns the nodes of --set values
+  std::set<std::string> failed_;           // keys whose value was refused: no cross-checks on them
+  std::vector<Problem> problems_;
+};
+
+}  // namespace
+
+StatusOr<Config> parse_config(const std::string& text, const std::string& source_name,
+                              const std::vector<std::string>& overrides) {
+  return ConfigParser(source_name).run(text, overrides);
+}
+
+StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status(StatusCode::kNotFound, "cannot read config file '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status(StatusCode::kIoError, "error reading config file '" + path + "'");
+  return parse_config(text.str(), path, overrides);
+}
+
+}  // namespace zdp

@@ -1,0 +1,194 @@
+// Checks across config keys (batch geometry, node ranks, schedules) and the ones that need
+// the world size; every message prints all the values involved, torchtitan-style.
+#include <functional>
+#include <initializer_list>
+#include <limits>
+
+#include "runtime/src/config/config_keys.h"
+
+namespace zdp {
+namespace {
+
+using config_internal::KeyInfo;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// a x b, or nullopt-like -1 when it does not fit in int64 (then nothing divides by it).
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? -1 : out;
+}
+
+std::string product_text(int64_t p) {
+  return p < 0 ? "more than " + str(std::numeric_limits<int64_t>::max()) : str(p);
+}
+
+class CrossChecker {
+ public:
+  CrossChecker(const Config& config, const std::set<std::string>& failed, std::vector<std::string>* out)
+      : config_(config), failed_(failed), out_(out) {}
+
+  // Reports message() at the first of `keys` that was set (file or --set), or at the
+  // config's source when all are defaults; skipped when one of `keys` failed to parse.
+  void require(bool ok, std::initializer_list<const char*> keys, const std::function<std::string()>& message) {
+    if (ok) return;
+    for (const char* k : keys) {
+      if (failed_.count(k)) return;
+    }
+    std::string where = config_.source;
+    for (const char* k : keys) {
+      if (config_.origins.count(k)) {
+        where = config_.where(k);
+        break;
+      }
+    }
+    out_->push_back(where + ": " + message());
+  }
+
+ private:
+  const Config& config_;
+  const std::set<std::string>& failed_;
+  std::vector<std::string>* out_;
+};
+
+}  // namespace
+
+std::string Config::where(const std::string& key) const {
+  auto it = origins.find(key);
+  if (it == origins.end()) return source;
+  const KeyOrigin& o = it->second;
+  switch (o.source) {
+    case ValueSource::kFile: return source + ":" + std::to_string(o.line) + ":" + std::to_string(o.column);
+    case ValueSource::kOverride: return "--set " + o.override_text;
+    case ValueSource::kDefault: break;
+  }
+  return source;
+}
+
+namespace config_internal {
+
+void cross_checks(const Config& c, int world_size, const std::set<std::string>& failed,
+                  std::vector<std::string>* out) {
+  CrossChecker check(c, failed, out);
+  const LaunchConfig& l = c.launch;
+  const TrainConfig& t = c.train;
+  check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
+    return "launch.node_rank (" + str(l.node_rank) + ") must be less than launch.nnodes (" + str(l.nnodes) + ")";
+  });
+  if (t.accum_steps > 0 && t.micro_batch > 0) {
+    const int64_t per_rank = checked_mul(t.micro_batch, t.accum_steps);
+    check.require(per_rank > 0 && t.global_batch % per_rank == 0,
+                  {"train.global_batch", "train.micro_batch", "train.accum_steps"}, [&] {
+                    return "train.global_batch (" + str(t.global_batch) + ") is not divisible by train.micro_batch (" +
+                           str(t.micro_batch) + ") x train.accum_steps (" + str(t.accum_steps) +
+                           ") = " + product_text(per_rank);
+                  });
+  }
+  if (c.model.kind == ModelKind::kGpt && c.model.n_heads > 0) {
+    check.require(c.model.d_model % c.model.n_heads == 0, {"model.d_model", "model.n_heads", "model.kind"}, [&] {
+      return "model.d_model (" + str(c.model.d_model) + ") is not divisible by model.n_heads (" +
+             str(c.model.n_heads) + ") (model.kind = \"gpt\")";
+    });
+  }
+  check.require(c.model.kind != ModelKind::kMlp || c.data.kind == DataKind::kSynthetic, {"data.kind", "model.kind"},
+                [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
+  check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},
+                [] { return std::string("data.path must be set when data.kind = \"tokens\""); });
+  if (c.optim.schedule == LrSchedule::kConstant) {
+    check.require(c.optim.warmup_steps <= t.steps, {"optim.warmup_steps", "train.steps"}, [&] {
+      return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") exceeds train.steps (" + str(t.steps) + ")";
+    });
+  } else {
+    // A decaying schedule runs from warmup_steps to train.steps: it needs at least one step
+    // (the engine's LrSchedule::validate would otherwise refuse it only at finalize).
+    check.require(c.optim.warmup_steps < t.steps, {"optim.warmup_steps", "train.steps", "optim.schedule"}, [&] {
+      return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") must be less than train.steps (" +
+             str(t.steps) + ") when optim.schedule = \"" + to_string(c.optim.schedule) +
+             "\": the decay needs at least one step after warmup";
+    });
+  }
+  check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
+    return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
+  });
+  // Sharded accumulation reduce-scatters into the owned gradient shard, which only stages
+  // 2-3 have: refused elsewhere rather than silently ignored.
+  check.require(c.zero.accumulate != GradAccumulation::kSharded || c.zero.stage >= 2,
+                {"zero.accumulate", "zero.stage"}, [&] {
+                  return "zero.accumulate = \"sharded\" needs zero.stage 2 or 3 (the gradient shard it "
+                         "accumulates into); zero.stage is " + str(c.zero.stage) + ": use \"local\"";
+                });
+  check.require(c.checkpoint.every_steps == 0 || !c.checkpoint.dir.empty(),
+                {"checkpoint.every_steps", "checkpoint.dir"}, [&] {
+                  return "checkpoint.every_steps (" + str(c.checkpoint.every_steps) +
+                         ") needs checkpoint.dir: where should the checkpoints go?";
+                });
+  if (c.profile.enabled) {
+    const int64_t last = c.profile.warmup_steps + c.profile.active_steps;
+    check.require(c.profile.warmup_steps < t.steps, {"profile.warmup_steps", "train.steps", "profile.enabled"}, [&] {
+      return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") leaves no step of train.steps (" +
+             str(t.steps) + ") to measure";
+    });
+    check.require(last <= t.steps, {"profile.warmup_steps", "profile.active_steps", "train.steps", "profile.enabled"},
+                  [&] {
+                    return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") + profile.active_steps (" +
+                           str(c.profile.active_steps) + ") = " + str(last) + " exceeds train.steps (" +
+                           str(t.steps) + ")";
+                  });
+  }
+  if (world_size <= 0 || t.micro_batch <= 0) return;
+
+  const int64_t per_step = checked_mul(t.micro_batch, world_size);
+  const bool divisible = per_step > 0 && t.global_batch % per_step == 0;
+  check.require(divisible, {"train.global_batch", "train.micro_batch"}, [&] {
+    return "train.global_batch (" + str(t.global_batch) + ") is not divisible by train.micro_batch (" +
+           str(t.micro_batch) + ") x world size (" + str(world_size) + ") = " + product_text(per_step);
+  });
+  if (divisible && t.accum_steps > 0) {
+    const int64_t derived = t.global_batch / per_step;
+    check.require(t.accum_steps == derived, {"train.accum_steps", "train.global_batch", "train.micro_batch"}, [&] {
+      return "train.accum_steps (" + str(t.accum_steps) + ") does not match train.global_batch (" +
+             str(t.global_batch) + ") / (train.micro_batch (" + str(t.micro_batch) + ") x world size (" +
+             str(world_size) + ")) = " + str(derived);
+    });
+  }
+}
+
+}  // namespace config_internal
+
+Status validate_for_world(const Config& config, int world_size) {
+  std::vector<std::string> problems;
+  // Range checks again: a Config may have been built or edited in code, not parsed.
+  std::set<std::string> failed;
+  for (const KeyInfo& k : config_internal::key_table()) {
+    const std::string problem = config_internal::check_value(k, k.get(config));
+    if (!problem.empty()) {
+      problems.push_back(config.where(k.name) + ": " + problem);
+      failed.insert(k.name);
+    }
+  }
+  if (world_size < 1) {
+    problems.push_back(config.source + ": world size (" + std::to_string(world_size) + ") must be >= 1");
+  }
+  config_internal::cross_checks(config, world_size, failed, &problems);
+  if (problems.empty()) return Status::Ok();
+  std::string message;
+  for (const std::string& p : problems) message += (message.empty() ? "" : "\n") + p;
+  return Status(StatusCode::kInvalidArgument, message);
+}
+
+int64_t resolved_accum_steps(const TrainConfig& train, int world_size) {
+  if (train.accum_steps > 0) return train.accum_steps;
+  return train.global_batch / (train.micro_batch * world_size);
+}
+
+int resolve_nproc_per_node(const LaunchConfig& launch, int cuda_device_count) {
+  if (launch.nproc_per_node > 0) return launch.nproc_per_node;
+  return cuda_device_count > 0 ? cuda_device_count : kCpuDefaultNprocPerNode;
+}
+
+Backend resolve_backend(Backend backend, bool ranks_use_cuda) {
+  if (backend != Backend::kAuto) return backend;
+  return ranks_use_cuda ? Backend::kNccl : Backend::kGloo;
+}
+
+}  // namespace zdp

@@ -1,0 +1,114 @@
+// Config as text: the resolved TOML handed to ranks, the --dry-run view with each value's
+// origin, the --help key reference, and value equality; all driven by the key table.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "runtime/src/config/config_keys.h"
+
+namespace zdp {
+namespace {
+
+using config_internal::KeyInfo;
+
+// Comments must stay on one line whatever a file name contains.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+std::string pad(std::string text, size_t width) {
+  if (text.size() < width) text.append(width - text.size(), ' ');
+  return text;
+}
+
+std::string origin_text(const Config& config, const std::string& key) {
+  auto it = config.origins.find(key);
+  if (it == config.origins.end() || it->second.source == ValueSource::kDefault) return "default";
+  return one_line(config.where(key));
+}
+
+// "[section]\nkey = value  # comment\n..." for every key; comment(key) may be empty.
+template <typename CommentFn>
+std::string sections_as_toml(const Config& config, CommentFn comment) {
+  std::string out;
+  std::string section;
+  for (const KeyInfo& k : config_internal::key_table()) {
+    if (k.section != section) {
+      section = k.section;
+      out += (out.empty() ? "" : "\n") + ("[" + section + "]\n");
+    }
+    const std::string line = k.key + " = " + config_internal::format_value(k, k.get(config));
+    const std::string note = comment(k);
+    out += note.empty() ? line + "\n" : pad(line, 40) + "  # " + note + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+bool operator==(const Config& a, const Config& b) {
+  for (const KeyInfo& k : config_internal::key_table()) {
+    if (k.get(a) != k.get(b)) return false;
+  }
+  return true;
+}
+
+std::string to_toml(const Config& config) {
+  return "# zdp config resolved from " + one_line(config.source) + ": every key, defaults included.\n\n" +
+         sections_as_toml(config, [](const KeyInfo&) { return std::string(); });
+}
+
+std::string describe_resolved(const Config& config) {
+  return "# zdp config resolved from " + one_line(config.source) +
+         "\n# precedence: --set > file > default; each value's origin is in its comment\n\n" +
+         sections_as_toml(config, [&](const KeyInfo& k) { return origin_text(config, k.name); });
+}
+
+std::string key_reference() {
+  const Config defaults;
+  std::string out =
+      "Configuration keys, by TOML section. Set them in the config file under [section], or\n"
+      "on the command line with --set section.key=value (the value in TOML syntax; a bare\n"
+      "word is a string; --set launch.env.NAME=value sets one variable).\n"
+      "Precedence: --set > config file > default.\n";
+  std::string section;
+  for (const KeyInfo& k : config_internal::key_table()) {
+    if (k.section != section) {
+      section = k.section;
+      out += "\n[" + section + "]\n";
+    }
+    const std::string assignment = "  " + k.key + " = " + config_internal::format_value(k, k.get(defaults));
+    out += pad(assignment, 36) + "  " + config_internal::describe_type(k) + "\n";
+    out += "      " + k.doc + "\n";
+  }
+  return out;
+}
+
+Status write_config_file(const Config& config, const std::string& path) {
+  // A temporary file and a rename: a rank never reads a half-written config.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Status(StatusCode::kIoError, "cannot create '" + tmp + "': " + std::strerror(errno));
+    out << to_toml(config);
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Status(StatusCode::kIoError, "cannot write '" + tmp + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kIoError, "cannot rename '" + tmp + "' to '" + path + "': " + reason);
+  }
+  return Status::Ok();
+}
+
+}  // namespace zdp

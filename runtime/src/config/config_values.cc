@@ -1,0 +1,227 @@
+// Values of config keys as text: range/choice checks and their messages, type names for
+// --help, TOML formatting (round-trip exact floats, escaped strings), "did you mean" hints.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "runtime/src/config/config_keys.h"
+
+namespace zdp::config_internal {
+namespace {
+
+std::string format_bound(double v, bool integer) {
+  if (integer) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// "in [1, 65535]", ">= 1", "> 0", "in [0, 1)"; "" when unbounded.
+std::string range_text(const Range& r, bool integer) {
+  const bool has_lo = std::isfinite(r.lo);
+  // An integer field's own limits are not worth printing: nobody means 2^31.
+  const bool has_hi = std::isfinite(r.hi) && !(integer && r.hi >= 2147483647.0);
+  const bool lo_shown = has_lo && !(integer && r.lo <= -2147483648.0);
+  if (lo_shown && has_hi) {
+    return "in " + std::string(r.lo_open ? "(" : "[") + format_bound(r.lo, integer) + ", " +
+           format_bound(r.hi, integer) + (r.hi_open ? ")" : "]");
+  }
+  if (lo_shown) return (r.lo_open ? "> " : ">= ") + format_bound(r.lo, integer);
+  if (has_hi) return (r.hi_open ? "< " : "<= ") + format_bound(r.hi, integer);
+  return "";
+}
+
+bool in_range(const Range& r, double v) {
+  // Written so that NaN is out of every range.
+  const bool lo_ok = r.lo_open ? v > r.lo : v >= r.lo;
+  const bool hi_ok = r.hi_open ? v < r.hi : v <= r.hi;
+  return lo_ok && hi_ok;
+}
+
+std::string words_text(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + toml_quote(words[i]);
+  return out;
+}
+
+// Optimal string alignment distance: a swapped pair of letters counts as one typo.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+}  // namespace
+
+std::string check_value(const KeyInfo& info, const Value& value) {
+  switch (info.type) {
+    case KeyType::kInt:
+    case KeyType::kIntOrAuto: {
+      if (const auto* word = std::get_if<std::string>(&value)) {
+        if (*word == "auto") return "";
+        return info.name + " = " + toml_quote(*word) + " is not allowed: must be " + describe_type(info);
+      }
+      const int64_t v = std::get<int64_t>(value);
+      if (in_range(info.range, static_cast<double>(v))) return "";
+      return info.name + " = " + std::to_string(v) + " is out of range: must be " + range_text(info.range, true) +
+             (info.type == KeyType::kIntOrAuto ? " or \"auto\"" : "");
+    }
+    case KeyType::kFloat: {
+      const double v = std::get<double>(value);
+      if (in_range(info.range, v)) return "";
+      return info.name + " = " + format_float(v) + " is out of range: must be " + range_text(info.range, false);
+    }
+    case KeyType::kEnum: {
+      const std::string& v = std::get<std::string>(value);
+      for (const std::string& w : info.words) {
+        if (w == v) return "";
+      }
+      return info.name + " = " + toml_quote(v) + " is not allowed: must be one of " + words_text(info.words);
+    }
+    case KeyType::kString:
+      if (info.non_empty && std::get<std::string>(value).empty()) return info.name + " must not be empty";
+      return "";
+    case KeyType::kBool:
+    case KeyType::kStringList:
+    case KeyType::kStringMap:
+      return "";
+  }
+  return "";
+}
+
+std::string describe_type(const KeyInfo& info) {
+  switch (info.type) {
+    case KeyType::kInt: {
+      const std::string r = range_text(info.range, true);
+      return r.empty() ? "integer" : "integer " + r;
+    }
+    case KeyType::kIntOrAuto: return "integer " + range_text(info.range, true) + ", or \"auto\"";
+    case KeyType::kFloat: {
+      const std::string r = range_text(info.range, false);
+      return r.empty() ? "number" : "number " + r;
+    }
+    case KeyType::kBool: return "boolean";
+    case KeyType::kString: return info.non_empty ? "non-empty string" : "string";
+    case KeyType::kEnum: return "one of " + words_text(info.words);
+    case KeyType::kStringList: return "array of strings";
+    case KeyType::kStringMap: return "table of strings";
+  }
+  return "?";
+}
+
+std::string format_value(const KeyInfo& info, const Value& value) {
+  switch (info.type) {
+    case KeyType::kIntOrAuto:
+      if (const auto* word = std::get_if<std::string>(&value)) return toml_quote(*word);
+      return std::to_string(std::get<int64_t>(value));
+    case KeyType::kInt: return std::to_string(std::get<int64_t>(value));
+    case KeyType::kFloat: return format_float(std::get<double>(value));
+    case KeyType::kBool: return std::get<bool>(value) ? "true" : "false";
+    case KeyType::kString:
+    case KeyType::kEnum: return toml_quote(std::get<std::string>(value));
+    case KeyType::kStringList: {
+      const StringList& list = std::get<StringList>(value);
+      std::string out = "[";
+      for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + toml_quote(list[i]);
+      return out + "]";
+    }
+    case KeyType::kStringMap: {
+      const StringMap& map = std::get<StringMap>(value);
+      if (map.empty()) return "{}";
+      // An inline table: TOML 1.0 keeps it on one line. Keys are quoted so any name works.
+      std::string out = "{ ";
+      bool first = true;
+      for (const auto& [k, v] : map) {
+        out += (first ? "" : ", ") + toml_quote(k) + " = " + toml_quote(v);
+        first = false;
+      }
+      return out + " }";
+    }
+  }
+  return "?";
+}
+
+std::string toml_quote(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;  // UTF-8 passes through unchanged
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string format_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  // The fewest significant digits that read back bit-exact, so to_toml round-trips.
+  char buf[48];
+  int digits = 1;
+  for (; digits < 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  // %g would write 300 as "3e+02": give it enough digits to stay positional below 1e16.
+  const int exponent = value == 0 ? 0 : static_cast<int>(std::floor(std::log10(std::fabs(value))));
+  if (exponent >= digits && exponent < 16) digits = exponent + 1;
+  std::snprintf(buf, sizeof(buf), "%.*g", digits, value);
+  std::string out = buf;
+  const size_t e = out.find('e');
+  if (e != std::string::npos) {
+    // "1e-08" -> "1e-8"; "1e+20" -> "1e20".
+    size_t digit = e + 1;
+    if (out[digit] == '+') out.erase(digit, 1);
+    else if (out[digit] == '-') ++digit;
+    while (digit + 1 < out.size() && out[digit] == '0') out.erase(digit, 1);
+  } else if (out.find('.') == std::string::npos) {
+    out += ".0";  // TOML needs it to be a float
+  }
+  return out;
+}
+
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(name, c);
+    if (!best || d < best_distance) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  // About one typo per three letters; beyond that the hint is noise.
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
+  if (!best || best_distance > limit) return "";
+  return "; did you mean '" + *best + "'?";
+}
+
+}  // namespace zdp::config_internal

@@ -1,0 +1,218 @@
+// dp-ckpt's info, verify and export (ckpt_tool.h).
+#include "tools/ckpt_tool.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <system_error>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/cast.h"
+#include "zdp/safetensors.h"
+
+namespace zdp::ckpt_tool {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model_path(const std::string& dir) { return (fs::path(dir) / kCheckpointModelFile).string(); }
+
+// The safetensors name of an export dtype.
+StatusOr<std::string> safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return std::string("F32");
+    case DType::kBF16: return std::string("BF16");
+    case DType::kF16: return std::string("F16");
+    default: break;
+  }
+  return Status(StatusCode::kInvalidArgument,
+                std::string("export dtype ") + to_string(dtype) + " is not one of fp32, bf16, fp16");
+}
+
+// Rows of left-aligned columns, two spaces apart.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// Makes a completed rename durable: fsync of the directory holding `path`.
+void sync_parent(const std::string& path) {
+  const std::string dir = fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
+  }
+  return buf;
+}
+
+StatusOr<std::string> describe(const std::string& path_or_root) {
+  ZDP_ASSIGN_OR_RETURN(const CheckpointInfo info, read_checkpoint_info(path_or_root));
+  const CheckpointState& s = info.state;
+  ZDP_ASSIGN_OR_RETURN(const safetensors::Reader model, safetensors::Reader::open(model_path(s.path)));
+  std::vector<std::vector<std::string>> head = {
+      {"checkpoint", s.path},
+      {"step", std::to_string(s.step) + " (next sample " + std::to_string(s.data_position) + ", optimizer step " +
+                   std::to_string(s.optimizer_steps) + ")"},
+      {"saved by", std::to_string(s.world_size) + " rank(s), ZeRO stage " + std::to_string(s.stage) + ", " +
+                       s.compute_dtype + " compute, " + s.storage + " storage, zdp " + s.library_version},
+  };
+  if (s.compute_dtype == "fp16") {
+    head.push_back({"loss scale", std::to_string(s.loss_scale) + " (" + std::to_string(s.loss_scale_good_steps) +
+                                      " finite steps since its last change)"});
+  }
+  if (!s.trainer_json.empty()) {
+    nlohmann::json trainer = nlohmann::json::parse(s.trainer_json, nullptr, false);
+    if (trainer.is_object()) trainer.erase("config");  // long: `info --config` prints it
+    head.push_back({"trainer", trainer.dump()});
+  }
+  for (const CheckpointFileInfo& f : info.files) {
+    head.push_back({f.name, human_bytes(f.bytes) + " (" + std::to_string(f.bytes) + " bytes), checksums of " +
+                                std::to_string(f.chunk_hashes.size()) + " chunk(s) of " + human_bytes(f.chunk_bytes)});
+  }
+  // The optimizer state saved with each tensor (checkpoint.h): what its optimizer kept.
+  ZDP_ASSIGN_OR_RETURN(const safetensors::Reader optimizer,
+                       safetensors::Reader::open((fs::path(s.path) / kCheckpointOptimizerFile).string()));
+  const size_t per_param =
+      info.params > 0 ? optimizer.header().tensors.size() / static_cast<size_t>(info.params) : 0;
+  const char* state = per_param == 2   ? "exp_avg and exp_avg_sq of each (adamw)"
+                      : per_param == 1 ? "momentum_buffer of each (sgd with momentum)"
+                                       : "none (sgd without momentum)";
+  head.push_back({"tensors", std::to_string(info.params) + " (" + std::to_string(info.elements) +
+                                 " elements; optimizer state: " + state + ")"});
+  std::vector<std::vector<std::string>> rows = {{"name", "dtype", "shape", "bytes"}};
+  for (const safetensors::TensorInfo& t : model.header().tensors) {
+    rows.push_back({t.name, t.dtype, shape_text(t.shape), std::to_string(t.bytes())});
+  }
+  return table(head) + "\n" + table(rows);
+}
+
+StatusOr<std::string> saved_config(const std::string& path_or_root) {
+  ZDP_ASSIGN_OR_RETURN(const CheckpointInfo info, read_checkpoint_info(path_or_root));
+  const nlohmann::json trainer = nlohmann::json::parse(info.state.trainer_json, nullptr, false);
+  if (!trainer.is_object() || !trainer.contains("config") || !trainer.at("config").is_string()) {
+    return Status(StatusCode::kNotFound, info.state.path + "/" + kCheckpointStateFile +
+                                             ": the trainer stored no config (no string \"config\" in \"trainer\")");
+  }
+  return trainer.at("config").get<std::string>();
+}
+
+StatusOr<std::string> verify(const std::string& path_or_root) {
+  ZDP_ASSIGN_OR_RETURN(const VerifyReport r, verify_checkpoint(path_or_root));
+  return r.path + ": OK, " + std::to_string(r.files) + " files, " + std::to_string(r.chunks) + " chunks, " +
+         human_bytes(r.bytes) + ": every checksum matches";
+}
+
+StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options) {
+  ZDP_ASSIGN_OR_RETURN(const std::string out_dtype, safetensors_dtype(options.dtype));
+  if (options.out.empty()) return Status(StatusCode::kInvalidArgument, "export: no output path (--out)");
+  if (options.buffer_elems < 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "export: buffer_elems (" + std::to_string(options.buffer_elems) + ") must be >= 1");
+  }
+  ZDP_ASSIGN_OR_RETURN(const std::string dir, resolve_checkpoint(path_or_root));
+  std::error_code ec;
+  if (fs::weakly_canonical(fs::absolute(options.out).parent_path(), ec) == fs::weakly_canonical(dir, ec)) {
+    return Status(StatusCode::kInvalidArgument, "export: the output " + options.out +
+                                                    " is inside the checkpoint " + dir + ": write it elsewhere");
+  }
+  if (options.verify) ZDP_RETURN_IF_ERROR(verify_checkpoint(dir).status());
+
+  ZDP_ASSIGN_OR_RETURN(const safetensors::Reader in, safetensors::Reader::open(model_path(dir)));
+  std::vector<safetensors::TensorSpec> specs;
+  for (const safetensors::TensorInfo& t : in.header().tensors) {
+    if (t.dtype != "F32") {
+      return Status(StatusCode::kInvalidArgument, in.path() + ": tensor '" + t.name + "' is " + t.dtype +
+                                                      ", not F32: not a zdp master-weight file");
+    }
+    specs.push_back({t.name, out_dtype, t.shape});
+  }
+  std::map<std::string, std::string> metadata = in.header().metadata;
+  metadata["format"] = "pt";
+  ZDP_ASSIGN_OR_RETURN(const safetensors::Header header, safetensors::make_header(specs, metadata));
+
+  const std::string tmp = options.out + ".tmp";
+  ExportReport report;
+  report.source = dir;
+  report.out = options.out;
+  const int64_t out_size = safetensors::dtype_size(out_dtype);
+  int64_t largest = 1;  // no buffer larger than the largest tensor
+  for (const safetensors::TensorInfo& t : in.header().tensors) largest = std::max(largest, t.numel());
+  const size_t buffer = static_cast<size_t>(std::min(options.buffer_elems, largest));
+  std::vector<float> src(buffer);
+  std::vector<unsigned char> dst(buffer * static_cast<size_t>(out_size));
+  report.buffer_bytes = static_cast<int64_t>(src.size() * sizeof(float) + dst.size());
+  Status written = [&]() -> Status {
+    ZDP_ASSIGN_OR_RETURN(safetensors::Writer w, safetensors::Writer::create(tmp, header));
+    for (size_t i = 0; i < header.tensors.size(); ++i) {
+      const safetensors::TensorInfo& from = in.header().tensors[i];
+      const safetensors::TensorInfo& to = header.tensors[i];
+      const int64_t n = from.numel();
+      for (int64_t at = 0; at < n; at += options.buffer_elems) {
+        const int64_t count = std::min(options.buffer_elems, n - at);
+        ZDP_RETURN_IF_ERROR(in.read(from.begin + at * 4, src.data(), count * 4));
+        ZDP_RETURN_IF_ERROR(kernels::cast_cpu({src.data(), DType::kF32, dst.data(), options.dtype, count}));
+        ZDP_RETURN_IF_ERROR(w.write(to.begin + at * out_size, dst.data(), count * out_size));
+      }
+      report.elements += n;
+      ++report.tensors;
+    }
+    ZDP_RETURN_IF_ERROR(w.sync());
+    return w.close();
+  }();
+  if (written.ok() && std::rename(tmp.c_str(), options.out.c_str()) != 0) {
+    written = Status(StatusCode::kIoError,
+                     "export: renaming " + tmp + " to " + options.out + " failed: " + std::strerror(errno));
+  }
+  if (!written.ok()) {
+    fs::remove(tmp, ec);
+    return written;
+  }
+  sync_parent(options.out);
+  report.bytes = static_cast<int64_t>(header.data_bytes()) + static_cast<int64_t>(safetensors::encode_header(header).size());
+  return report;
+}
+
+}  // namespace zdp::ckpt_tool
