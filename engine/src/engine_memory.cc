@@ -1,6 +1,6 @@
 // engine.memory(): the bytes of the engine's own buffers per category, next to the ZeRO
 // formula for the same parameter count (zero_memory.h) and to the plan of this layout
-// (memory_plan_of_layout: the sizes allocate() used, what `dp-launch plan` prints), so
+// (memory_plan_of_layout: the sizes the parts allocated, what `dp-launch plan` prints), so
 // the start-up log shows that the gap to the formula is only padding, copies and buffers.
 #include <cstdio>
 
@@ -29,23 +29,20 @@ int64_t formula_bytes(const ZeroMemory& z, MemCategory c) {
 MemoryReport Engine::Impl::memory_report() const {
   MemoryReport report;
   report.stage = opt.stage;
-  report.world_size = world;
+  report.world_size = env.world;
   if (!finalized) return report;
   report.params = layout.payload_elems();
   report.padded_elems = layout.total_elems();
 
   int64_t measured[kNumMemCategories] = {};
-  for (const DeviceBuffer* b : {&params_full, &params_shard, &grads_full, &reduce_full, &grads_shard, &accum, &master,
-                                &exp_avg, &exp_avg_sq, &stats, &check_workspace, &decay_table}) {
-    if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
-  }
-  for (const SlotPool* pool : {&grad_slots, &reduce_slots, &gather_slots}) {
-    measured[static_cast<int>(MemCategory::kBuckets)] += pool->slot_bytes() * pool->size();
-  }
+  params->count_memory(measured);
+  grads->count_memory(measured);
+  state->count_memory(measured);
 
-  const int c = static_cast<int>(dtype_size(cdt()));
-  const StatusOr<ZeroMemory> formula = zero_memory_formula(report.params, world, opt.stage, c, optimizer_moments(opt.optim));
-  const StatusOr<MemoryPlan> plan = memory_plan_of_layout(layout, opt, device.kind());
+  const int c = static_cast<int>(dtype_size(opt.compute_dtype));
+  const StatusOr<ZeroMemory> formula =
+      zero_memory_formula(report.params, env.world, opt.stage, c, optimizer_moments(opt.optim));
+  const StatusOr<MemoryPlan> plan = memory_plan_of_layout(layout, opt, env.device.kind());
   MemoryReport::Row total{"total"};
   for (MemCategory cat : kCategories) {
     MemoryReport::Row row{to_string(cat), measured[static_cast<int>(cat)]};

@@ -122,6 +122,13 @@ struct EngineOptions {
   // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
   // reduce dtype other than fp32/bf16, accum_steps < 1, accumulate kSharded at stage 0-1, ...
   Status validate() const;
+
+  // What the stage shards across the ranks (ZeRO): from stage 1 the optimizer state
+  // (fp32 masters and moments), from stage 2 also the gradients, at stage 3 also the
+  // parameters.
+  bool shards_optimizer() const { return stage >= 1; }
+  bool shards_grads() const { return stage >= 2; }
+  bool shards_params() const { return stage >= 3; }
 };
 
 struct Param {

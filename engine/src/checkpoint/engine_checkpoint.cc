@@ -17,9 +17,9 @@ std::string shape_or_dtype(const safetensors::TensorInfo& t) { return t.dtype + 
 
 // Finds the tensor `name` (an engine parameter's name plus `suffix`) in `file` and
 // checks it is F32 of the parameter's shape.
-StatusOr<int64_t> tensor_offset(const Engine::Impl& m, const safetensors::Reader& file, int p,
+StatusOr<int64_t> tensor_offset(const CheckpointParts& c, const safetensors::Reader& file, int p,
                                 const std::string& suffix) {
-  const ParamPlacement& pl = m.placement(p);
+  const ParamPlacement& pl = c.placement(p);
   const std::string name = pl.name + suffix;
   const int t = file.header().find(name);
   const std::string model_side =
@@ -37,9 +37,9 @@ StatusOr<int64_t> tensor_offset(const Engine::Impl& m, const safetensors::Reader
 }
 
 // A tensor of `file` that no parameter (with `suffixes`) accounts for.
-Status check_no_extra(const Engine::Impl& m, const safetensors::Reader& file,
+Status check_no_extra(const CheckpointParts& c, const safetensors::Reader& file,
                       const std::vector<std::string>& suffixes) {
-  const size_t expected = m.layout.params().size() * suffixes.size();
+  const size_t expected = c.layout.params().size() * suffixes.size();
   if (file.header().tensors.size() == expected) return Status::Ok();
   for (const safetensors::TensorInfo& t : file.header().tensors) {
     bool known = false;
@@ -47,7 +47,7 @@ Status check_no_extra(const Engine::Impl& m, const safetensors::Reader& file,
       if (t.name.size() < suffix.size() || t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
         continue;
       }
-      if (m.layout.find(t.name.substr(0, t.name.size() - suffix.size())).ok()) known = true;
+      if (c.layout.find(t.name.substr(0, t.name.size() - suffix.size())).ok()) known = true;
     }
     if (!known) {
       return Status(StatusCode::kInvalidArgument, file.path() + " holds tensor '" + t.name + "' " + shape_or_dtype(t) +
@@ -86,35 +86,19 @@ std::string describe(StateKind kind) {
 
 }  // namespace
 
-std::vector<StateTensor> state_tensors(Engine::Impl& m) {
-  std::vector<StateTensor> out;
-  const std::vector<const char*> suffixes = state_suffixes(m);
-  DeviceBuffer* buffers[] = {&m.exp_avg, &m.exp_avg_sq};
-  for (size_t i = 0; i < suffixes.size(); ++i) out.push_back({suffixes[i], buffers[i]});
-  return out;
-}
-
-std::vector<const char*> state_suffixes(const Engine::Impl& m) {
-  switch (optimizer_moments(m.opt.optim)) {
-    case 2: return {kExpAvgSuffix, kExpAvgSqSuffix};
-    case 1: return {kMomentumBufferSuffix};
-    default: return {};
-  }
-}
-
-StatusOr<FilePlan> plan_files(const Engine::Impl& m) {
+StatusOr<FilePlan> plan_files(const CheckpointParts& c) {
   std::vector<safetensors::TensorSpec> model, optimizer;
-  for (const ParamPlacement& pl : m.layout.params()) model.push_back({pl.name, "F32", pl.shape});
-  const std::vector<const char*> suffixes = state_suffixes(m);
+  for (const ParamPlacement& pl : c.layout.params()) model.push_back({pl.name, "F32", pl.shape});
+  const std::vector<const char*> suffixes = c.state.moment_suffixes();
   for (const char* suffix : suffixes) {
-    for (const ParamPlacement& pl : m.layout.params()) optimizer.push_back({pl.name + suffix, "F32", pl.shape});
+    for (const ParamPlacement& pl : c.layout.params()) optimizer.push_back({pl.name + suffix, "F32", pl.shape});
   }
   const std::map<std::string, std::string> meta = {{"format", "pt"},
                                                    {"producer", std::string("zdp ") + ZDP_VERSION_STRING}};
   FilePlan plan;
   ZDP_ASSIGN_OR_RETURN(plan.model, safetensors::make_header(model, meta));
   ZDP_ASSIGN_OR_RETURN(plan.optimizer, safetensors::make_header(optimizer, meta));
-  const size_t n = m.layout.params().size();
+  const size_t n = c.layout.params().size();
   plan.offsets.state.resize(suffixes.size());
   for (size_t p = 0; p < n; ++p) {
     plan.offsets.model.push_back(plan.model.tensors[p].begin);
@@ -125,21 +109,21 @@ StatusOr<FilePlan> plan_files(const Engine::Impl& m) {
   return plan;
 }
 
-StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Reader& model,
+StatusOr<FileOffsets> match_files(const CheckpointParts& c, const safetensors::Reader& model,
                                   const safetensors::Reader* optimizer) {
   FileOffsets out;
-  const int n = static_cast<int>(m.layout.params().size());
+  const int n = static_cast<int>(c.layout.params().size());
   for (int p = 0; p < n; ++p) {
-    ZDP_ASSIGN_OR_RETURN(const int64_t at, tensor_offset(m, model, p, ""));
+    ZDP_ASSIGN_OR_RETURN(const int64_t at, tensor_offset(c, model, p, ""));
     out.model.push_back(at);
   }
-  ZDP_RETURN_IF_ERROR(check_no_extra(m, model, {""}));
+  ZDP_RETURN_IF_ERROR(check_no_extra(c, model, {""}));
   if (optimizer == nullptr) return out;
-  const std::vector<const char*> suffixes = state_suffixes(m);
+  const std::vector<const char*> suffixes = c.state.moment_suffixes();
   if (n > 0) {
     // Another optimizer's state: refused as such rather than as a missing tensor.
-    const StateKind saved = saved_kind(*optimizer, m.placement(0).name);
-    const StateKind configured = configured_kind(m.opt.optim);
+    const StateKind saved = saved_kind(*optimizer, c.placement(0).name);
+    const StateKind configured = configured_kind(c.opt.optim);
     if (saved != StateKind::kOther && saved != configured) {
       return Status(StatusCode::kInvalidArgument,
                     optimizer->path() + " holds the state of " + describe(saved) +
@@ -151,11 +135,11 @@ StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Read
   out.state.resize(suffixes.size());
   for (int p = 0; p < n; ++p) {
     for (size_t i = 0; i < suffixes.size(); ++i) {
-      ZDP_ASSIGN_OR_RETURN(const int64_t at, tensor_offset(m, *optimizer, p, suffixes[i]));
+      ZDP_ASSIGN_OR_RETURN(const int64_t at, tensor_offset(c, *optimizer, p, suffixes[i]));
       out.state[i].push_back(at);
     }
   }
-  ZDP_RETURN_IF_ERROR(check_no_extra(m, *optimizer, std::vector<std::string>(suffixes.begin(), suffixes.end())));
+  ZDP_RETURN_IF_ERROR(check_no_extra(c, *optimizer, std::vector<std::string>(suffixes.begin(), suffixes.end())));
   return out;
 }
 
@@ -182,92 +166,71 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
   return out;
 }
 
-StatusOr<FileIo> FileIo::create(Engine::Impl& m) {
-  FileIo io(m);
-  if (m.device.kind() != DeviceKind::kCpu) {
-    ZDP_ASSIGN_OR_RETURN(io.staging_, m.device.allocate(kStagingBytes, MemCategory::kWorkspace, MemSpace::kPinnedHost));
+StatusOr<FileIo> FileIo::create(EngineEnv& env) {
+  FileIo io(env);
+  if (env.device.kind() != DeviceKind::kCpu) {
+    ZDP_ASSIGN_OR_RETURN(io.staging_, env.device.allocate(kStagingBytes, MemCategory::kWorkspace, MemSpace::kPinnedHost));
   }
   return io;
 }
 
 Status FileIo::write(safetensors::Writer& file, const Piece& piece, const float* base) {
   const float* src = base + piece.mem;
-  if (m_->device.kind() == DeviceKind::kCpu) return file.write(piece.file, src, piece.count * 4);
+  if (env_->device.kind() == DeviceKind::kCpu) return file.write(piece.file, src, piece.count * 4);
   const int64_t bytes = piece.count * 4;
   for (int64_t done = 0; done < bytes; done += kStagingBytes) {
     const int64_t n = std::min(kStagingBytes, bytes - done);
     ZDP_RETURN_IF_ERROR(
-        m_->device.memcpy(staging_.data(), reinterpret_cast<const char*>(src) + done, static_cast<size_t>(n)));
+        env_->device.memcpy(staging_.data(), reinterpret_cast<const char*>(src) + done, static_cast<size_t>(n)));
     ZDP_RETURN_IF_ERROR(file.write(piece.file + done, staging_.data(), n));
   }
   return Status::Ok();
 }
 
 Status FileIo::read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst) {
-  if (m_->device.kind() == DeviceKind::kCpu) return file.read(offset, dst, bytes);
+  if (env_->device.kind() == DeviceKind::kCpu) return file.read(offset, dst, bytes);
   for (int64_t done = 0; done < bytes; done += kStagingBytes) {
     const int64_t n = std::min(kStagingBytes, bytes - done);
     ZDP_RETURN_IF_ERROR(file.read(offset + done, staging_.data(), n));
-    ZDP_RETURN_IF_ERROR(m_->device.memcpy(static_cast<char*>(dst) + done, staging_.data(), static_cast<size_t>(n)));
+    ZDP_RETURN_IF_ERROR(env_->device.memcpy(static_cast<char*>(dst) + done, staging_.data(), static_cast<size_t>(n)));
   }
   return Status::Ok();
 }
 
 Status FileIo::to_device(void* dst, const void* src, int64_t bytes) {
-  return m_->device.memcpy(dst, src, static_cast<size_t>(bytes));
+  return env_->device.memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
-Status all_reduce_i64(Engine::Impl& m, std::vector<int64_t>& values, ReduceOp op, const std::string& what) {
+Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op, const std::string& what) {
   if (values.empty()) return Status::Ok();
   const int64_t bytes = static_cast<int64_t>(values.size() * sizeof(int64_t));
-  ZDP_ASSIGN_OR_RETURN(DeviceBuffer buffer, m.device.allocate(bytes, MemCategory::kWorkspace));
-  ZDP_RETURN_IF_ERROR(m.device.memcpy(buffer.data(), values.data(), static_cast<size_t>(bytes)));
-  ZDP_RETURN_IF_ERROR(m.comm.all_reduce(buffer.data(), buffer.data(), static_cast<int64_t>(values.size()), DType::kI64,
-                                        op, m.exec->comm()));
-  ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": " + what));
-  return m.device.memcpy(values.data(), buffer.data(), static_cast<size_t>(bytes));
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer buffer, env.device.allocate(bytes, MemCategory::kWorkspace));
+  ZDP_RETURN_IF_ERROR(env.device.memcpy(buffer.data(), values.data(), static_cast<size_t>(bytes)));
+  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(buffer.data(), buffer.data(), static_cast<int64_t>(values.size()), DType::kI64,
+                                        op, env.exec->comm()));
+  ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": " + what));
+  return env.device.memcpy(values.data(), buffer.data(), static_cast<size_t>(bytes));
 }
 
-Status agree(Engine::Impl& m, Store& store, const std::string& phase, const Status& mine) {
+Status agree(EngineEnv& env, Store& store, const std::string& phase, const Status& mine) {
   if (!mine.ok()) {
     // Set before the all-reduce, so whoever learns of the failure finds the message.
-    Status s = store.set("failed/" + phase + "/" + std::to_string(m.rank), mine.to_string());
-    if (!s.ok()) ZDP_LOG(kWarn) << m.who << ": " << phase << ": could not publish the failure: " << s.to_string();
+    Status s = store.set("failed/" + phase + "/" + std::to_string(env.rank), mine.to_string());
+    if (!s.ok()) ZDP_LOG(kWarn) << env.who << ": " << phase << ": could not publish the failure: " << s.to_string();
   }
-  std::vector<int64_t> failed(static_cast<size_t>(m.world), 0);
-  failed[static_cast<size_t>(m.rank)] = mine.ok() ? 0 : 1;
-  Status reduced = all_reduce_i64(m, failed, ReduceOp::kSum, phase);
+  std::vector<int64_t> failed(static_cast<size_t>(env.world), 0);
+  failed[static_cast<size_t>(env.rank)] = mine.ok() ? 0 : 1;
+  Status reduced = all_reduce_i64(env, failed, ReduceOp::kSum, phase);
   if (!mine.ok()) return mine;
   if (!reduced.ok()) return reduced;  // names the rank and the phase already
-  for (int q = 0; q < m.world; ++q) {
+  for (int q = 0; q < env.world; ++q) {
     if (failed[static_cast<size_t>(q)] == 0) continue;
-    StatusOr<std::string> why = store.get("failed/" + phase + "/" + std::to_string(q), m.timeout);
+    StatusOr<std::string> why = store.get("failed/" + phase + "/" + std::to_string(q), env.timeout);
     return Status(StatusCode::kAborted,
-                  m.who + ": " + phase + ": rank " + std::to_string(q) +
+                  env.who + ": " + phase + ": rank " + std::to_string(q) +
                       " failed: " + (why.ok() ? *why : "(its message is lost: " + why.status().message() + ")"));
   }
   return Status::Ok();
-}
-
-Status require_between_steps(const Engine::Impl& m, const char* call) {
-  if (!m.finalized) return m.invalid(std::string(call) + ": before finalize()");
-  ZDP_RETURN_IF_ERROR(m.failure);
-  if (m.micro != 0 || m.ready_count != 0) {
-    return m.invalid(std::string(call) + ": inside a step (" + std::to_string(m.micro) + " micro-batches done, " +
-                     std::to_string(m.ready_count) +
-                     " gradients marked ready): call it between step() and the next forward");
-  }
-  for (size_t li = 0; li < m.scope_depth.size(); ++li) {
-    if (m.scope_depth[li] > 0) {
-      return m.invalid(std::string(call) + ": inside a scope of layer group " + std::to_string(m.layer_ids[li]) +
-                       " (end it first)");
-    }
-  }
-  return Status::Ok();
-}
-
-std::string next_op_prefix(Engine::Impl& m, const char* op) {
-  return "zdp/engine/" + std::to_string(m.instance) + "/checkpoint/" + std::to_string(m.checkpoint_ops++) + "-" + op;
 }
 
 }  // namespace zdp::checkpoint

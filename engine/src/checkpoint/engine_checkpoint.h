@@ -1,36 +1,53 @@
-// What Engine::save_checkpoint and Engine::load_checkpoint share
-// (engine_checkpoint_save.cc, engine_checkpoint_load.cc): the file plan (which tensor
-// sits where in the two safetensors files), the mapping from a slice of a bucket to byte
-// ranges of those files, moving bytes between device buffers and files, and the
-// agreement step that makes every rank fail together, naming the rank that failed.
+// The engine's checkpoint I/O (engine_checkpoint_save.cc, engine_checkpoint_load.cc)
+// and what saving and loading share: the file plan (which tensor sits where in the two
+// safetensors files), the mapping from a slice of a bucket to byte ranges of those files,
+// moving bytes between device buffers and files, and the agreement step that makes every
+// rank fail together, naming the rank that failed. It sees only CheckpointParts: where
+// every element lives (options, layout) and the sharded optimizer state it writes and
+// reads; the parameters and gradients are the engine's to restore afterwards.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "engine/src/engine_impl.h"
+#include "engine/src/engine_env.h"
+#include "engine/src/layout.h"
+#include "engine/src/optimizer_state.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
 #include "zdp/store.h"
 
 namespace zdp::checkpoint {
 
+// What a save reads and a load writes.
+struct CheckpointParts {
+  EngineEnv& env;
+  const EngineOptions& opt;
+  const Layout& layout;
+  OptimizerState& state;
+
+  int num_buckets() const { return static_cast<int>(layout.buckets().size()); }
+  const Bucket& bucket(int b) const { return layout.buckets()[static_cast<size_t>(b)]; }
+  const ParamPlacement& placement(int p) const { return layout.params()[static_cast<size_t>(p)]; }
+};
+
+// Collective: writes the checkpoint of zdp/checkpoint.h (Engine::save_checkpoint's
+// contract) from every rank's owned slices; store keys under `store`'s prefix.
+StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& root, const CheckpointState& state,
+                           const SaveOptions& options);
+// Collective: reads the checkpoint at `path_or_root` into the masters (and with
+// LoadScope::kFull the moments, step count and loss scale). Everything but the checksums
+// is checked before the first byte changes; a failure after that breaks the engine
+// (c.env.failure). Returns the saved state, `path` the directory read.
+StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::string& path_or_root,
+                               const LoadOptions& options);
+
 // Per parameter (registration order): byte offsets in the data regions of the files.
 struct FileOffsets {
   std::vector<int64_t> model;               // fp32 master
-  std::vector<std::vector<int64_t>> state;  // per optimizer state tensor (state_tensors() order)
+  std::vector<std::vector<int64_t>> state;  // per moment, in OptimizerState::moments() order
 };
-
-// The optimizer state the engine keeps (plan_buffers()) and its file suffixes, in file
-// order: AdamW {exp_avg: m, exp_avg_sq: v}, SGD with momentum {momentum_buffer: m}, plain
-// SGD none.
-struct StateTensor {
-  const char* suffix;
-  DeviceBuffer* buffer;
-};
-std::vector<StateTensor> state_tensors(Engine::Impl& m);
-std::vector<const char*> state_suffixes(const Engine::Impl& m);
 
 // The headers this engine writes: its parameters in registration order, F32, with
 // metadata {"format": "pt", "producer": "zdp <version>"}; and where each tensor starts.
@@ -39,14 +56,14 @@ struct FilePlan {
   safetensors::Header optimizer;
   FileOffsets offsets;
 };
-StatusOr<FilePlan> plan_files(const Engine::Impl& m);
+StatusOr<FilePlan> plan_files(const CheckpointParts& c);
 
 // Matches a checkpoint's headers against the engine's parameters and returns where each
 // parameter's tensors start in those files. `optimizer` may be null (weights only). The
 // first difference is named: another optimizer's state (the checkpoint's and the
 // configured optimizer named), a missing tensor, a different shape or dtype, or a tensor
 // the model lacks.
-StatusOr<FileOffsets> match_files(const Engine::Impl& m, const safetensors::Reader& model,
+StatusOr<FileOffsets> match_files(const CheckpointParts& c, const safetensors::Reader& model,
                                   const safetensors::Reader* optimizer);
 
 // One contiguous run: `count` fp32 elements at byte `file` of a data region (relative to
@@ -68,7 +85,7 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
 // straight from/to the buffers, on CUDA through one pinned staging buffer.
 class FileIo {
  public:
-  static StatusOr<FileIo> create(Engine::Impl& m);
+  static StatusOr<FileIo> create(EngineEnv& env);
   Status write(safetensors::Writer& file, const Piece& piece, const float* base);
   // Reads data bytes [file, file + bytes) into `dst` (device memory).
   Status read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst);
@@ -76,8 +93,8 @@ class FileIo {
   Status to_device(void* dst, const void* src, int64_t bytes);
 
  private:
-  explicit FileIo(Engine::Impl& m) : m_(&m) {}
-  Engine::Impl* m_;
+  explicit FileIo(EngineEnv& env) : env_(&env) {}
+  EngineEnv* env_;
   DeviceBuffer staging_;  // CUDA only
 };
 
@@ -85,17 +102,10 @@ class FileIo {
 // rank returns its own status, and the others kAborted "rank r: <phase>: rank q failed:
 // <q's message>" for the lowest failing rank q (messages travel through `store`). A
 // communicator failure (a dead peer) is returned as it is, with the phase.
-Status agree(Engine::Impl& m, Store& store, const std::string& phase, const Status& mine);
+Status agree(EngineEnv& env, Store& store, const std::string& phase, const Status& mine);
 
 // All-reduce of a few int64 values through a device buffer (the communicator's memory).
-Status all_reduce_i64(Engine::Impl& m, std::vector<int64_t>& values, ReduceOp op, const std::string& what);
+Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op, const std::string& what);
 
-// The calls that need the engine between steps: finalized, no failure, no micro-batch
-// begun, no layer scope open. `call` names the API in the error.
-Status require_between_steps(const Engine::Impl& m, const char* call);
-
-// The store prefix of the next checkpoint operation of this engine (distinct per save
-// and load, equal on every rank since all ranks call them in the same order).
-std::string next_op_prefix(Engine::Impl& m, const char* op);
 
 }  // namespace zdp::checkpoint

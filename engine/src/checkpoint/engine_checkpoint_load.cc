@@ -1,11 +1,11 @@
-// Engine::load_checkpoint: restores a checkpoint saved at any world size and stage
-// (zdp/checkpoint.h). Phases, each ending in an agreement across ranks:
+// checkpoint::load, Engine::load_checkpoint's reading: restores a checkpoint saved at any
+// world size and stage (zdp/checkpoint.h). Phases, each ending in an agreement across ranks:
 //   open     resolve the directory, read state.json, open the files, check sizes, the
 //            header checksums and every tensor name and shape (nothing changed yet)
 //   read     each rank reads the byte ranges of its own slices, whole chunks at a time,
 //            verifying each chunk's checksum before using a byte of it
-//   restore  step count and loss scale; the compute-dtype parameters recomputed from
-//            the masters and all-gathered, as after an optimizer step
+//   restore  step count and loss scale (the engine then recomputes the compute-dtype
+//            parameters from the masters, as after an optimizer step)
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -17,6 +17,7 @@
 namespace zdp {
 namespace {
 
+using checkpoint::CheckpointParts;
 using checkpoint::MemBase;
 using checkpoint::Piece;
 
@@ -57,7 +58,7 @@ StatusOr<safetensors::Reader> open_file(const OpenedCheckpoint& c, const Checkpo
   return file;
 }
 
-StatusOr<OpenedCheckpoint> open_checkpoint(const Engine::Impl& m, const std::string& path_or_root, bool full,
+StatusOr<OpenedCheckpoint> open_checkpoint(const CheckpointParts& parts, const std::string& path_or_root, bool full,
                                            bool verify) {
   OpenedCheckpoint c;
   ZDP_ASSIGN_OR_RETURN(c.dir, resolve_checkpoint(path_or_root));
@@ -78,7 +79,7 @@ StatusOr<OpenedCheckpoint> open_checkpoint(const Engine::Impl& m, const std::str
     ZDP_ASSIGN_OR_RETURN(safetensors::Reader optimizer, open_file(c, *c.optimizer_info, verify));
     c.optimizer.emplace(std::move(optimizer));
   }
-  ZDP_ASSIGN_OR_RETURN(c.offsets, checkpoint::match_files(m, *c.model, full ? &*c.optimizer : nullptr));
+  ZDP_ASSIGN_OR_RETURN(c.offsets, checkpoint::match_files(parts, *c.model, full ? &*c.optimizer : nullptr));
   return c;
 }
 
@@ -118,76 +119,53 @@ Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, cons
 
 // This rank's pieces of one tensor set: its slice of every bucket (all of them at stage
 // 0, where every rank holds the whole state), ascending in the file.
-std::vector<Piece> owned_pieces(const Engine::Impl& m, const std::vector<int64_t>& offsets) {
+std::vector<Piece> owned_pieces(const CheckpointParts& c, const std::vector<int64_t>& offsets) {
   std::vector<Piece> out;
-  for (int b = 0; b < m.num_buckets(); ++b) {
-    for (int s = 0; s < m.world; ++s) {
-      if (m.opt.stage != 0 && s != m.rank) continue;
-      const MemBase base = m.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
-      for (const Piece& p : checkpoint::slice_pieces(m.layout, b, s, base, offsets)) out.push_back(p);
+  for (int b = 0; b < c.num_buckets(); ++b) {
+    for (int s = 0; s < c.env.world; ++s) {
+      if (c.opt.stage != 0 && s != c.env.rank) continue;
+      const MemBase base = c.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
+      for (const Piece& p : checkpoint::slice_pieces(c.layout, b, s, base, offsets)) out.push_back(p);
     }
   }
   std::sort(out.begin(), out.end(), [](const Piece& a, const Piece& b) { return a.file < b.file; });
   return out;
 }
 
-Status read_state(Engine::Impl& m, const OpenedCheckpoint& c, bool full, bool verify) {
+Status read_state(CheckpointParts& c, const OpenedCheckpoint& opened, bool full, bool verify) {
   // Padding stays zero; weights-only leaves the optimizer state (m, v: what it keeps) zero.
-  for (DeviceBuffer* b : {&m.master, &m.exp_avg, &m.exp_avg_sq}) {
-    if (!b->empty()) ZDP_RETURN_IF_ERROR(m.exec->memset(b->data(), 0, b->bytes()));
-  }
-  ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": load_checkpoint: clearing the optimizer state"));
-  ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(m));
-  ZDP_RETURN_IF_ERROR(read_pieces(io, *c.model, verify ? c.model_info : nullptr, owned_pieces(m, c.offsets.model),
-                                  m.master.as<float>()));
+  ZDP_RETURN_IF_ERROR(c.state.clear());
+  ZDP_RETURN_IF_ERROR(c.env.exec->synchronize(c.env.who + ": load_checkpoint: clearing the optimizer state"));
+  ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(c.env));
+  ZDP_RETURN_IF_ERROR(read_pieces(io, *opened.model, verify ? opened.model_info : nullptr,
+                                  owned_pieces(c, opened.offsets.model), c.state.master()));
   if (!full) return Status::Ok();
-  const CheckpointFileInfo* entry = verify ? c.optimizer_info : nullptr;
-  const std::vector<checkpoint::StateTensor> state = checkpoint::state_tensors(m);
-  for (size_t i = 0; i < state.size(); ++i) {
-    ZDP_RETURN_IF_ERROR(read_pieces(io, *c.optimizer, entry, owned_pieces(m, c.offsets.state[i]),
-                                    state[i].buffer->as<float>()));
+  const CheckpointFileInfo* entry = verify ? opened.optimizer_info : nullptr;
+  const std::vector<OptimizerState::Moment> moments = c.state.moments();
+  for (size_t i = 0; i < moments.size(); ++i) {
+    ZDP_RETURN_IF_ERROR(read_pieces(io, *opened.optimizer, entry, owned_pieces(c, opened.offsets.state[i]),
+                                    moments[i].buffer->as<float>()));
   }
-  return Status::Ok();
-}
-
-// The compute-dtype parameters from the masters, as the end of step() leaves them.
-Status recompute_params(Engine::Impl& m, const std::string& where) {
-  for (int b = 0; b < m.num_buckets(); ++b) {
-    const OwnedRange o = m.owned(b);
-    void* dst = m.opt.stage < 3 ? elem_ptr(m.params_full.data(), o.flat, m.cdt())
-                                : elem_ptr(m.params_shard.data(), o.state, m.cdt());
-    ZDP_RETURN_IF_ERROR(
-        m.exec->cast(kernels::CastArgs{m.master.as<float>() + o.state, DType::kF32, dst, m.cdt(), o.count}));
-    if (m.opt.stage == 1 || m.opt.stage == 2) {
-      ZDP_RETURN_IF_ERROR(m.exec->comm_after_compute());
-      ZDP_RETURN_IF_ERROR(m.comm.all_gather(dst, elem_ptr(m.params_full.data(), m.bucket(b).begin, m.cdt()), o.count,
-                                            m.cdt(), m.exec->comm(), b));
-    }
-  }
-  ZDP_RETURN_IF_ERROR(m.exec->synchronize(where + ": parameter all-gather"));
-  for (BucketState& st : m.buckets) st.gather_pending = false;
-  if (m.opt.stage == 3) m.invalidate_gathered();
   return Status::Ok();
 }
 
 }  // namespace
 
-StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_root, const LoadOptions& options) {
-  Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(checkpoint::require_between_steps(m, "load_checkpoint"));
-  const auto start = std::chrono::steady_clock::now();
+namespace checkpoint {
+
+StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::string& path_or_root,
+                               const LoadOptions& options) {
   const bool full = options.scope == LoadScope::kFull;
   const bool verify = options.checksums == ChecksumPolicy::kVerify;
-  const std::string where = m.who + ": load_checkpoint from " + path_or_root;
-  PrefixStore store(checkpoint::next_op_prefix(m, "load"), m.ctx.store());
+  const std::string where = c.env.who + ": load_checkpoint from " + path_or_root;
 
-  StatusOr<OpenedCheckpoint> opened = open_checkpoint(m, path_or_root, full, verify);
+  StatusOr<OpenedCheckpoint> opened = open_checkpoint(c, path_or_root, full, verify);
   Status open_status = opened.status().with_context(where);
-  if (open_status.ok()) open_status = m.exec->synchronize(where);
-  ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "load_checkpoint: open", open_status));
+  if (open_status.ok()) open_status = c.env.exec->synchronize(where);
+  ZDP_RETURN_IF_ERROR(agree(c.env, store, "load_checkpoint: open", open_status));
   const CheckpointState& saved = opened->info.state;
   std::vector<int64_t> steps = {saved.step, -saved.step};
-  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, steps, ReduceOp::kMax, where));
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(c.env, steps, ReduceOp::kMax, where));
   if (steps[0] != -steps[1]) {
     return Status(StatusCode::kInvalidArgument, where + ": the ranks found different checkpoints (steps " +
                                                     std::to_string(-steps[1]) + " to " + std::to_string(steps[0]) +
@@ -196,29 +174,19 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
   }
 
   // From here on the engine's state changes: a failure leaves it failed.
-  Status read = read_state(m, *opened, full, verify);
-  Status agreed = checkpoint::agree(m, store, "load_checkpoint: read", read.with_context(where));
-  if (!agreed.ok()) return m.fail(agreed);
+  Status read = read_state(c, *opened, full, verify);
+  Status agreed = agree(c.env, store, "load_checkpoint: read", read.with_context(where));
+  if (!agreed.ok()) return c.env.failure.fail(agreed);
 
-  m.steps = full ? saved.optimizer_steps : 0;
-  if (m.scaler && full && saved.compute_dtype == to_string(DType::kF16)) {
-    Status restored = m.scaler->restore(saved.loss_scale, saved.loss_scale_good_steps);
-    if (!restored.ok()) return m.fail(restored.with_context(where));
+  c.state.set_steps(full ? saved.optimizer_steps : 0);
+  if (c.state.scaler() && full && saved.compute_dtype == to_string(DType::kF16)) {
+    Status restored = c.state.scaler()->restore(saved.loss_scale, saved.loss_scale_good_steps);
+    if (!restored.ok()) return c.env.failure.fail(restored.with_context(where));
   }
-  ZDP_RETURN_IF_ERROR(m.fail(recompute_params(m, where)));
-  m.reset_step_state();
-
   CheckpointState out = saved;
   out.path = opened->dir;
-  if (m.rank == 0) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ZDP_LOG(kInfo) << "checkpoint: loaded step " << saved.step << " from " << out.path << " (saved by "
-                   << saved.world_size << " ranks at stage " << saved.stage << ", " << saved.compute_dtype << "; now "
-                   << m.world << " ranks at stage " << m.opt.stage << ", " << to_string(m.cdt())
-                   << (full ? "" : "; weights only") << (verify ? "" : "; checksums skipped") << ") in " << seconds
-                   << " s";
-  }
   return out;
 }
 
+}  // namespace checkpoint
 }  // namespace zdp

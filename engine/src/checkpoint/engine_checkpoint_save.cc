@@ -1,4 +1,4 @@
-// Engine::save_checkpoint: the parallel, atomic save of zdp/checkpoint.h. Phases, each
+// checkpoint::save, Engine::save_checkpoint's work: the parallel, atomic save of zdp/checkpoint.h. Phases, each
 // ending in an agreement (every rank fails together, naming the rank that failed):
 //   prepare   the creating rank(s) make <root>/step-N.tmp/ and both files at full size
 //   write     every rank pwrite()s its ranges and fsyncs
@@ -18,6 +18,7 @@
 namespace zdp {
 namespace {
 
+using checkpoint::CheckpointParts;
 using checkpoint::MemBase;
 using checkpoint::Piece;
 
@@ -35,24 +36,24 @@ struct SaveRoles {
   bool mine(int64_t index) const { return index % shares == share; }
 };
 
-StatusOr<SaveRoles> save_roles(const Engine::Impl& m, CheckpointStorage storage) {
+StatusOr<SaveRoles> save_roles(const CheckpointParts& c, CheckpointStorage storage) {
   SaveRoles r;
   if (storage == CheckpointStorage::kShared) {
-    r.creator = m.rank == 0;
-    r.share = m.rank;
-    r.shares = m.world;
+    r.creator = c.env.rank == 0;
+    r.share = c.env.rank;
+    r.shares = c.env.world;
     return r;
   }
-  const LaunchEnv& env = m.ctx.launch_env();
+  const LaunchEnv& env = c.env.ctx.launch_env();
   r.per_node = true;
   r.local = env.local_rank;
   r.local_world = std::max(1, env.local_world_size);
-  if (m.world % r.local_world != 0 || r.local >= r.local_world || m.rank % r.local_world != r.local) {
-    return m.invalid("save_checkpoint: per-node storage needs nodes of LOCAL_WORLD_SIZE consecutive ranks: rank " +
-                     std::to_string(m.rank) + ", local rank " + std::to_string(r.local) + " of " +
-                     std::to_string(r.local_world) + ", world " + std::to_string(m.world));
+  if (c.env.world % r.local_world != 0 || r.local >= r.local_world || c.env.rank % r.local_world != r.local) {
+    return c.env.invalid("save_checkpoint: per-node storage needs nodes of LOCAL_WORLD_SIZE consecutive ranks: rank " +
+                     std::to_string(c.env.rank) + ", local rank " + std::to_string(r.local) + " of " +
+                     std::to_string(r.local_world) + ", world " + std::to_string(c.env.world));
   }
-  r.node = m.rank / r.local_world;
+  r.node = c.env.rank / r.local_world;
   r.creator = r.local == 0;
   r.share = r.local;
   r.shares = r.local_world;
@@ -65,14 +66,14 @@ struct SaveFiles {
 };
 
 // Prepare: directories and both files (header + full size) by the creating rank(s).
-Status create_files(const Engine::Impl& m, const std::string& root, const std::string& tmp, const SaveRoles& roles,
+Status create_files(const CheckpointParts& c, const std::string& root, const std::string& tmp, const SaveRoles& roles,
                     const checkpoint::FilePlan& plan, const SaveFiles& files) {
   if (!roles.creator) return Status::Ok();
   ZDP_RETURN_IF_ERROR(checkpoint::make_dirs(root));
   ZDP_RETURN_IF_ERROR(checkpoint::remove_leftovers(root));
   ZDP_RETURN_IF_ERROR(checkpoint::make_dirs(tmp));
   if (roles.per_node) {
-    ZDP_RETURN_IF_ERROR(checkpoint::write_file_synced(tmp + "/node-" + std::to_string(roles.node), m.who + "\n"));
+    ZDP_RETURN_IF_ERROR(checkpoint::write_file_synced(tmp + "/node-" + std::to_string(roles.node), c.env.who + "\n"));
   }
   ZDP_ASSIGN_OR_RETURN(safetensors::Writer model, safetensors::Writer::create(files.model, plan.model));
   ZDP_RETURN_IF_ERROR(model.close());
@@ -101,7 +102,7 @@ Status check_node_local(const std::string& tmp, const SaveRoles& roles, int node
 }
 
 // Write: this rank's ranges of the masters and of the optimizer state it keeps.
-Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::FilePlan& plan, const SaveFiles& files,
+Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint::FilePlan& plan, const SaveFiles& files,
                     int64_t step) {
   auto opened = [&](const std::string& path, const safetensors::Header& header) -> StatusOr<safetensors::Writer> {
     StatusOr<safetensors::Writer> w = safetensors::Writer::open_existing(path, header);
@@ -115,13 +116,13 @@ Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::F
   };
   ZDP_ASSIGN_OR_RETURN(safetensors::Writer model, opened(files.model, plan.model));
   ZDP_ASSIGN_OR_RETURN(safetensors::Writer optimizer, opened(files.optimizer, plan.optimizer));
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("create", m.rank, step));
-  ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(m));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("create", c.env.rank, step));
+  ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(c.env));
 
-  const Layout& layout = m.layout;
-  const int K = m.world;
+  const Layout& layout = c.layout;
+  const int K = c.env.world;
   // The optimizer state this engine keeps: m and v (AdamW), m (SGD momentum) or none.
-  const std::vector<checkpoint::StateTensor> state = checkpoint::state_tensors(m);
+  const std::vector<OptimizerState::Moment> state = c.state.moments();
   const size_t ns = state.size();
   // `sources[0]` the masters, then one per state tensor.
   auto write_slice = [&](int b, int s, MemBase base, const std::vector<const float*>& sources) -> Status {
@@ -135,13 +136,13 @@ Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::F
     }
     return Status::Ok();
   };
-  std::vector<const float*> own = {m.master.as<float>()};
-  for (const checkpoint::StateTensor& t : state) own.push_back(t.buffer->as<float>());
-  if (!roles.per_node || m.opt.stage == 0) {
+  std::vector<const float*> own = {c.state.master()};
+  for (const OptimizerState::Moment& t : state) own.push_back(t.buffer->as<float>());
+  if (!roles.per_node || c.opt.stage == 0) {
     // Shared: slice `rank` of every bucket, from this rank's shard (stage 0: the full
     // state every rank holds). Per node at stage 0: the node's share of the slices.
-    const MemBase base = m.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
-    for (int b = 0; b < m.num_buckets(); ++b) {
+    const MemBase base = c.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
+    for (int b = 0; b < c.num_buckets(); ++b) {
       for (int s = 0; s < K; ++s) {
         if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, base, own));
       }
@@ -151,23 +152,23 @@ Status write_ranges(Engine::Impl& m, const SaveRoles& roles, const checkpoint::F
     // at a time), and the local ranks split the writing of its slices.
     const int64_t elems = layout.max_bucket_elems();
     const int64_t tensors = static_cast<int64_t>(own.size());
-    ZDP_ASSIGN_OR_RETURN(DeviceBuffer gathered, m.device.allocate(tensors * elems * 4, MemCategory::kWorkspace));
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer gathered, c.env.device.allocate(tensors * elems * 4, MemCategory::kWorkspace));
     std::vector<const float*> bucket_sources;
     for (int64_t i = 0; i < tensors; ++i) bucket_sources.push_back(gathered.as<float>() + i * elems);
-    for (int b = 0; b < m.num_buckets(); ++b) {
-      const Bucket& bk = m.bucket(b);
+    for (int b = 0; b < c.num_buckets(); ++b) {
+      const Bucket& bk = c.bucket(b);
       const int64_t at = layout.shard_offset(b);
       for (int64_t i = 0; i < tensors; ++i) {
-        ZDP_RETURN_IF_ERROR(m.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered.as<float>() + i * elems,
-                                              bk.slice_size(), DType::kF32, m.exec->comm(), b));
+        ZDP_RETURN_IF_ERROR(c.env.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered.as<float>() + i * elems,
+                                              bk.slice_size(), DType::kF32, c.env.exec->comm(), b));
       }
-      ZDP_RETURN_IF_ERROR(m.exec->synchronize(m.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
+      ZDP_RETURN_IF_ERROR(c.env.exec->synchronize(c.env.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
       for (int s = 0; s < K; ++s) {
         if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, MemBase::kBucket, bucket_sources));
       }
     }
   }
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("write", m.rank, step));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("write", c.env.rank, step));
   ZDP_RETURN_IF_ERROR(model.sync());
   ZDP_RETURN_IF_ERROR(optimizer.sync());
   ZDP_RETURN_IF_ERROR(model.close());
@@ -217,7 +218,7 @@ Status hash_share(const SaveRoles& roles, const std::vector<std::string>& paths,
 // Every rank must save the same step with the same options (and, on a shared
 // filesystem, to the same root): a rank with its own step counter would otherwise write
 // another checkpoint's directory. One all-reduce of a fingerprint, max of (f, -f).
-Status check_same_arguments(Engine::Impl& m, const std::string& root, const CheckpointState& state,
+Status check_same_arguments(CheckpointParts& c, const std::string& root, const CheckpointState& state,
                             const SaveOptions& options, const std::string& where) {
   std::string key = std::to_string(state.step) + "/" + std::to_string(state.data_position) + "/" +
                     to_string(options.storage) + "/" + std::to_string(options.keep) + "/" +
@@ -225,7 +226,7 @@ Status check_same_arguments(Engine::Impl& m, const std::string& root, const Chec
   if (options.storage == CheckpointStorage::kShared) key += "/" + root;
   const int64_t f = static_cast<int64_t>(checkpoint::hash_bytes(key.data(), key.size()) >> 2);  // -f is exact
   std::vector<int64_t> both = {f, -f};
-  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, both, ReduceOp::kMax, where + ": argument check"));
+  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(c.env, both, ReduceOp::kMax, where + ": argument check"));
   if (both[0] == -both[1]) return Status::Ok();
   return Status(StatusCode::kInvalidArgument,
                 where + ": the ranks called save_checkpoint with different arguments (this rank: step " +
@@ -256,32 +257,32 @@ Status combine_hashes(const std::vector<int64_t>& hashes, std::vector<Checkpoint
 
 // Commit, by the creating rank(s): state.json (the engine's fields filled in), the rename
 // of step-N.tmp to step-N, `latest`, and pruning to options.keep.
-Status commit(const Engine::Impl& m, const std::string& root, const CheckpointState& state,
+Status commit(const CheckpointParts& c, const std::string& root, const CheckpointState& state,
               const std::string& trainer_json, const SaveOptions& options,
               const std::vector<CheckpointFileInfo>& files) {
   CheckpointInfo info;
   info.state = state;
   info.state.trainer_json = trainer_json;
-  info.state.world_size = m.world;
-  info.state.stage = m.opt.stage;
-  info.state.compute_dtype = to_string(m.cdt());
-  info.state.seed = m.opt.seed;
-  info.state.optimizer_steps = m.steps;
-  info.state.loss_scale = m.scaler ? m.scaler->scale() : 1.0;
-  info.state.loss_scale_good_steps = m.scaler ? m.scaler->finite_steps() : 0;
+  info.state.world_size = c.env.world;
+  info.state.stage = c.opt.stage;
+  info.state.compute_dtype = to_string(c.opt.compute_dtype);
+  info.state.seed = c.opt.seed;
+  info.state.optimizer_steps = c.state.steps();
+  info.state.loss_scale = c.state.scaler() ? c.state.scaler()->scale() : 1.0;
+  info.state.loss_scale_good_steps = c.state.scaler() ? c.state.scaler()->finite_steps() : 0;
   info.state.storage = to_string(options.storage);
   info.state.library_version = ZDP_VERSION_STRING;
   info.files = files;
-  info.params = static_cast<int64_t>(m.layout.params().size());
-  info.elements = m.layout.payload_elems();
+  info.params = static_cast<int64_t>(c.layout.params().size());
+  info.elements = c.layout.payload_elems();
   const std::string tmp_name = checkpoint_dir_name(state.step) + ".tmp";
   const std::string tmp = root + "/" + tmp_name;
   ZDP_ASSIGN_OR_RETURN(const std::string text, checkpoint::encode_state(info));
   ZDP_RETURN_IF_ERROR(checkpoint::write_file_synced(tmp + "/" + kCheckpointStateFile, text));
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("commit", m.rank, state.step));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("commit", c.env.rank, state.step));
   ZDP_RETURN_IF_ERROR(checkpoint::sync_dir(tmp));
   ZDP_RETURN_IF_ERROR(checkpoint::commit_dir(root, tmp_name, state.step));
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("latest", m.rank, state.step));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("latest", c.env.rank, state.step));
   ZDP_RETURN_IF_ERROR(
       checkpoint::write_file_atomic(root, kCheckpointLatestFile, checkpoint_dir_name(state.step) + "\n"));
   return checkpoint::prune(root, options.keep, state.step);
@@ -289,68 +290,68 @@ Status commit(const Engine::Impl& m, const std::string& root, const CheckpointSt
 
 }  // namespace
 
-StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const CheckpointState& state,
-                                              const SaveOptions& options) {
-  Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(checkpoint::require_between_steps(m, "save_checkpoint"));
+namespace checkpoint {
+
+StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& root, const CheckpointState& state,
+                           const SaveOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string where = m.who + ": save_checkpoint of step " + std::to_string(state.step) + " to " + root;
-  PrefixStore store(checkpoint::next_op_prefix(m, "save"), m.ctx.store());
+  const std::string where = c.env.who + ": save_checkpoint of step " + std::to_string(state.step) + " to " + root;
   const std::string tmp_name = checkpoint_dir_name(state.step) + ".tmp";
   const std::string tmp = root + "/" + tmp_name;
   const SaveFiles files{tmp + "/" + kCheckpointModelFile, tmp + "/" + kCheckpointOptimizerFile};
 
   // Arguments, identical on every rank; checked by every rank so all agree.
   Status valid;
-  if (root.empty()) valid = m.invalid("save_checkpoint: empty root directory");
-  if (state.step < 0) valid = m.invalid("save_checkpoint: step " + std::to_string(state.step) + " is negative");
+  if (root.empty()) valid = c.env.invalid("save_checkpoint: empty root directory");
+  if (state.step < 0) valid = c.env.invalid("save_checkpoint: step " + std::to_string(state.step) + " is negative");
   if (state.data_position < 0) {
-    valid = m.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
+    valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
   }
   if (options.chunk_bytes <= 0) {
-    valid = m.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not > 0");
+    valid = c.env.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not > 0");
   }
   StatusOr<std::string> trainer = checkpoint::normalize_trainer_json(state.trainer_json);
-  if (!trainer.ok()) valid = trainer.status().with_context(m.who + ": save_checkpoint");
-  StatusOr<SaveRoles> roles = save_roles(m, options.storage);
+  if (!trainer.ok()) valid = trainer.status().with_context(c.env.who + ": save_checkpoint");
+  StatusOr<SaveRoles> roles = save_roles(c, options.storage);
   if (valid.ok() && !roles.ok()) valid = roles.status();
-  StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(m);
+  StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(c);
   if (valid.ok() && !plan.ok()) valid = plan.status().with_context(where);
-  if (valid.ok()) valid = m.exec->synchronize(where);  // the last step's updates and gathers
-  ZDP_RETURN_IF_ERROR(check_same_arguments(m, root, state, options, where));  // before any file is touched
-  if (valid.ok()) valid = create_files(m, root, tmp, *roles, *plan, files).with_context(where);
-  ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: prepare", valid));
+  if (valid.ok()) valid = c.env.exec->synchronize(where);  // the last step's updates and gathers
+  ZDP_RETURN_IF_ERROR(check_same_arguments(c, root, state, options, where));  // before any file is touched
+  if (valid.ok()) valid = create_files(c, root, tmp, *roles, *plan, files).with_context(where);
+  ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: prepare", valid));
   if (roles->per_node) {
-    const int nodes = m.world / roles->local_world;
-    ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: node-local check",
+    const int nodes = c.env.world / roles->local_world;
+    ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: node-local check",
                                           check_node_local(tmp, *roles, nodes).with_context(where)));
     if (roles->creator) {
       ZDP_RETURN_IF_ERROR(checkpoint::remove_tree(tmp + "/node-" + std::to_string(roles->node)));
     }
   }
 
-  Status wrote = write_ranges(m, *roles, *plan, files, state.step);
-  ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: write", wrote.with_context(where)));
+  Status wrote = write_ranges(c, *roles, *plan, files, state.step);
+  ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: write", wrote.with_context(where)));
 
   std::vector<CheckpointFileInfo> infos;
   std::vector<int64_t> hashes;
   Status hashed = hash_share(*roles, {files.model, files.optimizer}, options.chunk_bytes, infos, hashes);
-  ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: checksums", hashed.with_context(where)));
-  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(m, hashes, ReduceOp::kMax, where + ": checksums"));
+  ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: checksums", hashed.with_context(where)));
+  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(c.env, hashes, ReduceOp::kMax, where + ": checksums"));
   ZDP_RETURN_IF_ERROR(combine_hashes(hashes, infos).with_context(where));
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("checksum", m.rank, state.step));
+  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("checksum", c.env.rank, state.step));
 
-  const Status committed = roles->creator ? commit(m, root, state, *trainer, options, infos) : Status::Ok();
-  ZDP_RETURN_IF_ERROR(checkpoint::agree(m, store, "save_checkpoint: commit", committed.with_context(where)));
+  const Status committed = roles->creator ? commit(c, root, state, *trainer, options, infos) : Status::Ok();
+  ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: commit", committed.with_context(where)));
   const std::string final_path = root + "/" + checkpoint_dir_name(state.step);
-  if (m.rank == 0) {
+  if (c.env.rank == 0) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     int64_t bytes = 0;
     for (const CheckpointFileInfo& info : infos) bytes += info.bytes;
     ZDP_LOG(kInfo) << "checkpoint: saved step " << state.step << " to " << final_path << " (" << format_bytes(bytes)
-                   << ", " << m.world << " ranks, " << to_string(options.storage) << ") in " << seconds << " s";
+                   << ", " << c.env.world << " ranks, " << to_string(options.storage) << ") in " << seconds << " s";
   }
   return final_path;
 }
 
+}  // namespace checkpoint
 }  // namespace zdp

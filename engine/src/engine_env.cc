@@ -1,0 +1,37 @@
+// EngineEnv: an engine's rank, device, communicator and error conventions.
+#include "engine/src/engine_env.h"
+
+#include <atomic>
+
+namespace zdp {
+namespace {
+
+int next_instance() {
+  static std::atomic<int> engines{0};
+  return engines++;
+}
+
+}  // namespace
+
+EngineEnv::EngineEnv(Context& context)
+    : ctx(context),
+      device(context.device()),
+      comm(context.comm()),
+      rank(context.rank()),
+      world(context.world_size()),
+      who("rank " + std::to_string(context.rank())),
+      timeout(context.collective_timeout()),
+      instance(next_instance()) {}
+
+Status EngineEnv::invalid(const std::string& what) const {
+  return Status(StatusCode::kInvalidArgument, who + ": " + what);
+}
+
+Status EngineEnv::allocate(DeviceBuffer& buffer, int64_t bytes, MemCategory category, const char* what, bool zero) {
+  StatusOr<DeviceBuffer> made = device.allocate(bytes, category);
+  if (!made.ok()) return made.status().with_context(what);
+  buffer = std::move(*made);
+  return zero && bytes > 0 ? exec->memset(buffer.data(), 0, bytes) : Status::Ok();
+}
+
+}  // namespace zdp

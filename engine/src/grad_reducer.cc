@@ -1,0 +1,261 @@
+// GradReducer: gradient views, readiness, accumulation and per-bucket reductions.
+#include "engine/src/grad_reducer.h"
+
+#include "engine/src/param_registry.h"
+
+namespace zdp {
+
+StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(EngineEnv& env, const EngineOptions& options,
+                                                           const Layout& layout, const ParamRegistry& registry,
+                                                           Timeline& timeline) {
+  std::unique_ptr<GradReducer> r(new GradReducer(env, options, layout, registry, timeline));
+  const int num_buckets = static_cast<int>(layout.buckets().size());
+  r->buckets_.resize(static_cast<size_t>(num_buckets));
+  for (int b = 0; b < num_buckets; ++b) {
+    const Bucket& bk = r->bucket(b);
+    // A bucket joins the previous group when a parameter straddles the boundary.
+    if (!joins_previous_bucket(layout, b)) r->groups_.push_back(GradGroup{b, b, bk.begin, 0, 0});
+    GradGroup& g = r->groups_.back();
+    g.last_bucket = b;
+    g.size = bk.end() - g.begin;
+    g.params = bk.last_param - r->bucket(g.first_bucket).first_param + 1;
+    BucketState& st = r->buckets_[static_cast<size_t>(b)];
+    st.params = bk.last_param - bk.first_param + 1;
+    st.group = static_cast<int>(r->groups_.size()) - 1;
+    ZDP_ASSIGN_OR_RETURN(st.reduced, env.device.create_event());
+  }
+  r->group_of_param_.assign(static_cast<size_t>(registry.size()), 0);
+  for (int p = 0; p < registry.size(); ++p) {
+    const int first = layout.params()[static_cast<size_t>(p)].first_bucket;
+    r->group_of_param_[static_cast<size_t>(p)] = r->buckets_[static_cast<size_t>(first)].group;
+  }
+  r->launch_order_ = layout.backward_bucket_order();
+  return r;
+}
+
+Status GradReducer::allocate(const BufferSizes& z) {
+  if (!opt_.shards_grads()) {
+    // Zeroed once: the trainer never writes the padding, and the reductions send it.
+    ZDP_RETURN_IF_ERROR(env_.allocate(full_, z.grads, MemCategory::kGrads, "gradients", true));
+    if (z.reduce_copy > 0) {
+      ZDP_RETURN_IF_ERROR(env_.allocate(reduce_full_, z.reduce_copy, MemCategory::kGrads, "reduce buffer", true));
+    }
+  } else {
+    ZDP_RETURN_IF_ERROR(env_.allocate(shard_, z.grads, MemCategory::kGrads, "gradient shard", true));
+  }
+  if (z.accum > 0) ZDP_RETURN_IF_ERROR(env_.allocate(accum_, z.accum, MemCategory::kGrads, "accumulation", true));
+  if (z.grad_staging.count > 0) {
+    ZDP_RETURN_IF_ERROR(grad_slots_.init(env_.device, env_.who + ": gradient staging", z.grad_staging.slot_bytes,
+                                         z.grad_staging.count, MemCategory::kBuckets));
+  }
+  if (z.reduce_staging.count > 0) {
+    ZDP_RETURN_IF_ERROR(reduce_slots_.init(env_.device, env_.who + ": reduce staging", z.reduce_staging.slot_bytes,
+                                           z.reduce_staging.count, MemCategory::kBuckets));
+  }
+  return Status::Ok();
+}
+
+void GradReducer::reset_step() {
+  ready_.assign(static_cast<size_t>(registry_.size()), 0);
+  ready_count_ = 0;
+  micro_ = 0;
+  reset_reductions();
+  for (GradGroup& g : groups_) g.unfolded = g.params;
+}
+
+void GradReducer::reset_reductions() {
+  launch_cursor_ = 0;
+  for (BucketState& st : buckets_) st.pending = st.params;
+  for (GradGroup& g : groups_) g.unlaunched = g.last_bucket - g.first_bucket + 1;
+}
+
+std::string GradReducer::missing() const {
+  std::string out;
+  for (size_t p = 0; p < ready_.size() && out.size() < 200; ++p) {
+    if (!ready_[p]) out += (out.empty() ? "" : ", ") + registry_.label(static_cast<int>(p));
+  }
+  return out;
+}
+
+DType GradReducer::reduced_dtype() const { return sharded_accum() ? DType::kF32 : opt_.reduce_dtype; }
+
+void* GradReducer::in_bucket(int b) {
+  const Bucket& bk = bucket(b);
+  if (!opt_.shards_grads()) return elem_ptr(full_.data(), bk.begin, opt_.compute_dtype);
+  const GradGroup& g = groups_[static_cast<size_t>(buckets_[static_cast<size_t>(b)].group)];
+  return elem_ptr(grad_slots_.data(g.slot), bk.begin - g.begin, opt_.compute_dtype);
+}
+
+void* GradReducer::reduced(int64_t flat, int64_t state) {
+  if (opt_.shards_grads()) return elem_ptr(shard_.data(), state, reduced_dtype());
+  return elem_ptr(reduce_full_.empty() ? full_.data() : reduce_full_.data(), flat, opt_.reduce_dtype);
+}
+
+void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, env_.rank), layout_.shard_offset(b)); }
+
+StatusOr<void*> GradReducer::view(int p, int64_t step) {
+  const DType cdt = opt_.compute_dtype;
+  const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
+  if (!opt_.shards_grads()) return elem_ptr(full_.data(), pl.offset, cdt);
+  GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
+  if (g.slot < 0) {
+    StatusOr<int> slot = grad_slots_.acquire(static_cast<int>(&g - groups_.data()));
+    timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, g.first_bucket, CollectiveOp::kReduceScatter);
+    Status s = slot.ok() ? env_.exec->compute_after(grad_slots_.event(*slot),
+                                                    "waiting for a free gradient staging buffer")
+                         : slot.status();
+    timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, g.first_bucket, CollectiveOp::kReduceScatter);
+    // The reduction sends whole buckets: zero the padding at the end of each.
+    for (int b = g.first_bucket; s.ok() && b <= g.last_bucket; ++b) {
+      const Bucket& bk = bucket(b);
+      s = env_.exec->memset(elem_ptr(grad_slots_.data(*slot), bk.begin + bk.payload - g.begin, cdt), 0,
+                            bk.padding() * static_cast<int64_t>(dtype_size(cdt)));
+    }
+    if (!s.ok()) return s.with_context(env_.who + ": step " + std::to_string(step) + ": grad(" + registry_.label(p) + ")");
+    g.slot = *slot;
+  }
+  return elem_ptr(grad_slots_.data(g.slot), pl.offset - g.begin, cdt);
+}
+
+Status GradReducer::mark_ready(int p, int64_t step) {
+  const DType cdt = opt_.compute_dtype;
+  const std::string call = "grad_ready(" + registry_.label(p) + ")";
+  const std::string at = " in micro-batch " + std::to_string(micro_) + " of step " + std::to_string(step);
+  if (micro_ >= opt_.accum_steps) {
+    return env_.invalid(call + ": all " + std::to_string(opt_.accum_steps) + " micro-batches of step " +
+                        std::to_string(step) + " are complete; call step()");
+  }
+  if (ready_[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
+  const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
+  GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
+  if (opt_.shards_grads() && g.slot < 0) return env_.invalid(call + ": grad() was not called for it" + at);
+  ready_[static_cast<size_t>(p)] = 1;
+  ++ready_count_;
+
+  if (!last_micro() && !sharded_accum()) {
+    // Fold this micro-batch's gradient into the fp32 accumulation (the first one copies).
+    float* acc = accum_.as<float>() + pl.offset;
+    kernels::FoldArgs fold{elem_ptr(in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt), cdt,
+                           micro_ == 0 ? nullptr : acc, acc, DType::kF32, pl.numel};
+    Status s = env_.exec->fold(fold);
+    if (s.ok() && opt_.shards_grads() && --g.unfolded == 0) {
+      s = env_.exec->record_compute(grad_slots_.event(g.slot));
+      grad_slots_.release(g.slot);
+      g.slot = -1;
+    }
+    if (!s.ok()) return env_.failure.fail(s.with_context(env_.who + ": " + call));
+  } else {
+    for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) --buckets_[static_cast<size_t>(b)].pending;
+    if (opt_.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
+  }
+
+  if (ready_count_ == registry_.size()) {  // the micro-batch is complete
+    if (sharded_accum() && !last_micro()) {
+      // Its reductions all issued (without overlap: now), the next micro-batch reduces anew.
+      if (!opt_.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
+      reset_reductions();
+    }
+    ++micro_;
+    ready_.assign(static_cast<size_t>(registry_.size()), 0);
+    ready_count_ = 0;
+    for (GradGroup& gg : groups_) gg.unfolded = gg.params;
+  }
+  return Status::Ok();
+}
+
+Status GradReducer::launch_ready(int64_t step) {
+  // Strictly in the layout's backward order, whatever order the trainer completes them
+  // in: every rank then issues the same collectives in the same order.
+  while (launch_cursor_ < launch_order_.size()) {
+    const int b = launch_order_[launch_cursor_];
+    if (buckets_[static_cast<size_t>(b)].pending > 0) break;
+    Status s = launch(b);
+    if (!s.ok()) {
+      const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(opt_.reduce_dtype));
+      return env_.failure.fail(s.with_context(env_.who + ": step " + std::to_string(step) + ": reduction of bucket " +
+                                              std::to_string(b) + " (" + format_bytes(bytes) + ")"));
+    }
+    ++launch_cursor_;
+  }
+  return Status::Ok();
+}
+
+Status GradReducer::launch(int b) {
+  const DType cdt = opt_.compute_dtype, rdt = opt_.reduce_dtype;
+  Exec& exec = *env_.exec;
+  const Bucket& bk = bucket(b);
+  BucketState& st = buckets_[static_cast<size_t>(b)];
+  GradGroup& g = groups_[static_cast<size_t>(st.group)];
+  void* in = in_bucket(b);
+  const float* acc = opt_.accum_steps > 1 && !sharded_accum() ? accum_.as<float>() + bk.begin : nullptr;
+
+  // The reduction's input in the reduce dtype: the trainer's buffer itself when nothing
+  // needs adding or casting, else the sum rounded once into the reduce dtype.
+  void* send = in;
+  int staging = -1;
+  if (!opt_.shards_grads()) {
+    send = reduced(bk.begin, 0);
+  } else if (rdt != cdt || acc != nullptr) {
+    ZDP_ASSIGN_OR_RETURN(staging, reduce_slots_.acquire(b));
+    timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kReduceScatter);
+    ZDP_RETURN_IF_ERROR(exec.compute_after(reduce_slots_.event(staging), "reduce staging"));
+    timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kReduceScatter);
+    send = reduce_slots_.data(staging);
+  }
+  if (send != in || acc != nullptr) ZDP_RETURN_IF_ERROR(exec.fold(kernels::FoldArgs{in, cdt, acc, send, rdt, bk.size}));
+
+  ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
+  Stream& stream = exec.comm();
+  const CollectiveOp op = opt_.shards_optimizer() ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(rdt));
+  timeline_.collective(TimelineEvent::Kind::kReduceStart, b, op, bytes);
+  if (!opt_.shards_optimizer()) {
+    ZDP_RETURN_IF_ERROR(env_.comm.all_reduce(send, send, bk.size, rdt, ReduceOp::kSum, stream, b));
+  } else {
+    // Stage 1 reduces in place (its slice of the full buffer); stages 2-3 into the shard,
+    // or with sharded accumulation in place too, the slice then added into the fp32 shard
+    // (the first micro-batch's copied) on the same stream.
+    const bool in_place = !opt_.shards_grads() || sharded_accum();
+    void* recv = in_place ? elem_ptr(send, env_.rank * bk.slice_size(), rdt) : reduced_slice(b);
+    ZDP_RETURN_IF_ERROR(env_.comm.reduce_scatter(send, recv, bk.slice_size(), rdt, ReduceOp::kSum, stream, b));
+    if (sharded_accum()) {
+      float* shard = static_cast<float*>(reduced_slice(b));
+      ZDP_RETURN_IF_ERROR(exec.fold_on_comm(
+          kernels::FoldArgs{recv, rdt, micro_ == 0 ? nullptr : shard, shard, DType::kF32, bk.slice_size()}));
+    }
+  }
+  ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
+  timeline_.collective(TimelineEvent::Kind::kReduceEnd, b, op, bytes);
+  if (staging >= 0) {
+    ZDP_RETURN_IF_ERROR(stream.record(reduce_slots_.event(staging)));
+    reduce_slots_.release(staging);
+  }
+  if (opt_.shards_grads() && --g.unlaunched == 0) {
+    // The group's staging buffer is free once its last reader is done: the reduction
+    // when it sent the buffer itself, else the fold on the compute stream.
+    ZDP_RETURN_IF_ERROR(send == in ? stream.record(grad_slots_.event(g.slot))
+                                   : exec.record_compute(grad_slots_.event(g.slot)));
+    grad_slots_.release(g.slot);
+    g.slot = -1;
+  }
+  return Status::Ok();
+}
+
+Status GradReducer::wait_all(const std::string& where) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Status s = env_.exec->compute_after(*buckets_[b].reduced, where + ": reduction of bucket " + std::to_string(b));
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+void GradReducer::count_memory(int64_t* measured) const {
+  for (const DeviceBuffer* b : {&full_, &reduce_full_, &shard_, &accum_}) {
+    if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
+  }
+  for (const SlotPool* pool : {&grad_slots_, &reduce_slots_}) {
+    measured[static_cast<int>(MemCategory::kBuckets)] += pool->slot_bytes() * pool->size();
+  }
+}
+
+}  // namespace zdp

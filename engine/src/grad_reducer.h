@@ -1,0 +1,119 @@
+// Gradients: the buffers the trainer writes (stages 0-1: one full buffer; stages 2-3:
+// staging buffers lent per gradient group for one micro-batch), readiness counting per
+// bucket, accumulation over micro-batches, and each bucket's reduction on the
+// communication stream as soon as the layout's backward order allows. Local accumulation
+// folds every micro-batch but the last into a full fp32 buffer and reduces once; sharded
+// accumulation (stages 2-3) reduce-scatters every micro-batch and adds the slice into the
+// fp32 gradient shard. What step() reads: the reduced gradient of every owned range.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/src/buffer_plan.h"
+#include "engine/src/engine_env.h"
+#include "engine/src/slot_pool.h"
+#include "engine/src/timeline.h"
+
+namespace zdp {
+
+class ParamRegistry;
+
+class GradReducer {
+ public:
+  // Buckets, gradient groups and their events for `layout`. No memory yet.
+  static StatusOr<std::unique_ptr<GradReducer>> create(EngineEnv& env, const EngineOptions& options,
+                                                       const Layout& layout, const ParamRegistry& registry,
+                                                       Timeline& timeline);
+  // The gradient buffers, the accumulation and the staging pools (plan_buffers()).
+  Status allocate(const BufferSizes& sizes);
+
+  // The trainer's gradient view of parameter p for this micro-batch (stages 2-3: lends
+  // its group a staging buffer on first use). `step` (the one being computed) names it
+  // in errors.
+  StatusOr<void*> view(int p, int64_t step);
+  // Parameter p's gradient of this micro-batch is complete: folds it (local accumulation
+  // before the last micro-batch) or counts it towards its buckets' reductions, launching
+  // those now complete when overlapping. Misuse is kInvalidArgument; a failed fold or
+  // launch also breaks the engine (env.failure).
+  Status mark_ready(int p, int64_t step);
+  // Issues every reduction not yet issued (overlap off: step() calls it).
+  Status launch_ready(int64_t step);
+  // The compute stream waits for every bucket's reduction. Errors name `where`.
+  Status wait_all(const std::string& where);
+
+  int64_t micro() const { return micro_; }          // complete micro-batches of this step
+  int ready_count() const { return ready_count_; }  // parameters ready in the current one
+  // Up to ~200 characters of the parameters not marked ready in the current micro-batch.
+  std::string missing() const;
+  // A new step: no micro-batch done, nothing ready, nothing reduced.
+  void reset_step();
+
+  // The dtype of reduced(): the reduce dtype, or fp32 when the shard accumulates.
+  DType reduced_dtype() const;
+  // The reduced gradient of owned range (flat, state): stages 0-1 in the full buffer at
+  // `flat`, stages 2-3 in the owned shard at `state`.
+  void* reduced(int64_t flat, int64_t state);
+  // This rank's reduced slice of bucket b.
+  void* reduced_slice(int b);
+
+  // Adds the bytes of its buffers and pools to `measured` (by MemCategory).
+  void count_memory(int64_t* measured) const;
+
+ private:
+  // One bucket's progress through the current micro-batch's reduction.
+  struct BucketState {
+    int params = 0;   // parameters with elements in it
+    int pending = 0;  // of those, not yet ready in the micro-batch being reduced
+    int group = 0;    // its gradient group
+    std::unique_ptr<Event> reduced;  // on the comm stream, after its gradient reduction
+  };
+  // Buckets connected by parameters that straddle them: a parameter's gradient view must
+  // be contiguous, so stages 2-3 stage gradients per group (at stage 3 groups never cross
+  // a layer group, because buckets do not).
+  struct GradGroup {
+    int first_bucket = 0;
+    int last_bucket = 0;  // inclusive
+    int64_t begin = 0;    // flat offset of its first bucket
+    int64_t size = 0;     // padded elements
+    int params = 0;
+    int slot = -1;        // grad_slots_ slot lent for this micro-batch, or -1
+    int unfolded = 0;     // local accumulation, before the last micro-batch: parameters not yet folded
+    int unlaunched = 0;   // micro-batches that reduce: buckets whose reduction is not yet issued
+  };
+
+  GradReducer(EngineEnv& env, const EngineOptions& options, const Layout& layout, const ParamRegistry& registry,
+              Timeline& timeline)
+      : env_(env), opt_(options), layout_(layout), registry_(registry), timeline_(timeline) {}
+  const Bucket& bucket(int b) const { return layout_.buckets()[static_cast<size_t>(b)]; }
+  bool last_micro() const { return micro_ == opt_.accum_steps - 1; }
+  bool sharded_accum() const { return shards_accumulation(opt_); }
+  void* in_bucket(int b);  // the trainer's gradient of bucket b (compute dtype)
+  Status launch(int b);
+  void reset_reductions();  // every bucket unreduced again (a new micro-batch to reduce)
+
+  EngineEnv& env_;
+  const EngineOptions& opt_;
+  const Layout& layout_;
+  const ParamRegistry& registry_;
+  Timeline& timeline_;
+  std::vector<BucketState> buckets_;
+  std::vector<GradGroup> groups_;
+  std::vector<int> group_of_param_;
+  std::vector<int> launch_order_;  // layout.backward_bucket_order()
+  size_t launch_cursor_ = 0;       // launch_order_[cursor] is the next bucket to reduce
+  std::vector<char> ready_;        // per parameter, in the current micro-batch
+  int ready_count_ = 0;
+  int64_t micro_ = 0;
+  DeviceBuffer full_;         // stages 0-1: T x compute, written by the trainer
+  DeviceBuffer reduce_full_;  // stages 0-1, reduce dtype != compute dtype: T x reduce
+  DeviceBuffer shard_;        // stages 2-3: S x reduce, the reduce-scatter output (S x fp32,
+                              // the accumulation, when shards_accumulation)
+  DeviceBuffer accum_;        // accum_steps > 1, local accumulation: T x fp32
+  SlotPool grad_slots_;       // stages 2-3: the trainer's gradient views, per group
+  SlotPool reduce_slots_;     // stages 2-3 when a cast or accumulation precedes the reduction
+};
+
+}  // namespace zdp

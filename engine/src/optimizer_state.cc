@@ -1,0 +1,211 @@
+// OptimizerState: the optimizer, its sharded state and the global gradient statistics.
+#include "engine/src/optimizer_state.h"
+
+#include <algorithm>
+
+#include "zdp/checkpoint.h"
+
+namespace zdp {
+namespace {
+
+// fnmatch(3) pattern matching exactly `name` (the optimizer's groups match by pattern).
+std::string exact_pattern(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+optim::LrDecay lr_decay(LrSchedule schedule) {
+  switch (schedule) {
+    case LrSchedule::kCosine: return optim::LrDecay::kCosine;
+    case LrSchedule::kLinear: return optim::LrDecay::kLinear;
+    default: return optim::LrDecay::kConstant;
+  }
+}
+
+}  // namespace
+
+optim::LrScaling lr_scaling_of(LrScalingRule rule) {
+  switch (rule) {
+    case LrScalingRule::kLinear: return optim::LrScaling::kLinear;
+    case LrScalingRule::kSqrt: return optim::LrScaling::kSqrt;
+    default: return optim::LrScaling::kNone;
+  }
+}
+
+StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env, const EngineOptions& opt,
+                                                                 const Layout& layout, const ParamRegistry& registry) {
+  std::unique_ptr<OptimizerState> state(new OptimizerState(env, opt, layout));
+  const OptimConfig& c = opt.optim;
+  optim::OptimizerOptions o;
+  o.kind = c.name == OptimizerKind::kSgd ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
+  o.lr = c.lr;
+  o.weight_decay = c.weight_decay;
+  // Forced choices first (the first matching rule decides), then optim's by-name rule.
+  optim::ParamGroupRule forced_off{"no_decay (forced)", {}, 0.0};
+  optim::ParamGroupRule forced_on{"decay (forced)", {}, c.weight_decay};
+  for (const Registration& r : registry.all()) {
+    if (r.decay == Decay::kNoDecay) forced_off.patterns.push_back(exact_pattern(r.spec.name));
+    if (r.decay == Decay::kDecay) forced_on.patterns.push_back(exact_pattern(r.spec.name));
+  }
+  if (!forced_off.patterns.empty()) o.groups.push_back(forced_off);
+  if (!forced_on.patterns.empty()) o.groups.push_back(forced_on);
+  o.groups.push_back(optim::no_decay_for_biases_and_norms());
+  o.adamw = {c.beta1, c.beta2, c.eps};
+  o.sgd.momentum = c.beta1;  // [optim] beta1 is SGD's momentum (config.h)
+  o.schedule.decay = lr_decay(c.schedule);
+  o.schedule.warmup_steps = c.warmup_steps;
+  o.schedule.total_steps = opt.total_steps;
+  o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;  // so min_lr scales with lr
+  o.lr_scaling = lr_scaling_of(c.lr_scaling);
+  o.global_batch = std::max<int64_t>(1, opt.global_batch);
+  o.base_batch = c.base_batch > 0 ? c.base_batch : o.global_batch;
+  o.seed = static_cast<uint64_t>(opt.seed);
+  std::vector<optim::ParamExtent> extents;
+  for (const ParamPlacement& pl : layout.params()) extents.push_back({pl.name, pl.offset, pl.numel});
+  StatusOr<optim::Optimizer> made = optim::Optimizer::create(o, extents);
+  if (!made.ok()) return made.status();
+  state->optimizer_.emplace(std::move(*made));
+  if (opt.compute_dtype == DType::kF16) {
+    const LossScaleOptions& l = opt.loss_scale;
+    ZDP_ASSIGN_OR_RETURN(optim::DynamicLossScale s, optim::DynamicLossScale::create(
+                                                        {l.initial, l.growth_factor, l.backoff, l.growth_interval,
+                                                         l.min_scale}));
+    state->scaler_.emplace(s);
+  }
+  return state;
+}
+
+Status OptimizerState::allocate(const BufferSizes& z) {
+  ZDP_RETURN_IF_ERROR(env_.allocate(master_, z.master, MemCategory::kOptimizer, "fp32 master weights", false));
+  // Empty (null) when the optimizer keeps no such state: SGD has no v, and no m without momentum.
+  ZDP_RETURN_IF_ERROR(env_.allocate(exp_avg_, z.m, MemCategory::kOptimizer, "first moments", true));
+  ZDP_RETURN_IF_ERROR(env_.allocate(exp_avg_sq_, z.v, MemCategory::kOptimizer, "second moments", true));
+  ZDP_RETURN_IF_ERROR(env_.allocate(stats_, z.grad_stats, MemCategory::kWorkspace, "gradient statistics", true));
+  if (z.norm_scratch > 0) {
+    ZDP_RETURN_IF_ERROR(
+        env_.allocate(check_workspace_, z.norm_scratch, MemCategory::kWorkspace, "norm scratch", false));
+  }
+  if (env_.exec->cuda()) {
+    // The one buffer plan_buffers() leaves out: it follows the optimizer's parameter groups.
+    const auto& segments = optimizer_->decay_segments();
+    const int64_t bytes = static_cast<int64_t>(segments.size() * sizeof(kernels::DecaySegment));
+    ZDP_RETURN_IF_ERROR(
+        env_.allocate(decay_table_, std::max<int64_t>(1, bytes), MemCategory::kWorkspace, "decay table", false));
+    if (bytes > 0) {
+      ZDP_RETURN_IF_ERROR(env_.device.memcpy(decay_table_.data(), segments.data(), static_cast<size_t>(bytes)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status OptimizerState::clear() {
+  for (DeviceBuffer* b : {&master_, &exp_avg_, &exp_avg_sq_}) {
+    if (!b->empty()) ZDP_RETURN_IF_ERROR(env_.exec->memset(b->data(), 0, b->bytes()));
+  }
+  return Status::Ok();
+}
+
+std::vector<const char*> OptimizerState::moment_suffixes() const {
+  switch (optimizer_moments(opt_.optim)) {
+    case 2: return {kExpAvgSuffix, kExpAvgSqSuffix};
+    case 1: return {kMomentumBufferSuffix};
+    default: return {};
+  }
+}
+
+std::vector<OptimizerState::Moment> OptimizerState::moments() {
+  std::vector<Moment> out;
+  const std::vector<const char*> suffixes = moment_suffixes();
+  DeviceBuffer* buffers[] = {&exp_avg_, &exp_avg_sq_};
+  for (size_t i = 0; i < suffixes.size(); ++i) out.push_back({suffixes[i], buffers[i]});
+  return out;
+}
+
+StatusOr<optim::GradScaleDecision> OptimizerState::grad_stats(const std::function<void*(int)>& reduced_slice,
+                                                              DType dtype, double inv_scale, Timeline& timeline,
+                                                              const std::string& where) {
+  Exec& exec = *env_.exec;
+  const int buckets = static_cast<int>(layout_.buckets().size());
+  auto* stats_dev = stats_.as<kernels::GradStats>();
+  for (int b = 0; b < buckets; ++b) {
+    kernels::GradCheckArgs check{reduced_slice(b), dtype, layout_.buckets()[static_cast<size_t>(b)].slice_size(),
+                                 static_cast<float>(inv_scale), stats_dev + b};
+    ZDP_RETURN_IF_ERROR(exec.grad_check(check, check_workspace_.data(), check_workspace_.bytes()));
+  }
+  ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
+  const int64_t stats_bytes = 2 * buckets * static_cast<int64_t>(sizeof(float));
+  timeline.collective(TimelineEvent::Kind::kReduceStart, -1, CollectiveOp::kAllReduce, stats_bytes);
+  ZDP_RETURN_IF_ERROR(
+      env_.comm.all_reduce(stats_dev, stats_dev, 2 * buckets, DType::kF32, ReduceOp::kSum, exec.comm(), -1));
+  timeline.collective(TimelineEvent::Kind::kReduceEnd, -1, CollectiveOp::kAllReduce, stats_bytes);
+  ZDP_RETURN_IF_ERROR(exec.synchronize(where + ": gradient norm"));
+  std::vector<kernels::GradStats> host(static_cast<size_t>(buckets));
+  ZDP_RETURN_IF_ERROR(env_.device.memcpy(host.data(), stats_dev, host.size() * sizeof(kernels::GradStats)));
+  double sum_sq = 0.0;
+  float nonfinite = 0.0f;
+  for (const kernels::GradStats& g : host) {  // bucket order: the same sum on every rank
+    sum_sq += g.sum_sq;
+    nonfinite += g.nonfinite;
+  }
+  return optim::decide_grad_scale(kernels::GradStats{static_cast<float>(sum_sq), nonfinite}, 1.0,
+                                  opt_.optim.grad_clip);
+}
+
+Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DType grad_dtype, void* param_out,
+                              int64_t t, float grad_scale) {
+  optim::SliceState s;
+  s.count = o.count;
+  s.global_offset = o.flat;
+  s.master = master_.as<float>() + o.state;
+  // Null where the optimizer keeps no such state (plan_buffers(): SGD has no v).
+  s.m = exp_avg_.empty() ? nullptr : exp_avg_.as<float>() + o.state;
+  s.v = exp_avg_sq_.empty() ? nullptr : exp_avg_sq_.as<float>() + o.state;
+  s.grad = grad;
+  s.grad_dtype = grad_dtype;
+  s.param_out = param_out;
+  s.param_dtype = opt_.compute_dtype;
+  Exec& exec = *env_.exec;
+  Status u = optimizer_->update(env_.device.kind(), s, t, grad_scale, decay_table_.as<kernels::DecaySegment>(),
+                                exec.compute_handle());
+  return u.ok() ? u : u.with_context("optimizer update of bucket " + std::to_string(b));
+}
+
+void OptimizerState::finish_step(optim::StepAction action) {
+  if (action != optim::StepAction::kSkipNonFinite) ++steps_;
+  if (scaler_) scaler_->update(action);
+}
+
+StatusOr<std::vector<float>> OptimizerState::gather_master(int p, const std::string& label) {
+  const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
+  std::vector<float> out(static_cast<size_t>(pl.numel));
+  Exec& exec = *env_.exec;
+  ZDP_RETURN_IF_ERROR(exec.synchronize(env_.who + ": gather_master"));
+  if (!opt_.shards_optimizer()) {
+    ZDP_RETURN_IF_ERROR(env_.device.memcpy(out.data(), master_.as<float>() + pl.offset, out.size() * 4));
+    return out;
+  }
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer whole,
+                       env_.device.allocate(layout_.max_bucket_elems() * 4, MemCategory::kWorkspace));
+  for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
+    const Bucket& bk = layout_.buckets()[static_cast<size_t>(b)];
+    ZDP_RETURN_IF_ERROR(env_.comm.all_gather(master_.as<float>() + layout_.shard_offset(b), whole.data(),
+                                             bk.slice_size(), DType::kF32, exec.comm(), b));
+    ZDP_RETURN_IF_ERROR(exec.synchronize(env_.who + ": gather_master of " + label));
+    const int64_t lo = std::max(pl.offset, bk.begin), hi = std::min(pl.offset + pl.numel, bk.end());
+    ZDP_RETURN_IF_ERROR(env_.device.memcpy(out.data() + (lo - pl.offset), whole.as<float>() + (lo - bk.begin),
+                                           static_cast<size_t>(hi - lo) * 4));
+  }
+  return out;
+}
+
+void OptimizerState::count_memory(int64_t* measured) const {
+  for (const DeviceBuffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &stats_, &check_workspace_, &decay_table_}) {
+    if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
+  }
+}
+
+}  // namespace zdp
