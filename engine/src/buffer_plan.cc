@@ -19,7 +19,7 @@ LayoutOptions engine_layout_options(const EngineOptions& options, int world_size
   // stage the trainer's gradients per run of buckets that parameters connect; cut
   // anywhere, parameters straddling buckets would chain every bucket into one run (the
   // whole gradient, twice), so layer groups bound the runs there too.
-  lo.boundary = options.stage >= 2 ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
+  lo.boundary = options.shards_grads() ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
   return lo;
 }
 
@@ -50,13 +50,12 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   const int64_t T = layout.total_elems(), S = layout.shard_elems();
   const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));
   const int64_t r = static_cast<int64_t>(dtype_size(options.reduce_dtype));
-  const int stage = options.stage;
   const bool cast = options.reduce_dtype != options.compute_dtype;
   const int num_buckets = static_cast<int>(layout.buckets().size());
 
   BufferSizes z;
-  z.params = (stage < 3 ? T : S) * c;
-  if (stage <= 1) {
+  z.params = (options.shards_params() ? S : T) * c;
+  if (!options.shards_grads()) {
     z.grads = T * c;  // the trainer writes here; reduced in place unless cast
     z.reduce_copy = cast ? T * r : 0;
   } else {
@@ -67,7 +66,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   // accumulates in full.
   const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
   z.accum = local_accum ? T * 4 : 0;
-  const int64_t state = (stage == 0 ? T : S) * 4;
+  const int64_t state = (options.shards_optimizer() ? S : T) * 4;
   const int moments = optimizer_moments(options.optim);
   z.master = state;
   z.m = moments >= 1 ? state : 0;
@@ -77,7 +76,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     const int64_t largest_slice = layout.max_bucket_elems() / layout.options().world_size;
     z.norm_scratch = std::max<int64_t>(1, kernels::grad_check_workspace_bytes(largest_slice));
   }
-  if (stage >= 2) {
+  if (options.shards_grads()) {
     int64_t largest_group = 0, group_begin = 0;
     for (int b = 0; b < num_buckets; ++b) {
       const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
@@ -88,7 +87,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     z.grad_staging = {largest_group * c, 2};
     if (cast || local_accum) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
   }
-  if (stage == 3) {
+  if (options.shards_params()) {
     const std::vector<int64_t> groups = layer_group_elems(layout);
     const int64_t largest_layer = groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end());
     // The group in use plus the prefetched ones.

@@ -53,7 +53,7 @@ Status EngineOptions::validate() const {
   }
   if (accum_steps < 1) bad("accum_steps " + std::to_string(accum_steps) + " is not >= 1");
   if (prefetch_layers < 0) bad("prefetch_layers " + std::to_string(prefetch_layers) + " is not >= 0");
-  if (accumulate == GradAccumulation::kSharded && (stage == 0 || stage == 1)) {
+  if (accumulate == GradAccumulation::kSharded && !shards_grads()) {
     bad("accumulate sharded needs stage 2 or 3 (the gradient shard it accumulates into); stage is " +
         std::to_string(stage));
   }

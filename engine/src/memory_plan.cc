@@ -39,7 +39,7 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.padded_elems = layout.total_elems();
   plan.shard_elems = layout.shard_elems();
   for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
-  if (options.stage == 3) plan.group_elems = layer_group_elems(layout);
+  if (options.shards_params()) plan.group_elems = layer_group_elems(layout);
   ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula,
                        zero_memory_formula(plan.psi, plan.world_size, options.stage,
                                            static_cast<int>(dtype_size(options.compute_dtype)),

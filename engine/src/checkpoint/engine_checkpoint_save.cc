@@ -138,10 +138,10 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
   };
   std::vector<const float*> own = {c.state.master()};
   for (const OptimizerState::Moment& t : state) own.push_back(t.buffer->as<float>());
-  if (!roles.per_node || c.opt.stage == 0) {
+  if (!roles.per_node || !c.opt.shards_optimizer()) {
     // Shared: slice `rank` of every bucket, from this rank's shard (stage 0: the full
     // state every rank holds). Per node at stage 0: the node's share of the slices.
-    const MemBase base = c.opt.stage == 0 ? MemBase::kFlat : MemBase::kShard;
+    const MemBase base = c.opt.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
     for (int b = 0; b < c.num_buckets(); ++b) {
       for (int s = 0; s < K; ++s) {
         if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, base, own));
