@@ -7,14 +7,6 @@
 
 namespace zdp::optim {
 
-const char* to_string(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
-
-StatusOr<OptimizerKind> parse_optimizer_kind(std::string_view text) {
-  if (text == "adamw") return OptimizerKind::kAdamW;
-  if (text == "sgd") return OptimizerKind::kSgd;
-  return Status(StatusCode::kInvalidArgument, "optimizer \"" + std::string(text) + "\" is not one of adamw, sgd");
-}
-
 namespace {
 
 Status check_options(const OptimizerOptions& o) {

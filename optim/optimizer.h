@@ -24,10 +24,6 @@
 
 namespace zdp::optim {
 
-enum class OptimizerKind : uint8_t { kAdamW = 0, kSgd };
-const char* to_string(OptimizerKind kind);
-StatusOr<OptimizerKind> parse_optimizer_kind(std::string_view text);  // "adamw" | "sgd"
-
 struct AdamWConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -47,8 +43,8 @@ struct OptimizerOptions {
   std::vector<ParamGroupRule> groups;  // e.g. {no_decay_for_biases_and_norms()}
   AdamWConfig adamw;
   SgdConfig sgd;
-  LrSchedule schedule;
-  LrScaling lr_scaling = LrScaling::kNone;
+  Schedule schedule;
+  LrScalingRule lr_scaling = LrScalingRule::kNone;
   int64_t base_batch = 1;
   int64_t global_batch = 1;     // world_size x micro_batch x accum_steps
   // How the compute-dtype parameter copy is rounded; stochastic needs bf16.

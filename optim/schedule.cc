@@ -6,45 +6,28 @@
 
 namespace zdp::optim {
 
-const char* to_string(LrDecay decay) {
-  switch (decay) {
-    case LrDecay::kConstant: return "constant";
-    case LrDecay::kCosine: return "cosine";
-    case LrDecay::kLinear: return "linear";
-  }
-  return "?";
-}
-
-StatusOr<LrDecay> parse_lr_decay(std::string_view text) {
-  for (LrDecay d : {LrDecay::kConstant, LrDecay::kCosine, LrDecay::kLinear}) {
-    if (text == to_string(d)) return d;
-  }
-  return Status(StatusCode::kInvalidArgument,
-                "lr decay \"" + std::string(text) + "\" is not one of constant, cosine, linear");
-}
-
-Status LrSchedule::validate() const {
+Status Schedule::validate() const {
   auto invalid = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, "lr schedule: " + what); };
   if (warmup_steps < 0) return invalid("warmup_steps = " + std::to_string(warmup_steps) + " < 0");
   if (!(final_lr_ratio >= 0.0 && final_lr_ratio <= 1.0)) {
     return invalid("final_lr_ratio = " + std::to_string(final_lr_ratio) + " is not in [0, 1]");
   }
-  if (decay != LrDecay::kConstant && total_steps <= warmup_steps) {
+  if (decay != LrSchedule::kConstant && total_steps <= warmup_steps) {
     return invalid(std::string(to_string(decay)) + " decay needs total_steps (" + std::to_string(total_steps) +
                    ") > warmup_steps (" + std::to_string(warmup_steps) + ")");
   }
   return Status::Ok();
 }
 
-double lr_at(const LrSchedule& s, double peak_lr, int64_t t) {
+double lr_at(const Schedule& s, double peak_lr, int64_t t) {
   if (t <= s.warmup_steps) return peak_lr * static_cast<double>(t) / static_cast<double>(s.warmup_steps);
-  if (s.decay == LrDecay::kConstant) return peak_lr;
+  if (s.decay == LrSchedule::kConstant) return peak_lr;
   const double floor = s.final_lr_ratio * peak_lr;
   if (t >= s.total_steps) return floor;
   const double progress =
       static_cast<double>(t - s.warmup_steps) / static_cast<double>(s.total_steps - s.warmup_steps);
   const double pi = std::acos(-1.0);
-  const double f = s.decay == LrDecay::kCosine ? 0.5 * (1.0 + std::cos(pi * progress)) : 1.0 - progress;
+  const double f = s.decay == LrSchedule::kCosine ? 0.5 * (1.0 + std::cos(pi * progress)) : 1.0 - progress;
   return floor + (peak_lr - floor) * f;
 }
 

@@ -5,23 +5,14 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
+#include "zdp/optim_config.h"
 #include "zdp/status.h"
 
 namespace zdp::optim {
 
-enum class LrDecay : uint8_t {
-  kConstant = 0,  // stay at the peak after warm-up
-  kCosine,        // half a cosine from the peak down to the floor
-  kLinear,        // a straight line from the peak down to the floor
-};
-const char* to_string(LrDecay decay);
-// "constant" | "cosine" | "linear"; kInvalidArgument naming the accepted values.
-StatusOr<LrDecay> parse_lr_decay(std::string_view text);
-
-struct LrSchedule {
-  LrDecay decay = LrDecay::kConstant;
+struct Schedule {
+  LrSchedule decay = LrSchedule::kConstant;  // zdp/optim_config.h
   // Steps of linear warm-up: lr(t) = peak * t / warmup_steps for t <= warmup_steps.
   int64_t warmup_steps = 0;
   // The step at which the decay reaches the floor (the run's length, usually); it stays
@@ -41,6 +32,6 @@ struct LrSchedule {
 //   t > T:       floor                                               (T = total_steps)
 // with floor = final_lr_ratio * peak; kConstant is the peak after warm-up.
 // REQUIRES: schedule.validate() is OK and t >= 1.
-double lr_at(const LrSchedule& schedule, double peak_lr, int64_t t);
+double lr_at(const Schedule& schedule, double peak_lr, int64_t t);
 
 }  // namespace zdp::optim

@@ -1,7 +1,8 @@
 // EngineOptions: from the config, and their checks.
 #include <cmath>
 
-#include "engine/src/optimizer_state.h"
+#include "optim/clip.h"
+#include "optim/lr_scaling.h"
 #include "zdp/engine.h"
 
 namespace zdp {
@@ -26,9 +27,8 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   // and no rule, so code that reads o.optim.lr sees the rate the run uses.
   if (o.optim.lr_scaling != LrScalingRule::kNone) {
     const int64_t base = o.optim.base_batch > 0 ? o.optim.base_batch : o.global_batch;
-    const optim::LrScaling rule = lr_scaling_of(o.optim.lr_scaling);
-    StatusOr<double> lr = optim::scale_lr(o.optim.lr, rule, base, o.global_batch);
-    StatusOr<double> min_lr = optim::scale_lr(o.optim.min_lr, rule, base, o.global_batch);
+    StatusOr<double> lr = optim::scale_lr(o.optim.lr, o.optim.lr_scaling, base, o.global_batch);
+    StatusOr<double> min_lr = optim::scale_lr(o.optim.min_lr, o.optim.lr_scaling, base, o.global_batch);
     if (!lr.ok() || !min_lr.ok()) return (lr.ok() ? min_lr.status() : lr.status()).with_context(config.source);
     o.optim.lr = *lr;
     o.optim.min_lr = *min_lr;

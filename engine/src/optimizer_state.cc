@@ -18,30 +18,14 @@ std::string exact_pattern(const std::string& name) {
   return out;
 }
 
-optim::LrDecay lr_decay(LrSchedule schedule) {
-  switch (schedule) {
-    case LrSchedule::kCosine: return optim::LrDecay::kCosine;
-    case LrSchedule::kLinear: return optim::LrDecay::kLinear;
-    default: return optim::LrDecay::kConstant;
-  }
-}
-
 }  // namespace
-
-optim::LrScaling lr_scaling_of(LrScalingRule rule) {
-  switch (rule) {
-    case LrScalingRule::kLinear: return optim::LrScaling::kLinear;
-    case LrScalingRule::kSqrt: return optim::LrScaling::kSqrt;
-    default: return optim::LrScaling::kNone;
-  }
-}
 
 StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env, const EngineOptions& opt,
                                                                  const Layout& layout, const ParamRegistry& registry) {
   std::unique_ptr<OptimizerState> state(new OptimizerState(env, opt, layout));
   const OptimConfig& c = opt.optim;
   optim::OptimizerOptions o;
-  o.kind = c.name == OptimizerKind::kSgd ? optim::OptimizerKind::kSgd : optim::OptimizerKind::kAdamW;
+  o.kind = c.name;
   o.lr = c.lr;
   o.weight_decay = c.weight_decay;
   // Forced choices first (the first matching rule decides), then optim's by-name rule.
@@ -56,11 +40,11 @@ StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env,
   o.groups.push_back(optim::no_decay_for_biases_and_norms());
   o.adamw = {c.beta1, c.beta2, c.eps};
   o.sgd.momentum = c.beta1;  // [optim] beta1 is SGD's momentum (config.h)
-  o.schedule.decay = lr_decay(c.schedule);
+  o.schedule.decay = c.schedule;
   o.schedule.warmup_steps = c.warmup_steps;
   o.schedule.total_steps = opt.total_steps;
   o.schedule.final_lr_ratio = c.lr > 0 ? c.min_lr / c.lr : 0.0;  // so min_lr scales with lr
-  o.lr_scaling = lr_scaling_of(c.lr_scaling);
+  o.lr_scaling = c.lr_scaling;
   o.global_batch = std::max<int64_t>(1, opt.global_batch);
   o.base_batch = c.base_batch > 0 ? c.base_batch : o.global_batch;
   o.seed = static_cast<uint64_t>(opt.seed);

@@ -23,9 +23,6 @@
 
 namespace zdp {
 
-// The config's batch-size rule as optim/ names it.
-optim::LrScaling lr_scaling_of(LrScalingRule rule);
-
 class OptimizerState {
  public:
   // The optimizer (parameter groups from the registrations' decay choices and the

@@ -6,14 +6,15 @@
 
 #include "optim/lr_scaling.h"
 #include "optim/schedule.h"
+#include "zdp/config.h"
 
 namespace zdp::optim {
 namespace {
 
 constexpr double kPeak = 3e-4;
 
-LrSchedule schedule(LrDecay decay, int64_t warmup, int64_t total, double ratio) {
-  LrSchedule s;
+Schedule schedule(LrSchedule decay, int64_t warmup, int64_t total, double ratio) {
+  Schedule s;
   s.decay = decay;
   s.warmup_steps = warmup;
   s.total_steps = total;
@@ -23,8 +24,8 @@ LrSchedule schedule(LrDecay decay, int64_t warmup, int64_t total, double ratio) 
 }
 
 TEST(LrSchedule, WarmupIsLinearFromPeakOverWarmup) {
-  for (LrDecay d : {LrDecay::kConstant, LrDecay::kCosine, LrDecay::kLinear}) {
-    const LrSchedule s = schedule(d, 100, 1000, 0.1);
+  for (LrSchedule d : {LrSchedule::kConstant, LrSchedule::kCosine, LrSchedule::kLinear}) {
+    const Schedule s = schedule(d, 100, 1000, 0.1);
     EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 1), kPeak / 100);
     EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 50), kPeak / 2);
     EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 100), kPeak);
@@ -32,12 +33,12 @@ TEST(LrSchedule, WarmupIsLinearFromPeakOverWarmup) {
 }
 
 TEST(LrSchedule, ConstantStaysAtPeak) {
-  const LrSchedule s = schedule(LrDecay::kConstant, 0, 0, 0.0);
+  const Schedule s = schedule(LrSchedule::kConstant, 0, 0, 0.0);
   for (int64_t t : {1, 2, 1000, 1000000}) EXPECT_EQ(lr_at(s, kPeak, t), kPeak);
 }
 
 TEST(LrSchedule, CosineHitsMidpointAndFloor) {
-  const LrSchedule s = schedule(LrDecay::kCosine, 100, 1100, 0.1);
+  const Schedule s = schedule(LrSchedule::kCosine, 100, 1100, 0.1);
   const double floor = 0.1 * kPeak;
   EXPECT_NEAR(lr_at(s, kPeak, 600), (kPeak + floor) / 2, 1e-15);   // progress 1/2
   EXPECT_NEAR(lr_at(s, kPeak, 350), floor + (kPeak - floor) * (1 + std::cos(std::acos(-1.0) / 4)) / 2, 1e-15);
@@ -52,7 +53,7 @@ TEST(LrSchedule, CosineHitsMidpointAndFloor) {
 }
 
 TEST(LrSchedule, LinearDecaysToFloor) {
-  const LrSchedule s = schedule(LrDecay::kLinear, 0, 400, 0.0);
+  const Schedule s = schedule(LrSchedule::kLinear, 0, 400, 0.0);
   EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 100), 0.75 * kPeak);
   EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 200), 0.5 * kPeak);
   EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 400), 0.0);
@@ -60,8 +61,8 @@ TEST(LrSchedule, LinearDecaysToFloor) {
 }
 
 TEST(LrSchedule, RejectsInconsistentSettings) {
-  LrSchedule s;
-  s.decay = LrDecay::kCosine;
+  Schedule s;
+  s.decay = LrSchedule::kCosine;
   s.warmup_steps = 100;
   s.total_steps = 100;  // no room to decay
   Status st = s.validate();
@@ -75,33 +76,38 @@ TEST(LrSchedule, RejectsInconsistentSettings) {
   EXPECT_EQ(s.validate().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(LrSchedule, ParsesNames) {
-  EXPECT_EQ(parse_lr_decay("cosine").value(), LrDecay::kCosine);
-  EXPECT_EQ(parse_lr_decay("linear").value(), LrDecay::kLinear);
-  EXPECT_EQ(parse_lr_decay("constant").value(), LrDecay::kConstant);
-  const auto bad = parse_lr_decay("cosin");
+// The config's words are the optimizer's own (zdp/optim_config.h): the parser reads them
+// from to_string(), so a word renamed there is renamed in TOML too.
+TEST(LrSchedule, NamesAreTheConfigWords) {
+  EXPECT_STREQ(to_string(LrSchedule::kCosine), "cosine");
+  EXPECT_STREQ(to_string(LrSchedule::kLinear), "linear");
+  EXPECT_STREQ(to_string(LrSchedule::kConstant), "constant");
+  EXPECT_EQ(parse_config("[optim]\nschedule = \"linear\"\n", "t.toml").value().optim.schedule, LrSchedule::kLinear);
+  const auto bad = parse_config("[optim]\nschedule = \"cosin\"\n", "t.toml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("constant, cosine, linear"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("\"constant\", \"cosine\", \"linear\""), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(LrScaling, FollowsTheGlobalBatch) {
-  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScaling::kNone, 256, 1024).value(), 1e-3);
-  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScaling::kLinear, 256, 1024).value(), 4e-3);
-  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScaling::kSqrt, 256, 1024).value(), 2e-3);
-  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScaling::kLinear, 256, 64).value(), 2.5e-4);
-  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScaling::kSqrt, 256, 256).value(), 1e-3);  // at the base batch: unchanged
+  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScalingRule::kNone, 256, 1024).value(), 1e-3);
+  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScalingRule::kLinear, 256, 1024).value(), 4e-3);
+  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScalingRule::kSqrt, 256, 1024).value(), 2e-3);
+  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScalingRule::kLinear, 256, 64).value(), 2.5e-4);
+  EXPECT_DOUBLE_EQ(scale_lr(1e-3, LrScalingRule::kSqrt, 256, 256).value(), 1e-3);  // at the base batch: unchanged
 }
 
-TEST(LrScaling, ParsesNamesAndRejectsBadBatches) {
-  EXPECT_EQ(parse_lr_scaling("none").value(), LrScaling::kNone);
-  EXPECT_EQ(parse_lr_scaling("linear").value(), LrScaling::kLinear);
-  EXPECT_EQ(parse_lr_scaling("sqrt").value(), LrScaling::kSqrt);
-  EXPECT_FALSE(parse_lr_scaling("log").ok());
-  const auto bad = scale_lr(1e-3, LrScaling::kNone, 0, 64);
+TEST(LrScaling, NamesAreTheConfigWordsAndBadBatchesAreRejected) {
+  EXPECT_STREQ(to_string(LrScalingRule::kNone), "none");
+  EXPECT_STREQ(to_string(LrScalingRule::kLinear), "linear");
+  EXPECT_STREQ(to_string(LrScalingRule::kSqrt), "sqrt");
+  EXPECT_EQ(parse_config("[optim]\nlr_scaling = \"sqrt\"\n", "t.toml").value().optim.lr_scaling, LrScalingRule::kSqrt);
+  EXPECT_FALSE(parse_config("[optim]\nlr_scaling = \"log\"\n", "t.toml").ok());
+  const auto bad = scale_lr(1e-3, LrScalingRule::kNone, 0, 64);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("base_batch 0"), std::string::npos) << bad.status().message();
-  EXPECT_FALSE(scale_lr(-1.0, LrScaling::kLinear, 1, 1).ok());
-  EXPECT_FALSE(scale_lr(1e-3, LrScaling::kSqrt, 8, -8).ok());
+  EXPECT_FALSE(scale_lr(-1.0, LrScalingRule::kLinear, 1, 1).ok());
+  EXPECT_FALSE(scale_lr(1e-3, LrScalingRule::kSqrt, 8, -8).ok());
 }
 
 }  // namespace

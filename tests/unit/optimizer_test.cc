@@ -46,11 +46,11 @@ OptimizerOptions adamw_options() {
   o.lr = 1e-3;
   o.weight_decay = 0.1;
   o.groups = {no_decay_for_biases_and_norms()};
-  o.schedule.decay = LrDecay::kCosine;
+  o.schedule.decay = LrSchedule::kCosine;
   o.schedule.warmup_steps = 10;
   o.schedule.total_steps = 100;
   o.schedule.final_lr_ratio = 0.1;
-  o.lr_scaling = LrScaling::kSqrt;
+  o.lr_scaling = LrScalingRule::kSqrt;
   o.base_batch = 64;
   o.global_batch = 256;
   o.rounding = kernels::Rounding::kStochastic;
@@ -190,7 +190,6 @@ TEST(Optimizer, RejectsBadOptionsNamingTheField) {
   o.kind = OptimizerKind::kSgd;
   o.sgd.kind = kernels::SgdMomentum::kNesterov;
   EXPECT_FALSE(Optimizer::create(o, layout()).ok());
-  EXPECT_EQ(parse_optimizer_kind("adam").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Optimizer, CudaUpdateNeedsTheDeviceTable) {

@@ -12,6 +12,7 @@
 
 #include "zdp/checkpoint.h"  // CheckpointStorage
 #include "zdp/comm.h"        // DType
+#include "zdp/optim_config.h"  // [optim]: OptimConfig and its enums
 #include "zdp/status.h"
 
 namespace zdp {
@@ -21,9 +22,6 @@ enum class Backend : int { kAuto = 0, kNccl, kGloo };
 enum class ModelKind : int { kMlp = 0, kGpt };             // dp-train's reference models
 enum class DataKind : int { kSynthetic = 0, kTokens };     // seeded random data | token file
 enum class MlpTask : int { kClassification = 0, kRegression };  // what the mlp model's synthetic data asks
-enum class LrScalingRule : int { kNone = 0, kLinear, kSqrt };   // optim/lr_scaling.h's rules
-enum class OptimizerKind : int { kAdamW = 0, kSgd };
-enum class LrSchedule : int { kConstant = 0, kCosine, kLinear };
 // kAuto: the newest checkpoint in checkpoint.dir, if any; kPath: CheckpointConfig::resume_path.
 enum class ResumeMode : int { kAuto = 0, kNever, kPath };
 // How stages 2-3 accumulate micro-batches (accum_steps > 1). kLocal: in a full-size fp32
@@ -36,12 +34,9 @@ enum class GradAccumulation : int { kLocal = 0, kSharded };
 const char* to_string(Backend value);
 const char* to_string(ModelKind value);
 const char* to_string(DataKind value);
-const char* to_string(OptimizerKind value);
-const char* to_string(LrSchedule value);
 const char* to_string(ResumeMode value);
 const char* to_string(GradAccumulation value);
 const char* to_string(MlpTask value);
-const char* to_string(LrScalingRule value);
 
 // nproc_per_node = "auto" on a machine without CUDA devices: enough ranks to exercise
 // data parallelism anywhere, few enough not to oversubscribe a small machine.
@@ -97,22 +92,6 @@ struct TrainConfig {
   int log_every = 10;                  // steps between loss/throughput log lines
   int64_t eval_every = 0;              // steps between held-out evaluations; 0 = only after the last step
   int64_t eval_samples = 64;           // held-out samples per evaluation, over all ranks
-};
-
-// [optim]: optimizer hyper-parameters and learning-rate schedule.
-struct OptimConfig {
-  OptimizerKind name = OptimizerKind::kAdamW;  // "adamw" | "sgd"
-  double lr = 3e-4;                    // peak learning rate
-  double beta1 = 0.9;                  // AdamW first-moment decay (SGD: momentum)
-  double beta2 = 0.999;                // AdamW second-moment decay
-  double eps = 1e-8;                   // AdamW denominator epsilon
-  double weight_decay = 0.01;          // decoupled weight decay
-  double grad_clip = 1.0;              // max global gradient norm; 0 = no clipping
-  LrSchedule schedule = LrSchedule::kConstant;  // "constant" | "cosine" | "linear" after warmup
-  int64_t warmup_steps = 0;            // linear warmup from 0 to lr
-  double min_lr = 0.0;                 // where cosine/linear decay ends
-  LrScalingRule lr_scaling = LrScalingRule::kNone;  // lr (and min_lr) follow the global batch: "none" | "linear" | "sqrt"
-  int64_t base_batch = 0;              // the global batch lr was tuned at; 0 = train.global_batch (no scaling)
 };
 
 // [zero]: the ZeRO stage and its buckets.

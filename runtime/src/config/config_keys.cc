@@ -21,14 +21,8 @@ constexpr EnumWord<Backend> kBackendWords[] = {
 constexpr EnumWord<ModelKind> kModelKindWords[] = {{"mlp", ModelKind::kMlp}, {"gpt", ModelKind::kGpt}};
 constexpr EnumWord<DataKind> kDataKindWords[] = {
     {"synthetic", DataKind::kSynthetic}, {"tokens", DataKind::kTokens}};
-constexpr EnumWord<OptimizerKind> kOptimizerWords[] = {
-    {"adamw", OptimizerKind::kAdamW}, {"sgd", OptimizerKind::kSgd}};
-constexpr EnumWord<LrSchedule> kScheduleWords[] = {
-    {"constant", LrSchedule::kConstant}, {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}};
 constexpr EnumWord<MlpTask> kMlpTaskWords[] = {
     {"classification", MlpTask::kClassification}, {"regression", MlpTask::kRegression}};
-constexpr EnumWord<LrScalingRule> kLrScalingWords[] = {
-    {"none", LrScalingRule::kNone}, {"linear", LrScalingRule::kLinear}, {"sqrt", LrScalingRule::kSqrt}};
 // kPath has no word: any other string is the path.
 constexpr EnumWord<ResumeMode> kResumeWords[] = {{"auto", ResumeMode::kAuto}, {"never", ResumeMode::kNever}};
 constexpr EnumWord<CheckpointStorage> kStorageWords[] = {
@@ -135,18 +129,37 @@ KeyInfo auto_int_field(const char* name, S Config::*section, int S::*member, con
   return k;
 }
 
-template <typename S, typename E, size_t N>
-KeyInfo enum_field(const char* name, S Config::*section, E S::*member, const EnumWord<E> (&words)[N],
+template <typename S, typename E>
+KeyInfo enum_field(const char* name, S Config::*section, E S::*member, std::vector<EnumWord<E>> words,
                    const char* doc) {
   KeyInfo k = named(name, KeyType::kEnum, doc);
   for (const auto& w : words) k.words.emplace_back(w.word);
-  k.get = [section, member, &words](const Config& c) { return Value(std::string(word_of(words, c.*section.*member))); };
-  k.set = [section, member, &words](Config& c, const Value& v) {
+  k.get = [section, member, words](const Config& c) {
+    for (const auto& w : words) {
+      if (w.value == c.*section.*member) return Value(std::string(w.word));
+    }
+    return Value(std::string("?"));
+  };
+  k.set = [section, member, words](Config& c, const Value& v) {
     for (const auto& w : words) {
       if (std::get<std::string>(v) == w.word) c.*section.*member = w.value;
     }
   };
   return k;
+}
+template <typename S, typename E, size_t N>
+KeyInfo enum_field(const char* name, S Config::*section, E S::*member, const EnumWord<E> (&words)[N],
+                   const char* doc) {
+  return enum_field(name, section, member, std::vector<EnumWord<E>>(std::begin(words), std::end(words)), doc);
+}
+
+// The words of an enum that another library owns, from its to_string(): the [optim]
+// enums (zdp/optim_config.h) have their words there, once.
+template <typename E>
+std::vector<EnumWord<E>> words_of(std::initializer_list<E> values) {
+  std::vector<EnumWord<E>> out;
+  for (E v : values) out.push_back({to_string(v), v});
+  return out;
 }
 
 // checkpoint.resume: a word of kResumeWords, or any other non-empty string, which is a path
@@ -243,19 +256,23 @@ std::vector<KeyInfo> build_table() {
       field("train.eval_samples", &C::train, &T::eval_samples,
             "held-out samples per evaluation, over all ranks", at_least(1)),
 
-      enum_field("optim.name", &C::optim, &O::name, kOptimizerWords, "optimizer"),
+      enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}),
+                 "optimizer"),
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", above(0)),
       field("optim.beta1", &C::optim, &O::beta1, "AdamW first-moment decay (SGD: momentum)", unit_interval()),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
       field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", above(0)),
       field("optim.weight_decay", &C::optim, &O::weight_decay, "decoupled weight decay", at_least(0)),
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
-      enum_field("optim.schedule", &C::optim, &O::schedule, kScheduleWords, "learning-rate decay after warmup"),
+      enum_field("optim.schedule", &C::optim, &O::schedule,
+                 words_of({LrSchedule::kConstant, LrSchedule::kCosine, LrSchedule::kLinear}),
+                 "learning-rate decay after warmup"),
       field("optim.warmup_steps", &C::optim, &O::warmup_steps,
             "linear warmup steps from 0 to lr; at most train.steps, less with a decaying schedule", at_least(0)),
       field("optim.min_lr", &C::optim, &O::min_lr,
             "learning rate at the end of cosine/linear decay; at most lr", at_least(0)),
-      enum_field("optim.lr_scaling", &C::optim, &O::lr_scaling, kLrScalingWords,
+      enum_field("optim.lr_scaling", &C::optim, &O::lr_scaling,
+                 words_of({LrScalingRule::kNone, LrScalingRule::kLinear, LrScalingRule::kSqrt}),
                  "lr and min_lr follow the global batch B: linear x B/base_batch, sqrt x sqrt(B/base_batch)"),
       field("optim.base_batch", &C::optim, &O::base_batch,
             "global batch lr was tuned at; 0 = train.global_batch (no scaling)", at_least(0)),
@@ -330,8 +347,6 @@ const KeyInfo* find_key(const std::string& name) {
 const char* to_string(Backend value) { return config_internal::word_of(config_internal::kBackendWords, value); }
 const char* to_string(ModelKind value) { return config_internal::word_of(config_internal::kModelKindWords, value); }
 const char* to_string(DataKind value) { return config_internal::word_of(config_internal::kDataKindWords, value); }
-const char* to_string(OptimizerKind value) { return config_internal::word_of(config_internal::kOptimizerWords, value); }
-const char* to_string(LrSchedule value) { return config_internal::word_of(config_internal::kScheduleWords, value); }
 const char* to_string(ResumeMode value) {
   return value == ResumeMode::kPath ? "path" : config_internal::word_of(config_internal::kResumeWords, value);
 }
@@ -339,6 +354,5 @@ const char* to_string(MlpTask value) { return config_internal::word_of(config_in
 const char* to_string(GradAccumulation value) {
   return config_internal::word_of(config_internal::kAccumulateWords, value);
 }
-const char* to_string(LrScalingRule value) { return config_internal::word_of(config_internal::kLrScalingWords, value); }
 
 }  // namespace zdp
