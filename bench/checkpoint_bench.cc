@@ -109,7 +109,7 @@ zdp::Status bench_rank(const Options& o, const std::string& root, const std::str
                        zdp::Store& store) {
   ZDP_ASSIGN_OR_RETURN(zdp::Context ctx, zdp::testing::make_test_context(rank, world, store));
   zdp::EngineOptions eo;
-  eo.stage = o.stage;
+  eo.zero.stage = o.stage;
   zdp::Engine engine(ctx, eo);
   constexpr int64_t d = 2048;
   const int layers = static_cast<int>(std::max<int64_t>(1, o.params / (d * d + d)));

@@ -28,8 +28,8 @@ inline constexpr double kRegroupingTol = 2e-6;
 // so the comparisons see it.
 inline EngineOptions comparison_options(int stage) {
   EngineOptions o;
-  o.stage = stage;
-  o.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
+  o.zero.stage = stage;
+  o.zero.bucket_mb = 200.0 * 4 / (1 << 20);  // ~200 fp32 elements: 4-5 buckets, parameters straddle them
   o.optim.lr = 1e-2;
   o.optim.weight_decay = 0.01;
   o.optim.grad_clip = 0.0;
@@ -45,8 +45,8 @@ inline EngineRunResult run_expecting_success(int world, const EngineOptions& o, 
   r.options = o;
   r.steps = steps;
   EngineRunResult result = run_engine(r);
-  EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.stage << " compute "
-                                 << to_string(o.compute_dtype) << " reduce " << to_string(o.reduce_dtype);
+  EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.zero.stage << " compute "
+                                 << to_string(o.compute_dtype) << " reduce " << to_string(o.zero.reduce_dtype);
   return result;
 }
 

@@ -13,13 +13,13 @@ LayoutOptions engine_layout_options(const EngineOptions& options, int world_size
   LayoutOptions lo;
   lo.world_size = world_size;
   lo.bucket_elems = std::max<int64_t>(
-      1, std::llround(options.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(options.compute_dtype))));
+      1, std::llround(options.zero.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(options.compute_dtype))));
   lo.align_elems = kAlignElems;
   // Stage 3 gathers one layer group alone, so no bucket may hold two of them. Stages 2-3
   // stage the trainer's gradients per run of buckets that parameters connect; cut
   // anywhere, parameters straddling buckets would chain every bucket into one run (the
   // whole gradient, twice), so layer groups bound the runs there too.
-  lo.boundary = options.shards_grads() ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
+  lo.boundary = options.zero.shards_grads() ? BucketBoundary::kLayerGroups : BucketBoundary::kAnywhere;
   return lo;
 }
 
@@ -49,13 +49,13 @@ std::vector<int64_t> layer_group_elems(const Layout& layout) {
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   const int64_t T = layout.total_elems(), S = layout.shard_elems();
   const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));
-  const int64_t r = static_cast<int64_t>(dtype_size(options.reduce_dtype));
-  const bool cast = options.reduce_dtype != options.compute_dtype;
+  const int64_t r = static_cast<int64_t>(dtype_size(options.zero.reduce_dtype));
+  const bool cast = options.zero.reduce_dtype != options.compute_dtype;
   const int num_buckets = static_cast<int>(layout.buckets().size());
 
   BufferSizes z;
-  z.params = (options.shards_params() ? S : T) * c;
-  if (!options.shards_grads()) {
+  z.params = (options.zero.shards_params() ? S : T) * c;
+  if (!options.zero.shards_grads()) {
     z.grads = T * c;  // the trainer writes here; reduced in place unless cast
     z.reduce_copy = cast ? T * r : 0;
   } else {
@@ -66,7 +66,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   // accumulates in full.
   const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
   z.accum = local_accum ? T * 4 : 0;
-  const int64_t state = (options.shards_optimizer() ? S : T) * 4;
+  const int64_t state = (options.zero.shards_optimizer() ? S : T) * 4;
   const int moments = optimizer_moments(options.optim);
   z.master = state;
   z.m = moments >= 1 ? state : 0;
@@ -76,7 +76,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     const int64_t largest_slice = layout.max_bucket_elems() / layout.options().world_size;
     z.norm_scratch = std::max<int64_t>(1, kernels::grad_check_workspace_bytes(largest_slice));
   }
-  if (options.shards_grads()) {
+  if (options.zero.shards_grads()) {
     int64_t largest_group = 0, group_begin = 0;
     for (int b = 0; b < num_buckets; ++b) {
       const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
@@ -87,11 +87,11 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     z.grad_staging = {largest_group * c, 2};
     if (cast || local_accum) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
   }
-  if (options.shards_params()) {
+  if (options.zero.shards_params()) {
     const std::vector<int64_t> groups = layer_group_elems(layout);
     const int64_t largest_layer = groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end());
     // The group in use plus the prefetched ones.
-    z.param_gather = {largest_layer * c, 1 + options.prefetch_layers};
+    z.param_gather = {largest_layer * c, 1 + options.zero.prefetch_layers};
   }
   return z;
 }

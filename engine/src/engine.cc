@@ -105,7 +105,7 @@ Status Engine::finalize() {
   m.finalized = true;
   m.grads->reset_step();
   if (env.rank == 0) {
-    ZDP_LOG(kInfo) << "engine: stage " << m.opt.stage << ", " << m.registry.size() << " parameters ("
+    ZDP_LOG(kInfo) << "engine: stage " << m.opt.zero.stage << ", " << m.registry.size() << " parameters ("
                    << m.layout.payload_elems() << " elements) in " << m.layout.buckets().size() << " buckets, world "
                    << env.world << "\n"
                    << memory().table();
@@ -187,7 +187,7 @@ StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   Impl& m = *impl_;
   if (!m.finalized) return m.env.invalid("layer(" + std::to_string(layer) + "): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
-  if (!m.opt.shards_params()) return LayerScope();
+  if (!m.opt.zero.shards_params()) return LayerScope();
   ZDP_RETURN_IF_ERROR(m.params->enter(layer, pass == Pass::kForward));
   return LayerScope(this, layer);
 }

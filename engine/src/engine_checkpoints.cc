@@ -34,7 +34,7 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ZDP_LOG(kInfo) << "checkpoint: loaded step " << saved.step << " from " << saved.path << " (saved by "
                    << saved.world_size << " ranks at stage " << saved.stage << ", " << saved.compute_dtype << "; now "
-                   << m.env.world << " ranks at stage " << m.opt.stage << ", " << to_string(m.opt.compute_dtype)
+                   << m.env.world << " ranks at stage " << m.opt.zero.stage << ", " << to_string(m.opt.compute_dtype)
                    << (options.scope == LoadScope::kFull ? "" : "; weights only")
                    << (options.checksums == ChecksumPolicy::kVerify ? "" : "; checksums skipped") << ") in " << seconds
                    << " s";

@@ -28,7 +28,7 @@ int64_t formula_bytes(const ZeroMemory& z, MemCategory c) {
 
 MemoryReport Engine::Impl::memory_report() const {
   MemoryReport report;
-  report.stage = opt.stage;
+  report.stage = opt.zero.stage;
   report.world_size = env.world;
   if (!finalized) return report;
   report.params = layout.payload_elems();
@@ -41,7 +41,7 @@ MemoryReport Engine::Impl::memory_report() const {
 
   const int c = static_cast<int>(dtype_size(opt.compute_dtype));
   const StatusOr<ZeroMemory> formula =
-      zero_memory_formula(report.params, env.world, opt.stage, c, optimizer_moments(opt.optim));
+      zero_memory_formula(report.params, env.world, opt.zero.stage, c, optimizer_moments(opt.optim));
   const StatusOr<MemoryPlan> plan = memory_plan_of_layout(layout, opt, env.device.kind());
   MemoryReport::Row total{"total"};
   for (MemCategory cat : kCategories) {

@@ -1,6 +1,4 @@
 // EngineOptions: from the config, and their checks.
-#include <cmath>
-
 #include "optim/clip.h"
 #include "optim/lr_scaling.h"
 #include "zdp/engine.h"
@@ -10,13 +8,8 @@ namespace zdp {
 StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size) {
   ZDP_RETURN_IF_ERROR(validate_for_world(config, world_size));
   EngineOptions o;
-  o.stage = config.zero.stage;
-  o.bucket_mb = config.zero.bucket_mb;
+  o.zero = config.zero;
   o.compute_dtype = config.model.dtype;
-  o.reduce_dtype = config.zero.reduce_dtype;
-  o.overlap = config.zero.overlap;
-  o.prefetch_layers = config.zero.prefetch_layers;
-  o.accumulate = config.zero.accumulate;
   o.accum_steps = resolved_accum_steps(config.train, world_size);
   o.optim = config.optim;
   o.total_steps = config.train.steps;
@@ -41,23 +34,18 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
 }
 
 Status EngineOptions::validate() const {
-  std::string problems;
-  auto bad = [&](const std::string& what) { problems += (problems.empty() ? "" : "\n") + what; };
-  if (stage < 0 || stage > 3) bad("stage " + std::to_string(stage) + " is not one of 0, 1, 2, 3");
-  if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) bad("bucket_mb " + std::to_string(bucket_mb) + " is not > 0");
-  if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
-    bad(std::string("compute dtype ") + to_string(compute_dtype) + " is not fp32, bf16 or fp16");
-  }
-  if (reduce_dtype != DType::kF32 && reduce_dtype != DType::kBF16) {
-    bad(std::string("reduce dtype ") + to_string(reduce_dtype) + " is not fp32 or bf16");
-  }
+  // [zero] and [optim] are the config's sections, checked by the config's key table (one
+  // range, one message per key); the compute dtype is model.dtype's.
+  Config config;
+  config.source = "engine options";
+  config.zero = zero;
+  config.optim = optim;
+  config.model.dtype = compute_dtype;
+  Status keys = validate_keys(config, {"zero.", "optim.", "model.dtype"});
+  std::string problems = keys.ok() ? std::string() : keys.message();  // "engine options: zero.stage = 4 ..."
+  auto bad = [&](const std::string& what) { problems += (problems.empty() ? "" : "\n") + config.source + ": " + what; };
+  // What the config derives (train.accum_steps = 0 is "derived"; here it must be known).
   if (accum_steps < 1) bad("accum_steps " + std::to_string(accum_steps) + " is not >= 1");
-  if (prefetch_layers < 0) bad("prefetch_layers " + std::to_string(prefetch_layers) + " is not >= 0");
-  if (accumulate == GradAccumulation::kSharded && !shards_grads()) {
-    bad("accumulate sharded needs stage 2 or 3 (the gradient shard it accumulates into); stage is " +
-        std::to_string(stage));
-  }
-  if (!(optim.grad_clip >= 0)) bad("grad_clip " + std::to_string(optim.grad_clip) + " is not >= 0");
   if (optim.lr_scaling != LrScalingRule::kNone && global_batch < 1) {
     bad(std::string("lr_scaling ") + to_string(optim.lr_scaling) + " needs global_batch (the batch the lr scales to)");
   }
@@ -67,7 +55,7 @@ Status EngineOptions::validate() const {
                       .status();
   if (!scaler.ok()) bad(scaler.message());
   if (problems.empty()) return Status::Ok();
-  return Status(StatusCode::kInvalidArgument, "engine options: " + problems);
+  return Status(StatusCode::kInvalidArgument, problems);
 }
 
 }  // namespace zdp

@@ -20,7 +20,7 @@ StatusOr<StepStats> Engine::Impl::step() {
                        (grads->ready_count() > 0 ? "; not marked ready in the current one: " + grads->missing() : ""));
   }
   timeline.compute(TimelineEvent::Kind::kStepBegin);
-  if (!opt.overlap) ZDP_RETURN_IF_ERROR(grads->launch_ready(state->steps() + 1));
+  if (!opt.zero.overlap) ZDP_RETURN_IF_ERROR(grads->launch_ready(state->steps() + 1));
 
   // 1. The reduced gradients, and their statistics over this rank's slices. The sums of
   // all ranks and micro-batches are averaged (and fp16's loss scale undone) through the
@@ -65,17 +65,17 @@ StatusOr<StepStats> Engine::Impl::step() {
     Status u = state->update(b, o, grads->reduced(o.flat, o.state), grads->reduced_dtype(), params->owned(o), t,
                              grad_scale);
     if (!u.ok()) return fail(u.with_context(where));
-    if (opt.shards_optimizer() && !opt.shards_params()) ZDP_RETURN_IF_ERROR(fail(params->gather_bucket(b, o)));
+    if (opt.zero.shards_optimizer() && !opt.zero.shards_params()) ZDP_RETURN_IF_ERROR(fail(params->gather_bucket(b, o)));
   }
   timeline.compute(TimelineEvent::Kind::kOptimizerDone);
   state->finish_step(decision.action);
-  if (opt.shards_params()) params->invalidate();
+  if (opt.zero.shards_params()) params->invalidate();
   // Without overlap_param_gather the next forward may read any parameter: order it after
   // every gather now.
   if (!opt.overlap_param_gather) ZDP_RETURN_IF_ERROR(fail(params->wait_all(where)));
   timeline.compute(TimelineEvent::Kind::kStepEnd);
   timeline.end_iteration();  // the stage-3 prefetch below serves the next iteration
-  if (opt.overlap_param_gather && opt.shards_params()) {
+  if (opt.overlap_param_gather && opt.zero.shards_params()) {
     ZDP_RETURN_IF_ERROR(fail(params->prefetch_after_step(state->steps())));
   }
   grads->reset_step();

@@ -34,7 +34,7 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(EngineEnv& env, const
 }
 
 Status GradReducer::allocate(const BufferSizes& z) {
-  if (!opt_.shards_grads()) {
+  if (!opt_.zero.shards_grads()) {
     // Zeroed once: the trainer never writes the padding, and the reductions send it.
     ZDP_RETURN_IF_ERROR(env_.allocate(full_, z.grads, MemCategory::kGrads, "gradients", true));
     if (z.reduce_copy > 0) {
@@ -77,18 +77,18 @@ std::string GradReducer::missing() const {
   return out;
 }
 
-DType GradReducer::reduced_dtype() const { return sharded_accum() ? DType::kF32 : opt_.reduce_dtype; }
+DType GradReducer::reduced_dtype() const { return sharded_accum() ? DType::kF32 : opt_.zero.reduce_dtype; }
 
 void* GradReducer::in_bucket(int b) {
   const Bucket& bk = bucket(b);
-  if (!opt_.shards_grads()) return elem_ptr(full_.data(), bk.begin, opt_.compute_dtype);
+  if (!opt_.zero.shards_grads()) return elem_ptr(full_.data(), bk.begin, opt_.compute_dtype);
   const GradGroup& g = groups_[static_cast<size_t>(buckets_[static_cast<size_t>(b)].group)];
   return elem_ptr(grad_slots_.data(g.slot), bk.begin - g.begin, opt_.compute_dtype);
 }
 
 void* GradReducer::reduced(int64_t flat, int64_t state) {
-  if (opt_.shards_grads()) return elem_ptr(shard_.data(), state, reduced_dtype());
-  return elem_ptr(reduce_full_.empty() ? full_.data() : reduce_full_.data(), flat, opt_.reduce_dtype);
+  if (opt_.zero.shards_grads()) return elem_ptr(shard_.data(), state, reduced_dtype());
+  return elem_ptr(reduce_full_.empty() ? full_.data() : reduce_full_.data(), flat, opt_.zero.reduce_dtype);
 }
 
 void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, env_.rank), layout_.shard_offset(b)); }
@@ -96,7 +96,7 @@ void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, 
 StatusOr<void*> GradReducer::view(int p, int64_t step) {
   const DType cdt = opt_.compute_dtype;
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
-  if (!opt_.shards_grads()) return elem_ptr(full_.data(), pl.offset, cdt);
+  if (!opt_.zero.shards_grads()) return elem_ptr(full_.data(), pl.offset, cdt);
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
   if (g.slot < 0) {
     StatusOr<int> slot = grad_slots_.acquire(static_cast<int>(&g - groups_.data()));
@@ -128,7 +128,7 @@ Status GradReducer::mark_ready(int p, int64_t step) {
   if (ready_[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
-  if (opt_.shards_grads() && g.slot < 0) return env_.invalid(call + ": grad() was not called for it" + at);
+  if (opt_.zero.shards_grads() && g.slot < 0) return env_.invalid(call + ": grad() was not called for it" + at);
   ready_[static_cast<size_t>(p)] = 1;
   ++ready_count_;
 
@@ -138,7 +138,7 @@ Status GradReducer::mark_ready(int p, int64_t step) {
     kernels::FoldArgs fold{elem_ptr(in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt), cdt,
                            micro_ == 0 ? nullptr : acc, acc, DType::kF32, pl.numel};
     Status s = env_.exec->fold(fold);
-    if (s.ok() && opt_.shards_grads() && --g.unfolded == 0) {
+    if (s.ok() && opt_.zero.shards_grads() && --g.unfolded == 0) {
       s = env_.exec->record_compute(grad_slots_.event(g.slot));
       grad_slots_.release(g.slot);
       g.slot = -1;
@@ -146,13 +146,13 @@ Status GradReducer::mark_ready(int p, int64_t step) {
     if (!s.ok()) return env_.failure.fail(s.with_context(env_.who + ": " + call));
   } else {
     for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) --buckets_[static_cast<size_t>(b)].pending;
-    if (opt_.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
+    if (opt_.zero.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
   }
 
   if (ready_count_ == registry_.size()) {  // the micro-batch is complete
     if (sharded_accum() && !last_micro()) {
       // Its reductions all issued (without overlap: now), the next micro-batch reduces anew.
-      if (!opt_.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
+      if (!opt_.zero.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
       reset_reductions();
     }
     ++micro_;
@@ -171,7 +171,7 @@ Status GradReducer::launch_ready(int64_t step) {
     if (buckets_[static_cast<size_t>(b)].pending > 0) break;
     Status s = launch(b);
     if (!s.ok()) {
-      const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(opt_.reduce_dtype));
+      const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(opt_.zero.reduce_dtype));
       return env_.failure.fail(s.with_context(env_.who + ": step " + std::to_string(step) + ": reduction of bucket " +
                                               std::to_string(b) + " (" + format_bytes(bytes) + ")"));
     }
@@ -181,7 +181,7 @@ Status GradReducer::launch_ready(int64_t step) {
 }
 
 Status GradReducer::launch(int b) {
-  const DType cdt = opt_.compute_dtype, rdt = opt_.reduce_dtype;
+  const DType cdt = opt_.compute_dtype, rdt = opt_.zero.reduce_dtype;
   Exec& exec = *env_.exec;
   const Bucket& bk = bucket(b);
   BucketState& st = buckets_[static_cast<size_t>(b)];
@@ -193,7 +193,7 @@ Status GradReducer::launch(int b) {
   // needs adding or casting, else the sum rounded once into the reduce dtype.
   void* send = in;
   int staging = -1;
-  if (!opt_.shards_grads()) {
+  if (!opt_.zero.shards_grads()) {
     send = reduced(bk.begin, 0);
   } else if (rdt != cdt || acc != nullptr) {
     ZDP_ASSIGN_OR_RETURN(staging, reduce_slots_.acquire(b));
@@ -206,16 +206,16 @@ Status GradReducer::launch(int b) {
 
   ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
   Stream& stream = exec.comm();
-  const CollectiveOp op = opt_.shards_optimizer() ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const CollectiveOp op = opt_.zero.shards_optimizer() ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(rdt));
   timeline_.collective(TimelineEvent::Kind::kReduceStart, b, op, bytes);
-  if (!opt_.shards_optimizer()) {
+  if (!opt_.zero.shards_optimizer()) {
     ZDP_RETURN_IF_ERROR(env_.comm.all_reduce(send, send, bk.size, rdt, ReduceOp::kSum, stream, b));
   } else {
     // Stage 1 reduces in place (its slice of the full buffer); stages 2-3 into the shard,
     // or with sharded accumulation in place too, the slice then added into the fp32 shard
     // (the first micro-batch's copied) on the same stream.
-    const bool in_place = !opt_.shards_grads() || sharded_accum();
+    const bool in_place = !opt_.zero.shards_grads() || sharded_accum();
     void* recv = in_place ? elem_ptr(send, env_.rank * bk.slice_size(), rdt) : reduced_slice(b);
     ZDP_RETURN_IF_ERROR(env_.comm.reduce_scatter(send, recv, bk.slice_size(), rdt, ReduceOp::kSum, stream, b));
     if (sharded_accum()) {
@@ -230,7 +230,7 @@ Status GradReducer::launch(int b) {
     ZDP_RETURN_IF_ERROR(stream.record(reduce_slots_.event(staging)));
     reduce_slots_.release(staging);
   }
-  if (opt_.shards_grads() && --g.unlaunched == 0) {
+  if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
     // The group's staging buffer is free once its last reader is done: the reduction
     // when it sent the buffer itself, else the fold on the compute stream.
     ZDP_RETURN_IF_ERROR(send == in ? stream.record(grad_slots_.event(g.slot))

@@ -80,7 +80,7 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
     const float* src = staging.as<float>();
     ZDP_RETURN_IF_ERROR(exec.copy(state.master() + o.state, src + (o.flat - bk.begin), o.count * 4));
     kernels::CastArgs cast{src, DType::kF32, nullptr, opt.compute_dtype, bk.size};
-    if (!opt.shards_params()) {
+    if (!opt.zero.shards_params()) {
       // The whole bucket: the all-gather after a step writes all of it too.
       cast.dst = params.owned(OwnedRange{bk.begin, bk.size, 0});
     } else {

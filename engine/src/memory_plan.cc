@@ -33,15 +33,15 @@ int64_t MemoryPlan::total() const {
 
 StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   MemoryPlan plan;
-  plan.stage = options.stage;
+  plan.stage = options.zero.stage;
   plan.world_size = layout.options().world_size;
   plan.psi = layout.payload_elems();
   plan.padded_elems = layout.total_elems();
   plan.shard_elems = layout.shard_elems();
   for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
-  if (options.shards_params()) plan.group_elems = layer_group_elems(layout);
+  if (options.zero.shards_params()) plan.group_elems = layer_group_elems(layout);
   ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula,
-                       zero_memory_formula(plan.psi, plan.world_size, options.stage,
+                       zero_memory_formula(plan.psi, plan.world_size, options.zero.stage,
                                            static_cast<int>(dtype_size(options.compute_dtype)),
                                            optimizer_moments(options.optim)));
   plan.formula = static_cast<int64_t>(formula.total());

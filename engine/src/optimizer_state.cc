@@ -168,7 +168,7 @@ StatusOr<std::vector<float>> OptimizerState::gather_master(int p, const std::str
   std::vector<float> out(static_cast<size_t>(pl.numel));
   Exec& exec = *env_.exec;
   ZDP_RETURN_IF_ERROR(exec.synchronize(env_.who + ": gather_master"));
-  if (!opt_.shards_optimizer()) {
+  if (!opt_.zero.shards_optimizer()) {
     ZDP_RETURN_IF_ERROR(env_.device.memcpy(out.data(), master_.as<float>() + pl.offset, out.size() * 4));
     return out;
   }

@@ -18,7 +18,7 @@ struct OwnedRange {
 
 inline OwnedRange owned_range(const Layout& layout, const EngineOptions& options, int rank, int b) {
   const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
-  if (!options.shards_optimizer()) return {bk.begin, bk.size, bk.begin};
+  if (!options.zero.shards_optimizer()) return {bk.begin, bk.size, bk.begin};
   return {layout.slice_begin(b, rank), bk.slice_size(), layout.shard_offset(b)};
 }
 

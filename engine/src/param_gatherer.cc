@@ -21,7 +21,7 @@ StatusOr<std::unique_ptr<ParamGatherer>> ParamGatherer::create(EngineEnv& env, c
 }
 
 Status ParamGatherer::allocate(const BufferSizes& z) {
-  if (!opt_.shards_params()) {
+  if (!opt_.zero.shards_params()) {
     ZDP_RETURN_IF_ERROR(env_.allocate(full_, z.params, MemCategory::kParams, "parameters", false));
   } else {
     ZDP_RETURN_IF_ERROR(env_.allocate(shard_, z.params, MemCategory::kParams, "parameter shard", false));
@@ -34,7 +34,7 @@ Status ParamGatherer::allocate(const BufferSizes& z) {
 }
 
 void* ParamGatherer::owned(const OwnedRange& o) {
-  return opt_.shards_params() ? elem_ptr(shard_.data(), o.state, opt_.compute_dtype)
+  return opt_.zero.shards_params() ? elem_ptr(shard_.data(), o.state, opt_.compute_dtype)
                               : elem_ptr(full_.data(), o.flat, opt_.compute_dtype);
 }
 
@@ -68,7 +68,7 @@ Status ParamGatherer::restore_from_masters(const float* master, const std::strin
     const OwnedRange o = owned_range(layout_, opt_, env_.rank, b);
     void* dst = owned(o);
     ZDP_RETURN_IF_ERROR(exec.cast(kernels::CastArgs{master + o.state, DType::kF32, dst, cdt, o.count}));
-    if (opt_.shards_optimizer() && !opt_.shards_params()) {
+    if (opt_.zero.shards_optimizer() && !opt_.zero.shards_params()) {
       ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
       ZDP_RETURN_IF_ERROR(
           env_.comm.all_gather(dst, elem_ptr(full_.data(), bucket(b).begin, cdt), o.count, cdt, exec.comm(), b));
@@ -76,7 +76,7 @@ Status ParamGatherer::restore_from_masters(const float* master, const std::strin
   }
   ZDP_RETURN_IF_ERROR(exec.synchronize(where + ": parameter all-gather"));
   std::fill(pending_.begin(), pending_.end(), 0);
-  if (opt_.shards_params()) invalidate();
+  if (opt_.zero.shards_params()) invalidate();
   return Status::Ok();
 }
 
@@ -141,7 +141,7 @@ Status ParamGatherer::enter(int layer, bool forward) {
   }
   ++scope_depth_[static_cast<size_t>(li)];
   const int direction = forward ? 1 : -1;
-  for (int k = 1; k <= opt_.prefetch_layers; ++k) {
+  for (int k = 1; k <= opt_.zero.prefetch_layers; ++k) {
     const int next = li + direction * k;
     if (next < 0 || next >= static_cast<int>(layer_ids_.size())) break;
     StatusOr<int> slot = gather_layer(next, true);
@@ -175,7 +175,7 @@ void ParamGatherer::invalidate() {
 }
 
 Status ParamGatherer::prefetch_after_step(int64_t steps) {
-  const int n = std::min<int>(std::max(1, opt_.prefetch_layers), static_cast<int>(layer_ids_.size()));
+  const int n = std::min<int>(std::max(1, opt_.zero.prefetch_layers), static_cast<int>(layer_ids_.size()));
   for (int li = 0; li < n; ++li) {
     StatusOr<int> slot = gather_layer(li, true);
     if (!slot.ok()) {
@@ -188,7 +188,7 @@ Status ParamGatherer::prefetch_after_step(int64_t steps) {
 StatusOr<void*> ParamGatherer::view(int p, const std::string& label) {
   const DType cdt = opt_.compute_dtype;
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
-  if (!opt_.shards_params()) {
+  if (!opt_.zero.shards_params()) {
     for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
       if (!pending_[static_cast<size_t>(b)]) continue;
       timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kAllGather);

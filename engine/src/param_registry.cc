@@ -55,9 +55,9 @@ std::string ParamRegistry::label(int p) const {
 Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt) const {
   // Entry 0 is the options that shape the layout; entry i + 1 is parameter i.
   std::vector<std::string> mine;
-  mine.push_back("options: stage " + std::to_string(opt.stage) + ", compute " + to_string(opt.compute_dtype) + ", reduce " +
-                 to_string(opt.reduce_dtype) + ", accum_steps " + std::to_string(opt.accum_steps) + ", bucket_mb " +
-                 std::to_string(opt.bucket_mb));
+  mine.push_back("options: stage " + std::to_string(opt.zero.stage) + ", compute " + to_string(opt.compute_dtype) + ", reduce " +
+                 to_string(opt.zero.reduce_dtype) + ", accum_steps " + std::to_string(opt.accum_steps) + ", bucket_mb " +
+                 std::to_string(opt.zero.bucket_mb));
   for (size_t i = 0; i < registered_.size(); ++i) {
     const Registration& r = registered_[i];
     mine.push_back(label(static_cast<int>(i)) + " layer " + std::to_string(r.spec.layer) + " decay " +

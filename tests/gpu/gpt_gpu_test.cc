@@ -92,7 +92,7 @@ Context single_rank(std::unique_ptr<Device> device, const Config& config) {
 struct Side {
   Side(std::unique_ptr<Device> device, const Config& config) : ctx(single_rank(std::move(device), config)) {
     EngineOptions o = EngineOptions::from(config, 1).value();
-    o.overlap = false;  // no reduction before step(): grad(p) keeps what the model wrote
+    o.zero.overlap = false;  // no reduction before step(): grad(p) keeps what the model wrote
     engine = std::make_unique<Engine>(ctx, o);
     ops = Ops::create(ctx.device(), DType::kF32).value();
     model = make_gpt(config.model, config.train.micro_batch, ops.get()).value();

@@ -85,7 +85,7 @@ TEST(Accumulation, ShardedEqualsLocalAndOneRank) {
       EngineOptions local = options(stage);
       local.accum_steps = accum_steps;
       EngineOptions sharded = local;
-      sharded.accumulate = GradAccumulation::kSharded;
+      sharded.zero.accumulate = GradAccumulation::kSharded;
       const int world = accum_steps == 2 ? 4 : 2;  // 24 samples: 3 or 4 per micro-batch
       const EngineRunResult l = run(world, local, 10), s = run(world, sharded, 10);
       const std::string at = "stage " + std::to_string(stage) + ", K " + std::to_string(world) + ", accum_steps " +
@@ -96,7 +96,7 @@ TEST(Accumulation, ShardedEqualsLocalAndOneRank) {
       const auto d1 = max_difference(s, one);
       EXPECT_LE(d1.value, kTol) << at << ": sharded vs one rank: " << d1.where;
       if (accum_steps == 3) {  // without overlap every micro-batch reduces when it completes
-        sharded.overlap = false;
+        sharded.zero.overlap = false;
         const auto d0 = max_difference(run(world, sharded, 10), l);
         EXPECT_LE(d0.value, kTol) << at << ": sharded without overlap vs local: " << d0.where;
       }

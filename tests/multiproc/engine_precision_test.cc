@@ -17,7 +17,7 @@ using testing::run_engine;
 EngineOptions options(int stage, DType compute, DType reduce = DType::kF32) {
   EngineOptions o = testing::comparison_options(stage);
   o.compute_dtype = compute;
-  o.reduce_dtype = reduce;
+  o.zero.reduce_dtype = reduce;
   // This model's loss-scaled gradients reach 2^16 at the default scale 2^16, which
   // overflows fp16 (max 65504) in the first steps: start lower so that the only overflow
   // is the injected one.
@@ -83,7 +83,7 @@ TEST(PrecisionAccumulation, ShardedTracksLocalAndOneRankInBf16) {
       const EngineRunResult one = run(1, local, 10);
       local.accum_steps = 3;
       EngineOptions sharded = local;
-      sharded.accumulate = GradAccumulation::kSharded;
+      sharded.zero.accumulate = GradAccumulation::kSharded;
       const EngineRunResult s = run(2, sharded, 10);
       const double bound = drift_bound(DType::kBF16, 10, 1e-2);
       const std::string at = std::string("bf16 compute, ") + to_string(reduce) + " reduce, stage " +

@@ -22,10 +22,10 @@ using testing::TinyMlp;
 
 EngineOptions options(int stage, DType compute = DType::kF32) {
   EngineOptions o;
-  o.stage = stage;
+  o.zero.stage = stage;
   o.compute_dtype = compute;
-  o.reduce_dtype = compute == DType::kF32 ? DType::kF32 : DType::kBF16;
-  o.bucket_mb = 200.0 * 4 / (1 << 20);
+  o.zero.reduce_dtype = compute == DType::kF32 ? DType::kF32 : DType::kBF16;
+  o.zero.bucket_mb = 200.0 * 4 / (1 << 20);
   return o;
 }
 
@@ -163,7 +163,7 @@ TEST(Memory, TableForATenMillionParameterModelAtFourRanks) {
               ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
               for (int stage = 0; stage <= 3; ++stage) {
                 EngineOptions o = options(stage, DType::kBF16);
-                o.bucket_mb = 4;
+                o.zero.bucket_mb = 4;
                 Engine engine(ctx, o);
                 for (int l = 0; l < 5; ++l) {
                   const std::string block = "blocks." + std::to_string(l) + ".";
@@ -212,7 +212,7 @@ EngineRunResult traced_run(bool overlap, bool overlap_param_gather, int stage) {
   EngineRun r;
   r.world = 2;
   r.options = options(stage);
-  r.options.overlap = overlap;
+  r.options.zero.overlap = overlap;
   r.options.overlap_param_gather = overlap_param_gather;
   r.options.trace = true;
   r.steps = 4;

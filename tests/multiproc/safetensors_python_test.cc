@@ -39,8 +39,8 @@ TEST(SafetensorsPython, CheckpointAndExportsOpenWithTheRealPackageAndEqualTheMas
       testing::fork_ranks(2, [&](int rank, int world, Store& store) -> Status {
         ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, world, store));
         EngineOptions o;
-        o.stage = 3;
-        o.bucket_mb = 200.0 * 4 / (1 << 20);  // parameters straddle buckets and so slices
+        o.zero.stage = 3;
+        o.zero.bucket_mb = 200.0 * 4 / (1 << 20);  // parameters straddle buckets and so slices
         o.optim.lr = 1e-2;
         Engine engine(ctx, o);
         ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));

@@ -17,10 +17,10 @@ namespace {
 // Options whose buckets hold `bucket_elems` elements of `compute`.
 EngineOptions options(int stage, int64_t bucket_elems, DType compute = DType::kF32, DType reduce = DType::kF32) {
   EngineOptions o;
-  o.stage = stage;
+  o.zero.stage = stage;
   o.compute_dtype = compute;
-  o.reduce_dtype = reduce;
-  o.bucket_mb = static_cast<double>(bucket_elems * static_cast<int64_t>(dtype_size(compute))) / (1 << 20);
+  o.zero.reduce_dtype = reduce;
+  o.zero.bucket_mb = static_cast<double>(bucket_elems * static_cast<int64_t>(dtype_size(compute))) / (1 << 20);
   return o;
 }
 
@@ -100,7 +100,7 @@ TEST(BufferPlan, StagingIsTwoOfTheLargestGradientGroup) {
 TEST(BufferPlan, StageThreeGathersOnePlusPrefetchOfTheLargestLayerGroup) {
   for (int prefetch : {0, 1, 5}) {
     EngineOptions o = options(3, 64);
-    o.prefetch_layers = prefetch;
+    o.zero.prefetch_layers = prefetch;
     const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
     EXPECT_EQ(p.group_elems, (std::vector<int64_t>{128, 64}));
     // One buffer per gathered group, each the size of the largest (slots are reused
@@ -158,7 +158,7 @@ TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
     EngineOptions local = options(stage, 64);
     local.accum_steps = 2;
     EngineOptions sharded = local;
-    sharded.accumulate = GradAccumulation::kSharded;
+    sharded.zero.accumulate = GradAccumulation::kSharded;
     const MemoryPlan l = plan_ok(kTwoGroups, local, 4), s = plan_ok(kTwoGroups, sharded, 4);
     ASSERT_EQ(l.padded_elems, 256) << stage;
     ASSERT_EQ(l.shard_elems, 64) << stage;
@@ -171,7 +171,7 @@ TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
     EXPECT_EQ(s.grad_staging, l.grad_staging) << stage;
     // bf16 reduction: the shard grows from 2 S to 4 S (fp32 accumulation); a bf16 cast
     // still needs the 2 reduce buckets, in bf16.
-    local.reduce_dtype = sharded.reduce_dtype = DType::kBF16;
+    local.zero.reduce_dtype = sharded.zero.reduce_dtype = DType::kBF16;
     const MemoryPlan lb = plan_ok(kTwoGroups, local, 4), sb = plan_ok(kTwoGroups, sharded, 4);
     EXPECT_EQ(lb.bytes(MemCategory::kGrads), 2 * 64 + 4 * 256) << stage;
     EXPECT_EQ(sb.bytes(MemCategory::kGrads), 4 * 64) << stage;
@@ -180,7 +180,7 @@ TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
   // accum_steps 1: sharded changes nothing.
   EngineOptions one = options(2, 64);
   const MemoryPlan base = plan_ok(kTwoGroups, one, 4);
-  one.accumulate = GradAccumulation::kSharded;
+  one.zero.accumulate = GradAccumulation::kSharded;
   EXPECT_EQ(plan_ok(kTwoGroups, one, 4).total(), base.total());
 }
 
@@ -198,14 +198,14 @@ TEST(BufferPlan, RefusesWhatFinalizeRefuses) {
   EXPECT_EQ(no_world.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_world.status().message().find("plan_memory: world size 0 is not >= 1"), std::string::npos);
   EngineOptions bad = options(3, 64);
-  bad.prefetch_layers = -1;
+  bad.zero.prefetch_layers = -1;
   const StatusOr<MemoryPlan> prefetch = plan_memory(kTwoGroups, bad, 2, DeviceKind::kCpu);
-  EXPECT_NE(prefetch.status().message().find("prefetch_layers -1 is not >= 0"), std::string::npos)
+  EXPECT_NE(prefetch.status().message().find("zero.prefetch_layers = -1 is out of range"), std::string::npos)
       << prefetch.status().to_string();
   EngineOptions sharded_ddp = options(1, 64);
-  sharded_ddp.accumulate = GradAccumulation::kSharded;
+  sharded_ddp.zero.accumulate = GradAccumulation::kSharded;
   const StatusOr<MemoryPlan> sharded = plan_memory(kTwoGroups, sharded_ddp, 2, DeviceKind::kCpu);
-  EXPECT_NE(sharded.status().message().find("accumulate sharded needs stage 2 or 3"), std::string::npos)
+  EXPECT_NE(sharded.status().message().find("zero.accumulate = \"sharded\" needs zero.stage 2 or 3"), std::string::npos)
       << sharded.status().to_string();
   const StatusOr<MemoryPlan> twice = plan_memory({{"a", {4}, 0}, {"a", {4}, 0}}, options(1, 64), 2, DeviceKind::kCpu);
   EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);

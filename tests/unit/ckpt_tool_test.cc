@@ -45,8 +45,8 @@ class CkptTool : public ::testing::Test {
     InMemoryStore store;
     Context ctx = testing::make_test_context(0, 1, store).value();
     EngineOptions o;
-    o.stage = 1;
-    o.bucket_mb = 200.0 * 4 / (1 << 20);
+    o.zero.stage = 1;
+    o.zero.bucket_mb = 200.0 * 4 / (1 << 20);
     o.optim.lr = 1e-2;
     Engine engine(ctx, o);
     testing::TinyMlp model = testing::TinyMlp::create(engine).value();

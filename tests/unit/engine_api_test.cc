@@ -37,13 +37,15 @@ TEST(Init, WithoutALauncherIsAWorldOfOne) {
 
 TEST(Options, ValidateNamesEveryBadField) {
   EngineOptions o;
-  o.stage = 4;
-  o.bucket_mb = 0;
-  o.reduce_dtype = DType::kF16;
+  o.zero.stage = 4;
+  o.zero.bucket_mb = 0;
+  o.zero.reduce_dtype = DType::kF16;
   o.accum_steps = 0;
   o.loss_scale.backoff = 2.0;
   const Status s = o.validate();
-  for (const char* part : {"stage 4", "bucket_mb", "reduce dtype fp16", "accum_steps 0", "loss scale"}) {
+  // [zero] is checked by the config's key table: its messages name the keys.
+  for (const char* part : {"zero.stage = 4", "zero.bucket_mb = 0", "zero.reduce_dtype = \"fp16\"", "accum_steps 0",
+                           "loss scale"}) {
     expect_error(s, part);
   }
   EXPECT_TRUE(EngineOptions().validate().ok());
@@ -58,12 +60,12 @@ TEST(Options, FromConfigReadsZeroOptimTrainAndModelDtype) {
   ASSERT_TRUE(config.ok()) << config.status().to_string();
   StatusOr<EngineOptions> o = EngineOptions::from(*config, 4);
   ASSERT_TRUE(o.ok()) << o.status().to_string();
-  EXPECT_EQ(o->stage, 3);
-  EXPECT_EQ(o->bucket_mb, 4.0);
+  EXPECT_EQ(o->zero.stage, 3);
+  EXPECT_EQ(o->zero.bucket_mb, 4.0);
   EXPECT_EQ(o->compute_dtype, DType::kBF16);
-  EXPECT_EQ(o->reduce_dtype, DType::kBF16);
-  EXPECT_FALSE(o->overlap);
-  EXPECT_EQ(o->prefetch_layers, 2);
+  EXPECT_EQ(o->zero.reduce_dtype, DType::kBF16);
+  EXPECT_FALSE(o->zero.overlap);
+  EXPECT_EQ(o->zero.prefetch_layers, 2);
   EXPECT_EQ(o->accum_steps, 4);  // 32 / (2 x 4 ranks)
   EXPECT_EQ(o->total_steps, 50);
   EXPECT_EQ(o->global_batch, 32);
@@ -161,7 +163,7 @@ TEST(Steps, MisuseIsReportedWithTheParameterAndTheMicroBatch) {
 TEST(Steps, StageThreeViewsExistOnlyInsideTheirLayerScope) {
   Context ctx = single();
   EngineOptions o;
-  o.stage = 3;
+  o.zero.stage = 3;
   Tiny t(ctx, o);
   {
     StatusOr<Engine::LayerScope> scope = t.engine.layer(0);
@@ -178,7 +180,7 @@ TEST(Steps, StageThreeViewsExistOnlyInsideTheirLayerScope) {
 TEST(Steps, GradReadyWithoutAGradViewAtStageTwo) {
   Context ctx = single();
   EngineOptions o;
-  o.stage = 2;
+  o.zero.stage = 2;
   Tiny t(ctx, o);
   expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
 }

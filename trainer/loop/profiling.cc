@@ -30,7 +30,7 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
     o.plan = [spec = *spec, options = engine.options(), world = ctx.world_size(),
               device = ctx.device().kind()](int stage) -> StatusOr<MemoryByCategory> {
       EngineOptions at_stage = options;
-      at_stage.stage = stage;
+      at_stage.zero.stage = stage;
       ZDP_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(spec.params, at_stage, world, device));
       MemoryByCategory bytes;
       for (int c = 0; c < kNumMemCategories; ++c) bytes[static_cast<size_t>(c)] = plan.bytes(static_cast<MemCategory>(c));

@@ -84,7 +84,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   summary.tokens_per_sample = model->tokens_per_sample();
   summary.peak_lr = eopts.optim.lr;
   console.line("dp-train: " + model->describe() + ", " + std::to_string(summary.params) + " parameters, " +
-               to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.stage) + " on " +
+               to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.zero.stage) + " on " +
                std::to_string(K) + " rank(s) (" + ctx.device().name() + ")");
   console.line("dp-train: data " + train_data->describe() + (val_data ? "; held out: " + val_data->describe() : ""));
   console.line("dp-train: global batch " + std::to_string(t.global_batch) + " = " + std::to_string(K) +

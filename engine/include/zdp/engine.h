@@ -92,19 +92,12 @@ struct LossScaleOptions {
 };
 
 struct EngineOptions {
-  int stage = 2;                       // 0..3
-  double bucket_mb = 25;               // target bucket size, MiB of compute-dtype elements
+  ZeroConfig zero;                     // the [zero] section: stage, buckets, reduce dtype,
+                                       // overlap, prefetch, accumulation (zdp/config.h)
   DType compute_dtype = DType::kF32;   // of the parameter views and the gradients the trainer writes
-  DType reduce_dtype = DType::kF32;    // of the gradient reduction (fp32 | bf16); accumulation is fp32
-  bool overlap = true;                 // reduce a bucket as soon as its last gradient is ready;
-                                       // false: every reduction waits for step()
   bool overlap_param_gather = false;   // step() returns with the parameter all-gathers in flight;
                                        // each parameter view waits for its own buckets
-  int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
   int64_t accum_steps = 1;             // micro-batches per optimizer step on each rank
-  GradAccumulation accumulate = GradAccumulation::kLocal;  // stages 2-3, accum_steps > 1: kSharded
-                                       // reduce-scatters every micro-batch into the fp32 shard
-                                       // (no 4 T buffer, accum_steps x the gradient traffic)
   OptimConfig optim;                   // lr, betas, eps, weight decay, clipping, schedule
   int64_t total_steps = 0;             // where a cosine/linear schedule reaches min_lr
   int64_t global_batch = 0;            // samples per step over all ranks; with optim.lr_scaling,
@@ -122,13 +115,6 @@ struct EngineOptions {
   // kInvalidArgument naming every bad field: a stage outside 0..3, bucket_mb <= 0, a
   // reduce dtype other than fp32/bf16, accum_steps < 1, accumulate kSharded at stage 0-1, ...
   Status validate() const;
-
-  // What the stage shards across the ranks (ZeRO): from stage 1 the optimizer state
-  // (fp32 masters and moments), from stage 2 also the gradients, at stage 3 also the
-  // parameters.
-  bool shards_optimizer() const { return stage >= 1; }
-  bool shards_grads() const { return stage >= 2; }
-  bool shards_params() const { return stage >= 3; }
 };
 
 struct Param {

@@ -123,8 +123,8 @@ std::vector<Piece> owned_pieces(const CheckpointParts& c, const std::vector<int6
   std::vector<Piece> out;
   for (int b = 0; b < c.num_buckets(); ++b) {
     for (int s = 0; s < c.env.world; ++s) {
-      if (c.opt.shards_optimizer() && s != c.env.rank) continue;
-      const MemBase base = c.opt.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
+      if (c.opt.zero.shards_optimizer() && s != c.env.rank) continue;
+      const MemBase base = c.opt.zero.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
       for (const Piece& p : checkpoint::slice_pieces(c.layout, b, s, base, offsets)) out.push_back(p);
     }
   }

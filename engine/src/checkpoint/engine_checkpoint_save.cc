@@ -138,10 +138,10 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
   };
   std::vector<const float*> own = {c.state.master()};
   for (const OptimizerState::Moment& t : state) own.push_back(t.buffer->as<float>());
-  if (!roles.per_node || !c.opt.shards_optimizer()) {
+  if (!roles.per_node || !c.opt.zero.shards_optimizer()) {
     // Shared: slice `rank` of every bucket, from this rank's shard (stage 0: the full
     // state every rank holds). Per node at stage 0: the node's share of the slices.
-    const MemBase base = c.opt.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
+    const MemBase base = c.opt.zero.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
     for (int b = 0; b < c.num_buckets(); ++b) {
       for (int s = 0; s < K; ++s) {
         if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, base, own));
@@ -264,7 +264,7 @@ Status commit(const CheckpointParts& c, const std::string& root, const Checkpoin
   info.state = state;
   info.state.trainer_json = trainer_json;
   info.state.world_size = c.env.world;
-  info.state.stage = c.opt.stage;
+  info.state.stage = c.opt.zero.stage;
   info.state.compute_dtype = to_string(c.opt.compute_dtype);
   info.state.seed = c.opt.seed;
   info.state.optimizer_steps = c.state.steps();

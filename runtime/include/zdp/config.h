@@ -97,11 +97,20 @@ struct TrainConfig {
 // [zero]: the ZeRO stage and its buckets.
 struct ZeroConfig {
   int stage = 2;                       // 0 = DDP, 1 = + optimizer state, 2 = + grads, 3 = + params sharded
-  double bucket_mb = 25;               // target bucket size in MiB (reduce-scatter/all-gather unit)
-  DType reduce_dtype = DType::kF32;    // gradient reduction dtype: "fp32" | "bf16"
-  bool overlap = true;                 // reduce buckets during backward on a communication stream
+  double bucket_mb = 25;               // target bucket size: MiB of compute-dtype elements (the
+                                       // reduce-scatter / all-gather unit)
+  DType reduce_dtype = DType::kF32;    // gradient reduction dtype: "fp32" | "bf16"; accumulation is fp32
+  bool overlap = true;                 // reduce each bucket during backward, as soon as its last
+                                       // gradient is ready; false: every reduction waits for step()
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use
   GradAccumulation accumulate = GradAccumulation::kLocal;  // "local" | "sharded" (stages 2-3 only)
+
+  // What the stage shards across the ranks (ZeRO): from stage 1 the optimizer state
+  // (fp32 masters and moments), from stage 2 also the gradients, at stage 3 also the
+  // parameters.
+  bool shards_optimizer() const { return stage >= 1; }
+  bool shards_grads() const { return stage >= 2; }
+  bool shards_params() const { return stage >= 3; }
 };
 
 // [checkpoint]: topology-neutral checkpoints (full tensors by name, any world size and
@@ -169,6 +178,11 @@ StatusOr<Config> load_config(const std::string& path, const std::vector<std::str
 // Every range and cross-field check, plus those that need the world size (global_batch
 // divisible by micro_batch x world, accum_steps consistent). All problems in one Status.
 Status validate_for_world(const Config& config, int world_size);
+// The same checks for the keys that start with one of `prefixes` ("zero." for a section,
+// "model.dtype" for one key), and the checks between those keys only: for code that
+// fills part of a Config without parsing TOML (EngineOptions::validate), so that every
+// range is written once, in the key table.
+Status validate_keys(const Config& config, const std::vector<std::string>& prefixes);
 // accum_steps, or global_batch / (micro_batch x world_size) when it is 0.
 // REQUIRES: validate_for_world(config, world_size).ok().
 int64_t resolved_accum_steps(const TrainConfig& train, int world_size);

@@ -143,7 +143,7 @@ class ConfigParser {
     for (const MapEntryOverride& m : map_entries_) apply_map_entry(m);
     if (syntax_ok) {
       std::vector<std::string> cross;
-      config_internal::cross_checks(config_, 0, failed_, &cross);
+      config_internal::cross_checks(config_, 0, failed_, nullptr, &cross);
       for (std::string& c : cross) problems_.push_back(Problem{2, 0, 0, std::move(c)});
     }
     if (problems_.empty()) return std::move(config_);

@@ -23,17 +23,29 @@ std::string product_text(int64_t p) {
   return p < 0 ? "more than " + str(std::numeric_limits<int64_t>::max()) : str(p);
 }
 
+// Whether `key` is selected: every key when `prefixes` is null, else the keys that start
+// with one of them ("zero." selects a section, "model.dtype" one key).
+bool selected(const std::string& key, const std::vector<std::string>* prefixes) {
+  if (prefixes == nullptr) return true;
+  for (const std::string& p : *prefixes) {
+    if (key.compare(0, p.size(), p) == 0) return true;
+  }
+  return false;
+}
+
 class CrossChecker {
  public:
-  CrossChecker(const Config& config, const std::set<std::string>& failed, std::vector<std::string>* out)
-      : config_(config), failed_(failed), out_(out) {}
+  CrossChecker(const Config& config, const std::set<std::string>& failed, const std::vector<std::string>* prefixes,
+               std::vector<std::string>* out)
+      : config_(config), failed_(failed), prefixes_(prefixes), out_(out) {}
 
   // Reports message() at the first of `keys` that was set (file or --set), or at the
-  // config's source when all are defaults; skipped when one of `keys` failed to parse.
+  // config's source when all are defaults; skipped when one of `keys` failed to parse or
+  // is not among the selected keys.
   void require(bool ok, std::initializer_list<const char*> keys, const std::function<std::string()>& message) {
     if (ok) return;
     for (const char* k : keys) {
-      if (failed_.count(k)) return;
+      if (failed_.count(k) || !selected(k, prefixes_)) return;
     }
     std::string where = config_.source;
     for (const char* k : keys) {
@@ -48,6 +60,7 @@ class CrossChecker {
  private:
   const Config& config_;
   const std::set<std::string>& failed_;
+  const std::vector<std::string>* prefixes_;
   std::vector<std::string>* out_;
 };
 
@@ -68,8 +81,8 @@ std::string Config::where(const std::string& key) const {
 namespace config_internal {
 
 void cross_checks(const Config& c, int world_size, const std::set<std::string>& failed,
-                  std::vector<std::string>* out) {
-  CrossChecker check(c, failed, out);
+                  const std::vector<std::string>* prefixes, std::vector<std::string>* out) {
+  CrossChecker check(c, failed, prefixes, out);
   const LaunchConfig& l = c.launch;
   const TrainConfig& t = c.train;
   check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
@@ -155,25 +168,38 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
 
 }  // namespace config_internal
 
-Status validate_for_world(const Config& config, int world_size) {
+namespace {
+
+// Every range and word of the selected keys (all of them for null `prefixes`), then the
+// checks between them; world_size 0 skips those that need it.
+Status check_config(const Config& config, int world_size, const std::vector<std::string>* prefixes) {
   std::vector<std::string> problems;
   // Range checks again: a Config may have been built or edited in code, not parsed.
   std::set<std::string> failed;
   for (const KeyInfo& k : config_internal::key_table()) {
+    if (!selected(k.name, prefixes)) continue;
     const std::string problem = config_internal::check_value(k, k.get(config));
     if (!problem.empty()) {
       problems.push_back(config.where(k.name) + ": " + problem);
       failed.insert(k.name);
     }
   }
-  if (world_size < 1) {
+  if (prefixes == nullptr && world_size < 1) {
     problems.push_back(config.source + ": world size (" + std::to_string(world_size) + ") must be >= 1");
   }
-  config_internal::cross_checks(config, world_size, failed, &problems);
+  config_internal::cross_checks(config, world_size, failed, prefixes, &problems);
   if (problems.empty()) return Status::Ok();
   std::string message;
   for (const std::string& p : problems) message += (message.empty() ? "" : "\n") + p;
   return Status(StatusCode::kInvalidArgument, message);
+}
+
+}  // namespace
+
+Status validate_for_world(const Config& config, int world_size) { return check_config(config, world_size, nullptr); }
+
+Status validate_keys(const Config& config, const std::vector<std::string>& prefixes) {
+  return check_config(config, 0, &prefixes);
 }
 
 int64_t resolved_accum_steps(const TrainConfig& train, int world_size) {

@@ -138,7 +138,9 @@ KeyInfo enum_field(const char* name, S Config::*section, E S::*member, std::vect
     for (const auto& w : words) {
       if (w.value == c.*section.*member) return Value(std::string(w.word));
     }
-    return Value(std::string("?"));
+    // A value set in code that no word names (a DType the key does not allow): its own
+    // name, which check_value then refuses naming it.
+    return Value(std::string(to_string(c.*section.*member)));
   };
   k.set = [section, member, words](Config& c, const Value& v) {
     for (const auto& w : words) {

@@ -70,9 +70,10 @@ std::string format_value(const KeyInfo& info, const Value& value);
 
 // Appends every cross-field problem of `config` ("where: message"), skipping checks that
 // involve a key in `failed` (its value was refused, so the field holds a stale default).
-// world_size 0: checks that need it are skipped.
+// world_size 0: checks that need it are skipped. Non-null `prefixes`: only checks whose
+// keys all start with one of them (validate_keys).
 void cross_checks(const Config& config, int world_size, const std::set<std::string>& failed,
-                  std::vector<std::string>* out);
+                  const std::vector<std::string>* prefixes, std::vector<std::string>* out);
 
 // TOML basic string, quoted and escaped.
 std::string toml_quote(const std::string& text);
