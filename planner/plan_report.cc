@@ -157,10 +157,10 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
          "\"local\" (\"sharded\", stages 2-3: none, the owned shard is fp32) and a reduce-dtype copy at "
-         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = DESIGN.md's "
-         "ZeRO model states (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with SGD momentum, 4 Psi without; "
-         "c = compute dtype bytes; no padding, accumulation or buffers); adam m = AdamW's m or SGD's momentum buffer; "
-         "sent = bytes one rank sends per step (ring, "
+         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = the "
+         "ZeRO model states of docs/design.md (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with "
+         "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "
+         "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
          "(K-1)/K of each buffer per pass); comm = communication the step waits for beyond compute; the optimizer's "
          "own time is not modelled.\n";
   return out;

@@ -38,7 +38,7 @@ struct StagePlan {
   int stage = 0;
   GradAccumulation accumulate = GradAccumulation::kLocal;  // zero.accumulate as planned (local at 0-1)
   MemoryPlan memory;              // the engine's buffers
-  int64_t formula_bytes = 0;      // DESIGN.md's ZeRO formula (model states, no padding)
+  int64_t formula_bytes = 0;      // the ZeRO formula (docs/design.md "Memory per rank"; model states, no padding)
   int64_t activations = 0;        // the model's activation and scratch buffers
   int64_t total = 0;              // memory.total() + activations (+ the GPU GEMM workspace)
   bool fits = false;

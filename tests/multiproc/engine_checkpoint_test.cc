@@ -28,7 +28,7 @@ using testing::run_engine;
 using testing::TempDir;
 
 // Runs that differ only in how gradient sums are grouped (other K) agree to about an
-// ulp of the parameters (derived in support/engine_comparisons.h).
+// ulp of the parameters (derived in testing/engine_comparisons.h).
 constexpr double kTol = testing::kRegroupingTol;
 constexpr int kSteps = 20;
 constexpr int kSaveAt = 10;

@@ -1,4 +1,4 @@
-// DESIGN.md's theorem on real rank processes (CPU, Gloo): K ranks train like one rank on
+// docs/design.md's theorem on real rank processes (CPU, Gloo): K ranks train like one rank on
 // the same global batch, for every stage; stages agree with each other; accumulation
 // over micro-batches equals more ranks; the clipping norm is the single-rank norm.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@ namespace {
 using testing::EngineRunResult;
 using testing::max_difference;
 
-constexpr double kTol = testing::kRegroupingTol;  // derived in support/engine_comparisons.h
+constexpr double kTol = testing::kRegroupingTol;  // derived in testing/engine_comparisons.h
 
 EngineOptions options(int stage) { return testing::comparison_options(stage); }
 

@@ -95,9 +95,10 @@ TEST(Registration, DifferentOptionsAreCaught) {
 // ---- memory ------------------------------------------------------------------------
 
 // Checks one rank's report: every category's measured bytes are the planned ones (what
-// plan_memory() prints for this layout); params, grads and optimizer exceed DESIGN.md's
-// formula by padding only (grads also by `accum_extra`, the fp32 accumulation); buckets
-// exist only at stages 2-3; and the device's own accounting agrees byte for byte.
+// plan_memory() prints for this layout); params, grads and optimizer exceed the ZeRO
+// formula (docs/design.md) by padding only (grads also by `accum_extra`, the fp32
+// accumulation); buckets exist only at stages 2-3; and the device's own accounting agrees
+// byte for byte.
 Status check_memory(Engine& engine, Device& device, int64_t accum_extra) {
   const MemoryReport m = engine.memory();
   std::map<std::string, MemoryReport::Row> rows;
@@ -157,7 +158,7 @@ TEST(Memory, PerCategoryMatchesTheZeroFormulaWithinPadding) {
 
 // The closing measurement of the engine's issue: a 10.5M-parameter model (5 blocks of
 // 512 -> 2048 -> 512 with a norm), bf16 compute and reduction, 4 ranks; rank 0 prints its
-// table for each stage (measured next to DESIGN.md's formula).
+// table for each stage (measured next to docs/design.md's formula).
 TEST(Memory, TableForATenMillionParameterModelAtFourRanks) {
   EXPECT_EQ(testing::describe_failures(fork_ranks(4, [](int rank, int world, Store& store) -> Status {
               ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));

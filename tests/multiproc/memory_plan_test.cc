@@ -151,7 +151,7 @@ TEST(MemoryPlan, PaddingIsWhatTheLayoutAdds) {
   EXPECT_EQ(plan.padded_elems % (4 * 32), 0);
   EXPECT_EQ(plan.master + plan.m + plan.v, 12 * plan.padded_elems / 4);
   EXPECT_EQ(plan.params, 4 * plan.padded_elems);
-  // DESIGN.md's formula has no padding: 4 + 4 + 12 / K bytes per parameter at stage 1, fp32.
+  // The ZeRO formula (docs/design.md) has no padding: 4 + 4 + 12 / K bytes per parameter at stage 1, fp32.
   EXPECT_EQ(plan.formula, 4 * spec.psi + 4 * spec.psi + 12 * spec.psi / 4);
   EXPECT_LT(plan.formula, plan.model_states());
 }

@@ -1,5 +1,5 @@
-// The engine's buffer-size rules (engine_buffer_plan.h) through plan_memory(), in closed
-// form on small layouts: the model states against DESIGN.md's formula (equal without
+// The engine's buffer-size rules (engine/src/buffer_plan.h) through plan_memory(), in closed
+// form on small layouts: the model states against docs/design.md's formula (equal without
 // padding, larger by exactly the padding with it), the gradient copies, the staging and
 // gather buffers of stages 2-3, the workspace, and the arguments plan_memory refuses.
 // tests/multiproc/memory_plan_test.cc holds the same plan to real engines' accounting.

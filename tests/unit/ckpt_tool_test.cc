@@ -1,4 +1,4 @@
-// dp-ckpt's functions (launcher/ckpt_tool.h) on a real checkpoint: the engine's TinyMlp on
+// dp-ckpt's functions (tools/ckpt_tool.h) on a real checkpoint: the engine's TinyMlp on
 // one rank, trained for 3 steps and saved. info lists every tensor, verify names a
 // damaged file and chunk, export writes the masters bit for bit in fp32 and rounded to
 // nearest even in bf16/fp16, the same file whatever the buffer size.

@@ -1,6 +1,6 @@
 // Layout (flat buffer -> buckets -> rank slices) and the ZeRO memory formula: hand-computed
 // layouts, an invariant sweep over K 1..8, alignments, bucket sizes, odd parameter lists
-// and both boundary modes, every error message, and the DESIGN.md memory table.
+// and both boundary modes, every error message, and docs/design.md's memory table.
 #include "engine/src/layout.h"
 
 #include <gtest/gtest.h>
@@ -519,10 +519,10 @@ TEST(LayoutErrors, LookupsOutOfRange) {
   }
 }
 
-// ---- Memory per rank: DESIGN.md's formula (what the engine allocates: buffer_plan_test) -------
+// ---- Memory per rank: docs/design.md's formula (what the engine allocates: buffer_plan_test) ---
 
 TEST(ZeroMemory, DesignTable) {
-  // DESIGN.md: 2Psi + 2Psi + 12Psi | 2Psi + 2Psi + 12Psi/K | 2Psi + 14Psi/K | 16Psi/K; Psi = 1000, K = 4.
+  // docs/design.md: 2Psi + 2Psi + 12Psi | 2Psi + 2Psi + 12Psi/K | 2Psi + 14Psi/K | 16Psi/K; Psi = 1000, K = 4.
   const ZeroMemory s0 = *zero_memory_formula(1000, 4, 0, 2);
   EXPECT_EQ(s0.params, 2000);
   EXPECT_EQ(s0.grads, 2000);

@@ -1,5 +1,5 @@
 // The ZeRO engine: what a trainer embeds. It owns the parameters (flat buffers, buckets,
-// slices; see ../shared/DESIGN.md), hands out views in the compute dtype, reduces the
+// slices; see docs/design.md), hands out views in the compute dtype, reduces the
 // gradients per bucket as they become ready (overlapping backward), and runs the sharded
 // optimizer step. Stages 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+
 // parameters, gathered per layer group). README.md "Use zdp from your own trainer" has a
@@ -13,39 +13,13 @@
 // Gradient scaling: the trainer writes the gradient of ITS micro-batch's mean loss (times
 // loss_scale() for fp16). The engine sums over ranks and micro-batches and divides by
 // world_size x accum_steps, so the update is the one a single rank would make on the
-// global batch (DESIGN.md, "Theorem").
+// global batch (docs/design.md, "The theorem").
 //
-// Memory per stage (c = compute dtype bytes, r = reduce dtype bytes, T = padded elements,
-// S = T / K; categories as zdp::MemCategory). These are the engine's allocation rules,
-// written once (runtime/src/engine_buffer_plan.cc): finalize() allocates by them, and
-// plan_memory() (zdp/memory_plan.h, what `dp-launch plan` prints) and memory()'s
-// "planned" column report them, so all three agree byte for byte:
-//   params     stage 0-2: c T (full);            stage 3: c S (owned shard)
-//   grads      stage 0-1: c T (the trainer writes there; reduced in place when r == c,
-//                         else + r T for the reduce-dtype copy);  stage 2-3: r S (owned;
-//                         4 S with accumulate kSharded and accum_steps > 1)
-//   optimizer  stage 0: 12 T (fp32 master, m, v); stage 1-3: 12 S, with AdamW. SGD:
-//              8 T / 8 S (master + momentum buffer), 4 T / 4 S without momentum
-//   buckets    stage 2-3: gradient staging, where the trainer writes: 2 buffers (one
-//              filled while the other is reduced) of the largest run of buckets that
-//              parameters straddle; buckets never cross layer groups at these stages, so
-//              at most the largest layer group (register one group per block: a model in
-//              one group stages its whole gradient); + 2 reduce-dtype bucket buffers when
-//              r != c or (local) accum_steps > 1. With overlap off every group stays staged
-//              until step() (the whole gradient). Stage 3: + (1 + prefetch_layers)
-//              buffers of the largest layer group (the group in use and the prefetched ones)
-//   grads      accum_steps > 1, accumulate kLocal (the default), every stage: + 4 T, the
-//              fp32 accumulation of the micro-batches. No communication happens before the
-//              last micro-batch (DDP's no_sync), so stages 2-3 keep this full-size buffer
-//              too: accumulation costs them their gradient sharding. accumulate kSharded
-//              (stages 2-3, DeepSpeed ZeRO-2/3's way) keeps it: every micro-batch's buckets
-//              are reduce-scattered as they become ready and each slice is added into the
-//              fp32 owned shard (4 S above, no 4 T), for accum_steps x the gradient traffic.
-//              Same sum, other order: equal to kLocal within float reduction-order error.
-//   workspace  per-bucket gradient statistics; on CUDA the norm scratch and the decay
-//              table (a few bytes per run of same-decay parameters: the one buffer the
-//              plan leaves out).
-// DESIGN.md's ZeRO formula counts none of the padding, copies, buffers or workspace.
+// Memory per stage: finalize() allocates by the rules of docs/design.md "Memory per rank",
+// written once in code (engine/src/buffer_plan.cc); plan_memory() (zdp/memory_plan.h, what
+// `dp-launch plan` prints) and memory()'s "planned" column report the same rules, so all
+// three agree byte for byte. The ZeRO formula (memory()'s "formula" column) counts none of
+// the padding, copies, staging buffers or workspace.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // the memory half of `dp-launch plan`. plan_memory() builds the Layout exactly as the
 // engine does (same bucket size, alignment and boundaries, so the same padding) and sizes
 // every buffer with the very function the engine's allocation takes its sizes from
-// (runtime/src/engine_buffer_plan.cc; engine.h "Memory per stage" says the rules in
+// (engine/src/buffer_plan.cc; docs/design.md "Memory per rank" says the rules in
 // words). Engine::memory()'s "planned" column and the table finalize() logs are this plan
 // for the engine's own layout; tests/multiproc/memory_plan_test.cc checks that it equals
 // the "measured" column (device accounting) byte for byte for the reference models,

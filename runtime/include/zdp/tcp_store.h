@@ -1,5 +1,5 @@
 // The TCP rendezvous store: a server hosted by the node-0 launcher (or a test) and a
-// client per rank. Wire protocol and limits: runtime/src/tcp_store_protocol.h.
+// client per rank. Wire protocol and limits: runtime/src/store/tcp_store_protocol.h.
 #pragma once
 
 #include <chrono>
