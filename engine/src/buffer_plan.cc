@@ -1,4 +1,4 @@
-// The engine's layout and buffer-size rules (engine_buffer_plan.h): allocate() and
+// The engine's layout and buffer-size rules (buffer_plan.h): the engine's parts and
 // plan_memory() both size every buffer here.
 #include "engine/src/buffer_plan.h"
 

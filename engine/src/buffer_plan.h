@@ -1,5 +1,5 @@
 // The engine's memory rules, written once: how it cuts its layout, and the size of every
-// buffer Engine::Impl::allocate() (engine_buffers.cc) allocates on a rank, from the layout,
+// buffer finalize() allocates on a rank (each part's allocate()), from the layout,
 // the options and the device kind alone. allocate() takes its sizes from plan_buffers();
 // plan_memory() (zdp/memory_plan.h, what `dp-launch plan` prints) and Engine::memory()'s
 // "planned" column report the same plan (memory_plan_of_layout), so the three cannot drift.

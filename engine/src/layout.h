@@ -1,5 +1,5 @@
 // Partition of one dtype's parameters into a flat buffer, buckets and per-rank slices
-// (DESIGN.md "Layout: flat buffers, buckets, slices"). Pure arithmetic: no device, no
+// (docs/design.md, "Layout: flat buffers, buckets, slices"). Pure arithmetic: no device, no
 // communication, so every rule here is unit-tested exhaustively (tests/unit/layout_test.cc).
 //
 // The rules, in the order make_layout applies them:

@@ -1,6 +1,6 @@
-// plan_memory(): the buffers Engine::Impl::allocate() (engine_buffers.cc) will allocate,
+// plan_memory(): the buffers finalize() will allocate (Engine::Impl::build),
 // computed from the parameter list alone. It builds the engine's layout and sizes the
-// buffers with the engine's own rules (engine_buffer_plan.h), which allocate() uses too;
+// buffers with the engine's own rules (buffer_plan.h), which the engine's parts use too;
 // tests/multiproc/memory_plan_test.cc holds the plan to the byte against the device
 // accounting of real engines.
 #include "zdp/memory_plan.h"

@@ -1,4 +1,4 @@
-// SlotPool: lending and reuse of equal-sized staging buffers (see engine_slots.h).
+// SlotPool: lending and reuse of equal-sized staging buffers (see slot_pool.h).
 #include "engine/src/slot_pool.h"
 
 #include "zdp/dtype.h"  // format_bytes

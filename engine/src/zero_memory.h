@@ -1,4 +1,4 @@
-// Bytes per rank by category for ZeRO stages 0-3 (DESIGN.md "Memory per rank"): the
+// Bytes per rank by category for ZeRO stages 0-3 (docs/design.md, "Memory per rank"): the
 // paper's formula, the "formula" column of Engine::memory() and MemoryPlan::formula.
 // What the engine really allocates (padded sizes, gradient copies, staging buffers,
 // workspace) is not modelled here but planned by plan_memory() (zdp/memory_plan.h), from
@@ -32,7 +32,7 @@ struct ZeroMemory {
 // 4 (1 + moments):
 //   stage 0: c Psi + c Psi + 12 Psi       stage 2: c Psi + (c + 12) Psi / K
 //   stage 1: c Psi + c Psi + 12 Psi / K   stage 3: (2c + 12) Psi / K
-// (c = 2 gives the DESIGN.md table: 16 Psi, 4 Psi + 12 Psi/K, 2 Psi + 14 Psi/K, 16 Psi/K.)
+// (c = 2 gives the table of docs/design.md: 16 Psi, 4 Psi + 12 Psi/K, 2 Psi + 14 Psi/K, 16 Psi/K.)
 // kInvalidArgument names a bad argument.
 StatusOr<ZeroMemory> zero_memory_formula(int64_t psi, int world_size, int stage, int compute_bytes, int moments = 2);
 

@@ -105,14 +105,14 @@ struct StepStats {
 };
 
 // Bytes per category on this rank: measured (device accounting of the engine's own
-// buffers) next to the ZeRO formula of DESIGN.md for the same parameter count and to the
+// buffers) next to the ZeRO formula of docs/design.md for the same parameter count and to the
 // plan of this layout (MemoryPlan::bytes: what `dp-launch plan` prints for this model).
 struct MemoryReport {
   struct Row {
     std::string category;  // "params", "grads", "optimizer", "buckets", "workspace", "total"
     int64_t measured = 0;  // now (staging buffers added for a trainer that holds more
                            // gradient groups at once than planned show here)
-    int64_t formula = 0;   // DESIGN.md's formula (no padding, no buffers)
+    int64_t formula = 0;   // docs/design.md's formula (no padding, no buffers)
     int64_t planned = 0;   // plan_memory()'s: the buffers finalize() allocated, by the same
                            // rules (the CUDA decay table aside)
   };

@@ -36,7 +36,7 @@ struct MemoryPlan {
   int64_t shard_elems = 0;   // one rank's slices (padded_elems / world_size)
   std::vector<int64_t> bucket_elems;  // each bucket's padded size, in layout order
   std::vector<int64_t> group_elems;   // stage 3: each layer group's padded size (its buckets), in order
-  int64_t formula = 0;       // DESIGN.md's ZeRO formula for psi (model states; no padding or buffers)
+  int64_t formula = 0;       // docs/design.md's ZeRO formula for psi (model states; no padding or buffers)
 
   int64_t params = 0;          // [params] compute dtype: all (stages 0-2) or the owned shard (3)
   int64_t grads = 0;           // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3)

@@ -1,7 +1,7 @@
 // The typed configuration of zdp: one struct per TOML section, defaults declared here,
 // read from a TOML file with `--set section.key=value` overrides on top (precedence
 // --set > file > defaults), every problem of one file reported together. One key table
-// (runtime/src/config_keys.cc) drives parsing, range checks, to_toml, describe_resolved
+// (runtime/src/config/config_keys.cc) drives parsing, range checks, to_toml, describe_resolved
 // and key_reference. This header includes no TOML++ header: only config.cc parses TOML.
 #pragma once
 
