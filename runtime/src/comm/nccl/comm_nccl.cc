@@ -1,10 +1,10 @@
 // The NCCL communicator: collectives on CUDA streams, plus a watchdog thread that turns a
 // hung or failed collective into an error (and an aborted communicator) on this rank
-// instead of a silent hang.
+// instead of a silent hang. create_nccl_communicator (comm_nccl_init.cc) builds it.
 //
-// The communicator is nonblocking (ncclConfig_t::blocking = 0): initialisation and
-// enqueueing return ncclInProgress while NCCL works in the background, and we poll
-// ncclCommGetAsyncError with a deadline, so that no call into NCCL can hang forever.
+// The communicator is nonblocking (ncclConfig_t::blocking = 0): enqueueing returns
+// ncclInProgress while NCCL works in the background, and we poll ncclCommGetAsyncError
+// with a deadline (nccl_wait.h), so that no call into NCCL can hang forever.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -12,94 +12,21 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/internal/cuda_check.h"
+#include "core/internal/nccl_check.h"
+#include "runtime/src/comm/nccl/nccl_communicator.h"
+#include "runtime/src/comm/nccl/nccl_wait.h"
 #include "runtime/src/device/cuda/device_cuda.h"
 #include "zdp/comm.h"
 #include "zdp/log.h"
 
-namespace zdp {
-
-// "invalid usage (run with NCCL_DEBUG=WARN for details) (last NCCL error: ...)".
-static std::string nccl_error_text(ncclResult_t result) {
-  std::string text = ncclGetErrorString(result);
-  const char* last = ncclGetLastError(nullptr);  // the argument is unused by NCCL
-  if (last != nullptr && *last != '\0') text += " (last NCCL error: " + std::string(last) + ")";
-  return text;
-}
-
-// A remote error means a peer died or the network broke: report it as such.
-static StatusCode nccl_status_code(ncclResult_t result) {
-  return result == ncclRemoteError ? StatusCode::kPeerFailure : StatusCode::kNcclError;
-}
-
-static Status nccl_error_status(ncclResult_t result, const char* expr, const char* file, int line) {
-  if (result == ncclSuccess) return Status::Ok();
-  return Status(nccl_status_code(result),
-                std::string(expr) + " failed: " + nccl_error_text(result) + " at " + error_site(file, line));
-}
-
-}  // namespace zdp
-
-// Returns a kNcclError (kPeerFailure for ncclRemoteError) Status when `call` does not
-// return ncclSuccess. Calls that may answer ncclInProgress are handled explicitly instead.
-#define ZDP_NCCL_RETURN_IF_ERROR(call)                                                 \
-  do {                                                                                 \
-    const ncclResult_t zdp_nccl_result_ = (call);                                      \
-    if (zdp_nccl_result_ != ncclSuccess) {                                             \
-      return ::zdp::nccl_error_status(zdp_nccl_result_, #call, __FILE__, __LINE__);    \
-    }                                                                                  \
-  } while (0)
-
-namespace zdp {
+namespace zdp::nccl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// "300 s", "1.5 s", "250 ms".
-std::string format_duration(std::chrono::milliseconds d) {
-  const auto ms = d.count();
-  if (ms < 1000) return std::to_string(ms) + " ms";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms) / 1000.0);
-  return buf;
-}
-
-enum class WaitEnd { kSettled, kTimedOut, kInterrupted };
-
-// Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress, `deadline`
-// passes or `*interrupt` becomes true. Returns the settled state (ncclInProgress when it
-// did not settle). Sleeps 20 us at first, doubling up to 1 ms.
-ncclResult_t wait_while_in_progress(ncclComm_t comm, Clock::time_point deadline, const std::atomic<bool>* interrupt,
-                                    WaitEnd* end) {
-  std::chrono::microseconds pause(20);
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state != ncclInProgress) {
-      *end = WaitEnd::kSettled;
-      return state;
-    }
-    if (interrupt != nullptr && interrupt->load()) {
-      *end = WaitEnd::kInterrupted;
-      return ncclInProgress;
-    }
-    if (Clock::now() >= deadline) {
-      *end = WaitEnd::kTimedOut;
-      return ncclInProgress;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
-}
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -394,78 +321,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, int rank, int world_size,
-                                                                 Device& device, const CommOptions& options) {
-  const std::string who = "rank " + std::to_string(rank) + ": nccl communicator";
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return Status(StatusCode::kInvalidArgument,
-                  who + ": rank " + std::to_string(rank) + " is not in a world of " + std::to_string(world_size));
-  }
-  if (device.kind() != DeviceKind::kCuda) {
-    return Status(StatusCode::kInvalidArgument,
-                  who + ": NCCL needs a CUDA device, got '" + device.name() + "'; use backend = \"gloo\"");
-  }
-  set_process_identity(rank, world_size);
-
-  // Every rank counts its own NCCL communicators in the store, so the k-th communicator of
-  // every rank meets under the same key, also when the ranks are threads of one process.
-  StatusOr<int64_t> generation = store.add("nccl/generation/rank" + std::to_string(rank), 1);
-  if (!generation.ok()) return generation.status().with_context(who);
-  const std::string key = "nccl/unique_id/" + std::to_string(*generation - 1);
-
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof(id));
-  if (rank == 0) {
-    ZDP_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    Status set = store.set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
-    if (!set.ok()) return set.with_context(who + ": publishing the NCCL unique id");
-  } else {
-    StatusOr<std::string> value = store.get(key, options.timeout);
-    if (!value.ok()) return value.status().with_context(who + ": waiting for rank 0's NCCL unique id");
-    if (value->size() != sizeof(id)) {
-      return Status(StatusCode::kInvalidArgument, who + ": store key '" + key + "' holds " +
-                                                      std::to_string(value->size()) + " bytes, not an NCCL unique id (" +
-                                                      std::to_string(sizeof(id)) + " bytes)");
-    }
-    std::memcpy(&id, value->data(), sizeof(id));
-  }
-
-  ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
-  const auto start = Clock::now();
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
-  WaitEnd end = WaitEnd::kSettled;
-  if (r == ncclInProgress && comm != nullptr) r = wait_while_in_progress(comm, start + options.timeout, nullptr, &end);
-  if (r != ncclSuccess) {
-    if (comm != nullptr) (void)ncclCommAbort(comm);
-    if (end == WaitEnd::kTimedOut) {
-      return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) +
-                                              ", " + device.name() + ") did not finish within " +
-                                              format_duration(options.timeout) + "; are all ranks starting?");
-    }
-    return Status(nccl_status_code(r), who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
-                                           device.name() + ") failed: " + nccl_error_text(r) + " at " +
-                                           error_site(__FILE__, __LINE__));
-  }
-
-  // From here on an error must not leak the communicator.
-  StatusOr<DeviceBuffer> scratch = device.allocate(sizeof(int32_t), MemCategory::kWorkspace);
-  Status ready = scratch.status();
-  if (ready.ok()) ready = ZDP_CUDA_STATUS(cudaMemset(scratch->data(), 0, sizeof(int32_t)));
-  if (!ready.ok()) {
-    (void)ncclCommAbort(comm);
-    return ready.with_context(who + ": barrier scratch");
-  }
-
-  int version = 0;
-  (void)ncclGetVersion(&version);
-  ZDP_LOG(kInfo) << "nccl communicator ready: rank " << rank << "/" << world_size << " on " << device.name()
-                 << " (NCCL " << version << ") in "
-                 << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() << " ms";
-  return std::unique_ptr<Communicator>(
-      new NcclCommunicator(rank, world_size, device, options, comm, std::move(scratch).value()));
+std::unique_ptr<Communicator> make_communicator(int rank, int world_size, Device& device, const CommOptions& options,
+                                                ncclComm_t comm, DeviceBuffer scratch) {
+  return std::make_unique<NcclCommunicator>(rank, world_size, device, options, comm, std::move(scratch));
 }
 
-}  // namespace zdp
+}  // namespace zdp::nccl

@@ -1,0 +1,100 @@
+// create_nccl_communicator: rank 0's NCCL unique id reaches the other ranks through the
+// store, then every rank initialises a nonblocking communicator (ncclConfig_t::blocking
+// = 0) with a deadline, so that a rank that never starts fails the others instead of
+// hanging them, and hands it to the communicator (comm_nccl.cc).
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/internal/cuda_check.h"
+#include "core/internal/nccl_check.h"
+#include "runtime/src/comm/nccl/nccl_communicator.h"
+#include "runtime/src/comm/nccl/nccl_wait.h"
+#include "zdp/comm.h"
+#include "zdp/log.h"
+#include "zdp/store.h"
+
+namespace zdp {
+
+using nccl::Clock;
+using nccl::format_duration;
+using nccl::wait_while_in_progress;
+using nccl::WaitEnd;
+
+StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, int rank, int world_size,
+                                                                 Device& device, const CommOptions& options) {
+  const std::string who = "rank " + std::to_string(rank) + ": nccl communicator";
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Status(StatusCode::kInvalidArgument,
+                  who + ": rank " + std::to_string(rank) + " is not in a world of " + std::to_string(world_size));
+  }
+  if (device.kind() != DeviceKind::kCuda) {
+    return Status(StatusCode::kInvalidArgument,
+                  who + ": NCCL needs a CUDA device, got '" + device.name() + "'; use backend = \"gloo\"");
+  }
+  set_process_identity(rank, world_size);
+
+  // Every rank counts its own NCCL communicators in the store, so the k-th communicator of
+  // every rank meets under the same key, also when the ranks are threads of one process.
+  StatusOr<int64_t> generation = store.add("nccl/generation/rank" + std::to_string(rank), 1);
+  if (!generation.ok()) return generation.status().with_context(who);
+  const std::string key = "nccl/unique_id/" + std::to_string(*generation - 1);
+
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank == 0) {
+    ZDP_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+    Status set = store.set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+    if (!set.ok()) return set.with_context(who + ": publishing the NCCL unique id");
+  } else {
+    StatusOr<std::string> value = store.get(key, options.timeout);
+    if (!value.ok()) return value.status().with_context(who + ": waiting for rank 0's NCCL unique id");
+    if (value->size() != sizeof(id)) {
+      return Status(StatusCode::kInvalidArgument, who + ": store key '" + key + "' holds " +
+                                                      std::to_string(value->size()) + " bytes, not an NCCL unique id (" +
+                                                      std::to_string(sizeof(id)) + " bytes)");
+    }
+    std::memcpy(&id, value->data(), sizeof(id));
+  }
+
+  ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
+  const auto start = Clock::now();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  WaitEnd end = WaitEnd::kSettled;
+  if (r == ncclInProgress && comm != nullptr) r = wait_while_in_progress(comm, start + options.timeout, nullptr, &end);
+  if (r != ncclSuccess) {
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    if (end == WaitEnd::kTimedOut) {
+      return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) +
+                                              ", " + device.name() + ") did not finish within " +
+                                              format_duration(options.timeout) + "; are all ranks starting?");
+    }
+    return Status(nccl_status_code(r), who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
+                                           device.name() + ") failed: " + nccl_error_text(r) + " at " +
+                                           error_site(__FILE__, __LINE__));
+  }
+
+  // From here on an error must not leak the communicator.
+  StatusOr<DeviceBuffer> scratch = device.allocate(sizeof(int32_t), MemCategory::kWorkspace);
+  Status ready = scratch.status();
+  if (ready.ok()) ready = ZDP_CUDA_STATUS(cudaMemset(scratch->data(), 0, sizeof(int32_t)));
+  if (!ready.ok()) {
+    (void)ncclCommAbort(comm);
+    return ready.with_context(who + ": barrier scratch");
+  }
+
+  int version = 0;
+  (void)ncclGetVersion(&version);
+  ZDP_LOG(kInfo) << "nccl communicator ready: rank " << rank << "/" << world_size << " on " << device.name()
+                 << " (NCCL " << version << ") in "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() << " ms";
+  return nccl::make_communicator(rank, world_size, device, options, comm, std::move(scratch).value());
+}
+
+}  // namespace zdp

@@ -1,0 +1,65 @@
+// The checkpoint directory rules (runtime/internal/checkpoint_dirs.h, zdp/checkpoint.h):
+// which step is the latest, leftovers of interrupted saves, atomic commits and keep.
+#include "runtime/internal/checkpoint_dirs.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runtime/internal/checkpoint_state.h"
+#include "testing/temp_dir.h"
+#include "zdp/checkpoint.h"
+
+namespace zdp {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+void make_checkpoint_dir(const std::string& root, int64_t step) {
+  const std::string dir = root + "/" + checkpoint_dir_name(step);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/state.json") << "{}";
+}
+
+TEST(CheckpointDirs, LatestLeftoversAndKeep) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  EXPECT_EQ(find_latest_checkpoint(root + "/none").status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(find_latest_checkpoint(root).status().message(), HasSubstr("no complete checkpoint"));
+  make_checkpoint_dir(root, 5);
+  make_checkpoint_dir(root, 20);
+  std::filesystem::create_directories(root + "/step-30.tmp");  // an interrupted save
+  std::filesystem::create_directories(root + "/step-40");      // no state.json: incomplete
+  std::filesystem::create_directories(root + "/step-007");     // not our spelling
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{5, 20}));
+  EXPECT_EQ(find_latest_checkpoint(root).value(), root + "/step-20");  // no latest: the highest
+  ASSERT_TRUE(checkpoint::write_file_atomic(root, "latest", "step-5\n").ok());
+  EXPECT_EQ(find_latest_checkpoint(root).value(), root + "/step-5");  // latest wins when complete
+  ASSERT_TRUE(checkpoint::write_file_atomic(root, "latest", "step-40\n").ok());
+  EXPECT_EQ(find_latest_checkpoint(root).value(), root + "/step-20");
+  EXPECT_EQ(resolve_checkpoint(root + "/step-5/").value(), root + "/step-5");
+  EXPECT_EQ(resolve_checkpoint(root).value(), root + "/step-20");
+
+  ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-30.tmp"));
+  // Replacing an existing step keeps exactly one complete copy.
+  std::filesystem::create_directories(root + "/step-20.tmp");
+  std::ofstream(root + "/step-20.tmp/state.json") << "{\"new\": 1}";
+  ASSERT_TRUE(checkpoint::commit_dir(root, "step-20.tmp", 20).ok());
+  EXPECT_EQ(checkpoint::read_small_file(root + "/step-20/state.json").value(), "{\"new\": 1}");
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-20.old"));
+  // keep = 1 with a protected lower step (a new run in a directory of an older one).
+  make_checkpoint_dir(root, 7);
+  ASSERT_TRUE(checkpoint::prune(root, 1, 7).ok());
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{7, 20}));
+  ASSERT_TRUE(checkpoint::prune(root, 1, 20).ok());
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
+}
+
+}  // namespace
+}  // namespace zdp

@@ -1,0 +1,36 @@
+// The checkpoint fault hook (runtime/internal/checkpoint_fault.h): ZDP_CKPT_FAULT's syntax,
+// its errors, and the exit at the named point.
+#include "runtime/internal/checkpoint_fault.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+namespace zdp {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CheckpointFault, SyntaxAndErrors) {
+  StatusOr<checkpoint::FaultSpec> spec = checkpoint::parse_fault("rank=3,at=commit,step=20,attempt=0");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->rank, 3);
+  EXPECT_EQ(spec->at, "commit");
+  EXPECT_EQ(spec->step, 20);
+  EXPECT_EQ(spec->attempt, 0);
+  EXPECT_THAT(checkpoint::parse_fault("rank=1,at=flush").status().message(), HasSubstr("unknown point 'flush'"));
+  EXPECT_THAT(checkpoint::parse_fault("at=write").status().message(), HasSubstr("rank and at are required"));
+  EXPECT_THAT(checkpoint::parse_fault("rank=x,at=write").status().message(), HasSubstr("rank 'x' is not an integer"));
+  ::setenv("ZDP_CKPT_FAULT", "rank=0,at=write,step=3", 1);
+  EXPECT_TRUE(checkpoint::fault_point("write", 0, 2).ok());   // another step: no fault
+  EXPECT_TRUE(checkpoint::fault_point("commit", 0, 3).ok());  // another point
+  EXPECT_TRUE(checkpoint::fault_point("write", 1, 3).ok());   // another rank
+  ::setenv("ZDP_CKPT_FAULT", "rank=0,at=nowhere", 1);
+  EXPECT_FALSE(checkpoint::fault_point("write", 0, 3).ok());  // a typo is an error, not silence
+  ::unsetenv("ZDP_CKPT_FAULT");
+  EXPECT_EXIT((::setenv("ZDP_CKPT_FAULT", "rank=0,at=write", 1), (void)checkpoint::fault_point("write", 0, 1)),
+              ::testing::ExitedWithCode(checkpoint::kFaultExitCode), "exiting with code 86 at 'write'");
+}
+
+}  // namespace
+}  // namespace zdp

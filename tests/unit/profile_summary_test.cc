@@ -1,0 +1,64 @@
+// The profile summary (profile/src/profile_summary.h) of two synthetic ranks: the
+// straggler, the step's parts adding up, overlap, throughput, memory against the plan,
+// the printed table and the JSON line.
+#include "profile/src/profile_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/profile_timelines.h"
+
+namespace zdp::profile {
+namespace {
+
+using timelines::two_ranks;
+
+TEST(ProfileSummary, NamesTheSlowRankAndAddsUp) {
+  SummaryInputs in;
+  in.world_size = 2;
+  in.samples_per_step = 38;
+  in.tokens_per_sample = 10;
+  in.flops_per_sample = 4.0;
+  in.peak_flops = 1.0;
+  in.planned.fill(-1);
+  in.planned[static_cast<size_t>(MemCategory::kParams)] = 800;
+  const StatusOr<Summary> s = summarize(two_ranks(/*rank1_backward_extra=*/4.0), in);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->steps, 3);
+  EXPECT_EQ(s->slowest_rank, 1);
+  EXPECT_DOUBLE_EQ(s->median_compute, 11.0);  // ranks: 9 and 13
+  EXPECT_NEAR(s->slowest_excess, 2.0 / 11.0, 1e-12);
+  EXPECT_DOUBLE_EQ(s->step_seconds, 21.0);  // 19 and 23
+  EXPECT_NEAR(s->named_seconds() + s->parts[static_cast<size_t>(StepPart::kOther)], s->step_seconds, 1e-9);
+  EXPECT_NEAR(s->hidden_fraction, 1.0 - 4.1 / 7.2, 1e-9);  // exposed 4.1 of 7.2 per step
+  EXPECT_DOUBLE_EQ(s->samples_per_second, 38.0 / 21.0);
+  EXPECT_DOUBLE_EQ(s->tokens_per_second, 380.0 / 21.0);
+  EXPECT_DOUBLE_EQ(s->mfu, 4.0 * (38.0 / 21.0) / 2.0);
+  ASSERT_EQ(s->memory.size(), static_cast<size_t>(kNumMemCategories) + 1);
+  EXPECT_EQ(s->memory[0].planned, 800);
+  EXPECT_EQ(s->memory[0].measured, 1000);
+  EXPECT_EQ(s->memory[static_cast<size_t>(MemCategory::kOther)].peak, 800);  // the larger rank's
+  EXPECT_EQ(s->memory.back().planned, -1);  // not every category is planned
+  EXPECT_EQ(s->memory.back().peak, 1800);
+  const std::string table = format_summary(*s, {"t.json", "m.svg", "p.jsonl"});
+  EXPECT_NE(table.find("slowest: rank 1, +18.2% vs the median"), std::string::npos) << table;
+  EXPECT_NE(table.find("+25.0%"), std::string::npos) << table;  // params: 1000 measured vs 800 planned
+  EXPECT_NE(table.find("trace t.json"), std::string::npos) << table;
+  const nlohmann::json line = summary_line(*s, {"t.json", "m.svg", "p.jsonl"});
+  EXPECT_EQ(line["slowest_rank"], 1);
+  EXPECT_EQ(line["type"], "summary");
+}
+
+TEST(ProfileSummary, NoMeasuredStepIsAnError) {
+  std::vector<RankProfile> ranks(2);
+  const StatusOr<Summary> s = summarize(ranks, SummaryInputs{});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no rank measured a step"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zdp::profile

@@ -1,0 +1,104 @@
+// safetensors headers and files without an engine (zdp/safetensors.h): the byte layout,
+// validation naming the tensor, writers filling one file in any order, truncation.
+#include "zdp/safetensors.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "testing/temp_dir.h"
+
+namespace zdp {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+safetensors::Header two_tensors() {
+  return safetensors::make_header({{"a.weight", "F32", {2, 3}}, {"b", "BF16", {5}}}, {{"format", "pt"}}).value();
+}
+
+TEST(Safetensors, HeaderBytesFollowTheFormat) {
+  const safetensors::Header h = two_tensors();
+  EXPECT_EQ(h.tensors[1].begin, 24);
+  EXPECT_EQ(h.tensors[1].end, 34);
+  EXPECT_EQ(h.data_bytes(), 34);
+  const std::string bytes = safetensors::encode_header(h);
+  ASSERT_GE(bytes.size(), 8u);
+  EXPECT_EQ(bytes.size() % 8, 0u);  // the data region starts 8-byte aligned
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);  // little endian (x86, as the format)
+  EXPECT_EQ(n, bytes.size() - 8);
+  const std::string json = bytes.substr(8);
+  EXPECT_EQ(json.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"a.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],"
+                       "\"data_offsets\":[0,24]},",
+                       0),
+            0u)
+      << json;
+  StatusOr<safetensors::Header> back = safetensors::decode_header(json, "x");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(safetensors::encode_header(*back), bytes);
+}
+
+TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
+  auto refused = [](const std::string& json) {
+    StatusOr<safetensors::Header> h = safetensors::decode_header(json, "f.safetensors");
+    return h.ok() ? std::string("accepted") : h.status().message();
+  };
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}"),
+              HasSubstr("f.safetensors: safetensors header: tensor 'a': data_offsets [0, 4) do not hold F32 [2]"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+              HasSubstr("unknown dtype 'F33'"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}"),
+              HasSubstr("tensor 'a' starts at byte 4 of the data, expected 0"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"),
+              HasSubstr("tensor 'a': a dimension is not a non-negative integer"));
+  EXPECT_THAT(refused("[1]"), HasSubstr("not an object"));
+  EXPECT_THAT(refused("{\"a\":"), HasSubstr("does not parse"));
+  EXPECT_FALSE(safetensors::make_header({{"x", "F32", {1}}, {"x", "F32", {1}}}).ok());
+}
+
+TEST(Safetensors, WritersFillAFileInAnyOrderAndReadersCheckItsSize) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.safetensors";
+  const safetensors::Header h = two_tensors();
+  {
+    StatusOr<safetensors::Writer> creator = safetensors::Writer::create(path, h);
+    ASSERT_TRUE(creator.ok()) << creator.status().to_string();
+    ASSERT_TRUE(creator->close().ok());
+  }
+  // Two writers, as two ranks: each its own range, the second one first.
+  StatusOr<safetensors::Writer> w1 = safetensors::Writer::open_existing(path, h);
+  StatusOr<safetensors::Writer> w2 = safetensors::Writer::open_existing(path, h);
+  ASSERT_TRUE(w1.ok() && w2.ok());
+  const float a[6] = {1, 2, 3, 4, 5, 6};
+  const char b[10] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  ASSERT_TRUE(w2->write(24, b, 10).ok());
+  ASSERT_TRUE(w1->write(12, a + 3, 12).ok());
+  ASSERT_TRUE(w1->write(0, a, 12).ok());
+  EXPECT_THAT(w1->write(30, a, 8).message(), HasSubstr("outside the data region of 34 bytes"));
+  ASSERT_TRUE(w1->sync().ok() && w1->close().ok() && w2->close().ok());
+
+  StatusOr<safetensors::Reader> r = safetensors::Reader::open(path);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  float back[6];
+  ASSERT_TRUE(r->read(0, back, 24).ok());
+  EXPECT_EQ(std::memcmp(a, back, 24), 0);
+  EXPECT_EQ(r->file_bytes(), static_cast<int64_t>(std::filesystem::file_size(path)));
+
+  // Another header for the same file, a truncated file, a missing file.
+  const safetensors::Header other = safetensors::make_header({{"a.weight", "F32", {3, 2}}, {"b", "BF16", {5}}}).value();
+  EXPECT_FALSE(safetensors::Writer::open_existing(path, other).ok());
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 1);
+  StatusOr<safetensors::Reader> cut = safetensors::Reader::open(path);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(cut.status().message(), HasSubstr(path + ": truncated: "));
+  EXPECT_EQ(safetensors::Reader::open(dir.path() + "/none").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace zdp
