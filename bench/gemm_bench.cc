@@ -54,11 +54,11 @@ int main(int argc, char** argv) {
     for (float& x : b) x = u(rng);
     for (float& x : bias) x = u(rng);
     GemmArgs g;
-    g.transa = s.ta, g.transb = s.tb;
+    g.a.trans = s.ta, g.b.trans = s.tb;
     g.m = s.m, g.n = s.n, g.k = s.k;
-    g.a = a.data(), g.lda = s.a_rows();
-    g.b = b.data(), g.ldb = s.b_rows();
-    g.c = c.data(), g.ldc = s.m;
+    g.a.data = a.data(), g.a.ld = s.a_rows();
+    g.b.data = b.data(), g.b.ld = s.b_rows();
+    g.c.data = c.data(), g.c.ld = s.m;
     g.bias = bias.data();
     double best[2] = {1e30, 1e30};
     for (int round = 0; round <= rounds; ++round) {  // round 0 is the warm-up

@@ -91,10 +91,10 @@ int main(int argc, char** argv) {
   double best_overall = 0;
   for (const GemmShape& s : shapes) {
     GemmArgs g;
-    g.transa = s.ta, g.transb = s.tb, g.m = s.m, g.n = s.n, g.k = s.k;
-    g.a = a, g.lda = s.a_rows();
-    g.b = b, g.ldb = s.b_rows();
-    g.c = c, g.ldc = s.m;
+    g.a.trans = s.ta, g.b.trans = s.tb, g.m = s.m, g.n = s.n, g.k = s.k;
+    g.a.data = a, g.a.ld = s.a_rows();
+    g.b.data = b, g.b.ld = s.b_rows();
+    g.c.data = c, g.c.ld = s.m;
     g.ab_dtype = DType::kBF16, g.c_dtype = DType::kBF16, g.bias = bias;
     double best[2] = {1e30, 1e30};
     for (int e = 0; e < 2; ++e) {

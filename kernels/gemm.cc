@@ -21,7 +21,7 @@ const char* to_string(Epilogue e) {
 
 std::string describe(const GemmArgs& g) {
   std::ostringstream os;
-  os << "gemm " << to_string(g.transa) << "," << to_string(g.transb) << " m=" << g.m << " n=" << g.n
+  os << "gemm " << to_string(g.a.trans) << "," << to_string(g.b.trans) << " m=" << g.m << " n=" << g.n
      << " k=" << g.k << " " << to_string(g.ab_dtype) << "->" << to_string(g.c_dtype) << " "
      << to_string(g.epilogue);
   return os.str();
@@ -35,14 +35,14 @@ Status check_gemm_args(const GemmArgs& g) {
   const bool is_float = g.ab_dtype == DType::kF32 || g.ab_dtype == DType::kBF16 || g.ab_dtype == DType::kF16;
   if (!is_float) return invalid("A/B dtype must be fp32, bf16 or fp16");
   if (g.c_dtype != DType::kF32 && g.c_dtype != g.ab_dtype) return invalid("C dtype must be fp32 or the A/B dtype");
-  const int64_t a_rows = g.transa == Transpose::kNo ? g.m : g.k;
-  const int64_t b_rows = g.transb == Transpose::kNo ? g.k : g.n;
-  if (g.lda < std::max<int64_t>(1, a_rows)) return invalid("lda " + std::to_string(g.lda) + " < rows of A");
-  if (g.ldb < std::max<int64_t>(1, b_rows)) return invalid("ldb " + std::to_string(g.ldb) + " < rows of B");
-  if (g.ldc < std::max<int64_t>(1, g.m)) return invalid("ldc " + std::to_string(g.ldc) + " < m");
+  const int64_t a_rows = g.a.trans == Transpose::kNo ? g.m : g.k;
+  const int64_t b_rows = g.b.trans == Transpose::kNo ? g.k : g.n;
+  if (g.a.ld < std::max<int64_t>(1, a_rows)) return invalid("lda " + std::to_string(g.a.ld) + " < rows of A");
+  if (g.b.ld < std::max<int64_t>(1, b_rows)) return invalid("ldb " + std::to_string(g.b.ld) + " < rows of B");
+  if (g.c.ld < std::max<int64_t>(1, g.m)) return invalid("ldc " + std::to_string(g.c.ld) + " < m");
   if (g.m > 0 && g.n > 0) {
-    if (!g.c) return invalid("null C");
-    if (g.k > 0 && (!g.a || !g.b)) return invalid("null A or B");
+    if (!g.c.data) return invalid("null C");
+    if (g.k > 0 && (!g.a.data || !g.b.data)) return invalid("null A or B");
   }
   const bool wants_bias = g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu;
   if (wants_bias && g.m > 0 && !g.bias) return invalid("the epilogue needs a bias (m elements)");

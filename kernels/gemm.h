@@ -31,16 +31,24 @@ enum class Fp32Math : uint8_t { kIeee = 0, kTf32 };
 const char* to_string(Transpose t);
 const char* to_string(Epilogue e);
 
+// An input matrix: column-major, `ld` elements between columns, used as stored or transposed.
+struct GemmInput {
+  const void* data = nullptr;
+  int64_t ld = 0;
+  Transpose trans = Transpose::kNo;
+};
+// The output matrix C (m x n, column-major).
+struct GemmOutput {
+  void* data = nullptr;
+  int64_t ld = 0;
+};
+
+// C = alpha * op(A) * op(B) + beta * C, then the epilogue; op(A) is m x k, op(B) k x n.
 struct GemmArgs {
-  Transpose transa = Transpose::kNo;
-  Transpose transb = Transpose::kNo;
   int64_t m = 0, n = 0, k = 0;
-  const void* a = nullptr;
-  int64_t lda = 0;
-  const void* b = nullptr;
-  int64_t ldb = 0;
-  void* c = nullptr;
-  int64_t ldc = 0;
+  GemmInput a;
+  GemmInput b;
+  GemmOutput c;
   DType ab_dtype = DType::kF32;  // A and B: fp32, bf16 or fp16 (the CPU takes fp32 only)
   DType c_dtype = DType::kF32;   // fp32, or ab_dtype
   Epilogue epilogue = Epilogue::kNone;

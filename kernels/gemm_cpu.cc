@@ -32,20 +32,20 @@ class OpenBlasGemm final : public Gemm {
     if (g.ab_dtype != DType::kF32 || g.c_dtype != DType::kF32) {
       return Status(StatusCode::kInvalidArgument, describe(g) + ": the CPU GEMM takes fp32 A, B and C only");
     }
-    for (int64_t dim : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc}) {
+    for (int64_t dim : {g.m, g.n, g.k, g.a.ld, g.b.ld, g.c.ld}) {
       if (dim > INT_MAX) return Status(StatusCode::kInvalidArgument, describe(g) + ": a dimension exceeds INT_MAX");
     }
     if (g.m == 0 || g.n == 0) return Status::Ok();
-    float* c = static_cast<float*>(g.c);
+    float* c = static_cast<float*>(g.c.data);
     const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
-    const int ldc = static_cast<int>(g.ldc);
+    const int ldc = static_cast<int>(g.c.ld);
     if (k == 0) {
       // BLAS leaves C = beta * C for k = 0 too; do it here so that A/B may be null.
       scale_c(c, m, n, ldc, g.beta);
     } else {
-      cblas_sgemm(CblasColMajor, to_cblas(g.transa), to_cblas(g.transb), m, n, k, g.alpha,
-                  static_cast<const float*>(g.a), static_cast<int>(g.lda), static_cast<const float*>(g.b),
-                  static_cast<int>(g.ldb), g.beta, c, ldc);
+      cblas_sgemm(CblasColMajor, to_cblas(g.a.trans), to_cblas(g.b.trans), m, n, k, g.alpha,
+                  static_cast<const float*>(g.a.data), static_cast<int>(g.a.ld), static_cast<const float*>(g.b.data),
+                  static_cast<int>(g.b.ld), g.beta, c, ldc);
     }
     apply_epilogue(c, m, n, ldc, g.epilogue, static_cast<const float*>(g.bias));
     return Status::Ok();

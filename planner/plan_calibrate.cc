@@ -43,16 +43,16 @@ StatusOr<double> time_gemm(const CalibrateOptions& o) {
   std::vector<float> x(static_cast<size_t>(o.rows * o.in), 0.5f), w(static_cast<size_t>(o.out * o.in), 0.25f),
       y(static_cast<size_t>(o.rows * o.out));
   kernels::GemmArgs g;
-  g.transa = kernels::Transpose::kYes;  // column-major: C[out, rows] = W^T[out, in] X[in, rows]
+  g.a.trans = kernels::Transpose::kYes;  // column-major: C[out, rows] = W^T[out, in] X[in, rows]
   g.m = o.out;
   g.n = o.rows;
   g.k = o.in;
-  g.a = w.data();
-  g.lda = o.in;
-  g.b = x.data();
-  g.ldb = o.in;
-  g.c = y.data();
-  g.ldc = o.out;
+  g.a.data = w.data();
+  g.a.ld = o.in;
+  g.b.data = x.data();
+  g.b.ld = o.in;
+  g.c.data = y.data();
+  g.c.ld = o.out;
   double best = 1e30;
   for (int i = 0; i < 6; ++i) {  // the first warms up
     const auto t = Clock::now();

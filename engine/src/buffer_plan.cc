@@ -12,8 +12,8 @@ namespace zdp {
 LayoutOptions engine_layout_options(const EngineOptions& options, int world_size) {
   LayoutOptions lo;
   lo.world_size = world_size;
-  lo.bucket_elems = std::max<int64_t>(
-      1, std::llround(options.zero.bucket_mb * 1024.0 * 1024.0 / static_cast<double>(dtype_size(options.compute_dtype))));
+  lo.bucket_elems = std::max<int64_t>(1, std::llround(options.zero.bucket_mb * 1024.0 * 1024.0 /
+                                                      static_cast<double>(dtype_size(options.compute_dtype))));
   lo.align_elems = kAlignElems;
   // Stage 3 gathers one layer group alone, so no bucket may hold two of them. Stages 2-3
   // stage the trainer's gradients per run of buckets that parameters connect; cut

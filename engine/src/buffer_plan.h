@@ -27,7 +27,8 @@ LayoutOptions engine_layout_options(const EngineOptions& options, int world_size
 // (EngineOptions::accumulate kSharded at stages 2-3 with accum_steps > 1) instead of being
 // accumulated in a full-size fp32 buffer and reduced once.
 inline bool shards_accumulation(const EngineOptions& options) {
-  return options.zero.accumulate == GradAccumulation::kSharded && options.zero.shards_grads() && options.accum_steps > 1;
+  return options.zero.accumulate == GradAccumulation::kSharded && options.zero.shards_grads() &&
+         options.accum_steps > 1;
 }
 
 // fp32 state tensors the optimizer keeps per owned element besides the master weights:

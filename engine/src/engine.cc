@@ -34,8 +34,8 @@ Status Engine::Impl::build() {
 bool Engine::Impl::view_allowed(const char* call, int p) {
   if (!env.failure.ok()) return false;
   if (finalized && registry.valid(p)) return true;
-  env.defer(env.invalid(std::string(call) + "(#" + std::to_string(p) + "): " +
-                        (finalized ? "no such parameter" : "before finalize()")));
+  env.defer(env.invalid(std::string(call) + "(#" + std::to_string(p) +
+                        "): " + (finalized ? "no such parameter" : "before finalize()")));
   return false;
 }
 
@@ -100,8 +100,7 @@ Status Engine::finalize() {
     return env.failure.fail(Status(StatusCode::kAborted, env.who + ": finalize: another rank failed to build its "
                                                                    "layout or buffers (see its log)"));
   }
-  ZDP_RETURN_IF_ERROR(
-      env.failure.fail(write_initial_values(env, m.opt, m.layout, m.registry, *m.state, *m.params)));
+  ZDP_RETURN_IF_ERROR(env.failure.fail(write_initial_values(env, m.opt, m.layout, m.registry, *m.state, *m.params)));
   m.finalized = true;
   m.grads->reset_step();
   if (env.rank == 0) {

@@ -26,8 +26,7 @@
 namespace zdp {
 
 struct Engine::Impl {
-  Impl(Context& context, EngineOptions options)
-      : env(context), opt(std::move(options)), timeline(opt.trace) {}
+  Impl(Context& context, EngineOptions options) : env(context), opt(std::move(options)), timeline(opt.trace) {}
 
   EngineEnv env;
   EngineOptions opt;
@@ -53,7 +52,7 @@ struct Engine::Impl {
   // on every rank since all ranks call them in the same order).
   std::string next_checkpoint_prefix(const char* op);
 
-  StatusOr<StepStats> step();         // engine_step.cc
+  StatusOr<StepStats> step();          // engine_step.cc
   MemoryReport memory_report() const;  // engine_memory.cc
 };
 

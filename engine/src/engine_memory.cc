@@ -71,8 +71,9 @@ std::string MemoryReport::table() const {
                   r.formula / kMiB, r.planned / kMiB, (r.measured - r.formula) / kMiB);
     out += line;
   }
-  out += "  (formula: the ZeRO table of docs/design.md; planned: every buffer finalize() allocates, as dp-launch plan\n"
-         "   prints it (the CUDA decay table aside); gap = measured - formula: padding, copies, buffers, workspace)\n";
+  out +=
+      "  (formula: the ZeRO table of docs/design.md; planned: every buffer finalize() allocates, as dp-launch plan\n"
+      "   prints it (the CUDA decay table aside); gap = measured - formula: padding, copies, buffers, workspace)\n";
   return out;
 }
 

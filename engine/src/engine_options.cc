@@ -50,9 +50,9 @@ Status EngineOptions::validate() const {
     bad(std::string("lr_scaling ") + to_string(optim.lr_scaling) + " needs global_batch (the batch the lr scales to)");
   }
   const LossScaleOptions& ls = loss_scale;
-  Status scaler = optim::DynamicLossScale::create(
-                      {ls.initial, ls.growth_factor, ls.backoff, ls.growth_interval, ls.min_scale})
-                      .status();
+  Status scaler =
+      optim::DynamicLossScale::create({ls.initial, ls.growth_factor, ls.backoff, ls.growth_interval, ls.min_scale})
+          .status();
   if (!scaler.ok()) bad(scaler.message());
   if (problems.empty()) return Status::Ok();
   return Status(StatusCode::kInvalidArgument, problems);

@@ -13,7 +13,8 @@ StatusOr<StepStats> Engine::Impl::step() {
   auto fail = [this](const Status& s) { return env.failure.fail(s); };
   const std::string where = env.who + ": step " + std::to_string(state->steps() + 1);
   const int open = params->open_scope();
-  if (open >= 0) return env.invalid("step(): inside a scope of layer group " + std::to_string(open) + " (end it first)");
+  if (open >= 0)
+    return env.invalid("step(): inside a scope of layer group " + std::to_string(open) + " (end it first)");
   if (grads->micro() != opt.accum_steps) {
     return env.invalid("step(): after " + std::to_string(grads->micro()) + " of " + std::to_string(opt.accum_steps) +
                        " micro-batches" +
@@ -25,14 +26,14 @@ StatusOr<StepStats> Engine::Impl::step() {
   // 1. The reduced gradients, and their statistics over this rank's slices. The sums of
   // all ranks and micro-batches are averaged (and fp16's loss scale undone) through the
   // check's scale, so the all-reduced statistics describe the gradient of the global batch.
-  const double inv_scale = 1.0 / (static_cast<double>(env.world) * static_cast<double>(opt.accum_steps) *
-                                  state->loss_scale());
+  const double inv_scale =
+      1.0 / (static_cast<double>(env.world) * static_cast<double>(opt.accum_steps) * state->loss_scale());
   // The waits come first, so that the timeline separates them from the statistics (bucket
   // 0, waited for first, is the last one the backward order reduces anyway).
   ZDP_RETURN_IF_ERROR(fail(grads->wait_all(where)));
   timeline.compute(TimelineEvent::Kind::kReductionsDone);
-  StatusOr<optim::GradScaleDecision> stats = state->grad_stats(
-      [this](int b) { return grads->reduced_slice(b); }, grads->reduced_dtype(), inv_scale, timeline, where);
+  StatusOr<optim::GradScaleDecision> stats = state->grad_stats([this](int b) { return grads->reduced_slice(b); },
+                                                               grads->reduced_dtype(), inv_scale, timeline, where);
   if (!stats.ok()) return fail(stats.status());
   const optim::GradScaleDecision decision = *stats;
   timeline.compute(TimelineEvent::Kind::kNormDone);
@@ -62,10 +63,11 @@ StatusOr<StepStats> Engine::Impl::step() {
   const float grad_scale = static_cast<float>(decision.clip_coef * inv_scale);
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const OwnedRange o = owned_range(layout, opt, env.rank, b);
-    Status u = state->update(b, o, grads->reduced(o.flat, o.state), grads->reduced_dtype(), params->owned(o), t,
-                             grad_scale);
+    Status u =
+        state->update(b, o, grads->reduced(o.flat, o.state), grads->reduced_dtype(), params->owned(o), t, grad_scale);
     if (!u.ok()) return fail(u.with_context(where));
-    if (opt.zero.shards_optimizer() && !opt.zero.shards_params()) ZDP_RETURN_IF_ERROR(fail(params->gather_bucket(b, o)));
+    if (opt.zero.shards_optimizer() && !opt.zero.shards_params())
+      ZDP_RETURN_IF_ERROR(fail(params->gather_bucket(b, o)));
   }
   timeline.compute(TimelineEvent::Kind::kOptimizerDone);
   state->finish_step(decision.action);

@@ -41,7 +41,9 @@ Status Exec::copy(void* dst, const void* src, int64_t bytes) {
   return Status::Ok();
 }
 
-Status Exec::fold(const kernels::FoldArgs& args) { return cuda_ ? kernels::fold_cuda(args, compute_handle()) : kernels::fold_cpu(args); }
+Status Exec::fold(const kernels::FoldArgs& args) {
+  return cuda_ ? kernels::fold_cuda(args, compute_handle()) : kernels::fold_cpu(args);
+}
 
 Status Exec::fold_on_comm(const kernels::FoldArgs& args) {
   if (cuda_) return kernels::fold_cuda(args, static_cast<cudaStream_t>(comm_->native_handle()));

@@ -29,50 +29,50 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(EngineEnv& env, const
     const int first = layout.params()[static_cast<size_t>(p)].first_bucket;
     r->group_of_param_[static_cast<size_t>(p)] = r->buckets_[static_cast<size_t>(first)].group;
   }
-  r->launch_order_ = layout.backward_bucket_order();
+  r->launch_.order = layout.backward_bucket_order();
   return r;
 }
 
 Status GradReducer::allocate(const BufferSizes& z) {
   if (!opt_.zero.shards_grads()) {
     // Zeroed once: the trainer never writes the padding, and the reductions send it.
-    ZDP_RETURN_IF_ERROR(env_.allocate(full_, z.grads, MemCategory::kGrads, "gradients", true));
+    ZDP_RETURN_IF_ERROR(env_.allocate(mem_.full, z.grads, MemCategory::kGrads, "gradients", true));
     if (z.reduce_copy > 0) {
-      ZDP_RETURN_IF_ERROR(env_.allocate(reduce_full_, z.reduce_copy, MemCategory::kGrads, "reduce buffer", true));
+      ZDP_RETURN_IF_ERROR(env_.allocate(mem_.reduce_full, z.reduce_copy, MemCategory::kGrads, "reduce buffer", true));
     }
   } else {
-    ZDP_RETURN_IF_ERROR(env_.allocate(shard_, z.grads, MemCategory::kGrads, "gradient shard", true));
+    ZDP_RETURN_IF_ERROR(env_.allocate(mem_.shard, z.grads, MemCategory::kGrads, "gradient shard", true));
   }
-  if (z.accum > 0) ZDP_RETURN_IF_ERROR(env_.allocate(accum_, z.accum, MemCategory::kGrads, "accumulation", true));
+  if (z.accum > 0) ZDP_RETURN_IF_ERROR(env_.allocate(mem_.accum, z.accum, MemCategory::kGrads, "accumulation", true));
   if (z.grad_staging.count > 0) {
-    ZDP_RETURN_IF_ERROR(grad_slots_.init(env_.device, env_.who + ": gradient staging", z.grad_staging.slot_bytes,
-                                         z.grad_staging.count, MemCategory::kBuckets));
+    ZDP_RETURN_IF_ERROR(mem_.grad_slots.init(env_.device, env_.who + ": gradient staging", z.grad_staging.slot_bytes,
+                                             z.grad_staging.count, MemCategory::kBuckets));
   }
   if (z.reduce_staging.count > 0) {
-    ZDP_RETURN_IF_ERROR(reduce_slots_.init(env_.device, env_.who + ": reduce staging", z.reduce_staging.slot_bytes,
-                                           z.reduce_staging.count, MemCategory::kBuckets));
+    ZDP_RETURN_IF_ERROR(mem_.reduce_slots.init(env_.device, env_.who + ": reduce staging", z.reduce_staging.slot_bytes,
+                                               z.reduce_staging.count, MemCategory::kBuckets));
   }
   return Status::Ok();
 }
 
 void GradReducer::reset_step() {
-  ready_.assign(static_cast<size_t>(registry_.size()), 0);
-  ready_count_ = 0;
-  micro_ = 0;
+  micro_.ready.assign(static_cast<size_t>(registry_.size()), 0);
+  micro_.ready_count = 0;
+  micro_.index = 0;
   reset_reductions();
   for (GradGroup& g : groups_) g.unfolded = g.params;
 }
 
 void GradReducer::reset_reductions() {
-  launch_cursor_ = 0;
+  launch_.next = 0;
   for (BucketState& st : buckets_) st.pending = st.params;
   for (GradGroup& g : groups_) g.unlaunched = g.last_bucket - g.first_bucket + 1;
 }
 
 std::string GradReducer::missing() const {
   std::string out;
-  for (size_t p = 0; p < ready_.size() && out.size() < 200; ++p) {
-    if (!ready_[p]) out += (out.empty() ? "" : ", ") + registry_.label(static_cast<int>(p));
+  for (size_t p = 0; p < micro_.ready.size() && out.size() < 200; ++p) {
+    if (!micro_.ready[p]) out += (out.empty() ? "" : ", ") + registry_.label(static_cast<int>(p));
   }
   return out;
 }
@@ -81,14 +81,14 @@ DType GradReducer::reduced_dtype() const { return sharded_accum() ? DType::kF32 
 
 void* GradReducer::in_bucket(int b) {
   const Bucket& bk = bucket(b);
-  if (!opt_.zero.shards_grads()) return elem_ptr(full_.data(), bk.begin, opt_.compute_dtype);
+  if (!opt_.zero.shards_grads()) return elem_ptr(mem_.full.data(), bk.begin, opt_.compute_dtype);
   const GradGroup& g = groups_[static_cast<size_t>(buckets_[static_cast<size_t>(b)].group)];
-  return elem_ptr(grad_slots_.data(g.slot), bk.begin - g.begin, opt_.compute_dtype);
+  return elem_ptr(mem_.grad_slots.data(g.slot), bk.begin - g.begin, opt_.compute_dtype);
 }
 
 void* GradReducer::reduced(int64_t flat, int64_t state) {
-  if (opt_.zero.shards_grads()) return elem_ptr(shard_.data(), state, reduced_dtype());
-  return elem_ptr(reduce_full_.empty() ? full_.data() : reduce_full_.data(), flat, opt_.zero.reduce_dtype);
+  if (opt_.zero.shards_grads()) return elem_ptr(mem_.shard.data(), state, reduced_dtype());
+  return elem_ptr(mem_.reduce_full.empty() ? mem_.full.data() : mem_.reduce_full.data(), flat, opt_.zero.reduce_dtype);
 }
 
 void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, env_.rank), layout_.shard_offset(b)); }
@@ -96,51 +96,56 @@ void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, 
 StatusOr<void*> GradReducer::view(int p, int64_t step) {
   const DType cdt = opt_.compute_dtype;
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
-  if (!opt_.zero.shards_grads()) return elem_ptr(full_.data(), pl.offset, cdt);
+  if (!opt_.zero.shards_grads()) return elem_ptr(mem_.full.data(), pl.offset, cdt);
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
   if (g.slot < 0) {
-    StatusOr<int> slot = grad_slots_.acquire(static_cast<int>(&g - groups_.data()));
+    StatusOr<int> slot = mem_.grad_slots.acquire(static_cast<int>(&g - groups_.data()));
     timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, g.first_bucket, CollectiveOp::kReduceScatter);
-    Status s = slot.ok() ? env_.exec->compute_after(grad_slots_.event(*slot),
-                                                    "waiting for a free gradient staging buffer")
-                         : slot.status();
+    Status s =
+        slot.ok() ? env_.exec->compute_after(mem_.grad_slots.event(*slot), "waiting for a free gradient staging buffer")
+                  : slot.status();
     timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, g.first_bucket, CollectiveOp::kReduceScatter);
     // The reduction sends whole buckets: zero the padding at the end of each.
     for (int b = g.first_bucket; s.ok() && b <= g.last_bucket; ++b) {
       const Bucket& bk = bucket(b);
-      s = env_.exec->memset(elem_ptr(grad_slots_.data(*slot), bk.begin + bk.payload - g.begin, cdt), 0,
+      s = env_.exec->memset(elem_ptr(mem_.grad_slots.data(*slot), bk.begin + bk.payload - g.begin, cdt), 0,
                             bk.padding() * static_cast<int64_t>(dtype_size(cdt)));
     }
-    if (!s.ok()) return s.with_context(env_.who + ": step " + std::to_string(step) + ": grad(" + registry_.label(p) + ")");
+    if (!s.ok())
+      return s.with_context(env_.who + ": step " + std::to_string(step) + ": grad(" + registry_.label(p) + ")");
     g.slot = *slot;
   }
-  return elem_ptr(grad_slots_.data(g.slot), pl.offset - g.begin, cdt);
+  return elem_ptr(mem_.grad_slots.data(g.slot), pl.offset - g.begin, cdt);
 }
 
 Status GradReducer::mark_ready(int p, int64_t step) {
   const DType cdt = opt_.compute_dtype;
   const std::string call = "grad_ready(" + registry_.label(p) + ")";
-  const std::string at = " in micro-batch " + std::to_string(micro_) + " of step " + std::to_string(step);
-  if (micro_ >= opt_.accum_steps) {
+  const std::string at = " in micro-batch " + std::to_string(micro_.index) + " of step " + std::to_string(step);
+  if (micro_.index >= opt_.accum_steps) {
     return env_.invalid(call + ": all " + std::to_string(opt_.accum_steps) + " micro-batches of step " +
                         std::to_string(step) + " are complete; call step()");
   }
-  if (ready_[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
+  if (micro_.ready[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
   if (opt_.zero.shards_grads() && g.slot < 0) return env_.invalid(call + ": grad() was not called for it" + at);
-  ready_[static_cast<size_t>(p)] = 1;
-  ++ready_count_;
+  micro_.ready[static_cast<size_t>(p)] = 1;
+  ++micro_.ready_count;
 
   if (!last_micro() && !sharded_accum()) {
     // Fold this micro-batch's gradient into the fp32 accumulation (the first one copies).
-    float* acc = accum_.as<float>() + pl.offset;
-    kernels::FoldArgs fold{elem_ptr(in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt), cdt,
-                           micro_ == 0 ? nullptr : acc, acc, DType::kF32, pl.numel};
+    float* acc = mem_.accum.as<float>() + pl.offset;
+    kernels::FoldArgs fold{elem_ptr(in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt),
+                           cdt,
+                           micro_.index == 0 ? nullptr : acc,
+                           acc,
+                           DType::kF32,
+                           pl.numel};
     Status s = env_.exec->fold(fold);
     if (s.ok() && opt_.zero.shards_grads() && --g.unfolded == 0) {
-      s = env_.exec->record_compute(grad_slots_.event(g.slot));
-      grad_slots_.release(g.slot);
+      s = env_.exec->record_compute(mem_.grad_slots.event(g.slot));
+      mem_.grad_slots.release(g.slot);
       g.slot = -1;
     }
     if (!s.ok()) return env_.failure.fail(s.with_context(env_.who + ": " + call));
@@ -149,15 +154,15 @@ Status GradReducer::mark_ready(int p, int64_t step) {
     if (opt_.zero.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
   }
 
-  if (ready_count_ == registry_.size()) {  // the micro-batch is complete
+  if (micro_.ready_count == registry_.size()) {  // the micro-batch is complete
     if (sharded_accum() && !last_micro()) {
       // Its reductions all issued (without overlap: now), the next micro-batch reduces anew.
       if (!opt_.zero.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
       reset_reductions();
     }
-    ++micro_;
-    ready_.assign(static_cast<size_t>(registry_.size()), 0);
-    ready_count_ = 0;
+    ++micro_.index;
+    micro_.ready.assign(static_cast<size_t>(registry_.size()), 0);
+    micro_.ready_count = 0;
     for (GradGroup& gg : groups_) gg.unfolded = gg.params;
   }
   return Status::Ok();
@@ -166,8 +171,8 @@ Status GradReducer::mark_ready(int p, int64_t step) {
 Status GradReducer::launch_ready(int64_t step) {
   // Strictly in the layout's backward order, whatever order the trainer completes them
   // in: every rank then issues the same collectives in the same order.
-  while (launch_cursor_ < launch_order_.size()) {
-    const int b = launch_order_[launch_cursor_];
+  while (launch_.next < launch_.order.size()) {
+    const int b = launch_.order[launch_.next];
     if (buckets_[static_cast<size_t>(b)].pending > 0) break;
     Status s = launch(b);
     if (!s.ok()) {
@@ -175,7 +180,7 @@ Status GradReducer::launch_ready(int64_t step) {
       return env_.failure.fail(s.with_context(env_.who + ": step " + std::to_string(step) + ": reduction of bucket " +
                                               std::to_string(b) + " (" + format_bytes(bytes) + ")"));
     }
-    ++launch_cursor_;
+    ++launch_.next;
   }
   return Status::Ok();
 }
@@ -187,7 +192,7 @@ Status GradReducer::launch(int b) {
   BucketState& st = buckets_[static_cast<size_t>(b)];
   GradGroup& g = groups_[static_cast<size_t>(st.group)];
   void* in = in_bucket(b);
-  const float* acc = opt_.accum_steps > 1 && !sharded_accum() ? accum_.as<float>() + bk.begin : nullptr;
+  const float* acc = opt_.accum_steps > 1 && !sharded_accum() ? mem_.accum.as<float>() + bk.begin : nullptr;
 
   // The reduction's input in the reduce dtype: the trainer's buffer itself when nothing
   // needs adding or casting, else the sum rounded once into the reduce dtype.
@@ -196,11 +201,11 @@ Status GradReducer::launch(int b) {
   if (!opt_.zero.shards_grads()) {
     send = reduced(bk.begin, 0);
   } else if (rdt != cdt || acc != nullptr) {
-    ZDP_ASSIGN_OR_RETURN(staging, reduce_slots_.acquire(b));
+    ZDP_ASSIGN_OR_RETURN(staging, mem_.reduce_slots.acquire(b));
     timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kReduceScatter);
-    ZDP_RETURN_IF_ERROR(exec.compute_after(reduce_slots_.event(staging), "reduce staging"));
+    ZDP_RETURN_IF_ERROR(exec.compute_after(mem_.reduce_slots.event(staging), "reduce staging"));
     timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kReduceScatter);
-    send = reduce_slots_.data(staging);
+    send = mem_.reduce_slots.data(staging);
   }
   if (send != in || acc != nullptr) ZDP_RETURN_IF_ERROR(exec.fold(kernels::FoldArgs{in, cdt, acc, send, rdt, bk.size}));
 
@@ -221,21 +226,21 @@ Status GradReducer::launch(int b) {
     if (sharded_accum()) {
       float* shard = static_cast<float*>(reduced_slice(b));
       ZDP_RETURN_IF_ERROR(exec.fold_on_comm(
-          kernels::FoldArgs{recv, rdt, micro_ == 0 ? nullptr : shard, shard, DType::kF32, bk.slice_size()}));
+          kernels::FoldArgs{recv, rdt, micro_.index == 0 ? nullptr : shard, shard, DType::kF32, bk.slice_size()}));
     }
   }
   ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
   timeline_.collective(TimelineEvent::Kind::kReduceEnd, b, op, bytes);
   if (staging >= 0) {
-    ZDP_RETURN_IF_ERROR(stream.record(reduce_slots_.event(staging)));
-    reduce_slots_.release(staging);
+    ZDP_RETURN_IF_ERROR(stream.record(mem_.reduce_slots.event(staging)));
+    mem_.reduce_slots.release(staging);
   }
   if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
     // The group's staging buffer is free once its last reader is done: the reduction
     // when it sent the buffer itself, else the fold on the compute stream.
-    ZDP_RETURN_IF_ERROR(send == in ? stream.record(grad_slots_.event(g.slot))
-                                   : exec.record_compute(grad_slots_.event(g.slot)));
-    grad_slots_.release(g.slot);
+    ZDP_RETURN_IF_ERROR(send == in ? stream.record(mem_.grad_slots.event(g.slot))
+                                   : exec.record_compute(mem_.grad_slots.event(g.slot)));
+    mem_.grad_slots.release(g.slot);
     g.slot = -1;
   }
   return Status::Ok();
@@ -250,10 +255,10 @@ Status GradReducer::wait_all(const std::string& where) {
 }
 
 void GradReducer::count_memory(int64_t* measured) const {
-  for (const DeviceBuffer* b : {&full_, &reduce_full_, &shard_, &accum_}) {
+  for (const DeviceBuffer* b : {&mem_.full, &mem_.reduce_full, &mem_.shard, &mem_.accum}) {
     if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
   }
-  for (const SlotPool* pool : {&grad_slots_, &reduce_slots_}) {
+  for (const SlotPool* pool : {&mem_.grad_slots, &mem_.reduce_slots}) {
     measured[static_cast<int>(MemCategory::kBuckets)] += pool->slot_bytes() * pool->size();
   }
 }

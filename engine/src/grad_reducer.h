@@ -44,8 +44,8 @@ class GradReducer {
   // The compute stream waits for every bucket's reduction. Errors name `where`.
   Status wait_all(const std::string& where);
 
-  int64_t micro() const { return micro_; }          // complete micro-batches of this step
-  int ready_count() const { return ready_count_; }  // parameters ready in the current one
+  int64_t micro() const { return micro_.index; }          // complete micro-batches of this step
+  int ready_count() const { return micro_.ready_count; }  // parameters ready in the current one
   // Up to ~200 characters of the parameters not marked ready in the current micro-batch.
   std::string missing() const;
   // A new step: no micro-batch done, nothing ready, nothing reduced.
@@ -65,9 +65,9 @@ class GradReducer {
  private:
   // One bucket's progress through the current micro-batch's reduction.
   struct BucketState {
-    int params = 0;   // parameters with elements in it
-    int pending = 0;  // of those, not yet ready in the micro-batch being reduced
-    int group = 0;    // its gradient group
+    int params = 0;                  // parameters with elements in it
+    int pending = 0;                 // of those, not yet ready in the micro-batch being reduced
+    int group = 0;                   // its gradient group
     std::unique_ptr<Event> reduced;  // on the comm stream, after its gradient reduction
   };
   // Buckets connected by parameters that straddle them: a parameter's gradient view must
@@ -79,16 +79,16 @@ class GradReducer {
     int64_t begin = 0;    // flat offset of its first bucket
     int64_t size = 0;     // padded elements
     int params = 0;
-    int slot = -1;        // grad_slots_ slot lent for this micro-batch, or -1
-    int unfolded = 0;     // local accumulation, before the last micro-batch: parameters not yet folded
-    int unlaunched = 0;   // micro-batches that reduce: buckets whose reduction is not yet issued
+    int slot = -1;       // mem_.grad_slots slot lent for this micro-batch, or -1
+    int unfolded = 0;    // local accumulation, before the last micro-batch: parameters not yet folded
+    int unlaunched = 0;  // micro-batches that reduce: buckets whose reduction is not yet issued
   };
 
   GradReducer(EngineEnv& env, const EngineOptions& options, const Layout& layout, const ParamRegistry& registry,
               Timeline& timeline)
       : env_(env), opt_(options), layout_(layout), registry_(registry), timeline_(timeline) {}
   const Bucket& bucket(int b) const { return layout_.buckets()[static_cast<size_t>(b)]; }
-  bool last_micro() const { return micro_ == opt_.accum_steps - 1; }
+  bool last_micro() const { return micro_.index == opt_.accum_steps - 1; }
   bool sharded_accum() const { return shards_accumulation(opt_); }
   void* in_bucket(int b);  // the trainer's gradient of bucket b (compute dtype)
   Status launch(int b);
@@ -102,18 +102,27 @@ class GradReducer {
   std::vector<BucketState> buckets_;
   std::vector<GradGroup> groups_;
   std::vector<int> group_of_param_;
-  std::vector<int> launch_order_;  // layout.backward_bucket_order()
-  size_t launch_cursor_ = 0;       // launch_order_[cursor] is the next bucket to reduce
-  std::vector<char> ready_;        // per parameter, in the current micro-batch
-  int ready_count_ = 0;
-  int64_t micro_ = 0;
-  DeviceBuffer full_;         // stages 0-1: T x compute, written by the trainer
-  DeviceBuffer reduce_full_;  // stages 0-1, reduce dtype != compute dtype: T x reduce
-  DeviceBuffer shard_;        // stages 2-3: S x reduce, the reduce-scatter output (S x fp32,
-                              // the accumulation, when shards_accumulation)
-  DeviceBuffer accum_;        // accum_steps > 1, local accumulation: T x fp32
-  SlotPool grad_slots_;       // stages 2-3: the trainer's gradient views, per group
-  SlotPool reduce_slots_;     // stages 2-3 when a cast or accumulation precedes the reduction
+  // Buckets in layout.backward_bucket_order(); `next` is the next one to reduce.
+  struct {
+    std::vector<int> order;
+    size_t next = 0;
+  } launch_;
+  // The micro-batch in progress: its index in the step and the parameters marked ready.
+  struct {
+    int64_t index = 0;
+    std::vector<char> ready;  // per parameter
+    int ready_count = 0;
+  } micro_;
+  // The gradient memory (plan_buffers()).
+  struct {
+    DeviceBuffer full;         // stages 0-1: T x compute, written by the trainer
+    DeviceBuffer reduce_full;  // stages 0-1, reduce dtype != compute dtype: T x reduce
+    DeviceBuffer shard;        // stages 2-3: S x reduce, the reduce-scatter output (S x fp32,
+                               // the accumulation, when shards_accumulation)
+    DeviceBuffer accum;        // accum_steps > 1, local accumulation: T x fp32
+    SlotPool grad_slots;       // stages 2-3: the trainer's gradient views, per group
+    SlotPool reduce_slots;     // stages 2-3 when a cast or accumulation precedes the reduction
+  } mem_;
 };
 
 }  // namespace zdp

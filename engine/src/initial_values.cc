@@ -47,8 +47,7 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
     const std::string& name = registry.at(static_cast<int>(p)).spec.name;
     keys[p] = fnv1a(kFnvOffset, name.data(), name.size()) ^ (static_cast<uint64_t>(opt.seed) * 0x9E3779B97F4A7C15ull);
   }
-  ZDP_ASSIGN_OR_RETURN(DeviceBuffer staging,
-                       device.allocate(layout.max_bucket_elems() * 4, MemCategory::kWorkspace));
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer staging, device.allocate(layout.max_bucket_elems() * 4, MemCategory::kWorkspace));
   std::vector<float> host(static_cast<size_t>(layout.max_bucket_elems()));
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
@@ -59,8 +58,8 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
         const ParamPlacement& pl = layout.params()[static_cast<size_t>(p)];
         const int64_t lo = std::max(pl.offset, bk.begin), hi = std::min(pl.offset + pl.numel, bk.begin + bk.payload);
         for (int64_t x = lo; x < hi; ++x) {
-          host[static_cast<size_t>(x - bk.begin)] = init_value(registry.at(p).init,
-                                                               keys[static_cast<size_t>(p)], x - pl.offset);
+          host[static_cast<size_t>(x - bk.begin)] =
+              init_value(registry.at(p).init, keys[static_cast<size_t>(p)], x - pl.offset);
         }
       }
       ZDP_RETURN_IF_ERROR(device.memcpy(staging.data(), host.data(), static_cast<size_t>(bk.size) * 4));
@@ -101,7 +100,7 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
     both[num_params + p] = -h;
   }
   ZDP_RETURN_IF_ERROR(env.comm.all_reduce(both.data(), both.data(), static_cast<int64_t>(both.size()), DType::kI64,
-                                      ReduceOp::kMax, exec.comm()));
+                                          ReduceOp::kMax, exec.comm()));
   ZDP_RETURN_IF_ERROR(exec.synchronize(who + ": finalize: value hash check"));
   for (size_t p = 0; p < num_params; ++p) {
     if (both[p] != -both[num_params + p]) {

@@ -27,9 +27,7 @@ int64_t MemoryPlan::bytes(MemCategory category) const {
   }
 }
 
-int64_t MemoryPlan::total() const {
-  return model_states() + grad_staging + reduce_staging + param_gather + workspace;
-}
+int64_t MemoryPlan::total() const { return model_states() + grad_staging + reduce_staging + param_gather + workspace; }
 
 StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   MemoryPlan plan;
@@ -40,10 +38,10 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.shard_elems = layout.shard_elems();
   for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
   if (options.zero.shards_params()) plan.group_elems = layer_group_elems(layout);
-  ZDP_ASSIGN_OR_RETURN(const ZeroMemory formula,
-                       zero_memory_formula(plan.psi, plan.world_size, options.zero.stage,
-                                           static_cast<int>(dtype_size(options.compute_dtype)),
-                                           optimizer_moments(options.optim)));
+  ZDP_ASSIGN_OR_RETURN(
+      const ZeroMemory formula,
+      zero_memory_formula(plan.psi, plan.world_size, options.zero.stage,
+                          static_cast<int>(dtype_size(options.compute_dtype)), optimizer_moments(options.optim)));
   plan.formula = static_cast<int64_t>(formula.total());
 
   const BufferSizes z = plan_buffers(layout, options, device);
@@ -65,7 +63,8 @@ StatusOr<MemoryPlan> plan_memory(const std::vector<ParamDecl>& params, const Eng
                                  DeviceKind device) {
   ZDP_RETURN_IF_ERROR(options.validate());
   if (world_size < 1) {
-    return Status(StatusCode::kInvalidArgument, "plan_memory: world size " + std::to_string(world_size) + " is not >= 1");
+    return Status(StatusCode::kInvalidArgument,
+                  "plan_memory: world size " + std::to_string(world_size) + " is not >= 1");
   }
   std::vector<ParamSpec> specs;
   specs.reserve(params.size());

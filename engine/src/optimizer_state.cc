@@ -55,9 +55,9 @@ StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env,
   state->optimizer_.emplace(std::move(*made));
   if (opt.compute_dtype == DType::kF16) {
     const LossScaleOptions& l = opt.loss_scale;
-    ZDP_ASSIGN_OR_RETURN(optim::DynamicLossScale s, optim::DynamicLossScale::create(
-                                                        {l.initial, l.growth_factor, l.backoff, l.growth_interval,
-                                                         l.min_scale}));
+    ZDP_ASSIGN_OR_RETURN(
+        optim::DynamicLossScale s,
+        optim::DynamicLossScale::create({l.initial, l.growth_factor, l.backoff, l.growth_interval, l.min_scale}));
     state->scaler_.emplace(s);
   }
   return state;
@@ -135,8 +135,7 @@ StatusOr<optim::GradScaleDecision> OptimizerState::grad_stats(const std::functio
     sum_sq += g.sum_sq;
     nonfinite += g.nonfinite;
   }
-  return optim::decide_grad_scale(kernels::GradStats{static_cast<float>(sum_sq), nonfinite}, 1.0,
-                                  opt_.optim.grad_clip);
+  return optim::decide_grad_scale(kernels::GradStats{static_cast<float>(sum_sq), nonfinite}, 1.0, opt_.optim.grad_clip);
 }
 
 Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DType grad_dtype, void* param_out,

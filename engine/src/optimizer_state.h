@@ -86,9 +86,9 @@ class OptimizerState {
   std::optional<optim::DynamicLossScale> scaler_;  // fp16 only
   int64_t steps_ = 0;
   DeviceBuffer master_, exp_avg_, exp_avg_sq_;  // fp32: T (stage 0) or S
-  DeviceBuffer stats_;            // one kernels::GradStats per bucket
-  DeviceBuffer check_workspace_;  // CUDA grad_check scratch
-  DeviceBuffer decay_table_;      // CUDA copy of the optimizer's decay segments
+  DeviceBuffer stats_;                          // one kernels::GradStats per bucket
+  DeviceBuffer check_workspace_;                // CUDA grad_check scratch
+  DeviceBuffer decay_table_;                    // CUDA copy of the optimizer's decay segments
 };
 
 }  // namespace zdp

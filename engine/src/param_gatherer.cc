@@ -35,7 +35,7 @@ Status ParamGatherer::allocate(const BufferSizes& z) {
 
 void* ParamGatherer::owned(const OwnedRange& o) {
   return opt_.zero.shards_params() ? elem_ptr(shard_.data(), o.state, opt_.compute_dtype)
-                              : elem_ptr(full_.data(), o.flat, opt_.compute_dtype);
+                                   : elem_ptr(full_.data(), o.flat, opt_.compute_dtype);
 }
 
 Status ParamGatherer::gather_bucket(int b, const OwnedRange& o) {
@@ -44,8 +44,8 @@ Status ParamGatherer::gather_bucket(int b, const OwnedRange& o) {
   ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
   const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(cdt));
   timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
-  ZDP_RETURN_IF_ERROR(env_.comm.all_gather(owned(o), elem_ptr(full_.data(), bucket(b).begin, cdt), o.count, cdt,
-                                           exec.comm(), b));
+  ZDP_RETURN_IF_ERROR(
+      env_.comm.all_gather(owned(o), elem_ptr(full_.data(), bucket(b).begin, cdt), o.count, cdt, exec.comm(), b));
   ZDP_RETURN_IF_ERROR(exec.comm().record(*gathered_[static_cast<size_t>(b)]));
   timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
   pending_[static_cast<size_t>(b)] = 1;
@@ -116,8 +116,8 @@ StatusOr<int> ParamGatherer::gather_layer(int li, bool prefetch) {
     const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(cdt));
     timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
     ZDP_RETURN_IF_ERROR(env_.comm.all_gather(elem_ptr(shard_.data(), layout_.shard_offset(b), cdt),
-                                             elem_ptr(gather_slots_.data(slot), bk.begin - base, cdt),
-                                             bk.slice_size(), cdt, exec.comm(), b));
+                                             elem_ptr(gather_slots_.data(slot), bk.begin - base, cdt), bk.slice_size(),
+                                             cdt, exec.comm(), b));
     ZDP_RETURN_IF_ERROR(exec.comm().record(*gathered_[static_cast<size_t>(b)]));
     timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
   }
@@ -146,8 +146,8 @@ Status ParamGatherer::enter(int layer, bool forward) {
     if (next < 0 || next >= static_cast<int>(layer_ids_.size())) break;
     StatusOr<int> slot = gather_layer(next, true);
     if (!slot.ok()) {
-      return env_.failure.fail(slot.status().with_context(
-          what + ": prefetch of layer group " + std::to_string(layer_ids_[static_cast<size_t>(next)])));
+      return env_.failure.fail(slot.status().with_context(what + ": prefetch of layer group " +
+                                                          std::to_string(layer_ids_[static_cast<size_t>(next)])));
     }
   }
   return Status::Ok();
@@ -192,9 +192,9 @@ StatusOr<void*> ParamGatherer::view(int p, const std::string& label) {
     for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
       if (!pending_[static_cast<size_t>(b)]) continue;
       timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kAllGather);
-      Status s = env_.exec->compute_after(*gathered_[static_cast<size_t>(b)], env_.who + ": param(" + label +
-                                                                                 "): all-gather of bucket " +
-                                                                                 std::to_string(b));
+      Status s =
+          env_.exec->compute_after(*gathered_[static_cast<size_t>(b)],
+                                   env_.who + ": param(" + label + "): all-gather of bucket " + std::to_string(b));
       timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kAllGather);
       ZDP_RETURN_IF_ERROR(s);
       pending_[static_cast<size_t>(b)] = 0;

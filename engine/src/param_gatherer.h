@@ -69,13 +69,13 @@ class ParamGatherer {
   const EngineOptions& opt_;
   const Layout& layout_;
   Timeline& timeline_;
-  DeviceBuffer full_;   // stages 0-2: T x compute
-  DeviceBuffer shard_;  // stage 3: S x compute
-  SlotPool gather_slots_;  // stage 3: gathered layer groups
+  DeviceBuffer full_;                             // stages 0-2: T x compute
+  DeviceBuffer shard_;                            // stage 3: S x compute
+  SlotPool gather_slots_;                         // stage 3: gathered layer groups
   std::vector<std::unique_ptr<Event>> gathered_;  // per bucket, on the comm stream after its all-gather
   std::vector<char> pending_;                     // per bucket: compute not yet ordered after it
-  std::vector<int> layer_ids_;    // distinct layer groups, ascending
-  std::vector<int> scope_depth_;  // per layer_ids_ index: open scopes
+  std::vector<int> layer_ids_;                    // distinct layer groups, ascending
+  std::vector<int> scope_depth_;                  // per layer_ids_ index: open scopes
 };
 
 }  // namespace zdp

@@ -55,9 +55,9 @@ std::string ParamRegistry::label(int p) const {
 Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt) const {
   // Entry 0 is the options that shape the layout; entry i + 1 is parameter i.
   std::vector<std::string> mine;
-  mine.push_back("options: stage " + std::to_string(opt.zero.stage) + ", compute " + to_string(opt.compute_dtype) + ", reduce " +
-                 to_string(opt.zero.reduce_dtype) + ", accum_steps " + std::to_string(opt.accum_steps) + ", bucket_mb " +
-                 std::to_string(opt.zero.bucket_mb));
+  mine.push_back("options: stage " + std::to_string(opt.zero.stage) + ", compute " + to_string(opt.compute_dtype) +
+                 ", reduce " + to_string(opt.zero.reduce_dtype) + ", accum_steps " + std::to_string(opt.accum_steps) +
+                 ", bucket_mb " + std::to_string(opt.zero.bucket_mb));
   for (size_t i = 0; i < registered_.size(); ++i) {
     const Registration& r = registered_[i];
     mine.push_back(label(static_cast<int>(i)) + " layer " + std::to_string(r.spec.layer) + " decay " +
@@ -83,21 +83,23 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
       break;
     }
   }
-  if (diff >= 0) ZDP_RETURN_IF_ERROR(store.set("differs/" + std::to_string(env.rank), entry(mine, static_cast<size_t>(diff))));
+  if (diff >= 0)
+    ZDP_RETURN_IF_ERROR(store.set("differs/" + std::to_string(env.rank), entry(mine, static_cast<size_t>(diff))));
 
   // Every rank learns which ranks differ, and where, so all of them stop with one story.
   std::vector<int64_t> where(static_cast<size_t>(env.world), 0);
   where[static_cast<size_t>(env.rank)] = diff + 1;
-  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(where.data(), where.data(), env.world, DType::kI64, ReduceOp::kSum, env.exec->comm()));
+  ZDP_RETURN_IF_ERROR(
+      env.comm.all_reduce(where.data(), where.data(), env.world, DType::kI64, ReduceOp::kSum, env.exec->comm()));
   ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": finalize: registration check"));
   for (int q = 0; q < env.world; ++q) {
     const int64_t d = where[static_cast<size_t>(q)] - 1;
     if (d < 0) continue;
     StatusOr<std::string> other = store.get("differs/" + std::to_string(q), env.timeout);
     const std::string theirs_entry = other.ok() ? *other : "(unknown: " + other.status().message() + ")";
-    const std::string what = d == 0 ? "engine options differ between ranks"
-                                    : "parameter registration differs between ranks at parameter #" +
-                                          std::to_string(d - 1);
+    const std::string what =
+        d == 0 ? "engine options differ between ranks"
+               : "parameter registration differs between ranks at parameter #" + std::to_string(d - 1);
     return Status(StatusCode::kInvalidArgument, env.who + ": finalize: " + what + ": rank 0 has " +
                                                     entry(theirs, static_cast<size_t>(d)) + ", rank " +
                                                     std::to_string(q) + " has " + theirs_entry);

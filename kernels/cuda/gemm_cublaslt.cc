@@ -42,8 +42,8 @@ uint32_t alignment_of(const void* p) {
 }
 
 // Everything a plan depends on: shape, strides, types, epilogue, alignments, math mode.
-using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
-                           uint32_t, uint32_t, uint32_t, uint32_t>;
+using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, uint32_t,
+                           uint32_t, uint32_t, uint32_t>;
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -69,10 +69,22 @@ class CublasLtGemm final : public Gemm {
     if (g.k == 0) {
       return Status(StatusCode::kInvalidArgument, describe(g) + ": k = 0 is not supported by the cuBLASLt path");
     }
-    const PlanKey key{static_cast<int>(g.transa), static_cast<int>(g.transb), g.m,    g.n,
-                      g.k,  g.lda,  g.ldb,  g.ldc,  static_cast<int>(g.ab_dtype), static_cast<int>(g.c_dtype),
-                      static_cast<int>(g.epilogue), static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
-                      alignment_of(g.a), alignment_of(g.b), alignment_of(g.c), alignment_of(g.bias)};
+    const PlanKey key{static_cast<int>(g.a.trans),
+                      static_cast<int>(g.b.trans),
+                      g.m,
+                      g.n,
+                      g.k,
+                      g.a.ld,
+                      g.b.ld,
+                      g.c.ld,
+                      static_cast<int>(g.ab_dtype),
+                      static_cast<int>(g.c_dtype),
+                      static_cast<int>(g.epilogue),
+                      static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
+                      alignment_of(g.a.data),
+                      alignment_of(g.b.data),
+                      alignment_of(g.c.data),
+                      alignment_of(g.bias)};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan plan;
@@ -85,11 +97,11 @@ class CublasLtGemm final : public Gemm {
     }
     Plan& plan = it->second;
     if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
-      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                                                sizeof(g.bias)));
+      ZDP_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
     }
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a, plan.a, g.b, plan.b, &g.beta, g.c,
-                                              plan.c, g.c, plan.c, &plan.algo, workspace_,
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta,
+                                              g.c.data, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
                                               static_cast<size_t>(workspace_bytes_), stream));
     return Status::Ok();
   }
@@ -107,10 +119,12 @@ class CublasLtGemm final : public Gemm {
     const bool tf32 = g.ab_dtype == DType::kF32 && g.fp32_math == Fp32Math::kTf32;
     const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
-    const cublasOperation_t ta = g.transa == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t tb = g.transb == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    const cublasOperation_t ta = g.a.trans == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = g.b.trans == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+    ZDP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    ZDP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     const cublasLtEpilogue_t epilogue = lt_epilogue(g.epilogue);
     ZDP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
@@ -121,21 +135,21 @@ class CublasLtGemm final : public Gemm {
       ZDP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
     }
-    const bool ta_yes = g.transa == Transpose::kYes, tb_yes = g.transb == Transpose::kYes;
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.ab_dtype), ta_yes ? g.k : g.m,
-                                                          ta_yes ? g.m : g.k, g.lda));
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.ab_dtype), tb_yes ? g.n : g.k,
-                                                          tb_yes ? g.k : g.n, g.ldb));
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.ldc));
+    const bool ta_yes = g.a.trans == Transpose::kYes, tb_yes = g.b.trans == Transpose::kYes;
+    ZDP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.ab_dtype), ta_yes ? g.k : g.m, ta_yes ? g.m : g.k, g.a.ld));
+    ZDP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.ab_dtype), tb_yes ? g.n : g.k, tb_yes ? g.k : g.n, g.b.ld));
+    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.c.ld));
 
     cublasLtMatmulPreference_t pref = nullptr;
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
-    const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
+    const uint32_t align_a = alignment_of(g.a.data), align_b = alignment_of(g.b.data), align_c = alignment_of(g.c.data);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                                 sizeof(ws));
+    cublasStatus_t status =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     if (status == CUBLAS_STATUS_SUCCESS) {
       status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                                     sizeof(align_a));
@@ -153,8 +167,8 @@ class CublasLtGemm final : public Gemm {
                                                     sizeof(align_c));
     }
     if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1,
-                                              &result, &found);
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+                                              &found);
     }
     ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulPreferenceDestroy(pref));
     if (status != CUBLAS_STATUS_SUCCESS) {

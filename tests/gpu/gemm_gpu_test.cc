@@ -34,22 +34,22 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
   for (size_t i = 0; i < bias.size(); ++i) bias32[i] = to_f32(bias[i]);
 
   GemmArgs g;
-  g.transa = ta, g.transb = tb, g.m = m, g.n = n, g.k = k;
-  g.lda = a_rows, g.ldb = b_rows, g.ldc = m, g.epilogue = e, g.fp32_math = math;
+  g.a.trans = ta, g.b.trans = tb, g.m = m, g.n = n, g.k = k;
+  g.a.ld = a_rows, g.b.ld = b_rows, g.c.ld = m, g.epilogue = e, g.fp32_math = math;
   GemmArgs cpu = g;
-  cpu.a = a32.data(), cpu.b = b32.data(), cpu.c = c32.data(), cpu.bias = bias32.data();
+  cpu.a.data = a32.data(), cpu.b.data = b32.data(), cpu.c.data = c32.data(), cpu.bias = bias32.data();
   ASSERT_TRUE(make_cpu_gemm()->run(cpu, nullptr).ok());
   // The pre-activation, for the GELU allowance below.
   std::vector<float> z32(c32.size());
   GemmArgs pre = cpu;
-  pre.c = z32.data();
+  pre.c.data = z32.data();
   pre.epilogue = (e == Epilogue::kBiasGelu || e == Epilogue::kBias) ? Epilogue::kBias : Epilogue::kNone;
   ASSERT_TRUE(make_cpu_gemm()->run(pre, nullptr).ok());
 
   DeviceArray<AB> da(*gpu.device, a), db(*gpu.device, b);
   DeviceArray<C> dbias(*gpu.device, bias), dc(*gpu.device, std::vector<C>(c32.size()));
   g.ab_dtype = zdp::testing::dtype_of<AB>(), g.c_dtype = zdp::testing::dtype_of<C>();
-  g.a = da.data(), g.b = db.data(), g.c = dc.data(), g.bias = dbias.data();
+  g.a.data = da.data(), g.b.data = db.data(), g.c.data = dc.data(), g.bias = dbias.data();
   for (int call = 0; call < 2; ++call) {  // the second call reuses the cached plan
     const Status st = lt.run(g, gpu.cuda_stream());
     ASSERT_TRUE(st.ok()) << st.to_string();
@@ -128,7 +128,7 @@ TEST_F(GemmGpu, TransformerShape) {
 TEST_F(GemmGpu, RejectsBadArguments) {
   GemmArgs g;
   g.m = g.n = g.k = 8;
-  g.lda = 4;
+  g.a.ld = 4;
   EXPECT_EQ(lt_->run(g, gpu_.cuda_stream()).code(), StatusCode::kInvalidArgument);
 }
 

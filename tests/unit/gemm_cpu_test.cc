@@ -23,21 +23,21 @@ struct Problem {
 Problem make(TestRandom& rnd, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, Epilogue e, float beta) {
   Problem p;
   GemmArgs& g = p.args;
-  g.transa = ta;
-  g.transb = tb;
+  g.a.trans = ta;
+  g.b.trans = tb;
   g.m = m, g.n = n, g.k = k;
   const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
   const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
-  g.lda = a_rows + 3;  // padded leading dimensions
-  g.ldb = b_rows + 1;
-  g.ldc = m + 2;
-  p.a = rnd.signed_vector(static_cast<size_t>(g.lda * a_cols), 0.1f, 1.0f);
-  p.b = rnd.signed_vector(static_cast<size_t>(g.ldb * b_cols), 0.1f, 1.0f);
-  p.c = rnd.signed_vector(static_cast<size_t>(g.ldc * n), 0.1f, 1.0f);
+  g.a.ld = a_rows + 3;  // padded leading dimensions
+  g.b.ld = b_rows + 1;
+  g.c.ld = m + 2;
+  p.a = rnd.signed_vector(static_cast<size_t>(g.a.ld * a_cols), 0.1f, 1.0f);
+  p.b = rnd.signed_vector(static_cast<size_t>(g.b.ld * b_cols), 0.1f, 1.0f);
+  p.c = rnd.signed_vector(static_cast<size_t>(g.c.ld * n), 0.1f, 1.0f);
   p.bias = rnd.signed_vector(static_cast<size_t>(m), 0.1f, 1.0f);
-  g.a = p.a.data();
-  g.b = p.b.data();
-  g.c = p.c.data();
+  g.a.data = p.a.data();
+  g.b.data = p.b.data();
+  g.c.data = p.c.data();
   g.bias = p.bias.data();
   g.epilogue = e;
   g.alpha = rnd.uniform(0.5f, 1.5f);
@@ -66,14 +66,14 @@ void check(const Problem& p, const std::vector<float>& c0) {
     for (int64_t i = 0; i < g.m; ++i) {
       double sum = 0, mag = 0;
       for (int64_t l = 0; l < g.k; ++l) {
-        const double a = g.transa == Transpose::kNo ? p.a[static_cast<size_t>(i + l * g.lda)]
-                                                    : p.a[static_cast<size_t>(l + i * g.lda)];
-        const double b = g.transb == Transpose::kNo ? p.b[static_cast<size_t>(l + j * g.ldb)]
-                                                    : p.b[static_cast<size_t>(j + l * g.ldb)];
+        const double a = g.a.trans == Transpose::kNo ? p.a[static_cast<size_t>(i + l * g.a.ld)]
+                                                    : p.a[static_cast<size_t>(l + i * g.a.ld)];
+        const double b = g.b.trans == Transpose::kNo ? p.b[static_cast<size_t>(l + j * g.b.ld)]
+                                                    : p.b[static_cast<size_t>(j + l * g.b.ld)];
         sum += a * b;
         mag += std::fabs(a * b);
       }
-      const double c_in = c0[static_cast<size_t>(i + j * g.ldc)];
+      const double c_in = c0[static_cast<size_t>(i + j * g.c.ld)];
       double z = g.alpha * sum + g.beta * c_in;
       // k products and k additions in whatever order OpenBLAS blocks them (at most k
       // roundings on any chain), then alpha, beta * C and their sum.
@@ -86,14 +86,14 @@ void check(const Problem& p, const std::vector<float>& c0) {
       }
       const double want = gelu ? gelu64(z) : z;
       const double err = gelu ? gelu_error(z, ez) : ez;
-      const double got = p.c[static_cast<size_t>(i + j * g.ldc)];
+      const double got = p.c[static_cast<size_t>(i + j * g.c.ld)];
       ASSERT_TRUE(zdp::testing::within(got, want, zdp::testing::allowed_error(err, want)))
           << describe(g) << " at (" << i << ", " << j << ")";
     }
   }
   // The padding rows of C are untouched.
   for (int64_t j = 0; j < g.n; ++j) {
-    for (int64_t i = g.m; i < g.ldc; ++i) ASSERT_EQ(p.c[static_cast<size_t>(i + j * g.ldc)], c0[static_cast<size_t>(i + j * g.ldc)]);
+    for (int64_t i = g.m; i < g.c.ld; ++i) ASSERT_EQ(p.c[static_cast<size_t>(i + j * g.c.ld)], c0[static_cast<size_t>(i + j * g.c.ld)]);
   }
 }
 
@@ -135,7 +135,7 @@ TEST(GemmCpu, KZeroGivesBetaC) {
   ASSERT_TRUE(make_cpu_gemm()->run(p.args, nullptr).ok());
   for (int64_t j = 0; j < 4; ++j) {
     for (int64_t i = 0; i < 5; ++i) {
-      const size_t at = static_cast<size_t>(i + j * p.args.ldc);
+      const size_t at = static_cast<size_t>(i + j * p.args.c.ld);
       EXPECT_FLOAT_EQ(p.c[at], 0.5f * c0[at] + p.bias[static_cast<size_t>(i)]);
     }
   }
@@ -166,13 +166,13 @@ TEST(GemmCpu, RejectsBadArguments) {
   std::vector<float> a(16), b(16), c(16);
   GemmArgs g;
   g.m = g.n = g.k = 4;
-  g.a = a.data(), g.b = b.data(), g.c = c.data();
-  g.lda = 3;  // < m
-  g.ldb = g.ldc = 4;
+  g.a.data = a.data(), g.b.data = b.data(), g.c.data = c.data();
+  g.a.ld = 3;  // < m
+  g.b.ld = g.c.ld = 4;
   Status st = gemm->run(g, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("lda 3 < rows of A"), std::string::npos) << st.message();
-  g.lda = 4;
+  g.a.ld = 4;
   g.epilogue = Epilogue::kBias;  // without a bias
   EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
   g.epilogue = Epilogue::kNone;

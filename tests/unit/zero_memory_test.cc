@@ -11,10 +11,10 @@
 namespace zdp {
 namespace {
 
-// ---- Memory per rank: DESIGN.md's formula (what the engine allocates: buffer_plan_test) -------
+// ---- Memory per rank: docs/design.md's formula (what the engine allocates: buffer_plan_test) -------
 
 TEST(ZeroMemory, DesignTable) {
-  // DESIGN.md: 2Psi + 2Psi + 12Psi | 2Psi + 2Psi + 12Psi/K | 2Psi + 14Psi/K | 16Psi/K; Psi = 1000, K = 4.
+  // docs/design.md: 2Psi + 2Psi + 12Psi | 2Psi + 2Psi + 12Psi/K | 2Psi + 14Psi/K | 16Psi/K; Psi = 1000, K = 4.
   const ZeroMemory s0 = *zero_memory_formula(1000, 4, 0, 2);
   EXPECT_EQ(s0.params, 2000);
   EXPECT_EQ(s0.grads, 2000);

@@ -23,11 +23,11 @@ char* at(void* base, int64_t elems, size_t elem_bytes) {
 Status mm(Ops& ops, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
           const void* b, int64_t ldb, void* c, int64_t ldc) {
   GemmArgs g;
-  g.transa = ta, g.transb = tb;
+  g.a.trans = ta, g.b.trans = tb;
   g.m = m, g.n = n, g.k = k;
-  g.a = a, g.lda = lda;
-  g.b = b, g.ldb = ldb;
-  g.c = c, g.ldc = ldc;
+  g.a.data = a, g.a.ld = lda;
+  g.b.data = b, g.b.ld = ldb;
+  g.c.data = c, g.c.ld = ldc;
   return ops.gemm(g);
 }
 

@@ -76,21 +76,21 @@ Status Ops::gemm_to(GemmArgs a, DType c_dtype) {
 
 Status Ops::weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype, int64_t rows, int64_t in, int64_t out) {
   GemmArgs g;  // dW^T-as-stored (in x out) = x^T (in x rows) * dy (rows x out)
-  g.transb = Transpose::kYes;
+  g.b.trans = Transpose::kYes;
   g.m = in, g.n = out, g.k = rows;
-  g.a = x, g.lda = in;
-  g.b = dy, g.ldb = out;
-  g.c = dw, g.ldc = in;
+  g.a.data = x, g.a.ld = in;
+  g.b.data = dy, g.b.ld = out;
+  g.c.data = dw, g.c.ld = in;
   return gemm_to(g, dw_dtype);
 }
 
 Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out) {
   GemmArgs g;
-  g.transa = Transpose::kYes;
+  g.a.trans = Transpose::kYes;
   g.m = out, g.n = rows, g.k = in;
-  g.a = w, g.lda = in;
-  g.b = x, g.ldb = in;
-  g.c = y, g.ldc = out;
+  g.a.data = w, g.a.ld = in;
+  g.b.data = x, g.b.ld = in;
+  g.c.data = y, g.c.ld = out;
   g.epilogue = b ? Epilogue::kBias : Epilogue::kNone;
   g.bias = b;
   return gemm(g);
@@ -101,9 +101,9 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
   if (dx != nullptr) {  // dx^T (in x rows) = W^T-as-stored (in x out) * dy^T (out x rows)
     GemmArgs g;
     g.m = in, g.n = rows, g.k = out;
-    g.a = w, g.lda = in;
-    g.b = dy, g.ldb = out;
-    g.c = dx, g.ldc = in;
+    g.a.data = w, g.a.ld = in;
+    g.b.data = dy, g.b.ld = out;
+    g.c.data = dx, g.c.ld = in;
     g.beta = dx_mode == kernels::OutputMode::kAccumulate ? 1.0f : 0.0f;
     ZDP_RETURN_IF_ERROR(gemm(g));
   }
@@ -112,9 +112,9 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
   ZDP_ASSIGN_OR_RETURN(const void* one, ones(rows));
   GemmArgs g;  // db (out x 1) = dy^T (out x rows) * ones (rows x 1)
   g.m = out, g.n = 1, g.k = rows;
-  g.a = dy, g.lda = out;
-  g.b = one, g.ldb = rows;
-  g.c = db, g.ldc = out;
+  g.a.data = dy, g.a.ld = out;
+  g.b.data = one, g.b.ld = rows;
+  g.c.data = db, g.c.ld = out;
   return gemm(g);
 }
 

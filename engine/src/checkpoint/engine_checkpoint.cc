@@ -169,7 +169,8 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
 StatusOr<FileIo> FileIo::create(EngineEnv& env) {
   FileIo io(env);
   if (env.device.kind() != DeviceKind::kCpu) {
-    ZDP_ASSIGN_OR_RETURN(io.staging_, env.device.allocate(kStagingBytes, MemCategory::kWorkspace, MemSpace::kPinnedHost));
+    ZDP_ASSIGN_OR_RETURN(io.staging_,
+                         env.device.allocate(kStagingBytes, MemCategory::kWorkspace, MemSpace::kPinnedHost));
   }
   return io;
 }
@@ -206,8 +207,8 @@ Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op,
   const int64_t bytes = static_cast<int64_t>(values.size() * sizeof(int64_t));
   ZDP_ASSIGN_OR_RETURN(DeviceBuffer buffer, env.device.allocate(bytes, MemCategory::kWorkspace));
   ZDP_RETURN_IF_ERROR(env.device.memcpy(buffer.data(), values.data(), static_cast<size_t>(bytes)));
-  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(buffer.data(), buffer.data(), static_cast<int64_t>(values.size()), DType::kI64,
-                                        op, env.exec->comm()));
+  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(buffer.data(), buffer.data(), static_cast<int64_t>(values.size()),
+                                          DType::kI64, op, env.exec->comm()));
   ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": " + what));
   return env.device.memcpy(values.data(), buffer.data(), static_cast<size_t>(bytes));
 }

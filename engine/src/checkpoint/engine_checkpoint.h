@@ -107,5 +107,4 @@ Status agree(EngineEnv& env, Store& store, const std::string& phase, const Statu
 // All-reduce of a few int64 values through a device buffer (the communicator's memory).
 Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op, const std::string& what);
 
-
 }  // namespace zdp::checkpoint

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <optional>
 
-#include "runtime/internal/checkpoint_hash.h"
 #include "engine/src/checkpoint/engine_checkpoint.h"
+#include "runtime/internal/checkpoint_hash.h"
 #include "zdp/log.h"
 
 namespace zdp {

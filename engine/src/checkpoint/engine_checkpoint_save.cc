@@ -7,11 +7,11 @@
 #include <chrono>
 #include <climits>
 
+#include "engine/src/checkpoint/engine_checkpoint.h"
 #include "runtime/internal/checkpoint_dirs.h"
 #include "runtime/internal/checkpoint_fault.h"
 #include "runtime/internal/checkpoint_hash.h"
 #include "runtime/internal/checkpoint_state.h"
-#include "engine/src/checkpoint/engine_checkpoint.h"
 #include "zdp/build_config.h"
 #include "zdp/log.h"
 
@@ -50,8 +50,8 @@ StatusOr<SaveRoles> save_roles(const CheckpointParts& c, CheckpointStorage stora
   r.local_world = std::max(1, env.local_world_size);
   if (c.env.world % r.local_world != 0 || r.local >= r.local_world || c.env.rank % r.local_world != r.local) {
     return c.env.invalid("save_checkpoint: per-node storage needs nodes of LOCAL_WORLD_SIZE consecutive ranks: rank " +
-                     std::to_string(c.env.rank) + ", local rank " + std::to_string(r.local) + " of " +
-                     std::to_string(r.local_world) + ", world " + std::to_string(c.env.world));
+                         std::to_string(c.env.rank) + ", local rank " + std::to_string(r.local) + " of " +
+                         std::to_string(r.local_world) + ", world " + std::to_string(c.env.world));
   }
   r.node = c.env.rank / r.local_world;
   r.creator = r.local == 0;
@@ -102,8 +102,8 @@ Status check_node_local(const std::string& tmp, const SaveRoles& roles, int node
 }
 
 // Write: this rank's ranges of the masters and of the optimizer state it keeps.
-Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint::FilePlan& plan, const SaveFiles& files,
-                    int64_t step) {
+Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint::FilePlan& plan,
+                    const SaveFiles& files, int64_t step) {
   auto opened = [&](const std::string& path, const safetensors::Header& header) -> StatusOr<safetensors::Writer> {
     StatusOr<safetensors::Writer> w = safetensors::Writer::open_existing(path, header);
     if (w.status().code() == StatusCode::kNotFound && !roles.per_node) {
@@ -160,9 +160,10 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
       const int64_t at = layout.shard_offset(b);
       for (int64_t i = 0; i < tensors; ++i) {
         ZDP_RETURN_IF_ERROR(c.env.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered.as<float>() + i * elems,
-                                              bk.slice_size(), DType::kF32, c.env.exec->comm(), b));
+                                                  bk.slice_size(), DType::kF32, c.env.exec->comm(), b));
       }
-      ZDP_RETURN_IF_ERROR(c.env.exec->synchronize(c.env.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
+      ZDP_RETURN_IF_ERROR(
+          c.env.exec->synchronize(c.env.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
       for (int s = 0; s < K; ++s) {
         if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, MemBase::kBucket, bucket_sources));
       }
@@ -316,7 +317,7 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   if (valid.ok() && !roles.ok()) valid = roles.status();
   StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(c);
   if (valid.ok() && !plan.ok()) valid = plan.status().with_context(where);
-  if (valid.ok()) valid = c.env.exec->synchronize(where);  // the last step's updates and gathers
+  if (valid.ok()) valid = c.env.exec->synchronize(where);                     // the last step's updates and gathers
   ZDP_RETURN_IF_ERROR(check_same_arguments(c, root, state, options, where));  // before any file is touched
   if (valid.ok()) valid = create_files(c, root, tmp, *roles, *plan, files).with_context(where);
   ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: prepare", valid));
