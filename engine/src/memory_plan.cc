@@ -18,16 +18,14 @@ int64_t ParamDecl::numel() const {
 
 int64_t MemoryPlan::bytes(MemCategory category) const {
   switch (category) {
-    case MemCategory::kParams: return params;
-    case MemCategory::kGrads: return grads + reduce_copy + accum;
-    case MemCategory::kOptimizer: return master + m + v;
-    case MemCategory::kBuckets: return grad_staging + reduce_staging + param_gather;
-    case MemCategory::kWorkspace: return workspace;
+    case MemCategory::kParams: return states.params;
+    case MemCategory::kGrads: return states.grads + states.reduce_copy + states.accum;
+    case MemCategory::kOptimizer: return states.master + states.m + states.v;
+    case MemCategory::kBuckets: return buffers.grad_staging + buffers.reduce_staging + buffers.param_gather;
+    case MemCategory::kWorkspace: return buffers.workspace;
     default: return 0;
   }
 }
-
-int64_t MemoryPlan::total() const { return model_states() + grad_staging + reduce_staging + param_gather + workspace; }
 
 StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   MemoryPlan plan;
@@ -45,17 +43,17 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.formula = static_cast<int64_t>(formula.total());
 
   const BufferSizes z = plan_buffers(layout, options, device);
-  plan.params = z.params;
-  plan.grads = z.grads;
-  plan.reduce_copy = z.reduce_copy;
-  plan.accum = z.accum;
-  plan.master = z.master;
-  plan.m = z.m;
-  plan.v = z.v;
-  plan.grad_staging = z.grad_staging.bytes();
-  plan.reduce_staging = z.reduce_staging.bytes();
-  plan.param_gather = z.param_gather.bytes();
-  plan.workspace = z.grad_stats + z.norm_scratch;
+  plan.states.params = z.params;
+  plan.states.grads = z.grads;
+  plan.states.reduce_copy = z.reduce_copy;
+  plan.states.accum = z.accum;
+  plan.states.master = z.master;
+  plan.states.m = z.m;
+  plan.states.v = z.v;
+  plan.buffers.grad_staging = z.grad_staging.bytes();
+  plan.buffers.reduce_staging = z.reduce_staging.bytes();
+  plan.buffers.param_gather = z.param_gather.bytes();
+  plan.buffers.workspace = z.grad_stats + z.norm_scratch;
   return plan;
 }
 

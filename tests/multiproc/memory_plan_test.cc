@@ -149,11 +149,11 @@ TEST(MemoryPlan, PaddingIsWhatTheLayoutAdds) {
   const MemoryPlan plan = plan_memory(spec.params, EngineOptions::from(c, 4).value(), 4, DeviceKind::kCpu).value();
   EXPECT_GT(plan.padded_elems, spec.psi);
   EXPECT_EQ(plan.padded_elems % (4 * 32), 0);
-  EXPECT_EQ(plan.master + plan.m + plan.v, 12 * plan.padded_elems / 4);
-  EXPECT_EQ(plan.params, 4 * plan.padded_elems);
+  EXPECT_EQ(plan.states.master + plan.states.m + plan.states.v, 12 * plan.padded_elems / 4);
+  EXPECT_EQ(plan.states.params, 4 * plan.padded_elems);
   // The ZeRO formula (docs/design.md) has no padding: 4 + 4 + 12 / K bytes per parameter at stage 1, fp32.
   EXPECT_EQ(plan.formula, 4 * spec.psi + 4 * spec.psi + 12 * spec.psi / 4);
-  EXPECT_LT(plan.formula, plan.model_states());
+  EXPECT_LT(plan.formula, plan.states.total());
 }
 
 }  // namespace

@@ -44,13 +44,13 @@ TEST(BufferPlan, WithoutPaddingTheModelStatesAreTheFormula) {
       EXPECT_EQ(p.padded_elems, 192) << stage;
       EXPECT_EQ(p.shard_elems, 96) << stage;
       EXPECT_EQ(p.bucket_elems, (std::vector<int64_t>{64, 64, 64})) << stage;
-      EXPECT_EQ(p.params, f.params) << stage;
-      EXPECT_EQ(p.grads, f.grads) << stage;
-      EXPECT_EQ(p.master, f.master) << stage;
-      EXPECT_EQ(p.m, f.m) << stage;
-      EXPECT_EQ(p.v, f.v) << stage;
-      EXPECT_EQ(p.reduce_copy + p.accum, 0) << stage;
-      EXPECT_EQ(p.model_states(), p.formula) << stage;
+      EXPECT_EQ(p.states.params, f.params) << stage;
+      EXPECT_EQ(p.states.grads, f.grads) << stage;
+      EXPECT_EQ(p.states.master, f.master) << stage;
+      EXPECT_EQ(p.states.m, f.m) << stage;
+      EXPECT_EQ(p.states.v, f.v) << stage;
+      EXPECT_EQ(p.states.reduce_copy + p.states.accum, 0) << stage;
+      EXPECT_EQ(p.states.total(), p.formula) << stage;
       EXPECT_EQ(static_cast<double>(p.formula), f.total()) << stage;
     }
   }
@@ -74,13 +74,13 @@ TEST(BufferPlan, OptimizerStateIsWhatTheOptimizerKeeps) {
       const int64_t state = (stage == 0 ? 192 : 96) * 4;
       const std::string what = std::string(to_string(k.name)) + " beta1 " + std::to_string(k.beta1) +
                                ", stage " + std::to_string(stage);
-      EXPECT_EQ(p.master, state) << what;
-      EXPECT_EQ(p.m, k.moments >= 1 ? state : 0) << what;
-      EXPECT_EQ(p.v, k.moments >= 2 ? state : 0) << what;
+      EXPECT_EQ(p.states.master, state) << what;
+      EXPECT_EQ(p.states.m, k.moments >= 1 ? state : 0) << what;
+      EXPECT_EQ(p.states.v, k.moments >= 2 ? state : 0) << what;
       EXPECT_EQ(p.bytes(MemCategory::kOptimizer), (1 + k.moments) * state) << what;
       const ZeroMemory f = *zero_memory_formula(192, 2, stage, 4, k.moments);
-      EXPECT_EQ(static_cast<double>(p.master + p.m + p.v), f.master + f.m + f.v) << what;
-      EXPECT_EQ(p.model_states(), p.formula) << what;
+      EXPECT_EQ(static_cast<double>(p.states.master + p.states.m + p.states.v), f.master + f.m + f.v) << what;
+      EXPECT_EQ(p.states.total(), p.formula) << what;
     }
   }
   EXPECT_NE(zero_memory_formula(10, 2, 1, 2, 3).status().message().find("0, 1 or 2 fp32 tensors, got 3"),
@@ -91,9 +91,9 @@ TEST(BufferPlan, StagingIsTwoOfTheLargestGradientGroup) {
   // "a" joins buckets 0 and 1 into one gradient group of 128 elements; "b" is one of 64.
   for (int stage = 0; stage <= 3; ++stage) {
     const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64), 2);
-    EXPECT_EQ(p.grad_staging, stage >= 2 ? 2 * 128 * 4 : 0) << stage;
-    EXPECT_EQ(p.reduce_staging, 0) << stage;  // no cast, no accumulation
-    EXPECT_EQ(p.bytes(MemCategory::kBuckets), p.grad_staging + p.param_gather) << stage;
+    EXPECT_EQ(p.buffers.grad_staging, stage >= 2 ? 2 * 128 * 4 : 0) << stage;
+    EXPECT_EQ(p.buffers.reduce_staging, 0) << stage;  // no cast, no accumulation
+    EXPECT_EQ(p.bytes(MemCategory::kBuckets), p.buffers.grad_staging + p.buffers.param_gather) << stage;
   }
 }
 
@@ -105,11 +105,11 @@ TEST(BufferPlan, StageThreeGathersOnePlusPrefetchOfTheLargestLayerGroup) {
     EXPECT_EQ(p.group_elems, (std::vector<int64_t>{128, 64}));
     // One buffer per gathered group, each the size of the largest (slots are reused
     // by any group), even when more are prefetched than there are groups.
-    EXPECT_EQ(p.param_gather, (1 + prefetch) * 128 * 4) << prefetch;
+    EXPECT_EQ(p.buffers.param_gather, (1 + prefetch) * 128 * 4) << prefetch;
   }
   for (int stage = 0; stage <= 2; ++stage) {
     const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64), 2);
-    EXPECT_EQ(p.param_gather, 0) << stage;
+    EXPECT_EQ(p.buffers.param_gather, 0) << stage;
     EXPECT_TRUE(p.group_elems.empty()) << stage;
   }
 }
@@ -120,14 +120,14 @@ TEST(BufferPlan, WithPaddingTheGapIsThePaddingInEachDtype) {
   const MemoryPlan p1 = plan_ok(odd, options(1, 1 << 20), 2);
   const ZeroMemory f1 = *zero_memory_formula(37, 2, 1, 4);
   EXPECT_EQ(p1.padded_elems, 64);
-  EXPECT_EQ(p1.params - f1.params, 4 * (64 - 37));
-  EXPECT_EQ(p1.grads - f1.grads, 4 * (64 - 37));
-  EXPECT_DOUBLE_EQ(static_cast<double>(p1.master) - f1.master, 4 * (32 - 18.5));
+  EXPECT_EQ(p1.states.params - f1.params, 4 * (64 - 37));
+  EXPECT_EQ(p1.states.grads - f1.grads, 4 * (64 - 37));
+  EXPECT_DOUBLE_EQ(static_cast<double>(p1.states.master) - f1.master, 4 * (32 - 18.5));
   const MemoryPlan p2 = plan_ok(odd, options(2, 1 << 20, DType::kBF16, DType::kBF16), 2);
-  EXPECT_EQ(p2.params, 2 * 64);
-  EXPECT_EQ(p2.grads, 2 * 32);
-  EXPECT_EQ(p2.grad_staging, 2 * 2 * 64);
-  EXPECT_LT(p2.formula, p2.model_states());
+  EXPECT_EQ(p2.states.params, 2 * 64);
+  EXPECT_EQ(p2.states.grads, 2 * 32);
+  EXPECT_EQ(p2.buffers.grad_staging, 2 * 2 * 64);
+  EXPECT_LT(p2.formula, p2.states.total());
 }
 
 TEST(BufferPlan, CopiesForACastAndForAccumulation) {
@@ -135,18 +135,18 @@ TEST(BufferPlan, CopiesForACastAndForAccumulation) {
   // 2-3 reduce through 2 fp32 bucket buffers and keep the owned shard in fp32.
   for (int stage = 0; stage <= 3; ++stage) {
     const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64, DType::kBF16, DType::kF32), 2);
-    EXPECT_EQ(p.reduce_copy, stage <= 1 ? 4 * 192 : 0) << stage;
-    EXPECT_EQ(p.grads, stage <= 1 ? 2 * 192 : 4 * 96) << stage;
-    EXPECT_EQ(p.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
+    EXPECT_EQ(p.states.reduce_copy, stage <= 1 ? 4 * 192 : 0) << stage;
+    EXPECT_EQ(p.states.grads, stage <= 1 ? 2 * 192 : 4 * 96) << stage;
+    EXPECT_EQ(p.buffers.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
   }
   // accum_steps > 1: a full fp32 accumulation at every stage, and reduce staging at 2-3.
   for (int stage = 0; stage <= 3; ++stage) {
     EngineOptions o = options(stage, 64);
     o.accum_steps = 2;
     const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
-    EXPECT_EQ(p.accum, 4 * 192) << stage;
-    EXPECT_EQ(p.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
-    EXPECT_EQ(p.bytes(MemCategory::kGrads), p.grads + p.accum) << stage;
+    EXPECT_EQ(p.states.accum, 4 * 192) << stage;
+    EXPECT_EQ(p.buffers.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
+    EXPECT_EQ(p.bytes(MemCategory::kGrads), p.states.grads + p.states.accum) << stage;
   }
 }
 
@@ -164,18 +164,18 @@ TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
     ASSERT_EQ(l.shard_elems, 64) << stage;
     EXPECT_EQ(l.bytes(MemCategory::kGrads), 4 * 64 + 4 * 256) << stage;
     EXPECT_EQ(s.bytes(MemCategory::kGrads), 4 * 64) << stage;
-    EXPECT_EQ(s.accum, 0) << stage;
+    EXPECT_EQ(s.states.accum, 0) << stage;
     EXPECT_EQ(l.bytes(MemCategory::kGrads) - s.bytes(MemCategory::kGrads), 4 * l.padded_elems) << stage;
-    EXPECT_EQ(l.reduce_staging, 2 * 4 * 128) << stage;
-    EXPECT_EQ(s.reduce_staging, 0) << stage;
-    EXPECT_EQ(s.grad_staging, l.grad_staging) << stage;
+    EXPECT_EQ(l.buffers.reduce_staging, 2 * 4 * 128) << stage;
+    EXPECT_EQ(s.buffers.reduce_staging, 0) << stage;
+    EXPECT_EQ(s.buffers.grad_staging, l.buffers.grad_staging) << stage;
     // bf16 reduction: the shard grows from 2 S to 4 S (fp32 accumulation); a bf16 cast
     // still needs the 2 reduce buckets, in bf16.
     local.zero.reduce_dtype = sharded.zero.reduce_dtype = DType::kBF16;
     const MemoryPlan lb = plan_ok(kTwoGroups, local, 4), sb = plan_ok(kTwoGroups, sharded, 4);
     EXPECT_EQ(lb.bytes(MemCategory::kGrads), 2 * 64 + 4 * 256) << stage;
     EXPECT_EQ(sb.bytes(MemCategory::kGrads), 4 * 64) << stage;
-    EXPECT_EQ(sb.reduce_staging, 2 * 2 * 128) << stage;
+    EXPECT_EQ(sb.buffers.reduce_staging, 2 * 2 * 128) << stage;
   }
   // accum_steps 1: sharded changes nothing.
   EngineOptions one = options(2, 64);
@@ -187,10 +187,10 @@ TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
 TEST(BufferPlan, WorkspaceIsGradStatsPerBucketPlusTheCudaNormScratch) {
   const EngineOptions o = options(1, 64);
   const MemoryPlan cpu = plan_ok(kTwoGroups, o, 2);
-  EXPECT_EQ(cpu.workspace, 3 * static_cast<int64_t>(sizeof(kernels::GradStats)));
+  EXPECT_EQ(cpu.buffers.workspace, 3 * static_cast<int64_t>(sizeof(kernels::GradStats)));
   const MemoryPlan cuda = *plan_memory(kTwoGroups, o, 2, DeviceKind::kCuda);
-  EXPECT_EQ(cuda.workspace, cpu.workspace + std::max<int64_t>(1, kernels::grad_check_workspace_bytes(64 / 2)));
-  EXPECT_EQ(cuda.total() - cpu.total(), cuda.workspace - cpu.workspace);
+  EXPECT_EQ(cuda.buffers.workspace, cpu.buffers.workspace + std::max<int64_t>(1, kernels::grad_check_workspace_bytes(64 / 2)));
+  EXPECT_EQ(cuda.total() - cpu.total(), cuda.buffers.workspace - cpu.buffers.workspace);
 }
 
 TEST(BufferPlan, RefusesWhatFinalizeRefuses) {

@@ -38,26 +38,31 @@ struct MemoryPlan {
   std::vector<int64_t> group_elems;   // stage 3: each layer group's padded size (its buckets), in order
   int64_t formula = 0;       // docs/design.md's ZeRO formula for psi (model states; no padding or buffers)
 
-  int64_t params = 0;          // [params] compute dtype: all (stages 0-2) or the owned shard (3)
-  int64_t grads = 0;           // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3)
-  int64_t reduce_copy = 0;     // [grads] stages 0-1 with reduce dtype != compute dtype: a full copy
-  int64_t accum = 0;           // [grads] accum_steps > 1: the fp32 accumulation of micro-batches
-  int64_t master = 0;          // [optimizer] fp32 master weights: all (stage 0) or the shard
-  int64_t m = 0;               // [optimizer] first moment (fp32)
-  int64_t v = 0;               // [optimizer] second moment (fp32)
-  int64_t grad_staging = 0;    // [buckets] stages 2-3: 2 buffers of the largest gradient group
-  int64_t reduce_staging = 0;  // [buckets] stages 2-3, reduce dtype != compute or accum > 1: 2 buckets
-  int64_t param_gather = 0;    // [buckets] stage 3: 1 + prefetch_layers gathered layer groups
-  int64_t workspace = 0;       // [workspace] per-bucket gradient statistics; on CUDA also the
-                               // norm scratch (the optimizer's decay table, a few bytes per
-                               // run of same-decay parameters, is not planned)
+  // Bytes of the model states: what the ZeRO formula counts (with the layout's padding).
+  struct States {
+    int64_t params = 0;       // [params] compute dtype: all (stages 0-2) or the owned shard (3)
+    int64_t grads = 0;        // [grads] compute dtype, all (0-1); reduce dtype, owned shard (2-3)
+    int64_t reduce_copy = 0;  // [grads] stages 0-1 with reduce dtype != compute dtype: a full copy
+    int64_t accum = 0;        // [grads] accum_steps > 1: the fp32 accumulation of micro-batches
+    int64_t master = 0;       // [optimizer] fp32 master weights: all (stage 0) or the shard
+    int64_t m = 0;            // [optimizer] first moment (fp32)
+    int64_t v = 0;            // [optimizer] second moment (fp32)
+    int64_t total() const { return params + grads + reduce_copy + accum + master + m + v; }
+  } states;
+  // Bytes of the staging buffers and the workspace, which the formula does not count.
+  struct Buffers {
+    int64_t grad_staging = 0;    // [buckets] stages 2-3: 2 buffers of the largest gradient group
+    int64_t reduce_staging = 0;  // [buckets] stages 2-3, reduce dtype != compute or accum > 1: 2 buckets
+    int64_t param_gather = 0;    // [buckets] stage 3: 1 + prefetch_layers gathered layer groups
+    int64_t workspace = 0;       // [workspace] per-bucket gradient statistics; on CUDA also the
+                                 // norm scratch (the optimizer's decay table, a few bytes per
+                                 // run of same-decay parameters, is not planned)
+    int64_t total() const { return grad_staging + reduce_staging + param_gather + workspace; }
+  } buffers;
 
   int64_t bytes(MemCategory category) const;
-  // params + grads + optimizer + buckets + workspace.
-  int64_t total() const;
-  // The model states alone (params, grads incl. copies, master, m, v): what the ZeRO
-  // formula counts.
-  int64_t model_states() const { return params + grads + reduce_copy + accum + master + m + v; }
+  // params + grads + optimizer + buckets + workspace: states.total() + buffers.total().
+  int64_t total() const { return states.total() + buffers.total(); }
 };
 
 // The plan of `params` (in registration order) under `options` on `world_size` ranks of
