@@ -2,6 +2,7 @@
 #include "tools/ckpt_tool.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,12 +69,6 @@ void sync_parent(const std::string& path) {
 
 }  // namespace
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::string human_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
@@ -124,7 +119,7 @@ StatusOr<std::string> describe(const std::string& path_or_root) {
                                  " elements; optimizer state: " + state + ")"});
   std::vector<std::vector<std::string>> rows = {{"name", "dtype", "shape", "bytes"}};
   for (const safetensors::TensorInfo& t : model.header().tensors) {
-    rows.push_back({t.name, t.dtype, shape_text(t.shape), std::to_string(t.bytes())});
+    rows.push_back({t.name, t.dtype, format_shape(t.shape), std::to_string(t.bytes())});
   }
   return table(head) + "\n" + table(rows);
 }
@@ -145,6 +140,40 @@ StatusOr<std::string> verify(const std::string& path_or_root) {
          human_bytes(r.bytes) + ": every checksum matches";
 }
 
+StatusOr<std::string> export_target(const std::string& out, bool force) {
+  struct stat st {};
+  if (::lstat(out.c_str(), &st) != 0) {
+    if (errno == ENOENT) return out;  // a new file
+    return Status(StatusCode::kIoError, "export: cannot inspect the output " + out + ": " + std::strerror(errno));
+  }
+  std::string target = out;
+  if (S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const fs::path resolved = fs::canonical(out, ec);
+    if (ec || ::stat(resolved.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Status(StatusCode::kInvalidArgument, "export: the output " + out +
+                                                      " is a symbolic link to something that is not a regular file (" +
+                                                      (ec ? ec.message() : resolved.string()) + "): refused");
+    }
+    target = resolved.string();
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return Status(StatusCode::kInvalidArgument,
+                  "export: the output " + out + " exists and is " + kind + ": refused (give a file path)");
+  }
+  if (!force) {
+    return Status(StatusCode::kInvalidArgument, "export: the output " + out +
+                                                    " exists: refused (pass --force to replace it)");
+  }
+  return target;
+}
+
 StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options) {
   ZDP_ASSIGN_OR_RETURN(const std::string out_dtype, safetensors_dtype(options.dtype));
   if (options.out.empty()) return Status(StatusCode::kInvalidArgument, "export: no output path (--out)");
@@ -158,6 +187,7 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
     return Status(StatusCode::kInvalidArgument, "export: the output " + options.out +
                                                     " is inside the checkpoint " + dir + ": write it elsewhere");
   }
+  ZDP_ASSIGN_OR_RETURN(const std::string target, export_target(options.out, options.force));
   if (options.verify) ZDP_RETURN_IF_ERROR(verify_checkpoint(dir).status());
 
   ZDP_ASSIGN_OR_RETURN(const safetensors::Reader in, safetensors::Reader::open(model_path(dir)));
@@ -173,7 +203,12 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   metadata["format"] = "pt";
   ZDP_ASSIGN_OR_RETURN(const safetensors::Header header, safetensors::make_header(specs, metadata));
 
-  const std::string tmp = options.out + ".tmp";
+  // A temporary name of our own beside the target (never an existing file), renamed over
+  // the target only when complete.
+  const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
+  if (::access(tmp.c_str(), F_OK) == 0) {
+    return Status(StatusCode::kInvalidArgument, "export: the temporary file " + tmp + " exists: remove it first");
+  }
   ExportReport report;
   report.source = dir;
   report.out = options.out;
@@ -202,15 +237,15 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
     ZDP_RETURN_IF_ERROR(w.sync());
     return w.close();
   }();
-  if (written.ok() && std::rename(tmp.c_str(), options.out.c_str()) != 0) {
+  if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
     written = Status(StatusCode::kIoError,
-                     "export: renaming " + tmp + " to " + options.out + " failed: " + std::strerror(errno));
+                     "export: renaming " + tmp + " to " + target + " failed: " + std::strerror(errno));
   }
   if (!written.ok()) {
     fs::remove(tmp, ec);
     return written;
   }
-  sync_parent(options.out);
+  sync_parent(target);
   report.bytes = static_cast<int64_t>(header.data_bytes()) + static_cast<int64_t>(safetensors::encode_header(header).size());
   return report;
 }

@@ -13,9 +13,6 @@
 
 namespace zdp::ckpt_tool {
 
-// "[768, 3072]"; "[]" for a scalar.
-std::string shape_text(const std::vector<int64_t>& shape);
-
 // "12.0 KiB", "3.4 GiB": bytes for people (1024-based).
 std::string human_bytes(int64_t bytes);
 
@@ -35,10 +32,12 @@ StatusOr<std::string> verify(const std::string& path_or_root);
 
 struct ExportOptions {
   DType dtype = DType::kF32;          // of the exported tensors: fp32 | bf16 | fp16
-  std::string out;                    // the safetensors file written (through out + ".tmp" and a rename)
+  std::string out;                    // the safetensors file written (through a temporary file
+                                      // beside it and a rename)
   int64_t buffer_elems = int64_t{1} << 20;  // elements converted per pass (at most the largest
                                             // tensor's): memory is 4 + 2 or 4 + 4 bytes each
   bool verify = true;                 // verify_checkpoint() first (one extra read of the checkpoint)
+  bool force = false;                 // replace `out` when it is an existing regular file
 };
 
 struct ExportReport {
@@ -54,7 +53,14 @@ struct ExportReport {
 // (round to nearest even: kernels/cast.h, the same function the engine uses), under the
 // same names, in the same order, with the source's metadata plus "format": "pt" (what
 // transformers' loaders expect). Refuses a source tensor that is not F32 and an output
-// path inside the checkpoint, naming them.
+// path inside the checkpoint, naming them. The output is never something the user did not
+// ask to replace: an existing regular file only with `force`; a symlink is followed to the
+// regular file it names (written through) or refused; a device, directory, FIFO or socket
+// is refused.
+// The file export_model() writes for `out`: `out` itself, or the regular file a symlink
+// names. kInvalidArgument naming `out` for anything else that exists there, or for an
+// existing regular file without `force`.
+StatusOr<std::string> export_target(const std::string& out, bool force);
 StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options);
 
 }  // namespace zdp::ckpt_tool

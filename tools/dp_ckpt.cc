@@ -39,15 +39,17 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   const std::map<std::string, zdp::DType> dtypes = {
       {"fp32", zdp::DType::kF32}, {"bf16", zdp::DType::kBF16}, {"fp16", zdp::DType::kF16}};
+  std::string dtype_word = "fp32";
   CLI::App* exp = app.add_subcommand(
       "export", "write the weights as one safetensors file in fp32, bf16 or fp16, streaming with bounded memory");
   exp->add_option("checkpoint", path, "step-<N> directory or checkpoint root")->required();
-  exp->add_option("--dtype", ex.dtype, "dtype of the exported tensors (round to nearest even)")
-      ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case))
-      ->default_str("fp32");
-  exp->add_option("--out", ex.out, "the safetensors file to write")->required();
+  exp->add_option("--dtype", dtype_word, "dtype of the exported tensors: fp32, bf16 or fp16 (round to nearest even)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  exp->add_option("--out", ex.out, "the safetensors file to write (a new file; see --force)")->required();
+  exp->add_flag("--force", ex.force, "replace --out when it is an existing regular file");
   exp->add_option("--buffer-elems", ex.buffer_elems, "elements converted per pass (memory ~6 bytes each)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))
       ->capture_default_str();
   exp->add_flag("--no-verify", no_verify, "skip checking the checkpoint's checksums first");
 
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   ex.verify = !no_verify;
+  ex.dtype = dtypes.at(dtype_word);
   zdp::StatusOr<zdp::ckpt_tool::ExportReport> r = zdp::ckpt_tool::export_model(path, ex);
   if (!r.ok()) return fail(r.status());
   std::printf("exported %lld tensors (%lld elements) of %s as %s to %s (%s; buffers %s)\n",

@@ -1,4 +1,4 @@
-// DType sizes and names, DeviceKind names, and format_bytes.
+// DType sizes and names, DeviceKind names, format_bytes and format_shape.
 #include "zdp/dtype.h"
 
 #include <cstdio>
@@ -48,6 +48,12 @@ std::string format_bytes(int64_t bytes) {
     std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
   }
   return buf;
+}
+
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
 }
 
 }  // namespace zdp

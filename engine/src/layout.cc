@@ -52,11 +52,11 @@ StatusOr<int64_t> checked_numel(int index, const ParamSpec& spec) {
   for (size_t d = 0; d < spec.shape.size(); ++d) {
     if (spec.shape[d] <= 0) {
       return invalid(param_label(index, spec.name) + " has dimension " + std::to_string(d) + " = " +
-                     std::to_string(spec.shape[d]) + " in shape " + shape_to_string(spec.shape) +
+                     std::to_string(spec.shape[d]) + " in shape " + format_shape(spec.shape) +
                      "; every dimension must be >= 1");
     }
     if (!checked_mul(numel, spec.shape[d], &numel)) {
-      return invalid(param_label(index, spec.name) + ": the element count of shape " + shape_to_string(spec.shape) +
+      return invalid(param_label(index, spec.name) + ": the element count of shape " + format_shape(spec.shape) +
                      " overflows int64");
     }
   }
@@ -75,12 +75,6 @@ const char* to_string(BucketBoundary boundary) {
     case BucketBoundary::kLayerGroups: return "layer-groups";
   }
   return "unknown";
-}
-
-std::string shape_to_string(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 StatusOr<Layout> make_layout(const std::vector<ParamSpec>& specs, const LayoutOptions& options) {

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "zdp/dtype.h"  // format_shape, for messages
 #include "zdp/status.h"
 
 namespace zdp {
@@ -171,7 +172,5 @@ class Layout {
 // No params is not an error: the layout is empty (no buckets, total 0).
 StatusOr<Layout> make_layout(const std::vector<ParamSpec>& params, const LayoutOptions& options);
 
-// "[4, 0, 3]", for messages.
-std::string shape_to_string(const std::vector<int64_t>& shape);
 
 }  // namespace zdp

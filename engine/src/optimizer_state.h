@@ -46,6 +46,9 @@ class OptimizerState {
 
   // Zeroes the masters and moments (on the compute stream): a load's starting point.
   Status clear();
+  // kInvalidArgument naming `where` when a master weight this rank holds is NaN or
+  // infinite (a checkpoint of a diverged run: training on would only skip every step).
+  Status check_masters_finite(const std::string& where);
 
   int64_t steps() const { return steps_; }  // optimizer steps taken
   void set_steps(int64_t steps) { steps_ = steps; }

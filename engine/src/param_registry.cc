@@ -49,7 +49,7 @@ std::vector<std::string> ParamRegistry::names() const {
 
 std::string ParamRegistry::label(int p) const {
   const ParamSpec& s = at(p).spec;
-  return "'" + s.name + "' " + shape_to_string(s.shape);
+  return "'" + s.name + "' " + format_shape(s.shape);
 }
 
 Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt) const {

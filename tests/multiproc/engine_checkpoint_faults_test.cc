@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "testing/checkpoint_jobs.h"
@@ -141,6 +142,21 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
   const std::string garbled = copy("garbled");
   std::ofstream(garbled + "/state.json") << "{\"format\": \"zdp-checkpoint\", \"format_version\": 1";
   expect_all(load_messages(2, garbled), garbled + "/state.json: not a JSON object");
+
+  // Weights that are NaN (a checkpoint of a diverged run; checksums skipped, so only the
+  // finite check stands between them and a run that skips every step).
+  const std::string nan = copy("nan");
+  {
+    std::fstream f(nan + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(safetensors::Reader::open(nan + "/model.safetensors").value().data_start()));
+    const float not_a_number = std::numeric_limits<float>::quiet_NaN();
+    f.write(reinterpret_cast<const char*>(&not_a_number), sizeof(not_a_number));
+  }
+  LoadOptions unchecked;
+  unchecked.checksums = ChecksumPolicy::kSkip;
+  messages = load_messages(2, nan, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
+  EXPECT_THAT(messages[0], HasSubstr("model.safetensors: the checkpoint's weights hold NaN or infinite values"));
+  EXPECT_THAT(messages[1], HasSubstr("rank 0 failed"));  // the slice with the NaN is rank 0's
 
   // Another model: fc1.weight is [24, 25] instead of [24, 24]. The refusal comes before
   // anything is loaded, so the engine stays usable.

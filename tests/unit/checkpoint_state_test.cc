@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zdp/checkpoint.h"
 
@@ -13,6 +16,16 @@ namespace zdp {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A version-2 state.json as a version-1 file: no state_checksum line.
+std::string as_version_1(std::string text) {
+  const size_t v = text.find("\"format_version\": 2");
+  EXPECT_NE(v, std::string::npos);
+  text.replace(v, 19, "\"format_version\": 1");
+  const size_t c = text.find(",\n \"state_checksum\"");
+  EXPECT_NE(c, std::string::npos);
+  return text.substr(0, c) + "\n}\n";
+}
 
 CheckpointInfo sample_info() {
   CheckpointInfo info;
@@ -71,6 +84,9 @@ TEST(CheckpointState, ErrorsNameTheField) {
     StatusOr<CheckpointInfo> r = checkpoint::decode_state(t, "s.json");
     return r.ok() ? std::string("accepted") : r.status().message();
   };
+  // Field checks on a version-1 file (no state_checksum, which would refuse any edit
+  // first: OneEditAnywhereIsFoundByTheStateChecksum).
+  text = as_version_1(text);
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string t = text;
     const size_t at = t.find(from);
@@ -80,7 +96,7 @@ TEST(CheckpointState, ErrorsNameTheField) {
   EXPECT_THAT(decode_error(replaced("\"stage\": 3", "\"stage\": \"3\"")),
               HasSubstr("s.json: field 'engine.stage' is missing or not an integer"));
   EXPECT_THAT(decode_error(replaced("\"format_version\": 1", "\"format_version\": 7")),
-              HasSubstr("format_version 7 (this build reads version 1)"));
+              HasSubstr("format_version 7 (this build reads versions 1 to 2)"));
   EXPECT_THAT(decode_error(replaced("\"0000000000000002\"", "\"2\"")),
               HasSubstr("files[0].chunks[1]: '2' is not a 16-digit hex checksum"));
   EXPECT_THAT(decode_error(replaced("\"bytes\": 26", "\"bytes\": 40")),
@@ -88,6 +104,48 @@ TEST(CheckpointState, ErrorsNameTheField) {
   CheckpointInfo bad = sample_info();
   bad.state.trainer_json = "{oops";
   EXPECT_THAT(checkpoint::encode_state(bad).status().message(), HasSubstr("trainer_json does not parse"));
+}
+
+// Version 2 checksums state.json itself: a one-character edit of the step or the data
+// position (which would resume at another step with this step's weights) is refused,
+// naming the file; a version-1 file without the checksum still reads.
+TEST(CheckpointState, OneEditAnywhereIsFoundByTheStateChecksum) {
+  const std::string text = checkpoint::encode_state(sample_info()).value();
+  ASSERT_TRUE(checkpoint::decode_state(text, "s.json").ok());
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"step\": 12", "\"step\": 13"}, {"\"data_position\": 768", "\"data_position\": 769"}}) {
+    std::string edited = text;
+    edited.replace(edited.find(from), from.size(), to);
+    StatusOr<CheckpointInfo> r = checkpoint::decode_state(edited, "s.json");
+    ASSERT_FALSE(r.ok()) << from;
+    EXPECT_THAT(r.status().message(), HasSubstr("s.json: the content has checksum"));
+    EXPECT_THAT(r.status().message(), HasSubstr("altered or damaged"));
+  }
+  StatusOr<CheckpointInfo> old = checkpoint::decode_state(as_version_1(text), "s.json");
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->state.step, 12);
+}
+
+// A state no save can produce is refused by field, whatever its checksum says.
+TEST(CheckpointState, FieldsOutOfRangeAreRefused) {
+  auto refused = [](CheckpointInfo info) {
+    StatusOr<CheckpointInfo> r = checkpoint::decode_state(checkpoint::encode_state(info).value(), "s.json");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  CheckpointInfo info = sample_info();
+  info.state.data_position = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(refused(info), HasSubstr("data_position 9223372036854775807 is not in [0, 2^62]"));
+  info = sample_info();
+  info.state.step = -1;
+  EXPECT_THAT(refused(info), HasSubstr("step -1 is negative"));
+  info = sample_info();
+  info.state.world_size = 0;
+  info.state.stage = 7;
+  info.state.loss_scale = -1;
+  const std::string several = refused(info);
+  EXPECT_THAT(several, HasSubstr("engine.world_size 0"));
+  EXPECT_THAT(several, HasSubstr("engine.stage 7"));
+  EXPECT_THAT(several, HasSubstr("engine.loss_scale.scale"));
 }
 
 }  // namespace

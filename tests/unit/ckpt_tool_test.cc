@@ -5,6 +5,7 @@
 #include "tools/ckpt_tool.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -97,8 +98,8 @@ fs::path* CkptTool::dir_ = nullptr;
 std::vector<std::pair<std::string, std::vector<float>>>* CkptTool::masters_ = nullptr;
 
 TEST(CkptToolText, ShapesAndSizes) {
-  EXPECT_EQ(ckpt_tool::shape_text({768, 3072}), "[768, 3072]");
-  EXPECT_EQ(ckpt_tool::shape_text({}), "[]");
+  EXPECT_EQ(format_shape({768, 3072}), "[768, 3072]");
+  EXPECT_EQ(format_shape({}), "[]");
   EXPECT_EQ(ckpt_tool::human_bytes(512), "512 B");
   EXPECT_EQ(ckpt_tool::human_bytes(3 << 20), "3.0 MiB");
   EXPECT_EQ(ckpt_tool::human_bytes(int64_t{5} << 30), "5.0 GiB");
@@ -150,6 +151,7 @@ TEST_F(CkptTool, ExportBf16AndFp16StreamWithASmallBufferAndRoundToNearestEven) {
     EXPECT_EQ(r->buffer_bytes, 7 * 4 + 7 * 2);  // all the tensor data it held at once
     o.out = large;
     o.buffer_elems = 1 << 20;
+    o.force = true;  // "large" is this loop's own file from the previous dtype
     ASSERT_TRUE(ckpt_tool::export_model(checkpoint(), o).ok());
     EXPECT_EQ(file_bytes(small), file_bytes(large)) << to_string(dtype);
     const auto got = tensors(small);
@@ -187,6 +189,59 @@ TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
   EXPECT_NE(missing.status().message().find(out("nowhere")), std::string::npos) << missing.status().message();
   StatusOr<ckpt_tool::ExportReport> no_buffer = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("y"), 0});
   EXPECT_FALSE(no_buffer.ok());
+}
+
+// The output is never replaced unless asked: an existing file only with force; a device,
+// a directory or a FIFO never (it used to write out.tmp and rename it over them: --out
+// /dev/null turned the device into a regular file); a symlink is written through to the
+// regular file it names, or refused.
+TEST_F(CkptTool, ExportNeverReplacesWhatItWasNotAskedTo) {
+  auto refusal = [&](const std::string& target, bool force = false) {
+    ckpt_tool::ExportOptions o{DType::kF32, target};
+    o.force = force;
+    StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), o);
+    return r.ok() ? std::string("written") : r.status().message();
+  };
+  const std::string dir = out("a-directory");
+  fs::create_directories(dir);
+  EXPECT_NE(refusal(dir).find("is a directory: refused"), std::string::npos) << refusal(dir);
+  const std::string fifo = out("a-fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(refusal(fifo).find("is a FIFO: refused"), std::string::npos);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  // A device: the export must not touch it (with or without force).
+  EXPECT_NE(refusal("/dev/null", true).find("is a character device: refused"), std::string::npos);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+
+  const std::string existing = out("existing.safetensors");
+  { std::ofstream(existing) << "keep me"; }
+  EXPECT_NE(refusal(existing).find("exists: refused (pass --force"), std::string::npos);
+  EXPECT_EQ(file_bytes(existing).size(), 7u);
+  EXPECT_EQ(refusal(existing, true), "written");
+  EXPECT_TRUE(safetensors::Reader::open(existing).ok());
+
+  // Through a symlink to a regular file: the link stays a link, its target is replaced.
+  const std::string target = out("target.safetensors"), link = out("link.safetensors");
+  { std::ofstream(target) << "old"; }
+  fs::create_symlink(target, link);
+  EXPECT_EQ(refusal(link, true), "written");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(safetensors::Reader::open(target).ok());
+  // A symlink to a directory or to nothing is refused.
+  const std::string to_dir = out("link-to-dir"), dangling = out("dangling");
+  fs::create_directory_symlink(dir, to_dir);
+  fs::create_symlink(out("nothing-here"), dangling);
+  EXPECT_NE(refusal(to_dir, true).find("symbolic link to something that is not a regular file"), std::string::npos);
+  EXPECT_NE(refusal(dangling, true).find("symbolic link to something that is not a regular file"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out("nothing-here")));
+}
+
+// `dp-ckpt info` of a regular file says it is a file, not that a directory is missing.
+TEST_F(CkptTool, InfoOfAFileSaysItIsAFile) {
+  StatusOr<std::string> r = ckpt_tool::describe(checkpoint() + "/model.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is a file, not a checkpoint directory"), std::string::npos)
+      << r.status().message();
 }
 
 // Runs last in this file (gtest keeps declaration order): it damages the checkpoint.

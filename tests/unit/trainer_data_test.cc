@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -186,6 +187,31 @@ TEST(DistributedSampler, ResumeWithAnotherGlobalBatchContinuesAtTheSavedPosition
   EXPECT_EQ(s.micro_batch(11, 1), (std::vector<int64_t>{s.index_at(106), s.index_at(107)}));
   after.start_position = -1;
   EXPECT_FALSE(DistributedSampler::create(after).ok());
+}
+
+// A damaged or hand-made resume point at the end of int64 is refused at once (it used to
+// overflow the position arithmetic and spin in the permutation's cycle walk forever), and
+// a run whose last step would pass 2^62 samples is refused before its first step.
+TEST(DistributedSampler, ExtremePositionsAreRefusedNotOverflowed) {
+  SamplerOptions o{1000, 8, 2, 2, 0, true, 3};
+  o.start_step = 10;
+  o.start_position = std::numeric_limits<int64_t>::max();
+  StatusOr<DistributedSampler> max = DistributedSampler::create(o);
+  ASSERT_FALSE(max.ok());
+  EXPECT_NE(max.status().message().find("beyond 2^62"), std::string::npos) << max.status().message();
+  o.start_position = kMaxPosition;
+  o.last_step = 10 + (int64_t{1} << 40);
+  StatusOr<DistributedSampler> long_run = DistributedSampler::create(o);
+  ASSERT_FALSE(long_run.ok());
+  EXPECT_NE(long_run.status().message().find("would read beyond position 2^62"), std::string::npos)
+      << long_run.status().message();
+  o.start_position = kMaxPosition - 8;  // the last step fits exactly
+  o.last_step = 10;
+  DistributedSampler s = DistributedSampler::create(o).value();
+  for (int64_t m = 0; m < s.accum_steps(); ++m) {
+    for (int64_t i : s.micro_batch(10, m)) EXPECT_TRUE(i >= 0 && i < 1000) << i;
+  }
+  EXPECT_LT(s.index_at(kMaxPosition), 1000);  // terminates, in range
 }
 
 TEST(DistributedSampler, InconsistentGeometryIsRefused) {

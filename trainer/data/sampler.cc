@@ -27,6 +27,8 @@ uint64_t Permutation::half(uint64_t v, int round) const {
 }
 
 int64_t Permutation::operator()(int64_t i) const {
+  // Only [0, n) is permuted; anything else would walk the cycle forever.
+  if (i < 0 || i >= n_) i = static_cast<int64_t>(static_cast<uint64_t>(i) % static_cast<uint64_t>(n_));
   // Each Feistel pass is a bijection of [0, 4^h); walking the cycle until the value falls
   // inside [0, n) restricts it to a bijection of [0, n). Since 4^h < 4n, a walk takes
   // fewer than 4 passes on average.
@@ -60,6 +62,17 @@ StatusOr<DistributedSampler> DistributedSampler::create(const SamplerOptions& o)
   if (o.start_step < 0 || o.start_position < 0) {
     add("resume point (step " + std::to_string(o.start_step) + ", position " + std::to_string(o.start_position) +
         ") is negative");
+  } else if (o.start_position > kMaxPosition) {
+    add("resume position " + std::to_string(o.start_position) + " is beyond 2^62, the last position a run can read");
+  } else if (o.last_step > o.start_step && o.global_batch >= 1) {
+    // The position of the step after the last one, in checked arithmetic.
+    int64_t span = 0, end = 0;
+    if (__builtin_mul_overflow(o.last_step - o.start_step + 1, o.global_batch, &span) ||
+        __builtin_add_overflow(o.start_position, span, &end) || end > kMaxPosition) {
+      add("steps " + std::to_string(o.start_step) + " to " + std::to_string(o.last_step) + " of global_batch " +
+          std::to_string(o.global_batch) + " from position " + std::to_string(o.start_position) +
+          " would read beyond position 2^62");
+    }
   }
   if (!bad.empty()) return Status(StatusCode::kInvalidArgument, "sampler: " + bad);
   return DistributedSampler(o, o.global_batch / per_micro);

@@ -44,14 +44,24 @@ struct SamplerOptions {
   // start_step x global_batch unless the global batch changed since the save.
   int64_t start_step = 0;
   int64_t start_position = 0;
+  // The last step the run will read (train.steps); 0 = not known. With it, create()
+  // refuses a run whose positions would pass kMaxPosition, so no position arithmetic of
+  // the run can overflow.
+  int64_t last_step = 0;
 };
+
+// The largest global stream position a sampler addresses (the checkpoint format's
+// kMaxDataPosition): far beyond any dataset, far below int64's end.
+inline constexpr int64_t kMaxPosition = int64_t{1} << 62;
 
 class DistributedSampler {
  public:
-  // kInvalidArgument naming every inconsistent value (B != K x micro x accum, ...).
+  // kInvalidArgument naming every inconsistent value (B != K x micro x accum, a resume
+  // position beyond kMaxPosition, a run whose last step would pass it, ...).
   static StatusOr<DistributedSampler> create(const SamplerOptions& options);
 
   // The dataset index at global stream position `position` (epoch position / N).
+  // REQUIRES: 0 <= position <= kMaxPosition.
   int64_t index_at(int64_t position) const;
   // The epoch that position belongs to.
   int64_t epoch_of(int64_t position) const { return position / options_.dataset_size; }

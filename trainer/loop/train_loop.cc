@@ -102,6 +102,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                           config.data.shuffle, static_cast<uint64_t>(t.seed)};
   sampling.start_step = resumed.step;
   sampling.start_position = resumed.data_position;
+  sampling.last_step = t.steps;
   ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler, DistributedSampler::create(sampling));
 
   const auto eval_and_log = [&](int64_t done) -> Status {

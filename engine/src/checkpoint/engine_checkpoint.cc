@@ -13,7 +13,7 @@ namespace {
 // The CUDA staging buffer: large enough for disk-speed transfers, small beside a model.
 constexpr int64_t kStagingBytes = int64_t{8} << 20;
 
-std::string shape_or_dtype(const safetensors::TensorInfo& t) { return t.dtype + " " + shape_to_string(t.shape); }
+std::string shape_or_dtype(const safetensors::TensorInfo& t) { return t.dtype + " " + format_shape(t.shape); }
 
 // Finds the tensor `name` (an engine parameter's name plus `suffix`) in `file` and
 // checks it is F32 of the parameter's shape.
@@ -23,7 +23,7 @@ StatusOr<int64_t> tensor_offset(const CheckpointParts& c, const safetensors::Rea
   const std::string name = pl.name + suffix;
   const int t = file.header().find(name);
   const std::string model_side =
-      "the model's parameter #" + std::to_string(p) + " '" + pl.name + "' is F32 " + shape_to_string(pl.shape);
+      "the model's parameter #" + std::to_string(p) + " '" + pl.name + "' is F32 " + format_shape(pl.shape);
   if (t < 0) {
     return Status(StatusCode::kInvalidArgument,
                   file.path() + " holds no tensor '" + name + "' (" + model_side + "): a checkpoint of another model");

@@ -146,7 +146,12 @@ inline constexpr const char* kCheckpointLatestFile = "latest";
 inline constexpr const char* kExpAvgSuffix = ".exp_avg";
 inline constexpr const char* kExpAvgSqSuffix = ".exp_avg_sq";
 inline constexpr const char* kMomentumBufferSuffix = ".momentum_buffer";  // SGD with momentum
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 adds "state_checksum", the XXH3-64 of state.json's own content (verified on
+// every read); version 1 files (no checksum) are still read.
+inline constexpr int kCheckpointFormatVersion = 2;
+// The largest global sample position (data_position) a checkpoint may hold: 2^62, so that
+// a run of many more steps still cannot overflow int64.
+inline constexpr int64_t kMaxDataPosition = int64_t{1} << 62;
 // "step-<step>".
 std::string checkpoint_dir_name(int64_t step);
 

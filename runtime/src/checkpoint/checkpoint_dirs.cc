@@ -168,9 +168,13 @@ Status prune(const std::string& root, int keep, int64_t protect) {
 StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
   const std::vector<int64_t> steps = checkpoint::complete_steps(root);
   if (steps.empty()) {
-    return Status(StatusCode::kNotFound, checkpoint::is_dir(root)
-                                             ? "no complete checkpoint (step-<N>/state.json) in " + root
-                                             : "checkpoint directory " + root + " does not exist");
+    std::string why = "no complete checkpoint (step-<N>/state.json) in " + root;
+    if (!checkpoint::is_dir(root)) {
+      struct stat st {};
+      why = ::stat(root.c_str(), &st) == 0 ? root + " is a file, not a checkpoint directory"
+                                           : "checkpoint directory " + root + " does not exist";
+    }
+    return Status(StatusCode::kNotFound, why);
   }
   StatusOr<std::string> latest = checkpoint::read_small_file(root + "/" + kCheckpointLatestFile);
   if (latest.ok()) {

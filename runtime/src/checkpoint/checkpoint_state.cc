@@ -2,6 +2,7 @@
 #include "runtime/internal/checkpoint_state.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -116,6 +117,57 @@ StatusOr<CheckpointFileInfo> decode_file(const json& j, const std::string& where
   return file;
 }
 
+constexpr size_t kMaxFiles = 16;
+
+uint64_t hash_text(const std::string& text) { return hash_bytes(text.data(), text.size()); }
+
+// state_checksum is the hash of the file's content without it, as encode_state() formed it.
+Status check_state_checksum(json j, const std::string& where) {
+  const auto it = j.find("state_checksum");
+  if (it == j.end() || !it->is_string()) {
+    return Status(StatusCode::kInvalidArgument, where + ": field 'state_checksum' is missing or not a string");
+  }
+  ZDP_ASSIGN_OR_RETURN(const uint64_t expected, parse_hash_hex(it->get<std::string>(), where + ": state_checksum"));
+  j.erase(it);
+  const uint64_t got = hash_text(j.dump());
+  if (got != expected) {
+    return Status(StatusCode::kIoError, where + ": the content has checksum " + hash_hex(got) +
+                                            ", its state_checksum says " + hash_hex(expected) +
+                                            " (the file was altered or damaged)");
+  }
+  return Status::Ok();
+}
+
+// Every field in the range a save can produce, so that a damaged or hand-edited state.json
+// is refused naming the field instead of steering a resume (a step, a data position or a
+// world size no run can have).
+Status check_ranges(const CheckpointInfo& info, const std::string& where) {
+  const CheckpointState& s = info.state;
+  std::string bad;
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) bad += (bad.empty() ? "" : "; ") + what;
+  };
+  check(s.step >= 0, "step " + std::to_string(s.step) + " is negative");
+  check(s.data_position >= 0 && s.data_position <= kMaxDataPosition,
+        "data_position " + std::to_string(s.data_position) + " is not in [0, 2^62]");
+  check(s.world_size >= 1 && s.world_size <= (1 << 24), "engine.world_size " + std::to_string(s.world_size) +
+                                                            " is not in [1, 2^24]");
+  check(s.stage >= 0 && s.stage <= 3, "engine.stage " + std::to_string(s.stage) + " is not 0, 1, 2 or 3");
+  check(s.compute_dtype == "fp32" || s.compute_dtype == "bf16" || s.compute_dtype == "fp16",
+        "engine.compute_dtype '" + s.compute_dtype + "' is not fp32, bf16 or fp16");
+  check(s.optimizer_steps >= 0 && s.optimizer_steps <= s.step,
+        "engine.optimizer_steps " + std::to_string(s.optimizer_steps) + " is not in [0, step " +
+            std::to_string(s.step) + "]");
+  check(std::isfinite(s.loss_scale) && s.loss_scale > 0, "engine.loss_scale.scale is not finite and > 0");
+  check(s.loss_scale_good_steps >= 0, "engine.loss_scale.finite_steps is negative");
+  check(info.params >= 0 && info.elements >= info.params,
+        "engine.params " + std::to_string(info.params) + " and engine.elements " + std::to_string(info.elements) +
+            " are inconsistent");
+  check(s.storage == "shared" || s.storage == "per-node", "storage '" + s.storage + "' is not shared or per-node");
+  if (bad.empty()) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument, where + ": " + bad);
+}
+
 }  // namespace
 
 StatusOr<std::string> normalize_trainer_json(const std::string& trainer_json) {
@@ -161,6 +213,9 @@ StatusOr<std::string> encode_state(const CheckpointInfo& info) {
                          {"chunks", chunks}});
   }
   j["files"] = files;
+  // Last, over everything above: a flipped bit anywhere in the file (the step, the data
+  // position, a chunk checksum) is found before any field is used.
+  j["state_checksum"] = hash_hex(hash_text(j.dump()));
   return j.dump(1) + "\n";
 }
 
@@ -175,11 +230,12 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
     return Status(StatusCode::kInvalidArgument, where + ": format '" + format + "' is not " + kFormatName);
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version"));
-  if (version != kCheckpointFormatVersion) {
+  if (version != 1 && version != kCheckpointFormatVersion) {
     return Status(StatusCode::kInvalidArgument, where + ": format_version " + std::to_string(version) +
-                                                    " (this build reads version " +
+                                                    " (this build reads versions 1 to " +
                                                     std::to_string(kCheckpointFormatVersion) + ")");
   }
+  if (version >= 2) ZDP_RETURN_IF_ERROR(check_state_checksum(j, where));
   ZDP_ASSIGN_OR_RETURN(const std::string hash, f.string("checksum"));
   if (hash != kHashName) {
     return Status(StatusCode::kInvalidArgument, where + ": checksum '" + hash + "' is not " + kHashName);
@@ -208,10 +264,15 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
   ZDP_ASSIGN_OR_RETURN(s.loss_scale, ls.number("scale"));
   ZDP_ASSIGN_OR_RETURN(s.loss_scale_good_steps, ls.integer("finite_steps"));
   ZDP_ASSIGN_OR_RETURN(const json* files, f.array("files"));
+  if (files->size() > kMaxFiles) {
+    return Status(StatusCode::kInvalidArgument, where + ": 'files' lists " + std::to_string(files->size()) +
+                                                    " files (a checkpoint has 2)");
+  }
   for (size_t i = 0; i < files->size(); ++i) {
     ZDP_ASSIGN_OR_RETURN(CheckpointFileInfo file, decode_file((*files)[i], where, i));
     info.files.push_back(std::move(file));
   }
+  ZDP_RETURN_IF_ERROR(check_ranges(info, where));
   return info;
 }
 

@@ -1,6 +1,8 @@
 // verify_checkpoint(): recomputes every checksum of a checkpoint (dp-ckpt verify).
-#include "runtime/internal/checkpoint_hash.h"
 #include "zdp/checkpoint.h"
+
+#include "runtime/internal/checkpoint_hash.h"
+#include "zdp/dtype.h"
 
 #include <vector>
 
@@ -27,9 +29,18 @@ Status check_optimizer_names(const safetensors::Reader& model, const safetensors
   for (const safetensors::TensorInfo& t : model.header().tensors) {
     for (const char* suffix : suffixes) {
       const int i = optimizer.header().find(t.name + suffix);
-      if (i < 0 || tensors[static_cast<size_t>(i)].shape != t.shape) {
+      if (i < 0) {
         return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + t.name + suffix +
-                                                        "' of the shape of the model's '" + t.name + "'");
+                                                        "' for the model's '" + t.name + "'");
+      }
+      const safetensors::TensorInfo& state = tensors[static_cast<size_t>(i)];
+      if (state.shape != t.shape) {
+        // Which file is wrong is not known from the two alone; the caller has checked the
+        // model file against state.json first.
+        return Status(StatusCode::kInvalidArgument,
+                      optimizer.path() + ": tensor '" + state.name + "' is " + format_shape(state.shape) +
+                          " but " + model.path() + "'s '" + t.name + "' is " + format_shape(t.shape) +
+                          ": the files disagree (one was altered)");
       }
     }
   }
@@ -91,6 +102,15 @@ StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root) {
   if (model->header().tensors.size() != static_cast<size_t>(info.params)) {
     return Status(StatusCode::kInvalidArgument, model->path() + ": " + std::to_string(model->header().tensors.size()) +
                                                     " tensors, state.json says " + std::to_string(info.params));
+  }
+  // The model file against state.json first (whose own checksum was verified on reading),
+  // so a forged shape there is blamed on the model file, not on the optimizer's.
+  int64_t elements = 0;
+  for (const safetensors::TensorInfo& t : model->header().tensors) elements += t.numel();
+  if (elements != info.elements) {
+    return Status(StatusCode::kInvalidArgument, model->path() + ": the tensors hold " + std::to_string(elements) +
+                                                    " elements, state.json says " + std::to_string(info.elements) +
+                                                    " (a tensor's shape was altered)");
   }
   if (optimizer != nullptr) ZDP_RETURN_IF_ERROR(check_optimizer_names(*model, *optimizer));
   return report;

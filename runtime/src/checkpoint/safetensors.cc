@@ -14,6 +14,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "zdp/dtype.h"
+
 namespace zdp::safetensors {
 namespace {
 
@@ -36,12 +38,6 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Reads exactly `bytes` at file offset `pos`; a short read (end of file) is an error.
@@ -123,7 +119,7 @@ StatusOr<Header> make_header(const std::vector<TensorSpec>& tensors,
     const int64_t size = dtype_size(t.dtype);
     if (size == 0) return bad("unknown dtype '" + t.dtype + "'");
     for (int64_t d : t.shape) {
-      if (d < 0) return bad("negative dimension in " + shape_text(t.shape));
+      if (d < 0) return bad("negative dimension in " + format_shape(t.shape));
     }
     const int64_t bytes = numel_of(t.shape) * size;
     h.tensors.push_back(TensorInfo{t.name, t.dtype, t.shape, offset, offset + bytes});
@@ -195,7 +191,7 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
     t.end = (*offsets)[1].get<int64_t>();
     if (t.end < t.begin || t.end - t.begin != t.numel() * size) {
       return bad(tensor + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") do not hold " +
-                 t.dtype + " " + shape_text(t.shape));
+                 t.dtype + " " + format_shape(t.shape));
     }
     h.tensors.push_back(std::move(t));
   }
