@@ -65,16 +65,6 @@ void ProgressWatch::poll(Store& store, Clock::time_point now) {
 
 std::vector<ProgressWatch::Problem> ProgressWatch::problems(Clock::time_point now) const {
   std::vector<Problem> out;
-  std::vector<double> compute;
-  for (const RankState& r : ranks_) {
-    if (r.last && r.last->compute_s > 0) compute.push_back(r.last->compute_s);
-  }
-  double median = 0;
-  if (compute.size() >= 2) {
-    std::sort(compute.begin(), compute.end());
-    const size_t n = compute.size();
-    median = n % 2 == 1 ? compute[n / 2] : 0.5 * (compute[n / 2 - 1] + compute[n / 2]);
-  }
   const bool training = job_ && job_->phase == "train";
   char buf[160];
   for (int rank = 0; rank < static_cast<int>(ranks_.size()); ++rank) {
@@ -86,8 +76,20 @@ std::vector<ProgressWatch::Problem> ProgressWatch::problems(Clock::time_point no
       std::snprintf(buf, sizeof(buf), "rank %d silent: no progress for %.0f s (at step %lld)", rank, quiet,
                     static_cast<long long>(r.last->step));
       out.push_back({rank, "silent", buf});
-    } else if (median > 0 && r.last->compute_s > kSlowFactor * median) {
-      std::snprintf(buf, sizeof(buf), "rank %d slow: %.1f ms compute per step, median %.1f ms", rank,
+      continue;
+    }
+    // Against the median of the other ranks, so that one straggler of two still stands out.
+    std::vector<double> others;
+    for (int q = 0; q < static_cast<int>(ranks_.size()); ++q) {
+      const RankState& o = ranks_[static_cast<size_t>(q)];
+      if (q != rank && o.last && o.last->compute_s > 0) others.push_back(o.last->compute_s);
+    }
+    if (others.empty()) continue;
+    std::sort(others.begin(), others.end());
+    const size_t n = others.size();
+    const double median = n % 2 == 1 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+    if (r.last->compute_s > kSlowFactor * median) {
+      std::snprintf(buf, sizeof(buf), "rank %d slow: %.1f ms compute per step, the others' median %.1f ms", rank,
                     r.last->compute_s * 1e3, median * 1e3);
       out.push_back({rank, "slow", buf});
     }

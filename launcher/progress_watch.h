@@ -2,7 +2,7 @@
 // ranks keep in the job's store (runtime/internal/job_progress.h): rank 0's job record
 // becomes the status line (bar, step/steps, loss, tokens/s, the whole run's ETA counting
 // down between records), and the ranks' own records show a rank that is slow (its
-// compute per step well above the median rank's) or silent (no new record for much
+// compute per step well above the other ranks' median) or silent (no new record for much
 // longer than its usual interval while the job is training).
 #pragma once
 
@@ -21,7 +21,7 @@ class ProgressWatch {
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::seconds kRankInterval{1};  // how often the ranks' records are read
   static constexpr std::chrono::seconds kSilentAfter{30};  // the least silence that is reported
-  static constexpr double kSlowFactor = 1.5;               // slow: compute per step over 1.5 x the median
+  static constexpr double kSlowFactor = 1.5;  // slow: compute per step over 1.5 x the other ranks' median
 
   explicit ProgressWatch(int world_size);
 

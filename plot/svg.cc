@@ -60,6 +60,7 @@ Ticks nice_ticks(double lo, double hi, int target) {
 }
 
 std::string tick_label(double value, double step) {
+  if (value == 0) return "0";
   char buf[32];
   const double mag = std::max(std::fabs(value), std::fabs(step));
   if (mag >= 1e4) {
