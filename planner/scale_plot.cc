@@ -35,10 +35,15 @@ std::string scale_svg(const ScaleReport& report, const std::string& title) {
     char name[96];
     std::snprintf(name, sizeof(name), "Amdahl fit, serial fraction s = %.3f", report.fit->serial_fraction);
     plot::Series amdahl{name, {}, {}, plot::Axis::kLeft, plot::Mark::kLine, plot::palette(2)};
+    const double s = report.fit->serial_fraction;
     for (int i = 0; i < kAmdahlSamples; ++i) {
       const double k = 1.0 + (largest - 1.0) * i / (kAmdahlSamples - 1);
+      const double denominator = s + (1.0 - s) / k;
+      // s < 0 (better than linear) has a pole at K = (1 - s) / -s: the law means nothing
+      // past it, and the points there are left out.
+      if (!(denominator > 0) || 1.0 / denominator > 2.0 * largest) break;
       amdahl.x.push_back(k);
-      amdahl.y.push_back(1.0 / (report.fit->serial_fraction + (1.0 - report.fit->serial_fraction) / k));
+      amdahl.y.push_back(1.0 / denominator);
     }
     chart.series.push_back(amdahl);
     std::snprintf(name, sizeof(name), "1 / (s + (1 - s) / K), rms error %.3f", report.fit->rms_error);

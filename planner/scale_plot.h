@@ -10,7 +10,8 @@
 
 namespace zdp::launcher {
 
-// The Amdahl curve is sampled at kAmdahlSamples world sizes from 1 to the largest run.
+// The Amdahl curve is sampled at kAmdahlSamples world sizes from 1 to the largest run,
+// up to where it exceeds twice that size or (s < 0) reaches its pole.
 inline constexpr int kAmdahlSamples = 64;
 
 std::string scale_svg(const ScaleReport& report, const std::string& title);

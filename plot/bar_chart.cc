@@ -9,7 +9,7 @@ namespace zdp::plot {
 namespace {
 
 constexpr double kBar = 34, kGap = 8, kGroupGap = 36, kLeft = 70, kTop = 62, kPlot = 300, kLegend = 170;
-constexpr double kLineFactor = 3;  // a reference line drawn up to this many times the tallest bar
+constexpr double kLineFactor = 5;  // a reference line drawn up to this many times the tallest bar
 
 double bar_total(const Bar& b) {
   double t = 0;
@@ -62,7 +62,7 @@ Picture bar_chart(const BarChart& c) {
     for (const Bar& b : g.bars) {
       const double total = bar_total(b);
       char value[32];
-      std::snprintf(value, sizeof(value), c.value_format, total);
+      std::snprintf(value, sizeof(value), total >= 100 ? "%.0f" : "%.3g", total);
       svg.open_group("class=\"bar\" data-group=\"" + escape(g.label) + "\" data-label=\"" + escape(b.label) +
                      "\" data-total=\"" + escape(value) + "\"");
       double base = 0;

@@ -36,11 +36,11 @@ struct BarChart {
   std::string title, subtitle, y_label;
   std::vector<std::string> categories;  // legend top-down = stacked top-down
   std::vector<BarGroup> groups;
-  // A line more than 3x above the tallest bar would flatten the bars: it is not drawn, and
+  // A line more than 5x above the tallest bar would flatten the bars: it is not drawn, and
   // the legend says it is above the chart.
   std::vector<RefLine> lines;
-  size_t min_slots = 1;        // a group is at least this many bars wide (room for captions)
-  const char* value_format = "%.3g";  // the total printed above each bar
+  size_t min_slots = 1;  // a group is at least this many bars wide (room for captions)
+  // The total printed above each bar: whole numbers from 100 up, 3 significant digits below.
 };
 
 Picture bar_chart(const BarChart& chart);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <regex>
 
 #include "planner/plan_plot.h"
 #include "planner/scale_plot.h"
@@ -108,6 +109,27 @@ TEST(ScaleSvg, MeasuredIdealAmdahlAndThroughput) {
   const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "scale.svg", svg),
                                                    {"--series", "measured speed-up=3", "--series", "samples/s=3",
                                                     "--series", "ideal (speed-up = K)=2", "--series", amdahl});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Better than linear (s < 0): the law has a pole inside the range, and the curve stops
+// before it instead of drawing a spike through it.
+TEST(ScaleSvg, ANegativeSerialFractionStopsTheCurveBeforeItsPole) {
+  testing::TempDir dir;
+  std::vector<launcher::ScalePoint> points(3);
+  points[0] = {1, 2, 16, 100, 3.36, 4.8, 0, 0, "1"};  // measured on a loaded machine: s = -0.39
+  points[1] = {2, 2, 32, 100, 0.895, 35.8, 0, 0, "2"};
+  points[2] = {4, 2, 64, 100, 0.970, 66.0, 0, 0, "4"};
+  const launcher::ScaleReport report = launcher::make_scale_report(points).value();
+  ASSERT_LT(report.fit->serial_fraction, 0);
+  const std::string svg = launcher::scale_svg(report, "scale");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex(R"re(data-name="Amdahl fit[^"]*" data-axis="left" data-points="(\d+)")re")));
+  const int drawn = std::stoi(m[1]);
+  EXPECT_GT(drawn, 10);
+  EXPECT_LT(drawn, launcher::kAmdahlSamples);  // K = 4 is past the pole at (1 - s) / -s = 3.6
+  const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "scale.svg", svg),
+                                                   {"--series", "measured speed-up=3"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
