@@ -46,6 +46,22 @@ void ProgressWatch::on_rank(int rank, const RankProgress& p, Clock::time_point n
   r.last = p;
   r.text = text;
   r.changed = now;
+  r.others_median = others_median(rank);
+  const bool slow = r.others_median > 0 && p.compute_s > kSlowFactor * r.others_median;
+  r.slow_streak = slow ? r.slow_streak + 1 : 0;
+}
+
+double ProgressWatch::others_median(int rank) const {
+  // Against the other ranks, so that one straggler of two still stands out.
+  std::vector<double> others;
+  for (int q = 0; q < static_cast<int>(ranks_.size()); ++q) {
+    const RankState& o = ranks_[static_cast<size_t>(q)];
+    if (q != rank && o.last && o.last->compute_s > 0) others.push_back(o.last->compute_s);
+  }
+  if (others.empty()) return 0;
+  std::sort(others.begin(), others.end());
+  const size_t n = others.size();
+  return n % 2 == 1 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
 }
 
 void ProgressWatch::poll(Store& store, Clock::time_point now) {
@@ -78,19 +94,9 @@ std::vector<ProgressWatch::Problem> ProgressWatch::problems(Clock::time_point no
       out.push_back({rank, "silent", buf});
       continue;
     }
-    // Against the median of the other ranks, so that one straggler of two still stands out.
-    std::vector<double> others;
-    for (int q = 0; q < static_cast<int>(ranks_.size()); ++q) {
-      const RankState& o = ranks_[static_cast<size_t>(q)];
-      if (q != rank && o.last && o.last->compute_s > 0) others.push_back(o.last->compute_s);
-    }
-    if (others.empty()) continue;
-    std::sort(others.begin(), others.end());
-    const size_t n = others.size();
-    const double median = n % 2 == 1 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
-    if (r.last->compute_s > kSlowFactor * median) {
+    if (r.slow_streak >= kSlowRecords) {
       std::snprintf(buf, sizeof(buf), "rank %d slow: %.1f ms compute per step, the others' median %.1f ms", rank,
-                    r.last->compute_s * 1e3, median * 1e3);
+                    r.last->compute_s * 1e3, r.others_median * 1e3);
       out.push_back({rank, "slow", buf});
     }
   }

@@ -22,6 +22,7 @@ class ProgressWatch {
   static constexpr std::chrono::seconds kRankInterval{1};  // how often the ranks' records are read
   static constexpr std::chrono::seconds kSilentAfter{30};  // the least silence that is reported
   static constexpr double kSlowFactor = 1.5;  // slow: compute per step over 1.5 x the other ranks' median
+  static constexpr int kSlowRecords = 3;      // ... in this many of its records in a row (not one hiccup)
 
   explicit ProgressWatch(int world_size);
 
@@ -49,7 +50,11 @@ class ProgressWatch {
     std::string text;          // the record as read: a change is progress
     Clock::time_point changed;
     Clock::duration longest_gap{0};
+    int slow_streak = 0;       // records in a row above kSlowFactor x the others' median
+    double others_median = 0;  // at the last record
   };
+  // The median compute per step of the ranks other than `rank` (0 when none reported).
+  double others_median(int rank) const;
   std::optional<JobProgress> job_;
   Clock::time_point job_at_;
   std::vector<RankState> ranks_;
