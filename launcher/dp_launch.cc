@@ -17,6 +17,7 @@
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
 #include "launcher/supervisor.h"
+#include "launcher/terminal.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
 #include "zdp/log.h"
@@ -138,6 +139,8 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.log_dir = config->launch.log_dir;
     g.attempt = attempt;
     g.console_fd = STDOUT_FILENO;
+    g.live_status = is_live_terminal(STDOUT_FILENO);
+    g.watch_progress = plan->hosts_store();  // node 0's launcher shows the whole job
     g.startup_timeout = startup;
     g.store = &store;
     const GroupResult result = run_group(g, g_interrupt);

@@ -22,8 +22,8 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-OutputPump::OutputPump(int console_fd, std::string log_dir, size_t tail_lines)
-    : console_fd_(console_fd), log_dir_(std::move(log_dir)), tail_lines_(tail_lines) {}
+OutputPump::OutputPump(Terminal& console, std::string log_dir, size_t tail_lines)
+    : console_(console), log_dir_(std::move(log_dir)), tail_lines_(tail_lines) {}
 
 OutputPump::~OutputPump() {
   for (auto& [rank, src] : sources_) {
@@ -53,7 +53,7 @@ Status OutputPump::add(int rank, int fd, const std::string& header) {
 
 void OutputPump::emit_line(int rank, Source& src, const std::string& line) {
   write_all(src.log_fd, line + "\n");
-  write_all(console_fd_, "[rank " + std::to_string(rank) + "] " + line + "\n");
+  console_.line("[rank " + std::to_string(rank) + "] " + line);
   src.tail.push_back(line);
   if (src.tail.size() > tail_lines_) src.tail.pop_front();
 }

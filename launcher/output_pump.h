@@ -1,5 +1,6 @@
-// Moves every rank's output to the console, each line prefixed "[rank r] ", and whole to
-// log_dir/rank-r.log, keeping the last lines of each rank for failure reports.
+// Moves every rank's output to the console (above its status line, terminal.h), each line
+// prefixed "[rank r] ", and whole to log_dir/rank-r.log, keeping the last lines of each
+// rank for failure reports.
 // Single-threaded: the supervisor calls pump() in its loop.
 #pragma once
 
@@ -9,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "launcher/terminal.h"
 #include "zdp/status.h"
 
 namespace zdp::launcher {
 
 class OutputPump {
  public:
-  // `console_fd` receives prefixed lines; logs go to `log_dir` (created if missing).
-  OutputPump(int console_fd, std::string log_dir, size_t tail_lines = 20);
+  // `console` receives prefixed lines; logs go to `log_dir` (created if missing).
+  OutputPump(Terminal& console, std::string log_dir, size_t tail_lines = 20);
   ~OutputPump();
   OutputPump(const OutputPump&) = delete;
   OutputPump& operator=(const OutputPump&) = delete;
@@ -42,7 +44,7 @@ class OutputPump {
   void emit_line(int rank, Source& src, const std::string& line);
   void read_from(int rank, Source& src);
 
-  const int console_fd_;
+  Terminal& console_;
   const std::string log_dir_;
   const size_t tail_lines_;
   std::map<int, Source> sources_;

@@ -4,9 +4,12 @@
 
 #include <signal.h>
 
+#include <set>
 #include <sstream>
 
 #include "launcher/output_pump.h"
+#include "launcher/progress_watch.h"
+#include "launcher/terminal.h"
 #include "zdp/launch_env.h"
 #include "zdp/log.h"
 
@@ -26,7 +29,11 @@ std::string seconds_text(std::chrono::milliseconds d) {
 class Group {
  public:
   Group(const GroupOptions& options, const std::atomic<int>& interrupt)
-      : o_(options), interrupt_(interrupt), pump_(options.console_fd, options.log_dir) {}
+      : o_(options),
+        interrupt_(interrupt),
+        console_(options.console_fd, options.live_status),
+        pump_(console_, options.log_dir),
+        watch_(options.world_size) {}
 
   GroupResult run() {
     if (!spawn_all()) return result_;
@@ -57,6 +64,7 @@ class Group {
         next_store_check = Clock::now() + kStoreCheckInterval;
         if (check_other_nodes()) return result_;
         if (check_startup()) return result_;
+        if (o_.watch_progress) show_progress();
       }
     }
   }
@@ -83,8 +91,7 @@ class Group {
     const std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
                                ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
     report_job_failed(reason);
-    write_all(o_.console_fd, "dp-launch: " + reason + "; stopping the other " + std::to_string(others) +
-                                 " local rank(s)\n");
+    console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
     stop_all(SIGTERM);
     finish(GroupOutcome::kRankFailed, reason);
     result_.failed_rank = failed.rank();
@@ -133,7 +140,7 @@ class Group {
                 " reached it but did not finish the rendezvous";
     }
     report_job_failed(reason);
-    write_all(o_.console_fd, "dp-launch: " + reason + "; stopping the job\n");
+    console_.line("dp-launch: " + reason + "; stopping the job");
     stop_all(SIGTERM);
     finish(GroupOutcome::kStartupTimeout, reason);
     return true;
@@ -160,8 +167,8 @@ class Group {
     while (Clock::now() < deadline && any_running()) pump_.pump(kPollInterval);
     for (RankProcess& p : procs_) {
       if (p.running()) {
-        write_all(o_.console_fd, "dp-launch: rank " + std::to_string(p.rank()) + " did not stop within " +
-                                     seconds_text(o_.stop_grace) + "; killing it\n");
+        console_.line("dp-launch: rank " + std::to_string(p.rank()) + " did not stop within " +
+                      seconds_text(o_.stop_grace) + "; killing it");
         p.signal_group(SIGKILL);
       }
     }
@@ -181,7 +188,22 @@ class Group {
     while (!pump_.drained() && Clock::now() < deadline) pump_.pump(std::chrono::milliseconds(20));
   }
 
+  // The status line (a terminal) or, in plain output, a line for each rank that turns
+  // slow or silent (once per rank and kind).
+  void show_progress() {
+    const auto now = Clock::now();
+    watch_.poll(*o_.store, now);
+    if (console_.live()) {
+      console_.status(watch_.status_line(now));
+      return;
+    }
+    for (const ProgressWatch::Problem& p : watch_.problems(now)) {
+      if (reported_.insert(std::to_string(p.rank) + p.kind).second) console_.line("dp-launch: " + p.text);
+    }
+  }
+
   GroupResult finish(GroupOutcome outcome, const std::string& reason) {
+    console_.status("");  // the launcher's last lines follow on a clean line
     result_.outcome = outcome;
     result_.reason = reason;
     return result_;
@@ -189,7 +211,10 @@ class Group {
 
   const GroupOptions& o_;
   const std::atomic<int>& interrupt_;
+  Terminal console_;
   OutputPump pump_;
+  ProgressWatch watch_;
+  std::set<std::string> reported_;  // rank problems already printed
   std::vector<RankProcess> procs_;
   Clock::time_point start_;
   bool startup_done_ = false;

@@ -1,4 +1,5 @@
-// Runs this node's ranks of one attempt of a job and watches them: a rank that fails,
+// Runs this node's ranks of one attempt of a job and watches them (and, on node 0, the
+// job's progress: progress_watch.h): a rank that fails,
 // a rank that never checks in, a failure reported by another node's launcher, or a
 // signal to the launcher stops every local rank (SIGTERM, then SIGKILL after a grace
 // period) within seconds.
@@ -21,6 +22,11 @@ struct GroupOptions {
   std::string log_dir;
   int attempt = 0;
   int console_fd = 1;
+  // Draw a live status line under the ranks' output (the console is a terminal).
+  bool live_status = false;
+  // Follow the job's progress records in the store (node 0): the status line, and in
+  // plain output a line when a rank turns slow or silent.
+  bool watch_progress = false;
   // Ranks that joined the store (zdp::init, dp-check) must all report ready within this
   // long; 0 disables. A program that never joins the store is not held to it.
   std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};

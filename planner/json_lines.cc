@@ -25,7 +25,7 @@ StatusOr<std::string> write_json_lines(const std::string& dir, const std::string
 }
 
 int publish_report(const std::string& tool, const std::string& table, const std::string& dir,
-                   const std::string& name, const std::vector<nlohmann::json>& lines) {
+                   const std::string& name, const std::vector<nlohmann::json>& lines, const ReportPlot& plot) {
   std::fputs(table.c_str(), stdout);
   StatusOr<std::string> path = write_json_lines(dir, name, lines);
   if (!path.ok()) {
@@ -33,6 +33,24 @@ int publish_report(const std::string& tool, const std::string& table, const std:
     return 1;
   }
   std::printf("JSON lines: %s\n", path->c_str());
+  const std::string svg_path = (std::filesystem::path(dir) / plot.name).string(), tmp = svg_path + ".tmp";
+  {
+    std::ofstream file(tmp, std::ios::trunc);
+    file << plot.svg;
+    file.close();
+    if (!file) {
+      std::fprintf(stderr, "%s: cannot write %s\n", tool.c_str(), tmp.c_str());
+      return 1;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, svg_path, ec);
+  if (ec) {
+    std::fprintf(stderr, "%s: cannot rename %s to %s: %s\n", tool.c_str(), tmp.c_str(), svg_path.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  std::printf("plot: %s\n", svg_path.c_str());
   return 0;
 }
 

@@ -1,4 +1,5 @@
-// The JSON lines files of dp-launch's reports (plan.jsonl, scale.jsonl).
+// The files of dp-launch's reports: JSON lines (plan.jsonl, scale.jsonl) and their
+// pictures (plan.svg, scale.svg).
 #pragma once
 
 #include <string>
@@ -15,10 +16,17 @@ namespace zdp::launcher {
 StatusOr<std::string> write_json_lines(const std::string& dir, const std::string& name,
                                        const std::vector<nlohmann::json>& lines);
 
+// A picture of a report: its file name in the report's directory and the SVG text.
+struct ReportPlot {
+  std::string name;  // "plan.svg"
+  std::string svg;
+};
+
 // What `dp-launch plan` and `dp-launch scale` end with: prints `table` on stdout, writes
-// `lines` to dir/name and says where. Returns the command's exit code: 0, or 1 after
-// printing the write error on stderr after `tool` ("dp-launch plan: ...").
+// `lines` to dir/name and `plot` beside it, and says where, the plot last. Returns the
+// command's exit code: 0, or 1 after printing the write error on stderr after `tool`
+// ("dp-launch plan: ...").
 int publish_report(const std::string& tool, const std::string& table, const std::string& dir,
-                   const std::string& name, const std::vector<nlohmann::json>& lines);
+                   const std::string& name, const std::vector<nlohmann::json>& lines, const ReportPlot& plot);
 
 }  // namespace zdp::launcher

@@ -11,6 +11,7 @@
 
 #include "planner/json_lines.h"
 #include "planner/plan_calibrate.h"
+#include "planner/plan_plot.h"
 #include "planner/plan_report.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/config.h"
@@ -179,7 +180,7 @@ int run_plan(const PlanArgs& a) {
     return 2;
   }
   return publish_report("dp-launch plan", format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
-                        plan_json(*report, in));
+                        plan_json(*report, in), {"plan.svg", plan_svg(*report, in)});
 }
 
 }  // namespace zdp::launcher

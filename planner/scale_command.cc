@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "planner/json_lines.h"
+#include "planner/scale_plot.h"
 #include "planner/scale_report.h"
 #include "zdp/config.h"
 
@@ -146,8 +147,10 @@ int run_scale(const ScaleArgs& a) {
   const std::string heading = "dp-launch scale: " + a.config_path + ", per rank micro_batch " + std::to_string(micro) +
                               " x accum_steps " + std::to_string(accum) + " per step (weak scaling), " +
                               std::to_string(steps) + " steps per run";
+  const std::string title = "dp-launch scale: " + fs::path(a.config_path).filename().string() + ", " +
+                            std::to_string(steps) + " steps per run";
   return publish_report("dp-launch scale", format_scale(*report, heading), config->launch.log_dir, "scale.jsonl",
-                        scale_json(*report));
+                        scale_json(*report), {"scale.svg", scale_svg(*report, title)});
 }
 
 }  // namespace zdp::launcher

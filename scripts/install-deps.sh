@@ -17,6 +17,8 @@ packages=(
   libopenblas-dev        # CPU GEMMs
   libopenblas-openmp-dev # ... on OpenMP, sharing the CPU kernels' threads (preferred by kernels/CMakeLists.txt)
   fortunes               # the quickstart's text corpus (configs/quickstart.toml)
+  python3                # test helpers (testing/check_svg.py: the plots' XML)
+  librsvg2-bin           # rsvg-convert: the tests render every plot to PNG
 )
 
 missing=()

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/loop/loss_plot.h"
 #include "trainer/loop/run_summary.h"
 #include "trainer/loop/train_fault.h"
 #include "trainer/loop/train_loop.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   if (ctx->rank() == 0) {
     std::error_code ignored;  // a stale summary must not pass for this run's if it fails
     std::filesystem::remove(summary_path, ignored);
+    std::filesystem::remove(zdp::trainer::loss_svg_path(ctx->config().launch.log_dir), ignored);
   }
   zdp::trainer::TrainOptions options;
   if (const char* fault_text = std::getenv("ZDP_TRAIN_FAULT")) {
@@ -64,6 +66,19 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("dp-train: summary in %s\n", summary_path.c_str());
+    // loss.svg beside the summary: the picture of the curve the summary holds.
+    const zdp::Config& config = ctx->config();
+    const std::string title = std::string(zdp::to_string(config.model.kind)) + ", " + std::to_string(done->params) +
+                              " parameters, " + std::to_string(ctx->world_size()) + " rank(s), ZeRO stage " +
+                              std::to_string(config.zero.stage);
+    const std::string svg_path = zdp::trainer::loss_svg_path(config.launch.log_dir);
+    const zdp::Status drawn = zdp::trainer::write_text_file(
+        svg_path, zdp::trainer::loss_svg(done->history, title, done->first_step));
+    if (!drawn.ok()) {
+      std::fprintf(stderr, "dp-train: rank 0: %s\n", drawn.to_string().c_str());
+      return 1;
+    }
+    std::printf("dp-train: loss curve in %s\n", svg_path.c_str());
   }
   return 0;
 }

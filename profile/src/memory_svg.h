@@ -1,7 +1,7 @@
 // memory.svg of a profiling run: stacked bars of bytes per rank by category, one group per
 // ZeRO stage 0-3. The run's stage shows each rank's measured bytes beside the planned bar;
 // the other stages show the planner's model (no rank ran them), labelled as such.
-// Hand-written SVG: a few rectangles and labels need no plotting library.
+// Drawn by the plotting module (plot/bar_chart.h).
 #pragma once
 
 #include <array>

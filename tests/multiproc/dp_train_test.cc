@@ -21,6 +21,7 @@
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
 #include "testing/run_command.h"
+#include "testing/svg_check.h"
 #include "testing/tolerance.h"
 #include "trainer/data/token_file.h"
 #include "trainer/loop/train_loop.h"
@@ -260,6 +261,34 @@ TEST_F(DpLaunch, LrScalingIsAppliedOnce) {
   }
 }
 
+// loss.svg at the end of a run, and after a resume the curve goes on from the saved one:
+// 12 steps saved, then 20 in all, so 20 train-loss points (the first 12 from the
+// checkpoint's history), and the held-out losses of both runs (0, 5, 10, 12; 15, 20).
+TEST_F(DpLaunch, LossSvgContinuesTheCurveAfterAResume) {
+  const std::vector<std::string> sets = {"train.eval_every=5", "train.log_every=100", "checkpoint.every_steps=0",
+                                         "optim.warmup_steps=0"};
+  std::vector<std::string> first = sets;
+  first.push_back("train.steps=12");
+  const CommandRun a = run_command(launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml", first));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string svg = (dir_ / "logs" / "loss.svg").string();
+  EXPECT_NE(a.output.find("dp-train: loss curve in " + svg), std::string::npos) << a.output;
+  CommandRun check = testing::check_svg(ZDP_SOURCE_DIR, svg, {"--series", "train loss=12", "--series", "held-out loss=4"});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  std::vector<std::string> second = sets;
+  second.push_back("train.steps=20");
+  const CommandRun b = run_command(launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml", second));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  check = testing::check_svg(ZDP_SOURCE_DIR, svg, {"--series", "train loss=20", "--series", "held-out loss=6"});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  std::ifstream in(dir_ / "logs" / "train_summary.json");
+  const nlohmann::json history = nlohmann::json::parse(in).at("loss_history");
+  ASSERT_EQ(history.at("step").size(), 20u);
+  EXPECT_EQ(history.at("step")[0], 1);
+  EXPECT_EQ(history.at("step")[19], 20);
+}
+
 // The cross-entropy (nats per token) on `val` of the best model that knows only byte
 // frequencies: the unigram distribution of `train` (add-one smoothed). A sequence model
 // must beat it; the corpus (and so this number, about 3.6) changes with the repository.
@@ -345,6 +374,11 @@ TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficien
   EXPECT_NEAR(json_number(lines[1], "efficiency"), rate2 / rate1 / 2, 1e-9 * rate2 / rate1);
   EXPECT_EQ(json_number(lines[1], "global_batch"), 64);
   EXPECT_NE(lines[2].find("\"kind\":\"amdahl\""), std::string::npos) << lines[2];
+  // scale.svg beside scale.jsonl, named last: two measured points, the ideal line, the fit.
+  EXPECT_NE(r.output.find("plot: " + (dir_ / "logs" / "scale.svg").string()), std::string::npos) << r.output;
+  const CommandRun svg = testing::check_svg(ZDP_SOURCE_DIR, (dir_ / "logs" / "scale.svg").string(),
+                                            {"--series", "measured speed-up=2", "--series", "samples/s=2"});
+  EXPECT_EQ(svg.exit_code, 0) << svg.output;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "testing/svg_check.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -315,6 +317,10 @@ TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {
   }
   EXPECT_EQ(stage_lines, 8);
   EXPECT_EQ(total, 12);  // + model, assumptions, 2 recommendations
+  // plan.svg beside it, named last: a memory bar and a step-time bar per world size and stage.
+  EXPECT_NE(run.output.find("plot: " + (logs / "plan.svg").string() + "\n"), std::string::npos) << run.output;
+  const zdp::testing::CommandRun svg = zdp::testing::check_svg(ZDP_SOURCE_DIR, (logs / "plan.svg").string(), {"--bars", "16"});
+  EXPECT_EQ(svg.exit_code, 0) << svg.output;
   EXPECT_FALSE(fs::exists(logs / "rank-0.log")) << "plan started a rank";
 
   // 1 MiB per rank holds no stage; a malformed size is refused.

@@ -31,7 +31,10 @@ TEST(TrainerCheckpointing, TrainerStateHoldsTheConfigAndWhatTheDataPositionMeans
   Config c;
   c.train.seed = 99;
   c.train.global_batch = 48;
-  const nlohmann::json j = trainer_state(c, 1000);
+  LossHistory history;
+  for (int s = 1; s <= 3; ++s) history.add_step(s, 1.0 / s, 100);
+  const nlohmann::json j = trainer_state(c, 1000, history);
+  EXPECT_EQ(j.at("history").at("step"), nlohmann::json({1, 2, 3}));  // loss.svg continues from it
   EXPECT_EQ(j.at("seed"), 99);
   EXPECT_EQ(j.at("global_batch"), 48);
   EXPECT_EQ(j.at("dataset_samples"), 1000);

@@ -31,7 +31,7 @@ constexpr char kChoiceError[] = "error:";
 
 }  // namespace
 
-nlohmann::json trainer_state(const Config& config, int64_t dataset_size) {
+nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const LossHistory& history) {
   nlohmann::json j;
   j["program"] = "dp-train";
   j["seed"] = config.train.seed;
@@ -40,6 +40,7 @@ nlohmann::json trainer_state(const Config& config, int64_t dataset_size) {
   j["shuffle"] = config.data.shuffle;
   j["steps"] = config.train.steps;
   j["config"] = to_toml(config);
+  j["history"] = history.to_json();
   return j;
 }
 
@@ -221,14 +222,23 @@ StatusOr<ResumePoint> Checkpointer::resume() {
   for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_size_)) {
     console_.line("checkpoint: note: " + note);
   }
+  // The loss curve so far; a checkpoint of another trainer (or an older dp-train) has none.
+  const nlohmann::json trainer = loaded->trainer_json.empty() ? nlohmann::json()
+                                                               : nlohmann::json::parse(loaded->trainer_json, nullptr, false);
+  const nlohmann::json history = field(trainer, "history");
+  if (!history.is_null()) {
+    StatusOr<LossHistory> h = LossHistory::from_json(history);
+    if (h.ok()) point.history = std::move(*h);
+    else console_.line("checkpoint: note: " + h.status().message() + ": loss.svg starts at step " + std::to_string(point.step));
+  }
   return point;
 }
 
-Status Checkpointer::save(int64_t step, int64_t data_position) {
+Status Checkpointer::save(int64_t step, int64_t data_position, const LossHistory& history) {
   CheckpointState state;
   state.step = step;
   state.data_position = data_position;
-  state.trainer_json = trainer_state(config_, dataset_size_).dump();
+  state.trainer_json = trainer_state(config_, dataset_size_, history).dump();
   SaveOptions options;
   options.keep = config_.checkpoint.keep_last;
   options.storage = config_.checkpoint.storage;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainer/loop/console.h"
+#include "trainer/loop/loss_history.h"
 #include "zdp/checkpoint.h"
 #include "zdp/config.h"
 #include "zdp/context.h"
@@ -23,12 +24,14 @@ struct ResumePoint {
   int64_t step = 0;           // optimizer steps already taken
   int64_t data_position = 0;  // global sample index of the next sample (sampler.h)
   std::string path;           // the step-<N> directory loaded; "" = from scratch
+  LossHistory history;        // the saved run's curve (empty from scratch, or when the checkpoint has none)
 };
 
 // What dp-train stores as CheckpointState::trainer_json: the config used (TOML text), the
-// seed, and what the data position means (the training set's size, shuffle, global
-// batch), so that a resume can say what changed.
-nlohmann::json trainer_state(const Config& config, int64_t dataset_size);
+// seed, what the data position means (the training set's size, shuffle, global batch), so
+// that a resume can say what changed, and the loss history up to the save ("history"), so
+// that a resumed run's loss.svg continues the curve.
+nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const LossHistory& history = {});
 
 // Notes on what differs between the run that saved `saved` and this one (world size,
 // stage, global batch, dataset, seed...), one line each; empty when nothing does. None of
@@ -61,9 +64,10 @@ class Checkpointer {
   // node reading its own copy. Errors name the config key and what is wrong.
   StatusOr<ResumePoint> resume();
 
-  // Saves step `step` (data position `data_position`) under checkpoint.dir, keeping
-  // checkpoint.keep_last. The engine logs where, how big and how long it took.
-  Status save(int64_t step, int64_t data_position);
+  // Saves step `step` (data position `data_position`, the curve so far `history`) under
+  // checkpoint.dir, keeping checkpoint.keep_last. The engine logs where, how big and how
+  // long it took.
+  Status save(int64_t step, int64_t data_position, const LossHistory& history);
 
  private:
   // The checkpoint to load, as rank 0 decides from checkpoint.resume: "" for none.

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include "runtime/internal/job_progress.h"
+
 namespace zdp::trainer {
 
 std::string si(double v) {
@@ -30,22 +32,24 @@ std::string Console::format(const StepLine& s) {
   int n = std::snprintf(buf, sizeof(buf), "step %lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %s tok/s | %s samples/s | %.1f ms",
                         static_cast<long long>(s.step), static_cast<long long>(s.steps), s.loss, s.lr, s.grad_norm,
                         si(s.tokens_per_s).c_str(), si(s.samples_per_s).c_str(), s.step_ms);
-  if (s.mfu >= 0 && n > 0 && n < static_cast<int>(sizeof(buf))) {
-    std::snprintf(buf + n, sizeof(buf) - static_cast<size_t>(n), " | MFU %.1f%%", 100.0 * s.mfu);
+  std::string out = n > 0 ? buf : "";
+  if (s.mfu >= 0) {
+    std::snprintf(buf, sizeof(buf), " | MFU %.1f%%", 100.0 * s.mfu);
+    out += buf;
   }
-  return buf;
+  if (s.eta_s >= 0) out += " | ETA " + format_eta(s.eta_s);
+  return out;
 }
 
-void Console::progress(int64_t done, int64_t total, double elapsed_s, double last_loss) {
+void Console::progress(int64_t done, int64_t total, double eta_s, double last_loss) {
   if (!interactive_) return;
   constexpr int kWidth = 30;
   const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
   const int filled = static_cast<int>(frac * kWidth);
-  const double eta = done > 0 ? elapsed_s / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  std::fprintf(out_, "\r\033[K[%s] %lld/%lld loss %.4f ETA %dm%02ds", bar.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total), last_loss, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  std::fprintf(out_, "\r\033[K[%s] %lld/%lld loss %.4f ETA %s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), last_loss, format_eta(eta_s).c_str());
   bar_shown_ = true;
   std::fflush(out_);
 }

@@ -15,6 +15,7 @@ struct StepLine {
   double tokens_per_s = 0, samples_per_s = 0;
   double step_ms = 0;
   double mfu = -1;  // fraction of the GPU's peak; < 0 = unknown (CPU)
+  double eta_s = -1;  // the rest of the run (EtaEstimator); < 0 = unknown
 };
 
 class Console {
@@ -23,10 +24,10 @@ class Console {
   Console(std::FILE* out, bool enabled);
   // Prints a line (above the bar when there is one).
   void line(const std::string& text);
-  // "step 20/200 | loss 2.3456 | lr 3.00e-04 | grad norm 1.234 | 12.3k tok/s | 45.6 ms"
+  // "step 20/200 | loss 2.3456 | lr 3.00e-04 | grad norm 1.234 | 12.3k tok/s | 45.6 ms | ETA 1m05s"
   static std::string format(const StepLine& s);
-  // Redraws the progress bar: done/total steps with the ETA from the mean step time so far.
-  void progress(int64_t done, int64_t total, double elapsed_s, double last_loss);
+  // Redraws the progress bar: done/total steps and the ETA of the rest of the run.
+  void progress(int64_t done, int64_t total, double eta_s, double last_loss);
   void finish();
   bool interactive() const { return interactive_; }
 

@@ -51,6 +51,7 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["eval_step"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().first);
   j["first_step"] = run.first_step;
   j["resumed_from"] = run.resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.resumed_from);
+  j["loss_history"] = run.history.to_json();
   return j;
 }
 
@@ -59,19 +60,23 @@ std::string run_summary_path(const Config& config) {
 }
 
 Status write_run_summary(const std::string& path, const nlohmann::json& summary) {
+  return write_text_file(path, summary.dump(2) + "\n");
+}
+
+Status write_text_file(const std::string& path, const std::string& text) {
   const std::filesystem::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  if (ec) return Status(StatusCode::kIoError, "run summary '" + path + "': cannot create its directory: " + ec.message());
+  if (ec) return Status(StatusCode::kIoError, "'" + path + "': cannot create its directory: " + ec.message());
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << summary.dump(2) << "\n";
+    out << text;
     out.flush();
-    if (!out) return Status(StatusCode::kIoError, "run summary '" + tmp + "': write failed: " + std::strerror(errno));
+    if (!out) return Status(StatusCode::kIoError, "'" + tmp + "': write failed: " + std::strerror(errno));
   }
   std::filesystem::rename(tmp, target, ec);
-  if (ec) return Status(StatusCode::kIoError, "run summary: cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  if (ec) return Status(StatusCode::kIoError, "cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
   return Status::Ok();
 }
 

@@ -4,12 +4,14 @@
 //   world_size, stage, model, dtype, device, params, steps, global_batch, micro_batch,
 //   accum_steps, tokens_per_sample, tokens_per_step, seconds, step_time_s_median,
 //   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step,
-//   first_step, resumed_from
+//   first_step, resumed_from, loss_history
 // Rates use the median step time over the timed steps (all but the first
 // kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
 // count; `seconds` is the whole loop, evaluations included. eval_loss/eval_step are the
 // last held-out evaluation, null when none ran. A resumed run started at first_step (steps
 // counts the steps this run took), from the checkpoint resumed_from (null: from scratch).
+// loss_history is the curve loss.svg draws (LossHistory::to_json: from step 1, a resumed
+// run's saved steps included; bounded).
 #pragma once
 
 #include <string>
@@ -41,5 +43,7 @@ std::string run_summary_path(const Config& config);
 // Writes `summary` to `path` through a temporary file and a rename, so a reader never sees
 // half a file; creates the directory. kIoError naming the path on failure.
 Status write_run_summary(const std::string& path, const nlohmann::json& summary);
+// The same for any text (loss.svg).
+Status write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace zdp::trainer

@@ -9,7 +9,9 @@
 #include "trainer/data/source.h"
 #include "trainer/loop/checkpointing.h"
 #include "trainer/loop/console.h"
+#include "trainer/loop/eta.h"
 #include "trainer/loop/profiling.h"
+#include "trainer/loop/progress_report.h"
 #include "trainer/models/model.h"
 
 namespace zdp::trainer {
@@ -98,6 +100,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ZDP_ASSIGN_OR_RETURN(const ResumePoint resumed, checkpoints.resume());
   summary.first_step = resumed.step;
   summary.resumed_from = resumed.path;
+  summary.history = resumed.history;  // a resumed run's curve continues the saved one
   SamplerOptions sampling{train_data->size(), t.global_batch, t.micro_batch, K, ctx.rank(),
                           config.data.shuffle, static_cast<uint64_t>(t.seed)};
   sampling.start_step = resumed.step;
@@ -105,9 +108,19 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   sampling.last_step = t.steps;
   ZDP_ASSIGN_OR_RETURN(DistributedSampler sampler, DistributedSampler::create(sampling));
 
+  // The whole run's ETA (evaluations and saves included) for the console and dp-launch.
+  EtaEstimator eta(config, val_data != nullptr);
+  JobProgress start_point;
+  start_point.step = resumed.step;
+  start_point.steps = t.steps;
+  ProgressReporter progress(ctx, start_point);
   const auto eval_and_log = [&](int64_t done) -> Status {
+    const auto eval_start = Clock::now();
+    progress.phase("eval");
     ZDP_ASSIGN_OR_RETURN(const double v, evaluate(ctx, engine, *model, *ops, *val_data, config));
+    eta.eval_done(seconds_since(eval_start));
     summary.evals.emplace_back(done, v);
+    summary.history.add_eval(done, v);
     console.line("eval step " + std::to_string(done) + " | held-out loss " + std::to_string(v) + " (" +
                  std::to_string(std::min(t.eval_samples, val_data->size())) + " samples)");
     return Status::Ok();
@@ -135,14 +148,16 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   for (int64_t step = resumed.step; step < t.steps; ++step) {
     const auto step_start = Clock::now();
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
-    double loss = 0;
+    double loss = 0, compute_s = 0;
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
+      const auto micro_start = Clock::now();
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kForward));
       ZDP_ASSIGN_OR_RETURN(const double l, model->train_micro(engine, batch));
       if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // profile_run_test's straggler
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
       loss += l / static_cast<double>(engine.accum_steps());
+      compute_s += seconds_since(micro_start);
     }
     ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
     std::vector<float> global = {static_cast<float>(loss)};
@@ -152,21 +167,32 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     const double step_s = seconds_since(step_start);
     summary.losses.push_back(global[0] / K);
     summary.step_seconds.push_back(step_s);
+    eta.step_done(step_s);
     const int64_t done = step + 1;
+    const double samples_per_s = static_cast<double>(t.global_batch) / step_s;
+    const double tokens_per_s = samples_per_s * static_cast<double>(model->tokens_per_sample());
+    summary.history.add_step(done, summary.losses.back(), tokens_per_s);
+    progress.step({done, t.steps, summary.losses.back(), tokens_per_s, seconds_since(start), eta.eta_s(done), "train"},
+                  compute_s);
     if (done % t.log_every == 0 || done == 1 || done == t.steps) {
-      StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, 0, 0, step_s * 1e3, -1};
-      line.samples_per_s = static_cast<double>(t.global_batch) / step_s;
-      line.tokens_per_s = line.samples_per_s * static_cast<double>(model->tokens_per_sample());
-      if (peak > 0) line.mfu = model->flops_per_sample() * line.samples_per_s / K / peak;
+      StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, tokens_per_s, samples_per_s,
+                    step_s * 1e3, -1, eta.eta_s(done)};
+      if (peak > 0) line.mfu = model->flops_per_sample() * samples_per_s / K / peak;
       console.line(Console::format(line) + (stats.skipped ? " | skipped (fp16 overflow)" : ""));
     }
     if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
       ZDP_RETURN_IF_ERROR(eval_and_log(done));
     }
     if (options.after_step) options.after_step(ctx, done);
-    if (checkpoint_due(config, done)) ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done)));
-    console.progress(done, t.steps, seconds_since(start), summary.losses.back());
+    if (checkpoint_due(config, done)) {
+      const auto save_start = Clock::now();
+      progress.phase("checkpoint");
+      ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done), summary.history));
+      eta.save_done(seconds_since(save_start));
+    }
+    console.progress(done, t.steps, eta.eta_s(done), summary.losses.back());
   }
+  progress.phase("done");
   console.finish();
   summary.seconds = seconds_since(start);
   if (profiler) ZDP_RETURN_IF_ERROR(profiler->finish().status());

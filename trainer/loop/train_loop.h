@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/loop/loss_history.h"
 #include "zdp/config.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
@@ -32,6 +33,7 @@ struct TrainSummary {
   std::vector<double> losses;                        // per step run (from first_step + 1): mean loss over the global batch
   std::vector<double> step_seconds;                  // per step on this rank, evaluation excluded
   std::vector<std::pair<int64_t, double>> evals;     // (step, held-out mean loss)
+  LossHistory history;                               // the curve from step 1 (a resumed run's from its checkpoint)
   int64_t params = 0;
   int64_t tokens_per_sample = 0;                     // the model's (gpt: seq_len; mlp: 1)
   double peak_lr = 0;                                // optim.lr after optim.lr_scaling

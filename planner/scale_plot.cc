@@ -1,0 +1,57 @@
+// scale_svg(): the scaling report as a line chart (scale_plot.h).
+#include "planner/scale_plot.h"
+
+#include <cstdio>
+
+#include "plot/line_chart.h"
+
+namespace zdp::launcher {
+
+std::string scale_svg(const ScaleReport& report, const std::string& title) {
+  plot::LineChart chart;
+  chart.title = title;
+  chart.subtitle = "same per-rank batch at every world size (weak scaling); speed-up = samples/s over one rank's";
+  chart.x_label = "world size K (ranks)";
+  chart.y_label = "speed-up";
+  chart.y2_label = "samples/s";
+  chart.x_integer = true;
+  chart.y_from_zero = true;
+  plot::Series measured{"measured speed-up", {}, {}, plot::Axis::kLeft, plot::Mark::kLineAndPoints, plot::palette(0)};
+  plot::Series ideal{"ideal (speed-up = K)", {}, {}, plot::Axis::kLeft, plot::Mark::kDashedLine, "#888888"};
+  plot::Series rate{"samples/s", {}, {}, plot::Axis::kRight, plot::Mark::kPoints, plot::palette(4)};
+  int largest = 1;
+  for (const ScaleRow& r : report.rows) {
+    const double k = r.point.world_size;
+    measured.x.push_back(k);
+    measured.y.push_back(r.speedup);
+    rate.x.push_back(k);
+    rate.y.push_back(r.point.samples_per_s);
+    largest = std::max(largest, r.point.world_size);
+  }
+  ideal.x = {1.0, static_cast<double>(largest)};
+  ideal.y = ideal.x;
+  chart.series = {ideal, measured, rate};
+  if (report.fit) {
+    char name[96];
+    std::snprintf(name, sizeof(name), "Amdahl fit, serial fraction s = %.3f", report.fit->serial_fraction);
+    plot::Series amdahl{name, {}, {}, plot::Axis::kLeft, plot::Mark::kLine, plot::palette(2)};
+    const double s = report.fit->serial_fraction;
+    for (int i = 0; i < kAmdahlSamples; ++i) {
+      const double k = 1.0 + (largest - 1.0) * i / (kAmdahlSamples - 1);
+      const double denominator = s + (1.0 - s) / k;
+      // s < 0 (better than linear) has a pole at K = (1 - s) / -s: the law means nothing
+      // past it, and the points there are left out.
+      if (!(denominator > 0) || 1.0 / denominator > 2.0 * largest) break;
+      amdahl.x.push_back(k);
+      amdahl.y.push_back(1.0 / denominator);
+    }
+    chart.series.push_back(amdahl);
+    std::snprintf(name, sizeof(name), "1 / (s + (1 - s) / K), rms error %.3f", report.fit->rms_error);
+    chart.notes.push_back(name);
+  } else {
+    chart.notes.push_back("no Amdahl fit: it needs K = 1 and a larger K");
+  }
+  return plot::to_document(plot::line_chart(chart));
+}
+
+}  // namespace zdp::launcher

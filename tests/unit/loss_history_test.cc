@@ -1,0 +1,75 @@
+// The loss curve a run keeps (trainer/loop/loss_history.h): every step while it is short,
+// bounded by merging neighbours once it is long, and the same after a trip through JSON
+// (a checkpoint's trainer state); malformed JSON is refused with the field named.
+#include "trainer/loop/loss_history.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace zdp::trainer {
+namespace {
+
+TEST(LossHistory, KeepsEveryStepAndEvaluationOfAShortRun) {
+  LossHistory h;
+  for (int s = 1; s <= 10; ++s) h.add_step(s, 10.0 - s, 100.0 * s);
+  h.add_eval(0, 11);
+  h.add_eval(10, 0.5);
+  const std::vector<LossHistory::Point> p = h.points();
+  ASSERT_EQ(p.size(), 10u);
+  EXPECT_EQ(p[3].step, 4);
+  EXPECT_DOUBLE_EQ(p[3].loss, 6);
+  EXPECT_DOUBLE_EQ(p[3].tokens_per_s, 400);
+  EXPECT_EQ(h.evals().size(), 2u);
+  EXPECT_EQ(h.stride(), 1);
+}
+
+TEST(LossHistory, ALongRunStaysBoundedAndKeepsItsShape) {
+  LossHistory h;
+  const int steps = 3 * static_cast<int>(LossHistory::kMaxPoints) + 7;
+  for (int s = 1; s <= steps; ++s) h.add_step(s, static_cast<double>(s), 1);
+  const std::vector<LossHistory::Point> p = h.points();
+  EXPECT_LE(p.size(), LossHistory::kMaxPoints + 1);
+  EXPECT_GT(p.size(), LossHistory::kMaxPoints / 2);
+  EXPECT_EQ(h.stride(), 4);
+  EXPECT_EQ(p.back().step, steps);  // the last (partial) group is there
+  for (size_t i = 1; i < p.size(); ++i) {
+    ASSERT_GT(p[i].step, p[i - 1].step);
+    // Each point is the mean of the (at most 4) steps of its group, ending at its step.
+    EXPECT_LE(p[i].loss, static_cast<double>(p[i].step)) << i;
+    EXPECT_GE(p[i].loss, static_cast<double>(p[i].step) - 1.5) << i;
+  }
+}
+
+TEST(LossHistory, RoundTripsThroughJson) {
+  LossHistory h;
+  for (int s = 1; s <= 5; ++s) h.add_step(s, 1.0 / s, 10);
+  h.add_step(6, std::numeric_limits<double>::infinity(), 10);  // an fp16 overflow: stored as null
+  h.add_eval(5, 0.3);
+  const LossHistory back = LossHistory::from_json(nlohmann::json::parse(h.to_json().dump())).value();
+  ASSERT_EQ(back.points().size(), 6u);
+  EXPECT_DOUBLE_EQ(back.points()[1].loss, 0.5);
+  EXPECT_TRUE(std::isnan(back.points()[5].loss));
+  EXPECT_EQ(back.evals(), h.evals());
+}
+
+TEST(LossHistory, MalformedJsonIsRefusedNamingTheField) {
+  nlohmann::json j = LossHistory().to_json();
+  j["loss"] = {1.0};  // one loss, no step
+  StatusOr<LossHistory> bad = LossHistory::from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("arrays of different lengths"), std::string::npos);
+  j = LossHistory().to_json();
+  j.erase("eval_step");
+  EXPECT_NE(LossHistory::from_json(j).status().message().find("'eval_step' is missing"), std::string::npos);
+  j = LossHistory().to_json();
+  j["step"] = {2, 1};
+  j["loss"] = {1.0, 1.0};
+  j["tokens_per_s"] = {1.0, 1.0};
+  EXPECT_NE(LossHistory::from_json(j).status().message().find("out of order"), std::string::npos);
+  EXPECT_FALSE(LossHistory::from_json(nlohmann::json::array()).ok());
+}
+
+}  // namespace
+}  // namespace zdp::trainer

@@ -1,0 +1,156 @@
+// The plotting module (plot/) and the pictures drawn with it: round ticks, line charts
+// (non-finite points left out, the right axis), bar charts (reference lines drawn or named
+// above the chart), loss.svg, scale.svg and plan.svg. Every file is checked by a real XML
+// parser and rendered to PNG by rsvg-convert (testing/check_svg.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <regex>
+
+#include "planner/plan_plot.h"
+#include "planner/scale_plot.h"
+#include "plot/bar_chart.h"
+#include "plot/line_chart.h"
+#include "testing/svg_check.h"
+#include "testing/temp_dir.h"
+#include "trainer/loop/loss_plot.h"
+
+namespace zdp {
+namespace {
+
+std::string write(const testing::TempDir& dir, const std::string& name, const std::string& svg) {
+  const std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << svg;
+  return path;
+}
+
+TEST(PlotTicks, RoundStepsCoverTheRange) {
+  const plot::Ticks t = plot::nice_ticks(0, 0.93);
+  EXPECT_DOUBLE_EQ(t.step, 0.2);
+  EXPECT_DOUBLE_EQ(t.lo, 0);
+  EXPECT_NEAR(t.hi, 1.0, 1e-12);
+  EXPECT_EQ(t.values.size(), 6u);
+  const plot::Ticks u = plot::nice_ticks(1.7, 5.55);
+  EXPECT_DOUBLE_EQ(u.step, 1);
+  EXPECT_DOUBLE_EQ(u.lo, 1);
+  EXPECT_DOUBLE_EQ(u.hi, 6);
+  const plot::Ticks one = plot::nice_ticks(3, 3);  // a single value still gets a range
+  EXPECT_LT(one.lo, 3);
+  EXPECT_GT(one.hi, 3);
+  EXPECT_EQ(plot::tick_label(0.25, 0.05), "0.25");
+  EXPECT_EQ(plot::tick_label(40000, 20000), "40k");
+  EXPECT_EQ(plot::tick_label(0, 20000), "0");
+}
+
+TEST(PlotLineChart, SeriesKeepTheirFinitePointsOnBothAxes) {
+  testing::TempDir dir;
+  plot::LineChart c;
+  c.title = "a <title> & more";
+  c.x_label = "step";
+  c.y_label = "loss";
+  c.y2_label = "rate";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  c.series.push_back({"left", {1, 2, 3, 4, 5}, {2, 1.5, nan, 1.2, 1.1}, plot::Axis::kLeft, plot::Mark::kLine, ""});
+  c.series.push_back({"right", {1, 5}, {100, 300}, plot::Axis::kRight, plot::Mark::kLineAndPoints, ""});
+  c.series.push_back({"single", {3}, {1.4}, plot::Axis::kLeft, plot::Mark::kLine, ""});  // drawn as a marker
+  const std::string svg = plot::to_document(plot::line_chart(c));
+  EXPECT_NE(svg.find("a &lt;title&gt; &amp; more"), std::string::npos);
+  const testing::CommandRun r =
+      testing::check_svg(ZDP_SOURCE_DIR, write(dir, "line.svg", svg), {"--series", "left=4", "--series", "right=2",
+                                                                       "--series", "single=1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // The checker itself fails on a wrong count.
+  const testing::CommandRun wrong = testing::check_svg(ZDP_SOURCE_DIR, dir.path() + "/line.svg", {"--series", "left=5"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("series 'left' has 4 points, expected 5"), std::string::npos) << wrong.output;
+}
+
+TEST(PlotBarChart, AReferenceLineFarAboveTheBarsIsNamedNotDrawn) {
+  testing::TempDir dir;
+  plot::BarChart c;
+  c.title = "bars";
+  c.categories = {"a", "b"};
+  c.groups = {{"g1", "first", {{"x", {1, 2}, false}, {"y", {2, 2}, true}}}, {"g2", "", {{"x", {3, -1}, false}}}};
+  c.lines = {{"near", 5}, {"far", 1000}};
+  const std::string svg = plot::to_document(plot::bar_chart(c));
+  EXPECT_NE(svg.find("far (above the chart)"), std::string::npos);
+  EXPECT_EQ(svg.find("data-name=\"far\""), std::string::npos);
+  const testing::CommandRun r =
+      testing::check_svg(ZDP_SOURCE_DIR, write(dir, "bars.svg", svg), {"--bars", "3", "--refline", "near"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(LossSvg, TrainHeldOutAndRateSeries) {
+  testing::TempDir dir;
+  trainer::LossHistory h;
+  for (int s = 1; s <= 40; ++s) h.add_step(s, 5.0 / s, 1000 + s);
+  for (int s : {0, 20, 40}) h.add_eval(s, 5.0 / (s + 1));
+  const std::string svg = trainer::loss_svg(h, "mlp, 2 ranks", 10);
+  EXPECT_NE(svg.find("resumed at step 10"), std::string::npos);
+  const testing::CommandRun r = testing::check_svg(
+      ZDP_SOURCE_DIR, write(dir, "loss.svg", svg),
+      {"--series", "train loss=40", "--series", "held-out loss=3", "--series", "tokens/s=40"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(ScaleSvg, MeasuredIdealAmdahlAndThroughput) {
+  testing::TempDir dir;
+  std::vector<launcher::ScalePoint> points(3);
+  points[0] = {1, 2, 16, 10, 0.1, 50.0, 0, 0, "1"};
+  points[1] = {2, 2, 32, 10, 0.125, 80.0, 0, 0, "2"};
+  points[2] = {4, 2, 64, 10, 0.16, 125.0, 0, 0, "4"};
+  const launcher::ScaleReport report = launcher::make_scale_report(points).value();
+  const std::string svg = launcher::scale_svg(report, "scale");
+  char amdahl[64];
+  std::snprintf(amdahl, sizeof(amdahl), "Amdahl fit, serial fraction s = %.3f=%d", report.fit->serial_fraction,
+                launcher::kAmdahlSamples);
+  const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "scale.svg", svg),
+                                                   {"--series", "measured speed-up=3", "--series", "samples/s=3",
+                                                    "--series", "ideal (speed-up = K)=2", "--series", amdahl});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Better than linear (s < 0): the law has a pole inside the range, and the curve stops
+// before it instead of drawing a spike through it.
+TEST(ScaleSvg, ANegativeSerialFractionStopsTheCurveBeforeItsPole) {
+  testing::TempDir dir;
+  std::vector<launcher::ScalePoint> points(3);
+  points[0] = {1, 2, 16, 100, 3.36, 4.8, 0, 0, "1"};  // measured on a loaded machine: s = -0.39
+  points[1] = {2, 2, 32, 100, 0.895, 35.8, 0, 0, "2"};
+  points[2] = {4, 2, 64, 100, 0.970, 66.0, 0, 0, "4"};
+  const launcher::ScaleReport report = launcher::make_scale_report(points).value();
+  ASSERT_LT(report.fit->serial_fraction, 0);
+  const std::string svg = launcher::scale_svg(report, "scale");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex(R"re(data-name="Amdahl fit[^"]*" data-axis="left" data-points="(\d+)")re")));
+  const int drawn = std::stoi(m[1]);
+  EXPECT_GT(drawn, 10);
+  EXPECT_LT(drawn, launcher::kAmdahlSamples);  // K = 4 is past the pole at (1 - s) / -s = 3.6
+  const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "scale.svg", svg),
+                                                   {"--series", "measured speed-up=3"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(PlanSvg, MemoryAndStepTimeBarsPerWorldAndStage) {
+  testing::TempDir dir;
+  StatusOr<Config> config = load_config(std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml", {});
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  launcher::PlannerInputs in;
+  in.worlds = {2, 4};
+  in.device_memory = int64_t{24} << 20;  // near the bars: the line is drawn
+  in.memory_origin = "test";
+  in.link = {50e-6, 2e9, "test"};
+  in.flops_per_s = 20e9;
+  in.flops_origin = "test";
+  const launcher::PlanReport report = launcher::build_plan_report(*config, "quickstart.toml", in).value();
+  const std::string svg = launcher::plan_svg(report, in);
+  EXPECT_NE(svg.find("2 ranks (configured)"), std::string::npos);
+  const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "plan.svg", svg),
+                                                   {"--bars", "16", "--refline", "device memory per rank"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+}  // namespace
+}  // namespace zdp

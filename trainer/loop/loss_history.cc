@@ -1,0 +1,116 @@
+// LossHistory (loss_history.h).
+#include "trainer/loop/loss_history.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace zdp::trainer {
+namespace {
+
+// JSON has no NaN or infinity: a non-finite loss (an fp16 overflow) is stored as null.
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+bool number_or_null(const nlohmann::json& j) { return j.is_number() || j.is_null(); }
+double value(const nlohmann::json& j) { return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>(); }
+
+}  // namespace
+
+void LossHistory::add_step(int64_t step, double loss, double tokens_per_s) {
+  pending_.step = step;
+  pending_.loss += loss;
+  pending_.tokens_per_s += tokens_per_s;
+  if (++pending_n_ < stride_) return;
+  const double n = static_cast<double>(pending_n_);
+  points_.push_back({step, pending_.loss / n, pending_.tokens_per_s / n});
+  pending_ = {0, 0, 0};
+  pending_n_ = 0;
+  if (points_.size() > kMaxPoints) halve();
+}
+
+void LossHistory::add_eval(int64_t step, double loss) {
+  evals_.emplace_back(step, loss);
+  if (evals_.size() > kMaxPoints) {  // keep every other evaluation and the last
+    std::vector<std::pair<int64_t, double>> kept;
+    for (size_t i = 0; i < evals_.size(); ++i) {
+      if (i % 2 == 1 || i + 1 == evals_.size()) kept.push_back(evals_[i]);
+    }
+    evals_ = std::move(kept);
+  }
+}
+
+void LossHistory::halve() {
+  std::vector<Point> merged;
+  for (size_t i = 0; i + 1 < points_.size(); i += 2) {
+    const Point& a = points_[i];
+    const Point& b = points_[i + 1];
+    merged.push_back({b.step, (a.loss + b.loss) / 2, (a.tokens_per_s + b.tokens_per_s) / 2});
+  }
+  if (points_.size() % 2 == 1) merged.push_back(points_.back());
+  points_ = std::move(merged);
+  stride_ *= 2;
+}
+
+std::vector<LossHistory::Point> LossHistory::points() const {
+  std::vector<Point> out = points_;
+  if (pending_n_ > 0) {
+    const double n = static_cast<double>(pending_n_);
+    out.push_back({pending_.step, pending_.loss / n, pending_.tokens_per_s / n});
+  }
+  return out;
+}
+
+nlohmann::json LossHistory::to_json() const {
+  nlohmann::json steps = nlohmann::json::array(), losses = nlohmann::json::array(), rates = nlohmann::json::array();
+  for (const Point& p : points()) {
+    steps.push_back(p.step);
+    losses.push_back(number(p.loss));
+    rates.push_back(number(p.tokens_per_s));
+  }
+  nlohmann::json eval_steps = nlohmann::json::array(), eval_losses = nlohmann::json::array();
+  for (const auto& [step, loss] : evals_) {
+    eval_steps.push_back(step);
+    eval_losses.push_back(number(loss));
+  }
+  return {{"stride", stride_}, {"step", steps},          {"loss", losses},
+          {"tokens_per_s", rates}, {"eval_step", eval_steps}, {"eval_loss", eval_losses}};
+}
+
+StatusOr<LossHistory> LossHistory::from_json(const nlohmann::json& j) {
+  auto bad = [](const std::string& what) {
+    return Status(StatusCode::kInvalidArgument, "loss history: " + what);
+  };
+  if (!j.is_object()) return bad("not a JSON object");
+  for (const char* key : {"stride", "step", "loss", "tokens_per_s", "eval_step", "eval_loss"}) {
+    if (!j.contains(key)) return bad(std::string("'") + key + "' is missing");
+  }
+  if (!j.at("stride").is_number_integer() || j.at("stride").get<int64_t>() < 1) return bad("'stride' is not a positive integer");
+  const nlohmann::json &steps = j.at("step"), &losses = j.at("loss"), &rates = j.at("tokens_per_s");
+  const nlohmann::json &eval_steps = j.at("eval_step"), &eval_losses = j.at("eval_loss");
+  for (const nlohmann::json* a : {&steps, &losses, &rates, &eval_steps, &eval_losses}) {
+    if (!a->is_array() || a->size() > kMaxPoints + 1) return bad("an array is missing or longer than " + std::to_string(kMaxPoints + 1));
+  }
+  if (losses.size() != steps.size() || rates.size() != steps.size() || eval_losses.size() != eval_steps.size()) {
+    return bad("arrays of different lengths");
+  }
+  LossHistory h;
+  h.stride_ = j.at("stride").get<int64_t>();
+  int64_t last = -1;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].is_number_integer() || !number_or_null(losses[i]) || !number_or_null(rates[i])) {
+      return bad("point " + std::to_string(i) + " is not numeric");
+    }
+    const int64_t step = steps[i].get<int64_t>();
+    if (step <= last) return bad("steps out of order at point " + std::to_string(i));
+    last = step;
+    h.points_.push_back({step, value(losses[i]), value(rates[i])});
+  }
+  for (size_t i = 0; i < eval_steps.size(); ++i) {
+    if (!eval_steps[i].is_number_integer() || !number_or_null(eval_losses[i])) {
+      return bad("evaluation " + std::to_string(i) + " is not numeric");
+    }
+    h.evals_.emplace_back(eval_steps[i].get<int64_t>(), value(eval_losses[i]));
+  }
+  return h;
+}
+
+}  // namespace zdp::trainer
