@@ -17,6 +17,7 @@ packages=(
   libopenblas-dev        # CPU GEMMs
   libopenblas-openmp-dev # ... on OpenMP, sharing the CPU kernels' threads (preferred by kernels/CMakeLists.txt)
   fortunes               # the quickstart's text corpus (configs/quickstart.toml)
+  iproute2               # `ip netns`: the two-host test's network namespaces (multihost_test)
 )
 
 missing=()
