@@ -72,7 +72,7 @@ ZDP_HD Half from_f32<Half>(float x) { return Half{f32_to_f16_branchless(x)}; }
 // How fp32 results are rounded into a 16-bit output.
 enum class Rounding : uint8_t {
   kNearest = 0,  // round to nearest, ties to even
-  kStochastic,   // bf16 only: round up with probability equal to the dropped fraction
+  kStochastic,   // bf16 and fp16: round up with probability equal to the dropped fraction
 };
 const char* to_string(Rounding rounding);
 

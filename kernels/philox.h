@@ -1,7 +1,9 @@
 // Counter-based random bits for stochastic rounding: Philox4x32-10 (Salmon et al., SC'11,
 // "Parallel random numbers: as easy as 1, 2, 3"), the generator of cuRAND and PyTorch.
 // A random value is a pure function of (seed, step, global element index), never of the
-// rank, the thread or how a buffer was cut, so sharded and unsharded runs round alike.
+// rank, the thread or how a buffer was cut, so sharded and unsharded runs round alike
+// (the engine's global index of an element is its place among all parameter elements, so
+// bucket padding, which moves with K and the stage, does not move the bits either).
 #pragma once
 
 #include <cstdint>
@@ -75,8 +77,28 @@ ZDP_HD uint16_t f32_to_bf16_stochastic(float f, uint32_t random_bits16) {
   return static_cast<uint16_t>((u + random_bits16) >> 16);
 }
 
+// fp32 -> fp16 with stochastic rounding: between the fp16 neighbours of |f| it rounds
+// away from zero with probability (|f| - lower) / (upper - lower). Normal results drop 13
+// mantissa bits, and adding the top 13 of the random bits before truncating carries with
+// exactly that probability (unbiased; the carry may reach the exponent, up to infinity
+// just below 65536, as in f32_to_bf16_stochastic). Subnormal results (|f| < 2^-14) compare
+// the 16 random bits with the fraction of a 2^-24 step: unbiased to 2^-16 of a step.
+// Exact fp16 values stay exact; |f| >= 65536, infinities and NaN round as to nearest.
+ZDP_HD uint16_t f32_to_f16_stochastic(float f, uint32_t random_bits16) {
+  const uint32_t u = float_bits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x47800000u) return f32_to_f16_branchless(f);  // beyond fp16 (inf), inf and NaN
+  if (a >= 0x38800000u) return static_cast<uint16_t>(sign | ((a - 0x38000000u + (random_bits16 >> 3)) >> 13));
+  const float steps = bits_float(a) * 16777216.0f;  // |f| / 2^-24, exact (< 1024)
+  const uint32_t whole = static_cast<uint32_t>(steps);
+  const float fraction = steps - static_cast<float>(whole);  // exact
+  const uint32_t up = static_cast<float>(random_bits16) < fraction * 65536.0f ? 1u : 0u;
+  return static_cast<uint16_t>(sign | (whole + up));
+}
+
 // Rounds an updated fp32 value into output type P; `random_bits16` is used only by
-// stochastic rounding, which only bf16 outputs support (the launchers check).
+// stochastic rounding, which bf16 and fp16 outputs support (the launchers check).
 template <typename P>
 ZDP_HD P round_param(float p, uint32_t random_bits16, Rounding rounding) {
   return from_f32<P>(p);
@@ -84,6 +106,10 @@ ZDP_HD P round_param(float p, uint32_t random_bits16, Rounding rounding) {
 template <>
 ZDP_HD Bf16 round_param<Bf16>(float p, uint32_t random_bits16, Rounding rounding) {
   return Bf16{rounding == Rounding::kStochastic ? f32_to_bf16_stochastic(p, random_bits16) : f32_to_bf16(p)};
+}
+template <>
+ZDP_HD Half round_param<Half>(float p, uint32_t random_bits16, Rounding rounding) {
+  return Half{rounding == Rounding::kStochastic ? f32_to_f16_stochastic(p, random_bits16) : f32_to_f16_branchless(p)};
 }
 
 }  // namespace zdp::kernels

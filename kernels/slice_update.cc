@@ -25,8 +25,9 @@ Status check_slice_update(const SliceUpdateArgs& a, const char* op) {
   if (a.param_out && !is_float_dtype(a.param_dtype)) {
     return invalid(std::string("param dtype ") + to_string(a.param_dtype) + " is not fp32, bf16 or fp16");
   }
-  if (a.rounding == Rounding::kStochastic && (!a.param_out || a.param_dtype != DType::kBF16)) {
-    return invalid("stochastic rounding needs a bf16 param_out");
+  if (a.rounding == Rounding::kStochastic &&
+      (!a.param_out || (a.param_dtype != DType::kBF16 && a.param_dtype != DType::kF16))) {
+    return invalid("stochastic rounding needs a bf16 or fp16 param_out");
   }
   if (a.step < 1) return invalid("step " + std::to_string(a.step) + " < 1 (steps count from 1)");
   if (!std::isfinite(a.lr) || !std::isfinite(a.weight_decay) || !std::isfinite(a.grad_scale)) {

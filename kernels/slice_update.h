@@ -23,7 +23,7 @@ struct SliceUpdateArgs {
   // The updated parameter in the compute dtype (fp32, bf16 or fp16); nullptr writes none.
   void* param_out = nullptr;
   DType param_dtype = DType::kBF16;
-  Rounding rounding = Rounding::kNearest;  // kStochastic needs param_dtype bf16
+  Rounding rounding = Rounding::kNearest;  // kStochastic needs param_dtype bf16 or fp16
   uint64_t seed = 0;                       // stochastic rounding key (same on every rank)
 
   // Hyper-parameters of this step (the schedule and batch scaling are applied by optim/).

@@ -129,6 +129,12 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   say("node " + std::to_string(plan->node_rank) + "/" + std::to_string(plan->nnodes) + ": starting " +
       std::to_string(plan->nproc_per_node) + " of " + std::to_string(plan->world_size) + " ranks of " +
       plan->program + " (logs in " + config->launch.log_dir + ")");
+  if (plan->nnodes > 1 && plan->backend == zdp::Backend::kGloo) {
+    const zdp::RankAddress& a = plan->rank_address;
+    say("node " + std::to_string(plan->node_rank) + ": ranks advertise " +
+        (a.address.empty() && a.iface.empty() ? "(unknown here: " + a.origin + ")" : a.describe()) +
+        " to their peers; launch.rank_addr or launch.socket_ifname choose another");
+  }
 
   for (int attempt = 0;; ++attempt) {
     zdp::PrefixStore store(zdp::attempt_prefix(attempt), **client);

@@ -75,6 +75,13 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
       errors.push_back(config.where("launch.nnodes") + ": launch.nnodes (" + std::to_string(l.nnodes) +
                        ") contradicts SLURM_NNODES (" + std::to_string(slurm_nodes) + ")");
     }
+    // Like nnodes, a node_rank from the config must agree with Slurm's (--node-rank, a
+    // deliberate per-node flag, beats both).
+    if (config.origins.count("launch.node_rank") && l.node_rank != slurm_node && !in.node_rank) {
+      errors.push_back(config.where("launch.node_rank") + ": launch.node_rank (" + std::to_string(l.node_rank) +
+                       ") contradicts SLURM_NODEID (" + std::to_string(slurm_node) +
+                       "); leave it out under Slurm, or pass --node-rank to override both");
+    }
     p.nnodes = slurm_nodes;
     p.node_rank = slurm_node;
     if (!config.origins.count("launch.master_addr")) {
@@ -116,6 +123,28 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
                      "environment of every node's dp-launch (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16))");
   }
 
+  if (p.backend == Backend::kGloo) {
+    // The rank's environment: launch.env over the launcher's own.
+    const EnvLookup rank_env = [&](const char* name) -> const char* {
+      auto it = l.env.find(name);
+      return it != l.env.end() ? it->second.c_str() : env(name);
+    };
+    StatusOr<RankAddress> address = choose_rank_address(l, p.master_addr, p.master_port, rank_env);
+    if (address.ok()) {
+      p.rank_address = *address;
+      if (address->explicit_choice) {
+        const Status usable = check_rank_address(*address);
+        if (!usable.ok()) {
+          const std::string key = address->origin.rfind("launch.", 0) == 0 ? address->origin : "";
+          errors.push_back((key.empty() ? std::string("environment") : config.where(key)) + ": " + usable.message());
+        }
+      }
+    } else {
+      // Not an error here (--dry-run of another cluster's config): the ranks fail naming it.
+      p.rank_address.origin = address.status().message();
+    }
+  }
+
   std::string program_error;
   p.program = resolve_program(l.program, in.launcher_dir, &program_error);
   if (!program_error.empty()) errors.push_back(config.where("launch.program") + ": " + program_error);
@@ -142,6 +171,11 @@ std::vector<RankSpec> LaunchPlan::local_ranks(const Config& config, int attempt)
     // Thread counts first, so that launch.env can override them.
     spec.env["OMP_NUM_THREADS"] = std::to_string(threads_per_rank);
     spec.env["OPENBLAS_NUM_THREADS"] = std::to_string(threads_per_rank);
+    // The interface for every library that opens sockets (Gloo's, and NCCL's bootstrap).
+    if (!config.launch.socket_ifname.empty()) {
+      spec.env["GLOO_SOCKET_IFNAME"] = config.launch.socket_ifname;
+      spec.env["NCCL_SOCKET_IFNAME"] = config.launch.socket_ifname;
+    }
     for (const auto& [k, v] : config.launch.env) spec.env[k] = v;
     spec.env["RANK"] = std::to_string(spec.rank);
     spec.env["LOCAL_RANK"] = std::to_string(local);
@@ -167,6 +201,18 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
     << (p.hosts_store() ? " (hosted here, listening on " + p.bind_host + ")" : " (hosted by node 0)")
     << "; job secret " << p.secret_origin << "\n";
   s << "# threads per rank (OMP/OpenBLAS): " << p.threads_per_rank << "\n";
+  if (p.backend == Backend::kGloo) {
+    const RankAddress& a = p.rank_address;
+    s << "# ranks advertise to their peers: "
+      << (a.address.empty() && a.iface.empty() ? "unknown here: " + a.origin : a.describe()) << "\n";
+  } else {
+    const char* nccl_if = std::getenv("NCCL_SOCKET_IFNAME");
+    s << "# NCCL chooses its interface"
+      << (!config.launch.socket_ifname.empty() ? ": NCCL_SOCKET_IFNAME=" + config.launch.socket_ifname
+          : nccl_if != nullptr               ? std::string(": NCCL_SOCKET_IFNAME=") + nccl_if + " (inherited)"
+                                             : std::string(" (NCCL_SOCKET_IFNAME or launch.socket_ifname set it)"))
+      << "\n";
+  }
   for (RankSpec& spec : p.local_ranks(config, 0)) {
     s << "# rank " << spec.rank << ":";
     for (const std::string& a : spec.argv) s << " " << a;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "launcher/rank_process.h"
+#include "runtime/internal/rank_address.h"
 #include "zdp/config.h"
 #include "zdp/launch_env.h"
 
@@ -32,6 +33,10 @@ struct LaunchPlan {
   std::string program;               // resolved path or name
   std::vector<std::string> args;
   std::string bind_host;             // where node 0's store listens
+  // Gloo: what this node's ranks advertise to their peers (zdp::init makes the same choice
+  // in each rank); `address` and `iface` empty when it could not be found here (then
+  // rank_address.origin says why: the ranks report it).
+  RankAddress rank_address;
   std::string secret;
   std::string secret_origin;         // "generated for this job" | "from ZDP_JOB_SECRET"
   std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
@@ -44,7 +49,8 @@ struct LaunchPlan {
 };
 
 // kInvalidArgument lists every problem (e.g. node_rank outside nnodes, a multi-node job
-// without ZDP_JOB_SECRET, a program that cannot be found).
+// without ZDP_JOB_SECRET, a program that cannot be found, a launch.node_rank that
+// contradicts SLURM_NODEID, a launch.socket_ifname or launch.rank_addr this host lacks).
 StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& inputs, const EnvLookup& env);
 
 // For --dry-run: the layout and each local rank's command line and environment (the

@@ -111,7 +111,8 @@ class Group {
     return true;
   }
 
-  // Ranks that joined the store must all be ready by the startup deadline.
+  // Every rank must be ready (zdp::init done) by the startup deadline, whether it reached
+  // the store or not: a rank that never joins is exactly what the deadline is for.
   bool check_startup() {
     if (startup_done_ || o_.startup_timeout.count() <= 0) return false;
     std::vector<std::string> ready;
@@ -122,7 +123,6 @@ class Group {
       return false;
     }
     if (Clock::now() - start_ < o_.startup_timeout) return false;
-    if (!anyone_joined()) return false;  // not a zdp program: nothing to hold it to
     // Name the culprits: ranks that never reached the store, apart from those that did
     // and are (most likely) waiting for them.
     std::string absent, waiting;
@@ -139,19 +139,12 @@ class Group {
       reason += std::string(absent.empty() ? "" : "; ") + "rank(s) " + waiting +
                 " reached it but did not finish the rendezvous";
     }
+    if (!absent.empty()) reason += " (a program that does not call zdp::init needs launch.startup_timeout_s = 0)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the job");
     stop_all(SIGTERM);
     finish(GroupOutcome::kStartupTimeout, reason);
     return true;
-  }
-
-  bool anyone_joined() {
-    for (int r = 0; r < o_.world_size; ++r) {
-      StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(r)});
-      if (joined.ok() && *joined) return true;
-    }
-    return false;
   }
 
   void report_job_failed(const std::string& reason) {

@@ -27,8 +27,8 @@ struct GroupOptions {
   // Follow the job's progress records in the store (node 0): the status line, and in
   // plain output a line when a rank turns slow or silent.
   bool watch_progress = false;
-  // Ranks that joined the store (zdp::init, dp-check) must all report ready within this
-  // long; 0 disables. A program that never joins the store is not held to it.
+  // Every rank must report ready (zdp::init, dp-check) within this long, or the group
+  // stops naming the ranks that never reached the store; 0 disables.
   std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
   std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
   // The job's store, scoped to this attempt (for ready keys and the job-failed key).

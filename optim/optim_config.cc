@@ -29,4 +29,12 @@ const char* to_string(LrScalingRule value) {
   return "?";
 }
 
+const char* to_string(ParamRounding value) {
+  switch (value) {
+    case ParamRounding::kNearest: return "nearest";
+    case ParamRounding::kStochastic: return "stochastic";
+  }
+  return "?";
+}
+
 }  // namespace zdp

@@ -47,7 +47,7 @@ struct OptimizerOptions {
   LrScalingRule lr_scaling = LrScalingRule::kNone;
   int64_t base_batch = 1;
   int64_t global_batch = 1;     // world_size x micro_batch x accum_steps
-  // How the compute-dtype parameter copy is rounded; stochastic needs bf16.
+  // How the compute-dtype parameter copy is rounded; stochastic needs bf16 or fp16.
   kernels::Rounding rounding = kernels::Rounding::kNearest;
   uint64_t seed = 0;            // stochastic rounding stream (same on every rank)
 };

@@ -19,6 +19,7 @@ packages=(
   fortunes               # the quickstart's text corpus (configs/quickstart.toml)
   python3                # test helpers (testing/check_svg.py: the plots' XML)
   librsvg2-bin           # rsvg-convert: the tests render every plot to PNG
+  iproute2               # `ip netns`: the two-host test's network namespaces (multihost_test)
 )
 
 missing=()

@@ -48,8 +48,22 @@ StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env,
   o.global_batch = std::max<int64_t>(1, opt.global_batch);
   o.base_batch = c.base_batch > 0 ? c.base_batch : o.global_batch;
   o.seed = static_cast<uint64_t>(opt.seed);
+  o.rounding = c.rounding == ParamRounding::kStochastic ? kernels::Rounding::kStochastic : kernels::Rounding::kNearest;
+  // The optimizer addresses elements by their index among all parameter elements in
+  // registration order (no padding): that index keys stochastic rounding and the decay
+  // table, and unlike a flat offset it does not move with the world size or the stage's
+  // bucket cuts, so every K and stage rounds an element alike.
   std::vector<optim::ParamExtent> extents;
-  for (const ParamPlacement& pl : layout.params()) extents.push_back({pl.name, pl.offset, pl.numel});
+  int64_t element = 0;
+  for (const ParamPlacement& pl : layout.params()) {
+    extents.push_back({pl.name, element, pl.numel});
+    element += pl.numel;
+  }
+  element = 0;
+  for (const Bucket& bk : layout.buckets()) {
+    state->bucket_element_.push_back(element);
+    element += bk.payload;
+  }
   StatusOr<optim::Optimizer> made = optim::Optimizer::create(o, extents);
   if (!made.ok()) return made.status();
   state->optimizer_.emplace(std::move(*made));
@@ -172,7 +186,11 @@ Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DTyp
                               int64_t t, float grad_scale) {
   optim::SliceState s;
   s.count = o.count;
-  s.global_offset = o.flat;
+  // Padding follows a bucket's payload, so within bucket b the element index is the flat
+  // offset shifted by one constant. Padding past the payload gets the next indices: its
+  // values are zero and stay zero whatever they are keyed by.
+  const Bucket& bk = layout_.buckets()[static_cast<size_t>(b)];
+  s.global_offset = bucket_element_[static_cast<size_t>(b)] + (o.flat - bk.begin);
   s.master = master_.as<float>() + o.state;
   // Null where the optimizer keeps no such state (plan_buffers(): SGD has no v).
   s.m = exp_avg_.empty() ? nullptr : exp_avg_.as<float>() + o.state;

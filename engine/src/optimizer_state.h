@@ -88,6 +88,7 @@ class OptimizerState {
   std::optional<optim::Optimizer> optimizer_;
   std::optional<optim::DynamicLossScale> scaler_;  // fp16 only
   int64_t steps_ = 0;
+  std::vector<int64_t> bucket_element_;  // per bucket: its first element's index among all parameter elements
   DeviceBuffer master_, exp_avg_, exp_avg_sq_;  // fp32: T (stage 0) or S
   DeviceBuffer stats_;                          // one kernels::GradStats per bucket
   DeviceBuffer check_workspace_;                // CUDA grad_check scratch

@@ -70,7 +70,7 @@ Status launch_slice_update(const SliceUpdateArgs& a, const Op& op, const char* n
     const bool vector = aligned16(a.master, a.grad, a.param_out) && op.aligned16();
     const int64_t num_vec = vector ? a.count / kVec : 0;
     ZDP_ASSIGN_OR_RETURN(const int grid, grid_for(vector ? num_vec : a.count));
-    if constexpr (std::is_same_v<P, Bf16>) {  // the argument checks allow stochastic rounding for bf16 only
+    if constexpr (std::is_same_v<P, Bf16> || std::is_same_v<P, Half>) {  // stochastic rounding: 16-bit outputs only
       if (a.rounding == Rounding::kStochastic) {
         slice_update_kernel<G, P, Rounding::kStochastic, Op><<<grid, kBlock, 0, stream>>>(a, op, num_vec);
         return check_launch(name);

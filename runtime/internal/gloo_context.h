@@ -16,6 +16,7 @@ namespace zdp {
 
 // Connects `world_size` ranks into a full mesh over TCP (options.iface, else
 // options.hostname, else 127.0.0.1), exchanging addresses under `prefix` in `store`.
+// Errors name the address this rank advertised.
 // Create it after fork(): Gloo's device threads do not survive a fork.
 StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, const std::string& prefix, int rank,
                                                                int world_size, const CommOptions& options);

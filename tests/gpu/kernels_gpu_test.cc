@@ -95,6 +95,9 @@ TEST(AdamWGpu, Fp32GradNoParamOut) { adamw_gpu_matches_cpu<float, NoOutput>(Roun
 TEST(AdamWGpu, StochasticRoundingSlicesCutAnywhere) {
   adamw_gpu_matches_cpu<Bf16, Bf16>(Rounding::kStochastic, 0, {8, 4103, 500001});
 }
+TEST(AdamWGpu, Fp16StochasticRoundingSlicesCutAnywhere) {
+  adamw_gpu_matches_cpu<Half, Half>(Rounding::kStochastic, 0, {8, 4103, 500001});
+}
 TEST(AdamWGpu, MisalignedPointersTakeTheScalarPath) {
   adamw_gpu_matches_cpu<Bf16, Bf16>(Rounding::kStochastic, 1, {});
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/checkpoint_tensors.h"
 #include "testing/engine_runs.h"
 #include "testing/run_command.h"
 #include "trainer/loop/train_loop.h"
@@ -113,48 +114,10 @@ TrainRun run_train(const Config& shared_config, int world, int local_world = 0,
   return run;
 }
 
-using Tensors = std::map<std::string, std::vector<float>>;
-
-// Every F32 tensor of a safetensors file.
-Tensors read_tensors(const std::string& path) {
-  Tensors out;
-  StatusOr<safetensors::Reader> r = safetensors::Reader::open(path);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (!r.ok()) return out;
-  for (const safetensors::TensorInfo& t : r->header().tensors) {
-    std::vector<float> v(static_cast<size_t>(t.numel()));
-    EXPECT_TRUE(r->read(t.begin, v.data(), t.bytes()).ok()) << t.name;
-    out[t.name] = std::move(v);
-  }
-  return out;
-}
-
-// The largest |a - b| over every element (names and sizes must match).
-double max_difference(const Tensors& a, const Tensors& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (const auto& [name, va] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != va.size()) {
-      ADD_FAILURE() << "tensor " << name << " missing or resized";
-      return INFINITY;
-    }
-    for (size_t i = 0; i < va.size(); ++i) worst = std::max(worst, std::fabs(double(va[i]) - double(it->second[i])));
-  }
-  return worst;
-}
-
-bool bitwise_equal(const Tensors& a, const Tensors& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, va] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != va.size() ||
-        std::memcmp(va.data(), it->second.data(), va.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
+using testing::bitwise_equal;
+using testing::max_difference;
+using testing::read_tensors;
+using testing::Tensors;
 
 class CheckpointResume : public ::testing::Test {
  protected:

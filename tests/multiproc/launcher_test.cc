@@ -210,6 +210,22 @@ TEST_F(LauncherTest, ARankThatNeverJoinsFailsTheJobAtTheStartupTimeout) {
       << run.output;
 }
 
+// The deadline holds for ranks that never reach the store as well: "/bin/sleep 8" with
+// startup_timeout_s = 2 used to run 8 s and exit 0. startup_timeout_s = 0 turns it off
+// for programs that never call zdp::init.
+TEST_F(LauncherTest, StartupTimeoutAlsoStopsRanksThatNeverReachTheStore) {
+  const LaunchRun run = launch({config(2, {"8"}, "", "/bin/sleep"), "--set", "launch.startup_timeout_s=2"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_LT(run.seconds, 6.0) << run.output;
+  EXPECT_NE(run.output.find("startup_timeout_s (2 s) passed: rank(s) 0, 1 never reached the job store (a program that "
+                            "does not call zdp::init needs launch.startup_timeout_s = 0)"),
+            std::string::npos)
+      << run.output;
+  const LaunchRun off = launch({config(2, {"3"}, "", "/bin/sleep"), "--set", "launch.startup_timeout_s=0"});
+  EXPECT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_GE(off.seconds, 3.0) << off.output;
+}
+
 TEST_F(LauncherTest, RanksThatIgnoreSigtermAreKilledAfterTheGrace) {
   const LaunchRun run = launch({config(2, {"--fail-rank", "0", "--ignore-sigterm", "--sleep-ms", "60000"})}, {}, 60s);
   EXPECT_EQ(run.exit_code, 1) << run.output;

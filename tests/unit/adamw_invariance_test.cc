@@ -163,5 +163,44 @@ TEST(AdamWInvariance, StochasticRoundingDependsOnSeedAndDiffersFromNearest) {
   EXPECT_GT(differ_nearest, a.out.size() / 8);
 }
 
+// fp16 parameters: each output is the updated master rounded by f32_to_f16_stochastic with
+// the bits of its global index (slice offset + i) at this step, and another seed moves many.
+TEST(AdamWInvariance, Fp16StochasticRoundingUsesEachElementsBits) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  const int64_t n = 20011, offset = 12345;
+  std::vector<float> master = rnd.signed_vector(static_cast<size_t>(n), 1e-3f, 1.0f);
+  std::vector<float> m(static_cast<size_t>(n), 0.0f), v(static_cast<size_t>(n), 0.0f);
+  const std::vector<float> grad = rnd.signed_vector(static_cast<size_t>(n), 1e-3f, 1.0f);
+  std::vector<Half> out(static_cast<size_t>(n)), other(static_cast<size_t>(n));
+  const uint64_t seed = rnd.bits64();
+  for (uint64_t s : {seed, seed ^ 1}) {
+    AdamWArgs a;
+    a.count = n;
+    a.global_offset = offset;
+    a.master = master.data();
+    a.m = m.data();
+    a.v = v.data();
+    a.grad = grad.data();
+    a.grad_dtype = DType::kF32;
+    a.param_out = s == seed ? out.data() : other.data();
+    a.param_dtype = DType::kF16;
+    a.rounding = Rounding::kStochastic;
+    a.seed = s;
+    a.step = 3;
+    a.lr = 0.0f;  // the master stays as it is, so both seeds round the same values
+    const Status st = adamw_update_cpu(a);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  size_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t expected = f32_to_f16_stochastic(master[static_cast<size_t>(i)],
+                                                    random16(seed, 3, static_cast<uint64_t>(offset + i)));
+    ASSERT_EQ(out[static_cast<size_t>(i)].bits, expected) << "index " << i;
+    differ += out[static_cast<size_t>(i)].bits != other[static_cast<size_t>(i)].bits;
+  }
+  EXPECT_GT(differ, static_cast<size_t>(n) / 4) << "the seed keys the rounding";
+}
+
 }  // namespace
 }  // namespace zdp::kernels

@@ -241,9 +241,12 @@ TEST(AdamWKernel, RejectsBadArgumentsNamingThem) {
   EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
   a.beta2 = 0.999f;
   a.param_out = out.data();
+  a.param_dtype = DType::kF32;
+  a.rounding = Rounding::kStochastic;  // bf16 and fp16 outputs only
+  st = adamw_update_cpu(a);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("stochastic rounding needs a bf16 or fp16 param_out"), std::string::npos) << st.message();
   a.param_dtype = DType::kF16;
-  a.rounding = Rounding::kStochastic;  // bf16 only
-  EXPECT_EQ(adamw_update_cpu(a).code(), StatusCode::kInvalidArgument);
   a.rounding = Rounding::kNearest;
   const std::vector<DecaySegment> unsorted = {{8, 12, 0.0f}, {2, 4, 0.0f}};
   a.segments = unsorted.data();

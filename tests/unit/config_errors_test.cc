@@ -155,6 +155,32 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
             "configs/x.toml:3:16: profile.warmup_steps (100) leaves no step of train.steps (100) to measure");
 }
 
+// Keys that would otherwise do less than they say are refused where they cannot apply.
+TEST(ConfigErrors, KeysThatCannotApplyAreRefusedNamingTheKey) {
+  // The mlp initialises with 1/sqrt(d_model); model.init_std is the gpt's.
+  EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ninit_std = 0.05\n"),
+            "configs/x.toml:3:12: model.init_std (0.05) applies to model.kind = \"gpt\" only; the mlp initialises its "
+            "weights with std 1/sqrt(d_model): leave model.init_std out");
+  EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\ninit_std = 0.05\n", "configs/x.toml").ok());
+  // Stochastic rounding rounds into bf16/fp16 parameters; fp32 ones are the masters.
+  EXPECT_EQ(error_of("[optim]\nrounding = \"stochastic\"\n"),
+            "configs/x.toml:2:12: optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" (it rounds "
+            "the fp32 master weights into 16-bit parameters); model.dtype is \"fp32\"");
+  EXPECT_EQ(error_of("[model]\ndtype = \"fp32\"\n", {"optim.rounding=stochastic"}),
+            "--set optim.rounding=stochastic: optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" "
+            "(it rounds the fp32 master weights into 16-bit parameters); model.dtype is \"fp32\"");
+  EXPECT_TRUE(parse_config("[model]\ndtype = \"bf16\"\n[optim]\nrounding = \"stochastic\"\n", "configs/x.toml").ok());
+  EXPECT_TRUE(parse_config("[model]\ndtype = \"fp16\"\n[optim]\nrounding = \"stochastic\"\n", "configs/x.toml").ok());
+  EXPECT_EQ(error_of("[optim]\nrounding = \"up\"\n"),
+            "configs/x.toml:2:12: optim.rounding = \"up\" is not allowed: must be one of \"nearest\", \"stochastic\"");
+  // The engine's own options are held to the same rule.
+  Config code;
+  code.optim.rounding = ParamRounding::kStochastic;
+  const Status engine = validate_keys(code, {"optim.", "model.dtype"});
+  EXPECT_NE(engine.message().find("optim.rounding = \"stochastic\" needs model.dtype"), std::string::npos)
+      << engine.message();
+}
+
 TEST(ConfigErrors, ARefusedValueDoesNotCauseCrossFieldNoise) {
   // global_batch keeps its default after the type error; checks that involve it are skipped.
   EXPECT_EQ(error_of("[train]\nglobal_batch = \"x\"\nmicro_batch = 3\naccum_steps = 1\n"),

@@ -2,10 +2,20 @@
 // with a message saying why, so engine code compiles once and fails clearly.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kernels/adamw.h"
+#include "kernels/attention_softmax.h"
 #include "kernels/cast.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/fold.h"
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
+#include "kernels/layernorm.h"
 #include "kernels/sgd.h"
 #include "zdp/build_config.h"
 
@@ -13,7 +23,7 @@ namespace zdp::kernels {
 namespace {
 
 TEST(KernelsWithoutCuda, CudaEntryPointsAreUnavailable) {
-  if (ZDP_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA (tests/gpu/ covers the launchers)";
+  if (ZDP_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA: scripts/test.sh runs this test in a second build without it";
   const Status st = adamw_update_cuda(AdamWArgs{}, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("ZDP_CUDA=ON"), std::string::npos) << st.message();
@@ -22,6 +32,30 @@ TEST(KernelsWithoutCuda, CudaEntryPointsAreUnavailable) {
   EXPECT_EQ(scale_cuda(ScaleArgs{}, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(grad_check_cuda(GradCheckArgs{}, nullptr, 0, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(make_cublaslt_gemm(nullptr, 0).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(grad_check_workspace_bytes(1 << 20), 0);
+  EXPECT_EQ(fold_cuda(FoldArgs{}, nullptr).code(), StatusCode::kUnavailable);
+}
+
+// dp-train's layer kernels: each names itself and says why.
+TEST(KernelsWithoutCuda, LayerKernelsAreUnavailableNamingThemselves) {
+  if (ZDP_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA: scripts/test.sh runs this test in a second build without it";
+  const std::vector<std::pair<const char*, Status>> calls = {
+      {"layernorm_forward_cuda", layernorm_forward_cuda(LayerNormArgs{}, nullptr)},
+      {"layernorm_backward_cuda", layernorm_backward_cuda(LayerNormBackwardArgs{}, nullptr)},
+      {"add_cuda", add_cuda(AddArgs{}, nullptr)},
+      {"gelu_forward_cuda", gelu_forward_cuda(GeluArgs{}, nullptr)},
+      {"gelu_backward_cuda", gelu_backward_cuda(GeluArgs{}, nullptr)},
+      {"squared_error_cuda", squared_error_cuda(SquaredErrorArgs{}, nullptr)},
+      {"causal_softmax_forward_cuda", causal_softmax_forward_cuda(CausalSoftmaxArgs{}, nullptr)},
+      {"causal_softmax_backward_cuda", causal_softmax_backward_cuda(CausalSoftmaxBackwardArgs{}, nullptr)},
+      {"cross_entropy_cuda", cross_entropy_cuda(CrossEntropyArgs{}, nullptr)},
+      {"embedding_forward_cuda", embedding_forward_cuda(EmbeddingArgs{}, nullptr)},
+      {"embedding_backward_cuda", embedding_backward_cuda(EmbeddingBackwardArgs{}, nullptr)},
+  };
+  for (const auto& [name, st] : calls) {
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << name;
+    EXPECT_EQ(st.message(), std::string(name) + ": this zdp build has no CUDA (configure with ZDP_CUDA=ON)");
+  }
 }
 
 }  // namespace

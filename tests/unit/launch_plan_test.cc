@@ -100,7 +100,53 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   EXPECT_EQ(ranks[1].env.at("OMP_NUM_THREADS"), "4");
 }
 
-TEST(LaunchPlan, NodeRankFlagBeatsSlurmAndSingleNodeStaysOnLoopback) {
+EnvLookup slurm_node(const char* node_id) {
+  return fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", node_id}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+               {"ZDP_JOB_SECRET", "s"}});
+}
+
+// --node-rank is a deliberate per-node flag: it beats SLURM_NODEID, and a launch.node_rank
+// that contradicts Slurm too.
+TEST(LaunchPlan, NodeRankFlagBeatsSlurm) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
+  launcher::PlanInputs in = inputs();
+  in.node_rank = 0;
+  auto plan = launcher::make_plan(c, in, slurm_node("1"));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->node_rank, 0);
+  EXPECT_EQ(plan->local_ranks(c, 0)[0].env.at("RANK"), "0");
+  Config contradicting = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nnode_rank = 1\nprogram = \"/bin/true\"\n");
+  auto flagged = launcher::make_plan(contradicting, in, slurm_node("1"));
+  ASSERT_TRUE(flagged.ok()) << flagged.status().to_string();
+  EXPECT_EQ(flagged->node_rank, 0);
+}
+
+// Like launch.nnodes against SLURM_NNODES: a launch.node_rank from the config (file or
+// --set) must agree with SLURM_NODEID, or the plan names both; left out, Slurm decides.
+TEST(LaunchPlan, ConfigNodeRankMustAgreeWithSlurm) {
+  Config wrong = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nnode_rank = 0\nprogram = \"/bin/true\"\n");
+  auto refused = launcher::make_plan(wrong, inputs(), slurm_node("1"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("test.toml:4:13: launch.node_rank (0) contradicts SLURM_NODEID (1)"),
+            std::string::npos)
+      << refused.status().message();
+  Config set = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n", {"launch.nnodes=2", "launch.node_rank=0"});
+  auto by_set = launcher::make_plan(set, inputs(), slurm_node("1"));
+  ASSERT_FALSE(by_set.ok());
+  EXPECT_NE(by_set.status().message().find("--set launch.node_rank=0: launch.node_rank (0) contradicts"),
+            std::string::npos)
+      << by_set.status().message();
+  Config agreeing = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nnode_rank = 1\nprogram = \"/bin/true\"\n");
+  auto plan = launcher::make_plan(agreeing, inputs(), slurm_node("1"));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->node_rank, 1);
+  Config unset = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
+  auto from_slurm = launcher::make_plan(unset, inputs(), slurm_node("1"));
+  ASSERT_TRUE(from_slurm.ok()) << from_slurm.status().to_string();
+  EXPECT_EQ(from_slurm->node_rank, 1);
+}
+
+TEST(LaunchPlan, SingleNodeStaysOnLoopback) {
   Config c = parsed("[launch]\nnproc_per_node = 3\nprogram = \"/bin/true\"\n", {"train.global_batch=6"});
   launcher::PlanInputs in = inputs();
   auto plan = launcher::make_plan(c, in, fake({}));
@@ -108,6 +154,61 @@ TEST(LaunchPlan, NodeRankFlagBeatsSlurmAndSingleNodeStaysOnLoopback) {
   EXPECT_EQ(plan->bind_host, "127.0.0.1");
   EXPECT_EQ(plan->secret.size(), 32u);  // generated
   EXPECT_EQ(plan->world_size, 3);
+  // Gloo ranks advertise loopback: the address that routes to master_addr 127.0.0.1.
+  EXPECT_EQ(plan->rank_address.address, "127.0.0.1");
+  EXPECT_EQ(plan->rank_address.origin, "the local address routing to master_addr 127.0.0.1");
+  EXPECT_EQ(plan->local_ranks(c, 0)[0].env.count("GLOO_SOCKET_IFNAME"), 0u);
+}
+
+// launch.socket_ifname reaches every library that opens sockets (Gloo through the config
+// and GLOO_SOCKET_IFNAME, NCCL through NCCL_SOCKET_IFNAME); launch.env still wins.
+TEST(LaunchPlan, SocketIfnameIsPassedToGlooAndNccl) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\nsocket_ifname = \"lo\"\n");
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->rank_address.iface, "lo");
+  EXPECT_EQ(plan->rank_address.origin, "launch.socket_ifname");
+  const auto ranks = plan->local_ranks(c, 0);
+  EXPECT_EQ(ranks[1].env.at("GLOO_SOCKET_IFNAME"), "lo");
+  EXPECT_EQ(ranks[1].env.at("NCCL_SOCKET_IFNAME"), "lo");
+  Config own = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\nsocket_ifname = \"lo\"\n"
+                      "env = { NCCL_SOCKET_IFNAME = \"ib0\" }\n");
+  EXPECT_EQ(launcher::make_plan(own, inputs(), fake({}))->local_ranks(own, 0)[0].env.at("NCCL_SOCKET_IFNAME"), "ib0");
+  EXPECT_NE(launcher::describe_plan(*plan, c).find("# ranks advertise to their peers: the address of interface lo "
+                                                   "(launch.socket_ifname)"),
+            std::string::npos)
+      << launcher::describe_plan(*plan, c);
+}
+
+// An interface or address this host lacks is a config error before anything starts,
+// naming the key and where it was set; GLOO_SOCKET_IFNAME is checked the same way.
+TEST(LaunchPlan, RankAddressesThisHostLacksAreRefused) {
+  Config no_if = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\nsocket_ifname = \"zdpnosuch0\"\n");
+  auto a = launcher::make_plan(no_if, inputs(), fake({}));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("test.toml:4:17: launch.socket_ifname = \"zdpnosuch0\": this host has no such "
+                                      "network interface"),
+            std::string::npos)
+      << a.status().message();
+  // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never an address of this host.
+  Config foreign = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n", {"launch.rank_addr=192.0.2.77"});
+  auto b = launcher::make_plan(foreign, inputs(), fake({}));
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("--set launch.rank_addr=192.0.2.77: launch.rank_addr = \"192.0.2.77\" is not "
+                                      "an address of this host"),
+            std::string::npos)
+      << b.status().message();
+  Config plain = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
+  auto c = launcher::make_plan(plain, inputs(), fake({{"GLOO_SOCKET_IFNAME", "zdpnosuch0,lo"}}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("environment: GLOO_SOCKET_IFNAME = \"zdpnosuch0\": this host has no such"),
+            std::string::npos)
+      << c.status().message();
+  Config local = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n", {"launch.rank_addr=127.0.0.1"});
+  auto d = launcher::make_plan(local, inputs(), fake({}));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->rank_address.address, "127.0.0.1");
+  EXPECT_EQ(d->rank_address.origin, "launch.rank_addr");
 }
 
 TEST(LaunchPlan, ProblemsAreListedTogether) {

@@ -89,6 +89,55 @@ TEST(StochasticRounding, IsUnbiased) {
   }
 }
 
+// fp16: the two neighbours of |x| by round-toward-zero (f32_to_f16 rounds to nearest;
+// stepping back one encoding when it rounded up), for the tests below.
+uint16_t f16_toward_zero(float x) {
+  uint16_t h = f32_to_f16(x);
+  if (std::fabs(f16_to_f32(h)) > std::fabs(x)) --h;
+  return h;
+}
+
+TEST(StochasticRoundingFp16, KeepsExactValuesAndPicksANeighbour) {
+  zdp::testing::TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  for (int i = 0; i < 100000; ++i) {
+    // Subnormal, normal and up to the largest finite fp16 (65504).
+    const float x = rnd.signed_uniform(1e-9f, 65000.0f);
+    const uint32_t r = static_cast<uint32_t>(rnd.integer(0, 0xffff));
+    const uint16_t lo = f16_toward_zero(x);
+    const uint16_t got = f32_to_f16_stochastic(x, r);
+    ASSERT_TRUE(got == lo || got == lo + 1) << x << " -> 0x" << std::hex << got << ", lower neighbour 0x" << lo;
+    const float exact = f16_to_f32(lo);
+    ASSERT_EQ(f32_to_f16_stochastic(exact, r), lo) << "exact fp16 value " << exact << " moved";
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(f32_to_f16_stochastic(inf, 0xffff), 0x7c00);
+  EXPECT_EQ(f32_to_f16_stochastic(-inf, 0), 0xfc00);
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16_stochastic(std::nanf(""), 0xffff))));
+  EXPECT_EQ(f32_to_f16_stochastic(1e6f, 0), 0x7c00);  // beyond fp16: infinity, as to nearest
+  // 65520 is half way from 65504 (the largest fp16) to 65536: the carry reaches infinity.
+  EXPECT_EQ(f32_to_f16_stochastic(65520.0f, 0xffff), 0x7c00);
+  EXPECT_EQ(f32_to_f16_stochastic(65520.0f, 0), 0x7bff);
+  EXPECT_EQ(f32_to_f16_stochastic(-0.0f, 0xffff), 0x8000);
+}
+
+// Every one of the 2^16 random values once: the mean of the results is x itself for a
+// normal result (13 dropped bits, exactly unbiased), and within 2^-16 of a 2^-24 step for a
+// subnormal one.
+TEST(StochasticRoundingFp16, IsUnbiasedOverEveryRandomValue) {
+  zdp::testing::TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  for (int i = 0; i < 200; ++i) {
+    const bool subnormal = i % 2 == 1;
+    const float x = subnormal ? rnd.signed_uniform(1e-9f, 6e-5f) : rnd.signed_uniform(1e-4f, 6e4f);
+    double sum = 0;
+    for (uint32_t r = 0; r <= 0xffff; ++r) sum += f16_to_f32(f32_to_f16_stochastic(x, r));
+    const double mean = sum / 65536.0;
+    const double tolerance = subnormal ? std::ldexp(1.0, -24 - 16) : 0.0;
+    EXPECT_LE(std::fabs(mean - x), tolerance) << "x = " << x << ", mean " << mean;
+  }
+}
+
 TEST(BranchlessHalf, DecodeMatchesConvertHForEveryEncoding) {
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     ASSERT_EQ(float_bits(f16_to_f32_branchless(static_cast<uint16_t>(h))),

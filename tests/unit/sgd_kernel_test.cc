@@ -160,7 +160,7 @@ TEST(SgdKernel, RejectsBadArguments) {
   a.step = 0;
   EXPECT_EQ(sgd_update_cpu(a).code(), StatusCode::kInvalidArgument);
   a.step = 1;
-  a.rounding = Rounding::kStochastic;  // without a bf16 output
+  a.rounding = Rounding::kStochastic;  // without a 16-bit output
   EXPECT_EQ(sgd_update_cpu(a).code(), StatusCode::kInvalidArgument);
 }
 

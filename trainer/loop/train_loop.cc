@@ -21,9 +21,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Dense bf16 tensor-core peak of the GPUs MFU is reported for (their datasheets); other
-// devices (and the CPU) get no MFU.
-double peak_flops(const Device& device) {
+// One rank's peak FLOP/s for MFU, in the step lines and the profile summary alike:
+// profile.peak_tflops when set, else the dense bf16 tensor-core peak of the GPUs we know
+// (their datasheets); other devices (and the CPU) get no MFU.
+double peak_flops(const Config& config, const Device& device) {
+  if (config.profile.peak_tflops > 0) return config.profile.peak_tflops * 1e12;
   if (device.kind() != DeviceKind::kCuda) return 0;
   const std::string name = device.name();
   if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
@@ -130,7 +132,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   // Before the profiler exists: evaluations are never part of a measured step.
   if (val_data && t.eval_every > 0 && resumed.step == 0 && t.steps > 0) ZDP_RETURN_IF_ERROR(eval_and_log(0));
 
-  const double peak = peak_flops(ctx.device());
+  const double peak = peak_flops(config, ctx.device());
   if (resumed.step >= t.steps) {
     console.line("dp-train: the checkpoint is at step " + std::to_string(resumed.step) + ", train.steps is " +
                  std::to_string(t.steps) + ": nothing to train (raise train.steps to continue)");

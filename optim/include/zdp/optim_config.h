@@ -23,10 +23,20 @@ enum class LrScalingRule : int {
   kLinear,    // lr * B / base_batch (Goyal et al. 2017, for SGD)
   kSqrt,      // lr * sqrt(B / base_batch) (Krizhevsky 2014; common for Adam)
 };
+// How an updated fp32 master weight becomes the bf16/fp16 parameter the model computes with.
+enum class ParamRounding : int {
+  kNearest = 0,  // round to nearest, ties to even
+  // Round up with probability equal to the dropped fraction (unbiased: small updates are
+  // not lost to rounding on average). The random bits are keyed by (train seed, optimizer
+  // step, the element's index among all parameter elements), so every world size and
+  // stage rounds an element the same way. bf16 and fp16 parameters only.
+  kStochastic,
+};
 // The config word of each value, as written in TOML (the parser reads these same words).
 const char* to_string(OptimizerKind value);  // "adamw" | "sgd"
 const char* to_string(LrSchedule value);     // "constant" | "cosine" | "linear"
 const char* to_string(LrScalingRule value);  // "none" | "linear" | "sqrt"
+const char* to_string(ParamRounding value);  // "nearest" | "stochastic"
 
 // [optim]: optimizer hyper-parameters and learning-rate schedule.
 struct OptimConfig {
@@ -42,6 +52,7 @@ struct OptimConfig {
   double min_lr = 0.0;                 // where cosine/linear decay ends
   LrScalingRule lr_scaling = LrScalingRule::kNone;  // lr (and min_lr) follow the global batch: "none" | "linear" | "sqrt"
   int64_t base_batch = 0;              // the global batch lr was tuned at; 0 = train.global_batch (no scaling)
+  ParamRounding rounding = ParamRounding::kNearest;  // "nearest" | "stochastic" (bf16/fp16 parameters)
 };
 
 }  // namespace zdp

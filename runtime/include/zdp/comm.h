@@ -48,7 +48,9 @@ struct CommOptions {
   // A collective that has not completed after this long fails on this rank with kTimeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // Gloo: address of this rank's listening socket, seen by the other ranks. Empty picks
-  // 127.0.0.1 when `iface` is empty too (single node).
+  // 127.0.0.1 when `iface` is empty too (one host). zdp::init fills one of the two: the
+  // local address routing to MASTER_ADDR unless the config or GLOO_SOCKET_IFNAME says
+  // otherwise (README, "Multi-node").
   std::string hostname;
   // Gloo: network interface to bind (e.g. "eth0"); takes precedence over hostname.
   std::string iface;

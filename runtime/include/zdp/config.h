@@ -49,14 +49,22 @@ struct LaunchConfig {
   int node_rank = 0;                   // this node's index in [0, nnodes); node 0 hosts the store
   std::string master_addr = "127.0.0.1";  // address of node 0, where the rendezvous store listens
   int master_port = 29500;             // TCP port of the rendezvous store on node 0
+  // The address each rank advertises to its Gloo peers: rank_addr if set (an address of
+  // this node: set it per node with --set), else socket_ifname's address (also passed to
+  // NCCL as NCCL_SOCKET_IFNAME), else $GLOO_SOCKET_IFNAME's, else the local address of the
+  // interface that routes to master_addr (loopback exactly when master_addr is).
+  std::string socket_ifname;           // network interface, e.g. "eth1"; empty = see above
+  std::string rank_addr;               // address or host name of this node; empty = see above
   Backend backend = Backend::kAuto;    // collective backend (see Backend)
   std::string program;                 // rank executable; empty = dp-train installed beside dp-launch
   std::vector<std::string> args;       // extra arguments passed to every rank; default none
   std::map<std::string, std::string> env;  // extra environment of every rank; default none
-  std::string log_dir = "zdp-logs";    // per-rank logs land in <log_dir>/rank<r>.log
+  std::string log_dir = "zdp-logs";    // per-rank logs land in <log_dir>/rank-<r>.log
   int max_restarts = 0;                // whole-job restarts after a rank failure; 0 = fail at once
   double collective_timeout_s = 300;   // a collective waiting longer fails the job
-  double startup_timeout_s = 120;      // every rank must have joined the job within this
+  double startup_timeout_s = 120;      // every rank must have joined the job (zdp::init done) within
+                                       // this, or the job stops; 0 = no deadline (programs that
+                                       // never use zdp::init)
 };
 
 // [model]: dp-train's reference model.
@@ -68,7 +76,8 @@ struct ModelConfig {
   int vocab_size = 256;                // token vocabulary (gpt) / classes (mlp)
   int seq_len = 64;                    // tokens per sample (gpt)
   DType dtype = DType::kF32;           // compute dtype: "fp32" | "bf16" | "fp16"; masters stay fp32
-  double init_std = 0.02;              // std of the normal initialisation of weights
+  double init_std = 0.02;              // gpt: std of the normal initialisation of weights (the mlp
+                                       // uses 1/sqrt(d_model) and refuses another value)
   MlpTask task = MlpTask::kClassification;  // mlp: "classification" (vocab_size classes) | "regression" (vocab_size outputs)
 };
 

@@ -103,6 +103,21 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
              str(c.model.n_heads) + ") (model.kind = \"gpt\")";
     });
   }
+  // The mlp initialises with 1/sqrt(d_model) (unit-variance pre-activations at any width):
+  // another init_std would be silently ignored, so it is refused.
+  check.require(c.model.kind != ModelKind::kMlp || c.model.init_std == ModelConfig{}.init_std,
+                {"model.init_std", "model.kind"}, [&] {
+                  return "model.init_std (" + format_float(c.model.init_std) +
+                         ") applies to model.kind = \"gpt\" only; the mlp initialises its weights with std "
+                         "1/sqrt(d_model): leave model.init_std out";
+                });
+  // Stochastic rounding rounds into a 16-bit parameter; fp32 parameters are the masters.
+  check.require(c.optim.rounding != ParamRounding::kStochastic || c.model.dtype != DType::kF32,
+                {"optim.rounding", "model.dtype"}, [&] {
+                  return std::string("optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" (it "
+                                     "rounds the fp32 master weights into 16-bit parameters); model.dtype is \"") +
+                         to_string(c.model.dtype) + "\"";
+                });
   check.require(c.model.kind != ModelKind::kMlp || c.data.kind == DataKind::kSynthetic, {"data.kind", "model.kind"},
                 [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
   check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},

@@ -203,11 +203,18 @@ std::vector<KeyInfo> build_table() {
                      "rank processes on this node; \"auto\": the CUDA device count, or 2 without CUDA devices"),
       field("launch.nnodes", &C::launch, &L::nnodes, "nodes in the job, each running one dp-launch", at_least(1)),
       field("launch.node_rank", &C::launch, &L::node_rank,
-            "this node's index, 0 <= node_rank < nnodes; node 0 hosts the store", at_least(0)),
+            "this node's index, 0 <= node_rank < nnodes; node 0 hosts the store; --node-rank beats it, and under "
+            "Slurm it must agree with SLURM_NODEID", at_least(0)),
       non_empty(field("launch.master_addr", &C::launch, &L::master_addr,
                       "address of node 0, where the rendezvous store listens")),
       field("launch.master_port", &C::launch, &L::master_port,
             "TCP port of the rendezvous store on node 0", between(1, 65535)),
+      field("launch.socket_ifname", &C::launch, &L::socket_ifname,
+            "network interface whose address the ranks advertise to their Gloo peers (also NCCL_SOCKET_IFNAME); "
+            "\"\" = $GLOO_SOCKET_IFNAME, else the interface that routes to master_addr"),
+      field("launch.rank_addr", &C::launch, &L::rank_addr,
+            "address of this node that its ranks advertise to their Gloo peers (set per node with --set); "
+            "beats socket_ifname; \"\" = see socket_ifname"),
       enum_field("launch.backend", &C::launch, &L::backend, kBackendWords,
                  "collectives: nccl (GPU), gloo (CPU); auto = nccl when ranks use CUDA devices, else gloo"),
       field("launch.program", &C::launch, &L::program,
@@ -220,7 +227,8 @@ std::vector<KeyInfo> build_table() {
       field("launch.collective_timeout_s", &C::launch, &L::collective_timeout_s,
             "a collective waiting longer than this fails the job", above(0)),
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,
-            "every rank must join the job within this", above(0)),
+            "every rank must join the job (zdp::init done) within this, or the job stops; 0 = no deadline "
+            "(programs that never use zdp::init)", at_least(0)),
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
       field("model.n_layers", &C::model, &M::n_layers,
@@ -231,7 +239,9 @@ std::vector<KeyInfo> build_table() {
       field("model.seq_len", &C::model, &M::seq_len, "tokens per sample (gpt)", at_least(1)),
       enum_field("model.dtype", &C::model, &M::dtype, kComputeDTypeWords,
                  "compute dtype of parameters; fp32 masters are always kept"),
-      field("model.init_std", &C::model, &M::init_std, "std of the normal initialisation of weights", above(0)),
+      field("model.init_std", &C::model, &M::init_std,
+            "gpt: std of the normal initialisation of weights (the mlp uses 1/sqrt(d_model) and refuses "
+            "another value)", above(0)),
       enum_field("model.task", &C::model, &M::task, kMlpTaskWords,
                  "mlp: classify into vocab_size classes, or regress vocab_size outputs"),
 
@@ -278,6 +288,10 @@ std::vector<KeyInfo> build_table() {
                  "lr and min_lr follow the global batch B: linear x B/base_batch, sqrt x sqrt(B/base_batch)"),
       field("optim.base_batch", &C::optim, &O::base_batch,
             "global batch lr was tuned at; 0 = train.global_batch (no scaling)", at_least(0)),
+      enum_field("optim.rounding", &C::optim, &O::rounding,
+                 words_of({ParamRounding::kNearest, ParamRounding::kStochastic}),
+                 "how updated weights are rounded into bf16/fp16 parameters: nearest (even), or stochastic "
+                 "(unbiased, keyed by seed, step and element; needs model.dtype bf16 or fp16)"),
 
       field("zero.stage", &C::zero, &Z::stage,
             "0 = DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters", between(0, 3)),
@@ -315,7 +329,8 @@ std::vector<KeyInfo> build_table() {
       field("profile.dir", &C::profile, &P::dir,
             "where profile.jsonl, trace.json and memory.svg go; empty = launch.log_dir"),
       field("profile.peak_tflops", &C::profile, &P::peak_tflops,
-            "per-rank peak TFLOP/s for MFU; 0 = known GPUs (A100, H100, H200 bf16), none on CPU", at_least(0)),
+            "per-rank peak TFLOP/s for MFU (the step lines and the profile summary); 0 = known GPUs (A100, "
+            "H100, H200 bf16), none on CPU", at_least(0)),
   };
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "runtime/internal/rank_address.h"
 #include "zdp/log.h"
 
 namespace zdp {
@@ -72,6 +73,17 @@ StatusOr<Context> init(const InitOptions& options) {
 
   CommOptions copts;
   copts.timeout = ctx.timeout_;
+  if (backend == Backend::kGloo && ctx.env_.master_port != 0) {
+    // Peers on other hosts connect to the address this rank advertises (rank_address.h).
+    const EnvLookup env = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+    StatusOr<RankAddress> address =
+        choose_rank_address(ctx.config_.launch, ctx.env_.master_addr, ctx.env_.master_port, env);
+    if (!address.ok()) return address.status().with_context(who);
+    if (address->explicit_choice) ZDP_RETURN_IF_ERROR(check_rank_address(*address).with_context(who));
+    copts.iface = address->iface;
+    copts.hostname = address->address;
+    ZDP_LOG(kDebug) << "init: rank " << ctx.env_.rank << " advertises " << address->describe();
+  }
   StatusOr<std::unique_ptr<Communicator>> comm =
       backend == Backend::kNccl
           ? create_nccl_communicator(*ctx.store_, ctx.env_.rank, ctx.env_.world_size, *ctx.device_, copts)

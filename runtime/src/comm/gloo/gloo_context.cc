@@ -42,8 +42,12 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
 
 StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, const std::string& prefix, int rank,
                                                                int world_size, const CommOptions& options) {
+  const std::string advertised = !options.iface.empty()      ? "interface " + options.iface + "'s address"
+                                 : !options.hostname.empty() ? options.hostname
+                                                             : std::string("127.0.0.1");
   const std::string where = "rank " + std::to_string(rank) + ": gloo rendezvous of " + std::to_string(world_size) +
-                            " ranks";
+                            " ranks (this rank advertises " + advertised +
+                            "; launch.rank_addr, launch.socket_ifname or GLOO_SOCKET_IFNAME choose another)";
   // Gloo's TCP pairs write to sockets without MSG_NOSIGNAL: when a peer dies mid-send the
   // default SIGPIPE would kill this rank instead of failing the collective with a message
   // naming it. Ignore SIGPIPE unless the program installed a handler of its own.
