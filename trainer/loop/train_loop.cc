@@ -133,6 +133,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   Batch batch;
   for (int64_t step = resumed.step; step < t.steps; ++step) {
     const auto step_start = Clock::now();
+    ctx.set_step(step + 1);  // liveness reports count steps from 1, as the console does
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
     double loss = 0;
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {

@@ -76,11 +76,9 @@ struct CommProgress {
   double current_s = 0;
   // Seconds since the last collective finished (or since the communicator was made).
   double idle_s = 0;
-  // A hash over the signatures of collectives 0 .. fingerprint_seq - 1, taken at
-  // multiples of kFingerprintEvery: ranks that issued the same collectives agree on it.
-  uint64_t fingerprint_seq = 0;
+  // A hash over the sequence numbers and signatures of the `issued` collectives: ranks
+  // that issued the same collectives agree on it (compared at step boundaries).
   uint64_t fingerprint = 0;
-  static constexpr uint64_t kFingerprintEvery = 64;
 };
 
 struct CommOptions {
@@ -167,6 +165,8 @@ class Communicator {
 
  private:
   Status submit(CollectiveDesc desc, Buffers buffers, Stream& stream);
+  // Numbers, records and launches a validated collective.
+  Status issue(CollectiveDesc desc, Buffers buffers, Stream& stream);
 
   const int rank_;
   const int world_size_;
@@ -175,7 +175,7 @@ class Communicator {
   mutable std::mutex error_mu_;
   Status error_;
   std::shared_ptr<detail::FlightRecorder> recorder_;
-  std::shared_ptr<const detail::TestHook> test_hook_;  // $ZDP_TEST_COMM, tests only
+  std::shared_ptr<detail::TestHook> test_hook_;  // $ZDP_TEST_COMM, tests only
 };
 
 // Gloo over TCP, bootstrapped through `store` (every rank calls this with the same store

@@ -57,6 +57,11 @@ struct LaunchConfig {
   int max_restarts = 0;                // whole-job restarts after a rank failure; 0 = fail at once
   double collective_timeout_s = 300;   // a collective waiting longer fails the job
   double startup_timeout_s = 120;      // every rank must have joined the job within this
+  // Every rank publishes a heartbeat through the store (every timeout / 10, at most 1 s);
+  // a rank whose heartbeat stops this long (stopped, frozen, swapped out) is named and the
+  // job stopped, long before collective_timeout_s. A rank that is alive but slow is
+  // reported and left running. 0 = no heartbeats.
+  double heartbeat_timeout_s = 15;
 };
 
 // [model]: dp-train's reference model.

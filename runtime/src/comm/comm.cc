@@ -78,7 +78,7 @@ Communicator::Communicator(int rank, int world_size, Device& device, CommOptions
   if (const char* text = std::getenv("ZDP_TEST_COMM"); text != nullptr && *text != '\0') {
     StatusOr<detail::TestHook> hook = detail::parse_test_hook(text);
     if (hook.ok()) {
-      test_hook_ = std::make_shared<const detail::TestHook>(*hook);
+      test_hook_ = std::make_shared<detail::TestHook>(*hook);
     } else {
       error_ = hook.status();  // every collective fails with it: a typo must not test nothing
     }
@@ -153,6 +153,31 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
     return invalid(std::string("stream '") + stream.name() + "' is on a " + to_string(stream.device().kind()) +
                    " device, the communicator on " + to_string(device_.kind()));
   }
+  if (test_hook_ && test_hook_->desync == "order" && rank_ == test_hook_->rank) {
+    // The hook swaps this rank's calls #seq and #seq + 1: the first is held back and
+    // issued right after the second, so each carries the other's number.
+    detail::TestHook& h = *test_hook_;
+    if (!h.holding && recorder_->issued() == h.seq) {
+      h.holding = true;
+      h.held = desc;
+      h.held_send = buffers.send;
+      h.held_recv = buffers.recv;
+      h.held_stream = &stream;
+      return Status::Ok();
+    }
+    if (h.holding) {
+      h.holding = false;
+      ZDP_LOG(kWarn) << "ZDP_TEST_COMM: issuing collectives #" << h.seq << " and #" << h.seq + 1
+                     << " in swapped order (desync injected)";
+      const Status first = issue(desc, buffers, stream);
+      const Status second = issue(h.held, Buffers{h.held_send, h.held_recv}, *h.held_stream);
+      return first.ok() ? second : first;
+    }
+  }
+  return issue(desc, buffers, stream);
+}
+
+Status Communicator::issue(CollectiveDesc desc, Buffers buffers, Stream& stream) {
   recorder_->enqueue(desc);
   if (test_hook_ && detail::apply_desync(*test_hook_, rank_, desc)) {
     ZDP_LOG(kWarn) << "ZDP_TEST_COMM: issuing " << desc.describe() << " (desync injected)";

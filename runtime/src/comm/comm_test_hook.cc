@@ -53,14 +53,7 @@ StatusOr<TestHook> parse_test_hook(const std::string& text) {
 }
 
 bool apply_desync(const TestHook& hook, int rank, CollectiveDesc& desc) {
-  if (rank != hook.rank || hook.desync.empty()) return false;
-  if (hook.desync == "order") {
-    if (desc.seq == hook.seq) desc.seq = hook.seq + 1;
-    else if (desc.seq == hook.seq + 1) desc.seq = hook.seq;
-    else return false;
-    return true;
-  }
-  if (desc.seq != hook.seq) return false;
+  if (rank != hook.rank || hook.desync.empty() || hook.desync == "order" || desc.seq != hook.seq) return false;
   if (hook.desync == "op") {
     desc.op = CollectiveOp::kBarrier;  // touches no buffer
   } else if (hook.desync == "reduce") {

@@ -28,12 +28,9 @@ uint64_t FlightRecorder::enqueue(CollectiveDesc& desc) {
   r.desc = desc;
   r.enqueued = Clock::now();
   unfinished_.insert(desc.seq);
-  // A sum of terms: order-independent within the sum, yet each term carries its number.
-  running_fingerprint_ += fingerprint_term(desc);
-  if (issued_ % CommProgress::kFingerprintEvery == 0) {
-    fingerprint_seq_ = issued_;
-    fingerprint_ = running_fingerprint_;
-  }
+  // A sum of terms: order-independent as a sum, yet each term carries its number, so
+  // a test hook may amend a term later and swapped collectives still change it.
+  fingerprint_ += fingerprint_term(desc);
   return desc.seq;
 }
 
@@ -41,9 +38,8 @@ void FlightRecorder::amend(uint64_t seq, const CollectiveDesc& desc) {
   std::lock_guard<std::mutex> lock(mu_);
   CollectiveRecord* r = find(seq);
   if (r == nullptr) return;
-  running_fingerprint_ -= fingerprint_term(r->desc);
-  running_fingerprint_ += fingerprint_term(desc);
-  if (issued_ == fingerprint_seq_) fingerprint_ = running_fingerprint_;
+  fingerprint_ -= fingerprint_term(r->desc);
+  fingerprint_ += fingerprint_term(desc);
   r->desc = desc;
 }
 
@@ -83,7 +79,6 @@ CommProgress FlightRecorder::progress() const {
   p.issued = issued_;
   p.completed = completed_;
   p.idle_s = std::chrono::duration<double>(now - last_end_).count();
-  p.fingerprint_seq = fingerprint_seq_;
   p.fingerprint = fingerprint_;
   if (!unfinished_.empty()) {
     const uint64_t oldest = *unfinished_.begin();

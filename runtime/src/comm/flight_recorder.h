@@ -27,6 +27,10 @@ class FlightRecorder {
   void finished(uint64_t seq, bool ok);
 
   std::vector<CollectiveRecord> records() const;  // oldest first
+  uint64_t issued() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return issued_;
+  }
   CommProgress progress() const;
 
  private:
@@ -38,9 +42,7 @@ class FlightRecorder {
   uint64_t completed_ = 0;
   std::set<uint64_t> unfinished_;
   Clock::time_point last_end_;
-  uint64_t running_fingerprint_ = 0;  // over every collective issued so far
-  uint64_t fingerprint_seq_ = 0;
-  uint64_t fingerprint_ = 0;
+  uint64_t fingerprint_ = 0;  // over every collective issued so far
 };
 
 // The term a collective adds to a fingerprint: its number and its signature, so that two

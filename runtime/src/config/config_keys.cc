@@ -221,6 +221,9 @@ std::vector<KeyInfo> build_table() {
             "a collective waiting longer than this fails the job", above(0)),
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,
             "every rank must join the job within this", above(0)),
+      field("launch.heartbeat_timeout_s", &C::launch, &L::heartbeat_timeout_s,
+            "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch",
+            between(0, 3600)),
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
       field("model.n_layers", &C::model, &M::n_layers,
