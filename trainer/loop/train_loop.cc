@@ -136,6 +136,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     ctx.set_step(step + 1);  // liveness reports count steps from 1, as the console does
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
     double loss = 0;
+    if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kForward));
@@ -144,6 +145,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
       loss += l / static_cast<double>(engine.accum_steps());
     }
+    if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);
     ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
     std::vector<float> global = {static_cast<float>(loss)};
     ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
@@ -163,7 +165,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
       ZDP_RETURN_IF_ERROR(eval_and_log(done));
     }
-    if (options.after_step) options.after_step(ctx, done);
+    if (options.at_phase) options.at_phase(ctx, done, TrainPhase::kAfterStep);
     if (checkpoint_due(config, done)) ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done)));
     console.progress(done, t.steps, seconds_since(start), summary.losses.back());
   }

@@ -25,12 +25,13 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
   o.secret = env.job_secret;
   StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start(o);
   if (!server.ok()) {
-    return server.status().with_context("rank 0 (" + env.origin + ", no dp-launch): cannot host the job store on " +
+    return server.status().with_context("rank 0 (started without dp-launch: " + env.origin +
+                                        "): cannot host the job store on " +
                                         o.bind_host + ":" + std::to_string(o.port) +
                                         " (MASTER_PORT, + 1 under torchrun; ZDP_STORE_PORT picks another)");
   }
-  ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << o.bind_host << ":" << o.port << " (" << env.origin
-                 << ", no dp-launch)";
+  ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << o.bind_host << ":" << o.port
+                 << " (the job was started without dp-launch: " << env.origin << ")";
   return server;
 }
 

@@ -176,8 +176,9 @@ StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::ch
                                                     ": no job store (MASTER_PORT is not set); start the job with "
                                                     "dp-launch, torchrun or srun");
   }
-  const std::string host_note = env.rank0_hosts_store ? "rank 0 hosts it (" + env.origin + ", no dp-launch)"
-                                                      : "the dp-launch of node 0 hosts it";
+  const std::string host_note = env.rank0_hosts_store
+                                    ? "rank 0 hosts it: the job was started without dp-launch (" + env.origin + ")"
+                                    : "the dp-launch of node 0 hosts it";
   StatusOr<std::unique_ptr<TcpStoreClient>> client =
       TcpStoreClient::connect(env.store_host, env.store_port, timeout, env.job_secret, host_note);
   if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank));
