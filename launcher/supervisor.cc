@@ -99,9 +99,9 @@ class Group {
         watch_ && failed.exit_info().signal == 0 ? watch_->culprit_of(failed.rank(), Clock::now()) : "";
     if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
     report_job_failed(reason);
-    await_flight_records();
     write_all(o_.console_fd, "dp-launch: " + reason + "; stopping the other " + std::to_string(others) +
                                  " local rank(s)\n");
+    await_flight_records();
     stop_all(SIGTERM);
     finish(GroupOutcome::kRankFailed, reason);
     result_.failed_rank = failed.rank();
@@ -139,7 +139,7 @@ class Group {
     if (!watch_) return;
     std::vector<int> running;
     for (RankProcess& p : procs_) {
-      if (p.running()) running.push_back(p.rank());
+      if (!p.poll().exited) running.push_back(p.rank());
     }
     watch_->wait_for_flight_records(running, kFlightRecordWait);
   }
