@@ -17,6 +17,11 @@ double since(LivenessClock::time_point t, LivenessClock::time_point now) {
   return std::chrono::duration<double>(now - t).count();
 }
 
+// Heard from within three of its beats (and 1 s).
+bool fresh(const RankBeat& b, LivenessClock::time_point now) {
+  return since(b.changed, now) < std::max(1.0, 3 * b.record.interval_s);
+}
+
 // Where the other ranks are, for a stall report: who waits at which collective.
 std::string peers_text(const std::vector<RankBeat>& beats, int stalled) {
   std::string waiting, others;
@@ -122,7 +127,8 @@ Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& l
   const double patience = std::chrono::duration<double>(timeout).count() / 2;
   for (size_t r = 0; r < beats.size(); ++r) {
     const HeartbeatRecord& slow = beats[r].record;
-    if (!local[r] || !beats[r].seen || !slow.has_comm || now - beats[r].changed >= timeout) continue;
+    // Slow means alive: its heartbeat is fresh (a silent one is a stall in the making).
+    if (!local[r] || !beats[r].seen || !slow.has_comm || !fresh(beats[r], now)) continue;
     std::string waiting;
     uint64_t at = 0;
     double longest = 0;
@@ -163,8 +169,7 @@ std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessCloc
   int worst = -1;
   for (size_t r = 0; r < beats.size(); ++r) {
     if (static_cast<int>(r) == failed || !beats[r].seen) continue;
-    const auto still = std::chrono::duration<double>(now - beats[r].changed).count();
-    if (still < std::max(1.0, 3 * beats[r].record.interval_s)) continue;
+    if (fresh(beats[r], now)) continue;
     if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
   }
   if (worst < 0) return "";
@@ -222,7 +227,7 @@ void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std
   for (const int r : running) {
     if (r < 0 || static_cast<size_t>(r) >= beats_.size()) continue;
     const RankBeat& b = beats_[static_cast<size_t>(r)];
-    if (b.seen && since(b.changed, now) < std::max(1.0, 3 * b.record.interval_s)) {
+    if (b.seen && fresh(b, now)) {
       keys.push_back(heartbeat_keys::flight_printed(r));
     }
   }
