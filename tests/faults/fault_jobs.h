@@ -58,6 +58,7 @@ struct Job {
   pid_t pid = -1;
   int out_fd = -1;
   FaultClock::time_point start;
+  std::string program;  // what it execs: memory is sampled only once it runs that
 };
 
 // Starts `argv` with `env` set on top of (or, with `clean_env`, instead of) ours.
@@ -67,6 +68,8 @@ inline Job start_job(const std::vector<std::string>& argv, const std::map<std::s
   EXPECT_EQ(::pipe(fds), 0);
   Job job;
   job.start = FaultClock::now();
+  std::error_code ec;
+  job.program = std::filesystem::canonical(argv.at(0), ec).string();
   job.pid = ::fork();
   if (job.pid == 0) {
     ::dup2(fds[1], 1);
@@ -91,7 +94,11 @@ inline Job start_job(const std::vector<std::string>& argv, const std::map<std::s
   return job;
 }
 
-inline long vm_hwm_kib(pid_t pid) {
+// The peak RSS of `pid` once it runs `program` (between fork and exec the child's
+// figures are a copy of the test process's): 0 before.
+inline long vm_hwm_kib(pid_t pid, const std::string& program) {
+  std::error_code ec;
+  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string() != program) return 0;
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(f, line);) {
     if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
@@ -106,7 +113,7 @@ inline JobRun finish_job(Job job, std::chrono::seconds limit) {
   const auto deadline = job.start + limit;
   auto seconds = [&] { return std::chrono::duration<double>(FaultClock::now() - job.start).count(); };
   for (bool open = true; open;) {
-    run.peak_rss_kib = std::max(run.peak_rss_kib, vm_hwm_kib(job.pid));
+    run.peak_rss_kib = std::max(run.peak_rss_kib, vm_hwm_kib(job.pid, job.program));
     if (FaultClock::now() >= deadline) {
       ::kill(job.pid, SIGKILL);
       run.timed_out = true;

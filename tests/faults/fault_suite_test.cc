@@ -52,7 +52,7 @@ struct Fault {
   }
   std::string acted() const {
     if (seq != 0) return "ZDP_TEST_COMM: " + action;
-    return phase == "checkpoint" ? "ZDP_CKPT_FAULT: " + action : "ZDP_TRAIN_FAULT: " + action;
+    return phase == "checkpoint" ? "ZDP_CKPT_FAULT: " + action : std::string("ZDP_TRAIN_FAULT: ");
   }
 };
 

@@ -70,9 +70,15 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
 }
 
 void run_train_fault(const TrainFault& fault, Context& ctx) {
-  std::fprintf(stderr, "dp-train: rank %d: ZDP_TRAIN_FAULT: %s at %s of step %lld (attempt %d)\n", ctx.rank(),
-               fault.action.c_str(), to_string(fault.phase), static_cast<long long>(fault.step),
-               ctx.launch_env().attempt);
+  std::string what = fault.action == "kill"   ? "killing this rank"
+                     : fault.action == "stop" ? "stopping this rank (SIGSTOP)"
+                     : fault.action == "slow" ? "pausing this rank for " + std::to_string(fault.ms) + " ms"
+                                              : "dropping this rank's connections";
+  what += fault.phase == TrainPhase::kAfterStep ? " after step "
+          : fault.phase == TrainPhase::kForward ? " before the forward pass of step "
+                                                : " before the optimizer step of step ";
+  std::fprintf(stderr, "dp-train: rank %d: ZDP_TRAIN_FAULT: %s%lld (attempt %d)\n", ctx.rank(), what.c_str(),
+               static_cast<long long>(fault.step), ctx.launch_env().attempt);
   std::fflush(nullptr);
   if (fault.action == "kill") {
     ::raise(SIGKILL);
