@@ -97,6 +97,7 @@ void ServerCore::process(Id id, Conn& c, Clock::time_point now) {
     Request request;
     const Status s = decode_request(std::string_view(c.in).substr(kFrameHeaderBytes, length), &request);
     c.in.erase(0, kFrameHeaderBytes + length);
+    if (c.in.empty() && c.in.capacity() > (1u << 20)) std::string().swap(c.in);  // after a big frame
     if (!s.ok()) {
       if (!c.authenticated) return refuse(id, c, kMalformed, now);
       return drop(id, s.message());
