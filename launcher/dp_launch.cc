@@ -148,6 +148,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.live_status = is_live_terminal(STDOUT_FILENO);
     g.watch_progress = plan->hosts_store();  // node 0's launcher shows the whole job
     g.startup_timeout = startup;
+    g.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config->launch.heartbeat_timeout_s * 1000));
     g.store = &store;
     const GroupResult result = run_group(g, g_interrupt);
     if (result.ok()) {

@@ -188,6 +188,7 @@ std::vector<RankSpec> LaunchPlan::local_ranks(const Config& config, int attempt)
     spec.env["ZDP_JOB_SECRET"] = secret;
     spec.env["ZDP_ATTEMPT"] = std::to_string(attempt);
     spec.env["ZDP_BACKEND"] = backend == Backend::kNccl ? "nccl" : "gloo";
+    spec.env["ZDP_LAUNCHER"] = "dp-launch";  // the store is ours: rank 0 must not host one (launch_env.h)
     out.push_back(std::move(spec));
   }
   return out;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "launcher/liveness.h"
 #include "launcher/output_pump.h"
 #include "launcher/progress_watch.h"
 #include "launcher/terminal.h"
@@ -19,6 +20,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 constexpr auto kStoreCheckInterval = std::chrono::milliseconds(250);
+// Before stopping the ranks, give them this long to print their flight recorders.
+constexpr auto kFlightRecordWait = std::chrono::seconds(2);
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -38,6 +41,11 @@ class Group {
   GroupResult run() {
     if (!spawn_all()) return result_;
     start_ = Clock::now();
+    if (o_.store) {
+      std::vector<int> local;
+      for (const RankSpec& spec : o_.ranks) local.push_back(spec.rank);
+      watch_ = std::make_unique<LivenessWatch>(*o_.store, o_.world_size, local, o_.heartbeat_timeout);
+    }
     auto next_store_check = start_;
     while (true) {
       pump_.pump(kPollInterval);
@@ -53,6 +61,8 @@ class Group {
           all_done = false;
         } else if (!e.ok()) {
           return rank_failed(p);
+        } else if (watch_) {
+          watch_->exited(p.rank());
         }
       }
       if (all_done) {
@@ -66,6 +76,7 @@ class Group {
         if (check_startup()) return result_;
         if (o_.watch_progress) show_progress();
       }
+      if (watch_ && check_liveness()) return result_;
     }
   }
 
@@ -88,10 +99,16 @@ class Group {
 
   GroupResult rank_failed(const RankProcess& failed) {
     const int others = static_cast<int>(procs_.size()) - 1;
-    const std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
-                               ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
+    std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
+                         ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
+    // A rank that exits with an error may only have timed out waiting for a stopped one:
+    // blame the one whose heartbeat stopped first.
+    const std::string cause =
+        watch_ && failed.exit_info().signal == 0 ? watch_->culprit_of(failed.rank(), Clock::now()) : "";
+    if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
+    await_flight_records();
     stop_all(SIGTERM);
     finish(GroupOutcome::kRankFailed, reason);
     result_.failed_rank = failed.rank();
@@ -99,6 +116,46 @@ class Group {
     result_.failed_tail = pump_.tail(failed.rank());
     result_.failed_log = pump_.log_path(failed.rank());
     return result_;
+  }
+
+  // Heartbeats: a stalled rank or a desync stops the job; a slow rank is reported.
+  bool check_liveness() {
+    const Finding f = watch_->poll(Clock::now());
+    if (f.verdict == Verdict::kNone) return false;
+    if (f.verdict == Verdict::kStraggler) {
+      console_.line("dp-launch: warning: " + f.message);
+      return false;
+    }
+    report_job_failed(f.message);
+    console_.line("dp-launch: " + f.message + "; stopping the job");
+    await_flight_records();
+    stop_all(SIGTERM);
+    finish(f.verdict == Verdict::kDesync ? GroupOutcome::kDesync : GroupOutcome::kRankStalled, f.message);
+    result_.failed_rank = f.rank;
+    if (const RankProcess* p = local_process(f.rank)) {
+      result_.failed_exit = p->exit_info();
+      result_.failed_tail = pump_.tail(f.rank);
+      result_.failed_log = pump_.log_path(f.rank);
+    }
+    return true;
+  }
+
+  // The job-failed key is set: the ranks print their flight recorders (heartbeat thread)
+  // before the SIGTERM; a stopped rank cannot, so the wait is bounded.
+  void await_flight_records() {
+    if (!watch_) return;
+    std::vector<int> running;
+    for (RankProcess& p : procs_) {
+      if (!p.poll().exited) running.push_back(p.rank());
+    }
+    watch_->wait_for_flight_records(running, kFlightRecordWait);
+  }
+
+  const RankProcess* local_process(int rank) const {
+    for (const RankProcess& p : procs_) {
+      if (p.rank() == rank) return &p;
+    }
+    return nullptr;
   }
 
   // Another node's launcher stopped the job: stop ours too.
@@ -154,7 +211,9 @@ class Group {
   // SIGTERM (or SIGINT) to every running rank's process group, SIGKILL after the grace.
   void stop_all(int first_signal) {
     for (RankProcess& p : procs_) {
-      if (p.running()) p.signal_group(first_signal);
+      if (!p.running()) continue;
+      p.signal_group(first_signal);
+      p.signal_group(SIGCONT);  // a stopped (SIGSTOP) rank acts on the signal only once continued
     }
     const auto deadline = Clock::now() + o_.stop_grace;
     while (Clock::now() < deadline && any_running()) pump_.pump(kPollInterval);
@@ -209,6 +268,7 @@ class Group {
   ProgressWatch watch_;
   std::set<std::string> reported_;  // rank problems already printed
   std::vector<RankProcess> procs_;
+  std::unique_ptr<LivenessWatch> watch_;  // with a store
   Clock::time_point start_;
   bool startup_done_ = false;
   GroupResult result_;
@@ -220,6 +280,8 @@ const char* to_string(GroupOutcome outcome) {
   switch (outcome) {
     case GroupOutcome::kSucceeded: return "succeeded";
     case GroupOutcome::kRankFailed: return "rank failed";
+    case GroupOutcome::kRankStalled: return "rank stopped responding";
+    case GroupOutcome::kDesync: return "collective mismatch";
     case GroupOutcome::kStartupTimeout: return "startup timeout";
     case GroupOutcome::kOtherNodeFailed: return "stopped by another node";
     case GroupOutcome::kInterrupted: return "interrupted";

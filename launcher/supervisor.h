@@ -1,8 +1,8 @@
 // Runs this node's ranks of one attempt of a job and watches them (and, on node 0, the
-// job's progress: progress_watch.h): a rank that fails,
-// a rank that never checks in, a failure reported by another node's launcher, or a
-// signal to the launcher stops every local rank (SIGTERM, then SIGKILL after a grace
-// period) within seconds.
+// job's progress: progress_watch.h): a rank that fails, a rank that never checks in, a
+// rank whose heartbeat stops, ranks that issue different collectives, a failure reported
+// by another node's launcher, or a signal to the launcher stops every local rank (SIGTERM,
+// then SIGKILL after a grace period) within seconds; a slow rank is reported.
 #pragma once
 
 #include <atomic>
@@ -31,12 +31,24 @@ struct GroupOptions {
   // stops naming the ranks that never reached the store; 0 disables.
   std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
   std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
+  // Ranks that publish heartbeats (zdp::init) and stop doing so for this long are named
+  // and the job stopped; desync and stragglers are reported (launcher/liveness.h). 0: off.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
   // The job's store, scoped to this attempt (for ready keys and the job-failed key).
   // May be null for tests of a single node without rendezvous.
   Store* store = nullptr;
 };
 
-enum class GroupOutcome { kSucceeded, kRankFailed, kStartupTimeout, kOtherNodeFailed, kInterrupted, kSpawnFailed };
+enum class GroupOutcome {
+  kSucceeded,
+  kRankFailed,
+  kRankStalled,  // a rank's heartbeat stopped
+  kDesync,       // ranks issued different collectives
+  kStartupTimeout,
+  kOtherNodeFailed,
+  kInterrupted,
+  kSpawnFailed
+};
 const char* to_string(GroupOutcome outcome);
 
 struct GroupResult {

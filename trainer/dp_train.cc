@@ -5,7 +5,6 @@
 // write <launch.log_dir>/train_summary.json (trainer/loop/run_summary.h) at the end.
 #include <CLI/CLI.hpp>
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -43,12 +42,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), fault.status().to_string().c_str());
       return 1;
     }
-    options.after_step = [fault = *fault](zdp::Context& c, int64_t done) {
-      if (!fault.fires(c.rank(), done, c.launch_env().attempt)) return;
-      std::fprintf(stderr, "dp-train: rank %d: ZDP_TRAIN_FAULT: killing this rank after step %lld (attempt %d)\n",
-                   c.rank(), static_cast<long long>(done), c.launch_env().attempt);
-      std::fflush(nullptr);
-      std::raise(SIGKILL);
+    options.at_phase = [fault = *fault](zdp::Context& c, int64_t step, zdp::trainer::TrainPhase phase) {
+      if (fault.fires(c.rank(), step, c.launch_env().attempt, phase)) zdp::trainer::run_train_fault(fault, c);
     };
   }
   zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config(), options);

@@ -18,7 +18,8 @@ EnvLookup fake(const std::map<std::string, std::string>& vars) {
 
 TEST(LaunchEnv, TorchrunVariables) {
   auto env = read_launch_env(fake({{"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
-                                   {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29501"}, {"ZDP_ATTEMPT", "2"}}));
+                                   {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29501"}, {"ZDP_ATTEMPT", "2"},
+                                   {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
   ASSERT_TRUE(env.ok()) << env.status().to_string();
   EXPECT_EQ(env->rank, 5);
   EXPECT_EQ(env->local_rank, 1);
@@ -27,6 +28,43 @@ TEST(LaunchEnv, TorchrunVariables) {
   EXPECT_EQ(env->master_addr, "node0");
   EXPECT_EQ(env->master_port, 29501);
   EXPECT_EQ(env->attempt, 2);
+  // Without dp-launch over two nodes: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
+  EXPECT_TRUE(env->rank0_hosts_store);
+  EXPECT_EQ(env->store_host, "node0");
+  EXPECT_EQ(env->store_port, 29501);
+  EXPECT_EQ(env->origin, "RANK/WORLD_SIZE");
+}
+
+TEST(LaunchEnv, WhoHostsTheStore) {
+  const std::map<std::string, std::string> five = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
+                                                   {"MASTER_ADDR", "gpu07"}, {"MASTER_PORT", "29500"}};
+  auto plain = read_launch_env(fake(five));
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_TRUE(plain->rank0_hosts_store);
+  EXPECT_EQ(plain->store_host, "127.0.0.1") << "one node: loopback, whatever MASTER_ADDR says";
+  EXPECT_EQ(plain->store_port, 29500);
+
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(five.begin(), five.end());
+    return read_launch_env(fake(extra));
+  };
+  auto torchrun = with({{"TORCHELASTIC_RUN_ID", "job"}});
+  ASSERT_TRUE(torchrun.ok());
+  EXPECT_EQ(torchrun->origin, "torchrun");
+  EXPECT_EQ(torchrun->store_port, 29501) << "torchrun's agent holds MASTER_PORT";
+  EXPECT_EQ(with({{"TORCHELASTIC_RUN_ID", "job"}, {"ZDP_STORE_PORT", "4000"}})->store_port, 4000);
+
+  auto launched = with({{"ZDP_LAUNCHER", "dp-launch"}});
+  ASSERT_TRUE(launched.ok());
+  EXPECT_FALSE(launched->rank0_hosts_store);
+  EXPECT_EQ(launched->store_host, "gpu07");
+  EXPECT_EQ(launched->store_port, 29500);
+
+  auto nodes = with({{"LOCAL_WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_NE(nodes.status().message().find("export the same ZDP_JOB_SECRET on every node"), std::string::npos)
+      << nodes.status().message();
+  EXPECT_FALSE(with({{"ZDP_STORE_PORT", "70000"}}).ok());
 }
 
 TEST(LaunchEnv, NothingSetIsAWorldOfOne) {
@@ -48,7 +86,8 @@ TEST(LaunchEnv, InconsistentValuesNameTheVariables) {
 
 TEST(LaunchEnv, SlurmTasksWithoutALauncher) {
   auto env = read_launch_env(fake({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
-                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"}}));
+                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                   {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
   ASSERT_TRUE(env.ok()) << env.status().to_string();
   EXPECT_EQ(env->rank, 6);
   EXPECT_EQ(env->local_rank, 2);

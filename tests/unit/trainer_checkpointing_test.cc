@@ -101,5 +101,24 @@ TEST(TrainFault, ParsesRankStepAndOptionalAttempt) {
   }
 }
 
+TEST(TrainFault, PhasesAndActions) {
+  StatusOr<TrainFault> f = parse_train_fault("rank=0,step=4,phase=optimizer,action=stop");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->action, "stop");
+  EXPECT_TRUE(f->fires(0, 4, 0, TrainPhase::kOptimizer));
+  EXPECT_FALSE(f->fires(0, 4, 0, TrainPhase::kForward));
+  EXPECT_FALSE(f->fires(0, 4, 0)) << "after_step is the default phase only";
+  StatusOr<TrainFault> d = parse_train_fault("rank=0,step=4");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, "kill");
+  EXPECT_EQ(d->phase, TrainPhase::kAfterStep);
+  EXPECT_EQ(parse_train_fault("rank=0,step=4,action=slow,ms=250")->ms, 250);
+  for (const char* bad : {"rank=0,step=1,phase=backward", "rank=0,step=1,action=pause", "rank=0,step=1,ms=-5"}) {
+    StatusOr<TrainFault> r = parse_train_fault(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("ZDP_TRAIN_FAULT=\"") + bad + "\""), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zdp::trainer

@@ -1,16 +1,32 @@
-// Parsing of $ZDP_TRAIN_FAULT.
+// Parsing and running $ZDP_TRAIN_FAULT.
 #include "trainer/loop/train_fault.h"
 
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace zdp::trainer {
+
+const char* to_string(TrainPhase phase) {
+  switch (phase) {
+    case TrainPhase::kForward: return "forward";
+    case TrainPhase::kOptimizer: return "optimizer";
+    case TrainPhase::kAfterStep: return "after_step";
+  }
+  return "?";
+}
 
 StatusOr<TrainFault> parse_train_fault(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument,
-                  "ZDP_TRAIN_FAULT=\"" + text + "\": " + why + " (expected \"rank=R,step=S[,attempt=A]\")");
+                  "ZDP_TRAIN_FAULT=\"" + text + "\": " + why +
+                      " (expected \"rank=R,step=S[,attempt=A][,phase=after_step|forward|optimizer]"
+                      "[,action=kill|stop|slow|drop][,ms=M]\")");
   };
   TrainFault fault;
   std::set<std::string> seen;
@@ -20,6 +36,20 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
     if (eq == std::string::npos) return bad("'" + item + "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (!seen.insert(key).second) return bad("'" + key + "' is given twice");
+    if (key == "phase") {
+      if (value == "forward") fault.phase = TrainPhase::kForward;
+      else if (value == "optimizer") fault.phase = TrainPhase::kOptimizer;
+      else if (value == "after_step") fault.phase = TrainPhase::kAfterStep;
+      else return bad("unknown phase '" + value + "'");
+      continue;
+    }
+    if (key == "action") {
+      if (value != "kill" && value != "stop" && value != "slow" && value != "drop") {
+        return bad("unknown action '" + value + "'");
+      }
+      fault.action = value;
+      continue;
+    }
     char* end = nullptr;
     const long long v = value.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
     if (v < 0 || (end && *end != '\0')) return bad(key + " = '" + value + "' is not a non-negative integer");
@@ -29,12 +59,36 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
       fault.step = v;
     } else if (key == "attempt") {
       fault.attempt = static_cast<int>(v);
+    } else if (key == "ms") {
+      fault.ms = v;
     } else {
       return bad("unknown field '" + key + "'");
     }
   }
   if (!seen.count("rank") || !seen.count("step")) return bad("rank and step are required");
   return fault;
+}
+
+void run_train_fault(const TrainFault& fault, Context& ctx) {
+  std::string what = fault.action == "kill"   ? "killing this rank"
+                     : fault.action == "stop" ? "stopping this rank (SIGSTOP)"
+                     : fault.action == "slow" ? "pausing this rank for " + std::to_string(fault.ms) + " ms"
+                                              : "dropping this rank's connections";
+  what += fault.phase == TrainPhase::kAfterStep ? " after step "
+          : fault.phase == TrainPhase::kForward ? " before the forward pass of step "
+                                                : " before the optimizer step of step ";
+  std::fprintf(stderr, "dp-train: rank %d: ZDP_TRAIN_FAULT: %s%lld (attempt %d)\n", ctx.rank(), what.c_str(),
+               static_cast<long long>(fault.step), ctx.launch_env().attempt);
+  std::fflush(nullptr);
+  if (fault.action == "kill") {
+    ::raise(SIGKILL);
+  } else if (fault.action == "stop") {
+    ::raise(SIGSTOP);
+  } else if (fault.action == "slow") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(fault.ms));
+  } else if (fault.action == "drop") {
+    ctx.comm().abort("ZDP_TRAIN_FAULT: this rank's connections were dropped");
+  }
 }
 
 }  // namespace zdp::trainer

@@ -149,8 +149,10 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   Batch batch;
   for (int64_t step = resumed.step; step < t.steps; ++step) {
     const auto step_start = Clock::now();
+    ctx.set_step(step + 1);  // liveness reports count steps from 1, as the console does
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
     double loss = 0, compute_s = 0;
+    if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       const auto micro_start = Clock::now();
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
@@ -161,6 +163,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       loss += l / static_cast<double>(engine.accum_steps());
       compute_s += seconds_since(micro_start);
     }
+    if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);
     ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
     std::vector<float> global = {static_cast<float>(loss)};
     ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
@@ -185,7 +188,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
       ZDP_RETURN_IF_ERROR(eval_and_log(done));
     }
-    if (options.after_step) options.after_step(ctx, done);
+    if (options.at_phase) options.at_phase(ctx, done, TrainPhase::kAfterStep);
     if (checkpoint_due(config, done)) {
       const auto save_start = Clock::now();
       progress.phase("checkpoint");

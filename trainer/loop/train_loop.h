@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainer/loop/loss_history.h"
+#include "trainer/loop/train_fault.h"
 #include "zdp/config.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
@@ -22,9 +23,10 @@ namespace zdp::trainer {
 
 struct TrainOptions {
   std::FILE* out = stdout;  // rank 0's console
-  // Called on every rank after each step (`done` steps taken), before its checkpoint:
-  // dp-train's fault injection ($ZDP_TRAIN_FAULT) ends a rank there.
-  std::function<void(Context& ctx, int64_t done)> after_step = nullptr;
+  // Called on every rank at each phase of each step (steps count from 1): before the
+  // first forward, before engine.step(), and after the step (before its checkpoint).
+  // dp-train's fault injection ($ZDP_TRAIN_FAULT, train_fault.h) acts there.
+  std::function<void(Context& ctx, int64_t step, TrainPhase phase)> at_phase = nullptr;
 };
 
 struct TrainSummary {

@@ -63,8 +63,10 @@
 // to be shared between nodes is refused (each node's marker file would see the others).
 //
 // Fault injection (tests only): when the environment variable ZDP_CKPT_FAULT is set to
-// "rank=R,at=POINT[,step=N][,attempt=A]", rank R ends itself with _exit(86) at POINT of
-// a save (of step N only, and in launcher attempt A = $ZDP_ATTEMPT only, when given):
+// "rank=R,at=POINT[,step=N][,attempt=A][,action=X][,ms=M]", rank R ends itself with
+// _exit(86) at POINT of a save (of step N only, and in launcher attempt A = $ZDP_ATTEMPT
+// only, when given); action kill (SIGKILL), stop (SIGSTOP) or slow (sleep M ms, then go
+// on) instead of the exit serve the liveness tests:
 //   create    after the files exist and this rank opened them, before it writes
 //   write     after this rank wrote its ranges, before its fsync
 //   checksum  after the checksums are combined, before state.json

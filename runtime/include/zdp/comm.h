@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "zdp/device.h"
 #include "zdp/dtype.h"
@@ -19,6 +20,11 @@
 #include "zdp/store.h"
 
 namespace zdp {
+
+namespace detail {
+class FlightRecorder;  // runtime/src/comm/flight_recorder.h
+struct TestHook;       // runtime/src/comm/comm_test_hook.h
+}  // namespace detail
 
 enum class ReduceOp : uint8_t { kSum = 0, kAvg, kMax };
 const char* to_string(ReduceOp op);
@@ -42,6 +48,37 @@ struct CollectiveDesc {
   int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
   // "reduce_scatter #12 (tag 7, sum, 262144 x bf16 = 512.0 KiB per rank)"
   std::string describe() const;
+  // A hash of everything every rank must agree on (op, dtype, reduce, count, root, tag,
+  // world size; not seq): two ranks whose collective #n differ in any of these have
+  // different signatures (desync detection).
+  uint64_t signature() const;
+};
+
+// One collective as a communicator's flight recorder keeps it. Times are steady_clock;
+// a zero time_point means "not yet".
+struct CollectiveRecord {
+  CollectiveDesc desc;
+  std::chrono::steady_clock::time_point enqueued;  // the call
+  std::chrono::steady_clock::time_point started;   // the backend began to run it
+  std::chrono::steady_clock::time_point ended;     // it completed or failed
+  bool failed = false;
+  // "all_reduce #7 (...): enqueued 1.20 s ago, ran 0.003 s" (`now` for the ages)
+  std::string describe(std::chrono::steady_clock::time_point now) const;
+};
+
+// Where a communicator is, for heartbeats and liveness reports.
+struct CommProgress {
+  uint64_t issued = 0;     // collectives called so far (the next sequence number)
+  uint64_t completed = 0;  // of those, finished
+  // The oldest collective issued and not finished, if any, and how long ago it was issued.
+  bool in_flight = false;
+  CollectiveDesc current;
+  double current_s = 0;
+  // Seconds since the last collective finished (or since the communicator was made).
+  double idle_s = 0;
+  // A hash over the sequence numbers and signatures of the `issued` collectives: ranks
+  // that issued the same collectives agree on it (compared at step boundaries).
+  uint64_t fingerprint = 0;
 };
 
 struct CommOptions {
@@ -95,9 +132,17 @@ class Communicator {
   // The first failure of this communicator, or OK.
   Status error() const;
 
+  // The flight recorder: the last kFlightRecorderSize collectives, oldest first. Printed
+  // (as flight_record_text()) when the communicator fails; any thread may read it.
+  static constexpr size_t kFlightRecorderSize = 64;
+  std::vector<CollectiveRecord> flight_record() const;
+  // One line per recorded collective, each starting with `indent`.
+  std::string flight_record_text(const std::string& indent = "  ") const;
+  // Progress for liveness reports (any thread).
+  CommProgress progress() const;
+
  protected:
-  Communicator(int rank, int world_size, Device& device, CommOptions options)
-      : rank_(rank), world_size_(world_size), device_(device), options_(std::move(options)) {}
+  Communicator(int rank, int world_size, Device& device, CommOptions options);
 
   struct Buffers {
     const void* send = nullptr;
@@ -111,17 +156,28 @@ class Communicator {
   Status fail(const Status& status);
   // "rank 1: reduce_scatter #3 (...)": the context every backend error starts with.
   std::string context(const CollectiveDesc& desc) const;
+  // Backends report when a collective begins to run and when it ends, for the flight
+  // recorder (without note_started, a collective counts as started when enqueued).
+  void note_started(uint64_t seq);
+  void note_finished(uint64_t seq, bool ok);
+  // Gloo's message tag for `desc`: its sequence number and its signature, so that ranks
+  // that disagree on a collective never exchange its data (they wait, and the liveness
+  // watch names both sides) and that concurrent collectives never share a tag.
+  static uint32_t wire_tag(const CollectiveDesc& desc);
 
  private:
   Status submit(CollectiveDesc desc, Buffers buffers, Stream& stream);
+  // Numbers, records and launches a validated collective.
+  Status issue(CollectiveDesc desc, Buffers buffers, Stream& stream);
 
   const int rank_;
   const int world_size_;
   Device& device_;
   const CommOptions options_;
-  std::atomic<uint64_t> next_seq_{0};
   mutable std::mutex error_mu_;
   Status error_;
+  std::shared_ptr<detail::FlightRecorder> recorder_;
+  std::shared_ptr<detail::TestHook> test_hook_;  // $ZDP_TEST_COMM, tests only
 };
 
 // Gloo over TCP, bootstrapped through `store` (every rank calls this with the same store

@@ -65,6 +65,11 @@ struct LaunchConfig {
   double startup_timeout_s = 120;      // every rank must have joined the job (zdp::init done) within
                                        // this, or the job stops; 0 = no deadline (programs that
                                        // never use zdp::init)
+  // Every rank publishes a heartbeat through the store (every timeout / 10, at most 1 s);
+  // a rank whose heartbeat stops this long (stopped, frozen, swapped out) is named and the
+  // job stopped, long before collective_timeout_s. A rank that is alive but slow is
+  // reported and left running. 0 = no heartbeats.
+  double heartbeat_timeout_s = 15;
 };
 
 // [model]: dp-train's reference model.

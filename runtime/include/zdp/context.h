@@ -3,7 +3,9 @@
 // (srun with one task per GPU) and in a plain single process (a world of 1, no store).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,12 @@
 
 namespace zdp {
 
+class TcpStoreServer;
+namespace detail {
+class HeartbeatPublisher;  // runtime/src/context/heartbeat_publisher.h
+class RankProgress;        // runtime/src/context/rank_progress.h
+}  // namespace detail
+
 struct InitOptions {
   // The job config; empty = $ZDP_CONFIG (written by dp-launch), else the defaults.
   std::string config_path;
@@ -28,11 +36,13 @@ struct InitOptions {
   Backend backend = Backend::kAuto;
 };
 
-// Move-only. Destroying it releases the communicator before the device and the store.
+// Move-only. Destroying it stops the heartbeat, then releases the communicator before
+// the device and the store (and, on a rank 0 that hosts the store, waits up to 10 s for
+// the other ranks to finish with it).
 class Context {
  public:
-  Context(Context&&) noexcept = default;
-  Context& operator=(Context&&) noexcept = default;
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
   ~Context();
 
   int rank() const { return env_.rank; }
@@ -45,6 +55,11 @@ class Context {
   // The job's store (attempt-scoped); an in-memory one for a single process.
   Store& store() { return *store_; }
   std::chrono::milliseconds collective_timeout() const { return timeout_; }
+  // The training step this rank is in: its heartbeat carries it, so liveness reports say
+  // "stopped responding ... in step 41", and it marks a step boundary, where every rank
+  // must have issued the same collectives (checked by the launchers). Call it at the
+  // same point of every step on every rank. Cheap (a few atomics and one lock).
+  void set_step(int64_t step);
 
   // A context from parts the caller already has: tests that fork ranks around their own
   // store, trainers with their own bootstrap. REQUIRES: `comm` was created on `device`
@@ -59,9 +74,12 @@ class Context {
   LaunchEnv env_;
   Config config_;
   std::chrono::milliseconds timeout_{0};
+  std::unique_ptr<TcpStoreServer> hosted_store_;  // rank 0 without dp-launch
   std::unique_ptr<Store> store_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<detail::RankProgress> progress_;
+  std::unique_ptr<detail::HeartbeatPublisher> heartbeat_;
 };
 
 // Reads the launch environment and the config, connects to the store, creates the

@@ -24,7 +24,16 @@ struct LaunchEnv {
   std::string config_path;  // ZDP_CONFIG: the resolved config written by dp-launch
   std::string job_secret;   // ZDP_JOB_SECRET: presented to the store
   int attempt = 0;          // ZDP_ATTEMPT: how many times the launcher restarted the job
-  std::string origin;       // "dp-launch/torchrun", "slurm" or "single process": for messages
+  std::string origin;       // "dp-launch", "torchrun", "RANK/WORLD_SIZE", "slurm" or "single process": for messages
+  // Where the job's store is. Under dp-launch (which sets ZDP_LAUNCHER) its node-0
+  // launcher hosts it at MASTER_ADDR:MASTER_PORT. Otherwise (torchrun, srun, by hand)
+  // rank 0 hosts it in zdp::init: at MASTER_PORT, or MASTER_PORT + 1 under torchrun
+  // (TORCHELASTIC_RUN_ID set), whose agent holds MASTER_PORT; $ZDP_STORE_PORT overrides
+  // both. A job on one node (LOCAL_WORLD_SIZE = WORLD_SIZE) uses 127.0.0.1; a job over
+  // several nodes listens on every interface and needs ZDP_JOB_SECRET.
+  bool rank0_hosts_store = false;
+  std::string store_host;   // where the ranks connect
+  int store_port = 0;       // 0: no store
 };
 
 // Looks a variable up; nullptr when unset. Tests pass a fake environment.
@@ -41,8 +50,9 @@ StatusOr<std::string> first_slurm_host(const std::string& nodelist);
 // Marks this rank ready (job_keys::rank_ready): call once the communicator is up.
 Status announce_ready(Store& store, int rank);
 
-// Connects to the job's store at MASTER_ADDR:MASTER_PORT with the job secret, and marks
-// the rank as joined (job_keys::rank_joined). Keys are
+// Connects to the job's store (store_host:store_port) with the job secret, and marks
+// the rank as joined (job_keys::rank_joined). While the store cannot be reached, a
+// warning says so every few seconds, naming who hosts it. Keys are
 // scoped to this attempt ("a<attempt>/..."), so a restarted job never reads the
 // addresses of the ranks it replaced.
 StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::chrono::milliseconds timeout);

@@ -17,16 +17,26 @@ struct TcpStoreServerOptions {
   std::string bind_host = "127.0.0.1";
   // 0 picks a free port; read it back with port().
   int port = 0;
-  // Largest request accepted; a larger (or malformed) one closes that connection only.
+  // Largest request accepted from a client that presented the secret; a larger (or
+  // malformed) one closes that connection only. Before the secret, a frame may be at
+  // most a few KiB (an auth request).
   int64_t max_message_bytes = 64ll << 20;
   // The job secret. Non-empty: a client must present it before its first request, or the
-  // connection is refused (and logged with the client's address). Empty: no check.
+  // connection is refused. Refusals are counted and logged with the client's address,
+  // one line and one summary per 10 s at most. Empty: no check.
   std::string secret;
+  // With a secret: a connection must present it within this long after it is accepted.
+  std::chrono::milliseconds auth_timeout{5000};
+  // With a secret: at most this many connections may wait to present it; one more
+  // closes the oldest of them (so idle connections cannot lock the ranks out; a client
+  // whose connection was closed this way connects again).
+  int max_unauthenticated = 64;
 };
 
 class TcpStoreServer {
  public:
-  // Binds, listens and starts serving on a background thread.
+  // Binds, listens and starts serving on one background thread (an event loop over
+  // every connection; waiting requests hold no thread).
   static StatusOr<std::unique_ptr<TcpStoreServer>> start(const TcpStoreServerOptions& options);
   virtual ~TcpStoreServer() = default;
   virtual int port() const = 0;
@@ -38,10 +48,14 @@ class TcpStoreClient : public Store {
  public:
   // Connects to host:port, retrying refused/unreachable connections until
   // `connect_timeout` has passed (the server may start after the ranks), then presents
-  // `secret` when it is not empty (a refusal is kInvalidArgument naming the store).
+  // `secret` when it is not empty (a refusal is kInvalidArgument naming the store; a
+  // connection closed before the answer is retried). While the store cannot be reached,
+  // a warning says so after 3 s and every 10 s, with `host_note` (who hosts the store,
+  // e.g. "rank 0 hosts it"); the final error names it too.
   static StatusOr<std::unique_ptr<TcpStoreClient>> connect(const std::string& host, int port,
                                                           std::chrono::milliseconds connect_timeout,
-                                                          const std::string& secret = "");
+                                                          const std::string& secret = "",
+                                                          const std::string& host_note = "");
 };
 
 }  // namespace zdp

@@ -2,9 +2,12 @@
 // the atomicity promise (checkpoint_fault.h).
 #include "runtime/internal/checkpoint_fault.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <sstream>
 
@@ -26,7 +29,7 @@ StatusOr<FaultSpec> parse_fault(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, "ZDP_CKPT_FAULT='" + text + "': " + why +
                                                     " (expected rank=R,at=create|write|checksum|commit|latest"
-                                                    "[,step=N][,attempt=A])");
+                                                    "[,step=N][,attempt=A][,action=exit|kill|stop|slow][,ms=M])");
   };
   for (std::string part; std::getline(in, part, ',');) {
     const size_t eq = part.find('=');
@@ -38,11 +41,17 @@ StatusOr<FaultSpec> parse_fault(const std::string& text) {
         return bad("unknown point '" + value + "'");
       }
       spec.at = value;
-    } else if (key == "rank" || key == "step" || key == "attempt") {
+    } else if (key == "action") {
+      if (value != "exit" && value != "kill" && value != "stop" && value != "slow") {
+        return bad("unknown action '" + value + "'");
+      }
+      spec.action = value;
+    } else if (key == "rank" || key == "step" || key == "attempt" || key == "ms") {
       if (!parse_int(value, n) || n < 0) return bad(key + " '" + value + "' is not an integer >= 0");
       if (key == "rank") spec.rank = static_cast<int>(n);
       if (key == "step") spec.step = n;
       if (key == "attempt") spec.attempt = static_cast<int>(n);
+      if (key == "ms") spec.ms = n;
     } else {
       return bad("unknown key '" + key + "'");
     }
@@ -60,10 +69,19 @@ Status fault_point(const char* point, int rank, int64_t step) {
     const char* attempt = std::getenv("ZDP_ATTEMPT");
     if (std::atoi(attempt ? attempt : "0") != spec.attempt) return Status::Ok();
   }
-  std::fprintf(stderr, "rank %d: ZDP_CKPT_FAULT: exiting with code %d at '%s' of the save of step %lld\n", rank,
-               kFaultExitCode, point, static_cast<long long>(step));
+  if (spec.action == "exit") {
+    std::fprintf(stderr, "rank %d: ZDP_CKPT_FAULT: exiting with code %d at '%s' of the save of step %lld\n", rank,
+                 kFaultExitCode, point, static_cast<long long>(step));
+  } else {
+    std::fprintf(stderr, "rank %d: ZDP_CKPT_FAULT: %s at '%s' of the save of step %lld\n", rank, spec.action.c_str(),
+                 point, static_cast<long long>(step));
+  }
   std::fflush(stderr);
-  ::_exit(kFaultExitCode);
+  if (spec.action == "kill") ::raise(SIGKILL);
+  if (spec.action == "stop") ::raise(SIGSTOP);
+  if (spec.action == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(spec.ms));
+  if (spec.action == "exit") ::_exit(kFaultExitCode);
+  return Status::Ok();
 }
 
 }  // namespace zdp::checkpoint

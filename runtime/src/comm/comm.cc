@@ -3,7 +3,10 @@
 #include "zdp/comm.h"
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "runtime/src/comm/comm_test_hook.h"
+#include "runtime/src/comm/flight_recorder.h"
 #include "zdp/log.h"
 
 namespace zdp {
@@ -37,6 +40,49 @@ std::string CollectiveDesc::describe() const {
   s += std::to_string(count) + " x " + to_string(dtype) + " = " + format_bytes(bytes());
   if (op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather) s += " per rank";
   return s + ", world " + std::to_string(world_size) + ")";
+}
+
+uint64_t CollectiveDesc::signature() const {
+  // FNV-1a over the fields, each widened to 64 bits.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const uint64_t v : {static_cast<uint64_t>(op), static_cast<uint64_t>(dtype), static_cast<uint64_t>(reduce),
+                           static_cast<uint64_t>(count), static_cast<uint64_t>(root), static_cast<uint64_t>(tag),
+                           static_cast<uint64_t>(world_size)}) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
+std::string CollectiveRecord::describe(std::chrono::steady_clock::time_point now) const {
+  auto secs = [](std::chrono::steady_clock::duration d) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.3f s", std::chrono::duration<double>(d).count());
+    return std::string(buf);
+  };
+  using TP = std::chrono::steady_clock::time_point;
+  std::string s = desc.describe() + ": enqueued " + secs(now - enqueued) + " ago";
+  if (ended != TP()) return s + (failed ? ", failed after " : ", done in ") + secs(ended - enqueued);
+  if (started != TP()) return s + ", running for " + secs(now - started);
+  return s + ", not finished";
+}
+
+Communicator::Communicator(int rank, int world_size, Device& device, CommOptions options)
+    : rank_(rank),
+      world_size_(world_size),
+      device_(device),
+      options_(std::move(options)),
+      recorder_(std::make_shared<detail::FlightRecorder>(kFlightRecorderSize)) {
+  if (const char* text = std::getenv("ZDP_TEST_COMM"); text != nullptr && *text != '\0') {
+    StatusOr<detail::TestHook> hook = detail::parse_test_hook(text);
+    if (hook.ok()) {
+      test_hook_ = std::make_shared<detail::TestHook>(*hook);
+    } else {
+      error_ = hook.status();  // every collective fails with it: a typo must not test nothing
+    }
+  }
 }
 
 Status Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op,
@@ -107,16 +153,49 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
     return invalid(std::string("stream '") + stream.name() + "' is on a " + to_string(stream.device().kind()) +
                    " device, the communicator on " + to_string(device_.kind()));
   }
-  desc.seq = next_seq_.fetch_add(1);
+  if (test_hook_ && test_hook_->desync == "order" && rank_ == test_hook_->rank) {
+    // The hook swaps this rank's calls #seq and #seq + 1: the first is held back and
+    // issued right after the second, so each carries the other's number.
+    detail::TestHook& h = *test_hook_;
+    if (!h.holding && recorder_->issued() == h.seq) {
+      h.holding = true;
+      h.held = desc;
+      h.held_send = buffers.send;
+      h.held_recv = buffers.recv;
+      h.held_stream = &stream;
+      return Status::Ok();
+    }
+    if (h.holding) {
+      h.holding = false;
+      ZDP_LOG(kWarn) << "ZDP_TEST_COMM: issuing collectives #" << h.seq << " and #" << h.seq + 1
+                     << " in swapped order (desync injected)";
+      const Status first = issue(desc, buffers, stream);
+      const Status second = issue(h.held, Buffers{h.held_send, h.held_recv}, *h.held_stream);
+      return first.ok() ? second : first;
+    }
+  }
+  return issue(desc, buffers, stream);
+}
+
+Status Communicator::issue(CollectiveDesc desc, Buffers buffers, Stream& stream) {
+  recorder_->enqueue(desc);
+  if (test_hook_ && detail::apply_desync(*test_hook_, rank_, desc)) {
+    ZDP_LOG(kWarn) << "ZDP_TEST_COMM: issuing " << desc.describe() << " (desync injected)";
+    recorder_->amend(desc.seq, desc);
+  }
   {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!error_.ok()) {
+      recorder_->finished(desc.seq, false);
       return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator failed earlier: " +
                                               error_.message());
     }
   }
   ZDP_LOG(kDebug) << backend() << ": enqueue " << desc.describe() << " on stream '" << stream.name() << "'";
-  return launch(desc, buffers, stream);
+  Status launched = launch(desc, buffers, stream);
+  if (!launched.ok()) recorder_->finished(desc.seq, false);
+  if (test_hook_) detail::run_action(*test_hook_, rank_, desc, *this);
+  return launched;
 }
 
 Status Communicator::error() const {
@@ -128,9 +207,30 @@ Status Communicator::fail(const Status& status) {
   std::lock_guard<std::mutex> lock(error_mu_);
   if (error_.ok()) {
     error_ = status;
-    ZDP_LOG(kError) << backend() << " communicator failed: " << status.to_string();
+    ZDP_LOG(kError) << backend() << " communicator failed: " << status.to_string()
+                    << "\nits last collectives (the flight recorder, oldest first):\n" << flight_record_text();
   }
   return error_;
+}
+
+std::vector<CollectiveRecord> Communicator::flight_record() const { return recorder_->records(); }
+
+std::string Communicator::flight_record_text(const std::string& indent) const {
+  const auto now = std::chrono::steady_clock::now();
+  std::string out;
+  for (const CollectiveRecord& r : recorder_->records()) out += indent + r.describe(now) + "\n";
+  return out.empty() ? indent + "(no collective yet)\n" : out;
+}
+
+CommProgress Communicator::progress() const { return recorder_->progress(); }
+
+void Communicator::note_started(uint64_t seq) { recorder_->started(seq); }
+
+void Communicator::note_finished(uint64_t seq, bool ok) { recorder_->finished(seq, ok); }
+
+uint32_t Communicator::wire_tag(const CollectiveDesc& desc) {
+  const uint64_t sig = desc.signature();
+  return static_cast<uint32_t>(((desc.seq & 0xffff) << 16) | ((sig ^ (sig >> 16) ^ (sig >> 32) ^ (sig >> 48)) & 0xffff));
 }
 
 std::string Communicator::context(const CollectiveDesc& desc) const {

@@ -229,6 +229,9 @@ std::vector<KeyInfo> build_table() {
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,
             "every rank must join the job (zdp::init done) within this, or the job stops; 0 = no deadline "
             "(programs that never use zdp::init)", at_least(0)),
+      field("launch.heartbeat_timeout_s", &C::launch, &L::heartbeat_timeout_s,
+            "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch",
+            between(0, 3600)),
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
       field("model.n_layers", &C::model, &M::n_layers,

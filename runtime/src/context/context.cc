@@ -2,16 +2,61 @@
 #include "zdp/context.h"
 
 #include <cstdlib>
+#include <thread>
 
+#include "runtime/src/context/heartbeat_publisher.h"
+#include "runtime/src/context/rank_progress.h"
 #include "runtime/internal/rank_address.h"
 #include "zdp/log.h"
+#include "zdp/tcp_store.h"
 
 namespace zdp {
+namespace {
+
+// A rank 0 that hosts the store waits this long at most for the others to be done with it.
+constexpr std::chrono::seconds kHostLinger{10};
+
+std::string finished_key(int rank) { return "zdp/finished/" + std::to_string(rank); }
+
+// Without dp-launch, rank 0 hosts the job's store (launch_env.h, LaunchEnv::store_host).
+StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
+  TcpStoreServerOptions o;
+  o.bind_host = env.store_host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0";
+  o.port = env.store_port;
+  o.secret = env.job_secret;
+  StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start(o);
+  if (!server.ok()) {
+    return server.status().with_context("rank 0 (started without dp-launch: " + env.origin +
+                                        "): cannot host the job store on " +
+                                        o.bind_host + ":" + std::to_string(o.port) +
+                                        " (MASTER_PORT, + 1 under torchrun; ZDP_STORE_PORT picks another)");
+  }
+  ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << o.bind_host << ":" << o.port
+                 << " (the job was started without dp-launch: " << env.origin << ")";
+  return server;
+}
+
+}  // namespace
+
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
 
 Context::~Context() {
-  comm_.reset();  // before the device its streams live on and the store it met through
+  heartbeat_.reset();  // it reads the communicator's progress
+  if (progress_) progress_->set_comm(nullptr);
+  comm_.reset();       // before the device its streams live on and the store it met through
   device_.reset();
+  if (store_ && env_.rank0_hosts_store) {
+    // Rank 0's store must outlive the others' last requests.
+    (void)store_->set(finished_key(env_.rank), "1");
+    if (env_.rank == 0) {
+      std::vector<std::string> keys;
+      for (int r = 0; r < env_.world_size; ++r) keys.push_back(finished_key(r));
+      (void)store_->wait(keys, kHostLinger);
+    }
+  }
   store_.reset();
+  hosted_store_.reset();
 }
 
 Context Context::assemble(LaunchEnv env, Config config, std::unique_ptr<Store> store, std::unique_ptr<Device> device,
@@ -23,11 +68,18 @@ Context Context::assemble(LaunchEnv env, Config config, std::unique_ptr<Store> s
   ctx.store_ = std::move(store);
   ctx.device_ = std::move(device);
   ctx.comm_ = std::move(comm);
+  ctx.progress_ = std::make_shared<detail::RankProgress>();
+  ctx.progress_->set_comm(ctx.comm_.get());
   return ctx;
+}
+
+void Context::set_step(int64_t step) {
+  if (progress_) progress_->set_step(step);
 }
 
 StatusOr<Context> init(const InitOptions& options) {
   Context ctx;
+  ctx.progress_ = std::make_shared<detail::RankProgress>();
   ZDP_ASSIGN_OR_RETURN(ctx.env_, read_launch_env());
   const std::string who = "rank " + std::to_string(ctx.env_.rank);
   set_process_identity(ctx.env_.rank, ctx.env_.world_size);
@@ -44,10 +96,21 @@ StatusOr<Context> init(const InitOptions& options) {
   }
   ctx.timeout_ = std::chrono::milliseconds(static_cast<int64_t>(ctx.config_.launch.collective_timeout_s * 1000));
 
-  if (ctx.env_.master_port != 0) {
-    StatusOr<std::unique_ptr<Store>> store = connect_job_store(ctx.env_, ctx.timeout_);
+  if (ctx.env_.store_port != 0) {
+    if (ctx.env_.rank0_hosts_store && ctx.env_.rank == 0) {
+      ZDP_ASSIGN_OR_RETURN(ctx.hosted_store_, host_store(ctx.env_));
+    }
+    // The store may come up after this rank (its host starts later): wait as long as the
+    // launcher waits for every rank to join.
+    const LaunchConfig& launch = ctx.config_.launch;
+    const auto connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(launch.startup_timeout_s * 1000));
+    StatusOr<std::unique_ptr<Store>> store = connect_job_store(ctx.env_, connect_timeout);
     if (!store.ok()) return store.status();
     ctx.store_ = std::move(*store);
+    if (launch.heartbeat_timeout_s > 0) {
+      const auto beat_timeout = std::chrono::milliseconds(static_cast<int64_t>(launch.heartbeat_timeout_s * 1000));
+      ZDP_ASSIGN_OR_RETURN(ctx.heartbeat_, detail::HeartbeatPublisher::start(ctx.env_, beat_timeout, ctx.progress_));
+    }
   } else if (ctx.env_.world_size == 1) {
     ctx.store_ = std::make_unique<InMemoryStore>();
   } else {
@@ -90,6 +153,7 @@ StatusOr<Context> init(const InitOptions& options) {
           : create_gloo_communicator(*ctx.store_, ctx.env_.rank, ctx.env_.world_size, *ctx.device_, copts);
   if (!comm.ok()) return comm.status();
   ctx.comm_ = std::move(*comm);
+  ctx.progress_->set_comm(ctx.comm_.get());
   ZDP_RETURN_IF_ERROR(announce_ready(*ctx.store_, ctx.env_.rank));
   ZDP_LOG(kDebug) << "init: rank " << ctx.env_.rank << "/" << ctx.env_.world_size << " (" << ctx.env_.origin << ") on "
                   << ctx.device_->name() << " with " << ctx.comm_->backend();

@@ -96,8 +96,10 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
   out.config_path = env.text("ZDP_CONFIG");
   out.job_secret = env.text("ZDP_JOB_SECRET");
   env.integer("ZDP_ATTEMPT", &out.attempt);
+  const bool dp_launch = env.has("ZDP_LAUNCHER");
+  const bool torchrun = env.has("TORCHELASTIC_RUN_ID");
   if (env.has("RANK") || env.has("WORLD_SIZE")) {
-    out.origin = "dp-launch/torchrun";
+    out.origin = dp_launch ? "dp-launch" : torchrun ? "torchrun" : "RANK/WORLD_SIZE";
     env.integer("RANK", &out.rank);
     env.integer("WORLD_SIZE", &out.world_size);
     out.local_rank = out.rank;
@@ -139,6 +141,25 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
       env.error("MASTER_PORT " + std::to_string(out.master_port) + " is not in 1..65535");
     }
   }
+  out.store_host = out.master_addr;
+  out.store_port = out.master_port;
+  if (!dp_launch && env.errors().empty()) {
+    out.rank0_hosts_store = true;
+    const bool one_node = out.local_world_size == out.world_size;
+    if (one_node) out.store_host = "127.0.0.1";
+    if (torchrun) out.store_port = out.master_port + 1;
+    env.integer("ZDP_STORE_PORT", &out.store_port);
+    if (out.store_port < 1 || out.store_port > 65535) {
+      env.error("the store port " + std::to_string(out.store_port) + " is not in 1..65535 (ZDP_STORE_PORT" +
+                std::string(torchrun ? ", or MASTER_PORT + 1 under torchrun" : "") + ")");
+    }
+    if (!one_node && out.job_secret.empty()) {
+      env.error("a job over several nodes (WORLD_SIZE " + std::to_string(out.world_size) + ", LOCAL_WORLD_SIZE " +
+                std::to_string(out.local_world_size) +
+                ") started without dp-launch has rank 0 host its store on every interface: export the same "
+                "ZDP_JOB_SECRET on every node (e.g. $(openssl rand -hex 16))");
+    }
+  }
   if (!env.errors().empty()) {
     return Status(StatusCode::kInvalidArgument, "launch environment (" + out.origin + "): " + env.errors());
   }
@@ -150,13 +171,16 @@ StatusOr<LaunchEnv> read_launch_env() {
 }
 
 StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::chrono::milliseconds timeout) {
-  if (env.master_port == 0) {
+  if (env.store_port == 0) {
     return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(env.rank) +
                                                     ": no job store (MASTER_PORT is not set); start the job with "
                                                     "dp-launch, torchrun or srun");
   }
+  const std::string host_note = env.rank0_hosts_store
+                                    ? "rank 0 hosts it: the job was started without dp-launch (" + env.origin + ")"
+                                    : "the dp-launch of node 0 hosts it";
   StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::connect(env.master_addr, env.master_port, timeout, env.job_secret);
+      TcpStoreClient::connect(env.store_host, env.store_port, timeout, env.job_secret, host_note);
   if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank));
   std::unique_ptr<Store> store(new AttemptStore(attempt_prefix(env.attempt), std::move(*client)));
   ZDP_RETURN_IF_ERROR(store->set(job_keys::rank_joined(env.rank), "1"));

@@ -36,6 +36,9 @@ constexpr std::chrono::milliseconds kReplySlack{5000};
 // Connect retries back off from the first to the last value, doubling.
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{250};
+// A store that cannot be reached is reported after this long, then this often.
+constexpr std::chrono::milliseconds kFirstWaitingNote{3000};
+constexpr std::chrono::milliseconds kWaitingNoteEvery{10000};
 
 std::string seconds_text(std::chrono::milliseconds t) {
   char buf[64];
@@ -208,12 +211,15 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
 StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::string& host, int port,
                                                                   std::chrono::milliseconds connect_timeout,
-                                                                  const std::string& secret) {
+                                                                  const std::string& secret,
+                                                                  const std::string& host_note) {
   const std::string address = host + ":" + std::to_string(port);
   if (port <= 0 || port > 65535) {
     return Status(StatusCode::kInvalidArgument, "store at " + address + ": port is not in 1..65535");
   }
+  const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = tcp_store::deadline_after(connect_timeout);
+  Clock::time_point next_note = start + kFirstWaitingNote;
   std::chrono::milliseconds backoff = kFirstBackoff;
   std::string last_error;
   int attempts = 0;
@@ -229,10 +235,16 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
       for (addrinfo* a = addrs; a != nullptr && fd < 0; a = a->ai_next) fd = connect_once(*a, deadline, &last_error);
       ::freeaddrinfo(addrs);
       if (fd >= 0) {
-        ZDP_LOG(kDebug) << "connected to the store at " << address << " after " << attempts << " attempt(s)";
         auto client = std::make_unique<TcpStoreClientImpl>(fd, address);
-        if (!secret.empty()) ZDP_RETURN_IF_ERROR(client->authenticate(secret));
-        return std::unique_ptr<TcpStoreClient>(std::move(client));
+        const Status auth = secret.empty() ? Status::Ok() : client->authenticate(secret);
+        if (auth.ok()) {
+          ZDP_LOG(kDebug) << "connected to the store at " << address << " after " << attempts << " attempt(s)";
+          return std::unique_ptr<TcpStoreClient>(std::move(client));
+        }
+        // A refusal is final; a connection closed before the answer (a server busy
+        // shedding unauthenticated connections) is worth another try.
+        if (auth.code() == StatusCode::kInvalidArgument) return auth;
+        last_error = auth.message();
       }
     } else if (rc == EAI_AGAIN) {
       last_error = ::gai_strerror(rc);  // a resolver hiccup: worth retrying
@@ -242,10 +254,17 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
     // Refused or unreachable: the server may not be up yet (ranks can start before it).
     const auto now = Clock::now();
     if (now >= deadline) break;
+    if (now >= next_note) {
+      ZDP_LOG(kWarn) << "waiting for the store at " << address << (host_note.empty() ? "" : " (" + host_note + ")")
+                     << ": " << last_error << "; " << seconds_text(std::chrono::ceil<std::chrono::milliseconds>(now - start))
+                     << " so far, giving up after " << seconds_text(connect_timeout);
+      next_note = now + kWaitingNoteEvery;
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
-  return Status(StatusCode::kTimeout, "cannot connect to the store at " + address + " within " +
+  return Status(StatusCode::kTimeout, "cannot connect to the store at " + address +
+                                          (host_note.empty() ? "" : " (" + host_note + ")") + " within " +
                                           seconds_text(connect_timeout) + " (" + std::to_string(attempts) +
                                           " attempts; last error: " + last_error + ")");
 }

@@ -1,22 +1,27 @@
-// TcpStoreServer: accepts rank connections and answers store requests, one thread per
-// connection, over an InMemoryStore that holds the data.
+// TcpStoreServer: one thread runs an epoll loop over the listening socket and every
+// connection, moving bytes between the sockets and a ServerCore (tcp_store_core.h), which
+// holds the data, the authentication and the waits. No thread per connection: a
+// thousand idle connections cost a thousand small records, not a thousand threads.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
-#include <list>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
 
+#include "runtime/src/store/tcp_store_core.h"
 #include "runtime/src/store/tcp_store_protocol.h"
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
@@ -24,36 +29,35 @@
 namespace zdp {
 namespace {
 
-using tcp_store::Clock;
-using tcp_store::Op;
-using tcp_store::Reply;
-using tcp_store::Request;
-using tcp_store::Response;
+using tcp_store::ConnAction;
+using tcp_store::ServerCore;
+using Clock = std::chrono::steady_clock;
+using Id = ServerCore::Id;
 
-// Thread per connection: a job has one connection per rank (plus the launcher), and a
-// blocking wait then holds only its own thread. This bounds the threads; connections
-// beyond it are closed at once with a warning.
-constexpr size_t kMaxConnections = 4096;
-// A waiting request wakes this often to notice stop() and clients that hung up.
-constexpr std::chrono::milliseconds kWaitSlice{100};
-// Once a frame has begun, the rest must arrive within this; a stalled sender holds only
-// its own connection (and thread) until then.
-constexpr std::chrono::milliseconds kFrameBodyTimeout{30000};
+// epoll user data of the two non-connection fds; connection ids start above them.
+constexpr Id kListenId = 0;
+constexpr Id kWakeId = 1;
 // A client that stops reading its replies is dropped after this.
 constexpr std::chrono::milliseconds kSendTimeout{30000};
+// Out of file descriptors: stop accepting for this long instead of spinning.
+constexpr std::chrono::milliseconds kAcceptPause{100};
+// Per readiness event: accept at most this many connections, read at most this many
+// bytes of one connection, so one busy peer cannot starve the others.
+constexpr int kAcceptBurst = 64;
+constexpr size_t kReadChunk = 64 << 10;
+constexpr int kReadChunksPerEvent = 16;
 
 std::string errno_text() { return std::strerror(errno); }
 
 // "127.0.0.1:41234" or "[::1]:41234"
 std::string peer_name(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
   if (addr.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
     ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
+    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
   }
+  int port = 0;
   if (addr.ss_family == AF_INET6) {
     const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
     ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
@@ -62,277 +66,264 @@ std::string peer_name(const sockaddr_storage& addr) {
   return "[" + std::string(host) + "]:" + std::to_string(port);
 }
 
-// True once the client has closed its end (it gave up waiting, or died).
-bool peer_hung_up(int fd) {
-  pollfd p{fd, POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 class TcpStoreServerImpl final : public TcpStoreServer {
  public:
-  TcpStoreServerImpl(int listen_fd, int wake_read_fd, int wake_write_fd, int port, uint64_t max_message_bytes,
-                     std::string secret)
+  TcpStoreServerImpl(int listen_fd, int epoll_fd, int wake_read_fd, int wake_write_fd, int port,
+                     const std::string& secret, tcp_store::ServerLimits limits)
       : port_(port),
-        max_message_bytes_(max_message_bytes),
-        secret_(std::move(secret)),
         listen_fd_(listen_fd),
+        epoll_fd_(epoll_fd),
         wake_read_fd_(wake_read_fd),
-        wake_write_fd_(wake_write_fd) {}
+        wake_write_fd_(wake_write_fd),
+        core_("store server :" + std::to_string(port), secret, limits) {}
   ~TcpStoreServerImpl() override { stop(); }
 
   int port() const override { return port_; }
   void stop() override;
-  void start_accepting() { accept_thread_ = std::thread([this] { accept_loop(); }); }
+  void start_loop() { loop_thread_ = std::thread([this] { loop(); }); }
 
  private:
-  struct Connection {
-    int fd = -1;  // closed (and set to -1) by its own thread, under conns_mu_
-    std::string peer;
-    std::thread thread;
-    std::atomic<bool> done{false};
-    bool authenticated = false;       // presented the job secret (or none is required)
-    bool close_after_reply = false;   // refused: answer, then hang up
+  struct Socket {
+    int fd = -1;
+    std::string out;  // bytes queued for the peer, from out_pos on
+    size_t out_pos = 0;
+    bool closing = false;  // close once `out` is sent
+    Clock::time_point send_deadline = Clock::time_point::max();
+    uint32_t events = 0;  // what epoll watches now
   };
-  enum class WaitResult { kReady, kTimeout, kAbandoned };
 
-  void accept_loop();
-  void add_connection(int fd, std::string peer);
-  void reap_finished();
-  void serve(Connection* conn);
-  // False when the request was abandoned (server stopping, client gone): close quietly.
-  bool handle(Connection& conn, const Request& request, Response* response);
-  bool authenticate(Connection& conn, const Request& request, Response* response);
-  WaitResult wait_for_keys(const Connection& conn, const std::vector<std::string>& keys,
-                           std::chrono::milliseconds timeout, std::vector<std::string>* missing);
+  void loop();
+  int wait_ms() const;
+  void accept_some(Clock::time_point now);
+  void on_socket(Id id, uint32_t events, Clock::time_point now);
+  void apply(std::vector<std::pair<Id, ConnAction>> actions);
+  // Sends what is queued; closes the socket when it is done closing or the send failed.
+  void flush(Id id);
+  // Sets the epoll interest from the socket's state.
+  void watch(Id id);
+  void close_socket(Id id);
+  void expire_sends(Clock::time_point now);
 
   const int port_;
-  const uint64_t max_message_bytes_;
-  const std::string secret_;
   const int listen_fd_;
+  const int epoll_fd_;
   const int wake_read_fd_;
   const int wake_write_fd_;
-  std::atomic<bool> stopping_{false};
   std::mutex stop_mu_;  // held for the whole of stop(): a second caller waits for the first
   bool stopped_ = false;
-  std::thread accept_thread_;
-  std::mutex conns_mu_;
-  std::list<std::unique_ptr<Connection>> conns_;
-  InMemoryStore data_;
+  std::thread loop_thread_;
+  // Owned by the loop thread (and by stop() once it has joined it).
+  ServerCore core_;
+  std::map<Id, Socket> sockets_;
+  Id next_id_ = 2;
+  Clock::time_point accept_paused_until_ = Clock::time_point::min();
 };
 
 void TcpStoreServerImpl::stop() {
   std::lock_guard<std::mutex> stop_lock(stop_mu_);
   if (stopped_) return;
   stopped_ = true;
-  stopping_ = true;
   const char byte = 1;
   if (::write(wake_write_fd_, &byte, 1) < 0) {
-    ZDP_LOG(kWarn) << "store server :" << port_ << ": cannot wake the accept thread: " << errno_text();
+    ZDP_LOG(kWarn) << "store server :" << port_ << ": cannot wake the server thread: " << errno_text();
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  for (auto& [id, socket] : sockets_) ::close(socket.fd);  // clients see the end of the stream
+  sockets_.clear();
   ::close(listen_fd_);
-  std::list<std::unique_ptr<Connection>> conns;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    // shutdown (not close) wakes a thread blocked on the fd without freeing the number.
-    for (auto& conn : conns_) {
-      if (conn->fd >= 0) ::shutdown(conn->fd, SHUT_RDWR);
-    }
-    conns.swap(conns_);
-  }
-  for (auto& conn : conns) conn->thread.join();
+  ::close(epoll_fd_);
   ::close(wake_read_fd_);
   ::close(wake_write_fd_);
 }
 
-void TcpStoreServerImpl::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      ZDP_LOG(kError) << "store server :" << port_ << ": poll failed, no longer accepting: " << errno_text();
+int TcpStoreServerImpl::wait_ms() const {
+  Clock::time_point next = core_.next_deadline();
+  for (const auto& [id, socket] : sockets_) next = std::min(next, socket.send_deadline);
+  if (accept_paused_until_ != Clock::time_point::min()) next = std::min(next, accept_paused_until_);
+  if (next == Clock::time_point::max()) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
+}
+
+void TcpStoreServerImpl::loop() {
+  epoll_event events[256];
+  while (true) {
+    const int n = ::epoll_wait(epoll_fd_, events, 256, wait_ms());
+    if (n < 0 && errno != EINTR) {
+      ZDP_LOG(kError) << "store server :" << port_ << ": epoll_wait failed, no longer serving: " << errno_text();
       return;
     }
-    if (fds[1].revents != 0) return;
+    const Clock::time_point now = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      const Id id = events[i].data.u64;
+      if (id == kWakeId) return;
+      if (id == kListenId) {
+        accept_some(now);
+      } else {
+        on_socket(id, events[i].events, now);
+      }
+    }
+    core_.tick(now);
+    apply(core_.take_actions());
+    expire_sends(now);
+    if (accept_paused_until_ != Clock::time_point::min() && now >= accept_paused_until_) {
+      accept_paused_until_ = Clock::time_point::min();
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kListenId;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+    }
+  }
+}
+
+void TcpStoreServerImpl::accept_some(Clock::time_point now) {
+  for (int i = 0; i < kAcceptBurst; ++i) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
-      ZDP_LOG(kWarn) << "store server :" << port_ << ": accept failed: " << errno_text();
-      // Out of descriptors: back off instead of spinning on a listen socket that stays ready.
-      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        if (accept_paused_until_ == Clock::time_point::min()) {
+          ZDP_LOG(kWarn) << "store server :" << port_ << ": out of file descriptors (" << errno_text()
+                         << "); pausing new connections for " << kAcceptPause.count() << " ms";
+        }
+        accept_paused_until_ = now + kAcceptPause;
+        epoll_event ev{};
+        ev.data.u64 = kListenId;
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        ZDP_LOG(kWarn) << "store server :" << port_ << ": accept failed: " << errno_text();
+      }
+      return;
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    reap_finished();
-    add_connection(fd, peer_name(addr));
+    const Id id = next_id_++;
+    Socket& socket = sockets_[id];
+    socket.fd = fd;
+    socket.events = EPOLLIN | EPOLLRDHUP;
+    epoll_event ev{};
+    ev.events = socket.events;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ZDP_LOG(kWarn) << "store server :" << port_ << ": cannot watch a new connection: " << errno_text();
+      ::close(fd);
+      sockets_.erase(id);
+      continue;
+    }
+    core_.open(id, peer_name(addr), now);
+    apply(core_.take_actions());
   }
 }
 
-void TcpStoreServerImpl::add_connection(int fd, std::string peer) {
-  std::lock_guard<std::mutex> lock(conns_mu_);
-  if (conns_.size() >= kMaxConnections) {
-    ZDP_LOG(kWarn) << "store server :" << port_ << ": refusing " << peer << ": already " << conns_.size()
-                   << " connections (the limit)";
-    ::close(fd);
+void TcpStoreServerImpl::on_socket(Id id, uint32_t events, Clock::time_point now) {
+  if (sockets_.find(id) == sockets_.end()) return;  // closed earlier in this round
+  if (events & EPOLLOUT) flush(id);
+  const auto it = sockets_.find(id);
+  if (it == sockets_.end()) return;
+  const int fd = it->second.fd;
+  bool hung_up = (events & (EPOLLHUP | EPOLLERR)) != 0;
+  if ((events & EPOLLIN) && core_.reading(id) && !it->second.closing) {
+    char buf[kReadChunk];
+    for (int chunk = 0; chunk < kReadChunksPerEvent && core_.reading(id); ++chunk) {
+      const ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
+      if (got > 0) {
+        core_.receive(id, std::string_view(buf, static_cast<size_t>(got)), now);
+        apply(core_.take_actions());
+        if (sockets_.find(id) == sockets_.end()) return;
+        continue;
+      }
+      if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) hung_up = true;
+      break;
+    }
+  } else if (events & EPOLLRDHUP) {
+    hung_up = true;  // gone while its request waits: nobody to answer
+  }
+  if (hung_up) {
+    core_.closed(id);
+    close_socket(id);
     return;
   }
-  auto conn = std::make_unique<Connection>();
-  conn->fd = fd;
-  conn->peer = std::move(peer);
-  Connection* raw = conn.get();
-  try {
-    conn->thread = std::thread([this, raw] { serve(raw); });
-  } catch (const std::system_error& e) {
-    ZDP_LOG(kWarn) << "store server :" << port_ << ": cannot start a thread for " << raw->peer << ": " << e.what();
-    ::close(fd);
+  watch(id);
+}
+
+void TcpStoreServerImpl::apply(std::vector<std::pair<Id, ConnAction>> actions) {
+  for (auto& [id, action] : actions) {
+    const auto it = sockets_.find(id);
+    if (it == sockets_.end()) continue;
+    Socket& socket = it->second;
+    if (socket.out_pos == socket.out.size()) {
+      socket.out.swap(action.send);
+      socket.out_pos = 0;
+    } else {
+      socket.out += action.send;
+    }
+    socket.closing |= action.close;
+    flush(id);
+    watch(id);
+  }
+}
+
+void TcpStoreServerImpl::flush(Id id) {
+  Socket& socket = sockets_.at(id);
+  while (socket.out_pos < socket.out.size()) {
+    const ssize_t n = ::send(socket.fd, socket.out.data() + socket.out_pos, socket.out.size() - socket.out_pos,
+                             MSG_NOSIGNAL);
+    if (n >= 0) {
+      socket.out_pos += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (socket.send_deadline == Clock::time_point::max()) socket.send_deadline = Clock::now() + kSendTimeout;
+      return;
+    }
+    core_.closed(id);  // the peer is gone
+    close_socket(id);
     return;
   }
-  conns_.push_back(std::move(conn));
+  socket.out.clear();
+  socket.out_pos = 0;
+  socket.send_deadline = Clock::time_point::max();
+  if (socket.closing) {
+    core_.closed(id);
+    close_socket(id);
+  }
 }
 
-void TcpStoreServerImpl::reap_finished() {
-  std::list<std::unique_ptr<Connection>> finished;
-  {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      auto next = std::next(it);
-      if ((*it)->done) finished.splice(finished.end(), conns_, it);
-      it = next;
-    }
-  }
-  for (auto& conn : finished) conn->thread.join();
+void TcpStoreServerImpl::watch(Id id) {
+  const auto it = sockets_.find(id);
+  if (it == sockets_.end()) return;
+  Socket& socket = it->second;
+  uint32_t events = EPOLLRDHUP;
+  if (core_.reading(id) && !socket.closing) events |= EPOLLIN;
+  if (socket.out_pos < socket.out.size()) events |= EPOLLOUT;
+  if (events == socket.events) return;
+  socket.events = events;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, socket.fd, &ev);
 }
 
-void TcpStoreServerImpl::serve(Connection* conn) {
-  std::string payload;
-  while (!stopping_) {
-    Status s = tcp_store::read_frame(conn->fd, max_message_bytes_, tcp_store::kNoDeadline, kFrameBodyTimeout, &payload);
-    if (!s.ok()) {
-      if (s.code() != StatusCode::kPeerFailure && !stopping_) {
-        ZDP_LOG(kWarn) << "store server :" << port_ << ": closing the connection from " << conn->peer << ": "
-                       << s.message();
-      }
-      break;
-    }
-    Request request;
-    s = tcp_store::decode_request(payload, &request);
-    if (!s.ok()) {
-      ZDP_LOG(kWarn) << "store server :" << port_ << ": closing the connection from " << conn->peer << ": "
-                     << s.message();
-      break;
-    }
-    Response response;
-    if (!handle(*conn, request, &response)) break;
-    s = tcp_store::send_all(conn->fd, tcp_store::encode_response(request.op, response),
-                            tcp_store::deadline_after(kSendTimeout));
-    if (!s.ok()) {
-      if (!stopping_) {
-        ZDP_LOG(kWarn) << "store server :" << port_ << ": cannot reply to " << conn->peer << ": " << s.message();
-      }
-      break;
-    }
-    if (conn->close_after_reply) break;
-  }
-  std::lock_guard<std::mutex> lock(conns_mu_);
-  ::close(conn->fd);
-  conn->fd = -1;
-  conn->done = true;
+void TcpStoreServerImpl::close_socket(Id id) {
+  const auto it = sockets_.find(id);
+  if (it == sockets_.end()) return;
+  ::close(it->second.fd);  // also removes it from the epoll set
+  sockets_.erase(it);
 }
 
-// Constant time over the bytes: the time to refuse does not tell how much of a guess was
-// right (only whether its length was).
-bool same_secret(const std::string& presented, const std::string& expected) {
-  if (presented.size() != expected.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
-  return diff == 0;
-}
-
-bool TcpStoreServerImpl::authenticate(Connection& conn, const Request& request, Response* response) {
-  if (request.op != Op::kAuth) {
-    ZDP_LOG(kWarn) << "store server :" << port_ << ": refused " << conn.peer
-                   << ": a " << op_name(request.op) << " request without the job secret";
-    return false;
+void TcpStoreServerImpl::expire_sends(Clock::time_point now) {
+  std::vector<Id> late;
+  for (const auto& [id, socket] : sockets_) {
+    if (now >= socket.send_deadline) late.push_back(id);
   }
-  if (!same_secret(request.value, secret_)) {
-    ZDP_LOG(kWarn) << "store server :" << port_ << ": refused " << conn.peer << ": wrong job secret";
-    response->reply = Reply::kInvalidArgument;
-    response->message = "wrong job secret";
-    conn.close_after_reply = true;
-    return true;
+  for (const Id id : late) {
+    ZDP_LOG(kWarn) << "store server :" << port_ << ": dropping a client that did not read its reply within "
+                   << kSendTimeout.count() / 1000 << " s";
+    core_.closed(id);
+    close_socket(id);
   }
-  conn.authenticated = true;
-  return true;
-}
-
-bool TcpStoreServerImpl::handle(Connection& conn, const Request& request, Response* response) {
-  if (!secret_.empty() && !conn.authenticated) return authenticate(conn, request, response);
-  const std::chrono::milliseconds timeout(request.number);
-  switch (request.op) {
-    case Op::kAuth:
-      return true;  // no secret required, or presented again: nothing to check
-    case Op::kSet:
-      (void)data_.set(request.key, request.value);  // in memory: cannot fail
-      return true;
-    case Op::kGet: {
-      const WaitResult r = wait_for_keys(conn, {request.key}, timeout, &response->missing);
-      if (r == WaitResult::kAbandoned) return false;
-      if (r == WaitResult::kTimeout) {
-        response->reply = Reply::kTimeout;
-        return true;
-      }
-      StatusOr<std::string> value = data_.get(request.key, std::chrono::milliseconds(0));  // keys are never erased
-      if (value.ok()) response->value = std::move(*value);
-      return true;
-    }
-    case Op::kAdd: {
-      StatusOr<int64_t> value = data_.add(request.key, request.number);
-      if (value.ok()) {
-        response->number = *value;
-      } else {
-        response->reply = Reply::kInvalidArgument;
-        response->message = value.status().message();
-      }
-      return true;
-    }
-    case Op::kWait: {
-      const WaitResult r = wait_for_keys(conn, request.keys, timeout, &response->missing);
-      if (r == WaitResult::kAbandoned) return false;
-      if (r == WaitResult::kTimeout) response->reply = Reply::kTimeout;
-      return true;
-    }
-    case Op::kCheck: {
-      StatusOr<bool> present = data_.check(request.keys);
-      response->present = present.ok() && *present;
-      return true;
-    }
-  }
-  return false;
-}
-
-// Waits in slices so that stop() and a vanished client end the wait within a slice.
-TcpStoreServerImpl::WaitResult TcpStoreServerImpl::wait_for_keys(const Connection& conn,
-                                                                  const std::vector<std::string>& keys,
-                                                                  std::chrono::milliseconds timeout,
-                                                                  std::vector<std::string>* missing) {
-  const Clock::time_point deadline = tcp_store::deadline_after(timeout);
-  while (true) {
-    if (stopping_) return WaitResult::kAbandoned;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    const auto slice = std::max(std::chrono::milliseconds(0), std::min(kWaitSlice, left));
-    if (data_.wait(keys, slice).ok()) return WaitResult::kReady;
-    if (Clock::now() >= deadline) break;
-    if (peer_hung_up(conn.fd)) return WaitResult::kAbandoned;
-  }
-  for (const std::string& key : keys) {
-    StatusOr<bool> present = data_.check({key});
-    if (present.ok() && !*present) missing->push_back(key);
-  }
-  // Everything may have arrived since the last slice: then the wait succeeded after all.
-  return missing->empty() ? WaitResult::kReady : WaitResult::kTimeout;
 }
 
 }  // namespace
@@ -346,6 +337,12 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreSe
   if (options.max_message_bytes < 64) {
     return Status(StatusCode::kInvalidArgument, "store server: max_message_bytes " +
                                                     std::to_string(options.max_message_bytes) + " is below 64");
+  }
+  if (options.auth_timeout.count() <= 0 || options.max_unauthenticated < 1) {
+    return Status(StatusCode::kInvalidArgument, "store server: auth_timeout (" +
+                                                    std::to_string(options.auth_timeout.count()) +
+                                                    " ms) and max_unauthenticated (" +
+                                                    std::to_string(options.max_unauthenticated) + ") must be positive");
   }
   // The frame length is a u32.
   const uint64_t max_message_bytes = std::min<uint64_t>(static_cast<uint64_t>(options.max_message_bytes), UINT32_MAX);
@@ -396,20 +393,39 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreSe
   }
   const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  // A pipe wakes the accept thread's poll() at stop(): closing a listening socket under a
-  // blocked poll/accept is not reliable across kernels.
+  // A pipe wakes the loop at stop(): closing a listening socket under a blocked
+  // epoll_wait is not reliable across kernels.
   int wake[2];
   if (::pipe2(wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     const std::string error = errno_text();
     ::close(listen_fd);
     return Status(StatusCode::kIoError, "store server: pipe: " + error);
   }
-  auto server =
-      std::make_unique<TcpStoreServerImpl>(listen_fd, wake[0], wake[1], port, max_message_bytes, options.secret);
+  const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  bool watched = epoll_fd >= 0;
+  for (const auto& [fd, id] : {std::pair<int, Id>{listen_fd, kListenId}, {wake[0], kWakeId}}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    watched = watched && ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0;
+  }
+  if (!watched) {
+    const std::string error = errno_text();
+    for (const int fd : {listen_fd, wake[0], wake[1], epoll_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return Status(StatusCode::kIoError, "store server: epoll: " + error);
+  }
+  tcp_store::ServerLimits limits;
+  limits.max_message_bytes = max_message_bytes;
+  limits.auth_timeout = options.auth_timeout;
+  limits.max_unauthenticated = static_cast<size_t>(options.max_unauthenticated);
+  auto server = std::make_unique<TcpStoreServerImpl>(listen_fd, epoll_fd, wake[0], wake[1], port, options.secret,
+                                                     limits);
   try {
-    server->start_accepting();
+    server->start_loop();
   } catch (const std::system_error& e) {
-    return Status(StatusCode::kIoError, "store server: cannot start the accept thread: " + std::string(e.what()));
+    return Status(StatusCode::kIoError, "store server: cannot start its thread: " + std::string(e.what()));
   }
   ZDP_LOG(kDebug) << "store server listening on " << options.bind_host << ":" << port;
   return std::unique_ptr<TcpStoreServer>(std::move(server));

@@ -164,10 +164,18 @@ class GlooCommunicator final : public Communicator {
   Status run(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps) {
     const Status earlier = error();
     if (!earlier.ok()) {
+      note_finished(desc.seq, false);
       return Status(StatusCode::kAborted,
                     context(desc) + ": not run, the communicator failed earlier: " + earlier.message());
     }
     const auto start = Clock::now();
+    note_started(desc.seq);
+    const Status s = run_guarded(desc, send, recv, ps, start);
+    note_finished(desc.seq, s.ok());
+    return s;
+  }
+
+  Status run_guarded(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps, Clock::time_point start) {
     try {
       run_collective(desc, send, recv, ps);
     } catch (const gloo::IoException& e) {
@@ -194,7 +202,7 @@ class GlooCommunicator final : public Communicator {
     const int k = world_size();
     const size_t bytes = static_cast<size_t>(desc.bytes());
     const size_t count = static_cast<size_t>(desc.count);
-    const uint32_t tag = static_cast<uint32_t>(desc.seq);
+    const uint32_t tag = wire_tag(desc);  // ranks that disagree on the collective never pair up
     const bool average = desc.reduce == ReduceOp::kAvg;
     if (desc.op != CollectiveOp::kBarrier && desc.count == 0) return;
 

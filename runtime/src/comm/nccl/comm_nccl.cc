@@ -126,7 +126,10 @@ class NcclCommunicator final : public Communicator {
                                                       stream.device().name() + ", the communicator on " +
                                                       device().name());
     }
-    if (desc.op != CollectiveOp::kBarrier && desc.count == 0) return Status::Ok();  // nothing to move
+    if (desc.op != CollectiveOp::kBarrier && desc.count == 0) {
+      note_finished(desc.seq, true);  // nothing to move
+      return Status::Ok();
+    }
     // A collective is enqueued even on a stream that already failed: skipping it here
     // would leave the peers waiting for this rank until their timeout.
     std::lock_guard<std::mutex> lock(mu_);
@@ -282,6 +285,7 @@ class NcclCommunicator final : public Communicator {
       for (auto it = pending_.begin(); it != pending_.end();) {
         const cudaError_t e = cudaEventQuery(it->done);
         if (e == cudaSuccess) {
+          note_finished(it->desc.seq, true);  // the flight recorder's end: when the watchdog saw it
           free_events_.push_back(it->done);
           it = pending_.erase(it);
           continue;

@@ -1,0 +1,237 @@
+// LivenessWatch and judge(): heartbeats in, findings out (liveness.h).
+#include "launcher/liveness.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace zdp::launcher {
+namespace {
+
+std::string secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", s);
+  return buf;
+}
+
+double since(LivenessClock::time_point t, LivenessClock::time_point now) {
+  return std::chrono::duration<double>(now - t).count();
+}
+
+// Heard from within three of its beats (and 1 s).
+bool fresh(const RankBeat& b, LivenessClock::time_point now) {
+  return since(b.changed, now) < std::max(1.0, 3 * b.record.interval_s);
+}
+
+// Where the other ranks are, for a stall report: who waits at which collective.
+std::string peers_text(const std::vector<RankBeat>& beats, int stalled) {
+  std::string waiting, others;
+  int listed = 0, more = 0;
+  for (size_t q = 0; q < beats.size(); ++q) {
+    if (static_cast<int>(q) == stalled || !beats[q].seen) continue;
+    if (listed == 3) {
+      ++more;
+      continue;
+    }
+    ++listed;
+    const HeartbeatRecord& r = beats[q].record;
+    std::string& list = r.has_comm && r.comm.in_flight ? waiting : others;
+    list += (list.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) + " " + describe_position(r);
+  }
+  std::string out;
+  if (!waiting.empty()) out = "its peers wait for it: " + waiting;
+  if (!others.empty()) out += (out.empty() ? "its peers: " : "; others: ") + others;
+  if (more > 0) out += "; and " + std::to_string(more) + " more rank(s)";
+  return out.empty() ? "no other rank has published a heartbeat" : out;
+}
+
+Finding desync_in_flight(const std::vector<RankBeat>& beats) {
+  for (size_t a = 0; a < beats.size(); ++a) {
+    const HeartbeatRecord& ra = beats[a].record;
+    if (!beats[a].seen || !ra.comm.in_flight) continue;
+    for (size_t b = a + 1; b < beats.size(); ++b) {
+      const HeartbeatRecord& rb = beats[b].record;
+      if (!beats[b].seen || !rb.comm.in_flight || rb.comm.current.seq != ra.comm.current.seq) continue;
+      if (rb.current_signature == ra.current_signature) continue;
+      return Finding{Verdict::kDesync, static_cast<int>(a),
+                     "collective mismatch (desync) at #" + std::to_string(ra.comm.current.seq) + ": " +
+                         describe_rank(static_cast<int>(a), ra) + " issued " + ra.current + ", but " +
+                         describe_rank(static_cast<int>(b), rb) + " issued " + rb.current +
+                         "; neither can complete it (each rank's last collectives are in its log)"};
+    }
+  }
+  return {};
+}
+
+// Two ranks' recent collectives with the same number and different signatures.
+Finding desync_recent(const std::vector<RankBeat>& beats) {
+  for (size_t a = 0; a < beats.size(); ++a) {
+    if (!beats[a].seen) continue;
+    for (size_t b = a + 1; b < beats.size(); ++b) {
+      if (!beats[b].seen) continue;
+      for (const RecentCollective& ca : beats[a].record.recent) {
+        for (const RecentCollective& cb : beats[b].record.recent) {
+          if (ca.seq != cb.seq || ca.signature == cb.signature) continue;
+          return Finding{Verdict::kDesync, static_cast<int>(a),
+                         "collective mismatch (desync) at #" + std::to_string(ca.seq) + ": " +
+                             describe_rank(static_cast<int>(a), beats[a].record) + " issued " + ca.text + ", but " +
+                             describe_rank(static_cast<int>(b), beats[b].record) + " issued " + cb.text +
+                             " (each rank's last collectives are in its log)"};
+        }
+      }
+    }
+  }
+  return {};
+}
+
+Finding desync_at_steps(const std::vector<RankBeat>& beats) {
+  for (size_t a = 0; a < beats.size(); ++a) {
+    if (!beats[a].seen) continue;
+    for (size_t b = a + 1; b < beats.size(); ++b) {
+      if (!beats[b].seen) continue;
+      for (const StepMark& ma : beats[a].record.marks) {
+        for (const StepMark& mb : beats[b].record.marks) {
+          if (ma.step != mb.step || (ma.issued == mb.issued && ma.fingerprint == mb.fingerprint)) continue;
+          std::string what = ma.issued != mb.issued
+                                 ? std::to_string(ma.issued) + " and " + std::to_string(mb.issued) + " collectives"
+                                 : std::to_string(ma.issued) + " collectives each, but not the same ones (op, count, "
+                                                               "dtype, tag or order differ)";
+          return Finding{Verdict::kDesync, static_cast<int>(a),
+                         "collective mismatch (desync) before step " + std::to_string(ma.step) + ": " +
+                             describe_rank(static_cast<int>(a), beats[a].record) + " and " +
+                             describe_rank(static_cast<int>(b), beats[b].record) + " had issued " + what +
+                             " (each rank's last collectives are in its log)"};
+        }
+      }
+    }
+  }
+  return {};
+}
+
+Finding stalled(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
+                std::chrono::milliseconds timeout) {
+  int worst = -1;
+  for (size_t r = 0; r < beats.size(); ++r) {
+    if (!local[r] || !beats[r].seen || now - beats[r].changed < timeout) continue;
+    if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
+  }
+  if (worst < 0) return {};
+  const RankBeat& b = beats[static_cast<size_t>(worst)];
+  return Finding{Verdict::kStalled, worst,
+                 describe_rank(worst, b.record) + " stopped responding " + secs(since(b.changed, now)) +
+                     " ago (its last heartbeat: " + describe_position(b.record) + "); " + peers_text(beats, worst) +
+                     " (launch.heartbeat_timeout_s = " + secs(std::chrono::duration<double>(timeout).count()) + ")"};
+}
+
+Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
+                  std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
+  const double patience = std::chrono::duration<double>(timeout).count() / 2;
+  for (size_t r = 0; r < beats.size(); ++r) {
+    const HeartbeatRecord& slow = beats[r].record;
+    // Slow means alive: its heartbeat is fresh (a silent one is a stall in the making).
+    if (!local[r] || !beats[r].seen || !slow.has_comm || !fresh(beats[r], now)) continue;
+    std::string waiting;
+    uint64_t at = 0;
+    double longest = 0;
+    for (size_t q = 0; q < beats.size(); ++q) {
+      const HeartbeatRecord& w = beats[q].record;
+      if (q == r || !beats[q].seen || !w.comm.in_flight || w.comm.current_s < patience) continue;
+      if (slow.comm.issued > w.comm.current.seq) continue;  // r has issued it: r waits too
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(q);
+      if (w.comm.current_s > longest) {  // `at` names the longest wait
+        longest = w.comm.current_s;
+        at = w.comm.current.seq;
+      }
+    }
+    const auto reported = reported_slow.find(static_cast<int>(r));
+    if (waiting.empty() || (reported != reported_slow.end() && reported->second == at)) continue;
+    reported_slow[static_cast<int>(r)] = at;
+    return Finding{Verdict::kStraggler, static_cast<int>(r),
+                   describe_rank(static_cast<int>(r), slow) + " is slow: rank(s) " + waiting + " have waited up to " +
+                       secs(longest) + " for it at collective #" + std::to_string(at) + "; it is alive (heartbeat " +
+                       secs(since(beats[r].changed, now)) + " ago) " + describe_position(slow) +
+                       "; not stopping it"};
+  }
+  return {};
+}
+
+}  // namespace
+
+Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
+              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
+  if (Finding f = desync_in_flight(beats); f.verdict != Verdict::kNone) return f;
+  if (Finding f = desync_recent(beats); f.verdict != Verdict::kNone) return f;
+  if (Finding f = desync_at_steps(beats); f.verdict != Verdict::kNone) return f;
+  if (Finding f = stalled(beats, local, now, timeout); f.verdict != Verdict::kNone) return f;
+  return straggler(beats, local, now, timeout, reported_slow);
+}
+
+std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now) {
+  int worst = -1;
+  for (size_t r = 0; r < beats.size(); ++r) {
+    if (static_cast<int>(r) == failed || !beats[r].seen) continue;
+    if (fresh(beats[r], now)) continue;
+    if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
+  }
+  if (worst < 0) return "";
+  const RankBeat& b = beats[static_cast<size_t>(worst)];
+  return describe_rank(worst, b.record) + " stopped responding " + secs(since(b.changed, now)) +
+         " ago (its last heartbeat: " + describe_position(b.record) + ")";
+}
+
+LivenessWatch::LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks,
+                             std::chrono::milliseconds timeout)
+    : store_(store),
+      timeout_(timeout),
+      poll_every_(std::clamp(timeout / 4, std::chrono::milliseconds(100), std::chrono::milliseconds(1000))),
+      local_(static_cast<size_t>(std::max(world_size, 0)), false),
+      beats_(static_cast<size_t>(std::max(world_size, 0))) {
+  for (const int r : local_ranks) {
+    if (r >= 0 && r < world_size) local_[static_cast<size_t>(r)] = true;
+  }
+}
+
+void LivenessWatch::read(LivenessClock::time_point now) {
+  for (size_t r = 0; r < beats_.size(); ++r) {
+    StatusOr<std::string> text = store_.get(heartbeat_keys::beat(static_cast<int>(r)), std::chrono::milliseconds(0));
+    if (!text.ok()) continue;  // not published yet (or the store is busy: next time)
+    StatusOr<HeartbeatRecord> record = decode_heartbeat(*text);
+    if (!record.ok()) continue;
+    RankBeat& b = beats_[r];
+    if (!b.seen || record->beat != b.record.beat) b.changed = now;
+    b.seen = true;
+    b.record = std::move(*record);
+  }
+  next_read_ = now + poll_every_;
+}
+
+Finding LivenessWatch::poll(LivenessClock::time_point now) {
+  if (!enabled() || now < next_read_) return {};
+  read(now);
+  return judge(beats_, local_, now, timeout_, reported_slow_);
+}
+
+void LivenessWatch::exited(int rank) {
+  if (rank >= 0 && static_cast<size_t>(rank) < local_.size()) local_[static_cast<size_t>(rank)] = false;
+}
+
+std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now) {
+  if (!enabled()) return "";
+  read(now);
+  return culprit(beats_, failed, now);
+}
+
+void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit) {
+  // Only ranks whose heartbeat is fresh can print: a stopped one would hold the wait.
+  const auto now = LivenessClock::now();
+  std::vector<std::string> keys;
+  for (const int r : running) {
+    if (r < 0 || static_cast<size_t>(r) >= beats_.size()) continue;
+    const RankBeat& b = beats_[static_cast<size_t>(r)];
+    if (b.seen && fresh(b, now)) {
+      keys.push_back(heartbeat_keys::flight_printed(r));
+    }
+  }
+  if (!keys.empty()) (void)store_.wait(keys, limit);
+}
+
+}  // namespace zdp::launcher

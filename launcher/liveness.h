@@ -1,0 +1,83 @@
+// The launcher's side of the liveness channel (runtime/internal/heartbeat.h): reads every
+// rank's heartbeat from the job store and judges them, independently of collective
+// timeouts:
+// - stalled: a local rank whose heartbeat has not changed for heartbeat_timeout (a
+//   stopped, frozen or swapped-out process) is named, with where it was and who waits
+//   for it, and the job is stopped;
+// - desync: two ranks at the same collective number with different collectives, or
+//   two ranks that issued different collectives before the same step, are named with
+//   both descriptions, and the job is stopped;
+// - straggler: a local rank that is alive but has not yet issued the collective its
+//   peers have waited at for half the timeout is reported (once), not stopped.
+// When a rank fails (e.g. its collective timed out), a rank whose heartbeat stopped
+// before is named as the likely cause (culprit()), so the healthy peer is not blamed.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/internal/heartbeat.h"
+#include "zdp/store.h"
+
+namespace zdp::launcher {
+
+using LivenessClock = std::chrono::steady_clock;
+
+// One rank's heartbeat as this launcher saw it.
+struct RankBeat {
+  bool seen = false;
+  HeartbeatRecord record;
+  LivenessClock::time_point changed;  // when record.beat last changed, by this launcher's clock
+};
+
+enum class Verdict { kNone, kStalled, kDesync, kStraggler };
+
+struct Finding {
+  Verdict verdict = Verdict::kNone;
+  int rank = -1;  // the stalled or slow rank; desync: one of the two
+  std::string message;
+};
+
+// Judges one snapshot (pure: the tests feed it). `local[r]`: rank r runs under this
+// launcher (stalls and stragglers are reported only for those; desync for any).
+// `reported_slow[r]`: the collective number rank r was last reported slow at (updated).
+Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
+              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow);
+
+// The rank (other than `failed`) whose heartbeat has been still for at least three of
+// its beats (and 1 s), the longest: "rank 0 (pid 7, host h) stopped responding 4.1 s ago
+// in step 3, at all_reduce #12 (...)". Empty when there is none.
+std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now);
+
+class LivenessWatch {
+ public:
+  // `timeout` 0: disabled (poll() finds nothing). REQUIRES: `store` (attempt-scoped)
+  // outlives this.
+  LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks, std::chrono::milliseconds timeout);
+
+  // Reads the heartbeats when a read is due, then judges them.
+  Finding poll(LivenessClock::time_point now);
+  // A local rank that exited: its heartbeat stops, and that is no stall.
+  void exited(int rank);
+  // Reads the heartbeats now and names the likely cause of `failed`'s failure (culprit()).
+  std::string culprit_of(int failed, LivenessClock::time_point now);
+  // Waits (at most `limit`) until every local rank in `running` that publishes
+  // heartbeats has printed its flight recorder after the job-failed key was set.
+  void wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit);
+  bool enabled() const { return timeout_.count() > 0; }
+
+ private:
+  void read(LivenessClock::time_point now);
+
+  Store& store_;
+  const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds poll_every_;
+  std::vector<bool> local_;
+  std::vector<RankBeat> beats_;
+  std::map<int, uint64_t> reported_slow_;
+  LivenessClock::time_point next_read_;
+};
+
+}  // namespace zdp::launcher

@@ -1,0 +1,91 @@
+// $ZDP_TEST_COMM (comm_test_hook.h).
+#include "runtime/src/comm/comm_test_hook.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace zdp::detail {
+
+StatusOr<TestHook> parse_test_hook(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument,
+                  "ZDP_TEST_COMM=\"" + text + "\": " + why +
+                      " (expected rank=R,seq=N,desync=op|reduce|count|dtype|tag|order or "
+                      "rank=R,seq=N,action=stop|kill|slow|drop[,ms=M])");
+  };
+  static const std::set<std::string> kDesyncs = {"op", "reduce", "count", "dtype", "tag", "order"};
+  static const std::set<std::string> kActions = {"stop", "kill", "slow", "drop"};
+  TestHook hook;
+  std::set<std::string> seen;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return bad("'" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!seen.insert(key).second) return bad("'" + key + "' is given twice");
+    if (key == "desync" || key == "action") {
+      if (!(key == "desync" ? kDesyncs : kActions).count(value)) return bad("unknown " + key + " '" + value + "'");
+      (key == "desync" ? hook.desync : hook.action) = value;
+      continue;
+    }
+    char* end = nullptr;
+    const long long v = value.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
+    if (v < 0 || (end && *end != '\0')) return bad(key + " = '" + value + "' is not a non-negative integer");
+    if (key == "rank") {
+      hook.rank = static_cast<int>(v);
+    } else if (key == "seq") {
+      hook.seq = static_cast<uint64_t>(v);
+    } else if (key == "ms") {
+      hook.ms = v;
+    } else {
+      return bad("unknown field '" + key + "'");
+    }
+  }
+  if (!seen.count("rank") || !seen.count("seq")) return bad("rank and seq are required");
+  if (hook.desync.empty() == hook.action.empty()) return bad("give one of desync and action");
+  return hook;
+}
+
+bool apply_desync(const TestHook& hook, int rank, CollectiveDesc& desc) {
+  if (rank != hook.rank || hook.desync.empty() || hook.desync == "order" || desc.seq != hook.seq) return false;
+  if (hook.desync == "op") {
+    desc.op = CollectiveOp::kBarrier;  // touches no buffer
+  } else if (hook.desync == "reduce") {
+    desc.reduce = desc.reduce == ReduceOp::kSum ? ReduceOp::kMax : ReduceOp::kSum;
+  } else if (hook.desync == "count") {
+    if (desc.count > 0) --desc.count;
+  } else if (hook.desync == "dtype") {
+    if (desc.dtype == DType::kF32) {
+      desc.dtype = DType::kBF16;
+      desc.count *= 2;
+    } else if (desc.count > 0) {
+      --desc.count;
+    }
+  } else if (hook.desync == "tag") {
+    desc.tag += 1000;
+  }
+  return true;
+}
+
+void run_action(const TestHook& hook, int rank, const CollectiveDesc& desc, Communicator& comm) {
+  if (rank != hook.rank || hook.action.empty() || desc.seq != hook.seq) return;
+  std::fprintf(stderr, "rank %d: ZDP_TEST_COMM: %s at %s\n", rank, hook.action.c_str(), desc.describe().c_str());
+  std::fflush(stderr);
+  if (hook.action == "stop") {
+    ::raise(SIGSTOP);
+  } else if (hook.action == "kill") {
+    ::raise(SIGKILL);
+  } else if (hook.action == "slow") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(hook.ms));
+  } else if (hook.action == "drop") {
+    comm.abort("ZDP_TEST_COMM: this rank's connections were dropped");
+  }
+}
+
+}  // namespace zdp::detail

@@ -1,0 +1,199 @@
+// Running the real tools for the fault tests: a program with its output read line by
+// line and time-stamped (so a test can measure "named within N s of the fault"), its
+// peak memory sampled while it runs, and small job configs in a temporary directory.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace zdp::testing {
+
+using FaultClock = std::chrono::steady_clock;
+
+struct TimedLine {
+  double t = 0;  // seconds since the program started
+  std::string text;
+};
+
+struct JobRun {
+  int exit_code = -1;  // -1 when killed by a signal or by the limit
+  int signal = 0;
+  bool timed_out = false;
+  double seconds = 0;
+  long peak_rss_kib = 0;  // VmHWM, sampled while it ran
+  std::vector<TimedLine> lines;
+
+  std::string output() const {
+    std::string all;
+    for (const TimedLine& l : lines) all += l.text + "\n";
+    return all;
+  }
+  // When the first line containing `needle` appeared; -1 if none did.
+  double when(const std::string& needle) const {
+    for (const TimedLine& l : lines) {
+      if (l.text.find(needle) != std::string::npos) return l.t;
+    }
+    return -1;
+  }
+  bool has(const std::string& needle) const { return when(needle) >= 0; }
+};
+
+struct Job {
+  pid_t pid = -1;
+  int out_fd = -1;
+  FaultClock::time_point start;
+  std::string program;  // what it execs: memory is sampled only once it runs that
+};
+
+// Starts `argv` with `env` set on top of (or, with `clean_env`, instead of) ours.
+inline Job start_job(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                     bool clean_env = false) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  Job job;
+  job.start = FaultClock::now();
+  std::error_code ec;
+  job.program = std::filesystem::canonical(argv.at(0), ec).string();
+  job.pid = ::fork();
+  if (job.pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    if (clean_env) {
+      const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+      ::clearenv();
+      ::setenv("PATH", path.c_str(), 1);
+    }
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<std::string> args = argv;
+    std::vector<char*> raw;
+    for (auto& a : args) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  job.out_fd = fds[0];
+  ::fcntl(job.out_fd, F_SETFL, O_NONBLOCK);
+  return job;
+}
+
+// The peak RSS of `pid` once it runs `program` (between fork and exec the child's
+// figures are a copy of the test process's): 0 before.
+inline long vm_hwm_kib(pid_t pid, const std::string& program) {
+  std::error_code ec;
+  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string() != program) return 0;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
+}
+
+// Reads the job's output until it ends (killing it, and its process group, at `limit`).
+inline JobRun finish_job(Job job, std::chrono::seconds limit) {
+  JobRun run;
+  std::string partial;
+  const auto deadline = job.start + limit;
+  auto seconds = [&] { return std::chrono::duration<double>(FaultClock::now() - job.start).count(); };
+  for (bool open = true; open;) {
+    run.peak_rss_kib = std::max(run.peak_rss_kib, vm_hwm_kib(job.pid, job.program));
+    if (FaultClock::now() >= deadline) {
+      ::kill(job.pid, SIGKILL);
+      run.timed_out = true;
+      break;
+    }
+    pollfd p{job.out_fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[8192];
+    for (;;) {
+      const ssize_t n = ::read(job.out_fd, buf, sizeof(buf));
+      if (n == 0) open = false;
+      if (n <= 0) break;
+      partial.append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
+        run.lines.push_back(TimedLine{seconds(), partial.substr(0, nl)});
+        partial.erase(0, nl + 1);
+      }
+    }
+  }
+  if (!partial.empty()) run.lines.push_back(TimedLine{seconds(), partial});
+  ::close(job.out_fd);
+  int status = 0;
+  ::waitpid(job.pid, &status, 0);
+  run.seconds = seconds();
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  return run;
+}
+
+inline JobRun run_job(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                      std::chrono::seconds limit = std::chrono::seconds(120)) {
+  return finish_job(start_job(argv, env), limit);
+}
+
+inline int free_tcp_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A small dp-train job (an MLP on synthetic data, 2 CPU ranks) checkpointing every step
+// into dir/ckpt, logging into dir/logs; `extra` is appended TOML.
+inline std::string write_job_config(const std::string& dir, int port, int steps, const std::string& extra = "") {
+  const std::string path = dir + "/job.toml";
+  std::ofstream f(path);
+  f << "[launch]\nnproc_per_node = 2\nbackend = \"gloo\"\nmaster_port = " << port << "\nlog_dir = \"" << dir
+    << "/logs\"\ncollective_timeout_s = 60\nstartup_timeout_s = 30\n" << extra
+    << "\n[model]\nkind = \"mlp\"\nn_layers = 2\nd_model = 32\nvocab_size = 10\n"
+    << "[data]\nkind = \"synthetic\"\n"
+    << "[train]\nglobal_batch = 16\nmicro_batch = 4\nsteps = " << steps << "\nseed = 7\nlog_every = 1\n"
+    << "eval_every = 0\n"
+    << "[optim]\nname = \"adamw\"\nlr = 1e-2\n"
+    << "[zero]\nstage = 2\nbucket_mb = 0.01\n"
+    << "[checkpoint]\ndir = \"" << dir << "/ckpt\"\nevery_steps = 1\nkeep_last = 100\nresume = \"auto\"\n";
+  return path;
+}
+
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// True when two step directories hold the same bytes in their safetensors files.
+inline ::testing::AssertionResult same_checkpoint(const std::filesystem::path& a, const std::filesystem::path& b) {
+  for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string x = file_bytes(a / name), y = file_bytes(b / name);
+    if (x.empty() || x != y) {
+      return ::testing::AssertionFailure() << name << " differs between " << a << " (" << x.size() << " bytes) and "
+                                           << b << " (" << y.size() << " bytes)";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace zdp::testing
