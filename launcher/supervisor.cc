@@ -36,7 +36,7 @@ class Group {
         interrupt_(interrupt),
         console_(options.console_fd, options.live_status),
         pump_(console_, options.log_dir),
-        watch_(options.world_size) {}
+        progress_(options.world_size) {}
 
   GroupResult run() {
     if (!spawn_all()) return result_;
@@ -44,7 +44,7 @@ class Group {
     if (o_.store) {
       std::vector<int> local;
       for (const RankSpec& spec : o_.ranks) local.push_back(spec.rank);
-      watch_ = std::make_unique<LivenessWatch>(*o_.store, o_.world_size, local, o_.heartbeat_timeout);
+      liveness_ = std::make_unique<LivenessWatch>(*o_.store, o_.world_size, local, o_.heartbeat_timeout);
     }
     auto next_store_check = start_;
     while (true) {
@@ -61,8 +61,8 @@ class Group {
           all_done = false;
         } else if (!e.ok()) {
           return rank_failed(p);
-        } else if (watch_) {
-          watch_->exited(p.rank());
+        } else if (liveness_) {
+          liveness_->exited(p.rank());
         }
       }
       if (all_done) {
@@ -76,7 +76,7 @@ class Group {
         if (check_startup()) return result_;
         if (o_.watch_progress) show_progress();
       }
-      if (watch_ && check_liveness()) return result_;
+      if (liveness_ && check_liveness()) return result_;
     }
   }
 
@@ -104,7 +104,7 @@ class Group {
     // A rank that exits with an error may only have timed out waiting for a stopped one:
     // blame the one whose heartbeat stopped first.
     const std::string cause =
-        watch_ && failed.exit_info().signal == 0 ? watch_->culprit_of(failed.rank(), Clock::now()) : "";
+        liveness_ && failed.exit_info().signal == 0 ? liveness_->culprit_of(failed.rank(), Clock::now()) : "";
     if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
@@ -120,7 +120,7 @@ class Group {
 
   // Heartbeats: a stalled rank or a desync stops the job; a slow rank is reported.
   bool check_liveness() {
-    const Finding f = watch_->poll(Clock::now());
+    const Finding f = liveness_->poll(Clock::now());
     if (f.verdict == Verdict::kNone) return false;
     if (f.verdict == Verdict::kStraggler) {
       console_.line("dp-launch: warning: " + f.message);
@@ -143,12 +143,12 @@ class Group {
   // The job-failed key is set: the ranks print their flight recorders (heartbeat thread)
   // before the SIGTERM; a stopped rank cannot, so the wait is bounded.
   void await_flight_records() {
-    if (!watch_) return;
+    if (!liveness_) return;
     std::vector<int> running;
     for (RankProcess& p : procs_) {
       if (!p.poll().exited) running.push_back(p.rank());
     }
-    watch_->wait_for_flight_records(running, kFlightRecordWait);
+    liveness_->wait_for_flight_records(running, kFlightRecordWait);
   }
 
   const RankProcess* local_process(int rank) const {
@@ -244,12 +244,12 @@ class Group {
   // slow or silent (once per rank and kind).
   void show_progress() {
     const auto now = Clock::now();
-    watch_.poll(*o_.store, now);
+    progress_.poll(*o_.store, now);
     if (console_.live()) {
-      console_.status(watch_.status_line(now));
+      console_.status(progress_.status_line(now));
       return;
     }
-    for (const ProgressWatch::Problem& p : watch_.problems(now)) {
+    for (const ProgressWatch::Problem& p : progress_.problems(now)) {
       if (reported_.insert(std::to_string(p.rank) + p.kind).second) console_.line("dp-launch: " + p.text);
     }
   }
@@ -265,10 +265,10 @@ class Group {
   const std::atomic<int>& interrupt_;
   Terminal console_;
   OutputPump pump_;
-  ProgressWatch watch_;
+  ProgressWatch progress_;
   std::set<std::string> reported_;  // rank problems already printed
   std::vector<RankProcess> procs_;
-  std::unique_ptr<LivenessWatch> watch_;  // with a store
+  std::unique_ptr<LivenessWatch> liveness_;  // with a store
   Clock::time_point start_;
   bool startup_done_ = false;
   GroupResult result_;

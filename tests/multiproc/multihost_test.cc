@@ -258,7 +258,9 @@ TEST_F(MultiHost, TwoHostsTrainToTheEndLikeOneHostAndTheStoreRefusesAClientWitho
 
   Process intruder = Process::start(
       hosts_->ns(1), {ZDP_DP_TRAIN}, *dir_ / "intruder.out",
-      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", kAddr[0]}, {"MASTER_PORT", std::to_string(kPort)}});
+      // ZDP_LAUNCHER: it poses as a rank dp-launch started, so it dials node 0's store.
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", kAddr[0]}, {"MASTER_PORT", std::to_string(kPort)},
+       {"ZDP_LAUNCHER", "dp-launch"}});
   ASSERT_TRUE(intruder.wait(std::chrono::seconds(30))) << intruder.output();
   EXPECT_NE(intruder.exit_code, 0) << intruder.output();
   EXPECT_NE(intruder.output().find("the server closed the connection (a store that requires a job secret does this"),
