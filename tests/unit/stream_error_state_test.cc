@@ -4,6 +4,7 @@
 // host callback (pure C++: tested here, on the CPU).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 
 #include "runtime/src/device/stream_error_state.h"
@@ -34,13 +35,14 @@ TEST(StreamErrorState, AWaitInheritsAFailureOfTheAwaitedWorkOnly) {
   State comm = make("comm"), compute = make("compute");
   work(*comm, 10);       // collectives 0..9
   work(*compute, 4);     // compute work 0..3
-  compute->depend_on(comm, 6);  // compute waits for comm's work below 6, from position 4 on
-  work(*compute, 4);     // compute work 4..7
+  compute->depend_on(comm, 6);  // compute waits for comm's work below 6 (the wait: position 4)
+  work(*compute, 4);     // compute work 5..8
   EXPECT_TRUE(compute->error().ok());
   comm->fail(8, kBroken);  // after what compute waited for: compute is unaffected
   EXPECT_TRUE(compute->error().ok());
   comm->fail(5, kBroken);  // moved before it (a report of earlier work): now compute fails
   EXPECT_TRUE(compute->error_before(4).ok()) << "work issued before the wait is not affected";
+  EXPECT_TRUE(compute->error_before(5).ok() == false) << "the first task after the wait (position 5) is";
   EXPECT_EQ(compute->error_before(5).message(), kBroken.message());
   EXPECT_EQ(compute->error().message(), kBroken.message());
 }
@@ -79,6 +81,23 @@ TEST(StreamErrorState, LinksStayBoundedAndMergingIsConservative) {
   State solo = make("solo");
   solo->depend_on(solo, 5);
   EXPECT_TRUE(solo->error().ok());
+}
+
+// The engine's two streams wait for each other in turn, every bucket of every step: the
+// walk through links must stay cheap (one branch per stream waited for, not per link).
+TEST(StreamErrorState, StreamsWaitingForEachOtherStayCheapToQuery) {
+  State comm = make("comm"), compute = make("compute");
+  for (int i = 0; i < 2000; ++i) {
+    work(*compute, 2);
+    comm->depend_on(compute, compute->position());
+    work(*comm, 1);
+    compute->depend_on(comm, comm->position());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(compute->error().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  comm->fail(comm->position() - 1, kBroken);
+  EXPECT_EQ(compute->error().message(), kBroken.message());
 }
 
 }  // namespace

@@ -36,19 +36,20 @@ void StreamErrorState::fail(uint64_t position, const Status& status) {
 void StreamErrorState::depend_on(const std::shared_ptr<StreamErrorState>& other, uint64_t other_position) {
   if (!other || other.get() == this) return;  // own events: stream order covers them
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t at = next_position_;
   int same = 0;
   for (auto it = links_.rbegin(); it != links_.rend(); ++it) {
     if (it->other.lock() != other) continue;
     if (same++ > 0) continue;
     // The newest link to `other` already requires as much, from no later: nothing to add.
     if (other_position <= it->other_at) return;
-    if (it->at == at) {  // nothing enqueued since: widen it
+    if (it->at + 1 == next_position_) {  // nothing enqueued since that wait: widen it
       it->other_at = other_position;
       return;
     }
   }
-  links_.push_back(Link{at, other, other_position});
+  // The wait takes a position of its own, like any work: everything enqueued after it
+  // (a host task checks the failures below its own position) depends on the link.
+  links_.push_back(Link{next_position_++, other, other_position});
   if (same + 1 <= kMaxLinks) return;
   // Merge the two oldest links to `other`: the older one's start, the newer one's reach.
   auto first = links_.end();
@@ -58,8 +59,8 @@ void StreamErrorState::depend_on(const std::shared_ptr<StreamErrorState>& other,
       first = it;
       continue;
     }
-    it->at = first->at;
-    links_.erase(first);
+    first->other_at = it->other_at;  // in place of the older one: links stay in `at` order
+    links_.erase(it);
     return;
   }
 }
@@ -69,19 +70,29 @@ Status StreamErrorState::error() const { return error_before(std::numeric_limits
 Status StreamErrorState::error_before(uint64_t position) const { return error_before(position, 0); }
 
 Status StreamErrorState::error_before(uint64_t position, int depth) const {
-  std::vector<Link> links;
+  // Per other stream only the latest link before `position` matters: links to one stream
+  // reach ever further (depend_on keeps other_at increasing), and a failure below a
+  // smaller reach is below the larger one too. So each hop branches once per stream waited
+  // for (the engine: one), not once per link.
+  std::vector<std::pair<std::shared_ptr<StreamErrorState>, uint64_t>> latest;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok() && failed_at_ < position) return error_;
-    for (const Link& l : links_) {
-      if (l.at < position) links.push_back(l);
+    if (depth >= kMaxDepth) return Status::Ok();
+    for (const Link& l : links_) {  // in `at` order
+      if (l.at >= position) break;
+      std::shared_ptr<StreamErrorState> other = l.other.lock();
+      if (!other) continue;  // that stream is gone, and with it whoever could have failed it
+      auto it = std::find_if(latest.begin(), latest.end(), [&](const auto& e) { return e.first == other; });
+      if (it == latest.end()) {
+        latest.emplace_back(std::move(other), l.other_at);
+      } else {
+        it->second = l.other_at;
+      }
     }
   }
-  if (depth >= kMaxDepth) return Status::Ok();
-  for (const Link& l : links) {  // oldest first: the earliest inherited failure
-    const std::shared_ptr<StreamErrorState> other = l.other.lock();
-    if (!other) continue;  // that stream is gone, and with it whoever could have failed it
-    Status s = other->error_before(l.other_at, depth + 1);
+  for (const auto& [other, reach] : latest) {
+    Status s = other->error_before(reach, depth + 1);
     if (!s.ok()) return s;
   }
   return Status::Ok();

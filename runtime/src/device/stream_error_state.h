@@ -40,8 +40,9 @@ class StreamErrorState {
   // Records that the work at `position` failed. The first status is kept; a later report
   // for an earlier position only moves the failure point earlier.
   void fail(uint64_t position, const Status& status);
-  // This stream's work from its current position on waits for `other`'s work below
-  // `other_position` (see the file comment). Links to one stream are bounded (at most
+  // This stream's work from here on waits for `other`'s work below `other_position` (see
+  // the file comment); the wait takes the next position, so work and events after it see
+  // the link and those before it do not. Links to one stream are bounded (at most
   // kMaxLinks; beyond that the two oldest merge into one that starts at the older one's
   // position: conservative, an inherited failure may then be reported a little early).
   void depend_on(const std::shared_ptr<StreamErrorState>& other, uint64_t other_position);
