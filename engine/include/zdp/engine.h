@@ -114,7 +114,7 @@ struct MemoryReport {
                            // gradient groups at once than planned show here)
     int64_t formula = 0;   // docs/design.md's formula (no padding, no buffers)
     int64_t planned = 0;   // plan_memory()'s: the buffers finalize() allocated, by the same
-                           // rules (the CUDA decay table aside)
+                           // rules (the CUDA decay table and step decision aside)
   };
   int stage = 0;
   int world_size = 1;
