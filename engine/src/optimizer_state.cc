@@ -192,12 +192,11 @@ Status OptimizerState::issue(const std::string& where) {
 Status OptimizerState::settle(int keep, const std::string& where) {
   while (static_cast<int>(pending_.size()) > std::max(0, keep)) {
     const int slot = pending_.front();
-    Event& copied = *copied_[static_cast<size_t>(slot)];
-    // Normally landed long ago (a step back): the query avoids the wait.
-    if (!copied.ready()) {
-      Status w = copied.wait(env_.timeout + std::chrono::seconds(30));
-      if (!w.ok()) return w.with_context(where + ": the outcome of step " + std::to_string(steps_ + 1));
-    }
+    // Normally landed long ago (a step back): then the wait returns at once (and counts
+    // as no host wait); it also reports a failure of the stream before the copy, which
+    // would have skipped it.
+    Status w = copied_[static_cast<size_t>(slot)]->wait(env_.timeout + std::chrono::seconds(30));
+    if (!w.ok()) return w.with_context(where + ": the outcome of step " + std::to_string(steps_ + 1));
     learn(decision_host_.as<kernels::StepDecision>()[slot]);
     pending_.pop_front();
   }
