@@ -12,8 +12,9 @@
 # then one table: each check, PASS/FAIL/SKIP, and its figure.
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
-#   bash gpu-carry/check.sh --self-check     # anywhere: the folder is complete and the
-#                                            # comparisons can fail (CI runs this)
+#   bash gpu-carry/check.sh --self-check     # anywhere (CI): the folder is complete, the
+#       payload unpacks and its libraries resolve, the comparison passes on the reference
+#       and fails on a 1% error, and the unpacked dp-train reproduces one CPU reference run
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,7 @@ while (($#)); do
   case "$1" in
     --self-check) self_check=1 ;;
     --out) out="${2:?--out needs a directory}"; shift ;;
-    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | grep '^#'; exit 0 ;;
     *) echo "check: unknown argument '$1' (use --self-check or --out DIR)" >&2; exit 2 ;;
   esac
   shift
@@ -78,6 +79,59 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
+# unpack: the payload into $work (xz, else Python's lzma).
+unpack() {
+  rm -rf "$work" && mkdir -p "$work" || return 1
+  xz -dc "$here/payload.tar.xz" 2>/dev/null | tar -C "$work" -xf - 2>/dev/null && return 0
+  python3 -c "import lzma,tarfile,sys; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])" \
+    "$here/payload.tar.xz" "$work"
+}
+# find_libraries: LD_LIBRARY_PATH = the bundled lib/, then the image's CUDA libraries (its
+# CUDA toolkit, or its Python's nvidia-* packages); sets $libpath.
+find_libraries() {
+  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu)
+  local p lib found
+  for p in $(timeout 30 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do roots+=("$p/nvidia"); done
+  libpath="$work/lib"
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    found=$(timeout 60 find "${roots[@]}" -name "$lib" 2>/dev/null | head -n 1)
+    [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+# missing_libraries: "binary: lib lib; ..." for what ldd cannot find (empty: none); the
+# full ldd output goes to $logs/ldd.log.
+missing_libraries() {
+  local b m missing=""
+  for b in "$work"/bin/*; do
+    ldd "$b" >>"$logs/ldd.log" 2>&1
+    m=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+    [ -n "$m" ] && missing="$missing $(basename "$b"): $m;"
+  done
+  echo "$missing"
+}
+# small_gpt RUN DTYPE BACKEND: one run of the small GPT (20 steps), compared with the CPU
+# reference; adds its row.
+small_gpt() {
+  local run="$1" dtype="$2" backend="$3" name="$1-$2" stage figure
+  stage=${run#stage}; stage=${stage%%-*}
+  local args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
+              --set "launch.backend=$backend" --set "launch.log_dir=$out/runs/$name")
+  [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
+  if ! ZDP_LOG_LEVEL=warn timeout 90 "$work/bin/dp-train" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
+    row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; return
+  fi
+  if figure=$(compare_losses "$run" "$out/runs/$name/train_summary.json" "$dtype"); then
+    row "small-gpt $name" PASS "$figure"
+  else
+    row "small-gpt $name" FAIL "$figure"
+  fi
+}
+mkdir -p "$out" || exit 2
+work="$out/carry"
+logs="$out/logs"
+rm -rf "$logs" && mkdir -p "$logs"
+
 if ((self_check)); then
   echo "check: self-check of $here"
   ok=1
@@ -102,41 +156,32 @@ if ((self_check)); then
   done
   rm -rf "$tmp"
   bash -n "${BASH_SOURCE[0]}" || ok=0
-  for c in sanity "${tests[@]}" small-gpt gpt2-124m adamw_gpu_bench gemm_gpu_bench comm_bench; do row "$c" SKIP "self-check: not run"; done
+  # The payload unpacks, every library resolves (the bundled ones; cuBLAS and NCCL from
+  # this machine's CUDA, as from the GPU machine's), and the unpacked dp-train reproduces
+  # one reference run on the CPU through the very comparison the GPU runs get.
+  if unpack; then
+    find_libraries
+    m=$(missing_libraries)
+    [ -z "$m" ] || { echo "check: libraries missing:$m"; ok=0; }
+    [ -z "$m" ] && small_gpt stage3-sharded fp32 gloo
+  else
+    echo "check: cannot unpack payload.tar.xz"; ok=0
+  fi
+  ((ok)) || failed=1
+  for c in sanity "${tests[@]}" gpt2-124m adamw_gpu_bench gemm_gpu_bench comm_bench; do row "$c" SKIP "self-check: needs a GPU"; done
   print_table
-  if ((ok)); then echo "check: self-check passed"; exit 0; fi
+  if ((ok && !failed)); then echo "check: self-check passed"; exit 0; fi
   echo "check: self-check FAILED"; exit 1
 fi
 
-mkdir -p "$out"
-work="$out/carry"
-logs="$out/logs"
-rm -rf "$work" "$logs"
-mkdir -p "$work" "$logs"
 trap print_table EXIT
 
 # ---- 1. sanity --------------------------------------------------------------------
-if ! xz -dc "$here/payload.tar.xz" 2>/dev/null | tar -C "$work" -xf - 2>/dev/null; then
-  python3 -c "import lzma,tarfile,sys; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])" \
-    "$here/payload.tar.xz" "$work" || { row sanity FAIL "cannot unpack payload.tar.xz"; exit 1; }
-fi
+unpack || { row sanity FAIL "cannot unpack payload.tar.xz"; exit 1; }
 timeout 30 nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || { row sanity FAIL "nvidia-smi failed (no GPU?)"; exit 1; }
 gpu=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
-# The image's CUDA libraries: its CUDA toolkit, or its Python's nvidia-* packages.
-roots=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu)
-for p in $(timeout 30 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do roots+=("$p/nvidia"); done
-libpath="$work/lib"
-for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
-  found=$(timeout 60 find "${roots[@]}" -name "$lib" 2>/dev/null | head -n 1)
-  [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
-done
-export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-missing=""
-for b in "$work"/bin/*; do
-  ldd "$b" >>"$logs/ldd.log" 2>&1
-  m=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
-  [ -n "$m" ] && missing="$missing $(basename "$b"): $m;"
-done
+find_libraries
+missing=$(missing_libraries)
 cat "$logs/ldd.log"
 if [ -n "$missing" ]; then
   echo "check: libraries missing on this machine:$missing (bundle them in tests/gpu/carry.sh, or point LD_LIBRARY_PATH at them)"
@@ -159,23 +204,9 @@ for t in "${tests[@]}"; do
 done
 
 # ---- 3. dp-train, small GPT, K = 1 ------------------------------------------------
-small_fail=0 small_worst=""
 for dtype in fp32 bf16; do
   for run in "${runs[@]}"; do
-    name="$run-$dtype"
-    if ! in_budget; then row "small-gpt $name" SKIP "time budget spent"; continue; fi
-    stage=${run#stage}; stage=${stage%%-*}
-    args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
-          --set "launch.log_dir=$out/runs/$name")
-    [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
-    if ! ZDP_LOG_LEVEL=warn timeout 90 bin/dp-train "${args[@]}" >"$logs/small-$name.log" 2>&1; then
-      row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; continue
-    fi
-    if figure=$(compare_losses "$run" "$out/runs/$name/train_summary.json" "$dtype"); then
-      row "small-gpt $name" PASS "$figure"
-    else
-      row "small-gpt $name" FAIL "$figure"
-    fi
+    if in_budget; then small_gpt "$run" "$dtype" nccl; else row "small-gpt $run-$dtype" SKIP "time budget spent"; fi
   done
 done
 
