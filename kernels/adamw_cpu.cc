@@ -54,8 +54,13 @@ ZDP_CPU_CLONES void update_run(const AdamWArgs& a, const AdamWCoeffs& c, int64_t
 
 }  // namespace
 
-Status adamw_update_cpu(const AdamWArgs& a) {
-  ZDP_ASSIGN_OR_RETURN(const AdamWCoeffs c, adamw_coeffs(a));
+Status adamw_update_cpu(const AdamWArgs& args) {
+  ZDP_ASSIGN_OR_RETURN(AdamWCoeffs c, adamw_coeffs(args));
+  AdamWArgs a = args;
+  if (!resolve_decision(a)) return Status::Ok();  // the step is skipped
+  if (args.decision != nullptr) {  // its grad_scale, step and lr
+    ZDP_ASSIGN_OR_RETURN(c, adamw_coeffs(a));
+  }
   return cpu::update_slice(a, "adamw", [&](auto g, auto p, int64_t begin, int64_t end, float wd) {
     update_run<decltype(g), decltype(p)>(a, c, begin, end, adamw_decay_factor(a.lr, wd));
   });

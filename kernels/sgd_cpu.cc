@@ -64,8 +64,13 @@ ZDP_CPU_CLONES void update_run(const SgdArgs& a, const SgdCoeffs& c, int64_t beg
 
 }  // namespace
 
-Status sgd_update_cpu(const SgdArgs& a) {
-  ZDP_ASSIGN_OR_RETURN(const SgdCoeffs c, sgd_coeffs(a));
+Status sgd_update_cpu(const SgdArgs& given) {
+  ZDP_ASSIGN_OR_RETURN(SgdCoeffs c, sgd_coeffs(given));
+  SgdArgs a = given;
+  if (!resolve_decision(a)) return Status::Ok();  // the step is skipped
+  if (given.decision != nullptr) {  // its grad_scale, step and lr
+    ZDP_ASSIGN_OR_RETURN(c, sgd_coeffs(a));
+  }
   // Without momentum the buffer is never read or written, even if one was passed.
   SgdArgs args = a;
   if (a.momentum == 0.0f) args.momentum_buf = nullptr;

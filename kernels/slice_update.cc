@@ -35,6 +35,10 @@ Status check_slice_update(const SliceUpdateArgs& a, const char* op) {
                    ") and grad_scale (" + std::to_string(a.grad_scale) + ") must be finite");
   }
   if (a.num_segments < 0 || (a.num_segments > 0 && !a.segments)) return invalid("segments null or num_segments < 0");
+  if (a.decision != nullptr && (a.alt_step < 1 || !std::isfinite(a.alt_lr))) {
+    return invalid("alt_step " + std::to_string(a.alt_step) + " < 1 or alt_lr " + std::to_string(a.alt_lr) +
+                   " not finite (needed with a device decision)");
+  }
   return Status::Ok();
 }
 

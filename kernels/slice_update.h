@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/common.h"
+#include "kernels/step_decision.h"
 
 namespace zdp::kernels {
 
@@ -38,10 +39,46 @@ struct SliceUpdateArgs {
   // that validate_segments() accepted (optim::Optimizer's is).
   const DecaySegment* segments = nullptr;
   int64_t num_segments = 0;
+
+  // The step's outcome, decided on the device (kernels/step_decision.h; host memory for
+  // the CPU launcher, device memory for the CUDA one), or null: then grad_scale, step and
+  // lr above apply as given. When set, the update reads it when it runs: a skip leaves
+  // everything untouched, its grad_scale replaces grad_scale, and when its prev_skip is
+  // set, alt_step and alt_lr replace step and lr. (The engine issues a step before the
+  // host has learnt whether the previous one was skipped, which would leave the step
+  // count one lower: it passes both candidates and the device picks.)
+  const StepDecision* decision = nullptr;
+  int64_t alt_step = 1;
+  float alt_lr = 0.0f;
 };
 
+// The arguments the update runs with once `decision` is read, on the host: false when the
+// decision skips the step (nothing to do). REQUIRES: a.decision in host memory (or null).
+inline bool resolve_decision(SliceUpdateArgs& a) {
+  if (a.decision == nullptr) return true;
+  const StepDecision d = *a.decision;
+  a.decision = nullptr;
+  if (d.skip != 0) return false;
+  a.grad_scale = d.grad_scale;
+  if (d.prev_skip != 0) {
+    a.step = a.alt_step;
+    a.lr = a.alt_lr;
+  }
+  return true;
+}
+
+// `a` with the alternative step and lr (what the update uses when the decision's
+// prev_skip is set): for launchers that derive per-step scalars on the host.
+template <typename Args>
+Args with_alternative_step(Args a) {
+  a.step = a.alt_step;
+  a.lr = a.alt_lr;
+  return a;
+}
+
 // Checks the shared fields (ranges, dtypes, null master/grad, step >= 1, finite lr,
-// weight_decay and grad_scale, the table pointer); messages start with "<op>: ".
+// weight_decay and grad_scale, the table pointer; with a decision, alt_step >= 1 and a
+// finite alt_lr); messages start with "<op>: ".
 Status check_slice_update(const SliceUpdateArgs& args, const char* op);
 
 // Calls fn(G{}, P{}) with the storage types of the gradient and of the output (NoOutput

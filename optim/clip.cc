@@ -8,9 +8,7 @@
 namespace zdp::optim {
 
 double clip_coefficient(double total_norm, double max_norm) {
-  if (max_norm <= 0.0) return 1.0;
-  if (!std::isfinite(total_norm)) return 0.0;
-  return std::min(1.0, max_norm / (total_norm + 1e-6));
+  return kernels::clip_coefficient(total_norm, max_norm);  // one definition: the engine's step decision uses it too
 }
 
 const char* to_string(StepAction action) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/grad_check.h"
+#include "kernels/step_decision.h"
 #include "zdp/status.h"
 
 namespace zdp::optim {

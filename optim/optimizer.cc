@@ -63,6 +63,9 @@ kernels::SliceUpdateArgs Optimizer::slice_args(const SliceState& s, int64_t t, f
   a.grad_scale = grad_scale;
   a.segments = segments_.data();
   a.num_segments = static_cast<int64_t>(segments_.size());
+  a.decision = s.decision;
+  a.alt_step = s.alt_step > 0 ? s.alt_step : t;
+  a.alt_lr = static_cast<float>(lr_at_step(a.alt_step));
   return a;
 }
 

@@ -64,6 +64,11 @@ struct SliceState {
   DType grad_dtype = DType::kF32;
   void* param_out = nullptr;  // compute-dtype copy (the all-gather's send buffer) or null
   DType param_dtype = DType::kBF16;
+  // The step's outcome on the device (kernels/step_decision.h), or null (then grad_scale
+  // applies and the step is taken). With one, `alt_step` (0: t) is the step the update
+  // uses instead of t when the decision says the previous step was skipped.
+  const kernels::StepDecision* decision = nullptr;
+  int64_t alt_step = 0;
 };
 
 class Optimizer {

@@ -2,7 +2,9 @@
 # Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH), runs
 # the whole test suite with ctest, then checks the installed package: install into a
 # temporary prefix, build examples/embed against it (find_package and pkg-config) and
-# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh). Used by the
+# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh). With nvcc, it
+# also builds the GPU check's carry folder (tests/gpu/carry.sh: a Release sm_90 build of
+# the GPU binaries, so that it cannot rot) and runs the check's self-check. Used by the
 # README and by .ci/run.
 #   BUILD_DIR=build (default)   CI=true turns warnings into errors.
 set -euo pipefail
@@ -36,3 +38,11 @@ if grep -q "define ZDP_HAVE_CUDA 1" "$build_dir/core/include/zdp/build_config.h"
   "$nocuda_dir/tests/kernels_no_cuda_test" --gtest_brief=1
 fi
 bash tests/install/check_embed.sh "$build_dir"
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  carry_start=$SECONDS
+  bash tests/gpu/carry.sh
+  bash gpu-carry/check.sh --self-check
+  echo "test.sh: GPU carry folder and self-check took $((SECONDS - carry_start)) s"
+else
+  echo "test.sh: no nvcc: the GPU carry folder (tests/gpu/carry.sh) is not built"
+fi

@@ -1,16 +1,20 @@
-// Runs a training job of TinyMlp on K real rank processes (fork_ranks, CPU, Gloo) and
-// brings rank 0's results back to the test: the fp32 masters after the run, every step's
-// StepStats, and the communication timeline. The engine tests compare such runs.
+// Runs a training job of TinyMlp on K real rank processes (fork_ranks, Gloo; the CPU, or
+// every rank on CUDA device 0) and brings rank 0's results back to the test: the fp32
+// masters after the run, every step's StepStats, and the communication timeline. The
+// engine tests compare such runs; train_on() runs the job on a context a test made
+// itself (an in-process NCCL rank, say).
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "runtime/internal/host_waits.h"
 #include "testing/fork_ranks.h"
 #include "testing/tiny_mlp.h"
 #include "zdp/context.h"
@@ -23,10 +27,16 @@ using namespace std::chrono_literals;
 // A context around the store fork_ranks gives each rank (no launcher, no environment).
 // `local_world` > 1 groups consecutive ranks into "nodes" of that many (LOCAL_RANK,
 // LOCAL_WORLD_SIZE), as torchrun numbers them. `config` is the context's (what dp-train's
-// train() reads besides its own argument).
+// train() reads besides its own argument). `cuda`: the rank's device is CUDA device 0
+// (Gloo then stages through pinned memory); REQUIRES no CUDA call before a fork.
 inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1,
-                                           const Config& config = {}) {
-  std::unique_ptr<Device> device = create_cpu_device();
+                                           const Config& config = {}, bool cuda = false) {
+  std::unique_ptr<Device> device;
+  if (cuda) {
+    ZDP_ASSIGN_OR_RETURN(device, create_cuda_device(0));
+  } else {
+    device = create_cpu_device();
+  }
   CommOptions options;
   options.timeout = 60s;
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
@@ -61,6 +71,10 @@ struct EngineRun {
   SaveOptions save;
   int local_world = 1;
   std::string fault;
+  bool cuda = false;  // every rank on CUDA device 0, Gloo over CUDA buffers
+  // Steps are issued with step_async(); step_stats() is read after every `stats_every`-th
+  // one and the last (the others' StepStats have step = -1): the host runs ahead.
+  int stats_every = 1;
 };
 
 // What one rank saw; EngineRunResult holds rank 0's, and every rank's StepStats.
@@ -71,6 +85,8 @@ struct EngineRunResult {
   std::vector<TimelineEvent> timeline;
   std::vector<double> backward_end;  // steady-clock seconds at the end of each step's backward
   std::vector<std::vector<StepStats>> stats_by_rank;
+  // train_on() only: per step, the host waits inside step_async() (HostWaits::blocking).
+  std::vector<int64_t> step_host_waits;
 };
 
 namespace detail {
@@ -84,8 +100,11 @@ T get(std::FILE* f) {
   return v;
 }
 
-inline Status run_rank(const EngineRun& run, const std::string& path, int rank, int world, Store& store) {
-  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, run.local_world));
+}  // namespace detail
+
+// Runs `run` on `ctx` (this process's rank), filling `result` with what it saw.
+inline Status train_on(Context& ctx, const EngineRun& run, EngineRunResult& result) {
+  const int rank = ctx.rank(), world = ctx.world_size();
   Engine engine(ctx, run.options);
   ZDP_ASSIGN_OR_RETURN(TinyMlp model, TinyMlp::create(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
@@ -103,7 +122,6 @@ inline Status run_rank(const EngineRun& run, const std::string& path, int rank, 
   const int64_t accum = engine.accum_steps();
   if (run.global_batch % (world * accum) != 0) return Status(StatusCode::kInvalidArgument, "batch does not divide");
   const int64_t per_micro = run.global_batch / (world * accum);
-  EngineRunResult result;
   for (int step = first_step; step < run.steps; ++step) {
     for (int64_t m = 0; m < accum; ++m) {
       TinyMlp::Hooks hooks;
@@ -116,7 +134,14 @@ inline Status run_rank(const EngineRun& run, const std::string& path, int rank, 
       ZDP_RETURN_IF_ERROR(s);
     }
     result.backward_end.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
-    ZDP_ASSIGN_OR_RETURN(StepStats stats, engine.step());
+    const HostWaits before = host_waits();
+    ZDP_RETURN_IF_ERROR(engine.step_async());
+    result.step_host_waits.push_back(host_waits().blocking() - before.blocking());
+    StepStats stats;
+    stats.step = -1;
+    if ((step + 1) % std::max(1, run.stats_every) == 0 || step + 1 == run.steps) {
+      ZDP_ASSIGN_OR_RETURN(stats, engine.step_stats());
+    }
     result.stats.push_back(stats);
     for (int save : run.save_steps) {
       if (save != step + 1) continue;
@@ -136,6 +161,15 @@ inline Status run_rank(const EngineRun& run, const std::string& path, int rank, 
   if (run.options.trace) {
     ZDP_ASSIGN_OR_RETURN(result.timeline, engine.timeline());
   }
+  return Status::Ok();
+}
+
+namespace detail {
+
+inline Status run_rank(const EngineRun& run, const std::string& path, int rank, int world, Store& store) {
+  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, run.local_world, {}, run.cuda));
+  EngineRunResult result;
+  ZDP_RETURN_IF_ERROR(train_on(ctx, run, result));
   std::FILE* f = std::fopen((path + "." + std::to_string(rank)).c_str(), "wb");
   if (f == nullptr) return Status(StatusCode::kIoError, "cannot write " + path);
   put<uint64_t>(f, result.masters.size());

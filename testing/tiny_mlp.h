@@ -2,7 +2,9 @@
 // layer group per layer) with a mean-squared-error loss, written with plain loops in fp32
 // over parameter views of any compute dtype, on deterministic synthetic data where
 // sample i of step s is a pure function of (s, i): any split of a step's global batch
-// over ranks and micro-batches sees the same samples.
+// over ranks and micro-batches sees the same samples. On a CUDA engine the views are
+// device memory: they are read and written through the compute stream (the host waits
+// for each copy: a test model, the same host arithmetic on every device).
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kernels/common.h"
+#include "zdp/device.h"
 #include "zdp/engine.h"
 
 namespace zdp::testing {
@@ -128,6 +131,14 @@ class TinyMlp {
   }
 
  private:
+  static bool on_gpu(Engine& engine) { return engine.compute_stream().device().kind() == DeviceKind::kCuda; }
+  // Copies through the compute stream and waits: the view is device memory.
+  static Status copy(Engine& engine, void* dst, const void* src, size_t bytes) {
+    Stream& s = engine.compute_stream();
+    ZDP_RETURN_IF_ERROR(s.memcpy_async(dst, src, bytes));
+    return s.synchronize(std::chrono::seconds(120));
+  }
+
   // Parameter p in fp32, whatever the compute dtype.
   static Status read(Engine& engine, Param p, int64_t n, std::vector<float>& out) {
     const void* src = engine.param(p);
@@ -135,7 +146,14 @@ class TinyMlp {
     out.resize(static_cast<size_t>(n));
     return kernels::dispatch_float(engine.options().compute_dtype, "tiny_mlp", [&](auto t) {
       using T = decltype(t);
-      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = kernels::to_f32(static_cast<const T*>(src)[i]);
+      const T* values = static_cast<const T*>(src);
+      std::vector<T> host;
+      if (on_gpu(engine)) {
+        host.resize(static_cast<size_t>(n));
+        ZDP_RETURN_IF_ERROR(copy(engine, host.data(), src, host.size() * sizeof(T)));
+        values = host.data();
+      }
+      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = kernels::to_f32(values[i]);
       return Status::Ok();
     });
   }
@@ -143,6 +161,11 @@ class TinyMlp {
   static Status write(Engine& engine, Param p, const std::vector<float>& g) {
     T* dst = engine.grad_as<T>(p);
     if (dst == nullptr) return engine.error();
+    if (on_gpu(engine)) {
+      std::vector<T> host(g.size());
+      for (size_t i = 0; i < g.size(); ++i) host[i] = kernels::from_f32<T>(g[i]);
+      return copy(engine, dst, host.data(), host.size() * sizeof(T));
+    }
     for (size_t i = 0; i < g.size(); ++i) dst[i] = kernels::from_f32<T>(g[i]);
     return Status::Ok();
   }

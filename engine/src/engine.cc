@@ -2,6 +2,7 @@
 // named parts (engine_impl.h).
 #include "engine/src/buffer_plan.h"
 #include "engine/src/engine_impl.h"
+#include "engine/src/host_collective.h"
 #include "engine/src/initial_values.h"
 #include "zdp/log.h"
 
@@ -39,7 +40,7 @@ bool Engine::Impl::view_allowed(const char* call, int p) {
   return false;
 }
 
-Status Engine::Impl::require_between_steps(const char* call) const {
+Status Engine::Impl::require_between_steps(const char* call) {
   if (!finalized) return env.invalid(std::string(call) + ": before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   if (grads->micro() != 0 || grads->ready_count() != 0) {
@@ -52,7 +53,8 @@ Status Engine::Impl::require_between_steps(const char* call) const {
     return env.invalid(std::string(call) + ": inside a scope of layer group " + std::to_string(open) +
                        " (end it first)");
   }
-  return Status::Ok();
+  // Checkpoints save and restore the step count and the loss scale: learn every step's outcome.
+  return env.failure.fail(state->settle(0, env.who + ": " + call));
 }
 
 std::string Engine::Impl::next_checkpoint_prefix(const char* op) {
@@ -88,15 +90,14 @@ Status Engine::finalize() {
   if (!valid.ok()) return valid.with_context(env.who + ": finalize");
   // Host waits outlast the collective timeout, so a collective's own error comes first.
   ZDP_ASSIGN_OR_RETURN(env.exec, Exec::create(env.device, env.timeout + std::chrono::seconds(30)));
-  m.timeline.attach(*env.exec);
+  ZDP_RETURN_IF_ERROR(m.timeline.attach(*env.exec));
   ZDP_RETURN_IF_ERROR(m.registry.check_same_on_every_rank(env, m.opt));
   Status built = m.build();
   // Every rank learns whether any rank failed here, so none waits for a peer that left.
-  int64_t failed = built.ok() ? 0 : 1;
-  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(&failed, &failed, 1, DType::kI64, ReduceOp::kMax, env.exec->comm()));
-  ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": finalize"));
+  std::vector<int64_t> failed = {built.ok() ? 0 : 1};
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(env, failed, ReduceOp::kMax, "finalize"));
   if (!built.ok()) return env.failure.fail(built.with_context(env.who + ": finalize"));
-  if (failed) {
+  if (failed[0] != 0) {
     return env.failure.fail(Status(StatusCode::kAborted, env.who + ": finalize: another rank failed to build its "
                                                                    "layout or buffers (see its log)"));
   }
@@ -121,8 +122,20 @@ MemoryReport Engine::memory() const { return impl_->memory_report(); }
 std::string Engine::describe_layout() const { return impl_->finalized ? impl_->layout.describe() : std::string(); }
 std::vector<std::string> Engine::param_names() const { return impl_->registry.names(); }
 Status Engine::error() const { return impl_->env.failure.status(); }
-double Engine::loss_scale() const { return impl_->state ? impl_->state->loss_scale() : 1.0; }
-StatusOr<StepStats> Engine::step() { return impl_->step(); }
+double Engine::loss_scale() const {
+  Impl& m = *impl_;
+  if (!m.state || !m.state->scaler()) return 1.0;
+  // The scale follows the outcome of the last step (an overflow backs it off): learn it.
+  Status s = m.state->settle(0, m.env.who + ": loss_scale()");
+  if (!s.ok()) m.env.defer(s);
+  return m.state->loss_scale();
+}
+Status Engine::step_async() { return impl_->step_async(); }
+StatusOr<StepStats> Engine::step_stats() { return impl_->step_stats(); }
+StatusOr<StepStats> Engine::step() {
+  ZDP_RETURN_IF_ERROR(impl_->step_async());
+  return impl_->step_stats();
+}
 
 void* Engine::param(Param p) {
   Impl& m = *impl_;
@@ -138,7 +151,7 @@ void* Engine::param(Param p) {
 void* Engine::grad(Param p) {
   Impl& m = *impl_;
   if (!m.view_allowed("grad", p.index)) return nullptr;
-  StatusOr<void*> view = m.grads->view(p.index, m.state->steps() + 1);
+  StatusOr<void*> view = m.grads->view(p.index, m.state->step_label());
   if (!view.ok()) {
     m.env.defer(view.status());
     return nullptr;
@@ -151,7 +164,7 @@ Status Engine::grad_ready(Param p) {
   if (!m.finalized) return m.env.invalid("grad_ready(): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
   if (!m.registry.valid(p.index)) return m.env.invalid("grad_ready(): no parameter #" + std::to_string(p.index));
-  return m.grads->mark_ready(p.index, m.state->steps() + 1);
+  return m.grads->mark_ready(p.index, m.state->step_label());
 }
 
 StatusOr<std::vector<float>> Engine::gather_master(Param p) {
@@ -165,8 +178,7 @@ StatusOr<std::vector<TimelineEvent>> Engine::timeline() {
   Impl& m = *impl_;
   if (!m.opt.trace) return m.env.invalid("timeline(): EngineOptions::trace is off");
   if (!m.env.exec) return std::vector<TimelineEvent>{};
-  Status s = m.env.exec->comm().synchronize(m.env.timeout);
-  if (!s.ok()) return s.with_context(m.env.who + ": timeline()");
+  ZDP_RETURN_IF_ERROR(m.env.exec->synchronize(m.env.who + ": timeline()"));
   return m.timeline.copy();
 }
 

@@ -46,13 +46,15 @@ struct Engine::Impl {
   // the failure is deferred).
   bool view_allowed(const char* call, int p);
   // The calls that need the engine between steps: finalized, no failure, no micro-batch
-  // begun, no layer scope open. `call` names the API in the error.
-  Status require_between_steps(const char* call) const;
+  // begun, no layer scope open; then learns the outcome of every step issued (the step
+  // count and loss scale are exact afterwards). `call` names the API in the error.
+  Status require_between_steps(const char* call);
   // The store prefix of the next checkpoint operation (distinct per save and load, equal
   // on every rank since all ranks call them in the same order).
   std::string next_checkpoint_prefix(const char* op);
 
-  StatusOr<StepStats> step();          // engine_step.cc
+  Status step_async();                 // engine_step.cc
+  StatusOr<StepStats> step_stats();    // engine_step.cc
   MemoryReport memory_report() const;  // engine_memory.cc
 };
 

@@ -73,7 +73,7 @@ std::string MemoryReport::table() const {
   }
   out +=
       "  (formula: the ZeRO table of docs/design.md; planned: every buffer finalize() allocates, as dp-launch plan\n"
-      "   prints it (the CUDA decay table aside); gap = measured - formula: padding, copies, buffers, workspace)\n";
+      "   prints it (the CUDA decay table and step decision aside); gap = measured - formula: padding, copies, buffers, workspace)\n";
   return out;
 }
 

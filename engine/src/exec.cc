@@ -3,13 +3,16 @@
 
 #include <cstring>
 
+#include "runtime/internal/host_waits.h"
+
 namespace zdp {
 
 StatusOr<std::unique_ptr<Exec>> Exec::create(Device& device, std::chrono::milliseconds timeout) {
   std::unique_ptr<Exec> exec(new Exec(device, timeout));
   exec->cuda_ = device.kind() == DeviceKind::kCuda;
   ZDP_ASSIGN_OR_RETURN(exec->compute_, device.create_stream("engine compute"));
-  ZDP_ASSIGN_OR_RETURN(exec->comm_, device.create_stream("engine comm"));
+  // Highest priority: a collective waiting behind compute kernels delays every rank.
+  ZDP_ASSIGN_OR_RETURN(exec->comm_, device.create_stream("engine comm", StreamPriority::kHigh));
   ZDP_ASSIGN_OR_RETURN(exec->handoff_, device.create_event());
   return exec;
 }
@@ -23,6 +26,9 @@ Status Exec::comm_after_compute() {
 
 Status Exec::compute_after(Event& event, const std::string& what) {
   if (cuda_) return compute_->wait(event);
+  // The CPU's compute stream is this thread: its wait for another stream is the one host
+  // wait a CUDA engine leaves to the GPU, and is counted apart from the others.
+  StreamOrderWait order;
   Status s = event.wait(timeout_);
   return s.ok() ? s : s.with_context(what);
 }
@@ -57,6 +63,10 @@ Status Exec::cast(const kernels::CastArgs& args) {
 Status Exec::grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes) {
   return cuda_ ? kernels::grad_check_cuda(args, workspace, workspace_bytes, compute_handle())
                : kernels::grad_check_cpu(args);
+}
+
+Status Exec::decide(const kernels::StepDecisionArgs& args) {
+  return cuda_ ? kernels::decide_step_cuda(args, compute_handle()) : kernels::decide_step_cpu(args);
 }
 
 Status Exec::synchronize(const std::string& what) {

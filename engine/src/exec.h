@@ -14,6 +14,7 @@
 #include "kernels/fold.h"
 #include "kernels/cast.h"
 #include "kernels/grad_check.h"
+#include "kernels/step_decision.h"
 #include "zdp/device.h"
 
 namespace zdp {
@@ -47,6 +48,8 @@ class Exec {
   Status cast(const kernels::CastArgs& args);
   // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
   Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);
+  // The step decision (kernels/step_decision.h) on the compute stream.
+  Status decide(const kernels::StepDecisionArgs& args);
   // Both streams drained; the host waits.
   Status synchronize(const std::string& what);
 

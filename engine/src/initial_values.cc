@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/src/host_collective.h"
 #include "kernels/philox.h"
 
 namespace zdp {
@@ -99,9 +100,7 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
     both[p] = h;
     both[num_params + p] = -h;
   }
-  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(both.data(), both.data(), static_cast<int64_t>(both.size()), DType::kI64,
-                                          ReduceOp::kMax, exec.comm()));
-  ZDP_RETURN_IF_ERROR(exec.synchronize(who + ": finalize: value hash check"));
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(env, both, ReduceOp::kMax, "finalize: value hash check"));
   for (size_t p = 0; p < num_params; ++p) {
     if (both[p] != -both[num_params + p]) {
       return Status(StatusCode::kInternal, who + ": finalize: parameter #" + std::to_string(p) + " " +

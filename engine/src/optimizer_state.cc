@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "zdp/checkpoint.h"
+#include "zdp/log.h"
 
 namespace zdp {
 namespace {
@@ -87,7 +88,20 @@ Status OptimizerState::allocate(const BufferSizes& z) {
     ZDP_RETURN_IF_ERROR(
         env_.allocate(check_workspace_, z.norm_scratch, MemCategory::kWorkspace, "norm scratch", false));
   }
+  ZDP_ASSIGN_OR_RETURN(stats_reduced_, env_.device.create_event());
   if (env_.exec->cuda()) {
+    // The step decision on the device, zeroed (no previous step was skipped), and a pinned
+    // copy per step the host may not have learnt yet. With the decay table, the buffers
+    // plan_buffers() leaves out: a few bytes, and the pinned ones are host memory.
+    ZDP_RETURN_IF_ERROR(env_.allocate(decision_dev_, sizeof(kernels::StepDecision), MemCategory::kWorkspace,
+                                      "step decision", true));
+    StatusOr<DeviceBuffer> pinned = env_.device.allocate(static_cast<int64_t>(copied_.size() * sizeof(kernels::StepDecision)),
+                                                         MemCategory::kWorkspace, MemSpace::kPinnedHost);
+    if (!pinned.ok()) return pinned.status().with_context("pinned step decisions");
+    decision_host_ = std::move(*pinned);
+    for (auto& e : copied_) {
+      ZDP_ASSIGN_OR_RETURN(e, env_.device.create_event());
+    }
     // The one buffer plan_buffers() leaves out: it follows the optimizer's parameter groups.
     const auto& segments = optimizer_->decay_segments();
     const int64_t bytes = static_cast<int64_t>(segments.size() * sizeof(kernels::DecaySegment));
@@ -153,9 +167,12 @@ std::vector<OptimizerState::Moment> OptimizerState::moments() {
   return out;
 }
 
-StatusOr<optim::GradScaleDecision> OptimizerState::grad_stats(const std::function<void*(int)>& reduced_slice,
-                                                              DType dtype, double inv_scale, Timeline& timeline,
-                                                              const std::string& where) {
+kernels::StepDecision* OptimizerState::decision() {
+  return env_.exec->cuda() ? decision_dev_.as<kernels::StepDecision>() : &cpu_decision_;
+}
+
+Status OptimizerState::decide(const std::function<void*(int)>& reduced_slice, DType dtype, double inv_scale,
+                              Timeline& timeline, const std::string& where) {
   Exec& exec = *env_.exec;
   const int buckets = static_cast<int>(layout_.buckets().size());
   auto* stats_dev = stats_.as<kernels::GradStats>();
@@ -170,20 +187,14 @@ StatusOr<optim::GradScaleDecision> OptimizerState::grad_stats(const std::functio
   ZDP_RETURN_IF_ERROR(
       env_.comm.all_reduce(stats_dev, stats_dev, 2 * buckets, DType::kF32, ReduceOp::kSum, exec.comm(), -1));
   timeline.collective(TimelineEvent::Kind::kReduceEnd, -1, CollectiveOp::kAllReduce, stats_bytes);
-  ZDP_RETURN_IF_ERROR(exec.synchronize(where + ": gradient norm"));
-  std::vector<kernels::GradStats> host(static_cast<size_t>(buckets));
-  ZDP_RETURN_IF_ERROR(env_.device.memcpy(host.data(), stats_dev, host.size() * sizeof(kernels::GradStats)));
-  double sum_sq = 0.0;
-  float nonfinite = 0.0f;
-  for (const kernels::GradStats& g : host) {  // bucket order: the same sum on every rank
-    sum_sq += g.sum_sq;
-    nonfinite += g.nonfinite;
-  }
-  return optim::decide_grad_scale(kernels::GradStats{static_cast<float>(sum_sq), nonfinite}, 1.0, opt_.optim.grad_clip);
+  ZDP_RETURN_IF_ERROR(exec.comm().record(*stats_reduced_));
+  // The decision is computed where the statistics are: the compute stream waits for the
+  // all-reduce (CUDA: on the GPU), and no value travels to the host and back.
+  ZDP_RETURN_IF_ERROR(exec.compute_after(*stats_reduced_, where + ": gradient norm"));
+  return exec.decide(kernels::StepDecisionArgs{stats_dev, buckets, inv_scale, opt_.optim.grad_clip, decision()});
 }
 
-Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DType grad_dtype, void* param_out,
-                              int64_t t, float grad_scale) {
+Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DType grad_dtype, void* param_out) {
   optim::SliceState s;
   s.count = o.count;
   // Padding follows a bucket's payload, so within bucket b the element index is the flat
@@ -199,15 +210,62 @@ Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DTyp
   s.grad_dtype = grad_dtype;
   s.param_out = param_out;
   s.param_dtype = opt_.compute_dtype;
+  // The step this update takes: one after every step issued so far, unless the one step
+  // not yet learnt was skipped (then alt_step; the kernel reads which from the decision).
+  s.decision = decision();
+  const int64_t t = steps_ + static_cast<int64_t>(pending_.size()) + 1;
+  s.alt_step = steps_ + 1;
   Exec& exec = *env_.exec;
-  Status u = optimizer_->update(env_.device.kind(), s, t, grad_scale, decay_table_.as<kernels::DecaySegment>(),
+  Status u = optimizer_->update(env_.device.kind(), s, t, /*grad_scale=*/1.0f, decay_table_.as<kernels::DecaySegment>(),
                                 exec.compute_handle());
   return u.ok() ? u : u.with_context("optimizer update of bucket " + std::to_string(b));
 }
 
-void OptimizerState::finish_step(optim::StepAction action) {
+Status OptimizerState::issue(const std::string& where) {
+  ++issued_;
+  if (!env_.exec->cuda()) {  // computed inline on this thread: known now
+    learn(cpu_decision_);
+    return Status::Ok();
+  }
+  const int slot = static_cast<int>((issued_ - 1) % static_cast<int64_t>(copied_.size()));
+  auto* host = decision_host_.as<kernels::StepDecision>() + slot;
+  Stream& compute = env_.exec->compute();
+  Status s = compute.memcpy_async(host, decision(), sizeof(kernels::StepDecision));
+  if (s.ok()) s = compute.record(*copied_[static_cast<size_t>(slot)]);
+  if (!s.ok()) return s.with_context(where + ": step decision copy");
+  pending_.push_back(slot);
+  return Status::Ok();
+}
+
+Status OptimizerState::settle(int keep, const std::string& where) {
+  while (static_cast<int>(pending_.size()) > std::max(0, keep)) {
+    const int slot = pending_.front();
+    // Normally landed long ago (a step back): then the wait returns at once (and counts
+    // as no host wait); it also reports a failure of the stream before the copy, which
+    // would have skipped it.
+    Status w = copied_[static_cast<size_t>(slot)]->wait(env_.timeout + std::chrono::seconds(30));
+    if (!w.ok()) return w.with_context(where + ": the outcome of step " + std::to_string(steps_ + 1));
+    learn(decision_host_.as<kernels::StepDecision>()[slot]);
+    pending_.pop_front();
+  }
+  return Status::Ok();
+}
+
+void OptimizerState::learn(const kernels::StepDecision& d) {
+  const optim::StepAction action = d.skip != 0 ? optim::StepAction::kSkipNonFinite : optim::StepAction::kApply;
+  if (d.skip != 0 && !scaler_) {
+    ZDP_LOG(kWarn) << env_.who << ": step " << steps_ + 1 << ": non-finite gradient without fp16 loss scaling; step skipped";
+  }
   if (action != optim::StepAction::kSkipNonFinite) ++steps_;
   if (scaler_) scaler_->update(action);
+  last_ = StepStats{};
+  last_.step = steps_;
+  last_.skipped = d.skip != 0;
+  last_.grad_norm = d.grad_norm;
+  last_.clip_coef = d.clip_coef;
+  last_.lr = d.skip != 0 ? 0.0 : lr_at_step(steps_);
+  last_.loss_scale = loss_scale();
+  has_last_ = true;
 }
 
 StatusOr<std::vector<float>> OptimizerState::gather_master(int p, const std::string& label) {
@@ -234,7 +292,8 @@ StatusOr<std::vector<float>> OptimizerState::gather_master(int p, const std::str
 }
 
 void OptimizerState::count_memory(int64_t* measured) const {
-  for (const DeviceBuffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &stats_, &check_workspace_, &decay_table_}) {
+  for (const DeviceBuffer* b :
+       {&master_, &exp_avg_, &exp_avg_sq_, &stats_, &check_workspace_, &decay_table_, &decision_dev_}) {
     if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
   }
 }

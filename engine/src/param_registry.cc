@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "engine/src/host_collective.h"
 #include "zdp/store.h"
 
 namespace zdp {
@@ -89,9 +90,7 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
   // Every rank learns which ranks differ, and where, so all of them stop with one story.
   std::vector<int64_t> where(static_cast<size_t>(env.world), 0);
   where[static_cast<size_t>(env.rank)] = diff + 1;
-  ZDP_RETURN_IF_ERROR(
-      env.comm.all_reduce(where.data(), where.data(), env.world, DType::kI64, ReduceOp::kSum, env.exec->comm()));
-  ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": finalize: registration check"));
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(env, where, ReduceOp::kSum, "finalize: registration check"));
   for (int q = 0; q < env.world; ++q) {
     const int64_t d = where[static_cast<size_t>(q)] - 1;
     if (d < 0) continue;

@@ -1,54 +1,58 @@
 // Timeline: points of the engine's streams, as the profiler reads them.
 #include "engine/src/timeline.h"
 
-#include <chrono>
-
 namespace zdp {
-namespace {
 
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+Status Timeline::attach(Exec& exec) {
+  if (!enabled_) return Status::Ok();
+  StatusOr<std::unique_ptr<StreamClock>> clock = create_stream_clock(exec.device());
+  if (!clock.ok()) return clock.status().with_context("timeline (EngineOptions::trace)");
+  clock_ = std::move(*clock);
+  exec_ = &exec;
+  return Status::Ok();
 }
 
-}  // namespace
-
-void Timeline::add(TimelineEvent event) {
-  event.seconds = steady_seconds();
+void Timeline::mark(Stream& stream, const TimelineEvent& event, bool now) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back(event);
+  const uint64_t id = next_id_++;
+  marked_.emplace(id, event);
+  // A failure only loses the point; the stream's own work reports what went wrong.
+  if (!clock_->mark(stream, id, now).ok()) marked_.erase(id);
 }
 
 void Timeline::collective(TimelineEvent::Kind kind, int bucket, CollectiveOp op, int64_t bytes) {
   if (!enabled_ || exec_ == nullptr) return;
-  const TimelineEvent e{kind, bucket, iteration_, 0.0, op, bytes};
-  // A failure to enqueue only loses a trace point; the collective's own enqueue reports it.
-  (void)exec_->comm().enqueue_host("trace", [this, e] {
-    add(e);
-    return Status::Ok();
-  });
+  mark(exec_->comm(), TimelineEvent{kind, bucket, iteration_, 0.0, op, bytes}, /*now=*/false);
 }
 
 void Timeline::compute(TimelineEvent::Kind kind, int bucket, CollectiveOp op) {
   if (!enabled_ || exec_ == nullptr) return;
   const TimelineEvent e{kind, bucket, kind == TimelineEvent::Kind::kIterationEnd ? iteration_ - 1 : iteration_, 0.0,
                         op};
-  if (!exec_->cuda()) {
-    add(e);
-    return;
-  }
-  (void)exec_->compute().enqueue_host("trace", [this, e] {
-    add(e);
-    return Status::Ok();
-  });
+  mark(exec_->compute(), e, /*now=*/!exec_->cuda());
 }
 
-std::vector<TimelineEvent> Timeline::copy() const {
+void Timeline::collect_locked() {
+  if (!clock_) return;
+  for (const auto& [id, seconds] : clock_->take()) {
+    const auto it = marked_.find(id);
+    if (it == marked_.end()) continue;
+    TimelineEvent e = it->second;
+    e.seconds = seconds;
+    events_.push_back(e);
+    marked_.erase(it);
+  }
+}
+
+std::vector<TimelineEvent> Timeline::copy() {
   std::lock_guard<std::mutex> lock(mu_);
+  collect_locked();
   return events_;
 }
 
 std::vector<TimelineEvent> Timeline::take() {
   std::lock_guard<std::mutex> lock(mu_);
+  collect_locked();
   std::vector<TimelineEvent> out;
   out.swap(events_);
   return out;

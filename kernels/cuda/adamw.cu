@@ -13,6 +13,12 @@ struct AdamWOp {
   float* m;
   float* v;
   AdamWCoeffs c;
+  AdamWCoeffs alt;  // step t - 1's (SliceUpdateArgs::alt_step)
+
+  __device__ void select(const StepDecision& d) {
+    if (d.prev_skip != 0) c = alt;
+    c.grad_scale = d.grad_scale;
+  }
 
   __device__ void update8(int64_t i0, const float (&g)[kVec], float (&p)[kVec], const float (&wd)[kVec]) const {
     float m8[kVec], v8[kVec];
@@ -38,7 +44,11 @@ struct AdamWOp {
 
 Status adamw_update_cuda(const AdamWArgs& a, cudaStream_t stream) {
   ZDP_ASSIGN_OR_RETURN(const AdamWCoeffs c, adamw_coeffs(a));
-  return cuda::launch_slice_update(a, AdamWOp{a.m, a.v, c}, "adamw_update_cuda", stream);
+  AdamWCoeffs alt = c;
+  if (a.decision != nullptr) {
+    ZDP_ASSIGN_OR_RETURN(alt, adamw_coeffs(with_alternative_step(a)));
+  }
+  return cuda::launch_slice_update(a, AdamWOp{a.m, a.v, c, alt}, "adamw_update_cuda", stream);
 }
 
 }  // namespace zdp::kernels

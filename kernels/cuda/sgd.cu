@@ -13,6 +13,12 @@ using cuda::kVec;
 struct SgdOp {
   float* buf;
   SgdCoeffs c;
+  SgdCoeffs alt;  // step t - 1's (SliceUpdateArgs::alt_step)
+
+  __device__ void select(const StepDecision& d) {
+    if (d.prev_skip != 0) c = alt;
+    c.grad_scale = d.grad_scale;
+  }
 
   __device__ void update8(int64_t i0, const float (&g)[kVec], float (&p)[kVec], const float (&wd)[kVec]) const {
     float b[kVec] = {};
@@ -35,9 +41,13 @@ struct SgdOp {
 
 Status sgd_update_cuda(const SgdArgs& a, cudaStream_t stream) {
   ZDP_ASSIGN_OR_RETURN(const SgdCoeffs c, sgd_coeffs(a));
+  SgdCoeffs alt = c;
+  if (a.decision != nullptr) {
+    ZDP_ASSIGN_OR_RETURN(alt, sgd_coeffs(with_alternative_step(a)));
+  }
   // Without momentum the buffer is never read or written (as on the CPU).
   float* buf = a.momentum == 0.0f ? nullptr : a.momentum_buf;
-  return cuda::launch_slice_update(a, SgdOp{buf, c}, "sgd_update_cuda", stream);
+  return cuda::launch_slice_update(a, SgdOp{buf, c, alt}, "sgd_update_cuda", stream);
 }
 
 }  // namespace zdp::kernels

@@ -6,6 +6,8 @@
 //   __device__ void update8(int64_t i0, const float (&g)[kVec], float (&p)[kVec], const float (&wd)[kVec]) const;
 //   __device__ void update1(int64_t i, float g, float& p, float wd) const;
 //   bool aligned16() const;  // its state pointers allow the vector path
+//   __device__ void select(const StepDecision& d);  // this step's grad_scale and, after a
+//                                                   // skipped step, the alternative scalars
 // where i0 / i index the slice, g is the stored gradient as fp32 and p the master weight.
 #pragma once
 
@@ -22,7 +24,13 @@ __global__ void __launch_bounds__(kBlock) slice_update_kernel(SliceUpdateArgs a,
   P* out = static_cast<P*>(a.param_out);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const uint64_t step = static_cast<uint64_t>(a.step);
+  uint64_t step = static_cast<uint64_t>(a.step);
+  if (a.decision != nullptr) {  // the step's outcome, decided on the device after the launch was issued
+    const StepDecision d = *a.decision;
+    if (d.skip != 0) return;
+    op.select(d);
+    if (d.prev_skip != 0) step = static_cast<uint64_t>(a.alt_step);
+  }
 
   for (int64_t vi = tid; vi < num_vec; vi += stride) {
     const int64_t i0 = vi * kVec;

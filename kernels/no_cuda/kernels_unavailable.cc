@@ -10,7 +10,9 @@
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
 #include "kernels/layernorm.h"
+#include "kernels/loss_sum.h"
 #include "kernels/sgd.h"
+#include "kernels/step_decision.h"
 
 namespace zdp::kernels {
 namespace {
@@ -28,6 +30,8 @@ Status fold_cuda(const FoldArgs&, cudaStream_t) { return unavailable("fold_cuda"
 Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cuda"); }
 int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }
+Status decide_step_cuda(const StepDecisionArgs&, cudaStream_t) { return unavailable("decide_step_cuda"); }
+Status loss_sum_cuda(const LossSumArgs&, cudaStream_t) { return unavailable("loss_sum_cuda"); }
 StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void*, int64_t) { return unavailable("make_cublaslt_gemm"); }
 
 // The model-layer kernels (dp-train's layers).

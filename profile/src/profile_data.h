@@ -21,8 +21,8 @@ namespace zdp::profile {
 //   backward     kBackward -> kMicroEnd, less the communication waits inside it
 //   reduce wait  step() begin -> every reduction arrived, plus backward's waits for a
 //                gradient staging buffer still being reduced: exposed reduction time
-//   norm         -> global norm known (per-bucket statistics and one blocking all-reduce,
-//                the collective of bucket -1)
+//   norm         -> the step decided (per-bucket statistics, their all-reduce, the
+//                collective of bucket -1, and the decision, all on the device)
 //   optimizer    -> the fused optimizer over the owned slices (stages 1-2: gathers issued)
 //   gather wait  -> step() returns (waiting for all-gathers), plus every wait for a
 //                layer group's or view's all-gather outside step(): exposed gather time

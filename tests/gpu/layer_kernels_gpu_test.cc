@@ -70,18 +70,27 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
   ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
   ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
                                       OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
+  // The forward's row statistics differ from the CPU's by summation order (a warp's tree
+  // vs a sequential sum): they are compared within the bound, and the backward gets the
+  // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in order on
+  // both devices, with the same xhat) must be equal bit for bit.
   DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
   DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
       gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
+  DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
   ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
                                      gpu_.cuda_stream()).ok());
-  ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(),
-                                       gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data()}, gpu_.cuda_stream()).ok());
+  ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
+                                       cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data()},
+                                      gpu_.cuda_stream()).ok());
   gpu_.sync();
-  // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4.
+  // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
+  // (the mean's), and of their squares <= 16 (the variance's; rstd = 1/sqrt of it, O(1)).
+  expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 4.0 * cols) / cols, "mean");
+  expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 16.0 * cols) / cols, "rstd");
   expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
   expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
-  EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both)"));
+  EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
   EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
 }
 

@@ -201,6 +201,36 @@ TEST(NcclComm, EmptyCollectiveAndBadArgumentsAreHandled) {
   rank.close();
 }
 
+// Host memory handed to NCCL is refused before NCCL sees it, naming the collective: in a
+// world of 1 NCCL's own path would never touch it, so only the check catches the class
+// (a host vector, a stack variable, pinned memory) before a 2-GPU run dies on it.
+TEST(NcclComm, HostMemoryIsRefusedNamingTheCollective) {
+  SKIP_WITHOUT_GPU();
+  InMemoryStore store;
+  Rank rank(0, 1);
+  ASSERT_TRUE(rank.init(store, 0).ok());
+  std::vector<int64_t> host(4, 1);
+  int64_t flag = 0;
+  const Status vec = rank.comm().all_reduce(host.data(), host.data(), 4, DType::kI64, ReduceOp::kMax, rank.stream());
+  EXPECT_EQ(vec.code(), StatusCode::kInvalidArgument) << vec.to_string();
+  EXPECT_NE(vec.message().find("all_reduce #"), std::string::npos) << vec.to_string();
+  EXPECT_NE(vec.message().find("pageable host memory"), std::string::npos) << vec.to_string();
+  const Status stack = rank.comm().broadcast(&flag, 1, DType::kI64, 0, rank.stream());
+  EXPECT_NE(stack.message().find("broadcast #"), std::string::npos) << stack.to_string();
+  auto pinned = rank.device().allocate(64, MemCategory::kOther, MemSpace::kPinnedHost);
+  ASSERT_TRUE(pinned.ok());
+  auto dev = rank.device().allocate(64, MemCategory::kOther);
+  ASSERT_TRUE(dev.ok());
+  const Status half = rank.comm().all_gather(dev->data(), pinned->data(), 4, DType::kF32, rank.stream());
+  EXPECT_NE(half.message().find("receive buffer"), std::string::npos) << half.to_string();
+  EXPECT_NE(half.message().find("pinned host memory"), std::string::npos) << half.to_string();
+  // Device memory still works, and the refusals did not break the communicator.
+  EXPECT_TRUE(rank.comm().all_reduce(dev->data(), dev->data(), 4, DType::kF32, ReduceOp::kSum, rank.stream()).ok());
+  EXPECT_TRUE(rank.stream().synchronize(kWait).ok());
+  EXPECT_TRUE(rank.comm().error().ok()) << rank.comm().error().to_string();
+  rank.close();
+}
+
 TEST(NcclComm, AbortFailsEveryLaterCollective) {
   SKIP_WITHOUT_GPU();
   InMemoryStore store;

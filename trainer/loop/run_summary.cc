@@ -47,6 +47,7 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["samples_per_s"] = step_s > 0 ? static_cast<double>(t.global_batch) / step_s : 0.0;
   j["peak_lr"] = run.peak_lr;
   j["final_loss"] = run.losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.losses.back());
+  j["losses"] = run.losses;  // every step's, in full precision (the GPU check compares them)
   j["eval_loss"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().second);
   j["eval_step"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().first);
   j["first_step"] = run.first_step;

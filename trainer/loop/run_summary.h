@@ -4,10 +4,11 @@
 //   world_size, stage, model, dtype, device, params, steps, global_batch, micro_batch,
 //   accum_steps, tokens_per_sample, tokens_per_step, seconds, step_time_s_median,
 //   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step,
-//   first_step, resumed_from, loss_history
+//   first_step, resumed_from, loss_history, losses (every step's loss, this run's steps)
 // Rates use the median step time over the timed steps (all but the first
 // kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
-// count; `seconds` is the whole loop, evaluations included. eval_loss/eval_step are the
+// count; a step's time is the mean over the steps between two reads of the device's
+// results (train.log_every), the host not waiting for the GPU in between; `seconds` is the whole loop, evaluations included. eval_loss/eval_step are the
 // last held-out evaluation, null when none ran. A resumed run started at first_step (steps
 // counts the steps this run took), from the checkpoint resumed_from (null: from scratch).
 // loss_history is the curve loss.svg draws (LossHistory::to_json: from step 1, a resumed

@@ -1,4 +1,11 @@
 // train(): engine + model + data, the step loop, evaluation and the console lines.
+//
+// On GPUs nothing inside a step waits on the host: the step is issued with
+// Engine::step_async(), the loss stays on the device (loss_log.h) and uploads go through
+// pinned memory. The host reads values only where a line is printed (every log_every
+// steps, the first and the last), and measures throughput over the steps since the
+// previous such line, from one read to the next (the GPU's own pace, not the host's
+// issue time).
 #include "trainer/loop/train_loop.h"
 
 #include <chrono>
@@ -10,6 +17,7 @@
 #include "trainer/loop/checkpointing.h"
 #include "trainer/loop/console.h"
 #include "trainer/loop/eta.h"
+#include "trainer/loop/loss_log.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/progress_report.h"
 #include "trainer/models/model.h"
@@ -145,57 +153,92 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     profiler = make_profiler(ctx, engine, config, *model, peak, resumed.step, options.out);
     ZDP_ASSIGN_OR_RETURN(test_delay, profile_test_delay(ctx.rank()));
   }
+  // Unread losses: at most one logging interval (a full log is read early, a bounded wait).
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<LossLog> losses,
+                       LossLog::create(ctx, *ops, engine.compute_stream(), std::min<int64_t>(t.log_every, 1024)));
   const auto start = Clock::now();
+  const auto read_losses = [&]() -> Status {
+    ZDP_ASSIGN_OR_RETURN(const std::vector<double> read, losses->read());
+    summary.losses.insert(summary.losses.end(), read.begin(), read.end());
+    return Status::Ok();
+  };
+  // Step times: the steps issued since the window opened, timed when the host next reads
+  // their results (having waited for the device), so evaluations and checkpoints, which
+  // close the window before and open it after, are left out.
+  auto window_start = start;
+  int64_t window_steps = 0;
+  double step_s = 0;  // the last window's seconds per step
+  const auto tokens_per_s = [&]() {
+    return step_s > 0 ? static_cast<double>(t.global_batch) / step_s * static_cast<double>(model->tokens_per_sample())
+                      : 0.0;
+  };
+  size_t in_history = 0;  // summary.losses already added to summary.history
+  const auto close_window = [&]() -> Status {
+    ZDP_RETURN_IF_ERROR(read_losses());
+    if (window_steps == 0) return Status::Ok();
+    step_s = std::chrono::duration<double>(Clock::now() - window_start).count() / static_cast<double>(window_steps);
+    summary.step_seconds.insert(summary.step_seconds.end(), static_cast<size_t>(window_steps), step_s);
+    for (int64_t i = 0; i < window_steps; ++i) eta.step_done(step_s);
+    // Every step read since the last window, at this window's rate (loss.svg's curve).
+    for (; in_history < summary.losses.size(); ++in_history) {
+      const int64_t at = resumed.step + static_cast<int64_t>(in_history) + 1;
+      summary.history.add_step(at, summary.losses[in_history], tokens_per_s());
+    }
+    window_steps = 0;
+    return Status::Ok();
+  };
   Batch batch;
   for (int64_t step = resumed.step; step < t.steps; ++step) {
-    const auto step_start = Clock::now();
     ctx.set_step(step + 1);  // liveness reports count steps from 1, as the console does
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
-    double loss = 0, compute_s = 0;
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
+    if (losses->full()) ZDP_RETURN_IF_ERROR(read_losses());
+    double compute_s = 0;  // the host's time in forward + backward (on a GPU: issuing them)
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       const auto micro_start = Clock::now();
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kForward));
-      ZDP_ASSIGN_OR_RETURN(const double l, model->train_micro(engine, batch));
+      ZDP_RETURN_IF_ERROR(model->forward_backward(engine, batch, losses->sink(m, engine.accum_steps())));
       if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // profile_run_test's straggler
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
-      loss += l / static_cast<double>(engine.accum_steps());
       compute_s += seconds_since(micro_start);
     }
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);
-    ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step());
-    std::vector<float> global = {static_cast<float>(loss)};
-    ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, *ops, engine.compute_stream(), global));
+    ZDP_RETURN_IF_ERROR(engine.step_async());
+    ZDP_RETURN_IF_ERROR(losses->end_step());  // the sum over ranks for the log, on the device
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationEnd));
     if (profiler) profiler->end_step();
-    const double step_s = seconds_since(step_start);
-    summary.losses.push_back(global[0] / K);
-    summary.step_seconds.push_back(step_s);
-    eta.step_done(step_s);
+    ++window_steps;
     const int64_t done = step + 1;
-    const double samples_per_s = static_cast<double>(t.global_batch) / step_s;
-    const double tokens_per_s = samples_per_s * static_cast<double>(model->tokens_per_sample());
-    summary.history.add_step(done, summary.losses.back(), tokens_per_s);
-    progress.step({done, t.steps, summary.losses.back(), tokens_per_s, seconds_since(start), eta.eta_s(done), "train"},
+    // The loss and rate of the last window read (the live status never makes the host wait).
+    const double last_loss = summary.losses.empty() ? 0.0 : summary.losses.back();
+    progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done), "train"},
                   compute_s);
     if (done % t.log_every == 0 || done == 1 || done == t.steps) {
-      StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, tokens_per_s, samples_per_s,
-                    step_s * 1e3, -1, eta.eta_s(done)};
-      if (peak > 0) line.mfu = model->flops_per_sample() * samples_per_s / K / peak;
+      // The one place the host reads what the device computed (it waits for it here).
+      ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step_stats());
+      ZDP_RETURN_IF_ERROR(close_window());
+      window_start = Clock::now();
+      StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, 0, 0, step_s * 1e3, -1,
+                    eta.eta_s(done)};
+      line.samples_per_s = static_cast<double>(t.global_batch) / step_s;
+      line.tokens_per_s = tokens_per_s();
+      if (peak > 0) line.mfu = model->flops_per_sample() * line.samples_per_s / K / peak;
       console.line(Console::format(line) + (stats.skipped ? " | skipped (fp16 overflow)" : ""));
     }
-    if (val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps)) {
-      ZDP_RETURN_IF_ERROR(eval_and_log(done));
-    }
+    const bool eval_due = val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps);
+    const bool save_due = checkpoint_due(config, done);
+    if (eval_due || save_due || done == t.steps) ZDP_RETURN_IF_ERROR(close_window());
+    if (eval_due) ZDP_RETURN_IF_ERROR(eval_and_log(done));
     if (options.at_phase) options.at_phase(ctx, done, TrainPhase::kAfterStep);
-    if (checkpoint_due(config, done)) {
+    if (save_due) {
       const auto save_start = Clock::now();
       progress.phase("checkpoint");
       ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done), summary.history));
       eta.save_done(seconds_since(save_start));
     }
-    console.progress(done, t.steps, eta.eta_s(done), summary.losses.back());
+    if (eval_due || save_due) window_start = Clock::now();
+    console.progress(done, t.steps, eta.eta_s(done), summary.losses.empty() ? 0.0 : summary.losses.back());
   }
   progress.phase("done");
   console.finish();

@@ -55,8 +55,10 @@ class Gpt : public Model {
     return Status::Ok();
   }
 
-  StatusOr<double> train_micro(Engine& e, const Batch& batch) override { return run(e, batch, true); }
-  StatusOr<double> eval_micro(Engine& e, const Batch& batch) override { return run(e, batch, false); }
+  Status forward_backward(Engine& e, const Batch& batch, const LossSink& loss) override {
+    return run(e, batch, &loss).status();
+  }
+  StatusOr<double> eval_micro(Engine& e, const Batch& batch) override { return run(e, batch, nullptr); }
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_sample() const override {
     // llm.c / PaLM: 6 flops per parameter and token, plus attention's 12 L T d per token.
@@ -170,7 +172,10 @@ class Gpt : public Model {
 
   AttentionShape shape(int64_t n) const { return {n / T_, T_, H_, C_ / H_}; }
 
-  StatusOr<double> run(Engine& e, const Batch& batch, bool train) {
+  // Training with `loss` (returns 0; the loss goes there), else evaluation (returns the
+  // mean loss, read back).
+  StatusOr<double> run(Engine& e, const Batch& batch, const LossSink* loss) {
+    const bool train = loss != nullptr;
     if (batch.count > B_) return Status(StatusCode::kInternal, "gpt: batch larger than micro_batch");
     const int64_t n = batch.count * T_;
     const DType dt = ops_->dtype();
@@ -198,11 +203,8 @@ class Gpt : public Model {
     const float grad_scale = static_cast<float>(e.loss_scale() / static_cast<double>(n));
     ZDP_RETURN_IF_ERROR(ops_->cross_entropy({n, V_, dt, logits_.data(), targets_.as<int32_t>(), losses_.as<float>(),
                                             train ? logits_.data() : nullptr, grad_scale}));
-    std::vector<float> losses(static_cast<size_t>(n));
-    ZDP_RETURN_IF_ERROR(ops_->download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
-    double sum = 0;
-    for (float v : losses) sum += v;
-    if (!train) return sum / static_cast<double>(n);
+    if (!train) return ops_->mean_loss(losses_.as<float>(), n);
+    ZDP_RETURN_IF_ERROR(ops_->loss_sum(losses_.as<float>(), n, *loss));
     ZDP_RETURN_IF_ERROR(e.mark(TimelineEvent::Kind::kBackward));  // profiling: forward ends here
 
     // Backward: the head's share of the tied embedding's gradient waits in fp32 for the
@@ -233,7 +235,7 @@ class Gpt : public Model {
                                                  order_.as<int32_t>(), dwte_head_.as<float>(), g_wte, g_wpe}));
     ZDP_RETURN_IF_ERROR(e.grad_ready(wte_));
     ZDP_RETURN_IF_ERROR(e.grad_ready(wpe_));
-    return sum / static_cast<double>(n);
+    return 0.0;
   }
 
   int L_, C_, H_, V_, T_;

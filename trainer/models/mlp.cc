@@ -32,8 +32,10 @@ class Mlp : public Model {
     return Status::Ok();
   }
 
-  StatusOr<double> train_micro(Engine& engine, const Batch& batch) override { return run(engine, batch, true); }
-  StatusOr<double> eval_micro(Engine& engine, const Batch& batch) override { return run(engine, batch, false); }
+  Status forward_backward(Engine& engine, const Batch& batch, const LossSink& loss) override {
+    return run(engine, batch, &loss).status();
+  }
+  StatusOr<double> eval_micro(Engine& engine, const Batch& batch) override { return run(engine, batch, nullptr); }
   int64_t tokens_per_sample() const override { return 1; }
   double flops_per_sample() const override {
     return 6.0 * (static_cast<double>(depth_) * width_ * width_ + static_cast<double>(width_) * outputs_);
@@ -70,7 +72,10 @@ class Mlp : public Model {
     return ops_->upload(targets_.data(), b.targets.data(), b.targets.size() * sizeof(float));
   }
 
-  StatusOr<double> run(Engine& engine, const Batch& batch, bool train) {
+  // Training with `loss` (returns 0; the loss goes there), else evaluation (returns the
+  // mean loss, read back).
+  StatusOr<double> run(Engine& engine, const Batch& batch, const LossSink* loss) {
+    const bool train = loss != nullptr;
     ZDP_RETURN_IF_ERROR(upload_inputs(batch));
     const int64_t n = batch.count;
     for (int l = 0; l <= depth_; ++l) {  // forward
@@ -91,11 +96,8 @@ class Mlp : public Model {
       ZDP_RETURN_IF_ERROR(ops_->squared_error({n, outputs_, ops_->dtype(), pre_[depth_].data(), targets_.as<float>(),
                                               losses_.as<float>(), dlogits, grad_scale}));
     }
-    std::vector<float> losses(static_cast<size_t>(n));
-    ZDP_RETURN_IF_ERROR(ops_->download(losses.data(), losses_.data(), losses.size() * sizeof(float)));
-    double sum = 0;
-    for (float v : losses) sum += v;
-    if (!train) return sum / static_cast<double>(n);
+    if (!train) return ops_->mean_loss(losses_.as<float>(), n);
+    ZDP_RETURN_IF_ERROR(ops_->loss_sum(losses_.as<float>(), n, *loss));
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kBackward));  // profiling: forward ends here
 
     void* dy = grad_a_.data();  // d loss / d pre-activation of layer l
@@ -115,7 +117,7 @@ class Mlp : public Model {
         std::swap(dy, dx);
       }
     }
-    return sum / static_cast<double>(n);
+    return 0.0;
   }
 
   int depth_, width_, outputs_;
@@ -142,6 +144,18 @@ StatusOr<DeviceBuffer> Model::take_bytes(int64_t bytes) {
   buffer_bytes_ += Ops::allocation_bytes(bytes);
   if (ops_ == nullptr) return DeviceBuffer();
   return ops_->alloc_bytes(bytes);
+}
+
+StatusOr<double> Model::train_micro(Engine& engine, const Batch& batch) {
+  if (ops_ == nullptr) return Status(StatusCode::kInternal, "train_micro: a model made only to be described");
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer sum, ops_->alloc_bytes(sizeof(double)));
+  LossSink sink;
+  sink.sum = sum.as<double>();
+  sink.first = true;
+  ZDP_RETURN_IF_ERROR(forward_backward(engine, batch, sink));
+  double mean = 0;
+  ZDP_RETURN_IF_ERROR(ops_->download(&mean, sum.data(), sizeof(double)));
+  return mean;
 }
 
 StatusOr<void*> param_view(Engine& engine, Param p, const char* what) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/data/source.h"
+#include "kernels/loss_sum.h"
 #include "trainer/models/ops.h"
 #include "zdp/config.h"
 #include "zdp/engine.h"
@@ -21,6 +22,11 @@ namespace zdp::trainer {
 using DeclareParam =
     std::function<StatusOr<Param>(const std::string& name, const std::vector<int64_t>& shape, Init init, int layer)>;
 
+// Where a training micro-batch's mean loss goes without a host wait: added (on the compute
+// stream) into the double at `sum`, divided by `divide_by`; see kernels/loss_sum.h for
+// `first` and `rounded`. Device memory on GPUs.
+using LossSink = kernels::LossSumArgs;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -30,9 +36,13 @@ class Model {
   // Every parameter, in registration order.
   virtual Status declare_params(const DeclareParam& declare) = 0;
   // Forward and backward of one micro-batch: writes the gradient of the micro-batch's mean
-  // loss (times engine.loss_scale()) into every grad view and marks each ready. Returns
-  // the mean loss. Calls engine.mark(kBackward) where its backward begins (profiling).
-  virtual StatusOr<double> train_micro(Engine& engine, const Batch& batch) = 0;
+  // loss (times engine.loss_scale()) into every grad view and marks each ready, and adds
+  // the mean loss into `loss` (its losses/count fields are the model's; no host wait).
+  // Calls engine.mark(kBackward) where its backward begins (profiling).
+  virtual Status forward_backward(Engine& engine, const Batch& batch, const LossSink& loss) = 0;
+  // forward_backward() into a temporary sum that is read back: the mean loss. Waits for
+  // the device (tests, calibration; dp-train's loop uses forward_backward).
+  StatusOr<double> train_micro(Engine& engine, const Batch& batch);
   // Forward only: the mean loss of `batch`.
   virtual StatusOr<double> eval_micro(Engine& engine, const Batch& batch) = 0;
   // Tokens per sample (gpt: seq_len; mlp: 1), for tokens/s.

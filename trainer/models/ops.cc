@@ -42,7 +42,22 @@ StatusOr<DeviceBuffer> Ops::alloc_bytes(int64_t bytes) {
 Status Ops::upload(void* dst, const void* src, size_t bytes) {
   if (!on_gpu()) return device_.memcpy(dst, src, bytes);
   if (!stream_) return Status(StatusCode::kInternal, "Ops: no stream set");
-  return stream_->memcpy_async(dst, src, bytes);  // from pageable memory: staged before it returns
+  if (!uploads_) uploads_ = std::make_unique<UploadRing>(device_);
+  return uploads_->upload(*stream_, dst, src, bytes);
+}
+
+Status Ops::loss_sum(const float* losses, int64_t count, LossSumArgs sink) {
+  sink.losses = losses;
+  sink.count = count;
+  return on_gpu() ? kernels::loss_sum_cuda(sink, cuda_stream()) : kernels::loss_sum_cpu(sink);
+}
+
+StatusOr<double> Ops::mean_loss(const float* losses, int64_t count) {
+  std::vector<float> host(static_cast<size_t>(count));
+  ZDP_RETURN_IF_ERROR(download(host.data(), losses, host.size() * sizeof(float)));
+  double sum = 0;
+  for (float v : host) sum += v;  // index order: what dp-train's losses have always been
+  return sum / static_cast<double>(count);
 }
 
 Status Ops::download(void* dst, const void* src, size_t bytes) {

@@ -16,9 +16,13 @@
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/layernorm.h"
+#include "kernels/loss_sum.h"
+#include "trainer/models/upload_ring.h"
 #include "zdp/device.h"
 
 namespace zdp::trainer {
+
+using kernels::LossSumArgs;
 
 class Ops {
  public:
@@ -39,10 +43,15 @@ class Ops {
   StatusOr<DeviceBuffer> alloc_bytes(int64_t bytes);
   // What alloc_bytes(bytes) takes from the device (never less than 64 bytes).
   static int64_t allocation_bytes(int64_t bytes) { return std::max<int64_t>(bytes, 64); }
-  // Host -> device and device -> host copies ordered on the compute stream; download
-  // waits for the copy (the host reads the result next).
+  // Host -> device and device -> host copies ordered on the compute stream. An upload
+  // never waits for the GPU (GPUs: through a pinned ring, upload_ring.h; `src` may be
+  // reused at once); a download waits for the copy (the host reads the result next).
   Status upload(void* dst, const void* src, size_t bytes);
   Status download(void* dst, const void* src, size_t bytes);
+  // Adds the mean of `count` losses into `sink` on the compute stream (kernels/loss_sum.h).
+  Status loss_sum(const float* losses, int64_t count, LossSumArgs sink);
+  // The mean of `count` losses, read back (a wait; evaluation).
+  StatusOr<double> mean_loss(const float* losses, int64_t count);
 
   // y[rows, out] = x[rows, in] w[out, in]^T + b (b may be null).
   Status linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out);
@@ -82,6 +91,7 @@ class Ops {
   DeviceBuffer gemm_workspace_;
   DeviceBuffer ones_;
   int64_t ones_rows_ = 0;
+  std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload
 };
 
 }  // namespace zdp::trainer

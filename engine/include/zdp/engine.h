@@ -114,7 +114,7 @@ struct MemoryReport {
                            // gradient groups at once than planned show here)
     int64_t formula = 0;   // docs/design.md's formula (no padding, no buffers)
     int64_t planned = 0;   // plan_memory()'s: the buffers finalize() allocated, by the same
-                           // rules (the CUDA decay table aside)
+                           // rules (the CUDA decay table and step decision aside)
   };
   int stage = 0;
   int world_size = 1;
@@ -127,11 +127,11 @@ struct MemoryReport {
 };
 
 // A point of the engine's timeline (EngineOptions::trace), what zdp::Profiler turns into
-// step breakdowns and traces. Collective points are taken on the host when the
-// communication stream reaches them; compute points where the compute stream is (CPU: at
-// once, the calling thread being the compute stream; CUDA: a host callback when the stream
-// gets there, a few microseconds each). `seconds` is std::chrono::steady_clock's
-// time_since_epoch, comparable with the trainer's own steady_clock readings.
+// step breakdowns and traces, timed when its stream reaches it: on CUDA by a timing event
+// (no host callback in either stream), on the CPU by the host (compute points at once,
+// the calling thread being the compute stream; collective points when the communication
+// stream's worker gets there). `seconds` is std::chrono::steady_clock's time_since_epoch,
+// comparable with the trainer's own steady_clock readings.
 struct TimelineEvent {
   enum class Kind {
     // Communication stream: one bucket's collective starts / ends (bucket, op, bytes).
@@ -225,7 +225,9 @@ class Engine {
   // or on every one with kSharded, each bucket whose parameters are all ready starts its
   // reduction (in the layout's backward order).
   Status grad_ready(Param p);
-  // The scale the trainer multiplies its loss by (fp16; 1 otherwise).
+  // The scale the trainer multiplies its loss by (fp16; 1 otherwise). fp16: follows the
+  // outcome of the last step, so on GPUs it waits for the device to decide that step
+  // (call it once per micro-batch, in backward, when the forward is already queued).
   double loss_scale() const;
   // The first failure the engine saw, or OK: what a nullptr view stands for. Failures are
   // sticky: after one, every call returns it (the job must stop, as after a dead peer).
@@ -235,7 +237,19 @@ class Engine {
   // owned slices, one all-reduce), skips the step on every rank if any gradient is
   // not finite (fp16: and backs off the loss scale), unscales and clips inside the fused
   // optimizer pass over the owned slices, and re-gathers the parameters (stages 1-2).
+  // All of it is issued on the engine's streams: on GPUs the norm, the skip decision and
+  // the clip factor stay in device memory, where the optimizer kernels read them, and the
+  // call returns without waiting for the device. The host learns the step's outcome
+  // later: step_stats(), loss_scale() (fp16), a checkpoint, or a later step_async(),
+  // which waits only for a step older than the previous one (so the host runs at most
+  // two steps ahead of the device). On the CPU it is learnt at once.
   // REQUIRES: accum_steps() complete micro-batches since the last step.
+  Status step_async();
+  // The statistics of the last step issued: waits for the device to decide it (a host
+  // synchronisation on GPUs, as any read of a value the device computes; a trainer that
+  // logs every N steps asks every N steps). kInvalidArgument before the first step.
+  StatusOr<StepStats> step_stats();
+  // step_async() then step_stats(): one step and its statistics.
   StatusOr<StepStats> step();
 
   // The compute stream: trainer kernels go here on GPUs; the engine's events order the
@@ -244,11 +258,11 @@ class Engine {
   // REQUIRES: finalize() succeeded.
   Stream& compute_stream();
   MemoryReport memory() const;
-  // REQUIRES: EngineOptions::trace. Waits for the communication stream first, then
-  // returns every event not yet taken by take_timeline().
+  // REQUIRES: EngineOptions::trace. Waits for both streams first, then returns every
+  // event not yet taken by take_timeline().
   StatusOr<std::vector<TimelineEvent>> timeline();
-  // Removes and returns the events recorded so far, without waiting: points of collectives
-  // still in flight come with a later call. A profiler drains the timeline each step so
+  // Removes and returns the events whose stream has reached them, without waiting: points
+  // of work still in flight come with a later call. A profiler drains the timeline each step so
   // that it does not grow with the run. Empty when trace is off.
   std::vector<TimelineEvent> take_timeline();
   // Records one of the trainer's points (kIterationBegin ... kIterationEnd) on the compute

@@ -202,17 +202,6 @@ Status FileIo::to_device(void* dst, const void* src, int64_t bytes) {
   return env_->device.memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
-Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op, const std::string& what) {
-  if (values.empty()) return Status::Ok();
-  const int64_t bytes = static_cast<int64_t>(values.size() * sizeof(int64_t));
-  ZDP_ASSIGN_OR_RETURN(DeviceBuffer buffer, env.device.allocate(bytes, MemCategory::kWorkspace));
-  ZDP_RETURN_IF_ERROR(env.device.memcpy(buffer.data(), values.data(), static_cast<size_t>(bytes)));
-  ZDP_RETURN_IF_ERROR(env.comm.all_reduce(buffer.data(), buffer.data(), static_cast<int64_t>(values.size()),
-                                          DType::kI64, op, env.exec->comm()));
-  ZDP_RETURN_IF_ERROR(env.exec->synchronize(env.who + ": " + what));
-  return env.device.memcpy(values.data(), buffer.data(), static_cast<size_t>(bytes));
-}
-
 Status agree(EngineEnv& env, Store& store, const std::string& phase, const Status& mine) {
   if (!mine.ok()) {
     // Set before the all-reduce, so whoever learns of the failure finds the message.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/src/engine_env.h"
+#include "engine/src/host_collective.h"  // all_reduce_i64
 #include "engine/src/layout.h"
 #include "engine/src/optimizer_state.h"
 #include "zdp/checkpoint.h"
@@ -103,8 +104,5 @@ class FileIo {
 // <q's message>" for the lowest failing rank q (messages travel through `store`). A
 // communicator failure (a dead peer) is returned as it is, with the phase.
 Status agree(EngineEnv& env, Store& store, const std::string& phase, const Status& mine);
-
-// All-reduce of a few int64 values through a device buffer (the communicator's memory).
-Status all_reduce_i64(EngineEnv& env, std::vector<int64_t>& values, ReduceOp op, const std::string& what);
 
 }  // namespace zdp::checkpoint

@@ -227,7 +227,7 @@ Status check_same_arguments(CheckpointParts& c, const std::string& root, const C
   if (options.storage == CheckpointStorage::kShared) key += "/" + root;
   const int64_t f = static_cast<int64_t>(checkpoint::hash_bytes(key.data(), key.size()) >> 2);  // -f is exact
   std::vector<int64_t> both = {f, -f};
-  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(c.env, both, ReduceOp::kMax, where + ": argument check"));
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(c.env, both, ReduceOp::kMax, where + ": argument check"));
   if (both[0] == -both[1]) return Status::Ok();
   return Status(StatusCode::kInvalidArgument,
                 where + ": the ranks called save_checkpoint with different arguments (this rank: step " +
@@ -337,7 +337,7 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   std::vector<int64_t> hashes;
   Status hashed = hash_share(*roles, {files.model, files.optimizer}, options.chunk_bytes, infos, hashes);
   ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: checksums", hashed.with_context(where)));
-  ZDP_RETURN_IF_ERROR(checkpoint::all_reduce_i64(c.env, hashes, ReduceOp::kMax, where + ": checksums"));
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(c.env, hashes, ReduceOp::kMax, where + ": checksums"));
   ZDP_RETURN_IF_ERROR(combine_hashes(hashes, infos).with_context(where));
   ZDP_RETURN_IF_ERROR(checkpoint::fault_point("checksum", c.env.rank, state.step));
 

@@ -102,6 +102,12 @@ class Event {
 
 using HostTask = std::function<Status()>;
 
+// A stream's scheduling priority. CUDA: kHigh is the device's greatest stream priority,
+// so its kernels start first when both streams have work waiting (the engine's
+// communication stream, whose collectives gate the other ranks); kNormal the default.
+// The CPU device ignores it.
+enum class StreamPriority { kNormal = 0, kHigh };
+
 // An ordered queue of work on one device.
 //
 // Failure is sticky, like a CUDA context error: once a task fails, later work on the
@@ -149,7 +155,8 @@ class Device {
   // kOutOfMemory names the device, size, category and the bytes already in use.
   StatusOr<DeviceBuffer> allocate(int64_t bytes, MemCategory category, MemSpace space = MemSpace::kDevice);
 
-  virtual StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name) = 0;
+  virtual StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name,
+                                                          StreamPriority priority = StreamPriority::kNormal) = 0;
   virtual StatusOr<std::unique_ptr<Event>> create_event() = 0;
   // Synchronous copy in any direction.
   virtual Status memcpy(void* dst, const void* src, size_t bytes) = 0;

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/internal/host_waits.h"
 #include "zdp/dtype.h"  // format_bytes
 #include "zdp/device.h"
 
@@ -32,6 +33,14 @@ class CpuEvent final : public Event {
   }
 
   Status wait(std::chrono::milliseconds timeout) override {
+    host_waits_detail::count_event_wait();
+    return wait_uncounted(timeout);
+  }
+
+  std::shared_ptr<CpuEventState> state() const { return state_; }
+
+  // wait() without counting it (synchronize() counts itself).
+  Status wait_uncounted(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(state_->mu);
     const uint64_t target = state_->recorded;
     if (!state_->cv.wait_for(lock, timeout, [&] { return state_->completed >= target; })) {
@@ -39,8 +48,6 @@ class CpuEvent final : public Event {
     }
     return state_->status;
   }
-
-  std::shared_ptr<CpuEventState> state() const { return state_; }
 
  private:
   std::shared_ptr<CpuEventState> state_ = std::make_shared<CpuEventState>();
@@ -143,9 +150,10 @@ class CpuStream final : public Stream {
   }
 
   Status synchronize(std::chrono::milliseconds timeout) override {
+    host_waits_detail::count_synchronize();
     CpuEvent done;
     ZDP_RETURN_IF_ERROR(record(done));
-    Status s = done.wait(timeout);
+    Status s = done.wait_uncounted(timeout);
     // Not s.code(): a collective that timed out also reports kTimeout through the event.
     if (!done.ready()) {
       return Status(StatusCode::kTimeout, "stream '" + name_ + "' still busy after " +
@@ -244,12 +252,13 @@ class CpuDevice final : public Device {
   int index() const override { return 0; }
   std::string name() const override { return "cpu"; }
 
-  StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name) override {
+  StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name, StreamPriority) override {
     return std::unique_ptr<Stream>(new CpuStream(*this, name));
   }
   StatusOr<std::unique_ptr<Event>> create_event() override { return std::unique_ptr<Event>(new CpuEvent()); }
 
   Status memcpy(void* dst, const void* src, size_t bytes) override {
+    host_waits_detail::count_copy();  // a CUDA device's synchronous copy blocks the host
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return Status::Ok();
   }

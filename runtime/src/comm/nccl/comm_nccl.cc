@@ -2,23 +2,27 @@
 // hung or failed collective into an error (and an aborted communicator) on this rank
 // instead of a silent hang. create_nccl_communicator (comm_nccl_init.cc) builds it.
 //
-// The communicator is nonblocking (ncclConfig_t::blocking = 0): enqueueing returns
-// ncclInProgress while NCCL works in the background, and we poll ncclCommGetAsyncError
-// with a deadline (nccl_wait.h), so that no call into NCCL can hang forever.
+// The communicator is blocking (ncclConfig_t::blocking = 1): an enqueue returns once the
+// kernel is queued, with no background thread and no polling per call. What could hang is
+// bounded by the watchdog instead: an enqueue that takes longer than the timeout (a peer
+// that never connects) and a collective that does not complete in time both make it
+// abort the communicator (ncclCommAbort from the watchdog thread releases a blocked call,
+// as PyTorch's watchdog does).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "core/internal/cuda_check.h"
 #include "core/internal/nccl_check.h"
+#include "runtime/src/comm/buffer_check.h"
 #include "runtime/src/comm/nccl/nccl_communicator.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
 #include "runtime/src/device/cuda/device_cuda.h"
@@ -58,6 +62,22 @@ const char* nccl_call_name(CollectiveOp op) {
   return "?";
 }
 
+PointerKind pointer_kind(const void* ptr, int* device) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: an invalid pointer, reported as such
+    return PointerKind::kUnknown;
+  }
+  *device = attr.device;
+  switch (attr.type) {
+    case cudaMemoryTypeUnregistered: return PointerKind::kUnregistered;
+    case cudaMemoryTypeHost: return PointerKind::kPinnedHost;
+    case cudaMemoryTypeDevice: return PointerKind::kDevice;
+    case cudaMemoryTypeManaged: return PointerKind::kManaged;
+  }
+  return PointerKind::kUnknown;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(int rank, int world_size, Device& device, const CommOptions& options, ncclComm_t comm,
@@ -77,24 +97,18 @@ class NcclCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     ZDP_CUDA_CHECK_LOG(cudaSetDevice(device().index()));
     if (comm_ != nullptr) {
-      if (!error().ok()) {
-        log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+      // Destroying finalizes, which waits for the outstanding collectives: only when they
+      // have all completed (bounded wait); otherwise, or after an error, abort.
+      const auto limit = std::min<std::chrono::milliseconds>(options().timeout, std::chrono::seconds(60));
+      const bool drained = error().ok() && wait_pending_locked(Clock::now() + limit);
+      if (drained) {
+        log_if_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm)");
       } else {
-        // Finalize waits for the outstanding collectives, which could hang on a dead peer:
-        // bounded, and aborted when the deadline passes.
-        const auto limit = std::min<std::chrono::milliseconds>(options().timeout, std::chrono::seconds(60));
-        ncclResult_t r = ncclCommFinalize(comm_);
-        WaitEnd end = WaitEnd::kSettled;
-        if (r == ncclInProgress) r = wait_while_in_progress(comm_, Clock::now() + limit, nullptr, &end);
-        if (r == ncclSuccess) {
-          log_if_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm)");
-        } else {
-          ZDP_LOG(kWarn) << "rank " << rank() << ": nccl communicator: "
-                         << (end == WaitEnd::kTimedOut ? "ncclCommFinalize did not finish within " + format_duration(limit)
-                                                       : "ncclCommFinalize failed: " + nccl_error_text(r))
-                         << "; aborting it instead";
-          log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+        if (error().ok()) {
+          ZDP_LOG(kWarn) << "rank " << rank() << ": nccl communicator: collectives still running after "
+                         << format_duration(limit) << " at destruction; aborting it";
         }
+        log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
       }
       comm_ = nullptr;
     }
@@ -108,7 +122,6 @@ class NcclCommunicator final : public Communicator {
   const char* backend() const override { return "nccl"; }
 
   void abort(const std::string& reason) override {
-    abort_requested_.store(true);  // interrupts a launch() waiting on ncclInProgress
     std::lock_guard<std::mutex> lock(mu_);
     const Status status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": nccl communicator aborted: " + reason);
     if (comm_ == nullptr) {
@@ -130,71 +143,51 @@ class NcclCommunicator final : public Communicator {
       note_finished(desc.seq, true);  // nothing to move
       return Status::Ok();
     }
-    // A collective is enqueued even on a stream that already failed: skipping it here
-    // would leave the peers waiting for this rank until their timeout.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (comm_ == nullptr) {
-      const Status first = error();
-      return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator was aborted" +
-                                              (first.ok() ? std::string() : ": " + first.message()));
-    }
     cudaError_t cuda_err = cudaSetDevice(device().index());
     if (cuda_err != cudaSuccess) return cuda_error_status(cuda_err, "cudaSetDevice(index)", __FILE__, __LINE__);
-    cudaEvent_t done = nullptr;
-    if (!free_events_.empty()) {
-      done = free_events_.back();
-      free_events_.pop_back();
-    } else {
-      cuda_err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-      if (cuda_err != cudaSuccess) {
-        return cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)", __FILE__,
-                                 __LINE__)
-            .with_context(context(desc));
-      }
-    }
+    if (desc.op != CollectiveOp::kBarrier) ZDP_RETURN_IF_ERROR(check_buffers(desc, buffers));
 
+    // One enqueue at a time (NCCL calls on one communicator are not thread-safe); mu_ is
+    // not held inside NCCL, so the watchdog can abort a blocked call.
+    std::lock_guard<std::mutex> serial(launch_mu_);
+    ncclComm_t comm = nullptr;
+    cudaEvent_t done = nullptr;
     const uint64_t position = handle.state->next_position();
-    const size_t count = static_cast<size_t>(desc.count);
-    const ncclDataType_t type = nccl_type(desc.dtype);
-    const ncclRedOp_t op = nccl_op(desc.reduce);
-    cudaStream_t s = handle.stream;
-    ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess) {
-      switch (desc.op) {
-        case CollectiveOp::kAllReduce:
-          r = ncclAllReduce(buffers.send, buffers.recv, count, type, op, comm_, s);
-          break;
-        case CollectiveOp::kReduceScatter:
-          r = ncclReduceScatter(buffers.send, buffers.recv, count, type, op, comm_, s);
-          break;
-        case CollectiveOp::kAllGather:
-          r = ncclAllGather(buffers.send, buffers.recv, count, type, comm_, s);
-          break;
-        case CollectiveOp::kBroadcast:
-          r = ncclBroadcast(buffers.send, buffers.recv, count, type, desc.root, comm_, s);
-          break;
-        case CollectiveOp::kBarrier:
-          // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
-          r = ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm_, s);
-          break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // A collective is enqueued even on a stream that already failed: skipping it here
+      // would leave the peers waiting for this rank until their timeout.
+      if (comm_ == nullptr) {
+        const Status first = error();
+        return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator was aborted" +
+                                                (first.ok() ? std::string() : ": " + first.message()));
       }
-      const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
-      if (r == ncclSuccess || r == ncclInProgress) r = end;
+      comm = comm_;
+      if (!free_events_.empty()) {
+        done = free_events_.back();
+        free_events_.pop_back();
+      } else {
+        cuda_err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        if (cuda_err != cudaSuccess) {
+          return cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)", __FILE__,
+                                   __LINE__)
+              .with_context(context(desc));
+        }
+      }
+      enqueuing_ = Enqueuing{desc, Clock::now()};
     }
-    if (r == ncclInProgress) {
-      WaitEnd end = WaitEnd::kSettled;
-      r = wait_while_in_progress(comm_, Clock::now() + options().timeout, &abort_requested_, &end);
-      if (end == WaitEnd::kInterrupted) {
-        free_events_.push_back(done);
-        return Status(StatusCode::kAborted, context(desc) + ": interrupted by abort() while NCCL was enqueueing it");
-      }
-      if (end == WaitEnd::kTimedOut) {
-        free_events_.push_back(done);
-        return fail_and_abort_locked(
-            Status(StatusCode::kTimeout, context(desc) + ": NCCL did not finish enqueueing it within " +
-                                             format_duration(options().timeout) + "; communicator aborted"),
-            handle.state, position);
-      }
+    cv_.notify_one();  // the watchdog now watches the enqueue's duration too
+
+    const ncclResult_t r = enqueue(comm, desc, buffers, handle.stream);
+    if (r == ncclSuccess) cuda_err = cudaEventRecord(done, handle.stream);
+
+    std::lock_guard<std::mutex> lock(mu_);
+    enqueuing_.reset();
+    if (comm_ == nullptr) {  // the watchdog (or abort()) gave up on it meanwhile
+      free_events_.push_back(done);
+      const Status first = error();
+      handle.state->fail(position, first);
+      return first.ok() ? Status(StatusCode::kAborted, context(desc) + ": the communicator was aborted") : first;
     }
     if (r != ncclSuccess) {
       free_events_.push_back(done);
@@ -204,7 +197,6 @@ class NcclCommunicator final : public Communicator {
                                           "; communicator aborted"),
           handle.state, position);
     }
-    cuda_err = cudaEventRecord(done, s);
     if (cuda_err != cudaSuccess) {
       free_events_.push_back(done);
       return fail_and_abort_locked(
@@ -226,10 +218,65 @@ class NcclCommunicator final : public Communicator {
     uint64_t position;  // of the collective on its stream
     std::string stream_name;
   };
+  // A call into NCCL in progress (blocking mode returns once the kernel is queued).
+  struct Enqueuing {
+    CollectiveDesc desc;
+    Clock::time_point since;
+  };
+
+  // Refuses memory NCCL cannot use (runtime/src/comm/buffer_check.h), naming the collective.
+  Status check_buffers(const CollectiveDesc& desc, Buffers buffers) const {
+    const std::pair<const void*, const char*> both[] = {{buffers.send, "send buffer"}, {buffers.recv, "receive buffer"}};
+    for (const auto& [ptr, role] : both) {
+      int owner = -1;
+      const PointerKind kind = pointer_kind(ptr, &owner);
+      const std::string why = refuse_collective_buffer(ptr, kind, owner, device().index(), role);
+      if (!why.empty()) return Status(StatusCode::kInvalidArgument, context(desc) + ": " + why);
+    }
+    return Status::Ok();
+  }
+
+  ncclResult_t enqueue(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
+    const size_t count = static_cast<size_t>(desc.count);
+    const ncclDataType_t type = nccl_type(desc.dtype);
+    const ncclRedOp_t op = nccl_op(desc.reduce);
+    switch (desc.op) {
+      case CollectiveOp::kAllReduce: return ncclAllReduce(buffers.send, buffers.recv, count, type, op, comm, s);
+      case CollectiveOp::kReduceScatter:
+        return ncclReduceScatter(buffers.send, buffers.recv, count, type, op, comm, s);
+      case CollectiveOp::kAllGather: return ncclAllGather(buffers.send, buffers.recv, count, type, comm, s);
+      case CollectiveOp::kBroadcast:
+        return ncclBroadcast(buffers.send, buffers.recv, count, type, desc.root, comm, s);
+      case CollectiveOp::kBarrier:
+        // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
+        return ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm, s);
+    }
+    return ncclInvalidArgument;
+  }
 
   void log_if_error(ncclResult_t r, const char* what) {
     if (r != ncclSuccess) {
       ZDP_LOG(kWarn) << "rank " << rank() << ": " << what << " failed: " << nccl_error_text(r);
+    }
+  }
+
+  // REQUIRES: mu_ held. Polls the pending collectives until all completed (true) or the
+  // deadline passes or one fails (false).
+  bool wait_pending_locked(Clock::time_point deadline) {
+    for (;;) {
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        const cudaError_t e = cudaEventQuery(it->done);
+        if (e == cudaErrorNotReady) break;
+        if (e != cudaSuccess) {
+          (void)cudaGetLastError();
+          return false;
+        }
+        free_events_.push_back(it->done);
+        it = pending_.erase(it);
+      }
+      if (pending_.empty()) return true;
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
@@ -257,15 +304,16 @@ class NcclCommunicator final : public Communicator {
   }
 
   // Polls every pending collective: reached ones leave the queue; an asynchronous NCCL
-  // error, a CUDA error, or the oldest collective passing options().timeout fails and
-  // aborts the communicator.
+  // error, a CUDA error, an enqueue or the oldest collective passing options().timeout
+  // fails and aborts the communicator.
   void watchdog_loop() {
     ZDP_CUDA_CHECK_LOG(cudaSetDevice(device().index()));
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       // Idle: look for asynchronous errors a few times a second. Busy: every 2 ms, which
       // only delays recycling events, never the collectives themselves.
-      cv_.wait_for(lock, pending_.empty() ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2));
+      const bool busy = !pending_.empty() || enqueuing_.has_value();
+      cv_.wait_for(lock, busy ? std::chrono::milliseconds(2) : std::chrono::milliseconds(200));
       if (stop_) break;
       if (comm_ == nullptr) continue;
 
@@ -282,6 +330,13 @@ class NcclCommunicator final : public Communicator {
       }
 
       const Clock::time_point now = Clock::now();
+      if (enqueuing_ && now - enqueuing_->since > options().timeout) {
+        (void)fail_and_abort_locked(
+            Status(StatusCode::kTimeout, context(enqueuing_->desc) + ": NCCL did not finish enqueueing it within " +
+                                             format_duration(options().timeout) +
+                                             " (a peer may never have connected); communicator aborted"));
+        continue;
+      }
       for (auto it = pending_.begin(); it != pending_.end();) {
         const cudaError_t e = cudaEventQuery(it->done);
         if (e == cudaSuccess) {
@@ -312,13 +367,14 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  std::mutex mu_;  // guards everything below, and serialises every use of comm_
+  std::mutex launch_mu_;  // serialises the calls into NCCL that enqueue collectives
+  std::mutex mu_;         // guards everything below, and every other use of comm_
   std::condition_variable cv_;
   ncclComm_t comm_;  // null once aborted or destroyed
   DeviceBuffer scratch_;  // one int32 for barrier()
   std::deque<Pending> pending_;  // in enqueue order
+  std::optional<Enqueuing> enqueuing_;
   std::vector<cudaEvent_t> free_events_;
-  std::atomic<bool> abort_requested_{false};
   bool stop_ = false;
   std::thread watchdog_;  // last: started once everything it uses exists
 };

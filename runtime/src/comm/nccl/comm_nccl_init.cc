@@ -1,13 +1,15 @@
 // create_nccl_communicator: rank 0's NCCL unique id reaches the other ranks through the
-// store, then every rank initialises a nonblocking communicator (ncclConfig_t::blocking
-// = 0) with a deadline, so that a rank that never starts fails the others instead of
-// hanging them, and hands it to the communicator (comm_nccl.cc).
+// store; every rank then checks in through the store (with the timeout), so that a rank
+// that never starts fails the others there instead of hanging them inside NCCL, and
+// initialises a blocking communicator (ncclConfig_t::blocking = 1: collectives enqueue
+// without a helper thread or polling; comm_nccl.cc's watchdog bounds what could hang).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/internal/cuda_check.h"
 #include "core/internal/nccl_check.h"
@@ -21,8 +23,6 @@ namespace zdp {
 
 using nccl::Clock;
 using nccl::format_duration;
-using nccl::wait_while_in_progress;
-using nccl::WaitEnd;
 
 StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, int rank, int world_size,
                                                                  Device& device, const CommOptions& options) {
@@ -60,21 +60,28 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
     std::memcpy(&id, value->data(), sizeof(id));
   }
 
-  ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
+  // Check in: the blocking initialisation below waits for every rank, so it starts only
+  // once all of them are here (a rank that dies in the next milliseconds is left to the
+  // launcher's supervision, which stops the job).
   const auto start = Clock::now();
+  const std::string check_in = "nccl/ready/" + std::to_string(*generation - 1) + "/";
+  Status checked_in = store.set(check_in + std::to_string(rank), "1");
+  std::vector<std::string> everyone;
+  for (int r = 0; r < world_size; ++r) everyone.push_back(check_in + std::to_string(r));
+  if (checked_in.ok()) checked_in = store.wait(everyone, options.timeout);
+  if (!checked_in.ok()) {
+    return Status(checked_in.code() == StatusCode::kTimeout ? StatusCode::kTimeout : checked_in.code(),
+                  who + ": not every rank of the world of " + std::to_string(world_size) + " checked in within " +
+                      format_duration(options.timeout) + " (are all ranks starting?): " + checked_in.message());
+  }
+
+  ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  config.blocking = 1;
   ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
-  WaitEnd end = WaitEnd::kSettled;
-  if (r == ncclInProgress && comm != nullptr) r = wait_while_in_progress(comm, start + options.timeout, nullptr, &end);
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
   if (r != ncclSuccess) {
     if (comm != nullptr) (void)ncclCommAbort(comm);
-    if (end == WaitEnd::kTimedOut) {
-      return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) +
-                                              ", " + device.name() + ") did not finish within " +
-                                              format_duration(options.timeout) + "; are all ranks starting?");
-    }
     return Status(nccl_status_code(r), who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
                                            device.name() + ") failed: " + nccl_error_text(r) + " at " +
                                            error_site(__FILE__, __LINE__));

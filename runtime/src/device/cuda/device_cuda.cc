@@ -3,7 +3,9 @@
 //
 // Nothing here blocks inside the CUDA runtime without a deadline: synchronize() and
 // Event::wait() poll cudaStreamQuery / cudaEventQuery instead of calling
-// cudaStreamSynchronize, which can hang forever on a collective whose peer died.
+// cudaStreamSynchronize, which can hang forever on a collective whose peer died. A wait
+// between streams is a cudaStreamWaitEvent plus a link in the waiting stream's error
+// state (stream_error_state.h): no host callback on either stream.
 #include "runtime/src/device/cuda/device_cuda.h"
 
 #include <algorithm>
@@ -13,45 +15,11 @@
 #include <utility>
 
 #include "core/internal/cuda_check.h"
+#include "runtime/internal/host_waits.h"
 #include "zdp/dtype.h"  // format_bytes
 #include "zdp/log.h"
 
 namespace zdp {
-namespace cuda {
-
-uint64_t StreamErrorState::next_position() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return next_position_++;
-}
-
-uint64_t StreamErrorState::position() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return next_position_;
-}
-
-void StreamErrorState::fail(uint64_t position, const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_.ok()) {
-    error_ = status;
-    failed_at_ = position;
-  } else {
-    failed_at_ = std::min(failed_at_, position);
-  }
-}
-
-Status StreamErrorState::error() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_;
-}
-
-Status StreamErrorState::error_before(uint64_t position) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!error_.ok() && failed_at_ < position) return error_;
-  return Status::Ok();
-}
-
-}  // namespace cuda
-
 namespace {
 
 using cuda::StreamErrorState;
@@ -62,22 +30,32 @@ Status set_device(int index) {
 }
 
 // Polls `query` (returning cudaErrorNotReady while busy) until it returns anything else or
-// `timeout` passes. Sleeps 20 us at first, doubling up to 1 ms: short waits stay short and
-// long ones cost little CPU. Sets *timed_out when the deadline passed.
+// `timeout` passes: spinning (yielding the core) for the first 100 us, then sleeping 10 us,
+// doubling up to 200 us. A wait for the tail of GPU work ends within microseconds of it,
+// and a long wait costs little CPU. Sets *timed_out when the deadline passed, *blocked
+// when the first query found the work unfinished (the host really waited).
 template <typename Query>
-cudaError_t poll_until_done(Query query, std::chrono::milliseconds timeout, bool* timed_out) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::chrono::microseconds pause(20);
+cudaError_t poll_until_done(Query query, std::chrono::milliseconds timeout, bool* timed_out, bool* blocked) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  std::chrono::microseconds pause(10);
   *timed_out = false;
+  *blocked = false;
   for (;;) {
     const cudaError_t err = query();
     if (err != cudaErrorNotReady) return err;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    *blocked = true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       *timed_out = true;
       return err;
     }
+    if (now - start < std::chrono::microseconds(100)) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
 }
 
@@ -127,7 +105,7 @@ class CudaEvent final : public Event {
 
   Status wait(std::chrono::milliseconds timeout) override {
     ZDP_RETURN_IF_ERROR(set_device(device_index_));
-    bool timed_out = false;
+    bool timed_out = false, blocked = false;
     const Recorded rec = recorded();
     // A stream failure before the event (e.g. Stream::abort while a host task still blocks
     // the GPU stream) ends the wait at once: the failure is the answer.
@@ -136,7 +114,8 @@ class CudaEvent final : public Event {
           if (rec.state && !rec.state->error_before(rec.position).ok()) return cudaSuccess;
           return cudaEventQuery(event_);
         },
-        timeout, &timed_out);
+        timeout, &timed_out, &blocked);
+    if (blocked) host_waits_detail::count_event_wait();
     const std::string where = rec.state ? " on stream '" + rec.state->name() + "'" : std::string();
     if (timed_out) {
       return Status(StatusCode::kTimeout, "event" + where + " not reached after " + std::to_string(timeout.count()) +
@@ -251,25 +230,24 @@ class CudaStream final : public Stream {
     if (!rec.state) return Status::Ok();  // never recorded: nothing to wait for
     ZDP_RETURN_IF_ERROR(set_device(device_.index()));
     ZDP_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, cuda_event->native(), 0));
-    if (rec.state == state_) return Status::Ok();  // own event: stream order already covers it
-    // The GPU-side wait carries no error: adopt the other stream's failure in stream order,
-    // with a host task that runs once the awaited work is done. (Costs one host callback
-    // per cross-stream wait; the engine waits once per bucket.)
-    std::shared_ptr<StreamErrorState> other = rec.state;
-    const uint64_t other_position = rec.position;
-    return enqueue_host("wait for an event of stream '" + other->name() + "'",
-                        [other, other_position] { return other->error_before(other_position); });
+    // The GPU-side wait carries no error: this stream's state links to the other's, so a
+    // failure of the awaited work (recorded now or later, by a host task or the NCCL
+    // watchdog) is this stream's failure from here on, found on the host side when this
+    // stream is queried. No host callback on the critical path.
+    state_->depend_on(rec.state, rec.position);
+    return Status::Ok();
   }
 
   Status synchronize(std::chrono::milliseconds timeout) override {
     ZDP_RETURN_IF_ERROR(set_device(device_.index()));
-    bool timed_out = false;
+    bool timed_out = false, blocked = false;
     const cudaError_t err = poll_until_done(
         [this] {
           if (!state_->error().ok()) return cudaSuccess;  // failed (or aborted): nothing to wait for
           return cudaStreamQuery(stream_);
         },
-        timeout, &timed_out);
+        timeout, &timed_out, &blocked);
+    if (blocked) host_waits_detail::count_synchronize();
     if (timed_out) {
       return Status(StatusCode::kTimeout, "stream '" + name_ + "' on " + device_.name() + " still busy after " +
                                               std::to_string(timeout.count()) + " ms (synchronize)");
@@ -316,12 +294,16 @@ class CudaDevice final : public Device {
   int index() const override { return index_; }
   std::string name() const override { return name_; }
 
-  StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name) override {
+  StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name, StreamPriority priority) override {
     ZDP_RETURN_IF_ERROR(set_device(index_));
+    int least = 0, greatest = 0;  // numerically: greatest <= least
+    ZDP_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t stream = nullptr;
     // Non-blocking: no implicit synchronisation with the legacy default stream, so
-    // library calls on stream 0 cannot stall communication.
-    ZDP_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // library calls on stream 0 cannot stall communication. High priority: the
+    // scheduler starts its blocks first when both streams have work waiting.
+    ZDP_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
+                                                          priority == StreamPriority::kHigh ? greatest : least));
     return std::unique_ptr<Stream>(new CudaStream(*this, name, stream));
   }
 
@@ -338,6 +320,7 @@ class CudaDevice final : public Device {
   // it cannot hang behind a collective.
   Status memcpy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
+    host_waits_detail::count_copy();
     ZDP_RETURN_IF_ERROR(set_device(index_));
     std::lock_guard<std::mutex> lock(copy_mu_);
     if (copy_stream_ == nullptr) {

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds, here (no GPU needed), the folder the GPU check runs from on a lent GPU machine:
+# a Release, sm_90-only build of just the GPU test binaries, dp-train and the GPU
+# benchmarks, the shared libraries they need that the GPU machine's image lacks, the
+# small configs, and the CPU reference losses the check compares against. The GPU machine
+# then needs no build, no network and no package: `bash gpu-carry/check.sh` (README, "GPU").
+#
+#   bash tests/gpu/carry.sh                  # -> gpu-carry/ (git-ignored), < 60 MiB
+#   CARRY_DIR=... CARRY_BUILD_DIR=build-carry JOBS=2 bash tests/gpu/carry.sh
+#
+# Layout of the folder: check.sh; payload.tar.xz (bin/: the stripped programs, lib/: the
+# bundled libraries, found on the GPU machine through LD_LIBRARY_PATH, which check.sh
+# sets; xz because OpenBLAS alone is 36 MiB); MANIFEST (the payload's files, which the
+# self-check compares); configs/; ref/cpu_losses.json; BUILD_INFO. Libraries the image has
+# (CUDA's cuBLASLt and NCCL, hundreds of MiB, from its CUDA or its Python's nvidia
+# packages; glibc and the C++ runtime) are not bundled: check.sh finds them there.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+carry="${CARRY_DIR:-$repo/gpu-carry}"
+build="${CARRY_BUILD_DIR:-$repo/build-carry}"
+jobs="${JOBS:-$(nproc)}"
+limit_mib=60
+start=$SECONDS
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "carry: no nvcc on PATH: the GPU carry folder needs a CUDA build (install the CUDA toolkit)" >&2
+  exit 3
+fi
+
+# What the GPU machine runs (check.sh names the same list).
+tests=(device_cuda_test convert_gpu_test kernels_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
+       nccl_comm_test engine_gpu_test gloo_gpu_ranks_test)
+programs=(dp-train adamw_gpu_bench gemm_gpu_bench comm_bench)
+
+echo "== carry: configure $build (Release, sm_90 only)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZDP_CUDA=ON \
+  -DZDP_WERROR=ON >"$build.configure.log" 2>&1 || { tail -n 30 "$build.configure.log"; exit 1; }
+echo "== carry: build ${#tests[@]} tests and ${#programs[@]} programs (-j $jobs)"
+cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${programs[@]}"
+built=$((SECONDS - start))
+
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for t in "${tests[@]}"; do strip -o "$stage/bin/$t" "$build/tests/$t"; done
+strip -o "$stage/bin/dp-train" "$build/bin/dp-train"
+for b in adamw_gpu_bench gemm_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
+
+# Bundle every library a program needs except the C runtime and what the GPU machine's
+# image provides (the driver, CUDA's cuBLAS(Lt) and NCCL). libcudart is bundled: small,
+# and the one these programs were built against.
+system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s\.|libstdc\+\+\.|libcuda\.so|libcublas|libnccl)'
+for f in "$stage"/bin/*; do
+  while read -r name _ path _; do
+    [[ "$name" =~ $system ]] && continue
+    [ -n "${path:-}" ] && [ -f "$path" ] || { echo "carry: $f needs $name, which is not found here" >&2; exit 1; }
+    [ -f "$stage/lib/$name" ] || cp -L "$path" "$stage/lib/$name"
+  done < <(ldd "$f" | grep '=>')
+done
+
+# The CPU reference: the small GPT on this machine's CPU (Gloo), each run of the check.
+rm -rf "$carry"
+mkdir -p "$carry/configs" "$carry/ref"
+cp tests/gpu/small_gpt.toml configs/gpt2-124m.toml "$carry/configs/"
+runs=$(mktemp -d)
+echo "== carry: CPU reference losses (small GPT, 20 steps)"
+declare -A sets=([stage0]="zero.stage=0" [stage1]="zero.stage=1" [stage2]="zero.stage=2" [stage3]="zero.stage=3"
+                 [stage2-sharded]="zero.stage=2 zero.accumulate=sharded" [stage3-sharded]="zero.stage=3 zero.accumulate=sharded")
+for name in stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded; do
+  args=(--config tests/gpu/small_gpt.toml --set launch.backend=gloo --set "launch.log_dir=$runs/$name")
+  for s in ${sets[$name]}; do args+=(--set "$s"); done
+  ZDP_LOG_LEVEL=warn "$build/bin/dp-train" "${args[@]}" >"$runs/$name.log" 2>&1 ||
+    { tail -n 20 "$runs/$name.log"; echo "carry: CPU reference run $name failed" >&2; exit 1; }
+done
+python3 - "$runs" "$carry/ref/cpu_losses.json" <<'EOF'
+import json, sys
+runs, out = sys.argv[1], sys.argv[2]
+ref = {}
+for name in ["stage0", "stage1", "stage2", "stage3", "stage2-sharded", "stage3-sharded"]:
+    with open(f"{runs}/{name}/train_summary.json") as f:
+        ref[name] = json.load(f)["losses"]
+json.dump({"config": "small_gpt.toml", "device": "cpu", "dtype": "fp32", "losses": ref}, open(out, "w"), indent=1)
+EOF
+rm -rf "$runs"
+
+(cd "$stage" && find bin lib -type f | LC_ALL=C sort) >"$carry/MANIFEST"
+tar -C "$stage" -cf - bin lib | xz -6 -T "$jobs" >"$carry/payload.tar.xz"
+cp tests/gpu/check.sh "$carry/check.sh"
+{
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nvcc --version | tail -n 1)"
+  echo "build seconds: $built (Release, sm_90, ${#tests[@]} tests + ${#programs[@]} programs)"
+} >"$carry/BUILD_INFO"
+size_kib=$(du -sk "$carry" | cut -f1)
+echo "carry: $carry is $((size_kib / 1024)) MiB ($(wc -l <"$carry/MANIFEST") files in the payload), built in ${built} s, done in $((SECONDS - start)) s"
+if ((size_kib > limit_mib * 1024)); then
+  echo "carry: $carry is over the ${limit_mib} MiB limit" >&2
+  exit 1
+fi

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# The GPU check, run on a GPU machine from the folder tests/gpu/carry.sh built (copied
+# there as gpu-carry/check.sh): no build, no network, every step under its own timeout,
+# the whole under 8 minutes (later steps are skipped once 7 have passed). In order:
+#   1. sanity: nvidia-smi, the CUDA libraries of the image, ldd of every binary (stops
+#      with the list of what is missing);
+#   2. every GPU test binary, run directly (not through ctest);
+#   3. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
+#      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
+#   4. configs/gpt2-124m.toml for 30 steps, profiled: tokens/s, MFU, the step's breakdown;
+#   5. the AdamW and GEMM GPU benchmarks, and comm_bench's zdp-vs-raw NCCL table;
+# then one table: each check, PASS/FAIL/SKIP, and its figure.
+#
+#   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
+#   bash gpu-carry/check.sh --self-check     # anywhere (CI): the folder is complete, the
+#       payload unpacks and its libraries resolve, the comparison passes on the reference
+#       and fails on a 1% error, and the unpacked dp-train reproduces one CPU reference run
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${OUT:-/tmp}/zdp-gpu-check"
+self_check=0
+while (($#)); do
+  case "$1" in
+    --self-check) self_check=1 ;;
+    --out) out="${2:?--out needs a directory}"; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | grep '^#'; exit 0 ;;
+    *) echo "check: unknown argument '$1' (use --self-check or --out DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+tests=(device_cuda_test convert_gpu_test kernels_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
+       nccl_comm_test engine_gpu_test gloo_gpu_ranks_test)
+programs=(dp-train adamw_gpu_bench gemm_gpu_bench comm_bench)
+runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
+budget_s=420  # no new step starts after 7 minutes: the whole stays under 8
+start=$SECONDS
+rows=()   # "check|PASS/FAIL/SKIP|figure"
+failed=0
+row() {
+  rows+=("$1|$2|$3")
+  [ "$2" = FAIL ] && failed=1
+  return 0
+}
+print_table() {
+  echo
+  echo "================ zdp GPU check: $(hostname) ($((SECONDS - start)) s, budget 480 s) ================"
+  [ -f "$here/BUILD_INFO" ] && sed 's/^/# /' "$here/BUILD_INFO"
+  printf '%-34s %-5s %s\n' check result figure
+  local r
+  for r in "${rows[@]}"; do
+    IFS='|' read -r c s f <<<"$r"
+    printf '%-34s %-5s %s\n' "$c" "$s" "$f"
+  done
+  if ((failed)); then echo "RESULT: FAILED"; else echo "RESULT: OK"; fi
+}
+in_budget() { ((SECONDS - start < budget_s)); }
+# cap LIMIT: LIMIT seconds, or fewer so that the step ends by 470 s (the table by 480).
+cap() {
+  local left=$((470 - (SECONDS - start)))
+  ((left < $1)) && echo "$((left > 10 ? left : 10))" || echo "$1"
+}
+
+# compare_losses RUN GPU_JSON DTYPE: the GPU run's losses against the CPU reference. fp32:
+# every step within 1e-3 relative (the GEMMs' and the row sums' summation orders differ
+# from OpenBLAS and the CPU loops: ~1e-6, grown over 20 steps to ~1e-5; a wrong stage or
+# a skipped update is off by far more). bf16: within 3e-2 relative (bf16 rounds
+# activations and weights to 8 bits, ~4e-3 per value). Both: the loss falls by 10%.
+# Prints "max rel diff" and exits non-zero on a mismatch.
+compare_losses() {
+  python3 - "$here/ref/cpu_losses.json" "$1" "$2" "$3" <<'EOF'
+import json, math, sys
+ref_path, run, got_path, dtype = sys.argv[1:5]
+ref = json.load(open(ref_path))["losses"][run]
+got = json.load(open(got_path))["losses"]
+tol = 1e-3 if dtype == "fp32" else 3e-2
+if len(got) != len(ref):
+    print(f"{len(got)} losses, the reference has {len(ref)}"); sys.exit(1)
+worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref))
+ok = all(math.isfinite(g) for g in got) and worst <= tol and got[-1] < 0.9 * got[0]
+print(f"max rel diff {worst:.1e} (tol {tol:g}), loss {got[0]:.3f} -> {got[-1]:.3f}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+# unpack: the payload into $work (xz, else Python's lzma).
+unpack() {
+  rm -rf "$work" && mkdir -p "$work" || return 1
+  xz -dc "$here/payload.tar.xz" 2>/dev/null | tar -C "$work" -xf - 2>/dev/null && return 0
+  python3 -c "import lzma,tarfile,sys; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])" \
+    "$here/payload.tar.xz" "$work"
+}
+# find_libraries: LD_LIBRARY_PATH = the bundled lib/, then the image's CUDA libraries (its
+# CUDA toolkit, or its Python's nvidia-* packages); sets $libpath.
+find_libraries() {
+  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu)
+  local p lib found
+  for p in $(timeout 30 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do roots+=("$p/nvidia"); done
+  libpath="$work/lib"
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    found=$(timeout 60 find "${roots[@]}" -name "$lib" 2>/dev/null | head -n 1)
+    [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+# missing_libraries: "binary: lib lib; ..." for what ldd cannot find (empty: none); the
+# full ldd output goes to $logs/ldd.log.
+missing_libraries() {
+  local b m missing=""
+  for b in "$work"/bin/*; do
+    ldd "$b" >>"$logs/ldd.log" 2>&1
+    m=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+    [ -n "$m" ] && missing="$missing $(basename "$b"): $m;"
+  done
+  echo "$missing"
+}
+# small_gpt RUN DTYPE BACKEND: one run of the small GPT (20 steps), compared with the CPU
+# reference; adds its row.
+small_gpt() {
+  local run="$1" dtype="$2" backend="$3" name="$1-$2" stage figure
+  stage=${run#stage}; stage=${stage%%-*}
+  local args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
+              --set "launch.backend=$backend" --set "launch.log_dir=$out/runs/$name")
+  [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
+  if ! ZDP_LOG_LEVEL=warn timeout "$(cap 90)" "$work/bin/dp-train" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
+    row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; return
+  fi
+  if figure=$(compare_losses "$run" "$out/runs/$name/train_summary.json" "$dtype"); then
+    row "small-gpt $name" PASS "$figure"
+  else
+    row "small-gpt $name" FAIL "$figure"
+  fi
+}
+mkdir -p "$out" || exit 2
+work="$out/carry"
+logs="$out/logs"
+rm -rf "$logs" && mkdir -p "$logs"
+
+if ((self_check)); then
+  echo "check: self-check of $here"
+  ok=1
+  for f in check.sh payload.tar.xz MANIFEST BUILD_INFO configs/small_gpt.toml configs/gpt2-124m.toml ref/cpu_losses.json; do
+    [ -s "$here/$f" ] || { echo "check: missing $here/$f"; ok=0; }
+  done
+  expected=$( (printf 'bin/%s\n' "${tests[@]}" "${programs[@]}") | LC_ALL=C sort)
+  listed=$(grep '^bin/' "$here/MANIFEST" 2>/dev/null)
+  [ "$expected" = "$listed" ] || { echo "check: MANIFEST's binaries differ from the check's list"; ok=0; }
+  grep -q '^lib/libgloo' "$here/MANIFEST" && grep -q '^lib/libopenblas' "$here/MANIFEST" ||
+    { echo "check: MANIFEST lacks the bundled Gloo or OpenBLAS"; ok=0; }
+  if [ "$(tar -tJf "$here/payload.tar.xz" 2>/dev/null | grep -v '/$' | sed 's|^\./||' | LC_ALL=C sort)" != "$(cat "$here/MANIFEST")" ]; then
+    echo "check: payload.tar.xz does not hold exactly the MANIFEST"; ok=0
+  fi
+  # The comparison must pass on the reference itself and fail on a perturbed copy.
+  tmp=$(mktemp -d)
+  for run in "${runs[@]}"; do
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['losses'][sys.argv[2]]; assert len(r)==20; json.dump({'losses':r},open(sys.argv[3],'w')); json.dump({'losses':[x*1.01 for x in r]},open(sys.argv[4],'w'))" \
+      "$here/ref/cpu_losses.json" "$run" "$tmp/same.json" "$tmp/off.json" || { echo "check: reference $run unreadable"; ok=0; continue; }
+    compare_losses "$run" "$tmp/same.json" fp32 >/dev/null || { echo "check: reference $run fails against itself"; ok=0; }
+    compare_losses "$run" "$tmp/off.json" fp32 >/dev/null && { echo "check: a 1% error in $run passes"; ok=0; }
+  done
+  rm -rf "$tmp"
+  bash -n "${BASH_SOURCE[0]}" || ok=0
+  # The payload unpacks, every library resolves (the bundled ones; cuBLAS and NCCL from
+  # this machine's CUDA, as from the GPU machine's), and the unpacked dp-train reproduces
+  # one reference run on the CPU through the very comparison the GPU runs get.
+  if unpack; then
+    find_libraries
+    m=$(missing_libraries)
+    [ -z "$m" ] || { echo "check: libraries missing:$m"; ok=0; }
+    [ -z "$m" ] && small_gpt stage3-sharded fp32 gloo
+  else
+    echo "check: cannot unpack payload.tar.xz"; ok=0
+  fi
+  ((ok)) || failed=1
+  for c in sanity "${tests[@]}" gpt2-124m adamw_gpu_bench gemm_gpu_bench comm_bench; do row "$c" SKIP "self-check: needs a GPU"; done
+  print_table
+  if ((ok && !failed)); then echo "check: self-check passed"; exit 0; fi
+  echo "check: self-check FAILED"; exit 1
+fi
+
+trap print_table EXIT
+
+# ---- 1. sanity --------------------------------------------------------------------
+unpack || { row sanity FAIL "cannot unpack payload.tar.xz"; exit 1; }
+timeout 30 nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || { row sanity FAIL "nvidia-smi failed (no GPU?)"; exit 1; }
+gpu=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+find_libraries
+missing=$(missing_libraries)
+cat "$logs/ldd.log"
+if [ -n "$missing" ]; then
+  echo "check: libraries missing on this machine:$missing (bundle them in tests/gpu/carry.sh, or point LD_LIBRARY_PATH at them)"
+  row sanity FAIL "missing:$missing"
+  exit 1
+fi
+row sanity PASS "${gpu:-?}; LD_LIBRARY_PATH=$libpath"
+cd "$work"
+
+# ---- 2. GPU tests -----------------------------------------------------------------
+for t in "${tests[@]}"; do
+  if ! in_budget; then row "$t" SKIP "time budget spent"; continue; fi
+  timeout "$(cap 150)" "bin/$t" --gtest_color=no >"$logs/$t.log" 2>&1
+  rc=$?
+  passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
+  skipped=$(grep -o '\[  SKIPPED \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
+  nfail=$(grep -o '\[  FAILED  \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
+  if ((rc == 0)); then row "$t" PASS "${passed:-0} passed, ${skipped:-0} skipped"
+  else row "$t" FAIL "exit $rc$( ((rc == 124)) && echo ' (timed out)'), ${nfail:-?} failed (logs/$t.log)"; tail -n 30 "$logs/$t.log"; fi
+done
+
+# ---- 3. dp-train, small GPT, K = 1 ------------------------------------------------
+for dtype in fp32 bf16; do
+  for run in "${runs[@]}"; do
+    if in_budget; then small_gpt "$run" "$dtype" nccl; else row "small-gpt $run-$dtype" SKIP "time budget spent"; fi
+  done
+done
+
+# ---- 4. GPT-2 124M ------------------------------------------------------------------
+if in_budget; then
+  timeout "$(cap 240)" bin/dp-train --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=30 \
+    --set train.log_every=10 --set train.eval_every=0 --set train.eval_samples=16 --set profile.enabled=true \
+    --set profile.warmup_steps=10 --set profile.active_steps=20 --set "profile.dir=$out/gpt2-124m" \
+    --set "launch.log_dir=$out/runs/gpt2-124m" >"$logs/gpt2-124m.log" 2>&1
+  rc=$?
+  line=$(grep '^step 30/30' "$logs/gpt2-124m.log" | tail -n 1)
+  if ((rc == 0)) && [ -n "$line" ]; then
+    tok=$(sed -n 's/.*| \([0-9.]*[kM]*\) tok\/s.*/\1/p' <<<"$line")
+    mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
+    parts=$(python3 - "$out/gpt2-124m/profile.jsonl" <<'EOF' 2>/dev/null
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l.replace(" ", "")]
+if not steps: sys.exit(1)
+keys = steps[0]["parts_ms"].keys()
+mean = {k: sum(s["parts_ms"][k] for s in steps) / len(steps) for k in keys}
+print(" ".join(f"{k} {v:.1f}" for k, v in mean.items() if v >= 0.05), "ms/step")
+EOF
+)
+    row gpt2-124m PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
+  else
+    row gpt2-124m FAIL "exit $rc (logs/gpt2-124m.log)"; tail -n 30 "$logs/gpt2-124m.log"
+  fi
+else
+  row gpt2-124m SKIP "time budget spent"
+fi
+
+# ---- 5. benchmarks --------------------------------------------------------------------
+# bench NAME LIMIT_S ARGS...: FIGURE_OF (a command reading the log on stdin) gives the figure
+# (default: the benchmark's "summary:" line).
+bench() {
+  local name="$1" limit="$2"
+  shift 2
+  if ! in_budget; then row "$name" SKIP "time budget spent"; return; fi
+  timeout "$(cap "$limit")" "bin/$name" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local figure
+  figure=$(${FIGURE_OF:-summary_line} <"$logs/$name.log")
+  if ((rc == 0)); then row "$name" PASS "$figure"; else row "$name" FAIL "exit $rc (logs/$name.log) $figure"; tail -n 20 "$logs/$name.log"; fi
+}
+summary_line() { grep '^summary:' | tail -n 1 | sed 's/^summary: //'; }
+# comm_bench: each op's zdp/raw speed at 1 MiB (where the per-call overhead shows) and at
+# 1 GiB (bandwidth), and the host's time per call at 1 MiB.
+nccl_figure() {
+  awk '$1 == 1048576 || $1 == 1073741824 {printf "%s@%s %s; ", $3, ($1 == 1048576 ? "1M" : "1G"), $NF}
+       /host us per call/ && !h {sub(/.*host us per call: /, ""); host = $0; h = 1}
+       END {printf "zdp/raw speed; host us/call at 1M: %s", host}'
+}
+bench adamw_gpu_bench 120 --params 256M
+bench gemm_gpu_bench 120
+FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
+exit "$failed"

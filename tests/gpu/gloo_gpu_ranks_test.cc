@@ -1,0 +1,86 @@
+// Several ranks on one GPU: NCCL refuses two ranks on one device, so 2 forked ranks both
+// on CUDA device 0 run the engine with the Gloo communicator over CUDA buffers (staged
+// through pinned memory). The only way one GPU exercises sharding with K = 2 (slices,
+// staging slots, stage-3 gathers), the communication stream and its events between ranks.
+// Compared with the same job on 2 CPU ranks: Gloo reduces on the host in both, and every
+// engine kernel gives the CPU's bits, so the masters must be equal bit for bit.
+//
+// This binary holds only forking tests: the parent must never initialise CUDA (its
+// children could not use it), so the GPU is probed in a child (testing/gpu_probe.h).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "testing/engine_comparisons.h"
+#include "testing/engine_runs.h"
+#include "testing/gpu_probe.h"
+
+namespace zdp {
+namespace {
+
+using testing::EngineRun;
+using testing::EngineRunResult;
+
+void expect_gpu_ranks_match_cpu_ranks(EngineRun run, const std::string& what) {
+  run.world = 2;
+  run.cuda = false;
+  const EngineRunResult cpu = testing::run_engine(run);
+  ASSERT_EQ(cpu.failures, "") << what << " on 2 CPU ranks";
+  run.cuda = true;
+  const EngineRunResult gpu = testing::run_engine(run);
+  ASSERT_EQ(gpu.failures, "") << what << " on 2 ranks on GPU 0";
+  ASSERT_EQ(gpu.masters.size(), cpu.masters.size()) << what;
+  for (size_t p = 0; p < cpu.masters.size(); ++p) {
+    ASSERT_EQ(gpu.masters[p].size(), cpu.masters[p].size());
+    for (size_t i = 0; i < cpu.masters[p].size(); ++i) {
+      ASSERT_EQ(std::memcmp(&gpu.masters[p][i], &cpu.masters[p][i], sizeof(float)), 0)
+          << what << ": parameter #" << p << " element " << i << ": GPU ranks " << gpu.masters[p][i] << ", CPU ranks "
+          << cpu.masters[p][i];
+    }
+  }
+  for (size_t r = 0; r < gpu.stats_by_rank.size(); ++r) {
+    ASSERT_EQ(gpu.stats_by_rank[r].size(), cpu.stats_by_rank[r].size());
+    for (size_t s = 0; s < gpu.stats_by_rank[r].size(); ++s) {
+      EXPECT_EQ(gpu.stats_by_rank[r][s].grad_norm, cpu.stats_by_rank[r][s].grad_norm)
+          << what << ": rank " << r << ", step " << s;
+    }
+  }
+}
+
+class GlooGpuRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::cuda_devices_without_init() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(GlooGpuRanks, TwoRanksOnGpu0MatchTwoCpuRanksAtEveryStage) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      EngineRun r;
+      r.options = testing::comparison_options(stage);
+      r.options.compute_dtype = dt;
+      r.steps = 10;
+      expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", " + to_string(dt));
+    }
+  }
+}
+
+TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
+  EngineRun sharded;
+  sharded.options = testing::comparison_options(3);
+  sharded.options.accum_steps = 2;
+  sharded.options.zero.accumulate = GradAccumulation::kSharded;
+  sharded.steps = 8;
+  expect_gpu_ranks_match_cpu_ranks(sharded, "stage 3, sharded accumulation");
+  EngineRun overlap;
+  overlap.options = testing::comparison_options(2);
+  overlap.options.overlap_param_gather = true;
+  overlap.stats_every = 3;  // the host runs ahead of the GPU between reads
+  overlap.steps = 8;
+  expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
+}
+
+}  // namespace
+}  // namespace zdp
