@@ -3,10 +3,13 @@
 // `dp-launch config.toml --set ...` would do, supervision and logs included.
 #include "planner/scale_command.h"
 
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -14,6 +17,8 @@
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
 #include "zdp/config.h"
+
+extern char** environ;
 
 namespace zdp::launcher {
 namespace {
@@ -31,19 +36,20 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-// Runs `argv` with our stdout/stderr; its exit code, or 128 + signal.
+// Runs `argv` with our stdout/stderr; its exit code, or 128 + signal, or -1 when it could
+// not start. posix_spawn, not fork: nothing of ours runs in the child before exec
+// (docs/design.md, "Fork safety").
 int run_child(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "dp-launch scale: cannot run %s\n", args[0]);
-    ::_exit(127);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ);
+  if (err != 0) {
+    say("cannot run " + argv[0] + ": " + std::strerror(err));
+    return -1;
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
