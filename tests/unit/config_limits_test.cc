@@ -83,6 +83,10 @@ TEST(ConfigLimits, KeysTheModelOrDataKindIgnoresAreRefused) {
             "configs/x.toml:3:8: model.task (\"regression\") applies to model.kind = \"mlp\" only; the gpt "
             "predicts the next token: leave model.task out");
   EXPECT_TRUE(parses("[model]\nkind = \"mlp\"\ntask = \"regression\"\n"));
+  // Every resolved config (to_toml, what dp-launch hands its ranks) names the default task.
+  StatusOr<Config> gpt = parse_config("[model]\nkind = \"gpt\"\n", "configs/x.toml");
+  ASSERT_TRUE(gpt.ok());
+  EXPECT_TRUE(parses(to_toml(*gpt)));
   EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\npath = \"t.bin\"\nval_path = \"v.bin\"\n"));
 }
 
