@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "core/internal/input_file.h"
 #include "planner/json_lines.h"
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
@@ -58,11 +58,14 @@ int run_child(const std::vector<std::string>& argv) {
 }
 
 StatusOr<ScalePoint> read_summary(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
+  StatusOr<std::string> text = read_input_file(path, "run summary", int64_t{1} << 20);
+  if (!text.ok()) {
+    if (text.status().code() != StatusCode::kNotFound) return text.status();
+    return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
+  }
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(*text);
     ScalePoint p;
     p.world_size = j.at("world_size").get<int>();
     p.stage = j.at("stage").get<int>();

@@ -269,7 +269,7 @@ TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
 
 TEST_F(LauncherTest, TwoLaunchersOnLoopbackFormOneWorldOfFour) {
   const std::string cfg = config(2, {}, "nnodes = 2");
-  const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-42"}};
+  const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
   const auto t0 = Clock::now();
   Launcher node1 = start({cfg, "--node-rank", "1"}, env);
   Launcher node0 = start({cfg, "--node-rank", "0"}, env);
