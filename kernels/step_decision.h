@@ -35,15 +35,15 @@ static_assert(sizeof(StepDecision) == 32, "StepDecision is copied to the host as
 struct StepDecisionArgs {
   const GradStats* stats = nullptr;  // one per bucket, summed over ranks (the all-reduce)
   int64_t buckets = 0;
-  // Deterministic mode, instead of stats: exact records summed over ranks (any number).
-  const ExactSumSq* exact = nullptr;
-  int64_t exact_records = 0;
   // Folded into grad_scale: 1 / (world x accum_steps x loss_scale). The statistics were
   // taken at this scale already (GradCheckArgs::scale), so grad_norm is the averaged,
   // unscaled gradient's.
   double inv_scale = 1.0;
   double max_norm = 0.0;         // global-norm clipping threshold; <= 0 disables clipping
   StepDecision* out = nullptr;   // read first (its skip becomes prev_skip), then overwritten
+  // Deterministic mode, instead of stats: exact records summed over ranks (any number).
+  const ExactSumSq* exact = nullptr;
+  int64_t exact_records = 0;
 };
 
 // Finite, without <cmath> (the same test on host and device, no errno, no traps).

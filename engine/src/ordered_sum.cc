@@ -1,6 +1,8 @@
 // OrderedSum: the operations of the canonical pairwise tree over micro-batches.
 #include "engine/src/ordered_sum.h"
 
+#include <cstddef>
+
 namespace zdp {
 
 int OrderedSum::max_depth(int64_t leaves) {
@@ -13,9 +15,9 @@ std::vector<OrderedSum::Op> OrderedSum::push(int count) {
   std::vector<Op> ops;
   for (int k = 0; k < count; ++k, ++pushed_) {
     const int top = static_cast<int>(levels_.size()) - 1;
-    if (top >= 0 && levels_[static_cast<size_t>(top)] == 0) {
+    if (top >= 0 && levels_[static_cast<std::size_t>(top)] == 0) {
       ops.push_back(Op{Op::Kind::kMergeLeaf, top, 0, k});
-      levels_[static_cast<size_t>(top)] = 1;
+      levels_[static_cast<std::size_t>(top)] = 1;
     } else {
       levels_.push_back(0);
       ops.push_back(Op{Op::Kind::kPushLeaf, top + 1, 0, k});
