@@ -102,7 +102,9 @@ struct TrainConfig {
   int64_t accum_steps = 0;             // micro-batches per step on one rank; 0 = derived from the world size
   int64_t steps = 100;                 // optimizer steps to run
   int64_t seed = 1234;                 // seeds parameters and data order (same on every rank)
-  bool deterministic = false;          // bit-exact reductions, at some speed cost
+  bool deterministic = false;          // bit-identical results at any world size dividing
+                                       // global_batch / micro_batch and any zero stage
+                                       // (docs/design.md "Deterministic mode")
   int log_every = 10;                  // steps between loss/throughput log lines
   int64_t eval_every = 0;              // steps between held-out evaluations; 0 = only after the last step
   int64_t eval_samples = 64;           // held-out samples per evaluation, over all ranks

@@ -207,6 +207,14 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
     return "train.global_batch (" + str(t.global_batch) + ") is not divisible by train.micro_batch (" +
            str(t.micro_batch) + ") x world size (" + str(world_size) + ") = " + product_text(per_step);
   });
+  // Deterministic mode sums the step's M = global_batch / micro_batch micro-batches in one
+  // tree over their global index; a world size that does not divide M would change them.
+  check.require(divisible || !t.deterministic, {"train.deterministic", "train.global_batch", "train.micro_batch"}, [&] {
+    const int64_t m = t.global_batch / t.micro_batch;
+    return "train.deterministic: world size " + str(world_size) + " does not divide the " + str(m) +
+           " micro-batches of a step (train.global_batch / train.micro_batch); bit-identical results hold for "
+           "world sizes that divide it";
+  });
   if (divisible && t.accum_steps > 0) {
     const int64_t derived = t.global_batch / per_step;
     check.require(t.accum_steps == derived, {"train.accum_steps", "train.global_batch", "train.micro_batch"}, [&] {
