@@ -75,16 +75,32 @@ TEST_F(WithoutDpLaunch, TorchrunsFiveVariablesTrainToTheEnd) {
 
 TEST_F(WithoutDpLaunch, UnderTorchrunsAgentTheStoreIsAtMasterPortPlusOne) {
   TempDir dir;
-  // The "agent" holds MASTER_PORT, as torchrun's does with its own store.
-  const int agent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(agent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(agent, 4), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(agent, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
+  // The "agent" holds MASTER_PORT, as torchrun's does with its own store. The port above
+  // it, where rank 0 will host zdp's store, must be free too: under a parallel ctest
+  // another test's socket may hold it, so the pair is drawn again until both are.
+  int agent = -1, port = 0;
+  for (int attempt = 0; attempt < 50 && agent < 0; ++attempt) {
+    agent = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(agent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(::listen(agent, 4), 0);
+    socklen_t len = sizeof(a);
+    ::getsockname(agent, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    a.sin_port = htons(static_cast<uint16_t>(port + 1));
+    const bool above_free = port < 65535 && ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(probe);
+    if (!above_free) {
+      ::close(agent);
+      agent = -1;
+    }
+  }
+  ASSERT_GE(agent, 0) << "no free pair of loopback ports in 50 draws";
   const std::string config = write_job_config(dir.path(), port, kSteps);
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < 2; ++r) {
