@@ -68,9 +68,16 @@ struct BufferSizes {
   SlotSizes grad_staging;    // [buckets] stages 2-3: the trainer's gradients, per gradient group
   SlotSizes reduce_staging;  // [buckets] stages 2-3, cast or local accumulation before the reduction
   SlotSizes param_gather;    // [buckets] stage 3: gathered layer groups
+  int64_t error_feedback = 0;  // [grads] quantized reduce_dtype with error feedback: fp32, all elements
+  SlotSizes reduce_wire;     // [buckets] quantized reduce_dtype: send + receive chunks of a bucket
+  SlotSizes gather_wire;     // [buckets] quantized gather_dtype: own chunk + the received ones
   // Not sized here: the CUDA decay table (a few bytes per run of same-decay parameters; it
   // depends on the optimizer's parameter groups, not on the layout).
 };
+
+// Bytes of one rank's quantized chunk of a `slice`-element slice (kernels/quantize.h),
+// rounded to fp32 words: the all-to-all and all-gather move them as fp32 elements.
+int64_t wire_chunk_bytes(int64_t slice, WireQuant quant);
 
 // REQUIRES: `layout` made with engine_layout_options(options, world size) and options valid.
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device);

@@ -14,6 +14,7 @@
 #include "kernels/fold.h"
 #include "kernels/cast.h"
 #include "kernels/grad_check.h"
+#include "kernels/quantize.h"
 #include "kernels/step_decision.h"
 #include "zdp/device.h"
 
@@ -46,6 +47,14 @@ class Exec {
   // before step().
   Status fold_on_comm(const kernels::FoldArgs& args);
   Status cast(const kernels::CastArgs& args);
+  // Compressed communication (kernels/quantize.h): the gradient's quantization on the
+  // compute stream (it reads what backward wrote and updates the error feedback); the
+  // parameters' quantization and every dequantization on the communication stream,
+  // around the collective that moves the chunks.
+  Status quantize(const kernels::QuantizeArgs& args);
+  Status quantize_on_comm(const kernels::QuantizeArgs& args);
+  Status dequant_sum_on_comm(const kernels::DequantSumArgs& args);
+  Status dequantize_on_comm(const kernels::DequantizeArgs& args);
   // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
   Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);
   // The step decision (kernels/step_decision.h) on the compute stream.
