@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kernels/gemm.h"
+#include "kernels/quantize.h"
 #include "zdp/comm.h"
 
 namespace zdp::launcher {
@@ -70,6 +71,11 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       at.train.accum_steps = accum;
       // zero.accumulate = "sharded" is a stage 2-3 choice: stages 0-1 are planned local.
       if (stage < 2) at.zero.accumulate = GradAccumulation::kLocal;
+      // Quantized communication is a stage 1-3 choice: stage 0 is planned uncompressed.
+      if (stage == 0) {
+        at.zero.reduce_quant = at.zero.gather_quant = WireQuant::kNone;
+        at.zero.error_feedback = true;
+      }
       StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
       if (!eopts.ok()) {
         return eopts.status().with_context("planning stage " + std::to_string(stage) + " on " + std::to_string(K) +
@@ -92,8 +98,19 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
-      work.compute_bytes = c;
       work.reduce_bytes = r;
+      work.gather_bytes = c;
+      // Quantized: a bucket's wire bytes per element, from its largest slice's chunk.
+      const int64_t slice = s.memory.bucket_elems.empty() ? 0 : *std::max_element(s.memory.bucket_elems.begin(),
+                                                                                  s.memory.bucket_elems.end()) / K;
+      if (slice > 0 && at.zero.reduce_quant != WireQuant::kNone) {
+        work.reduce_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.reduce_quant))) /
+                            static_cast<double>(slice);
+      }
+      if (slice > 0 && at.zero.gather_quant != WireQuant::kNone) {
+        work.gather_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.gather_quant))) /
+                            static_cast<double>(slice);
+      }
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
       work.flops_per_s = w.flops_per_s;
       s.time = predict_step(work, in.link);

@@ -35,7 +35,7 @@ TEST(QuantizeKernel, ChunkBytesCountScalesAndCodesPaddedTo16) {
   EXPECT_EQ(quant_chunk_bytes(256, 8), 4 + 256 + 12);   // 260 -> 272
   EXPECT_EQ(quant_chunk_bytes(257, 8), 8 + 257 + 7);    // 265 -> 272
   EXPECT_EQ(quant_chunk_bytes(256, 4), 4 + 128 + 12);   // 132 -> 144
-  EXPECT_EQ(quant_chunk_bytes(32, 4), 16 + 4);          // 20 -> 32
+  EXPECT_EQ(quant_chunk_bytes(32, 4), 32);              // 4 + 16 = 20 -> 32
   // About 4x (int8) and 8x (int4) fewer bytes than fp32 for a large chunk.
   EXPECT_NEAR(4.0 * 1048576 / quant_chunk_bytes(1048576, 8), 3.94, 0.01);
   EXPECT_NEAR(4.0 * 1048576 / quant_chunk_bytes(1048576, 4), 7.76, 0.01);
