@@ -16,56 +16,24 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "bench/dp_launch_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// A TCP port that was free a moment ago, for the run's rendezvous store.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500 + ::getpid() % 10000;  // fallback if the kernel will not tell
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Run {
-  bool ok = false;
-  std::string error;
-  nlohmann::json summary;
-};
-
-// One dp-launch run; its console output goes to DIR/console.log.
-Run launch(const std::string& config, int stage, int ranks, int steps, int threads, const fs::path& dir) {
+// One dp-launch run (bench/dp_launch_run.h) at `stage` on `ranks` ranks.
+zdp::bench::Run launch(const std::string& config, int stage, int ranks, int steps, int threads, const fs::path& dir) {
   std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
-      "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
       "checkpoint.every_steps=0"};
@@ -73,31 +41,8 @@ Run launch(const std::string& config, int stage, int ranks, int steps, int threa
     sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
     sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
   }
-  std::string cmd = quoted(ZDP_DP_LAUNCH) + " " + quoted(config);
-  for (const std::string& s : sets) cmd += " --set " + quoted(s);
-  const fs::path console = dir / "console.log";
-  fs::create_directories(dir);
-  const int status = std::system((cmd + " > " + quoted(console.string()) + " 2>&1").c_str());
-  Run r;
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): dp-launch failed (status " +
-              std::to_string(status) + "); see " + console.string() + "\n  " + cmd;
-    return r;
-  }
-  std::ifstream in(dir / "logs" / "train_summary.json");
-  if (!in) {
-    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): no " +
-              (dir / "logs" / "train_summary.json").string();
-    return r;
-  }
-  try {
-    r.summary = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    r.error = (dir / "logs" / "train_summary.json").string() + ": " + e.what();
-    return r;
-  }
-  r.ok = true;
-  return r;
+  return zdp::bench::launch_run(ZDP_DP_LAUNCH, config, sets, dir,
+                                "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s)");
 }
 
 }  // namespace
@@ -123,7 +68,7 @@ int main(int argc, char** argv) {
   for (int stage : stages) {
     for (int k : ranks) {
       const fs::path dir = root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k));
-      const Run r = launch(config, stage, k, steps, threads, dir);
+      const zdp::bench::Run r = launch(config, stage, k, steps, threads, dir);
       if (!r.ok) {
         std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
         failed = true;
