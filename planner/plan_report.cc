@@ -162,13 +162,22 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
     for (const StagePlan& s : w.stages) {
       const MemoryPlan& p = s.memory;
       std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f\n",
-                    s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum).c_str(),
+                    s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum + p.states.error_feedback).c_str(),
                     mib(p.states.master).c_str(), mib(p.states.m).c_str(), mib(p.states.v).c_str(),
                     mib(p.bytes(MemCategory::kBuckets)).c_str(), mib(p.buffers.workspace).c_str(), mib(s.activations).c_str(),
                     mib(s.total).c_str(), mib(s.formula_bytes).c_str(), s.fits ? "yes" : "NO",
                     mib(s.time.sent_bytes).c_str(), s.time.compute_s * 1e3, s.time.exposed_comm_s * 1e3,
                     s.time.step_s * 1e3);
       out += line;
+    }
+    for (const StagePlan& s : w.stages) {
+      if (s.memory.states.error_feedback == 0 && s.memory.buffers.wire == 0) continue;
+      std::snprintf(line, sizeof(line),
+                    "  compressed communication (stages 1-3; stage 0 is planned uncompressed): error feedback %s MiB "
+                    "(in grads) and wire buffers %s MiB (in buckets) per rank at stage %d\n",
+                    mib(s.memory.states.error_feedback).c_str(), mib(s.memory.buffers.wire).c_str(), s.stage);
+      out += line;
+      break;
     }
     out += "  recommended: " + w.reason + "\n";
   }
@@ -220,12 +229,14 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                          {"grads", p.states.grads},
                          {"reduce_copy", p.states.reduce_copy},
                          {"accum", p.states.accum},
+                         {"error_feedback", p.states.error_feedback},
                          {"master", p.states.master},
                          {"adam_m", p.states.m},
                          {"adam_v", p.states.v},
                          {"grad_staging", p.buffers.grad_staging},
                          {"reduce_staging", p.buffers.reduce_staging},
                          {"param_gather", p.buffers.param_gather},
+                         {"wire", p.buffers.wire},
                          {"workspace", p.buffers.workspace},
                          {"activations", s.activations},
                          {"engine_total", p.total()},
