@@ -3,7 +3,8 @@
 // zero.reduce_dtype = fp32, int8 and int4 (error feedback on), profiled, and prints the
 // median step time, the bytes one rank sends per step as the profiler measured them,
 // the held-out loss (the config's val_path; else the last training loss) and the ratios
-// against fp32.
+// against fp32. "grad" is the gradient exchange alone; "sent" adds the parameter gathers
+// (which stay in the compute dtype unless --gather int8).
 //
 //   compressed_bench [--config FILE] [--ranks 2,4] [--steps 60] [--reduce fp32,int8,int4]
 //                    [--gather int8] [--threads N] [--keep-logs]
@@ -32,20 +33,21 @@ namespace fs = std::filesystem;
 struct Result {
   double step_ms = 0;
   double sent = 0;   // bytes per rank per step (profile.jsonl's summary)
+  double grad = 0;   // of them, the gradient exchange's
   double loss = 0;   // held-out if evaluated, else the last training loss
   bool held_out = false;
 };
 
-// profile.jsonl's summary line: sent_bytes_per_step.
-double sent_bytes(const fs::path& jsonl) {
+// profile.jsonl's summary line: `key` (bytes per rank per step), -1 when absent.
+double summary_value(const fs::path& jsonl, const char* key) {
   std::ifstream in(jsonl);
   std::string line;
-  double sent = -1;
+  double value = -1;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == "summary") sent = j.value("sent_bytes_per_step", -1.0);
+    if (j.is_object() && j.value("type", "") == "summary") value = j.value(key, -1.0);
   }
-  return sent;
+  return value;
 }
 
 }  // namespace
@@ -91,7 +93,8 @@ int main(int argc, char** argv) {
       }
       Result res;
       res.step_ms = r.summary.at("step_time_s_median").get<double>() * 1e3;
-      res.sent = sent_bytes(dir / "profile" / "profile.jsonl");
+      res.sent = summary_value(dir / "profile" / "profile.jsonl", "sent_bytes_per_step");
+      res.grad = summary_value(dir / "profile" / "profile.jsonl", "sent_grad_bytes_per_step");
       res.held_out = r.summary.contains("eval_loss") && r.summary.at("eval_loss").is_number();
       res.loss = res.held_out ? r.summary.at("eval_loss").get<double>() : r.summary.at("final_loss").get<double>();
       results[{k, reduce}] = res;
@@ -102,8 +105,8 @@ int main(int argc, char** argv) {
               "step (profiler); loss = %s\n",
               config.c_str(), steps, gather.c_str(),
               results.begin()->second.held_out ? "held-out loss after the last step" : "last training loss");
-  std::printf("# %3s %-6s %9s %12s %9s | %9s %9s %10s\n", "K", "reduce", "step ms", "sent KiB", "loss", "time/base",
-              "base/sent", "loss diff");
+  std::printf("# %3s %-6s %9s %10s %10s %9s | %9s %9s %9s %10s\n", "K", "reduce", "step ms", "grad KiB", "sent KiB",
+              "loss", "time/base", "base/grad", "base/sent", "loss diff");
   std::string summary;
   for (int k : ranks) {
     auto base = results.find({k, reduces.front()});
@@ -111,15 +114,17 @@ int main(int argc, char** argv) {
       auto it = results.find({k, reduce});
       if (it == results.end()) continue;
       const Result& x = it->second;
-      std::printf("  %3d %-6s %9.1f %12.1f %9.4f", k, reduce.c_str(), x.step_ms, x.sent / 1024, x.loss);
+      std::printf("  %3d %-6s %9.1f %10.1f %10.1f %9.4f", k, reduce.c_str(), x.step_ms, x.grad / 1024, x.sent / 1024,
+                  x.loss);
       if (base != results.end()) {
         const Result& b = base->second;
-        std::printf(" | %9.3f %9.2f %9.2f%%", x.step_ms / b.step_ms, x.sent > 0 ? b.sent / x.sent : 0.0,
-                    100.0 * (x.loss - b.loss) / b.loss);
+        std::printf(" | %9.3f %9.2f %9.2f %9.2f%%", x.step_ms / b.step_ms, x.grad > 0 ? b.grad / x.grad : 0.0,
+                    x.sent > 0 ? b.sent / x.sent : 0.0, 100.0 * (x.loss - b.loss) / b.loss);
         if (reduce != reduces.front()) {
           char cell[96];
-          std::snprintf(cell, sizeof(cell), "%sK%d %s: bytes /%.2f, time x%.2f, loss %+.2f%%", summary.empty() ? "" : "; ",
-                        k, reduce.c_str(), b.sent / x.sent, x.step_ms / b.step_ms, 100.0 * (x.loss - b.loss) / b.loss);
+          std::snprintf(cell, sizeof(cell), "%sK%d %s: grad bytes /%.2f, time x%.2f, loss %+.2f%%",
+                        summary.empty() ? "" : "; ", k, reduce.c_str(), b.grad / x.grad, x.step_ms / b.step_ms,
+                        100.0 * (x.loss - b.loss) / b.loss);
           summary += cell;
         }
       }

@@ -9,6 +9,7 @@
 
 #include "kernels/quantize.h"
 #include "testing/engine_comparisons.h"
+#include "testing/temp_dir.h"
 #include "testing/tolerance.h"
 
 namespace zdp {
@@ -115,6 +116,28 @@ TEST(EngineQuant, ErrorFeedbackMattersAtInt4) {
               d_without);
   EXPECT_LE(d_with, drift_bound(WireQuant::kInt4));  // measured 0.023
   EXPECT_GT(d_without, 1.5 * d_with);                // measured 0.047: twice as far
+}
+
+// Checkpoints do not keep the error feedback: a resume (here at another world size and
+// stage) starts it at zero and carries on, within the int8 drift of the uninterrupted run.
+TEST(EngineQuant, ResumesAtAnotherWorldSizeWithTheErrorFeedbackReset) {
+  testing::TempDir dir;
+  testing::EngineRun first;
+  first.world = 4;
+  first.options = options(2, WireQuant::kInt8);
+  first.save_root = dir.path();
+  first.save_steps = {10};
+  const EngineRunResult full = testing::run_engine(first);
+  ASSERT_EQ(full.failures, "");
+  testing::EngineRun resume;
+  resume.world = 2;
+  resume.options = options(3, WireQuant::kInt8);
+  resume.load_from = dir.path();
+  const EngineRunResult resumed = testing::run_engine(resume);
+  ASSERT_EQ(resumed.failures, "");
+  ASSERT_EQ(resumed.stats.size(), 10u);
+  const auto d = max_difference(resumed, full);
+  EXPECT_LE(d.value, drift_bound(WireQuant::kInt8)) << d.where;
 }
 
 }  // namespace
