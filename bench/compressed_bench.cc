@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       const fs::path dir = root / ("k" + std::to_string(k) + "-" + reduce);
       std::vector<std::string> sets = {
           "launch.nproc_per_node=" + std::to_string(k), "train.steps=" + std::to_string(steps),
-          "train.log_every=" + std::to_string(steps), "train.eval_every=0", "checkpoint.dir=''",
+          "train.log_every=" + std::to_string(steps), "train.eval_every=0", "checkpoint.dir=''", "checkpoint.every_steps=0",
           "zero.reduce_dtype=" + reduce, "profile.enabled=true", "profile.warmup_steps=2", "profile.trace=false",
           "profile.dir=" + (dir / "profile").string()};
       if (reduce != reduces.front()) sets.push_back("zero.gather_dtype=" + gather);

@@ -20,14 +20,20 @@ std::string mib(double bytes) {
   return buf;
 }
 
-std::string recommend(WorldPlan& w, int64_t memory) {
+// `compressed`: the config quantizes its communication, which stage 0 cannot (it is
+// planned uncompressed), so the recommendation starts at stage 1.
+std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
   for (const StagePlan& s : w.stages) {
-    if (!s.fits) continue;
+    if (!s.fits || (compressed && s.stage == 0)) continue;
     w.recommended = s.stage;
-    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage that fits (" + format_bytes(s.total) +
+    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage " +
+                      (compressed ? "with compressed communication " : "") + "that fits (" + format_bytes(s.total) +
                       " of " + format_bytes(memory) + " per rank";
-    if (s.stage > 0) why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
-    why += "): lower stages send less or the same and wait less for it";
+    if (s.stage > 0 && !(compressed && s.stage == 1)) {
+      why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
+    }
+    why += compressed ? "): stage 0 all-reduces uncompressed; from stage 1 lower stages send less or the same"
+                      : "): lower stages send less or the same and wait less for it";
     if (s.stage == 3) return why + ".";
     char t[160];
     std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
@@ -116,7 +122,8 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       s.time = predict_step(work, in.link);
       w.stages.push_back(std::move(s));
     }
-    w.reason = recommend(w, in.device_memory);
+    w.reason = recommend(w, in.device_memory,
+                         config.zero.reduce_quant != WireQuant::kNone || config.zero.gather_quant != WireQuant::kNone);
     report.worlds.push_back(std::move(w));
   }
   return report;
