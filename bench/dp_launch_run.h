@@ -1,5 +1,5 @@
 // One `dp-launch CONFIG --set ...` run for the benchmarks that time whole training jobs
-// (dp_train_bench, compressed_bench): a free rendezvous port, the console to DIR/console.log,
+// (compressed_bench; dp_train_bench has its own copy): a free rendezvous port, the console to DIR/console.log,
 // the run's train_summary.json read back.
 #pragma once
 

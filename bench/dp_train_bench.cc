@@ -4,7 +4,10 @@
 // rank count, synthetic tokens and a short run, and reads the run's train_summary.json.
 //
 //   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--threads N]
-//                  [--keep-logs]
+//                  [--keep-logs] [--deterministic]
+//
+// --deterministic also runs every (stage, K) with train.deterministic = true, interleaved
+// with the default runs, and prints both step times and their ratio side by side.
 //
 // Every K trains the config's global batch (accum_steps = global / (K x micro_batch)), so
 // a row compares the same work and K = 1 and 2 end at the same loss up to float summation
@@ -16,33 +19,89 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
-
-#include "bench/dp_launch_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// One dp-launch run (bench/dp_launch_run.h) at `stage` on `ranks` ranks.
-zdp::bench::Run launch(const std::string& config, int stage, int ranks, int steps, int threads, const fs::path& dir) {
+// A TCP port that was free a moment ago, for the run's rendezvous store.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 29500 + ::getpid() % 10000;  // fallback if the kernel will not tell
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Run {
+  bool ok = false;
+  std::string error;
+  nlohmann::json summary;
+};
+
+// One dp-launch run; its console output goes to DIR/console.log.
+Run launch(const std::string& config, int stage, int ranks, int steps, int threads, bool deterministic,
+           const fs::path& dir) {
   std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
+      "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
-      "checkpoint.every_steps=0"};
+      "checkpoint.every_steps=0", std::string("train.deterministic=") + (deterministic ? "true" : "false")};
   if (threads > 0) {
     sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
     sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
   }
-  return zdp::bench::launch_run(ZDP_DP_LAUNCH, config, sets, dir,
-                                "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s)");
+  std::string cmd = quoted(ZDP_DP_LAUNCH) + " " + quoted(config);
+  for (const std::string& s : sets) cmd += " --set " + quoted(s);
+  const fs::path console = dir / "console.log";
+  fs::create_directories(dir);
+  const int status = std::system((cmd + " > " + quoted(console.string()) + " 2>&1").c_str());
+  Run r;
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): dp-launch failed (status " +
+              std::to_string(status) + "); see " + console.string() + "\n  " + cmd;
+    return r;
+  }
+  std::ifstream in(dir / "logs" / "train_summary.json");
+  if (!in) {
+    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): no " +
+              (dir / "logs" / "train_summary.json").string();
+    return r;
+  }
+  try {
+    r.summary = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    r.error = (dir / "logs" / "train_summary.json").string() + ": " + e.what();
+    return r;
+  }
+  r.ok = true;
+  return r;
 }
 
 }  // namespace
@@ -52,7 +111,7 @@ int main(int argc, char** argv) {
   std::string config = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
   std::vector<int> stages = {0, 1, 2, 3}, ranks = {1, 2};
   int steps = 20, threads = 0;
-  bool keep_logs = false;
+  bool keep_logs = false, deterministic = false;
   app.add_option("--config", config, "the dp-launch config to run (data is replaced by synthetic tokens)");
   app.add_option("--stages", stages, "ZeRO stages")->delimiter(',');
   app.add_option("--ranks", ranks, "rank counts K, side by side")->delimiter(',');
@@ -60,21 +119,26 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "OpenMP/OpenBLAS threads per rank; 0 = cores / K (dp-launch's rule)")
       ->check(CLI::Range(0, 1024));
   app.add_flag("--keep-logs", keep_logs, "keep each run's console log and train_summary.json");
+  app.add_flag("--deterministic", deterministic, "also run each with train.deterministic = true and compare step times");
   CLI11_PARSE(app, argc, argv);
 
   const fs::path root = fs::temp_directory_path() / ("zdp_dp_train_bench_" + std::to_string(::getpid()));
-  std::map<std::pair<int, int>, nlohmann::json> results;  // (stage, K) -> summary
+  std::map<std::pair<int, int>, nlohmann::json> results, det_results;  // (stage, K) -> summary
   bool failed = false;
   for (int stage : stages) {
     for (int k : ranks) {
-      const fs::path dir = root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k));
-      const zdp::bench::Run r = launch(config, stage, k, steps, threads, dir);
-      if (!r.ok) {
-        std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
-        failed = true;
-        continue;
+      for (bool det : {false, true}) {
+        if (det && !deterministic) continue;
+        const fs::path dir =
+            root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k) + (det ? "-det" : ""));
+        const Run r = launch(config, stage, k, steps, threads, det, dir);
+        if (!r.ok) {
+          std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
+          failed = true;
+          continue;
+        }
+        (det ? det_results : results)[{stage, k}] = r.summary;
       }
-      results[{stage, k}] = r.summary;
     }
   }
   if (results.empty()) return 1;
@@ -118,6 +182,16 @@ int main(int argc, char** argv) {
       std::snprintf(cell, sizeof(cell), "%ss%d/K%d %.1fk", summary_line.empty() ? "" : ", ", stage, k,
                     it->second.at("tokens_per_s").get<double>() / 1e3);
       summary_line += cell;
+    }
+  }
+  if (deterministic) {
+    std::printf("\n#%5s %3s | %12s %12s %8s\n", "stage", "K", "default ms", "determ. ms", "ratio");
+    for (const auto& [key, det] : det_results) {
+      auto base = results.find(key);
+      if (base == results.end()) continue;
+      const double off = base->second.at("step_time_s_median").get<double>() * 1e3;
+      const double on = det.at("step_time_s_median").get<double>() * 1e3;
+      std::printf(" %5d %3d | %12.1f %12.1f %8.2f\n", key.first, key.second, off, on, on / off);
     }
   }
   std::printf("\nsummary: dp-train %s tok/s by stage/K: %s\n", any.at("model").get<std::string>().c_str(),

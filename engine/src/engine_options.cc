@@ -16,6 +16,7 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.global_batch = config.train.global_batch;
   o.seed = config.train.seed;
   o.trace = config.profile.enabled;
+  o.deterministic = config.train.deterministic;
   // The batch-size rule is applied here, once: the options carry the scaled lr and min_lr
   // and no rule, so code that reads o.optim.lr sees the rate the run uses.
   if (o.optim.lr_scaling != LrScalingRule::kNone) {
@@ -41,7 +42,8 @@ Status EngineOptions::validate() const {
   config.zero = zero;
   config.optim = optim;
   config.model.dtype = compute_dtype;
-  Status keys = validate_keys(config, {"zero.", "optim.", "model.dtype"});
+  config.train.deterministic = deterministic;  // for the checks between it and [zero] (quantization)
+  Status keys = validate_keys(config, {"zero.", "optim.", "model.dtype", "train.deterministic"});
   std::string problems = keys.ok() ? std::string() : keys.message();  // "engine options: zero.stage = 4 ..."
   auto bad = [&](const std::string& what) { problems += (problems.empty() ? "" : "\n") + config.source + ": " + what; };
   // What the config derives (train.accum_steps = 0 is "derived"; here it must be known).

@@ -53,8 +53,8 @@ struct Plan {
 
 class CublasLtGemm final : public Gemm {
  public:
-  CublasLtGemm(cublasLtHandle_t handle, void* workspace, int64_t workspace_bytes)
-      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+  CublasLtGemm(cublasLtHandle_t handle, void* workspace, int64_t workspace_bytes, bool pinned)
+      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes), pinned_(pinned) {}
 
   ~CublasLtGemm() override {
     for (auto& [key, plan] : plans_) destroy(plan);
@@ -81,10 +81,10 @@ class CublasLtGemm final : public Gemm {
                       static_cast<int>(g.c_dtype),
                       static_cast<int>(g.epilogue),
                       static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
-                      alignment_of(g.a.data),
-                      alignment_of(g.b.data),
-                      alignment_of(g.c.data),
-                      alignment_of(g.bias)};
+                      align(g.a.data),
+                      align(g.b.data),
+                      align(g.c.data),
+                      align(g.bias)};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan plan;
@@ -145,7 +145,7 @@ class CublasLtGemm final : public Gemm {
     cublasLtMatmulPreference_t pref = nullptr;
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
-    const uint32_t align_a = alignment_of(g.a.data), align_b = alignment_of(g.b.data), align_c = alignment_of(g.c.data);
+    const uint32_t align_a = align(g.a.data), align_b = align(g.b.data), align_c = align(g.c.data);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status =
@@ -166,6 +166,12 @@ class CublasLtGemm final : public Gemm {
       status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
                                                     sizeof(align_c));
     }
+    if (status == CUBLAS_STATUS_SUCCESS && pinned_) {
+      // No split-K: its partial sums would be combined in an order of the algorithm's choosing.
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                    sizeof(scheme));
+    }
     if (status == CUBLAS_STATUS_SUCCESS) {
       status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
                                               &found);
@@ -181,21 +187,27 @@ class CublasLtGemm final : public Gemm {
     return Status::Ok();
   }
 
+  // The alignment the heuristic is told: the pointer's, or when pinned 4 bytes whatever the
+  // address (every algorithm it may then pick works at any alignment, and the same one is
+  // picked for a shape wherever the engine's layout puts a parameter).
+  uint32_t align(const void* p) const { return pinned_ ? 4u : alignment_of(p); }
+
   cublasLtHandle_t handle_;
   void* workspace_;  // the caller's
   int64_t workspace_bytes_;
+  bool pinned_;
   std::map<PlanKey, Plan> plans_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes) {
+StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes, bool pinned) {
   if (workspace_bytes < 0 || (workspace_bytes > 0 && !workspace)) {
     return Status(StatusCode::kInvalidArgument, "cuBLASLt workspace: null pointer or negative size");
   }
   cublasLtHandle_t handle = nullptr;
   ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
-  return std::unique_ptr<Gemm>(new CublasLtGemm(handle, workspace, workspace_bytes));
+  return std::unique_ptr<Gemm>(new CublasLtGemm(handle, workspace, workspace_bytes, pinned));
 }
 
 }  // namespace zdp::kernels
