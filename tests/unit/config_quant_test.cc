@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "zdp/config.h"
+#include "zdp/engine.h"
 
 namespace zdp {
 namespace {
@@ -66,6 +67,19 @@ TEST(ConfigQuant, RefusedWhereItCannotApply) {
   EXPECT_EQ(problems("[zero]\nstage = 3\naccumulate = \"sharded\"\nreduce_dtype = \"int4\"\n[train]\naccum_steps = 2\n"
                      "global_batch = 4\n"),
             "");
+}
+
+// The engine's own options (a trainer that fills them in code) are held to the same rule.
+TEST(ConfigQuant, EngineOptionsRefuseDeterministicWithQuantization) {
+  EngineOptions o;
+  o.zero.reduce_quant = WireQuant::kInt8;
+  EXPECT_TRUE(o.validate().ok()) << o.validate().to_string();
+  o.deterministic = true;
+  const Status s = o.validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("train.deterministic = true"), std::string::npos) << s.message();
+  o.zero.stage = 0;
+  EXPECT_NE(o.validate().message().find("zero.stage is 0"), std::string::npos) << o.validate().message();
 }
 
 }  // namespace
