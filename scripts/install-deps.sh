@@ -20,6 +20,7 @@ packages=(
   python3                # test helpers (testing/check_svg.py: the plots' XML)
   librsvg2-bin           # rsvg-convert: the tests render every plot to PNG
   iproute2               # `ip netns`: the two-host test's network namespaces (multihost_test)
+  clang libclang-rt-14-dev   # libFuzzer + sanitizer runtimes: the fuzz targets (scripts/fuzz.sh)
 )
 
 missing=()

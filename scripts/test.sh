@@ -2,7 +2,8 @@
 # Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH), runs
 # the whole test suite with ctest, then checks the installed package: install into a
 # temporary prefix, build examples/embed against it (find_package and pkg-config) and
-# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh). With nvcc, it
+# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh), then runs each fuzz
+# target for 10 s (FUZZ_SECONDS; scripts/fuzz.sh). With nvcc, it
 # also builds the GPU check's carry folder (tests/gpu/carry.sh: a Release sm_90 build of
 # the GPU binaries, so that it cannot rot) and runs the check's self-check. Used by the
 # README and by .ci/run.
@@ -38,6 +39,11 @@ if grep -q "define ZDP_HAVE_CUDA 1" "$build_dir/core/include/zdp/build_config.h"
   "$nocuda_dir/tests/kernels_no_cuda_test" --gtest_brief=1
 fi
 bash tests/install/check_embed.sh "$build_dir"
+# A short run of every libFuzzer target from its seed corpus (tests/fuzz/, clang with ASan
+# and UBSan): a finding fails the run. 10-minute runs are the pre-merge check (README).
+fuzz_start=$SECONDS
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+echo "test.sh: fuzzing (build and runs) took $((SECONDS - fuzz_start)) s"
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   carry_start=$SECONDS
   bash tests/gpu/carry.sh

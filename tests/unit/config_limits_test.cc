@@ -74,11 +74,14 @@ TEST(ConfigLimits, AbsurdGlobalBatchIsRefusedBeforeItMakesAccumulationSteps) {
 }
 
 TEST(ConfigLimits, KeysTheModelOrDataKindIgnoresAreRefused) {
-  EXPECT_EQ(error_of("[data]\nkind = \"synthetic\"\npath = \"train.bin\"\n"),
-            "configs/x.toml:3:8: data.path (\"train.bin\") is ignored by data.kind = \"synthetic\": set data.kind "
-            "= \"tokens\" to train on it, or leave data.path out");
-  EXPECT_NE(error_of("[data]\nval_path = \"val.bin\"\n").find("data.val_path (\"val.bin\") is ignored"),
+  // A path with the default kind: the user expected tokens and forgot data.kind.
+  EXPECT_EQ(error_of("[data]\npath = \"train.bin\"\n"),
+            "configs/x.toml:2:8: data.path (\"train.bin\") would be ignored: data.kind is \"synthetic\" by "
+            "default; set data.kind = \"tokens\" to train on it, or leave data.path out");
+  EXPECT_NE(error_of("[data]\nval_path = \"val.bin\"\n").find("data.val_path (\"val.bin\") would be ignored"),
             std::string::npos);
+  // "synthetic" chosen on purpose (a token config run on synthetic data) leaves the paths unused.
+  EXPECT_TRUE(parses("[data]\nkind = \"synthetic\"\npath = \"train.bin\"\n"));
   EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\ntask = \"regression\"\n"),
             "configs/x.toml:3:8: model.task (\"regression\") applies to model.kind = \"mlp\" only; the gpt "
             "predicts the next token: leave model.task out");

@@ -117,7 +117,7 @@ TEST(Config, SetOverridesWinOverTheFileAndTheDefaults) {
                             {"zero.stage=3", "launch.args=[\"--x\",\"1\"]", "launch.backend=gloo",
                              "launch.master_addr=10.0.0.1", "launch.program=2", "launch.env.FOO=bar baz",
                              "launch.env.N=4", "train.steps = 5", "train.steps=6", "launch.nproc_per_node=auto",
-                             "data.path=\"quoted # not a comment\""});
+                             "checkpoint.dir=\"quoted # not a comment\""});
   EXPECT_EQ(c.zero.stage, 3);
   EXPECT_EQ(c.launch.args, (std::vector<std::string>{"--x", "1"}));
   EXPECT_EQ(c.launch.backend, Backend::kGloo);          // a bare word is a string
@@ -126,7 +126,7 @@ TEST(Config, SetOverridesWinOverTheFileAndTheDefaults) {
   EXPECT_EQ(c.launch.env, (std::map<std::string, std::string>{{"FOO", "bar baz"}, {"N", "4"}}));
   EXPECT_EQ(c.train.steps, 6);                          // the later --set wins
   EXPECT_EQ(c.launch.nproc_per_node, 0);
-  EXPECT_EQ(c.data.path, "quoted # not a comment");
+  EXPECT_EQ(c.checkpoint.dir, "quoted # not a comment");
   EXPECT_EQ(c.where("zero.stage"), "--set zero.stage=3");
   EXPECT_EQ(c.origins.at("zero.stage").source, ValueSource::kOverride);
   EXPECT_EQ(c.where("launch.env"), "--set launch.env.N=4");

@@ -22,7 +22,7 @@ std::string why_unwritable(const std::string& dir) {
   struct stat st {};
   // The nearest part of the path that exists: the directory itself, or where it will be made.
   while (::stat(p.c_str(), &st) != 0) {
-    if (errno != ENOENT) return "cannot look at " + p.string() + ": " + std::strerror(errno);
+    if (errno != ENOENT && errno != ENOTDIR) return "cannot look at " + p.string() + ": " + std::strerror(errno);
     if (!p.has_parent_path() || p.parent_path() == p) return "no part of the path exists";
     p = p.parent_path();
   }

@@ -130,7 +130,7 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     env.integer("MASTER_PORT", &out.master_port);
   } else {
     out.origin = "single process";
-    return out;
+    if (env.errors().empty()) return out;  // else: a bad ZDP_JOB_SECRET or ZDP_ATTEMPT, said below
   }
   if (env.errors().empty()) {
     if (out.world_size < 1) env.error("world size " + std::to_string(out.world_size) + " is not positive");
