@@ -71,7 +71,7 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
   double gather_exposed = 0;
   if (w.stage == 1 || w.stage == 2) {
     for (int64_t e : w.bucket_elems) {
-      const double bytes = static_cast<double>(e) * w.compute_bytes;
+      const double bytes = static_cast<double>(e) * w.gather_bytes;
       p.gather_s += ring_all_gather_s(bytes, K, link);
       p.sent_bytes += ring * bytes;
     }
@@ -81,7 +81,7 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
     for (int64_t e : w.group_elems) elems += static_cast<double>(e);
     std::vector<double> gather, forward, backward;
     for (int64_t e : w.group_elems) {
-      const double bytes = static_cast<double>(e) * w.compute_bytes;
+      const double bytes = static_cast<double>(e) * w.gather_bytes;
       gather.push_back(ring_all_gather_s(bytes, K, link));
       const double share = elems > 0 ? static_cast<double>(e) / elems : 0.0;
       forward.push_back(micro_s / 3.0 * share);

@@ -35,8 +35,11 @@ struct StepWork {
                                       // micro-batch reduced, not only the last
   std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
   std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
-  int compute_bytes = 4;              // parameters and the gradients the trainer writes
-  int reduce_bytes = 4;               // gradient reduction dtype
+  // Bytes per element on the wire: the reduce dtype's, or a quantized chunk's (scales and
+  // padding included: ~1.02 for int8, ~0.52 for int4); the parameter gather's: the compute
+  // dtype's, or int8's.
+  double reduce_bytes = 4;
+  double gather_bytes = 4;
   double flops_per_micro = 0;         // forward + backward of one micro-batch on one rank
   double flops_per_s = 1;             // one rank's sustained rate
 };

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kernels/gemm.h"
+#include "kernels/quantize.h"
 #include "zdp/comm.h"
 
 namespace zdp::launcher {
@@ -19,14 +20,20 @@ std::string mib(double bytes) {
   return buf;
 }
 
-std::string recommend(WorldPlan& w, int64_t memory) {
+// `compressed`: the config quantizes its communication, which stage 0 cannot (it is
+// planned uncompressed), so the recommendation starts at stage 1.
+std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
   for (const StagePlan& s : w.stages) {
-    if (!s.fits) continue;
+    if (!s.fits || (compressed && s.stage == 0)) continue;
     w.recommended = s.stage;
-    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage that fits (" + format_bytes(s.total) +
+    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage " +
+                      (compressed ? "with compressed communication " : "") + "that fits (" + format_bytes(s.total) +
                       " of " + format_bytes(memory) + " per rank";
-    if (s.stage > 0) why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
-    why += "): lower stages send less or the same and wait less for it";
+    if (s.stage > 0 && !(compressed && s.stage == 1)) {
+      why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
+    }
+    why += compressed ? "): stage 0 all-reduces uncompressed; from stage 1 lower stages send less or the same"
+                      : "): lower stages send less or the same and wait less for it";
     if (s.stage == 3) return why + ".";
     char t[160];
     std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
@@ -70,6 +77,11 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       at.train.accum_steps = accum;
       // zero.accumulate = "sharded" is a stage 2-3 choice: stages 0-1 are planned local.
       if (stage < 2) at.zero.accumulate = GradAccumulation::kLocal;
+      // Quantized communication is a stage 1-3 choice: stage 0 is planned uncompressed.
+      if (stage == 0) {
+        at.zero.reduce_quant = at.zero.gather_quant = WireQuant::kNone;
+        at.zero.error_feedback = true;
+      }
       StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
       if (!eopts.ok()) {
         return eopts.status().with_context("planning stage " + std::to_string(stage) + " on " + std::to_string(K) +
@@ -92,14 +104,26 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
-      work.compute_bytes = c;
       work.reduce_bytes = r;
+      work.gather_bytes = c;
+      // Quantized: a bucket's wire bytes per element, from its largest slice's chunk.
+      const int64_t slice = s.memory.bucket_elems.empty() ? 0 : *std::max_element(s.memory.bucket_elems.begin(),
+                                                                                  s.memory.bucket_elems.end()) / K;
+      if (slice > 0 && at.zero.reduce_quant != WireQuant::kNone) {
+        work.reduce_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.reduce_quant))) /
+                            static_cast<double>(slice);
+      }
+      if (slice > 0 && at.zero.gather_quant != WireQuant::kNone) {
+        work.gather_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.gather_quant))) /
+                            static_cast<double>(slice);
+      }
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
       work.flops_per_s = w.flops_per_s;
       s.time = predict_step(work, in.link);
       w.stages.push_back(std::move(s));
     }
-    w.reason = recommend(w, in.device_memory);
+    w.reason = recommend(w, in.device_memory,
+                         config.zero.reduce_quant != WireQuant::kNone || config.zero.gather_quant != WireQuant::kNone);
     report.worlds.push_back(std::move(w));
   }
   return report;
@@ -145,13 +169,22 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
     for (const StagePlan& s : w.stages) {
       const MemoryPlan& p = s.memory;
       std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f\n",
-                    s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum).c_str(),
+                    s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum + p.states.error_feedback).c_str(),
                     mib(p.states.master).c_str(), mib(p.states.m).c_str(), mib(p.states.v).c_str(),
                     mib(p.bytes(MemCategory::kBuckets)).c_str(), mib(p.buffers.workspace).c_str(), mib(s.activations).c_str(),
                     mib(s.total).c_str(), mib(s.formula_bytes).c_str(), s.fits ? "yes" : "NO",
                     mib(s.time.sent_bytes).c_str(), s.time.compute_s * 1e3, s.time.exposed_comm_s * 1e3,
                     s.time.step_s * 1e3);
       out += line;
+    }
+    for (const StagePlan& s : w.stages) {
+      if (s.memory.states.error_feedback == 0 && s.memory.buffers.wire == 0) continue;
+      std::snprintf(line, sizeof(line),
+                    "  compressed communication (stages 1-3; stage 0 is planned uncompressed): error feedback %s MiB "
+                    "(in grads) and wire buffers %s MiB (in buckets) per rank at stage %d\n",
+                    mib(s.memory.states.error_feedback).c_str(), mib(s.memory.buffers.wire).c_str(), s.stage);
+      out += line;
+      break;
     }
     out += "  recommended: " + w.reason + "\n";
   }
@@ -203,12 +236,14 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                          {"grads", p.states.grads},
                          {"reduce_copy", p.states.reduce_copy},
                          {"accum", p.states.accum},
+                         {"error_feedback", p.states.error_feedback},
                          {"master", p.states.master},
                          {"adam_m", p.states.m},
                          {"adam_v", p.states.v},
                          {"grad_staging", p.buffers.grad_staging},
                          {"reduce_staging", p.buffers.reduce_staging},
                          {"param_gather", p.buffers.param_gather},
+                         {"wire", p.buffers.wire},
                          {"workspace", p.buffers.workspace},
                          {"activations", s.activations},
                          {"engine_total", p.total()},

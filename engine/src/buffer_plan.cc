@@ -8,6 +8,7 @@
 #include "engine/src/ordered_sum.h"
 #include "kernels/exact_sumsq.h"
 #include "kernels/grad_check.h"
+#include "kernels/quantize.h"
 
 namespace zdp {
 
@@ -46,6 +47,10 @@ std::vector<int64_t> layer_group_elems(const Layout& layout) {
     out.push_back(buckets[static_cast<size_t>(end - 1)].end() - buckets[static_cast<size_t>(first)].begin);
   }
   return out;
+}
+
+int64_t wire_chunk_bytes(int64_t slice, WireQuant quant) {
+  return kernels::quant_chunk_bytes(slice, wire_bits(quant));  // a multiple of 16 bytes
 }
 
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
@@ -101,6 +106,19 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     const int64_t largest_layer = groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end());
     // The group in use plus the prefetched ones.
     z.param_gather = {largest_layer * c, 1 + options.zero.prefetch_layers};
+  }
+  // Compressed communication: each rank's error feedback is element for element with the
+  // flat buffer (its own slices stay zero: they never travel, so they are never
+  // quantized); two wire buffers per direction, so that quantizing the next bucket
+  // overlaps the exchange of the previous one.
+  const int K = layout.options().world_size;
+  const int64_t largest_slice = layout.max_bucket_elems() / K;
+  if (options.zero.reduce_quant != WireQuant::kNone) {
+    z.error_feedback = options.zero.error_feedback ? T * 4 : 0;
+    z.reduce_wire = {2 * K * wire_chunk_bytes(largest_slice, options.zero.reduce_quant), 2};
+  }
+  if (options.zero.gather_quant != WireQuant::kNone) {
+    z.gather_wire = {(K + 1) * wire_chunk_bytes(largest_slice, options.zero.gather_quant), 2};
   }
   return z;
 }

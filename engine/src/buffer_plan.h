@@ -73,9 +73,16 @@ struct BufferSizes {
   int64_t ordered_gather = 0;    // [buckets] deterministic: world x the largest bucket, compute dtype
   int64_t ordered_partials = 0;  // [buckets] deterministic: OrderedSum::max_depth(world x accum)
                                  // fp32 entries of T (stage 0) or S elements
+  int64_t error_feedback = 0;  // [grads] quantized reduce_dtype with error feedback: fp32, all elements
+  SlotSizes reduce_wire;     // [buckets] quantized reduce_dtype: send + receive chunks of a bucket
+  SlotSizes gather_wire;     // [buckets] quantized gather_dtype: own chunk + the received ones
   // Not sized here: the CUDA decay table (a few bytes per run of same-decay parameters; it
   // depends on the optimizer's parameter groups, not on the layout).
 };
+
+// Bytes of one rank's quantized chunk of a `slice`-element slice (kernels/quantize.h),
+// rounded to fp32 words: the all-to-all and all-gather move them as fp32 elements.
+int64_t wire_chunk_bytes(int64_t slice, WireQuant quant);
 
 // REQUIRES: `layout` made with engine_layout_options(options, world size) and options valid.
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device);

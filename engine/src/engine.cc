@@ -30,13 +30,15 @@ Status Engine::Impl::build() {
                       std::to_string(kernels::kExactMaxElements));
   }
   ZDP_ASSIGN_OR_RETURN(state, OptimizerState::create(env, opt, layout, registry));
-  ZDP_ASSIGN_OR_RETURN(grads, GradReducer::create(env, opt, layout, registry, timeline));
-  ZDP_ASSIGN_OR_RETURN(params, ParamGatherer::create(env, opt, layout, timeline));
+  quant = std::make_unique<QuantizedExchange>(env, opt, layout, timeline);
+  ZDP_ASSIGN_OR_RETURN(grads, GradReducer::create(env, opt, layout, registry, timeline, *quant));
+  ZDP_ASSIGN_OR_RETURN(params, ParamGatherer::create(env, opt, layout, timeline, *quant));
   // Every size comes from plan_buffers(), the rules plan_memory() reports (buffer_plan.h).
   const BufferSizes sizes = plan_buffers(layout, opt, env.device.kind());
   ZDP_RETURN_IF_ERROR(params->allocate(sizes));
   ZDP_RETURN_IF_ERROR(grads->allocate(sizes));
   ZDP_RETURN_IF_ERROR(state->allocate(sizes));
+  ZDP_RETURN_IF_ERROR(quant->allocate(sizes));
   return env.exec->synchronize(env.who + ": buffer initialisation");
 }
 

@@ -29,6 +29,16 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
   const std::string where = m.env.who + ": load_checkpoint from " + path_or_root;
   ZDP_RETURN_IF_ERROR(m.env.failure.fail(m.params->restore_from_masters(m.state->master(), where)));
   m.grads->reset_step();
+  if (m.quant->error() != nullptr) {
+    // Checkpoints do not keep the error feedback: it is at most half a quantization step
+    // per element, one step's rounding (README "Compressed communication").
+    ZDP_RETURN_IF_ERROR(m.env.failure.fail(m.quant->reset_error()));
+    if (m.env.rank == 0) {
+      ZDP_LOG(kInfo) << "checkpoint: the error-feedback buffers of zero.reduce_dtype = \""
+                     << to_string(m.opt.zero.reduce_quant)
+                     << "\" start at zero (checkpoints do not keep them; one step's rounding is dropped)";
+    }
+  }
 
   if (m.env.rank == 0) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

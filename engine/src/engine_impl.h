@@ -5,6 +5,7 @@
 //   ParamGatherer    the compute-dtype parameters, their views and all-gathers (param_gatherer.h)
 //   GradReducer      the gradients, their accumulation and reductions (grad_reducer.h)
 //   OptimizerState   masters, moments, the optimizer and the loss scaler (optimizer_state.h)
+//   QuantizedExchange compressed collectives and the error feedback (quantized_exchange.h)
 //   Timeline         the trace of the streams (timeline.h)
 // engine.cc holds the API and finalize(), engine_step.cc step(), engine_memory.cc the
 // memory report, checkpoint/ the checkpoint I/O (which sees only the optimizer state).
@@ -20,6 +21,7 @@
 #include "engine/src/optimizer_state.h"
 #include "engine/src/param_gatherer.h"
 #include "engine/src/param_registry.h"
+#include "engine/src/quantized_exchange.h"
 #include "engine/src/timeline.h"
 #include "zdp/engine.h"
 
@@ -36,6 +38,7 @@ struct Engine::Impl {
   Timeline timeline;
   // Made by finalize(), in this order; each refers to env, opt, layout and timeline.
   std::unique_ptr<OptimizerState> state;
+  std::unique_ptr<QuantizedExchange> quant;
   std::unique_ptr<GradReducer> grads;
   std::unique_ptr<ParamGatherer> params;
   int64_t checkpoint_ops = 0;  // saves and loads so far: their store keys

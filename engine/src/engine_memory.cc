@@ -38,6 +38,7 @@ MemoryReport Engine::Impl::memory_report() const {
   params->count_memory(measured);
   grads->count_memory(measured);
   state->count_memory(measured);
+  quant->count_memory(measured);
 
   const int c = static_cast<int>(dtype_size(opt.compute_dtype));
   const StatusOr<ZeroMemory> formula =

@@ -42,7 +42,8 @@ Status EngineOptions::validate() const {
   config.zero = zero;
   config.optim = optim;
   config.model.dtype = compute_dtype;
-  Status keys = validate_keys(config, {"zero.", "optim.", "model.dtype"});
+  config.train.deterministic = deterministic;  // for the checks between it and [zero] (quantization)
+  Status keys = validate_keys(config, {"zero.", "optim.", "model.dtype", "train.deterministic"});
   std::string problems = keys.ok() ? std::string() : keys.message();  // "engine options: zero.stage = 4 ..."
   auto bad = [&](const std::string& what) { problems += (problems.empty() ? "" : "\n") + config.source + ": " + what; };
   // What the config derives (train.accum_steps = 0 is "derived"; here it must be known).

@@ -56,6 +56,25 @@ Status Exec::fold_on_comm(const kernels::FoldArgs& args) {
   return comm_->enqueue_host("fold of a reduced gradient slice", [args] { return kernels::fold_cpu(args); });
 }
 
+Status Exec::quantize(const kernels::QuantizeArgs& args) {
+  return cuda_ ? kernels::quantize_cuda(args, compute_handle()) : kernels::quantize_cpu(args);
+}
+
+Status Exec::quantize_on_comm(const kernels::QuantizeArgs& args) {
+  if (cuda_) return kernels::quantize_cuda(args, static_cast<cudaStream_t>(comm_->native_handle()));
+  return comm_->enqueue_host("quantization of a parameter slice", [args] { return kernels::quantize_cpu(args); });
+}
+
+Status Exec::dequant_sum_on_comm(const kernels::DequantSumArgs& args) {
+  if (cuda_) return kernels::dequant_sum_cuda(args, static_cast<cudaStream_t>(comm_->native_handle()));
+  return comm_->enqueue_host("sum of dequantized gradient chunks", [args] { return kernels::dequant_sum_cpu(args); });
+}
+
+Status Exec::dequantize_on_comm(const kernels::DequantizeArgs& args) {
+  if (cuda_) return kernels::dequantize_cuda(args, static_cast<cudaStream_t>(comm_->native_handle()));
+  return comm_->enqueue_host("dequantization of gathered parameters", [args] { return kernels::dequantize_cpu(args); });
+}
+
 Status Exec::cast(const kernels::CastArgs& args) {
   return cuda_ ? kernels::cast_cuda(args, compute_handle()) : kernels::cast_cpu(args);
 }

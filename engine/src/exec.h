@@ -15,6 +15,7 @@
 #include "kernels/exact_sumsq.h"
 #include "kernels/fold.h"
 #include "kernels/grad_check.h"
+#include "kernels/quantize.h"
 #include "kernels/step_decision.h"
 #include "zdp/device.h"
 
@@ -47,6 +48,14 @@ class Exec {
   // before step().
   Status fold_on_comm(const kernels::FoldArgs& args);
   Status cast(const kernels::CastArgs& args);
+  // Compressed communication (kernels/quantize.h): the gradient's quantization on the
+  // compute stream (it reads what backward wrote and updates the error feedback); the
+  // parameters' quantization and every dequantization on the communication stream,
+  // around the collective that moves the chunks.
+  Status quantize(const kernels::QuantizeArgs& args);
+  Status quantize_on_comm(const kernels::QuantizeArgs& args);
+  Status dequant_sum_on_comm(const kernels::DequantSumArgs& args);
+  Status dequantize_on_comm(const kernels::DequantizeArgs& args);
   // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
   Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);
   // Deterministic mode's exact sum of squares (kernels/exact_sumsq.h), added into args.out.

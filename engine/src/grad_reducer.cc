@@ -2,13 +2,14 @@
 #include "engine/src/grad_reducer.h"
 
 #include "engine/src/param_registry.h"
+#include "engine/src/quantized_exchange.h"
 
 namespace zdp {
 
 StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(EngineEnv& env, const EngineOptions& options,
                                                            const Layout& layout, const ParamRegistry& registry,
-                                                           Timeline& timeline) {
-  std::unique_ptr<GradReducer> r(new GradReducer(env, options, layout, registry, timeline));
+                                                           Timeline& timeline, QuantizedExchange& quant) {
+  std::unique_ptr<GradReducer> r(new GradReducer(env, options, layout, registry, timeline, quant));
   const int num_buckets = static_cast<int>(layout.buckets().size());
   r->buckets_.resize(static_cast<size_t>(num_buckets));
   for (int b = 0; b < num_buckets; ++b) {
@@ -231,8 +232,39 @@ Status GradReducer::launch(int b) {
   }
   if (send != in || acc != nullptr) ZDP_RETURN_IF_ERROR(exec.fold(kernels::FoldArgs{in, cdt, acc, send, rdt, bk.size}));
 
-  ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
   Stream& stream = exec.comm();
+  if (quant_.reduces()) {
+    // Quantized (stages 1-3; reduce dtype fp32): stage 1 sums in place into its slice of
+    // the full buffer, stages 2-3 into the fp32 shard (added into with sharded accumulation).
+    float* out = !opt_.zero.shards_grads() ? static_cast<float*>(send) + env_.rank * bk.slice_size()
+                                           : static_cast<float*>(reduced_slice(b));
+    ZDP_RETURN_IF_ERROR(
+        quant_.reduce_scatter(b, static_cast<const float*>(send), out, sharded_accum() && micro_.index > 0));
+  } else {
+    ZDP_RETURN_IF_ERROR(reduce_full_precision(b, send));
+  }
+  ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
+  if (staging >= 0) {
+    ZDP_RETURN_IF_ERROR(stream.record(mem_.reduce_slots.event(staging)));
+    mem_.reduce_slots.release(staging);
+  }
+  if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
+    // The group's staging buffer is free once its last reader is done: the reduction
+    // when it sent the buffer itself, else the fold on the compute stream.
+    ZDP_RETURN_IF_ERROR(send == in ? stream.record(mem_.grad_slots.event(g.slot))
+                                   : exec.record_compute(mem_.grad_slots.event(g.slot)));
+    mem_.grad_slots.release(g.slot);
+    g.slot = -1;
+  }
+  return Status::Ok();
+}
+
+Status GradReducer::reduce_full_precision(int b, void* send) {
+  const DType rdt = opt_.zero.reduce_dtype;
+  Exec& exec = *env_.exec;
+  const Bucket& bk = bucket(b);
+  Stream& stream = exec.comm();
+  ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
   const CollectiveOp op = opt_.zero.shards_optimizer() ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(rdt));
   timeline_.collective(TimelineEvent::Kind::kReduceStart, b, op, bytes);
@@ -251,20 +283,7 @@ Status GradReducer::launch(int b) {
           kernels::FoldArgs{recv, rdt, micro_.index == 0 ? nullptr : shard, shard, DType::kF32, bk.slice_size()}));
     }
   }
-  ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
   timeline_.collective(TimelineEvent::Kind::kReduceEnd, b, op, bytes);
-  if (staging >= 0) {
-    ZDP_RETURN_IF_ERROR(stream.record(mem_.reduce_slots.event(staging)));
-    mem_.reduce_slots.release(staging);
-  }
-  if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
-    // The group's staging buffer is free once its last reader is done: the reduction
-    // when it sent the buffer itself, else the fold on the compute stream.
-    ZDP_RETURN_IF_ERROR(send == in ? stream.record(mem_.grad_slots.event(g.slot))
-                                   : exec.record_compute(mem_.grad_slots.event(g.slot)));
-    mem_.grad_slots.release(g.slot);
-    g.slot = -1;
-  }
   return Status::Ok();
 }
 

@@ -24,13 +24,14 @@
 namespace zdp {
 
 class ParamRegistry;
+class QuantizedExchange;
 
 class GradReducer {
  public:
   // Buckets, gradient groups and their events for `layout`. No memory yet.
   static StatusOr<std::unique_ptr<GradReducer>> create(EngineEnv& env, const EngineOptions& options,
                                                        const Layout& layout, const ParamRegistry& registry,
-                                                       Timeline& timeline);
+                                                       Timeline& timeline, QuantizedExchange& quant);
   // The gradient buffers, the accumulation and the staging pools (plan_buffers()).
   Status allocate(const BufferSizes& sizes);
 
@@ -89,8 +90,8 @@ class GradReducer {
   };
 
   GradReducer(EngineEnv& env, const EngineOptions& options, const Layout& layout, const ParamRegistry& registry,
-              Timeline& timeline)
-      : env_(env), opt_(options), layout_(layout), registry_(registry), timeline_(timeline) {}
+              Timeline& timeline, QuantizedExchange& quant)
+      : env_(env), opt_(options), layout_(layout), registry_(registry), timeline_(timeline), quant_(quant) {}
   const Bucket& bucket(int b) const { return layout_.buckets()[static_cast<size_t>(b)]; }
   bool last_micro() const { return micro_.index == opt_.accum_steps - 1; }
   bool sharded_accum() const { return shards_accumulation(opt_); }
@@ -99,6 +100,8 @@ class GradReducer {
   bool reduces_every_micro() const { return sharded_accum() || opt_.deterministic; }
   void* in_bucket(int b);  // the trainer's gradient of bucket b (compute dtype)
   Status launch(int b);
+  // Bucket b's all-reduce (stage 0) or reduce-scatter of `send` in the reduce dtype.
+  Status reduce_full_precision(int b, void* send);
   // Deterministic mode's reduction of bucket b's micro-batch (grad_reducer_ordered.cc).
   Status launch_ordered(int b);
   void reset_reductions();  // every bucket unreduced again (a new micro-batch to reduce)
@@ -108,6 +111,7 @@ class GradReducer {
   const Layout& layout_;
   const ParamRegistry& registry_;
   Timeline& timeline_;
+  QuantizedExchange& quant_;  // zero.reduce_dtype int8 / int4: the exchange that replaces the reduce-scatter
   std::vector<BucketState> buckets_;
   std::vector<GradGroup> groups_;
   std::vector<int> group_of_param_;

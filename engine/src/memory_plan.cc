@@ -19,10 +19,10 @@ int64_t ParamDecl::numel() const {
 int64_t MemoryPlan::bytes(MemCategory category) const {
   switch (category) {
     case MemCategory::kParams: return states.params;
-    case MemCategory::kGrads: return states.grads + states.reduce_copy + states.accum;
+    case MemCategory::kGrads: return states.grads + states.reduce_copy + states.accum + states.error_feedback;
     case MemCategory::kOptimizer: return states.master + states.m + states.v;
     case MemCategory::kBuckets:
-      return buffers.grad_staging + buffers.reduce_staging + buffers.param_gather + buffers.ordered;
+      return buffers.grad_staging + buffers.reduce_staging + buffers.param_gather + buffers.ordered + buffers.wire;
     case MemCategory::kWorkspace: return buffers.workspace;
     default: return 0;
   }
@@ -55,6 +55,8 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.buffers.reduce_staging = z.reduce_staging.bytes();
   plan.buffers.param_gather = z.param_gather.bytes();
   plan.buffers.ordered = z.ordered_gather + z.ordered_partials;
+  plan.states.error_feedback = z.error_feedback;
+  plan.buffers.wire = z.reduce_wire.bytes() + z.gather_wire.bytes();
   plan.buffers.workspace = z.grad_stats + z.norm_scratch;
   return plan;
 }

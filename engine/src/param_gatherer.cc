@@ -3,11 +3,14 @@
 
 #include <algorithm>
 
+#include "engine/src/quantized_exchange.h"
+
 namespace zdp {
 
 StatusOr<std::unique_ptr<ParamGatherer>> ParamGatherer::create(EngineEnv& env, const EngineOptions& options,
-                                                               const Layout& layout, Timeline& timeline) {
-  std::unique_ptr<ParamGatherer> g(new ParamGatherer(env, options, layout, timeline));
+                                                               const Layout& layout, Timeline& timeline,
+                                                               QuantizedExchange& quant) {
+  std::unique_ptr<ParamGatherer> g(new ParamGatherer(env, options, layout, timeline, quant));
   for (size_t b = 0; b < layout.buckets().size(); ++b) {
     ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Event> e, env.device.create_event());
     g->gathered_.push_back(std::move(e));
@@ -42,12 +45,16 @@ Status ParamGatherer::gather_bucket(int b, const OwnedRange& o) {
   Exec& exec = *env_.exec;
   const DType cdt = opt_.compute_dtype;
   ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
-  const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(cdt));
-  timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
-  ZDP_RETURN_IF_ERROR(
-      env_.comm.all_gather(owned(o), elem_ptr(full_.data(), bucket(b).begin, cdt), o.count, cdt, exec.comm(), b));
+  if (quant_.gathers()) {
+    ZDP_RETURN_IF_ERROR(quant_.all_gather(b, owned(o), elem_ptr(full_.data(), bucket(b).begin, cdt), o.count));
+  } else {
+    const int64_t bytes = bucket(b).size * static_cast<int64_t>(dtype_size(cdt));
+    timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
+    ZDP_RETURN_IF_ERROR(
+        env_.comm.all_gather(owned(o), elem_ptr(full_.data(), bucket(b).begin, cdt), o.count, cdt, exec.comm(), b));
+    timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
+  }
   ZDP_RETURN_IF_ERROR(exec.comm().record(*gathered_[static_cast<size_t>(b)]));
-  timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
   pending_[static_cast<size_t>(b)] = 1;
   return Status::Ok();
 }
@@ -113,13 +120,17 @@ StatusOr<int> ParamGatherer::gather_layer(int li, bool prefetch) {
   const int64_t base = bucket(first).begin;
   for (int b = first; b < end; ++b) {
     const Bucket& bk = bucket(b);
-    const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(cdt));
-    timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
-    ZDP_RETURN_IF_ERROR(env_.comm.all_gather(elem_ptr(shard_.data(), layout_.shard_offset(b), cdt),
-                                             elem_ptr(gather_slots_.data(slot), bk.begin - base, cdt), bk.slice_size(),
-                                             cdt, exec.comm(), b));
+    void* own = elem_ptr(shard_.data(), layout_.shard_offset(b), cdt);
+    void* out = elem_ptr(gather_slots_.data(slot), bk.begin - base, cdt);
+    if (quant_.gathers()) {
+      ZDP_RETURN_IF_ERROR(quant_.all_gather(b, own, out, bk.slice_size()));
+    } else {
+      const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(cdt));
+      timeline_.collective(TimelineEvent::Kind::kGatherStart, b, CollectiveOp::kAllGather, bytes);
+      ZDP_RETURN_IF_ERROR(env_.comm.all_gather(own, out, bk.slice_size(), cdt, exec.comm(), b));
+      timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
+    }
     ZDP_RETURN_IF_ERROR(exec.comm().record(*gathered_[static_cast<size_t>(b)]));
-    timeline_.collective(TimelineEvent::Kind::kGatherEnd, b, CollectiveOp::kAllGather, bytes);
   }
   return slot;
 }

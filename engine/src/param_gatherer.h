@@ -20,11 +20,14 @@
 
 namespace zdp {
 
+class QuantizedExchange;
+
 class ParamGatherer {
  public:
   // Layer groups and per-bucket events for `layout`. No memory yet.
   static StatusOr<std::unique_ptr<ParamGatherer>> create(EngineEnv& env, const EngineOptions& options,
-                                                         const Layout& layout, Timeline& timeline);
+                                                         const Layout& layout, Timeline& timeline,
+                                                         QuantizedExchange& quant);
   // The parameter buffer (all, or the shard at stage 3) and the gathered-layer pool.
   Status allocate(const BufferSizes& sizes);
 
@@ -57,8 +60,9 @@ class ParamGatherer {
   void count_memory(int64_t* measured) const;
 
  private:
-  ParamGatherer(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline)
-      : env_(env), opt_(options), layout_(layout), timeline_(timeline) {}
+  ParamGatherer(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline,
+                QuantizedExchange& quant)
+      : env_(env), opt_(options), layout_(layout), timeline_(timeline), quant_(quant) {}
   const Bucket& bucket(int b) const { return layout_.buckets()[static_cast<size_t>(b)]; }
   int index_of(int layer) const;  // in layer_ids_, or -1
   // A held buffer holding layer group `li` (issuing its all-gathers if none holds it);
@@ -69,6 +73,7 @@ class ParamGatherer {
   const EngineOptions& opt_;
   const Layout& layout_;
   Timeline& timeline_;
+  QuantizedExchange& quant_;  // zero.gather_dtype int8: the all-gathers go through it
   DeviceBuffer full_;                             // stages 0-2: T x compute
   DeviceBuffer shard_;                            // stage 3: S x compute
   SlotPool gather_slots_;                         // stage 3: gathered layer groups

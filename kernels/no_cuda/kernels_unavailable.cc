@@ -11,6 +11,7 @@
 #include "kernels/grad_check.h"
 #include "kernels/layernorm.h"
 #include "kernels/loss_sum.h"
+#include "kernels/quantize.h"
 #include "kernels/sgd.h"
 #include "kernels/step_decision.h"
 
@@ -27,6 +28,9 @@ Status adamw_update_cuda(const AdamWArgs&, cudaStream_t) { return unavailable("a
 Status sgd_update_cuda(const SgdArgs&, cudaStream_t) { return unavailable("sgd_update_cuda"); }
 Status cast_cuda(const CastArgs&, cudaStream_t) { return unavailable("cast_cuda"); }
 Status fold_cuda(const FoldArgs&, cudaStream_t) { return unavailable("fold_cuda"); }
+Status quantize_cuda(const QuantizeArgs&, cudaStream_t) { return unavailable("quantize_cuda"); }
+Status dequant_sum_cuda(const DequantSumArgs&, cudaStream_t) { return unavailable("dequant_sum_cuda"); }
+Status dequantize_cuda(const DequantizeArgs&, cudaStream_t) { return unavailable("dequantize_cuda"); }
 Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cuda"); }
 int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }

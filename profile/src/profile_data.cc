@@ -34,6 +34,7 @@ const char* collective_name(CollectiveOp op) {
     case CollectiveOp::kAllGather: return "all-gather";
     case CollectiveOp::kBroadcast: return "broadcast";
     case CollectiveOp::kBarrier: return "barrier";
+    case CollectiveOp::kAllToAll: return "all-to-all";
   }
   return "?";
 }

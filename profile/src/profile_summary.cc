@@ -133,6 +133,13 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
     CollectiveTiming mean{b.bucket, b.op, b.bytes, 0.0, b.seconds};
     b.busbw = mean.busbw(inputs.world_size);
     s.buckets.push_back(b);
+    // What leaves a rank: nccl-tests' bus factor of the buffer ((K-1)/K, all-reduce twice).
+    if (s.steps > 0) {
+      const double sent = static_cast<double>(b.bytes) * busbw_factor(b.op, inputs.world_size) *
+                          static_cast<double>(b.count) / static_cast<double>(s.steps * inputs.world_size);
+      s.sent_bytes_per_step += sent;
+      if (b.bucket >= 0 && b.op != CollectiveOp::kAllGather) s.sent_grad_bytes_per_step += sent;
+    }
   }
   // The total is the device's (every category, peak of the sum); it is planned when every
   // category is.
@@ -202,6 +209,10 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
                     static_cast<long long>(b.bytes), b.seconds * 1e3, b.busbw / 1e9);
     }
     if (shown < s.buckets.size()) out += format("  ... %zu more in the JSON lines\n", s.buckets.size() - shown);
+    out += format("  sent per rank per step: %s, of it gradients %s (the buffers' bytes x (K-1)/K, all-reduce x "
+                  "2(K-1)/K)\n",
+                  format_bytes(static_cast<int64_t>(s.sent_bytes_per_step)).c_str(),
+                  format_bytes(static_cast<int64_t>(s.sent_grad_bytes_per_step)).c_str());
   }
   out += "stragglers: forward + backward per rank, ms per step:\n ";
   for (size_t i = 0; i < s.ranks.size(); ++i) {
@@ -261,6 +272,8 @@ nlohmann::json summary_line(const Summary& s, const OutputPaths& paths) {
               {"mfu", s.mfu >= 0 ? json(s.mfu) : json(nullptr)},
               {"memory", memory},
               {"collectives", buckets},
+              {"sent_bytes_per_step", s.sent_bytes_per_step},
+              {"sent_grad_bytes_per_step", s.sent_grad_bytes_per_step},
               {"ranks", ranks},
               {"slowest_rank", s.slowest_rank},
               {"slowest_vs_median", s.slowest_excess},

@@ -65,6 +65,8 @@ struct Summary {
   double mfu = -1;
   std::vector<MemoryRow> memory;           // the categories, then "total" (planned categories)
   std::vector<BucketRow> buckets;
+  double sent_bytes_per_step = 0;          // bytes one rank sends per step, mean over ranks
+  double sent_grad_bytes_per_step = 0;     // of them, the gradient reductions' (not the gathers, not the norm)
   std::vector<RankRow> ranks;
   int slowest_rank = -1;
   double median_compute = 0;

@@ -53,8 +53,10 @@ Config gpt_config() {
 Status check_stages(Context& ctx, Config config, const std::string& variant) {
   const int K = ctx.world_size();
   ZDP_ASSIGN_OR_RETURN(const trainer::ModelSpec spec, trainer::model_spec(config));
-  // Sharded accumulation exists at stages 2-3 only.
-  for (int stage = config.zero.accumulate == GradAccumulation::kSharded ? 2 : 0; stage <= 3; ++stage) {
+  // Sharded accumulation exists at stages 2-3 only, quantized communication at 1-3.
+  const bool quantized = config.zero.reduce_quant != WireQuant::kNone || config.zero.gather_quant != WireQuant::kNone;
+  for (int stage = config.zero.accumulate == GradAccumulation::kSharded ? 2 : (quantized ? 1 : 0); stage <= 3;
+       ++stage) {
     config.zero.stage = stage;
     config.train.global_batch = K * config.train.micro_batch * std::max<int64_t>(1, config.train.accum_steps);
     const std::string where = variant + ", K = " + std::to_string(K) + ", stage " + std::to_string(stage);
@@ -147,6 +149,18 @@ TEST(MemoryPlan, AccumulationAndABf16ReductionPlanEqualsTheDeviceAccounting) {
   mlp.model.dtype = DType::kBF16;  // bf16 parameters and gradients, registered without Ops
   mlp.zero.reduce_dtype = DType::kF32;
   expect_plan_matches(mlp, "mlp, bf16 compute, fp32 reduction");
+}
+
+TEST(MemoryPlan, CompressedCommunicationPlanEqualsTheDeviceAccounting) {
+  // + the fp32 error feedback (grads) and the wire buffers (buckets).
+  Config gpt = gpt_config();
+  gpt.zero.reduce_quant = WireQuant::kInt8;
+  gpt.zero.gather_quant = WireQuant::kInt8;
+  expect_plan_matches(gpt, "gpt, int8 reduce and gather");
+  Config mlp = mlp_config();
+  mlp.zero.reduce_quant = WireQuant::kInt4;
+  mlp.zero.error_feedback = false;
+  expect_plan_matches(mlp, "mlp, int4 reduce without error feedback");
 }
 
 TEST(MemoryPlan, SgdPlanEqualsTheDeviceAccountingOfOnlyTheStateItKeeps) {

@@ -15,6 +15,7 @@
 #include "kernels/fold.h"
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
+#include "kernels/quantize.h"
 #include "kernels/layernorm.h"
 #include "kernels/sgd.h"
 #include "zdp/build_config.h"
@@ -29,6 +30,9 @@ TEST(KernelsWithoutCuda, CudaEntryPointsAreUnavailable) {
   EXPECT_NE(st.message().find("ZDP_CUDA=ON"), std::string::npos) << st.message();
   EXPECT_EQ(sgd_update_cuda(SgdArgs{}, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(cast_cuda(CastArgs{}, nullptr).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(quantize_cuda(QuantizeArgs{}, nullptr).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(dequant_sum_cuda(DequantSumArgs{}, nullptr).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(dequantize_cuda(DequantizeArgs{}, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(scale_cuda(ScaleArgs{}, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(grad_check_cuda(GradCheckArgs{}, nullptr, 0, nullptr).code(), StatusCode::kUnavailable);
   EXPECT_EQ(make_cublaslt_gemm(nullptr, 0).status().code(), StatusCode::kUnavailable);

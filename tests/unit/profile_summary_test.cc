@@ -44,6 +44,10 @@ TEST(ProfileSummary, NamesTheSlowRankAndAddsUp) {
   EXPECT_EQ(s->memory[static_cast<size_t>(MemCategory::kOther)].peak, 800);  // the larger rank's
   EXPECT_EQ(s->memory.back().planned, -1);  // not every category is planned
   EXPECT_EQ(s->memory.back().peak, 1800);
+  // Per rank and step at K = 2: (4096 + 8192) / 2 reduce-scattered, 2 x 8192 / 2 gathered,
+  // the norm's 16-byte all-reduce x 2 (K-1)/K = 16.
+  EXPECT_DOUBLE_EQ(s->sent_grad_bytes_per_step, 6144.0);
+  EXPECT_DOUBLE_EQ(s->sent_bytes_per_step, 6144.0 + 8192.0 + 16.0);
   const std::string table = format_summary(*s, {"t.json", "m.svg", "p.jsonl"});
   EXPECT_NE(table.find("slowest: rank 1, +18.2% vs the median"), std::string::npos) << table;
   EXPECT_NE(table.find("+25.0%"), std::string::npos) << table;  // params: 1000 measured vs 800 planned

@@ -47,7 +47,8 @@ struct MemoryPlan {
     int64_t master = 0;       // [optimizer] fp32 master weights: all (stage 0) or the shard
     int64_t m = 0;            // [optimizer] first moment (fp32)
     int64_t v = 0;            // [optimizer] second moment (fp32)
-    int64_t total() const { return params + grads + reduce_copy + accum + master + m + v; }
+    int64_t error_feedback = 0;  // [grads] reduce_dtype int8/int4 with error feedback: fp32, all elements
+    int64_t total() const { return params + grads + reduce_copy + accum + master + m + v + error_feedback; }
   } states;
   // Bytes of the staging buffers and the workspace, which the formula does not count.
   struct Buffers {
@@ -56,10 +57,12 @@ struct MemoryPlan {
     int64_t param_gather = 0;    // [buckets] stage 3: 1 + prefetch_layers gathered layer groups
     int64_t ordered = 0;         // [buckets] deterministic mode: world x the largest bucket
                                  // (compute dtype) and the ordered sum's fp32 partials
+    int64_t wire = 0;            // [buckets] quantized reduce_dtype / gather_dtype: 2 buffers of a
+                                 // bucket's chunks per direction
     int64_t workspace = 0;       // [workspace] per-bucket gradient statistics; on CUDA also the
                                  // norm scratch (the optimizer's decay table, a few bytes per
                                  // run of same-decay parameters, is not planned)
-    int64_t total() const { return grad_staging + reduce_staging + param_gather + ordered + workspace; }
+    int64_t total() const { return grad_staging + reduce_staging + param_gather + ordered + wire + workspace; }
   } buffers;
 
   int64_t bytes(MemCategory category) const;

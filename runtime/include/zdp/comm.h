@@ -29,7 +29,7 @@ struct TestHook;       // runtime/src/comm/comm_test_hook.h
 enum class ReduceOp : uint8_t { kSum = 0, kAvg, kMax };
 const char* to_string(ReduceOp op);
 
-enum class CollectiveOp : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+enum class CollectiveOp : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kBarrier, kAllToAll };
 const char* to_string(CollectiveOp op);
 
 struct CollectiveDesc {
@@ -37,7 +37,8 @@ struct CollectiveDesc {
   DType dtype = DType::kF32;
   ReduceOp reduce = ReduceOp::kSum;
   // Elements: of the whole buffer for all_reduce and broadcast; of one rank's slice for
-  // reduce_scatter (its output) and all_gather (its input), as in NCCL.
+  // reduce_scatter (its output) and all_gather (its input), as in NCCL; of one peer's
+  // chunk for all_to_all.
   int64_t count = 0;
   int root = 0;       // broadcast only
   int64_t tag = -1;   // the caller's label, e.g. a bucket id; -1 when none
@@ -123,6 +124,11 @@ class Communicator {
   // `recv` receives world_size * send_count elements, rank r's input at slice r.
   Status all_gather(const void* send, void* recv, int64_t send_count, DType dtype, Stream& stream,
                     int64_t tag = -1);
+  // `send` holds world_size chunks of `count` elements, chunk q for rank q; `recv` receives
+  // world_size chunks, chunk q from rank q (this rank's own chunk is copied). Moves bytes
+  // only (nothing is reduced), so `dtype` just sizes the elements: the compressed gradient
+  // exchange sends its quantized chunks as fp32 words. Not in place.
+  Status all_to_all(const void* send, void* recv, int64_t count, DType dtype, Stream& stream, int64_t tag = -1);
   Status broadcast(void* buffer, int64_t count, DType dtype, int root, Stream& stream, int64_t tag = -1);
   Status barrier(Stream& stream);
 

@@ -29,6 +29,9 @@ enum class ResumeMode : int { kAuto = 0, kNever, kPath };
 // parameters per rank). kSharded: every micro-batch is reduce-scattered and its slice added
 // into the rank's fp32 gradient shard (DeepSpeed ZeRO-2/3; accum_steps x the gradient traffic).
 enum class GradAccumulation : int { kLocal = 0, kSharded };
+// Values on the wire of a compressed collective: full precision (the dtype of the data),
+// or block-quantized (kernels/quantize.h: 256 values per fp32 scale) to 8 or 4 bits.
+enum class WireQuant : int { kNone = 0, kInt8, kInt4 };
 
 // The config word of each value ("auto", "gpt", ...), as written in TOML.
 const char* to_string(Backend value);
@@ -37,6 +40,8 @@ const char* to_string(DataKind value);
 const char* to_string(ResumeMode value);
 const char* to_string(GradAccumulation value);
 const char* to_string(MlpTask value);
+const char* to_string(WireQuant value);  // "none", "int8", "int4"
+int wire_bits(WireQuant value);          // 8, 4; 0 for kNone
 
 // nproc_per_node = "auto" on a machine without CUDA devices: enough ranks to exercise
 // data parallelism anywhere, few enough not to oversubscribe a small machine.
@@ -116,6 +121,17 @@ struct ZeroConfig {
   double bucket_mb = 25;               // target bucket size: MiB of compute-dtype elements (the
                                        // reduce-scatter / all-gather unit)
   DType reduce_dtype = DType::kF32;    // gradient reduction dtype: "fp32" | "bf16"; accumulation is fp32
+  // Set by reduce_dtype = "int8" | "int4" (reduce_dtype then reads kF32: what the ranks
+  // receive is summed in fp32): stages 1-3 exchange the gradient block-quantized
+  // (all-to-all, each value quantized once) and sum it in fp32 on the receiver.
+  WireQuant reduce_quant = WireQuant::kNone;
+  // With reduce_quant: keep each rank's quantization error (one fp32 buffer of the whole
+  // model per rank) and add it to the next step's gradient, so no error accumulates.
+  bool error_feedback = true;
+  // "auto" (the compute dtype) | "int8": the parameters' all-gather (stages 1-2 after the
+  // update, stage 3 before use) sends block-quantized values; the fp32 masters are never
+  // quantized, every rank (the owner too) uses the dequantized parameters.
+  WireQuant gather_quant = WireQuant::kNone;
   bool overlap = true;                 // reduce each bucket during backward, as soon as its last
                                        // gradient is ready; false: every reduction waits for step()
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use

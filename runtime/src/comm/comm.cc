@@ -27,6 +27,7 @@ const char* to_string(CollectiveOp op) {
     case CollectiveOp::kAllGather: return "all_gather";
     case CollectiveOp::kBroadcast: return "broadcast";
     case CollectiveOp::kBarrier: return "barrier";
+    case CollectiveOp::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -39,6 +40,7 @@ std::string CollectiveDesc::describe() const {
   if (op == CollectiveOp::kBroadcast) s += "root " + std::to_string(root) + ", ";
   s += std::to_string(count) + " x " + to_string(dtype) + " = " + format_bytes(bytes());
   if (op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather) s += " per rank";
+  if (op == CollectiveOp::kAllToAll) s += " per peer";
   return s + ", world " + std::to_string(world_size) + ")";
 }
 
@@ -117,6 +119,16 @@ Status Communicator::all_gather(const void* send, void* recv, int64_t send_count
   return submit(d, Buffers{send, recv}, stream);
 }
 
+Status Communicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, Stream& stream,
+                                int64_t tag) {
+  CollectiveDesc d;
+  d.op = CollectiveOp::kAllToAll;
+  d.dtype = dtype;
+  d.count = count;
+  d.tag = tag;
+  return submit(d, Buffers{send, recv}, stream);
+}
+
 Status Communicator::broadcast(void* buffer, int64_t count, DType dtype, int root, Stream& stream, int64_t tag) {
   CollectiveDesc d;
   d.op = CollectiveOp::kBroadcast;
@@ -148,6 +160,9 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
   }
   if (desc.op != CollectiveOp::kBarrier && desc.count > 0 && (buffers.send == nullptr || buffers.recv == nullptr)) {
     return invalid("null buffer for a non-empty collective");
+  }
+  if (desc.op == CollectiveOp::kAllToAll && desc.count > 0 && buffers.send == buffers.recv) {
+    return invalid("all_to_all cannot run in place (a chunk would be overwritten before it is sent)");
   }
   if (stream.device().kind() != device_.kind()) {
     return invalid(std::string("stream '") + stream.name() + "' is on a " + to_string(stream.device().kind()) +

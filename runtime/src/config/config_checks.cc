@@ -167,6 +167,30 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
     return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
   });
+  // Quantized communication: where it cannot apply, refused rather than ignored.
+  const bool quant_reduce = c.zero.reduce_quant != WireQuant::kNone;
+  check.require(!quant_reduce || c.zero.stage >= 1, {"zero.reduce_dtype", "zero.stage"}, [&] {
+    return std::string("zero.reduce_dtype = \"") + to_string(c.zero.reduce_quant) +
+           "\" quantizes the gradient reduce-scatter of stages 1-3; zero.stage is 0 (an all-reduce): use stage 1 "
+           "or more, or reduce_dtype \"fp32\" / \"bf16\"";
+  });
+  check.require(c.zero.gather_quant == WireQuant::kNone || c.zero.stage >= 1, {"zero.gather_dtype", "zero.stage"},
+                [&] {
+                  return std::string("zero.gather_dtype = \"int8\" quantizes the parameter all-gather of stages "
+                                     "1-3; zero.stage is 0 (nothing is gathered): use stage 1 or more, or \"auto\"");
+                });
+  check.require(c.zero.error_feedback || quant_reduce, {"zero.error_feedback", "zero.reduce_dtype"}, [&] {
+    return "zero.error_feedback = false only applies to a quantized reduce_dtype (\"int8\", \"int4\"); "
+           "zero.reduce_dtype is \"" + std::string(to_string(c.zero.reduce_dtype)) + "\": remove the key";
+  });
+  check.require(!c.train.deterministic || (!quant_reduce && c.zero.gather_quant == WireQuant::kNone),
+                {"train.deterministic", "zero.reduce_dtype", "zero.gather_dtype"}, [&] {
+                  return "train.deterministic = true promises bit-identical results at any world size; quantized "
+                         "communication (zero.reduce_dtype = \"" + std::string(to_string(c.zero.reduce_quant)) +
+                         "\", zero.gather_dtype = \"" + (c.zero.gather_quant == WireQuant::kNone ? "auto" : "int8") +
+                         "\") rounds each rank's chunk with its own scales, which depends on the world size: "
+                         "use one or the other";
+                });
   // Sharded accumulation reduce-scatters into the owned gradient shard, which only stages
   // 2-3 have: refused elsewhere rather than silently ignored.
   check.require(c.zero.accumulate != GradAccumulation::kSharded || c.zero.stage >= 2,

@@ -33,6 +33,10 @@ constexpr EnumWord<GradAccumulation> kAccumulateWords[] = {
 constexpr EnumWord<DType> kComputeDTypeWords[] = {
     {"fp32", DType::kF32}, {"bf16", DType::kBF16}, {"fp16", DType::kF16}};
 constexpr EnumWord<DType> kReduceDTypeWords[] = {{"fp32", DType::kF32}, {"bf16", DType::kBF16}};
+constexpr EnumWord<WireQuant> kReduceQuantWords[] = {{"int8", WireQuant::kInt8}, {"int4", WireQuant::kInt4}};
+constexpr EnumWord<WireQuant> kGatherWords[] = {{"auto", WireQuant::kNone}, {"int8", WireQuant::kInt8}};
+constexpr EnumWord<WireQuant> kWireQuantWords[] = {
+    {"none", WireQuant::kNone}, {"int8", WireQuant::kInt8}, {"int4", WireQuant::kInt4}};
 
 template <typename E, size_t N>
 const char* word_of(const EnumWord<E> (&words)[N], E value) {
@@ -175,6 +179,35 @@ std::vector<EnumWord<E>> words_of(std::initializer_list<E> values) {
   return out;
 }
 
+// zero.reduce_dtype: a dtype (kReduceDTypeWords), or a quantized format (kReduceQuantWords:
+// reduce_quant, with reduce_dtype fp32, the dtype the received chunks are summed in).
+KeyInfo reduce_dtype_field(const char* name, const char* doc) {
+  KeyInfo k = named(name, KeyType::kEnum, doc);
+  for (const auto& w : kReduceDTypeWords) k.words.emplace_back(w.word);
+  for (const auto& w : kReduceQuantWords) k.words.emplace_back(w.word);
+  k.get = [](const Config& c) {
+    if (c.zero.reduce_quant != WireQuant::kNone) return Value(std::string(word_of(kReduceQuantWords, c.zero.reduce_quant)));
+    for (const auto& w : kReduceDTypeWords) {
+      if (w.value == c.zero.reduce_dtype) return Value(std::string(w.word));
+    }
+    return Value(std::string(to_string(c.zero.reduce_dtype)));
+  };
+  k.set = [](Config& c, const Value& v) {
+    const std::string& word = std::get<std::string>(v);
+    c.zero.reduce_quant = WireQuant::kNone;
+    for (const auto& w : kReduceDTypeWords) {
+      if (word == w.word) c.zero.reduce_dtype = w.value;
+    }
+    for (const auto& w : kReduceQuantWords) {
+      if (word == w.word) {
+        c.zero.reduce_quant = w.value;
+        c.zero.reduce_dtype = DType::kF32;
+      }
+    }
+  };
+  return k;
+}
+
 // checkpoint.resume: a word of kResumeWords, or any other non-empty string, which is a path
 // (ResumeMode::kPath, the string in resume_path).
 KeyInfo resume_field(const char* name, const char* doc) {
@@ -315,8 +348,14 @@ std::vector<KeyInfo> build_table() {
             "0 = DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters", between(0, 3)),
       field("zero.bucket_mb", &C::zero, &Z::bucket_mb,
             "target bucket size in MiB (unit of reduce-scatter / all-gather)", Range{0, 65536, true, false}),
-      enum_field("zero.reduce_dtype", &C::zero, &Z::reduce_dtype, kReduceDTypeWords,
-                 "dtype gradients are reduced in"),
+      reduce_dtype_field("zero.reduce_dtype",
+                         "dtype gradients are reduced in; int8 / int4: block-quantized exchange (stages 1-3), "
+                         "summed in fp32"),
+      field("zero.error_feedback", &C::zero, &Z::error_feedback,
+            "reduce_dtype int8/int4: carry each rank's quantization error into the next step (+4 bytes x "
+            "parameters per rank)"),
+      enum_field("zero.gather_dtype", &C::zero, &Z::gather_quant, kGatherWords,
+                 "parameter all-gather on the wire: auto = the compute dtype; int8 = block-quantized (stages 1-3)"),
       field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
             "stage 3: layer groups gathered ahead of use", at_least(0)),
@@ -386,6 +425,8 @@ const char* to_string(ResumeMode value) {
   return value == ResumeMode::kPath ? "path" : config_internal::word_of(config_internal::kResumeWords, value);
 }
 const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
+const char* to_string(WireQuant value) { return config_internal::word_of(config_internal::kWireQuantWords, value); }
+int wire_bits(WireQuant value) { return value == WireQuant::kInt8 ? 8 : (value == WireQuant::kInt4 ? 4 : 0); }
 const char* to_string(GradAccumulation value) {
   return config_internal::word_of(config_internal::kAccumulateWords, value);
 }

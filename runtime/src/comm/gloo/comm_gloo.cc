@@ -15,6 +15,7 @@
 #include <gloo/context.h>
 
 #include "runtime/internal/gloo_context.h"
+#include "runtime/src/comm/gloo/gloo_all_to_all.h"
 #include "runtime/src/comm/gloo/gloo_reduce_scatter.h"
 #include "runtime/src/comm/host_reduce.h"
 #include "zdp/comm.h"
@@ -45,6 +46,7 @@ IoBytes io_bytes(const CollectiveDesc& d) {
     case CollectiveOp::kAllGather: return {b, b * k};
     case CollectiveOp::kBroadcast: return {b, b};
     case CollectiveOp::kBarrier: return {0, 0};
+    case CollectiveOp::kAllToAll: return {b * k, b * k};
   }
   return {};
 }
@@ -262,6 +264,10 @@ class GlooCommunicator final : public Communicator {
         opts.setTag(tag);
         opts.setTimeout(options().timeout);
         gloo::broadcast(opts);
+        return;
+      }
+      case CollectiveOp::kAllToAll: {
+        gloo_all_to_all(context_, AllToAllArgs{send, recv, bytes, tag, options().timeout});
         return;
       }
       case CollectiveOp::kBarrier: {

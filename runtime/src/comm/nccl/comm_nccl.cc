@@ -58,6 +58,7 @@ const char* nccl_call_name(CollectiveOp op) {
     case CollectiveOp::kAllGather: return "ncclAllGather";
     case CollectiveOp::kBroadcast: return "ncclBroadcast";
     case CollectiveOp::kBarrier: return "ncclAllReduce (barrier)";
+    case CollectiveOp::kAllToAll: return "ncclSend/ncclRecv (all_to_all)";
   }
   return "?";
 }
@@ -250,8 +251,34 @@ class NcclCommunicator final : public Communicator {
       case CollectiveOp::kBarrier:
         // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
         return ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm, s);
+      case CollectiveOp::kAllToAll: return enqueue_all_to_all(comm, desc, buffers, s);
     }
     return ncclInvalidArgument;
+  }
+
+  // NCCL has no all-to-all: one group of a send and a receive per peer (NCCL runs them
+  // concurrently), the own chunk as a copy on the same stream.
+  ncclResult_t enqueue_all_to_all(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
+    const size_t count = static_cast<size_t>(desc.count);
+    const size_t bytes = static_cast<size_t>(desc.bytes());
+    const ncclDataType_t type = nccl_type(desc.dtype);
+    const char* send = static_cast<const char*>(buffers.send);
+    char* recv = static_cast<char*>(buffers.recv);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer == rank()) continue;
+      r = ncclSend(send + static_cast<size_t>(peer) * bytes, count, type, peer, comm, s);
+      if (r == ncclSuccess) r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count, type, peer, comm, s);
+      if (r != ncclSuccess) break;
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess) return r;
+    if (end != ncclSuccess) return end;
+    const size_t own = static_cast<size_t>(rank()) * bytes;
+    return cudaMemcpyAsync(recv + own, send + own, bytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess
+               ? ncclSuccess
+               : ncclUnhandledCudaError;
   }
 
   void log_if_error(ncclResult_t r, const char* what) {

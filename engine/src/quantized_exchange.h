@@ -1,0 +1,65 @@
+// Compressed communication (zero.reduce_dtype / zero.gather_dtype = "int8" | "int4"): the
+// gradient reduce-scatter as quantize -> all-to-all -> dequantize-and-sum, with error
+// feedback, and the parameter all-gather as quantize -> all-gather -> dequantize.
+//
+// Why an all-to-all and not a quantized ring: a ring reduce-scatter adds at every hop, so
+// each partial sum would be re-quantized K - 1 times and the errors would compound; here
+// every rank quantizes each peer's slice of its own gradient once, sends it straight to
+// its owner, and the owner sums the K - 1 dequantized chunks and its own slice (never
+// quantized: it never travels) in fp32. Same bytes per rank as the ring: (K - 1)/K of the
+// bucket, at 1 byte (int8) or half a byte (int4) per value plus 4 bytes per 256 values.
+//
+// Error feedback: what the codes of a value lost this step is kept (fp32, per rank,
+// element for element with the flat buffer) and added to that value's gradient before
+// the next step's quantization, so the error does not accumulate: the sum of what was
+// sent over n steps differs from the sum of the gradients by one step's residual.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/src/buffer_plan.h"
+#include "engine/src/engine_env.h"
+#include "engine/src/slot_pool.h"
+#include "engine/src/timeline.h"
+
+namespace zdp {
+
+class QuantizedExchange {
+ public:
+  QuantizedExchange(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline)
+      : env_(env), opt_(options), layout_(layout), timeline_(timeline) {}
+  // The error feedback and the wire buffers (plan_buffers()); nothing when neither key asks.
+  Status allocate(const BufferSizes& sizes);
+
+  bool reduces() const { return opt_.zero.reduce_quant != WireQuant::kNone; }
+  bool gathers() const { return opt_.zero.gather_quant != WireQuant::kNone; }
+
+  // Bucket b's gradient reduction. `send`: the bucket's gradient in fp32 (read on the
+  // compute stream, then its own slice on the communication stream); `out`: this rank's
+  // reduced slice in fp32 (may alias send's own slice), added into when `accumulate`.
+  // Ends on the communication stream like a reduce-scatter.
+  Status reduce_scatter(int b, const float* send, float* out, bool accumulate);
+  // The all-gather of `count` values of bucket b: this rank's slice `own` (compute
+  // dtype) quantized on the communication stream, every rank's dequantized into `out`
+  // (count x K values, own slice included, so every rank holds the same parameters).
+  Status all_gather(int b, const void* own, void* out, int64_t count);
+
+  // Zeroes the error feedback (a resume: checkpoints do not keep it, README "Compressed
+  // communication"), on the compute stream.
+  Status reset_error();
+  // The error feedback (fp32, T elements) or nullptr; for tests and the bias probe.
+  const float* error() const { return error_.empty() ? nullptr : error_.as<float>(); }
+
+  void count_memory(int64_t* measured) const;
+
+ private:
+  EngineEnv& env_;
+  const EngineOptions& opt_;
+  const Layout& layout_;
+  Timeline& timeline_;
+  DeviceBuffer error_;     // T x fp32, zero at first
+  SlotPool reduce_wire_;   // per slot: K send chunks, then K receive chunks
+  SlotPool gather_wire_;   // per slot: the own chunk, then K received chunks
+};
+
+}  // namespace zdp

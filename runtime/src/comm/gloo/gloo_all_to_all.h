@@ -1,0 +1,33 @@
+// All-to-all with equal chunks, built on Gloo's point-to-point primitives (this Gloo's
+// alltoall binds no tag per call and is not used elsewhere here, so the exchange follows
+// the ring reduce-scatter's pattern: unbound buffers, one slot per collective).
+//
+// What it costs: every rank sends its K - 1 peer chunks and receives K - 1, all posted at
+// once ((K-1)/K of the input, the same volume as a reduce-scatter, but each value crosses
+// the network exactly once, unreduced: what a quantized exchange needs so that values are
+// quantized once, not at every ring hop).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace gloo {
+class Context;
+}
+
+namespace zdp {
+
+struct AllToAllArgs {
+  const void* send = nullptr;  // K chunks of chunk_bytes, chunk q for rank q
+  void* recv = nullptr;        // K chunks, chunk q from rank q; must not overlap send
+  size_t chunk_bytes = 0;
+  uint32_t tag = 0;
+  std::chrono::milliseconds timeout{0};  // end to end
+};
+
+// Throws gloo::IoException (timeout, dead peer) like every Gloo collective.
+void gloo_all_to_all(const std::shared_ptr<gloo::Context>& context, const AllToAllArgs& args);
+
+}  // namespace zdp
