@@ -36,8 +36,9 @@ tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test laye
 programs=(dp-train adamw_gpu_bench gemm_gpu_bench comm_bench)
 
 echo "== carry: configure $build (Release, sm_90 only)"
+mkdir -p "$build"  # the configure log lives inside it (git-ignored), not beside it
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZDP_CUDA=ON \
-  -DZDP_WERROR=ON >"$build.configure.log" 2>&1 || { tail -n 30 "$build.configure.log"; exit 1; }
+  -DZDP_WERROR=ON >"$build/configure.log" 2>&1 || { tail -n 30 "$build/configure.log"; exit 1; }
 echo "== carry: build ${#tests[@]} tests and ${#programs[@]} programs (-j $jobs)"
 cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${programs[@]}"
 built=$((SECONDS - start))
