@@ -1,6 +1,8 @@
-// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums);
-// one thread per column for dweight/dbias, summing the rows in order (deterministic, no
-// atomics; a split over row chunks would be faster for very tall inputs).
+// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums).
+// dweight/dbias in two passes, deterministic and without atomics (layernorm.h): a block
+// per (column range, chunk of rows), one thread per column summing its chunk's rows in
+// order; then one thread per column summing the chunks in order. For gpt2-124m (16,384
+// rows, d = 768) that is 384 blocks instead of 3, each thread walking 128 rows, not 16,384.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/nn_common.cuh"
 #include "kernels/layernorm.h"
@@ -63,16 +65,37 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
 }
 
 template <typename T>
-__global__ void layernorm_dparams_kernel(LayerNormBackwardArgs a) {
+__global__ void layernorm_dparams_partial_kernel(LayerNormBackwardArgs a, int64_t chunk, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.cols) return;
+  const int64_t k = blockIdx.y;
+  const int64_t r1 = min(a.rows, (k + 1) * chunk);
   const T* dy = static_cast<const T*>(a.dy);
   const T* x = static_cast<const T*>(a.x);
   float sw = 0.0f, sb = 0.0f;
-  for (int64_t r = 0; r < a.rows; ++r) {
+  for (int64_t r = k * chunk; r < r1; ++r) {
     const float g = to_f32(dy[r * a.cols + c]);
     sb += g;
     sw += g * layernorm_xhat(to_f32(x[r * a.cols + c]), a.mean[r], a.rstd[r]);
+  }
+  if (chunks == 1) {
+    static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
+    static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
+  } else {
+    a.partials[k * a.cols + c] = sw;
+    a.partials[(chunks + k) * a.cols + c] = sb;
+  }
+}
+
+template <typename T>
+__global__ void layernorm_dparams_final_kernel(LayerNormBackwardArgs a, int64_t chunks) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.cols) return;
+  const float* p = a.partials;
+  float sw = p[c], sb = p[chunks * a.cols + c];
+  for (int64_t k = 1; k < chunks; ++k) {
+    sw += p[k * a.cols + c];
+    sb += p[(chunks + k) * a.cols + c];
   }
   static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
   static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
@@ -90,12 +113,17 @@ Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
 }
 
 Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stream) {
-  ZDP_RETURN_IF_ERROR(check_layernorm_backward(a));
+  ZDP_RETURN_IF_ERROR(check_layernorm_backward_partials(a));
   return dispatch_float(a.dtype, "layernorm_backward", [&](auto t) {
     using T = decltype(t);
     if (a.rows > 0) layernorm_dx_kernel<T><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
-    layernorm_dparams_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a);
+    const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
+    const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));
+    layernorm_dparams_partial_kernel<T><<<grid, cuda::kBlock, 0, stream>>>(a, chunk, chunks);
+    ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dweight, dbias partials)"));
+    if (chunks == 1) return Status::Ok();
+    layernorm_dparams_final_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a, chunks);
     return cuda::check_launch("layernorm_backward_cuda (dweight, dbias)");
   });
 }

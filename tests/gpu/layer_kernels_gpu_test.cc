@@ -72,16 +72,19 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
                                       OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
   // The forward's row statistics differ from the CPU's by summation order (a warp's tree
   // vs a sequential sum): they are compared within the bound, and the backward gets the
-  // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in order on
-  // both devices, with the same xhat) must be equal bit for bit.
+  // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in chunks of
+  // 128 rows, then the 3 chunks in order, on both devices, with the same xhat) must be
+  // equal bit for bit.
   DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
   DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
       gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
   DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
+  DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols))));
   ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
                                      gpu_.cuda_stream()).ok());
   ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
-                                       cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data()},
+                                       cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
+                                       partials.data()},
                                       gpu_.cuda_stream()).ok());
   gpu_.sync();
   // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
@@ -92,6 +95,39 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
   expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
   EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
   EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+}
+
+// The two-pass dweight/dbias at gpt2-124m's height (16,384 rows: 128 chunks, 384 blocks),
+// in bf16, and at a height that is not a multiple of the chunk; a single chunk writes the
+// result directly. Same order on both devices, same statistics: bit for bit.
+TEST_F(LayerKernelsGpu, LayerNormWeightGradientsInChunksAreBitIdentical) {
+  for (const int64_t rows : {int64_t{16384}, int64_t{1000}, int64_t{128}, int64_t{1}}) {
+    const int64_t cols = 768;
+    const std::vector<float> xf = random(rows * cols, 2, 20), dyf = random(rows * cols, 1, 21), w = random(cols, 1, 22);
+    std::vector<Bf16> x(xf.size()), dy(dyf.size()), wb(w.size());
+    for (size_t i = 0; i < xf.size(); ++i) x[i] = from_f32<Bf16>(xf[i]), dy[i] = from_f32<Bf16>(dyf[i]);
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = from_f32<Bf16>(w[i]);
+    std::vector<float> mean(rows), rstd(rows);
+    for (int64_t r = 0; r < rows; ++r) mean[r] = 0.01f * static_cast<float>(r % 7), rstd[r] = 1.0f + 0.001f * static_cast<float>(r % 13);
+    std::vector<Bf16> dx(x.size()), dw(cols), db(cols);
+    ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kBF16, dy.data(), x.data(), wb.data(), mean.data(), rstd.data(),
+                                        dx.data(), OutputMode::kOverwrite, dw.data(), db.data()}).ok());
+    DeviceArray<Bf16> gx(*gpu_.device, x), gdy(*gpu_.device, dy), gw(*gpu_.device, wb), gdx(*gpu_.device, dx),
+        gdw(*gpu_.device, dw), gdb(*gpu_.device, db);
+    DeviceArray<float> gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd);
+    DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols)) + 1));
+    ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kBF16, gdy.data(), gx.data(), gw.data(), gmean.data(),
+                                         grstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
+                                         partials.data()}, gpu_.cuda_stream()).ok()) << rows;
+    gpu_.sync();
+    EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "bf16 dweight")) << rows << " rows";
+    EXPECT_TRUE(testing::bitwise_equal(gdb.download(), db, "bf16 dbias")) << rows << " rows";
+  }
+  // More than one chunk and no scratch: refused before anything is enqueued.
+  LayerNormBackwardArgs a{300, 8, DType::kF32};
+  float dummy[8] = {};
+  a.dy = a.x = a.weight = dummy, a.mean = a.rstd = dummy, a.dx = a.dweight = a.dbias = dummy;
+  EXPECT_EQ(layernorm_backward_cuda(a, gpu_.cuda_stream()).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {

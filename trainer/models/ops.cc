@@ -83,6 +83,14 @@ StatusOr<const void*> Ops::ones(int64_t rows) {
   return static_cast<const void*>(ones_.data());
 }
 
+StatusOr<float*> Ops::scratch(int64_t floats) {
+  if (floats > scratch_floats_) {
+    ZDP_ASSIGN_OR_RETURN(scratch_, alloc(floats, DType::kF32));
+    scratch_floats_ = floats;
+  }
+  return static_cast<float*>(scratch_.data());
+}
+
 Status Ops::gemm_to(GemmArgs a, DType c_dtype) {
   a.ab_dtype = dtype_;
   a.c_dtype = c_dtype;
@@ -141,7 +149,13 @@ Status Ops::gelu_backward(const void* x, const void* dy, void* dx, int64_t count
   ZDP_OPS_DISPATCH(gelu_backward, (kernels::GeluArgs{count, dtype_, x, dy, dx}));
 }
 Status Ops::layernorm(const kernels::LayerNormArgs& a) { ZDP_OPS_DISPATCH(layernorm_forward, a); }
-Status Ops::layernorm_backward(const kernels::LayerNormBackwardArgs& a) { ZDP_OPS_DISPATCH(layernorm_backward, a); }
+Status Ops::layernorm_backward(kernels::LayerNormBackwardArgs a) {
+  const int64_t floats = kernels::layernorm_partials_floats(a.rows, a.cols);
+  if (on_gpu() && a.partials == nullptr && floats > 0) {
+    ZDP_ASSIGN_OR_RETURN(a.partials, scratch(floats));
+  }
+  ZDP_OPS_DISPATCH(layernorm_backward, a);
+}
 Status Ops::causal_softmax(const kernels::CausalSoftmaxArgs& a) { ZDP_OPS_DISPATCH(causal_softmax_forward, a); }
 Status Ops::causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a) {
   ZDP_OPS_DISPATCH(causal_softmax_backward, a);

@@ -69,7 +69,8 @@ class Ops {
   Status gelu(const void* x, void* y, int64_t count);
   Status gelu_backward(const void* x, const void* dy, void* dx, int64_t count);
   Status layernorm(const kernels::LayerNormArgs& a);
-  Status layernorm_backward(const kernels::LayerNormBackwardArgs& a);
+  // Supplies the GPU's scratch for the partial sums (a.partials) when the caller gave none.
+  Status layernorm_backward(kernels::LayerNormBackwardArgs a);
   Status causal_softmax(const kernels::CausalSoftmaxArgs& a);
   Status causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a);
   Status cross_entropy(const kernels::CrossEntropyArgs& a);
@@ -83,6 +84,8 @@ class Ops {
   Status gemm_to(kernels::GemmArgs args, DType c_dtype);
   // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
   StatusOr<const void*> ones(int64_t rows);
+  // `floats` fp32 scratch, grown on demand and kept (the sizes repeat every micro-batch).
+  StatusOr<float*> scratch(int64_t floats);
 
   Device& device_;
   Stream* stream_ = nullptr;
@@ -91,6 +94,8 @@ class Ops {
   DeviceBuffer gemm_workspace_;
   DeviceBuffer ones_;
   int64_t ones_rows_ = 0;
+  DeviceBuffer scratch_;
+  int64_t scratch_floats_ = 0;
   std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload
 };
 
