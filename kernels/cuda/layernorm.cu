@@ -1,4 +1,5 @@
-// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums).
+// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums),
+// 16-byte loads and stores where the rows allow (cols a multiple of 8, aligned pointers).
 // dweight/dbias in two passes, deterministic and without atomics (layernorm.h): a block
 // per (column range, chunk of rows), one thread per column summing its chunk's rows in
 // order; then one thread per column summing the chunks in order. For gpt2-124m (16,384
@@ -10,27 +11,45 @@
 namespace zdp::kernels {
 namespace {
 
-template <typename T>
+// A warp walks its row N elements per lane and step (N = 8: 16-byte loads, 256 elements
+// a step; N = 1: 32), so the lanes' partial sums, and the warp sum of them, differ from
+// the CPU's sequential sums by order only (layer_kernels_gpu_test's bound).
+template <typename T, int N>
 __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.rows) return;
   const int64_t C = a.cols;
   const T* x = static_cast<const T*>(a.x) + row * C;
+  float v[8];
   float sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) sum += to_f32(x[c]);
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) sum += v[k];
+  }
   const float mean = cuda::warp_sum(sum) / static_cast<float>(C);
   float var = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float d = to_f32(x[c]) - mean;
-    var += d * d;
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float d = v[k] - mean;
+      var += d * d;
+    }
   }
   const float rstd = 1.0f / sqrtf(cuda::warp_sum(var) / static_cast<float>(C) + a.eps);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y) + row * C;
-  for (int64_t c = lane; c < C; c += 32) {
-    y[c] = from_f32<T>(layernorm_y(layernorm_xhat(to_f32(x[c]), mean, rstd), to_f32(w[c]), to_f32(b[c])));
+  float wv[8], bv[8];
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(x + c, v);
+    cuda::load_n<N>(w + c, wv);
+    cuda::load_n<N>(b + c, bv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = layernorm_y(layernorm_xhat(v[k], mean, rstd), wv[k], bv[k]);
+    cuda::store_n<N>(y + c, v);
   }
   if (lane == 0) {
     a.mean[row] = mean;
@@ -38,7 +57,7 @@ __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   }
 }
 
-template <typename T>
+template <typename T, int N>
 __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -48,20 +67,42 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const T* x = static_cast<const T*>(a.x) + row * C;
   const T* w = static_cast<const T*>(a.weight);
   const float mean = a.mean[row], rstd = a.rstd[row];
+  float gv[8], xv[8], wv[8];
   float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float g = to_f32(dy[c]) * to_f32(w[c]);
-    sum_g += g;
-    sum_gx += g * layernorm_xhat(to_f32(x[c]), mean, rstd);
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(dy + c, gv);
+    cuda::load_n<N>(x + c, xv);
+    cuda::load_n<N>(w + c, wv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float g = gv[k] * wv[k];
+      sum_g += g;
+      sum_gx += g * layernorm_xhat(xv[k], mean, rstd);
+    }
   }
   const float mean_g = cuda::warp_sum(sum_g) / static_cast<float>(C);
   const float mean_gx = cuda::warp_sum(sum_gx) / static_cast<float>(C);
   T* dx = static_cast<T*>(a.dx) + row * C;
-  for (int64_t c = lane; c < C; c += 32) {
-    float d = layernorm_dx(to_f32(dy[c]) * to_f32(w[c]), layernorm_xhat(to_f32(x[c]), mean, rstd), mean_g, mean_gx, rstd);
-    if (a.dx_mode == OutputMode::kAccumulate) d += to_f32(dx[c]);
-    dx[c] = from_f32<T>(d);
+  float prior[8] = {};
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(dy + c, gv);
+    cuda::load_n<N>(x + c, xv);
+    cuda::load_n<N>(w + c, wv);
+    if (a.dx_mode == OutputMode::kAccumulate) cuda::load_n<N>(dx + c, prior);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float d = layernorm_dx(gv[k] * wv[k], layernorm_xhat(xv[k], mean, rstd), mean_g, mean_gx, rstd);
+      if (a.dx_mode == OutputMode::kAccumulate) d += prior[k];
+      gv[k] = d;
+    }
+    cuda::store_n<N>(dx + c, gv);
   }
+}
+
+// Rows of 8k elements at 16-byte aligned addresses take the vector path.
+template <typename... Ptrs>
+bool vector_rows(int64_t cols, const Ptrs*... ptrs) {
+  return cols % 8 == 0 && cuda::aligned16(ptrs...);
 }
 
 template <typename T>
@@ -106,8 +147,11 @@ __global__ void layernorm_dparams_final_kernel(LayerNormBackwardArgs a, int64_t 
 Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
   ZDP_RETURN_IF_ERROR(check_layernorm(a));
   if (a.rows == 0) return Status::Ok();
+  const bool vec = vector_rows(a.cols, a.x, a.weight, a.bias, a.y);
   return dispatch_float(a.dtype, "layernorm", [&](auto t) {
-    layernorm_forward_kernel<decltype(t)><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    using T = decltype(t);
+    if (vec) layernorm_forward_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    else layernorm_forward_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
     return cuda::check_launch("layernorm_forward_cuda");
   });
 }
@@ -116,7 +160,11 @@ Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stre
   ZDP_RETURN_IF_ERROR(check_layernorm_backward_partials(a));
   return dispatch_float(a.dtype, "layernorm_backward", [&](auto t) {
     using T = decltype(t);
-    if (a.rows > 0) layernorm_dx_kernel<T><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    if (a.rows > 0 && vector_rows(a.cols, a.dy, a.x, a.weight, a.dx)) {
+      layernorm_dx_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    } else if (a.rows > 0) {
+      layernorm_dx_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
     const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
     const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));

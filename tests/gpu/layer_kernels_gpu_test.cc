@@ -62,39 +62,70 @@ TEST_F(LayerKernelsGpu, AddAndGeluAreBitIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(o3.download(), dx, "gelu_backward"));
 }
 
+// The 16-byte vector path (aligned pointers: 8 elements per iteration, then the tail)
+// and the scalar path (pointers one element off) give the CPU's bits, in bf16 too.
+TEST_F(LayerKernelsGpu, VectorisedAddAndGeluMatchTheCpuAlignedOrNot) {
+  const int64_t n = 4099;  // 512 groups of 8 and a tail of 3
+  const std::vector<float> af = random(static_cast<size_t>(n + 1), 4, 30), bf = random(static_cast<size_t>(n + 1), 4, 31);
+  std::vector<Bf16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) a[i] = from_f32<Bf16>(af[i]), b[i] = from_f32<Bf16>(bf[i]);
+  for (const int64_t off : {int64_t{0}, int64_t{1}}) {
+    std::vector<Bf16> add(static_cast<size_t>(n)), y(add.size()), dx(add.size());
+    ASSERT_TRUE(add_cpu({n, DType::kBF16, a.data() + off, b.data() + off, add.data()}).ok());
+    ASSERT_TRUE(gelu_forward_cpu({n, DType::kBF16, a.data() + off, nullptr, y.data()}).ok());
+    ASSERT_TRUE(gelu_backward_cpu({n, DType::kBF16, a.data() + off, b.data() + off, dx.data()}).ok());
+    DeviceArray<Bf16> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, a), o2(*gpu_.device, a), o3(*gpu_.device, a);
+    ASSERT_TRUE(add_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o1.data() + off}, gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(gelu_forward_cuda({n, DType::kBF16, da.data() + off, nullptr, o2.data() + off}, gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(gelu_backward_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o3.data() + off}, gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    auto part = [&](const DeviceArray<Bf16>& d) {
+      const std::vector<Bf16> all = d.download();
+      return std::vector<Bf16>(all.begin() + off, all.begin() + off + n);
+    };
+    EXPECT_TRUE(testing::bitwise_equal(part(o1), add, "bf16 add")) << "offset " << off;
+    EXPECT_TRUE(testing::bitwise_equal(part(o2), y, "bf16 gelu")) << "offset " << off;
+    EXPECT_TRUE(testing::bitwise_equal(part(o3), dx, "bf16 gelu_backward")) << "offset " << off;
+  }
+}
+
+// cols 768: the 16-byte vector path (8 elements a lane and step); 100: the scalar one.
 TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
-  const int64_t rows = 300, cols = 768;
-  const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
-                           dy = random(rows * cols, 1, 6);
-  std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(cols), dbias(cols);
-  ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
-  ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
-                                      OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
-  // The forward's row statistics differ from the CPU's by summation order (a warp's tree
-  // vs a sequential sum): they are compared within the bound, and the backward gets the
-  // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in chunks of
-  // 128 rows, then the 3 chunks in order, on both devices, with the same xhat) must be
-  // equal bit for bit.
-  DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
-  DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
-      gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
-  DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
-  DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols))));
-  ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
-                                     gpu_.cuda_stream()).ok());
-  ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
-                                       cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
-                                       partials.data()},
-                                      gpu_.cuda_stream()).ok());
-  gpu_.sync();
-  // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
-  // (the mean's), and of their squares <= 16 (the variance's; rstd = 1/sqrt of it, O(1)).
-  expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 4.0 * cols) / cols, "mean");
-  expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 16.0 * cols) / cols, "rstd");
-  expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
-  expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
-  EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
-  EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+    SCOPED_TRACE(cols);
+    const int64_t rows = 300;
+    const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
+                             dy = random(rows * cols, 1, 6);
+    std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(cols), dbias(cols);
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
+    ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
+                                        OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
+    // The forward's row statistics differ from the CPU's by summation order (a warp's tree
+    // vs a sequential sum): they are compared within the bound, and the backward gets the
+    // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in chunks of
+    // 128 rows, then the 3 chunks in order, on both devices, with the same xhat) must be
+    // equal bit for bit.
+    DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
+    DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
+        gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
+    DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
+    DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols))));
+    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
+                                       gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
+                                         cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
+                                         partials.data()},
+                                        gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
+    // (the mean's), and of their squares <= 16 (the variance's; rstd = 1/sqrt of it, O(1)).
+    expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 4.0 * cols) / cols, "mean");
+    expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 16.0 * cols) / cols, "rstd");
+    expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
+    expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
+    EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
+    EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+  }
 }
 
 // The two-pass dweight/dbias at gpt2-124m's height (16,384 rows: 128 chunks, 384 blocks),
