@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension of a rows x cols activation (GPT-2's pre-norm):
+// LayerNorm over the last dimension of a rows x cols activation (GPT-2's pre-norm),
+// optionally of x + residual (the residual stream's add fused in, LayerNormArgs::sum):
 //   y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps)  (biased variance)
 // Forward keeps mean and rstd (fp32, one per row) for backward. Backward:
 //   g = dy * weight;  dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
@@ -31,6 +32,11 @@ struct LayerNormArgs {
   float* mean = nullptr;  // rows
   float* rstd = nullptr;  // rows
   float eps = 1e-5f;
+  // Fused residual add (both or neither): sum = x + residual, rounded to `dtype` and
+  // stored, then normalised instead of x: the same bits as an add (elementwise.h) followed
+  // by a LayerNorm of its output, with one pass over the row less on the GPU.
+  const void* residual = nullptr;
+  void* sum = nullptr;
 };
 
 struct LayerNormBackwardArgs {

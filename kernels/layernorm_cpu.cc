@@ -17,7 +17,15 @@ Status invalid(const char* op, const std::string& what) {
 
 template <typename T>
 void forward(const LayerNormArgs& a) {
-  const T* x = static_cast<const T*>(a.x);
+  if (a.residual != nullptr) {  // sum = x + residual first, as add_cpu; then the norm of it
+    const T* x = static_cast<const T*>(a.x);
+    const T* res = static_cast<const T*>(a.residual);
+    T* sum = static_cast<T*>(a.sum);
+    const int64_t n = a.rows * a.cols;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) sum[i] = from_f32<T>(to_f32(x[i]) + to_f32(res[i]));
+  }
+  const T* x = static_cast<const T*>(a.residual != nullptr ? a.sum : a.x);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
@@ -122,6 +130,7 @@ Status check_layernorm(const LayerNormArgs& a) {
     return invalid("layernorm", "x, weight, bias, y, mean and rstd must be non-null");
   }
   if (!(a.eps > 0.0f)) return invalid("layernorm", "eps must be > 0");
+  if ((a.residual == nullptr) != (a.sum == nullptr)) return invalid("layernorm", "residual and sum: both or neither");
   return Status::Ok();
 }
 

@@ -23,10 +23,28 @@ __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   const T* x = static_cast<const T*>(a.x) + row * C;
   float v[8];
   float sum = 0.0f;
-  for (int64_t c = lane * N; c < C; c += 32 * N) {
-    cuda::load_n<N>(x + c, v);
+  if (a.residual != nullptr) {
+    // The residual add, stored rounded to T; the lane re-reads only what it wrote itself.
+    const T* res = static_cast<const T*>(a.residual) + row * C;
+    T* out = static_cast<T*>(a.sum) + row * C;
+    float rv[8];
+    for (int64_t c = lane * N; c < C; c += 32 * N) {
+      cuda::load_n<N>(x + c, v);
+      cuda::load_n<N>(res + c, rv);
 #pragma unroll
-    for (int k = 0; k < N; ++k) sum += v[k];
+      for (int k = 0; k < N; ++k) {
+        v[k] = to_f32(from_f32<T>(v[k] + rv[k]));
+        sum += v[k];
+      }
+      cuda::store_n<N>(out + c, v);
+    }
+    x = out;
+  } else {
+    for (int64_t c = lane * N; c < C; c += 32 * N) {
+      cuda::load_n<N>(x + c, v);
+#pragma unroll
+      for (int k = 0; k < N; ++k) sum += v[k];
+    }
   }
   const float mean = cuda::warp_sum(sum) / static_cast<float>(C);
   float var = 0.0f;
@@ -147,7 +165,8 @@ __global__ void layernorm_dparams_final_kernel(LayerNormBackwardArgs a, int64_t 
 Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
   ZDP_RETURN_IF_ERROR(check_layernorm(a));
   if (a.rows == 0) return Status::Ok();
-  const bool vec = vector_rows(a.cols, a.x, a.weight, a.bias, a.y);
+  const bool vec = vector_rows(a.cols, a.x, a.weight, a.bias, a.y) &&
+                   (a.residual == nullptr || vector_rows(a.cols, a.residual, a.sum));
   return dispatch_float(a.dtype, "layernorm", [&](auto t) {
     using T = decltype(t);
     if (vec) layernorm_forward_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);

@@ -128,6 +128,39 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
   }
 }
 
+// The fused residual add + LayerNorm (GPT's x_mid += x_in, then ln2; in place): the sum
+// bit for bit the CPU's (the add's per-element math), the statistics and y within the
+// bounds of the plain forward above; bf16 rows of 768 (vector path) and 100 (scalar).
+TEST_F(LayerKernelsGpu, ResidualAddFusedIntoLayerNorm) {
+  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+    SCOPED_TRACE(cols);
+    const int64_t rows = 300;
+    const std::vector<float> xf = random(rows * cols, 1, 40), rf = random(rows * cols, 1, 41), wf = random(cols, 1, 42);
+    std::vector<Bf16> x(xf.size()), r(rf.size()), w(wf.size()), b(wf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<Bf16>(xf[i]), r[i] = from_f32<Bf16>(rf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<Bf16>(wf[i]), b[i] = from_f32<Bf16>(0.5f * wf[i]);
+    std::vector<Bf16> sum = x, y(x.size());
+    std::vector<float> mean(rows), rstd(rows);
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kBF16, sum.data(), w.data(), b.data(), y.data(), mean.data(),
+                                       rstd.data(), 1e-5f, r.data(), sum.data()}).ok());
+    DeviceArray<Bf16> gx(*gpu_.device, x), gr(*gpu_.device, r), gw(*gpu_.device, w), gb(*gpu_.device, b), gy(*gpu_.device, y);
+    DeviceArray<float> gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd);
+    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kBF16, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(),
+                                        grstd.data(), 1e-5f, gr.data(), gx.data()}, gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    EXPECT_TRUE(testing::bitwise_equal(gx.download(), sum, "x + residual"));
+    // |sum| <= 2: the mean's terms up to 2, the variance's up to 4 (rstd O(1)); y also
+    // rounds to bf16 (2^-8 relative, |y| <= ~4).
+    expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 2.0 * cols) / cols, "mean");
+    expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 4.0 * cols) / cols * 10, "rstd");
+    const std::vector<Bf16> got = gy.download();
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_TRUE(testing::within(to_f32(got[i]), to_f32(y[i]), 0x1p-7 * 4 + testing::straight_line_bound(cols, 2.0 * cols),
+                                  static_cast<int64_t>(i))) << "y";
+    }
+  }
+}
+
 // The two-pass dweight/dbias at gpt2-124m's height (16,384 rows: 128 chunks, 384 blocks),
 // in bf16, and at a height that is not a multiple of the chunk; a single chunk writes the
 // result directly. Same order on both devices, same statistics: bit for bit.

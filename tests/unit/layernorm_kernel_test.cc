@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "testing/tolerance.h"
 
@@ -102,6 +103,29 @@ TEST(LayerNormChunks, GpuCheckRefusesAMissingScratch) {
   EXPECT_TRUE(check_layernorm_backward(a).ok());  // the CPU twin brings its own
   a.rows = 128;
   EXPECT_TRUE(check_layernorm_backward_partials(a).ok());  // one chunk: no scratch needed
+}
+
+// The fused residual add: the same bits as add_cpu followed by a LayerNorm of its output,
+// in place (sum over x, as the GPT's x_mid) and in bf16.
+TEST(LayerNormResidual, EqualsAddThenLayerNorm) {
+  const int64_t rows = 37, cols = 70;
+  Case c = make_case(rows, cols);
+  std::vector<Bf16> x(c.x.size()), r(c.dy.size()), w(c.w.size()), b(c.w.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<Bf16>(c.x[i]), r[i] = from_f32<Bf16>(c.dy[i]);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<Bf16>(c.w[i]), b[i] = from_f32<Bf16>(0.5f * c.w[i]);
+  std::vector<Bf16> added(x.size()), y1(x.size()), y2(x.size());
+  std::vector<float> m1(rows), s1(rows), m2(rows), s2(rows);
+  ASSERT_TRUE(add_cpu({rows * cols, DType::kBF16, x.data(), r.data(), added.data()}).ok());
+  ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kBF16, added.data(), w.data(), b.data(), y1.data(), m1.data(), s1.data()}).ok());
+  std::vector<Bf16> inplace = x;
+  ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kBF16, inplace.data(), w.data(), b.data(), y2.data(), m2.data(),
+                                     s2.data(), 1e-5f, r.data(), inplace.data()}).ok());
+  EXPECT_TRUE(testing::bitwise_equal(inplace, added, "sum"));
+  EXPECT_TRUE(testing::bitwise_equal(y2, y1, "y"));
+  EXPECT_TRUE(testing::bitwise_equal(m2, m1, "mean"));
+  EXPECT_TRUE(testing::bitwise_equal(s2, s1, "rstd"));
+  LayerNormArgs half{rows, cols, DType::kBF16, x.data(), w.data(), b.data(), y2.data(), m2.data(), s2.data(), 1e-5f, r.data()};
+  EXPECT_EQ(layernorm_forward_cpu(half).code(), StatusCode::kInvalidArgument);  // a residual without a sum
 }
 
 }  // namespace

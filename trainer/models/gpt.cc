@@ -126,10 +126,11 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(void* proj_w, p(e, b.proj_w));
     ZDP_ASSIGN_OR_RETURN(void* proj_b, p(e, b.proj_b));
     ZDP_RETURN_IF_ERROR(ops_->linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
-    ZDP_RETURN_IF_ERROR(ops_->add(b.x_mid.data(), b.x_in.data(), b.x_mid.data(), n * C_));
     ZDP_ASSIGN_OR_RETURN(void* ln2_w, p(e, b.ln2_w));
     ZDP_ASSIGN_OR_RETURN(void* ln2_b, p(e, b.ln2_b));
-    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(), b.ln2_rstd.as<float>()}));
+    // x_mid += x_in, then its norm: one kernel (the add's bits; layernorm.h).
+    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(),
+                                         b.ln2_rstd.as<float>(), 1e-5f, b.x_in.data(), b.x_mid.data()}));
     ZDP_ASSIGN_OR_RETURN(void* fc_w, p(e, b.fc_w));
     ZDP_ASSIGN_OR_RETURN(void* fc_b, p(e, b.fc_b));
     ZDP_RETURN_IF_ERROR(ops_->linear_gelu(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), b.fc_act.data(), n, C_, 4 * C_));
