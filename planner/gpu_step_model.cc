@@ -68,28 +68,28 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
     p.kernels.push_back(k);
   };
   // A linear layer [N, in] -> [N, out]: forward, then backward's dx and dweight GEMMs (each
-  // the forward's FLOPs) and, with a bias, its gradient as a GEMV against ones.
-  auto linear = [&](const std::string& name, double in, double out, bool bias, int64_t per_micro) {
+  // the forward's FLOPs); the bias gradient rides on the dweight GEMM (BGRADB), the GELU
+  // on the fc layer's forward (GELU_AUX_BIAS: the pre-activation written too) and on fc
+  // proj's dx GEMM (DGELU_BGRAD: the pre-activation read), `aux` elements per token.
+  auto linear = [&](const std::string& name, double in, double out, int64_t per_micro, double aux_fwd, double aux_bwd) {
     const double flops = 2 * N * in * out, bytes = e * (N * in + in * out + N * out);
-    add(name + " fwd", per_micro, flops, bytes);
-    add(name + " bwd (dx, dW)", 2 * per_micro, flops, bytes);
-    if (bias) add(name + " bwd (bias)", per_micro, 2 * N * out, e * (N * out + N + out));
+    add(name + " fwd", per_micro, flops, bytes + e * N * aux_fwd);
+    add(name + " bwd (dx, dW)", 2 * per_micro, flops, bytes + e * N * aux_bwd / 2);
   };
 
   add("embedding fwd", 1, 0, 4 * N + 3 * N * d * e);
-  add("layernorm fwd", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
-  linear("qkv linear", d, 3 * d, true, L);
+  add("layernorm fwd", L + 1, 0, 2 * N * d * e + 8 * N);
+  linear("qkv linear", d, 3 * d, L, 0, 0);
   add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
   add("causal softmax fwd", L, 0, 2 * scores * e);
   add("attention O = V P", L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
-  linear("attn proj linear", d, d, true, L);
-  add("residual add", 2 * L, 0, 3 * N * d * e);
-  linear("fc linear", d, 4 * d, true, L);
-  add("gelu fwd", L, 0, 2 * 4 * N * d * e);
-  linear("fc proj linear", 4 * d, d, true, L);
-  linear("lm head", d, V, false, 1);
+  linear("attn proj linear", d, d, L, 0, 0);
+  add("residual add + layernorm fwd", L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
+  linear("fc linear (+gelu)", d, 4 * d, L, 4 * d, 0);
+  linear("fc proj linear", 4 * d, d, L, 0, 4 * d);
+  add("residual add", L, 0, 3 * N * d * e);
+  linear("lm head", d, V, 1, 0, 0);
   add("cross-entropy (loss, dlogits)", 1, 0, 2 * N * V * e);
-  add("gelu bwd", L, 0, 3 * 4 * N * d * e);
   add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
       true);
   add("causal softmax bwd", L, 0, 3 * scores * e);

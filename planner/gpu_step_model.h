@@ -1,7 +1,8 @@
 // A per-kernel roofline PREDICTION of one GPU's training step for the GPT reference model
-// (trainer/models/gpt.cc as it runs today: cuBLASLt GEMMs, the attention scores
-// materialised and multiplied by strided-batched GEMMs, one kernel per layernorm, softmax,
-// GELU, residual add and cross-entropy, AdamW once per step). Each kernel's time is
+// (trainer/models/gpt.cc as it runs on a GPU today: cuBLASLt GEMMs with the GELU and
+// bias-gradient epilogues, the attention scores materialised and multiplied by
+// strided-batched GEMMs, one kernel per layernorm (one with the residual add fused in),
+// softmax, residual add and cross-entropy, AdamW once per step). Each kernel's time is
 //   max(FLOPs / (peak x matmul efficiency), bytes / (HBM bandwidth x memory efficiency),
 //       the minimum time of one launch)
 // summed over the step, on one GPU; communication is left to plan_cost.h. Pure arithmetic,

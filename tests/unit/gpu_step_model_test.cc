@@ -69,12 +69,19 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   EXPECT_DOUBLE_EQ(sc.bytes, 128);
   // Softmax forward: P has 2*2*4*4 = 64 elements, read and written in bf16: 256 bytes.
   EXPECT_DOUBLE_EQ(row(p, "causal softmax fwd").bytes, 256);
-  // Layernorm forward: 2 per layer + the final one, 3 per micro-batch; 2 N d e + 8 N = 128 + 64.
-  EXPECT_EQ(row(p, "layernorm fwd").calls, 9);
+  // Layernorm forward: ln1 per layer + the final one, 2 per micro-batch; 2 N d e + 8 N =
+  // 128 + 64. ln2 carries the residual add: 4 N d e + 8 N = 256 + 64.
+  EXPECT_EQ(row(p, "layernorm fwd").calls, 6);
   EXPECT_DOUBLE_EQ(row(p, "layernorm fwd").bytes, 192);
-  // The LM head has no bias row; its backward is two GEMMs per micro-batch.
+  EXPECT_EQ(row(p, "residual add + layernorm fwd").calls, 3);
+  EXPECT_DOUBLE_EQ(row(p, "residual add + layernorm fwd").bytes, 320);
+  // The fc forward writes the pre-activation too (GELU_AUX_BIAS): 2 (N d + 4 d^2 + 2 x 4 N d)
+  // = 2 (32 + 64 + 256) = 704 bytes; fc proj's two backward GEMMs read it once between them.
+  EXPECT_DOUBLE_EQ(row(p, "fc linear (+gelu) fwd").bytes, 704);
+  EXPECT_DOUBLE_EQ(row(p, "fc proj linear bwd (dx, dW)").bytes, 2 * (128 + 64 + 32) + 2 * 8 * 16 / 2);
+  // The LM head's backward is two GEMMs per micro-batch; no GELU or bias-gradient kernels.
   EXPECT_EQ(row(p, "lm head bwd (dx, dW)").calls, 6);
-  for (const KernelCost& k : p.kernels) EXPECT_NE(k.name, "lm head bwd (bias)");
+  for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("gelu fwd"), std::string::npos) << k.name;
   // AdamW once: psi (3 x 8 + 4 + 2) = 30,000 bytes -> 60 us.
   const KernelCost& adam = row(p, "adamw (once per step)");
   EXPECT_EQ(adam.calls, 1);
@@ -103,7 +110,7 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   const GpuSpec* h200 = find_gpu("h200");
   ASSERT_NE(h200, nullptr);
   const GpuStepPrediction p = predict_gpt_step(s, *h200);
-  EXPECT_EQ(row(p, "fc linear fwd").bound, "compute");
+  EXPECT_EQ(row(p, "fc linear (+gelu) fwd").bound, "compute");
   EXPECT_EQ(row(p, "causal softmax fwd").bound, "memory");
   // Batched over the 16 samples, one call per head: 12 per layer and micro-batch.
   EXPECT_EQ(row(p, "attention S = K^T Q").calls, 12 * 12 * 2);
