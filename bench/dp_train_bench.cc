@@ -4,7 +4,10 @@
 // rank count, synthetic tokens and a short run, and reads the run's train_summary.json.
 //
 //   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--threads N]
-//                  [--keep-logs]
+//                  [--keep-logs] [--deterministic]
+//
+// --deterministic also runs every (stage, K) with train.deterministic = true, interleaved
+// with the default runs, and prints both step times and their ratio side by side.
 //
 // Every K trains the config's global batch (accum_steps = global / (K x micro_batch)), so
 // a row compares the same work and K = 1 and 2 end at the same loss up to float summation
@@ -62,13 +65,14 @@ struct Run {
 };
 
 // One dp-launch run; its console output goes to DIR/console.log.
-Run launch(const std::string& config, int stage, int ranks, int steps, int threads, const fs::path& dir) {
+Run launch(const std::string& config, int stage, int ranks, int steps, int threads, bool deterministic,
+           const fs::path& dir) {
   std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
       "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
-      "checkpoint.every_steps=0"};
+      "checkpoint.every_steps=0", std::string("train.deterministic=") + (deterministic ? "true" : "false")};
   if (threads > 0) {
     sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
     sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
@@ -107,7 +111,7 @@ int main(int argc, char** argv) {
   std::string config = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
   std::vector<int> stages = {0, 1, 2, 3}, ranks = {1, 2};
   int steps = 20, threads = 0;
-  bool keep_logs = false;
+  bool keep_logs = false, deterministic = false;
   app.add_option("--config", config, "the dp-launch config to run (data is replaced by synthetic tokens)");
   app.add_option("--stages", stages, "ZeRO stages")->delimiter(',');
   app.add_option("--ranks", ranks, "rank counts K, side by side")->delimiter(',');
@@ -115,21 +119,26 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "OpenMP/OpenBLAS threads per rank; 0 = cores / K (dp-launch's rule)")
       ->check(CLI::Range(0, 1024));
   app.add_flag("--keep-logs", keep_logs, "keep each run's console log and train_summary.json");
+  app.add_flag("--deterministic", deterministic, "also run each with train.deterministic = true and compare step times");
   CLI11_PARSE(app, argc, argv);
 
   const fs::path root = fs::temp_directory_path() / ("zdp_dp_train_bench_" + std::to_string(::getpid()));
-  std::map<std::pair<int, int>, nlohmann::json> results;  // (stage, K) -> summary
+  std::map<std::pair<int, int>, nlohmann::json> results, det_results;  // (stage, K) -> summary
   bool failed = false;
   for (int stage : stages) {
     for (int k : ranks) {
-      const fs::path dir = root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k));
-      const Run r = launch(config, stage, k, steps, threads, dir);
-      if (!r.ok) {
-        std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
-        failed = true;
-        continue;
+      for (bool det : {false, true}) {
+        if (det && !deterministic) continue;
+        const fs::path dir =
+            root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k) + (det ? "-det" : ""));
+        const Run r = launch(config, stage, k, steps, threads, det, dir);
+        if (!r.ok) {
+          std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
+          failed = true;
+          continue;
+        }
+        (det ? det_results : results)[{stage, k}] = r.summary;
       }
-      results[{stage, k}] = r.summary;
     }
   }
   if (results.empty()) return 1;
@@ -173,6 +182,16 @@ int main(int argc, char** argv) {
       std::snprintf(cell, sizeof(cell), "%ss%d/K%d %.1fk", summary_line.empty() ? "" : ", ", stage, k,
                     it->second.at("tokens_per_s").get<double>() / 1e3);
       summary_line += cell;
+    }
+  }
+  if (deterministic) {
+    std::printf("\n#%5s %3s | %12s %12s %8s\n", "stage", "K", "default ms", "determ. ms", "ratio");
+    for (const auto& [key, det] : det_results) {
+      auto base = results.find(key);
+      if (base == results.end()) continue;
+      const double off = base->second.at("step_time_s_median").get<double>() * 1e3;
+      const double on = det.at("step_time_s_median").get<double>() * 1e3;
+      std::printf(" %5d %3d | %12.1f %12.1f %8.2f\n", key.first, key.second, off, on, on / off);
     }
   }
   std::printf("\nsummary: dp-train %s tok/s by stage/K: %s\n", any.at("model").get<std::string>().c_str(),

@@ -138,8 +138,11 @@ void set_cpu_gemm_threads(int threads);
 // cuBLASLt on the current CUDA device. `workspace` is device memory the caller owns and
 // keeps alive (a Device allocation under MemCategory::kWorkspace, so it is accounted);
 // 32 MiB lets Hopper use its best algorithms, null/0 works but limits them.
-// kUnavailable in builds without CUDA.
+// kUnavailable in builds without CUDA. `pinned` (deterministic mode): the algorithm depends
+// on the shape, types and epilogue alone, never on the pointers' alignment, and never
+// splits the inner dimension, so a micro-batch's GEMMs compute the same bits wherever the
+// layout puts the parameters (on one GPU kind and library version).
 inline constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
-StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes);
+StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes, bool pinned = false);
 
 }  // namespace zdp::kernels

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/exact_sumsq.h"
 #include "kernels/grad_check.h"
 
 namespace zdp::kernels {
@@ -40,6 +41,9 @@ struct StepDecisionArgs {
   double inv_scale = 1.0;
   double max_norm = 0.0;         // global-norm clipping threshold; <= 0 disables clipping
   StepDecision* out = nullptr;   // read first (its skip becomes prev_skip), then overwritten
+  // Deterministic mode, instead of stats: exact records summed over ranks (any number).
+  const ExactSumSq* exact = nullptr;
+  int64_t exact_records = 0;
 };
 
 // Finite, without <cmath> (the same test on host and device, no errno, no traps).
@@ -67,6 +71,11 @@ ZDP_HD void decide_step(const StepDecisionArgs& a) {
   d.prev_skip = a.out->skip;
   // The global sum rounds to fp32 once, as one all-reduced GradStats would hold it.
   d.grad_norm = sqrt(static_cast<double>(static_cast<float>(sum_sq)));
+  if (a.exact != nullptr) {  // the exact sum, rounded once to double
+    bool bad = false;
+    d.grad_norm = sqrt(exact_sum_to_double(a.exact, a.exact_records, &bad));
+    nonfinite = bad ? 1.0f : 0.0f;
+  }
   if (nonfinite > 0.0f || !is_finite_double(d.grad_norm)) {
     d.skip = 1;
     d.clip_coef = 0.0;

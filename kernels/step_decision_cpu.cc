@@ -7,7 +7,8 @@
 namespace zdp::kernels {
 
 Status check_step_decision(const StepDecisionArgs& a) {
-  if (a.out == nullptr || a.buckets < 0 || (a.buckets > 0 && a.stats == nullptr)) {
+  if (a.out == nullptr || a.buckets < 0 || (a.buckets > 0 && a.stats == nullptr) || a.exact_records < 0 ||
+      (a.exact_records > 0 && a.exact == nullptr)) {
     return Status(StatusCode::kInvalidArgument, "decide_step: null output or statistics, or " +
                                                     std::to_string(a.buckets) + " buckets");
   }

@@ -14,6 +14,7 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
+#include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
 #include "launcher/supervisor.h"
@@ -195,10 +196,22 @@ int main(int argc, char** argv) {
   CLI::App* scale = app.add_subcommand("scale", "run the job at several world sizes with the same per-rank batch; "
                                                 "print throughput, speed-up, efficiency and the Amdahl fit");
   add_scale_options(*scale, scale_args);
+  // Hidden: one rank of `plan --calibrate`'s link measurement, spawned by it.
+  CalibrationPeer peer;
+  CLI::App* calibrate_peer = app.add_subcommand("calibrate-peer", "")->group("");
+  calibrate_peer->add_option("--rank", peer.rank)->required();
+  calibrate_peer->add_option("--port", peer.port)->required();
+  calibrate_peer->add_option("--small-bytes", peer.small_bytes)->required();
+  calibrate_peer->add_option("--large-bytes", peer.large_bytes)->required();
   app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
   if (plan->parsed()) return run_plan(plan_args);
   if (scale->parsed()) return run_scale(scale_args);
+  if (calibrate_peer->parsed()) {
+    const Status done = run_calibration_peer(peer);
+    if (!done.ok()) std::fprintf(stderr, "dp-launch calibrate-peer: rank %d: %s\n", peer.rank, done.message().c_str());
+    return done.ok() ? 0 : 1;
+  }
   if (config_path.empty()) {
     std::fprintf(stderr, "dp-launch: a config is required: dp-launch config.toml (or dp-launch plan|scale config.toml; "
                          "--help lists everything)\n");

@@ -115,6 +115,11 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   if (const char* s = env("ZDP_JOB_SECRET"); s != nullptr && *s != '\0') {
     p.secret = s;
     p.secret_origin = "from ZDP_JOB_SECRET";
+    if (p.secret.size() < kMinJobSecretChars) {
+      errors.push_back("ZDP_JOB_SECRET has " + std::to_string(p.secret.size()) + " characters, fewer than the " +
+                       std::to_string(kMinJobSecretChars) +
+                       " a job secret needs (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16))");
+    }
   } else if (p.nnodes == 1) {
     p.secret = random_secret();
     p.secret_origin = "generated for this job";
@@ -153,6 +158,8 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
 
   const Status world = validate_for_world(config, p.world_size);
   if (!world.ok()) errors.push_back(world.message());
+  const Status dirs = check_output_dirs(config);
+  if (!dirs.ok()) errors.push_back(dirs.message());
   if (!errors.empty()) {
     std::string all;
     for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;

@@ -10,17 +10,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/internal/output_file.h"
+
 namespace zdp::launcher {
 
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the console went away: the log still has everything
-    done += static_cast<size_t>(n);
-  }
-}
+// The console going away (EPIPE) is not an error: the log still has everything.
+void write_all(int fd, const std::string& text) { (void)write_fully(fd, text); }
 
 OutputPump::OutputPump(Terminal& console, std::string log_dir, size_t tail_lines)
     : console_(console), log_dir_(std::move(log_dir)), tail_lines_(tail_lines) {}
@@ -47,12 +42,23 @@ Status OutputPump::add(int rank, int fd, const std::string& header) {
   src.fd = fd;
   src.partial.clear();
   src.tail.clear();
-  if (!header.empty()) write_all(src.log_fd, header + "\n");
+  if (!header.empty()) write_log(rank, src, header + "\n");
   return Status::Ok();
 }
 
+// A log that cannot be written (a full disk) is said once, with the reason, on the console,
+// which keeps the rank's lines; the log is not cut silently.
+void OutputPump::write_log(int rank, Source& src, const std::string& text) {
+  if (src.log_failed) return;
+  const int err = write_fully(src.log_fd, text);
+  if (err == 0) return;
+  src.log_failed = true;
+  console_.line("dp-launch: cannot write " + log_path(rank) + ": " + std::strerror(err) + "; rank " +
+                std::to_string(rank) + "'s log ends here, its output from here on is on this console only");
+}
+
 void OutputPump::emit_line(int rank, Source& src, const std::string& line) {
-  write_all(src.log_fd, line + "\n");
+  write_log(rank, src, line + "\n");
   console_.line("[rank " + std::to_string(rank) + "] " + line);
   src.tail.push_back(line);
   if (src.tail.size() > tail_lines_) src.tail.pop_front();

@@ -38,9 +38,11 @@ class OutputPump {
   struct Source {
     int fd = -1;
     int log_fd = -1;
+    bool log_failed = false;  // a write to the log failed (said once on the console)
     std::string partial;  // a line still waiting for its newline
     std::deque<std::string> tail;
   };
+  void write_log(int rank, Source& src, const std::string& text);
   void emit_line(int rank, Source& src, const std::string& line);
   void read_from(int rank, Source& src);
 
@@ -50,7 +52,8 @@ class OutputPump {
   std::map<int, Source> sources_;
 };
 
-// Writes all of `text` to `fd`, retrying short writes.
+// Writes all of `text` to the console `fd`, retrying short writes; a console that went
+// away is ignored (the logs keep everything).
 void write_all(int fd, const std::string& text);
 
 }  // namespace zdp::launcher

@@ -1,14 +1,20 @@
 // fork/exec of a rank with a pipe for its output, its own process group, and
-// PR_SET_PDEATHSIG so that it dies with the launcher.
+// PR_SET_PDEATHSIG so that it dies with the launcher. Between fork and exec the child
+// makes only async-signal-safe calls (tests/unit/rank_process_test.cc checks it).
 #include "launcher/rank_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 extern char** environ;
@@ -26,6 +32,8 @@ std::string ExitInfo::describe() const {
 
 namespace {
 
+constexpr std::chrono::milliseconds kExecDeadline{30000};
+
 // The child's environment: the launcher's, with `overrides` replacing or adding entries.
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& overrides) {
   std::vector<std::string> out;
@@ -38,16 +46,37 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
   return out;
 }
 
+// execvpe's search done before fork: `name` itself when it holds a '/', else the first
+// executable file of that name in the launcher's PATH (execvpe searches that one too).
+StatusOr<std::string> find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = end > begin ? dirs.substr(begin, end - begin) : ".";  // an empty entry is "."
+    const std::string candidate = dir + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return Status(StatusCode::kNotFound, "cannot run '" + name + "': no executable of that name in PATH (" + dirs + ")");
+}
+
 }  // namespace
 
 StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
   const std::string what = "rank " + std::to_string(spec.rank);
   if (spec.argv.empty()) return Status(StatusCode::kInvalidArgument, what + ": no program to run");
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    return Status(StatusCode::kIoError, what + ": pipe: " + std::strerror(errno));
-  }
-  // Everything the child needs is prepared before fork(): after it only async-signal-safe calls.
+  // Everything the child needs is prepared before fork(): after it, only async-signal-safe
+  // calls (docs/design.md, "Fork safety"). The launcher runs the store server's threads,
+  // so a lock or an allocation in the child could wait forever on a thread it lacks.
+  StatusOr<std::string> found = find_program(spec.argv[0]);
+  if (!found.ok()) return Status(found.status().code(), what + ": " + found.status().message());
+  const std::string program = *found;
   std::vector<std::string> env_strings = child_environment(spec.env);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
@@ -57,6 +86,10 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
 
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return Status(StatusCode::kIoError, what + ": pipe: " + std::strerror(errno));
+  }
   // An exec failure is reported through a second close-on-exec pipe: EOF means exec worked.
   int exec_fds[2];
   if (::pipe2(exec_fds, O_CLOEXEC) != 0) {
@@ -78,7 +111,7 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
-    ::execvpe(argv[0], argv.data(), envp.data());
+    ::execve(program.c_str(), argv.data(), envp.data());
     const int err = errno;
     (void)!::write(exec_fds[1], &err, sizeof(err));
     ::_exit(127);
@@ -86,13 +119,23 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
   ::setpgid(pid, pid);  // also from the parent: no race with an early signal_group()
   ::close(pipe_fds[1]);
   ::close(exec_fds[1]);
+  // exec follows fork within microseconds; a child that has not got there is stuck on a
+  // lock it inherited (the rule above was broken): kill it rather than hang the launcher.
+  pollfd exec_poll{exec_fds[0], POLLIN, 0};
+  const int ready = ::poll(&exec_poll, 1, static_cast<int>(kExecDeadline.count()));
   int exec_errno = 0;
-  const ssize_t n = ::read(exec_fds[0], &exec_errno, sizeof(exec_errno));
+  const ssize_t n = ready > 0 ? ::read(exec_fds[0], &exec_errno, sizeof(exec_errno)) : -1;
   ::close(exec_fds[0]);
-  if (n == sizeof(exec_errno)) {
+  if (ready <= 0 || n == sizeof(exec_errno)) {
+    ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     ::close(pipe_fds[0]);
-    return Status(StatusCode::kNotFound, what + ": cannot run '" + spec.argv[0] + "': " + std::strerror(exec_errno));
+    if (ready <= 0) {
+      return Status(StatusCode::kInternal, what + ": the child (pid " + std::to_string(pid) + ") did not reach exec of '" +
+                                               program + "' within " + std::to_string(kExecDeadline.count() / 1000) +
+                                               " s: stuck between fork and exec, killed");
+    }
+    return Status(StatusCode::kNotFound, what + ": cannot run '" + program + "': " + std::strerror(exec_errno));
   }
   ::fcntl(pipe_fds[0], F_SETFL, ::fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
   RankProcess p;

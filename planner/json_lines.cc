@@ -3,7 +3,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+
+#include "core/internal/output_file.h"
 
 namespace zdp::launcher {
 
@@ -12,15 +13,11 @@ StatusOr<std::string> write_json_lines(const std::string& dir, const std::string
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const std::string path = (fs::path(dir) / name).string(), tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::trunc);
-    for (const nlohmann::json& line : lines) file << line.dump() << "\n";
-    file.close();
-    if (!file) return Status(StatusCode::kIoError, "cannot write " + tmp + (ec ? " (" + ec.message() + ")" : ""));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Status(StatusCode::kIoError, "cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec) return Status(StatusCode::kIoError, "cannot create " + dir + ": " + ec.message());
+  const std::string path = (fs::path(dir) / name).string();
+  std::string text;
+  for (const nlohmann::json& line : lines) text += line.dump() + "\n";
+  ZDP_RETURN_IF_ERROR(write_file_atomically(path, text, "report"));
   return path;
 }
 
@@ -33,21 +30,10 @@ int publish_report(const std::string& tool, const std::string& table, const std:
     return 1;
   }
   std::printf("JSON lines: %s\n", path->c_str());
-  const std::string svg_path = (std::filesystem::path(dir) / plot.name).string(), tmp = svg_path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::trunc);
-    file << plot.svg;
-    file.close();
-    if (!file) {
-      std::fprintf(stderr, "%s: cannot write %s\n", tool.c_str(), tmp.c_str());
-      return 1;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, svg_path, ec);
-  if (ec) {
-    std::fprintf(stderr, "%s: cannot rename %s to %s: %s\n", tool.c_str(), tmp.c_str(), svg_path.c_str(),
-                 ec.message().c_str());
+  const std::string svg_path = (std::filesystem::path(dir) / plot.name).string();
+  const Status drawn = write_file_atomically(svg_path, plot.svg, "plot");
+  if (!drawn.ok()) {
+    std::fprintf(stderr, "%s: %s\n", tool.c_str(), drawn.message().c_str());
     return 1;
   }
   std::printf("plot: %s\n", svg_path.c_str());

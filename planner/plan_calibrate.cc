@@ -1,16 +1,20 @@
 // The --calibrate measurements (see plan_calibrate.h).
 #include "planner/plan_calibrate.h"
 
-#include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -23,6 +27,8 @@
 #include "zdp/device.h"
 #include "zdp/store.h"
 #include "zdp/tcp_store.h"
+
+extern char** environ;
 
 namespace zdp::launcher {
 namespace {
@@ -139,7 +145,103 @@ StatusOr<double> time_model_micro(const Config& config) {
   return median(times);
 }
 
+// The store key where calibration peer `rank` leaves "<small_s> <large_s>".
+std::string result_key(int rank) { return "calibration/rank" + std::to_string(rank); }
+
+// Both ranks of the link measurement as fresh processes (`<this program> calibrate-peer`,
+// posix_spawn): a fork of this process, which runs the store server's threads and maybe
+// an OpenMP pool, could hang on a lock one of them held (docs/design.md, "Fork safety").
+// Fresh processes also create their Gloo communicators as the first of their process,
+// so their rendezvous keys agree. Returns each rank's (small, large) best seconds.
+StatusOr<std::array<std::pair<double, double>, 2>> time_link(const CalibrateOptions& o) {
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, TcpStoreServer::start(TcpStoreServerOptions{}));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> store,
+                       TcpStoreClient::connect("127.0.0.1", server->port(), std::chrono::seconds(10)));
+  std::string program = o.peer_program;
+  if (program.empty()) {
+    std::error_code ec;
+    program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) return Status(StatusCode::kInternal, "calibration: cannot find this program (/proc/self/exe): " + ec.message());
+  }
+  std::fflush(nullptr);
+  std::array<pid_t, 2> pids{-1, -1};
+  auto stop_peers = [&pids] {
+    for (pid_t& pid : pids) {
+      if (pid <= 0) continue;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  };
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> args = {program, "calibrate-peer", "--rank", std::to_string(r),
+                                     "--port", std::to_string(server->port()), "--small-bytes",
+                                     std::to_string(o.small_bytes), "--large-bytes", std::to_string(o.large_bytes)};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int err = ::posix_spawn(&pids[static_cast<size_t>(r)], program.c_str(), nullptr, nullptr, argv.data(), environ);
+    if (err != 0) {
+      pids[static_cast<size_t>(r)] = -1;
+      stop_peers();
+      return Status(StatusCode::kInternal, "calibration: cannot run " + program + " calibrate-peer: " + std::strerror(err));
+    }
+  }
+  // The peers' own timeouts (connect 10 s, collectives 20 s each) end them well before this.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  for (int running = 2; running > 0;) {
+    for (int r = 0; r < 2; ++r) {
+      const pid_t pid = pids[static_cast<size_t>(r)];
+      int status = 0;
+      if (pid <= 0 || ::waitpid(pid, &status, WNOHANG) != pid) continue;
+      pids[static_cast<size_t>(r)] = -1;
+      --running;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {  // the first failure is the cause
+        stop_peers();
+        return Status(StatusCode::kInternal,
+                      "calibration all-reduce: rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") failed (" +
+                          (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                             : "signal " + std::to_string(WTERMSIG(status))) +
+                          "; its error is above)");
+      }
+    }
+    if (running > 0 && Clock::now() >= deadline) {
+      stop_peers();
+      return Status(StatusCode::kInternal, "calibration all-reduce: the 2 ranks still ran after 120 s, killed");
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::array<std::pair<double, double>, 2> times{};
+  for (int r = 0; r < 2; ++r) {
+    auto& t = times[static_cast<size_t>(r)];
+    StatusOr<std::string> value = store->get(result_key(r), std::chrono::seconds(1));
+    if (!value.ok() || std::sscanf(value->c_str(), "%lf %lf", &t.first, &t.second) != 2) {
+      return Status(StatusCode::kInternal, "calibration all-reduce: rank " + std::to_string(r) + " left no times");
+    }
+  }
+  return times;
+}
+
 }  // namespace
+
+Status run_calibration_peer(const CalibrationPeer& peer) {
+  set_process_identity(peer.rank, 2);
+  CalibrateOptions o;
+  o.small_bytes = peer.small_bytes;
+  o.large_bytes = peer.large_bytes;
+  if (peer.rank < 0 || peer.rank > 1 || peer.port <= 0 || peer.port > 65535 || o.small_bytes < 4 ||
+      o.large_bytes <= o.small_bytes || o.large_bytes > (int64_t{1} << 30)) {
+    return Status(StatusCode::kInvalidArgument, "calibrate-peer: rank " + std::to_string(peer.rank) + ", port " +
+                                                    std::to_string(peer.port) + ", sizes " + std::to_string(o.small_bytes) +
+                                                    " and " + std::to_string(o.large_bytes) + " bytes are not valid");
+  }
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> store,
+                       TcpStoreClient::connect("127.0.0.1", peer.port, std::chrono::seconds(10)));
+  ZDP_ASSIGN_OR_RETURN(const auto t, all_reduce_rank(*store, peer.rank, o));
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g %.9g", t.first, t.second);
+  return store->set(result_key(peer.rank), text);
+}
 
 StatusOr<Calibration> calibrate(const CalibrateOptions& o) {
   const auto start = Clock::now();
@@ -157,42 +259,9 @@ StatusOr<Calibration> calibrate(const CalibrateOptions& o) {
   c.gemm = "sgemm " + std::to_string(o.rows) + " x " + std::to_string(o.in) + " x " + std::to_string(o.out) + ", " +
            std::to_string(o.threads) + (o.threads == 1 ? " thread" : " threads");
 
-  // Gloo communicators are per process (their rendezvous keys count per process), so the
-  // second rank is a forked child reaching a TCP store hosted here, as fork_ranks does.
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, TcpStoreServer::start(TcpStoreServerOptions{}));
-  int fds[2];
-  if (::pipe(fds) != 0) return Status(StatusCode::kInternal, "calibration: pipe() failed");
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  if (child < 0) return Status(StatusCode::kInternal, "calibration: fork() failed");
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::close(fds[0]);
-    double times[2] = {-1, -1};
-    StatusOr<std::unique_ptr<TcpStoreClient>> client =
-        TcpStoreClient::connect("127.0.0.1", server->port(), std::chrono::seconds(10));
-    if (client.ok()) {
-      StatusOr<std::pair<double, double>> t = all_reduce_rank(**client, 1, o);
-      if (t.ok()) times[0] = t->first, times[1] = t->second;
-      else std::fprintf(stderr, "calibration, rank 1: %s\n", t.status().message().c_str());
-    }
-    ssize_t written = ::write(fds[1], times, sizeof(times));
-    ::_exit(written == static_cast<ssize_t>(sizeof(times)) && times[0] >= 0 ? 0 : 1);
-  }
-  ::close(fds[1]);
-  StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::connect("127.0.0.1", server->port(), std::chrono::seconds(10));
-  StatusOr<std::pair<double, double>> mine =
-      client.ok() ? all_reduce_rank(**client, 0, o) : StatusOr<std::pair<double, double>>(client.status());
-  double theirs[2] = {-1, -1};
-  const bool got = ::read(fds[0], theirs, sizeof(theirs)) == static_cast<ssize_t>(sizeof(theirs)) && theirs[0] >= 0;
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!mine.ok()) return mine.status().with_context("calibration all-reduce, rank 0");
-  if (!got) return Status(StatusCode::kInternal, "calibration all-reduce: rank 1 (pid " + std::to_string(child) + ") failed");
-  c.small_s = std::max(mine->first, theirs[0]);
-  c.large_s = std::max(mine->second, theirs[1]);
+  ZDP_ASSIGN_OR_RETURN(const auto times, time_link(o));
+  c.small_s = std::max(times[0].first, times[1].first);
+  c.large_s = std::max(times[0].second, times[1].second);
   // Ring all-reduce on K = 2: 2 steps of n / 2 bytes, t(n) = 2 alpha + n / beta.
   const double dn = static_cast<double>(o.large_bytes - o.small_bytes);
   const double slope = (c.large_s - c.small_s) / dn;  // 1 / beta

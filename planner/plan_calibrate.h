@@ -3,8 +3,9 @@
 // model's layer shape, and micro-batches of the model itself through dp-train's layers on
 // a one-rank engine: the rate the plan uses, since a small model spends much of its time
 // outside GEMMs) with the rank's thread count, and the link (a 2-rank Gloo all-reduce
-// over loopback, timed at two sizes and solved for alpha and beta). CPU ranks only: a
-// GPU's rates come from --flops and --link.
+// over loopback, timed at two sizes and solved for alpha and beta; the two ranks are fresh
+// processes, see run_calibration_peer). CPU ranks only: a GPU's rates come from --flops
+// and --link.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,9 @@ struct CalibrateOptions {
   int64_t out = 1024;
   int64_t small_bytes = 4 << 10;   // the two all-reduce sizes: latency-bound ...
   int64_t large_bytes = 32 << 20;  // ... and bandwidth-bound
+  // The program run as the two all-reduce ranks, `<peer_program> calibrate-peer ...`
+  // (run_calibration_peer); empty: this program (/proc/self/exe), i.e. dp-launch.
+  std::string peer_program;
 };
 
 struct Calibration {
@@ -39,5 +43,16 @@ struct Calibration {
 
 // kInternal names the step that failed (GEMM, Gloo set-up, all-reduce).
 StatusOr<Calibration> calibrate(const CalibrateOptions& options);
+
+// One rank of the link measurement: what `dp-launch calibrate-peer` (hidden; calibrate()
+// spawns two) runs in a fresh process. Joins the store at 127.0.0.1:port, times the
+// all-reduce at both sizes and leaves the best seconds in the store for calibrate().
+struct CalibrationPeer {
+  int rank = 0;
+  int port = 0;
+  int64_t small_bytes = 0;
+  int64_t large_bytes = 0;
+};
+Status run_calibration_peer(const CalibrationPeer& peer);
 
 }  // namespace zdp::launcher

@@ -3,17 +3,22 @@
 // `dp-launch config.toml --set ...` would do, supervision and logs included.
 #include "planner/scale_command.h"
 
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "core/internal/input_file.h"
 #include "planner/json_lines.h"
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
 #include "zdp/config.h"
+
+extern char** environ;
 
 namespace zdp::launcher {
 namespace {
@@ -31,19 +36,20 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-// Runs `argv` with our stdout/stderr; its exit code, or 128 + signal.
+// Runs `argv` with our stdout/stderr; its exit code, or 128 + signal, or -1 when it could
+// not start. posix_spawn, not fork: nothing of ours runs in the child before exec
+// (docs/design.md, "Fork safety").
 int run_child(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "dp-launch scale: cannot run %s\n", args[0]);
-    ::_exit(127);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ);
+  if (err != 0) {
+    say("cannot run " + argv[0] + ": " + std::strerror(err));
+    return -1;
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -52,11 +58,14 @@ int run_child(const std::vector<std::string>& argv) {
 }
 
 StatusOr<ScalePoint> read_summary(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
+  StatusOr<std::string> text = read_input_file(path, "run summary", int64_t{1} << 20);
+  if (!text.ok()) {
+    if (text.status().code() != StatusCode::kNotFound) return text.status();
+    return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
+  }
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(*text);
     ScalePoint p;
     p.world_size = j.at("world_size").get<int>();
     p.stage = j.at("stage").get<int>();

@@ -5,13 +5,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/internal/input_file.h"
 #include "trainer/data/source.h"
 #include "trainer/data/token_file.h"
 
@@ -24,13 +25,29 @@ namespace trainer = zdp::trainer;
 // Each text file is split at (1 - val_fraction) of its bytes, so the held-out tokens come
 // from every file (every topic of a corpus of many files), not from the last file alone.
 Status make_text_shards(const std::vector<std::string>& files, const std::string& out_dir, double val_fraction) {
-  std::vector<uint16_t> train, val;
+  // Every file is opened (and refused if it is a directory, a FIFO, a device or too large)
+  // before anything is read, and the total is checked against the format's int32 count
+  // before a byte is allocated.
+  constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+  std::vector<zdp::InputFile> inputs;
+  int64_t total = 0;
   for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status(StatusCode::kNotFound, "dp-data: cannot read text file '" + path + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::vector<uint16_t> tokens = trainer::byte_tokens(text.str());
+    zdp::StatusOr<zdp::InputFile> in = zdp::InputFile::open(path, "text file", kMaxTextBytes);
+    if (!in.ok()) return in.status();
+    total += in->size();
+    inputs.push_back(std::move(*in));
+  }
+  if (total > INT32_MAX) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::to_string(files.size()) + " text files hold " + std::to_string(total) +
+                      " bytes, more than the " + std::to_string(INT32_MAX) +
+                      " tokens one token file can count; split them over several dp-data runs");
+  }
+  std::vector<uint16_t> train, val;
+  for (const zdp::InputFile& in : inputs) {
+    zdp::StatusOr<std::string> text = in.read_all();
+    if (!text.ok()) return text.status();
+    const std::vector<uint16_t> tokens = trainer::byte_tokens(*text);
     const size_t cut = tokens.size() - static_cast<size_t>(static_cast<double>(tokens.size()) * val_fraction);
     train.insert(train.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(cut));
     val.insert(val.end(), tokens.begin() + static_cast<std::ptrdiff_t>(cut), tokens.end());
@@ -76,7 +93,10 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   CLI::App* synth = app.add_subcommand("synthetic", "a token file from a seeded Markov chain (4 successors per token)");
   synth->add_option("--out", synth_out, "output file")->required();
-  synth->add_option("--tokens", synth_tokens, "token count")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
+  // The format counts tokens in an int32: a larger count is refused before anything is allocated.
+  synth->add_option("--tokens", synth_tokens, "token count (at most 2147483647, the format's int32 count)")
+      ->required()
+      ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
   synth->add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(1, 65536));
   synth->add_option("--seed", seed, "seed of the chain");
 

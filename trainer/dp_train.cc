@@ -15,6 +15,7 @@
 #include "trainer/loop/run_summary.h"
 #include "trainer/loop/train_fault.h"
 #include "trainer/loop/train_loop.h"
+#include "zdp/config.h"
 #include "zdp/context.h"
 
 int main(int argc, char** argv) {
@@ -27,6 +28,12 @@ int main(int argc, char** argv) {
   zdp::StatusOr<zdp::Context> ctx = zdp::init(init);
   if (!ctx.ok()) {
     std::fprintf(stderr, "dp-train: %s\n", ctx.status().to_string().c_str());
+    return 1;
+  }
+  // An unwritable checkpoint, profile or log directory is refused now, not at the first
+  // save or after the last step (dp-launch checks the same before it starts the ranks).
+  if (const zdp::Status dirs = zdp::check_output_dirs(ctx->config()); !dirs.ok()) {
+    std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), dirs.to_string().c_str());
     return 1;
   }
   const std::string summary_path = zdp::trainer::run_summary_path(ctx->config());

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/src/ordered_sum.h"
+#include "kernels/exact_sumsq.h"
 #include "kernels/grad_check.h"
 
 namespace zdp {
@@ -64,7 +66,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   }
   // Local accumulation: no communication before the last micro-batch, so every stage
   // accumulates in full.
-  const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options);
+  const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options) && !options.deterministic;
   z.accum = local_accum ? T * 4 : 0;
   const int64_t state = (options.zero.shards_optimizer() ? S : T) * 4;
   const int moments = optimizer_moments(options.optim);
@@ -72,6 +74,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   z.m = moments >= 1 ? state : 0;
   z.v = moments >= 2 ? state : 0;
   z.grad_stats = std::max(1, num_buckets) * static_cast<int64_t>(sizeof(kernels::GradStats));
+  if (options.deterministic) z.grad_stats = std::max<int64_t>(z.grad_stats, sizeof(kernels::ExactSumSq));
   if (device == DeviceKind::kCuda) {
     const int64_t largest_slice = layout.max_bucket_elems() / layout.options().world_size;
     z.norm_scratch = std::max<int64_t>(1, kernels::grad_check_workspace_bytes(largest_slice));
@@ -85,7 +88,13 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     }
     // Two: backward fills one group while the previous one is reduced.
     z.grad_staging = {largest_group * c, 2};
-    if (cast || local_accum) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
+    if ((cast || local_accum) && !options.deterministic) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
+  }
+  if (options.deterministic) {
+    const int world = layout.options().world_size;
+    z.ordered_gather = world * layout.max_bucket_elems() * c;
+    z.ordered_partials = OrderedSum::max_depth(world * options.accum_steps) *
+                         (options.zero.shards_optimizer() ? S : T) * 4;
   }
   if (options.zero.shards_params()) {
     const std::vector<int64_t> groups = layer_group_elems(layout);

@@ -23,6 +23,8 @@ inline constexpr int64_t kAlignElems = 32;
 // How the engine cuts its layout (the planner builds the same one).
 LayoutOptions engine_layout_options(const EngineOptions& options, int world_size);
 
+// Deterministic mode reduces every micro-batch as it completes, whatever the accumulation
+// mode (docs/design.md "Deterministic mode"), so it never accumulates locally.
 // Whether micro-batches are reduce-scattered one by one into an fp32 gradient shard
 // (EngineOptions::accumulate kSharded at stages 2-3 with accum_steps > 1) instead of being
 // accumulated in a full-size fp32 buffer and reduced once.
@@ -68,6 +70,9 @@ struct BufferSizes {
   SlotSizes grad_staging;    // [buckets] stages 2-3: the trainer's gradients, per gradient group
   SlotSizes reduce_staging;  // [buckets] stages 2-3, cast or local accumulation before the reduction
   SlotSizes param_gather;    // [buckets] stage 3: gathered layer groups
+  int64_t ordered_gather = 0;    // [buckets] deterministic: world x the largest bucket, compute dtype
+  int64_t ordered_partials = 0;  // [buckets] deterministic: OrderedSum::max_depth(world x accum)
+                                 // fp32 entries of T (stage 0) or S elements
   // Not sized here: the CUDA decay table (a few bytes per run of same-decay parameters; it
   // depends on the optimizer's parameter groups, not on the layout).
 };

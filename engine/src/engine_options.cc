@@ -16,6 +16,7 @@ StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size
   o.global_batch = config.train.global_batch;
   o.seed = config.train.seed;
   o.trace = config.profile.enabled;
+  o.deterministic = config.train.deterministic;
   // The batch-size rule is applied here, once: the options carry the scaled lr and min_lr
   // and no rule, so code that reads o.optim.lr sees the rate the run uses.
   if (o.optim.lr_scaling != LrScalingRule::kNone) {

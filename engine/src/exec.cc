@@ -65,6 +65,10 @@ Status Exec::grad_check(const kernels::GradCheckArgs& args, void* workspace, int
                : kernels::grad_check_cpu(args);
 }
 
+Status Exec::exact_sumsq(const kernels::ExactSumSqArgs& args) {
+  return cuda_ ? kernels::exact_sumsq_cuda(args, compute_handle()) : kernels::exact_sumsq_cpu(args);
+}
+
 Status Exec::decide(const kernels::StepDecisionArgs& args) {
   return cuda_ ? kernels::decide_step_cuda(args, compute_handle()) : kernels::decide_step_cpu(args);
 }

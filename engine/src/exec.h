@@ -11,8 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "kernels/fold.h"
 #include "kernels/cast.h"
+#include "kernels/exact_sumsq.h"
+#include "kernels/fold.h"
 #include "kernels/grad_check.h"
 #include "kernels/step_decision.h"
 #include "zdp/device.h"
@@ -48,6 +49,8 @@ class Exec {
   Status cast(const kernels::CastArgs& args);
   // `workspace` of kernels::grad_check_workspace_bytes (CUDA only).
   Status grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes);
+  // Deterministic mode's exact sum of squares (kernels/exact_sumsq.h), added into args.out.
+  Status exact_sumsq(const kernels::ExactSumSqArgs& args);
   // The step decision (kernels/step_decision.h) on the compute stream.
   Status decide(const kernels::StepDecisionArgs& args);
   // Both streams drained; the host waits.

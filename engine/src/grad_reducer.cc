@@ -30,6 +30,7 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(EngineEnv& env, const
     r->group_of_param_[static_cast<size_t>(p)] = r->buckets_[static_cast<size_t>(first)].group;
   }
   r->launch_.order = layout.backward_bucket_order();
+  r->ordered_.sum = OrderedSum(static_cast<int64_t>(env.world) * options.accum_steps);
   return r;
 }
 
@@ -44,6 +45,12 @@ Status GradReducer::allocate(const BufferSizes& z) {
     ZDP_RETURN_IF_ERROR(env_.allocate(mem_.shard, z.grads, MemCategory::kGrads, "gradient shard", true));
   }
   if (z.accum > 0) ZDP_RETURN_IF_ERROR(env_.allocate(mem_.accum, z.accum, MemCategory::kGrads, "accumulation", true));
+  if (z.ordered_gather > 0) {
+    ZDP_RETURN_IF_ERROR(
+        env_.allocate(mem_.gathered, z.ordered_gather, MemCategory::kBuckets, "deterministic gather", false));
+    ZDP_RETURN_IF_ERROR(
+        env_.allocate(mem_.partials, z.ordered_partials, MemCategory::kBuckets, "deterministic partial sums", false));
+  }
   if (z.grad_staging.count > 0) {
     ZDP_RETURN_IF_ERROR(mem_.grad_slots.init(env_.device, env_.who + ": gradient staging", z.grad_staging.slot_bytes,
                                              z.grad_staging.count, MemCategory::kBuckets));
@@ -61,6 +68,8 @@ void GradReducer::reset_step() {
   micro_.index = 0;
   reset_reductions();
   for (GradGroup& g : groups_) g.unfolded = g.params;
+  ordered_.sum.reset();
+  ordered_.ops_micro = -1;
 }
 
 void GradReducer::reset_reductions() {
@@ -96,7 +105,18 @@ void* GradReducer::reduced_slice(int b) { return reduced(layout_.slice_begin(b, 
 StatusOr<void*> GradReducer::view(int p, int64_t step) {
   const DType cdt = opt_.compute_dtype;
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
-  if (!opt_.zero.shards_grads()) return elem_ptr(mem_.full.data(), pl.offset, cdt);
+  if (!opt_.zero.shards_grads()) {
+    if (ordered_.full_in_flight) {
+      // Deterministic mode sends every micro-batch from this buffer: the next one may
+      // overwrite it once the previous one's gathers have read it.
+      timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, launch_.order.front(), CollectiveOp::kAllGather);
+      Status s = wait_all("step " + std::to_string(step) + ": grad(" + registry_.label(p) + ")");
+      timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, launch_.order.front(), CollectiveOp::kAllGather);
+      if (!s.ok()) return env_.failure.fail(s.with_context(env_.who));
+      ordered_.full_in_flight = false;
+    }
+    return elem_ptr(mem_.full.data(), pl.offset, cdt);
+  }
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
   if (g.slot < 0) {
     StatusOr<int> slot = mem_.grad_slots.acquire(static_cast<int>(&g - groups_.data()));
@@ -133,7 +153,7 @@ Status GradReducer::mark_ready(int p, int64_t step) {
   micro_.ready[static_cast<size_t>(p)] = 1;
   ++micro_.ready_count;
 
-  if (!last_micro() && !sharded_accum()) {
+  if (!last_micro() && !reduces_every_micro()) {
     // Fold this micro-batch's gradient into the fp32 accumulation (the first one copies).
     float* acc = mem_.accum.as<float>() + pl.offset;
     kernels::FoldArgs fold{elem_ptr(in_bucket(pl.first_bucket), pl.offset - bucket(pl.first_bucket).begin, cdt),
@@ -155,10 +175,11 @@ Status GradReducer::mark_ready(int p, int64_t step) {
   }
 
   if (micro_.ready_count == registry_.size()) {  // the micro-batch is complete
-    if (sharded_accum() && !last_micro()) {
+    if (reduces_every_micro() && !last_micro()) {
       // Its reductions all issued (without overlap: now), the next micro-batch reduces anew.
       if (!opt_.zero.overlap) ZDP_RETURN_IF_ERROR(launch_ready(step));
       reset_reductions();
+      ordered_.full_in_flight = opt_.deterministic && !opt_.zero.shards_grads();
     }
     ++micro_.index;
     micro_.ready.assign(static_cast<size_t>(registry_.size()), 0);
@@ -186,6 +207,7 @@ Status GradReducer::launch_ready(int64_t step) {
 }
 
 Status GradReducer::launch(int b) {
+  if (opt_.deterministic) return launch_ordered(b);
   const DType cdt = opt_.compute_dtype, rdt = opt_.zero.reduce_dtype;
   Exec& exec = *env_.exec;
   const Bucket& bk = bucket(b);
@@ -255,7 +277,7 @@ Status GradReducer::wait_all(const std::string& where) {
 }
 
 void GradReducer::count_memory(int64_t* measured) const {
-  for (const DeviceBuffer* b : {&mem_.full, &mem_.reduce_full, &mem_.shard, &mem_.accum}) {
+  for (const DeviceBuffer* b : {&mem_.full, &mem_.reduce_full, &mem_.shard, &mem_.accum, &mem_.gathered, &mem_.partials}) {
     if (!b->empty()) measured[static_cast<int>(b->category())] += b->bytes();
   }
   for (const SlotPool* pool : {&mem_.grad_slots, &mem_.reduce_slots}) {

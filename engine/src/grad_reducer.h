@@ -4,7 +4,10 @@
 // communication stream as soon as the layout's backward order allows. Local accumulation
 // folds every micro-batch but the last into a full fp32 buffer and reduces once; sharded
 // accumulation (stages 2-3) reduce-scatters every micro-batch and adds the slice into the
-// fp32 gradient shard. What step() reads: the reduced gradient of every owned range.
+// fp32 gradient shard. Deterministic mode (EngineOptions::deterministic) gathers every
+// micro-batch's buckets to their owners and sums them there in the canonical order of
+// OrderedSum (grad_reducer_ordered.cc), whatever the accumulation mode. What step() reads:
+// the reduced gradient of every owned range.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 
 #include "engine/src/buffer_plan.h"
 #include "engine/src/engine_env.h"
+#include "engine/src/ordered_sum.h"
 #include "engine/src/slot_pool.h"
 #include "engine/src/timeline.h"
 
@@ -90,8 +94,13 @@ class GradReducer {
   const Bucket& bucket(int b) const { return layout_.buckets()[static_cast<size_t>(b)]; }
   bool last_micro() const { return micro_.index == opt_.accum_steps - 1; }
   bool sharded_accum() const { return shards_accumulation(opt_); }
+  // Whether every micro-batch is reduced as it completes (else all but the last are folded
+  // locally): sharded accumulation and deterministic mode.
+  bool reduces_every_micro() const { return sharded_accum() || opt_.deterministic; }
   void* in_bucket(int b);  // the trainer's gradient of bucket b (compute dtype)
   Status launch(int b);
+  // Deterministic mode's reduction of bucket b's micro-batch (grad_reducer_ordered.cc).
+  Status launch_ordered(int b);
   void reset_reductions();  // every bucket unreduced again (a new micro-batch to reduce)
 
   EngineEnv& env_;
@@ -122,7 +131,18 @@ class GradReducer {
     DeviceBuffer accum;        // accum_steps > 1, local accumulation: T x fp32
     SlotPool grad_slots;       // stages 2-3: the trainer's gradient views, per group
     SlotPool reduce_slots;     // stages 2-3 when a cast or accumulation precedes the reduction
+    DeviceBuffer gathered;     // deterministic: every rank's gradient of one bucket (compute dtype)
+    DeviceBuffer partials;     // deterministic: the OrderedSum stack, entries of T (stage 0) or S fp32
   } mem_;
+  // Deterministic mode: the canonical sum's progress and this micro-batch's operations
+  // (the same for every bucket), and whether the trainer's full gradient buffer (stages
+  // 0-1) is still being sent when the next micro-batch asks for it.
+  struct {
+    OrderedSum sum{1};
+    int64_t ops_micro = -1;  // the micro-batch `ops` belong to
+    std::vector<OrderedSum::Op> ops;
+    bool full_in_flight = false;
+  } ordered_;
 };
 
 }  // namespace zdp

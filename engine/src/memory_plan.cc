@@ -21,7 +21,8 @@ int64_t MemoryPlan::bytes(MemCategory category) const {
     case MemCategory::kParams: return states.params;
     case MemCategory::kGrads: return states.grads + states.reduce_copy + states.accum;
     case MemCategory::kOptimizer: return states.master + states.m + states.v;
-    case MemCategory::kBuckets: return buffers.grad_staging + buffers.reduce_staging + buffers.param_gather;
+    case MemCategory::kBuckets:
+      return buffers.grad_staging + buffers.reduce_staging + buffers.param_gather + buffers.ordered;
     case MemCategory::kWorkspace: return buffers.workspace;
     default: return 0;
   }
@@ -53,6 +54,7 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.buffers.grad_staging = z.grad_staging.bytes();
   plan.buffers.reduce_staging = z.reduce_staging.bytes();
   plan.buffers.param_gather = z.param_gather.bytes();
+  plan.buffers.ordered = z.ordered_gather + z.ordered_partials;
   plan.buffers.workspace = z.grad_stats + z.norm_scratch;
   return plan;
 }

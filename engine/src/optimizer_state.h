@@ -109,6 +109,9 @@ class OptimizerState {
       : env_(env), opt_(options), layout_(layout) {}
   // The decision the kernels read: device memory on CUDA, cpu_decision_ on the CPU.
   kernels::StepDecision* decision();
+  // decide() in deterministic mode: the exact sum of squares (kernels/exact_sumsq.h).
+  Status decide_exact(const std::function<void*(int)>& reduced_slice, DType dtype, double inv_scale,
+                      Timeline& timeline, const std::string& where);
   // One step's outcome, learnt: the count, the loss scaler and last_.
   void learn(const kernels::StepDecision& d);
 

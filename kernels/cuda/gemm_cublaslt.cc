@@ -68,8 +68,8 @@ struct Plan {
 
 class CublasLtGemm final : public Gemm {
  public:
-  CublasLtGemm(cublasLtHandle_t handle, void* workspace, int64_t workspace_bytes)
-      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+  CublasLtGemm(cublasLtHandle_t handle, void* workspace, int64_t workspace_bytes, bool pinned)
+      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes), pinned_(pinned) {}
 
   ~CublasLtGemm() override {
     for (auto& [key, plan] : plans_) destroy(plan);
@@ -100,13 +100,13 @@ class CublasLtGemm final : public Gemm {
                       align_a(g),
                       align_b(g),
                       align_c(g),
-                      alignment_of(bias_vector(g)),
+                      align(bias_vector(g)),
                       g.batch,
                       g.stride_a,
                       g.stride_b,
                       g.stride_c,
                       uses_aux(g.epilogue) ? g.aux_ld : 0,
-                      uses_aux(g.epilogue) ? alignment_of(g.aux) : 0};
+                      uses_aux(g.epilogue) ? align(g.aux) : 0};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan plan;
@@ -134,14 +134,15 @@ class CublasLtGemm final : public Gemm {
   }
 
  private:
-  static uint32_t align_a(const GemmArgs& g) {
-    return alignment_of(g.a.data, g.batch, g.stride_a * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+  // The alignment of every matrix of a batch (pinned: 4, as align()).
+  uint32_t align_a(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.a.data, g.batch, g.stride_a * static_cast<int64_t>(dtype_size(g.ab_dtype)));
   }
-  static uint32_t align_b(const GemmArgs& g) {
-    return alignment_of(g.b.data, g.batch, g.stride_b * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+  uint32_t align_b(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.b.data, g.batch, g.stride_b * static_cast<int64_t>(dtype_size(g.ab_dtype)));
   }
-  static uint32_t align_c(const GemmArgs& g) {
-    return alignment_of(g.c.data, g.batch, g.stride_c * static_cast<int64_t>(dtype_size(g.c_dtype)));
+  uint32_t align_c(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.c.data, g.batch, g.stride_c * static_cast<int64_t>(dtype_size(g.c_dtype)));
   }
 
   static void destroy(Plan& p) {
@@ -221,6 +222,12 @@ class CublasLtGemm final : public Gemm {
       status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
                                                     sizeof(align_c));
     }
+    if (status == CUBLAS_STATUS_SUCCESS && pinned_) {
+      // No split-K: its partial sums would be combined in an order of the algorithm's choosing.
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                    sizeof(scheme));
+    }
     if (status == CUBLAS_STATUS_SUCCESS) {
       status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
                                               &found);
@@ -236,21 +243,27 @@ class CublasLtGemm final : public Gemm {
     return Status::Ok();
   }
 
+  // The alignment the heuristic is told: the pointer's, or when pinned 4 bytes whatever the
+  // address (every algorithm it may then pick works at any alignment, and the same one is
+  // picked for a shape wherever the engine's layout puts a parameter).
+  uint32_t align(const void* p) const { return pinned_ ? 4u : alignment_of(p); }
+
   cublasLtHandle_t handle_;
   void* workspace_;  // the caller's
   int64_t workspace_bytes_;
+  bool pinned_;
   std::map<PlanKey, Plan> plans_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes) {
+StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes, bool pinned) {
   if (workspace_bytes < 0 || (workspace_bytes > 0 && !workspace)) {
     return Status(StatusCode::kInvalidArgument, "cuBLASLt workspace: null pointer or negative size");
   }
   cublasLtHandle_t handle = nullptr;
   ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
-  return std::unique_ptr<Gemm>(new CublasLtGemm(handle, workspace, workspace_bytes));
+  return std::unique_ptr<Gemm>(new CublasLtGemm(handle, workspace, workspace_bytes, pinned));
 }
 
 }  // namespace zdp::kernels

@@ -31,8 +31,9 @@ Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cu
 int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }
 Status decide_step_cuda(const StepDecisionArgs&, cudaStream_t) { return unavailable("decide_step_cuda"); }
+Status exact_sumsq_cuda(const ExactSumSqArgs&, cudaStream_t) { return unavailable("exact_sumsq_cuda"); }
 Status loss_sum_cuda(const LossSumArgs&, cudaStream_t) { return unavailable("loss_sum_cuda"); }
-StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void*, int64_t) { return unavailable("make_cublaslt_gemm"); }
+StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void*, int64_t, bool) { return unavailable("make_cublaslt_gemm"); }
 
 // The model-layer kernels (dp-train's layers).
 Status layernorm_forward_cuda(const LayerNormArgs&, cudaStream_t) { return unavailable("layernorm_forward_cuda"); }

@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include "core/internal/output_file.h"
 #include "profile/src/chrome_trace.h"
+
 #include "profile/src/memory_svg.h"
 #include "profile/src/profile_json.h"
 #include "profile/src/profile_summary.h"
@@ -102,17 +103,8 @@ StatusOr<RankProfile> Profiler::Impl::collect() {
 }
 
 Status Profiler::Impl::write_file(const std::string& path, const std::string& text) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return Status(StatusCode::kIoError, who() + ": cannot write '" + tmp + "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status(StatusCode::kIoError, who() + ": cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  return Status::Ok();
+  const Status written = write_file_atomically(path, text, "profile file");
+  return written.ok() ? written : written.with_context(who());
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +23,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+extern char** environ;
 
 namespace zdp::testing {
 
@@ -62,6 +66,7 @@ struct Job {
 };
 
 // Starts `argv` with `env` set on top of (or, with `clean_env`, instead of) ours.
+// posix_spawn: nothing of ours runs between fork and exec (docs/design.md, "Fork safety").
 inline Job start_job(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                      bool clean_env = false) {
   int fds[2];
@@ -70,24 +75,37 @@ inline Job start_job(const std::vector<std::string>& argv, const std::map<std::s
   job.start = FaultClock::now();
   std::error_code ec;
   job.program = std::filesystem::canonical(argv.at(0), ec).string();
-  job.pid = ::fork();
-  if (job.pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::close(fds[0]);
-    if (clean_env) {
-      const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
-      ::clearenv();
-      ::setenv("PATH", path.c_str(), 1);
+
+  std::map<std::string, std::string> vars;
+  if (clean_env) {
+    vars["PATH"] = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  } else {
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const size_t eq = entry.find('=');
+      if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<std::string> args = argv;
-    std::vector<char*> raw;
-    for (auto& a : args) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
   }
+  for (const auto& [k, v] : env) vars[k] = v;
+  std::vector<std::string> env_text;
+  for (const auto& [k, v] : vars) env_text.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> raw;
+  for (auto& a : args) raw.push_back(a.data());
+  raw.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  const int err = ::posix_spawn(&job.pid, raw[0], &actions, nullptr, raw.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(err, 0) << "posix_spawn " << argv.at(0) << ": " << std::strerror(err);
+  if (err != 0) job.pid = -1;
   ::close(fds[1]);
   job.out_fd = fds[0];
   ::fcntl(job.out_fd, F_SETFL, O_NONBLOCK);
@@ -109,6 +127,11 @@ inline long vm_hwm_kib(pid_t pid, const std::string& program) {
 // Reads the job's output until it ends (killing it, and its process group, at `limit`).
 inline JobRun finish_job(Job job, std::chrono::seconds limit) {
   JobRun run;
+  if (job.pid <= 0) {  // never started (start_job said why): nothing to read, wait for or kill
+    ::close(job.out_fd);
+    run.exit_code = 127;
+    return run;
+  }
   std::string partial;
   const auto deadline = job.start + limit;
   auto seconds = [&] { return std::chrono::duration<double>(FaultClock::now() - job.start).count(); };

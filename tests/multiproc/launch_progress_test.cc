@@ -21,6 +21,8 @@
 #include "testing/svg_check.h"
 #include "testing/temp_dir.h"
 
+extern char** environ;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -37,13 +39,21 @@ PtyRun run_in_pty(const std::vector<std::string>& argv, std::chrono::seconds lim
   winsize size{};
   size.ws_row = 40;
   size.ws_col = 160;
+  // Everything the child needs is made before forkpty: after it, only async-signal-safe
+  // calls until exec (docs/design.md, "Fork safety").
+  std::vector<std::string> env_text = {"TERM=xterm"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("TERM=", 0) != 0) env_text.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   const pid_t pid = ::forkpty(&master, nullptr, nullptr, &size);
   if (pid == 0) {
-    ::setenv("TERM", "xterm", 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   PtyRun run;

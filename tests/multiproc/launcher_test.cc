@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "testing/svg_check.h"
+
+extern char** environ;
 
 namespace {
 
@@ -56,22 +59,31 @@ struct Launcher {
 Launcher start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::close(fds[0]);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    std::vector<std::string> all = {ZDP_DP_LAUNCH};
-    all.insert(all.end(), args.begin(), args.end());
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+  // posix_spawn: nothing of ours runs between fork and exec (docs/design.md, "Fork safety").
+  std::vector<std::string> all = {ZDP_DP_LAUNCH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (env.count(entry.substr(0, entry.find('='))) == 0) environment.push_back(entry);
   }
+  for (const auto& [k, v] : env) environment.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(err, 0) << "cannot run " << all[0];
   ::close(fds[1]);
-  return Launcher{pid, fds[0]};
+  return Launcher{err == 0 ? pid : -1, fds[0]};
 }
 
 LaunchRun finish(Launcher l, std::chrono::seconds limit, const Clock::time_point start) {
@@ -82,7 +94,7 @@ LaunchRun finish(Launcher l, std::chrono::seconds limit, const Clock::time_point
     pollfd p{l.out_fd, POLLIN, 0};
     const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (left <= 0) {
-      ::kill(l.pid, SIGKILL);
+      if (l.pid > 0) ::kill(l.pid, SIGKILL);
       run.output += "\n<test: dp-launch still running at the limit, killed>\n";
       break;
     }
@@ -93,7 +105,7 @@ LaunchRun finish(Launcher l, std::chrono::seconds limit, const Clock::time_point
   }
   ::close(l.out_fd);
   int status = 0;
-  ::waitpid(l.pid, &status, 0);
+  if (l.pid > 0) ::waitpid(l.pid, &status, 0);
   run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
@@ -236,6 +248,7 @@ TEST_F(LauncherTest, RanksThatIgnoreSigtermAreKilledAfterTheGrace) {
 TEST_F(LauncherTest, SigtermToTheLauncherEndsTheJobCleanly) {
   const auto t0 = Clock::now();
   Launcher l = start({config(2, {"--sleep-ms", "60000"})}, {});
+  ASSERT_GT(l.pid, 0);
   std::this_thread::sleep_for(3s);  // the ranks are up and sleeping
   ::kill(l.pid, SIGTERM);
   const LaunchRun run = finish(l, 30s, t0);
@@ -256,7 +269,7 @@ TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
 
 TEST_F(LauncherTest, TwoLaunchersOnLoopbackFormOneWorldOfFour) {
   const std::string cfg = config(2, {}, "nnodes = 2");
-  const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-42"}};
+  const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
   const auto t0 = Clock::now();
   Launcher node1 = start({cfg, "--node-rank", "1"}, env);
   Launcher node0 = start({cfg, "--node-rank", "0"}, env);

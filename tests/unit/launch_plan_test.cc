@@ -121,7 +121,7 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
   auto plan = launcher::make_plan(c, inputs(), fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
                                                      {"SLURM_JOB_NODELIST", "gpu[07-08]"},
-                                                     {"ZDP_JOB_SECRET", "s"}}));
+                                                     {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   EXPECT_EQ(plan->nnodes, 2);
   EXPECT_EQ(plan->node_rank, 1);
@@ -141,7 +141,7 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
 
 EnvLookup slurm_node(const char* node_id) {
   return fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", node_id}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
-               {"ZDP_JOB_SECRET", "s"}});
+               {"ZDP_JOB_SECRET", "0123456789abcdef"}});
 }
 
 // --node-rank is a deliberate per-node flag: it beats SLURM_NODEID, and a launch.node_rank

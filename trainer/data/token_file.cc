@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
 #include <utility>
+
+#include "core/internal/input_file.h"
 
 namespace zdp::trainer {
 namespace {
@@ -40,45 +43,41 @@ TokenFile::~TokenFile() {
   map_ = nullptr;
 }
 
-StatusOr<TokenFile> TokenFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  "token file '" + path + "': cannot open: " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status(StatusCode::kInvalidArgument, "token file '" + path + "': not a regular file");
-  }
-  const int64_t bytes = st.st_size;
-  if (bytes < kTokenFileHeaderBytes) {
-    ::close(fd);
-    return malformed(path, std::to_string(bytes) + " bytes, shorter than the " +
+StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path) {
+  if (file_bytes < kTokenFileHeaderBytes) {
+    return malformed(path, std::to_string(file_bytes) + " bytes, shorter than the " +
                                std::to_string(kTokenFileHeaderBytes) + "-byte header");
   }
-  void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);  // the mapping keeps the file
+  int32_t fields[3];
+  std::memcpy(fields, header, sizeof(fields));
+  if (fields[0] != kTokenFileMagic) {
+    return malformed(path, "magic number " + std::to_string(fields[0]) + " is not " + std::to_string(kTokenFileMagic));
+  }
+  if (fields[1] != kTokenFileVersion) {
+    return malformed(path, "version " + std::to_string(fields[1]) + " is not 1 (uint16 tokens)");
+  }
+  const int64_t count = fields[2];
+  const int64_t want = kTokenFileHeaderBytes + 2 * count;
+  if (count < 0 || want != file_bytes) {
+    return malformed(path, "the header says " + std::to_string(count) + " tokens (" + std::to_string(want) +
+                               " bytes) but the file has " + std::to_string(file_bytes) + " bytes");
+  }
+  return count;
+}
+
+StatusOr<TokenFile> TokenFile::open(const std::string& path) {
+  // The largest file the format can describe: an int32 count of uint16 tokens.
+  constexpr int64_t kMaxBytes = kTokenFileHeaderBytes + 2 * int64_t{INT32_MAX};
+  ZDP_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path, "token file", kMaxBytes));
+  const int64_t bytes = file.size();
+  if (bytes < kTokenFileHeaderBytes) return decode_token_header(nullptr, bytes, path).status();
+  void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);  // keeps the file
   if (map == MAP_FAILED) return Status(StatusCode::kIoError, "token file '" + path + "': mmap: " + std::strerror(errno));
   TokenFile f;
   f.path_ = path;
   f.map_ = map;
   f.map_bytes_ = static_cast<size_t>(bytes);
-  int32_t header[3];
-  std::memcpy(header, map, sizeof(header));
-  if (header[0] != kTokenFileMagic) {
-    return malformed(path, "magic number " + std::to_string(header[0]) + " is not " + std::to_string(kTokenFileMagic));
-  }
-  if (header[1] != kTokenFileVersion) {
-    return malformed(path, "version " + std::to_string(header[1]) + " is not 1 (uint16 tokens)");
-  }
-  const int64_t count = header[2];
-  const int64_t want = kTokenFileHeaderBytes + 2 * count;
-  if (count < 0 || want != bytes) {
-    return malformed(path, "the header says " + std::to_string(count) + " tokens (" + std::to_string(want) +
-                               " bytes) but the file has " + std::to_string(bytes) + " bytes");
-  }
-  f.count_ = count;
+  ZDP_ASSIGN_OR_RETURN(f.count_, decode_token_header(map, bytes, path));
   f.tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kTokenFileHeaderBytes);
   return f;
 }

@@ -20,9 +20,9 @@ inline constexpr int64_t kTokenFileHeaderBytes = kTokenFileHeaderInts * 4;
 // A read-only view of one token file. Move-only; unmaps on destruction.
 class TokenFile {
  public:
-  // kNotFound when `path` cannot be opened; kInvalidArgument when it is not a token file
-  // (short, wrong magic or version, size disagreeing with the header). Every message
-  // names the file.
+  // kNotFound when `path` does not exist; kInvalidArgument when it is not a regular file
+  // (a directory, FIFO or device: refused without blocking) or not a token file (short,
+  // wrong magic or version, size disagreeing with the header). Every message names the file.
   static StatusOr<TokenFile> open(const std::string& path);
 
   TokenFile(TokenFile&& other) noexcept { *this = std::move(other); }
@@ -43,6 +43,12 @@ class TokenFile {
   const uint16_t* tokens_ = nullptr;
   int64_t count_ = 0;
 };
+
+// The token count that the header at `header` (kTokenFileHeaderBytes bytes; may be null
+// when file_bytes is shorter) declares for a file of `file_bytes` bytes; kInvalidArgument,
+// naming `path`, for a short file, a wrong magic or version, or a count that disagrees
+// with the size. Pure (the fuzz target tests/fuzz/token_header_fuzz.cc calls it).
+StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path);
 
 // Writes `tokens` as a token file at `path`, through a temporary file and a rename, so a
 // reader never sees half a file. kIoError names the path.

@@ -5,7 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+
+#include "core/internal/output_file.h"
 
 namespace zdp::trainer {
 
@@ -69,16 +70,7 @@ Status write_text_file(const std::string& path, const std::string& text) {
   std::error_code ec;
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   if (ec) return Status(StatusCode::kIoError, "'" + path + "': cannot create its directory: " + ec.message());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return Status(StatusCode::kIoError, "'" + tmp + "': write failed: " + std::strerror(errno));
-  }
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) return Status(StatusCode::kIoError, "cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  return Status::Ok();
+  return write_file_atomically(path, text, "file");
 }
 
 }  // namespace zdp::trainer

@@ -82,7 +82,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   Console console(options.out, chief);
   ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
   Engine engine(ctx, eopts);
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());

@@ -16,7 +16,7 @@ using kernels::Transpose;
 #define ZDP_OPS_DISPATCH(name, args) \
   return on_gpu() ? kernels::name##_cuda(args, cuda_stream()) : kernels::name##_cpu(args)
 
-StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype) {
+StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool deterministic) {
   std::unique_ptr<Ops> ops(new Ops(device, dtype));
   if (device.kind() == DeviceKind::kCpu) {
     if (dtype != DType::kF32) {
@@ -28,7 +28,8 @@ StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype) {
   } else {
     ZDP_ASSIGN_OR_RETURN(ops->gemm_workspace_,
                          device.allocate(kernels::kGemmWorkspaceBytes, MemCategory::kWorkspace));
-    ZDP_ASSIGN_OR_RETURN(ops->gemm_, kernels::make_cublaslt_gemm(ops->gemm_workspace_.data(), kernels::kGemmWorkspaceBytes));
+    ZDP_ASSIGN_OR_RETURN(ops->gemm_, kernels::make_cublaslt_gemm(ops->gemm_workspace_.data(), kernels::kGemmWorkspaceBytes,
+                                                                   deterministic));
   }
   return ops;
 }

@@ -80,6 +80,12 @@ struct EngineOptions {
   LossScaleOptions loss_scale;
   bool trace = false;                  // record the timeline of collectives and step phases
                                        // (Engine::timeline(), zdp::Profiler)
+  // Bit-identical results at any world size and stage (train.deterministic): every
+  // micro-batch's gradient is gathered to its owners and summed there in one fixed
+  // pairwise tree over the global micro-batch index (micro-batch m of rank r is global
+  // micro-batch m x world + r, the reference sampler's), and the gradient norm is summed
+  // exactly. Costs K x the reduce-scatter's bytes; docs/design.md "Deterministic mode".
+  bool deterministic = false;
 
   // From the config's [zero], [optim], [train] sections and [model] dtype, for
   // `world_size` ranks (validate_for_world first). optim.lr and min_lr come out scaled to

@@ -54,10 +54,12 @@ struct MemoryPlan {
     int64_t grad_staging = 0;    // [buckets] stages 2-3: 2 buffers of the largest gradient group
     int64_t reduce_staging = 0;  // [buckets] stages 2-3, reduce dtype != compute or accum > 1: 2 buckets
     int64_t param_gather = 0;    // [buckets] stage 3: 1 + prefetch_layers gathered layer groups
+    int64_t ordered = 0;         // [buckets] deterministic mode: world x the largest bucket
+                                 // (compute dtype) and the ordered sum's fp32 partials
     int64_t workspace = 0;       // [workspace] per-bucket gradient statistics; on CUDA also the
                                  // norm scratch (the optimizer's decay table, a few bytes per
                                  // run of same-decay parameters, is not planned)
-    int64_t total() const { return grad_staging + reduce_staging + param_gather + workspace; }
+    int64_t total() const { return grad_staging + reduce_staging + param_gather + ordered + workspace; }
   } buffers;
 
   int64_t bytes(MemCategory category) const;

@@ -102,7 +102,9 @@ struct TrainConfig {
   int64_t accum_steps = 0;             // micro-batches per step on one rank; 0 = derived from the world size
   int64_t steps = 100;                 // optimizer steps to run
   int64_t seed = 1234;                 // seeds parameters and data order (same on every rank)
-  bool deterministic = false;          // bit-exact reductions, at some speed cost
+  bool deterministic = false;          // bit-identical results at any world size dividing
+                                       // global_batch / micro_batch and any zero stage
+                                       // (docs/design.md "Deterministic mode")
   int log_every = 10;                  // steps between loss/throughput log lines
   int64_t eval_every = 0;              // steps between held-out evaluations; 0 = only after the last step
   int64_t eval_samples = 64;           // held-out samples per evaluation, over all ranks
@@ -186,7 +188,9 @@ inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 // line, each "file:line:col: ..." or "--set k=v: ...".
 StatusOr<Config> parse_config(const std::string& text, const std::string& source_name,
                               const std::vector<std::string>& overrides = {});
-// Reads `path` and parses it as parse_config does; kNotFound when it cannot be read.
+// Reads `path` and parses it as parse_config does; kNotFound when it does not exist;
+// kInvalidArgument, naming the path and what it is, for a directory, a FIFO, a device or a
+// file over 1 MiB (the read never blocks and never reads more).
 StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Every range and cross-field check, plus those that need the world size (global_batch
@@ -197,6 +201,11 @@ Status validate_for_world(const Config& config, int world_size);
 // fills part of a Config without parsing TOML (EngineOptions::validate), so that every
 // range is written once, in the key table.
 Status validate_keys(const Config& config, const std::vector<std::string>& prefixes);
+// The directories a run writes, checked before it starts (dp-launch, --dry-run included,
+// and dp-train): launch.log_dir, checkpoint.dir when set, profile.dir when profiling.
+// Each must be a writable directory, or not exist yet under a writable one (it is created
+// then). kInvalidArgument lists every problem as "file:line:col: key (\"dir\") ...".
+Status check_output_dirs(const Config& config);
 // accum_steps, or global_batch / (micro_batch x world_size) when it is 0.
 // REQUIRES: validate_for_world(config, world_size).ok().
 int64_t resolved_accum_steps(const TrainConfig& train, int world_size);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +14,11 @@
 #include "zdp/store.h"
 
 namespace zdp {
+
+// The shortest ZDP_JOB_SECRET accepted (read_launch_env, dp-launch): a secret guessed at
+// thousands of tries a second must have more than a few characters of entropy;
+// `openssl rand -hex 16` makes 32.
+inline constexpr size_t kMinJobSecretChars = 16;
 
 struct LaunchEnv {
   int rank = 0;
@@ -40,7 +46,8 @@ struct LaunchEnv {
 using EnvLookup = std::function<const char*(const char*)>;
 
 // Reads the rank's place in the job. kInvalidArgument names the variable and its value
-// when one is malformed or inconsistent (e.g. RANK 4 with WORLD_SIZE 4).
+// when one is malformed or inconsistent (e.g. RANK 4 with WORLD_SIZE 4), or a
+// ZDP_JOB_SECRET is set but shorter than kMinJobSecretChars.
 StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup);
 StatusOr<LaunchEnv> read_launch_env();  // from the process environment
 

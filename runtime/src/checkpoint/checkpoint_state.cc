@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/internal/input_file.h"
 #include "runtime/internal/checkpoint_hash.h"
 #include "zdp/build_config.h"
 
@@ -277,16 +277,8 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
 }
 
 StatusOr<std::string> read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  "cannot read " + path + ": " + std::strerror(err));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, "cannot read " + path);
-  return text.str();
+  // state.json carries the trainer's loss history: 64 MiB is ~1e6 logged steps.
+  return read_input_file(path, "checkpoint file", int64_t{64} << 20);
 }
 
 }  // namespace checkpoint

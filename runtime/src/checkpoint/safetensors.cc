@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/internal/input_file.h"
 #include "zdp/dtype.h"
 
 namespace zdp::safetensors {
@@ -216,7 +217,9 @@ void detail::OwnedFd::reset() {
 // ---- Reader ------------------------------------------------------------------------
 
 StatusOr<Reader> Reader::open(const std::string& path) {
-  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDONLY, "reading"));
+  // Refuses a FIFO, a device or a directory without blocking; any size (data is read by range).
+  ZDP_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path, "safetensors file", std::numeric_limits<int64_t>::max()));
+  const int fd = file.release();
   Reader r;
   r.fd_ = detail::OwnedFd(fd);
   r.path_ = path;

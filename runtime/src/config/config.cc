@@ -5,16 +5,14 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <deque>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
 
+#include "core/internal/input_file.h"
 #include "runtime/src/config/config_keys.h"
 
 namespace zdp {
@@ -379,14 +377,10 @@ StatusOr<Config> parse_config(const std::string& text, const std::string& source
 }
 
 StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status(StatusCode::kNotFound, "cannot read config file '" + path + "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, "error reading config file '" + path + "'");
-  return parse_config(text.str(), path, overrides);
+  // Configs are a few KiB; the limit only stops /dev/zero-like inputs from eating memory.
+  constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
+  ZDP_ASSIGN_OR_RETURN(const std::string text, read_input_file(path, "config file", kMaxConfigFileBytes));
+  return parse_config(text, path, overrides);
 }
 
 }  // namespace zdp

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/src/config/config_keys.h"
+#include "zdp/checkpoint.h"
 
 namespace zdp {
 namespace {
@@ -88,7 +89,8 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
     return "launch.node_rank (" + str(l.node_rank) + ") must be less than launch.nnodes (" + str(l.nnodes) + ")";
   });
-  if (t.accum_steps > 0 && t.micro_batch > 0) {
+  // With the world size known, the check below names all four numbers instead.
+  if (t.accum_steps > 0 && t.micro_batch > 0 && world_size <= 0) {
     const int64_t per_rank = checked_mul(t.micro_batch, t.accum_steps);
     check.require(per_rank > 0 && t.global_batch % per_rank == 0,
                   {"train.global_batch", "train.micro_batch", "train.accum_steps"}, [&] {
@@ -122,6 +124,29 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
                 [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
   check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},
                 [] { return std::string("data.path must be set when data.kind = \"tokens\""); });
+  // Synthetic data reads no file: a path there means the user expected tokens.
+  for (const char* key : {"data.path", "data.val_path"}) {
+    const std::string& path = std::string(key) == "data.path" ? c.data.path : c.data.val_path;
+    check.require(c.data.kind != DataKind::kSynthetic || path.empty(), {key, "data.kind"}, [&] {
+      return std::string(key) + " (\"" + path + "\") is ignored by data.kind = \"synthetic\": set data.kind = " +
+             "\"tokens\" to train on it, or leave " + key + " out";
+    });
+  }
+  // The gpt trains on next-token prediction: a task other than the default would be
+  // silently ignored. (The default itself is written by to_toml into every resolved
+  // config, so it is not refused: tests/fuzz/config_fuzz.cc's round trip found that.)
+  check.require(c.model.kind != ModelKind::kGpt || c.model.task == ModelConfig{}.task, {"model.task", "model.kind"}, [&] {
+    return std::string("model.task (\"") + to_string(c.model.task) +
+           "\") applies to model.kind = \"mlp\" only; the gpt predicts the next token: leave model.task out";
+  });
+  // The sampler's position after the last step, steps x global_batch, must stay below the
+  // bound every checkpoint's data_position is checked against.
+  check.require(checked_mul(t.steps, t.global_batch) >= 0 && checked_mul(t.steps, t.global_batch) <= kMaxDataPosition,
+                {"train.steps", "train.global_batch"}, [&] {
+                  return "train.steps (" + str(t.steps) + ") x train.global_batch (" + str(t.global_batch) + ") = " +
+                         product_text(checked_mul(t.steps, t.global_batch)) + " samples exceeds " +
+                         str(kMaxDataPosition) + " (2^62), the most a run's data position may reach";
+                });
   if (c.optim.schedule == LrSchedule::kConstant) {
     check.require(c.optim.warmup_steps <= t.steps, {"optim.warmup_steps", "train.steps"}, [&] {
       return "optim.warmup_steps (" + str(c.optim.warmup_steps) + ") exceeds train.steps (" + str(t.steps) + ")";
@@ -167,9 +192,28 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
 
   const int64_t per_step = checked_mul(t.micro_batch, world_size);
   const bool divisible = per_step > 0 && t.global_batch % per_step == 0;
+  if (t.accum_steps > 0 && !divisible) {
+    // accum_steps given: one message with every factor of the global batch.
+    const int64_t product = checked_mul(per_step, t.accum_steps);
+    check.require(false, {"train.global_batch", "train.micro_batch", "train.accum_steps"}, [&] {
+      return "train.global_batch (" + str(t.global_batch) + ") is not divisible by train.micro_batch (" +
+             str(t.micro_batch) + ") x train.accum_steps (" + str(t.accum_steps) + ") x world size (" +
+             str(world_size) + ") = " + product_text(per_step < 0 ? -1 : product) +
+             "; it must equal that product";
+    });
+    return;
+  }
   check.require(divisible, {"train.global_batch", "train.micro_batch"}, [&] {
     return "train.global_batch (" + str(t.global_batch) + ") is not divisible by train.micro_batch (" +
            str(t.micro_batch) + ") x world size (" + str(world_size) + ") = " + product_text(per_step);
+  });
+  // Deterministic mode sums the step's M = global_batch / micro_batch micro-batches in one
+  // tree over their global index; a world size that does not divide M would change them.
+  check.require(divisible || !t.deterministic, {"train.deterministic", "train.global_batch", "train.micro_batch"}, [&] {
+    const int64_t m = t.global_batch / t.micro_batch;
+    return "train.deterministic: world size " + str(world_size) + " does not divide the " + str(m) +
+           " micro-batches of a step (train.global_batch / train.micro_batch); bit-identical results hold for "
+           "world sizes that divide it";
   });
   if (divisible && t.accum_steps > 0) {
     const int64_t derived = t.global_batch / per_step;

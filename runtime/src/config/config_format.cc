@@ -1,12 +1,8 @@
 // Config as text: the resolved TOML handed to ranks, the --dry-run view with each value's
 // origin, the --help key reference, and value equality; all driven by the key table.
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 
+#include "core/internal/output_file.h"
 #include "runtime/src/config/config_keys.h"
 
 namespace zdp {
@@ -92,23 +88,7 @@ std::string key_reference() {
 
 Status write_config_file(const Config& config, const std::string& path) {
   // A temporary file and a rename: a rank never reads a half-written config.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status(StatusCode::kIoError, "cannot create '" + tmp + "': " + std::strerror(errno));
-    out << to_toml(config);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status(StatusCode::kIoError, "cannot write '" + tmp + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status(StatusCode::kIoError, "cannot rename '" + tmp + "' to '" + path + "': " + reason);
-  }
-  return Status::Ok();
+  return write_file_atomically(path, to_toml(config), "config file");
 }
 
 }  // namespace zdp

@@ -46,6 +46,17 @@ Range at_least(double lo) { return Range{lo, Range{}.hi, false, false}; }
 Range above(double lo) { return Range{lo, Range{}.hi, true, false}; }
 Range between(double lo, double hi) { return Range{lo, hi, false, false}; }
 Range unit_interval() { return Range{0.0, 1.0, false, true}; }  // [0, 1)
+Range off_or_between(double lo, double hi) { return Range{lo, hi, false, false, true}; }  // 0, or [lo, hi]
+
+// Longer than a day, a timeout is a typo (1e300 s would overflow the milliseconds it is
+// kept in); shorter than a millisecond, it rounds to 0, which means "no deadline".
+constexpr double kMaxTimeoutS = 86400;
+constexpr double kMinTimeoutS = 0.001;
+// 2^30 samples per step (a billion) is beyond any real batch; larger ones came from typos
+// and made 4.6e18 accumulation steps.
+constexpr double kMaxGlobalBatch = 1073741824;
+// A learning rate above 1000 diverges at the first step with any optimizer here.
+constexpr double kMaxLr = 1000;
 
 // Struct field <-> Value. Integers travel as int64 (the range keeps them in the field's type).
 template <typename T>
@@ -225,13 +236,14 @@ std::vector<KeyInfo> build_table() {
       field("launch.max_restarts", &C::launch, &L::max_restarts,
             "whole-job restarts after a rank fails; 0 = fail at once", at_least(0)),
       field("launch.collective_timeout_s", &C::launch, &L::collective_timeout_s,
-            "a collective waiting longer than this fails the job", above(0)),
+            "a collective waiting longer than this fails the job", between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,
             "every rank must join the job (zdp::init done) within this, or the job stops; 0 = no deadline "
-            "(programs that never use zdp::init)", at_least(0)),
+            "(programs that never use zdp::init)", off_or_between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.heartbeat_timeout_s", &C::launch, &L::heartbeat_timeout_s,
-            "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch",
-            between(0, 3600)),
+            "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch "
+            "(ranks beat every tenth of it, at most every 50 ms: below 1 s healthy ranks would be blamed)",
+            off_or_between(1, 3600)),
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
       field("model.n_layers", &C::model, &M::n_layers,
@@ -258,13 +270,16 @@ std::vector<KeyInfo> build_table() {
             "samples in one epoch of the synthetic training split", at_least(1)),
 
       field("train.global_batch", &C::train, &T::global_batch,
-            "samples per optimizer step over all ranks = micro_batch x accum_steps x world size", at_least(1)),
+            "samples per optimizer step over all ranks = micro_batch x accum_steps x world size",
+            between(1, kMaxGlobalBatch)),
       field("train.micro_batch", &C::train, &T::micro_batch, "samples per forward/backward on one rank", at_least(1)),
       field("train.accum_steps", &C::train, &T::accum_steps,
             "micro-batches per step on one rank; 0 = global_batch / (micro_batch x world size)", at_least(0)),
       field("train.steps", &C::train, &T::steps, "optimizer steps to run", at_least(1)),
       field("train.seed", &C::train, &T::seed, "seeds parameters and data order (same on every rank)", at_least(0)),
-      field("train.deterministic", &C::train, &T::deterministic, "bit-exact reductions, at some speed cost"),
+      field("train.deterministic", &C::train, &T::deterministic, "parameters, optimizer state and losses bit-identical at any world size dividing the step's micro-batches, any "
+            "zero stage, bucket size, overlap and accumulation mode (same device kind); costs world size x the "
+            "reduce-scatter's bytes"),
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
       field("train.eval_every", &C::train, &T::eval_every,
             "steps between held-out evaluations; 0 = only after the last step", at_least(0)),
@@ -273,7 +288,7 @@ std::vector<KeyInfo> build_table() {
 
       enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}),
                  "optimizer"),
-      field("optim.lr", &C::optim, &O::lr, "peak learning rate", above(0)),
+      field("optim.lr", &C::optim, &O::lr, "peak learning rate", Range{0, kMaxLr, true, false}),
       field("optim.beta1", &C::optim, &O::beta1, "AdamW first-moment decay (SGD: momentum)", unit_interval()),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
       field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", above(0)),
@@ -299,7 +314,7 @@ std::vector<KeyInfo> build_table() {
       field("zero.stage", &C::zero, &Z::stage,
             "0 = DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters", between(0, 3)),
       field("zero.bucket_mb", &C::zero, &Z::bucket_mb,
-            "target bucket size in MiB (unit of reduce-scatter / all-gather)", above(0)),
+            "target bucket size in MiB (unit of reduce-scatter / all-gather)", Range{0, 65536, true, false}),
       enum_field("zero.reduce_dtype", &C::zero, &Z::reduce_dtype, kReduceDTypeWords,
                  "dtype gradients are reduced in"),
       field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),

@@ -38,6 +38,7 @@ struct Range {
   double hi = std::numeric_limits<double>::infinity();
   bool lo_open = false;
   bool hi_open = false;
+  bool zero_off = false;  // 0 is allowed too, outside [lo, hi]: "0 = off" keys
 };
 
 struct KeyInfo {

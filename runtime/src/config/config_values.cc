@@ -25,6 +25,11 @@ std::string range_text(const Range& r, bool integer) {
   // An integer field's own limits are not worth printing: nobody means 2^31.
   const bool has_hi = std::isfinite(r.hi) && !(integer && r.hi >= 2147483647.0);
   const bool lo_shown = has_lo && !(integer && r.lo <= -2147483648.0);
+  if (r.zero_off) {
+    Range on = r;
+    on.zero_off = false;
+    return "0 (off) or " + range_text(on, integer);
+  }
   if (lo_shown && has_hi) {
     return "in " + std::string(r.lo_open ? "(" : "[") + format_bound(r.lo, integer) + ", " +
            format_bound(r.hi, integer) + (r.hi_open ? ")" : "]");
@@ -35,6 +40,7 @@ std::string range_text(const Range& r, bool integer) {
 }
 
 bool in_range(const Range& r, double v) {
+  if (r.zero_off && v == 0) return true;
   // Written so that NaN is out of every range.
   const bool lo_ok = r.lo_open ? v > r.lo : v >= r.lo;
   const bool hi_ok = r.hi_open ? v < r.hi : v <= r.hi;
@@ -82,6 +88,12 @@ std::string check_value(const KeyInfo& info, const Value& value) {
     }
     case KeyType::kFloat: {
       const double v = std::get<double>(value);
+      // inf would pass an unbounded range and then overflow a conversion later (a timeout
+      // in milliseconds, an fp32 learning rate): no key means anything by it.
+      if (!std::isfinite(v)) {
+        const std::string r = range_text(info.range, false);
+        return info.name + " = " + format_float(v) + " is not a finite number" + (r.empty() ? "" : ": must be " + r);
+      }
       if (in_range(info.range, v)) return "";
       return info.name + " = " + format_float(v) + " is out of range: must be " + range_text(info.range, false);
     }

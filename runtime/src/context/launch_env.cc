@@ -95,6 +95,10 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
   LaunchEnv out;
   out.config_path = env.text("ZDP_CONFIG");
   out.job_secret = env.text("ZDP_JOB_SECRET");
+  if (!out.job_secret.empty() && out.job_secret.size() < kMinJobSecretChars) {
+    env.error("ZDP_JOB_SECRET has " + std::to_string(out.job_secret.size()) + " characters, fewer than the " +
+              std::to_string(kMinJobSecretChars) + " a job secret needs (e.g. $(openssl rand -hex 16))");
+  }
   env.integer("ZDP_ATTEMPT", &out.attempt);
   const bool dp_launch = env.has("ZDP_LAUNCHER");
   const bool torchrun = env.has("TORCHELASTIC_RUN_ID");

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/, clang with ASan + UBSan) in build-fuzz/ and
+# runs each for SECONDS seconds (default 20) on a copy of its seed corpus
+# (tests/fuzz/corpus/<target>/), so the committed seeds stay small and unchanged. A crash,
+# a sanitizer report or a failed property stops the script with libFuzzer's report and the
+# input that caused it (crash-* in the work folder); make that input a regression test.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 config_fuzz
+#   FUZZ_BUILD_DIR=build-fuzz (default)   FUZZ_WORK_DIR (default: a new temporary folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-20}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(config_fuzz store_core_fuzz safetensors_header_fuzz state_json_fuzz token_header_fuzz)
+build_dir="${FUZZ_BUILD_DIR:-build-fuzz}"
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+
+build_start=$SECONDS
+cmake -S . -B "$build_dir" -G Ninja -DZDP_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang > /dev/null
+cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
+echo "fuzz.sh: built ${#targets[@]} targets in $((SECONDS - build_start)) s"
+
+work="${FUZZ_WORK_DIR:-$(mktemp -d /tmp/zdp-fuzz-XXXXXX)}"
+for target in "${targets[@]}"; do
+  name="${target%_fuzz}"
+  mkdir -p "$work/$name/corpus"
+  cp tests/fuzz/corpus/"$name"/* "$work/$name/corpus/"
+  # -rss_limit_mb: an input that makes a parser allocate without bound is a finding too.
+  # -max_len 65536: configs and headers are small; longer inputs only slow the search.
+  if ! (cd "$work/$name" && "$OLDPWD/$build_dir/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
+          -max_len=65536 -print_final_stats=1 corpus > log.txt 2>&1); then
+    tail -n 60 "$work/$name/log.txt"
+    echo "fuzz.sh: $target FAILED after at most $seconds s; the input is in $work/$name (crash-*, leak-*, oom-*)" >&2
+    exit 1
+  fi
+  runs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$work/$name/log.txt" | grep -o "[0-9]*$" || echo "?")
+  cov=$(grep -o "cov: [0-9]*" "$work/$name/log.txt" | tail -1 | grep -o "[0-9]*" || echo "?")
+  corpus=$(ls "$work/$name/corpus" | wc -l)
+  echo "fuzz.sh: $target: ${seconds} s, $runs inputs, coverage $cov edges, corpus $corpus inputs, no finding"
+done
+[ -z "${FUZZ_WORK_DIR:-}" ] && rm -rf "$work"
+exit 0

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds zdp's CPU code with a sanitizer and runs tests under it, multi-process tests
+# included (their ranks and store server are instrumented children too):
+#
+#   scripts/sanitize.sh asan   ASan + UBSan (-fsanitize=address,undefined, LeakSanitizer on),
+#                              every CPU test                          -> build-asan/
+#   scripts/sanitize.sh tsan   TSan, the tests of the store, the communicators, the CPU
+#                              device, the engine and fork_ranks        -> build-tsan/
+#
+# Options (after the mode):
+#   --repeat N     run each selected test N times (ctest --repeat until-fail:N)
+#   -R REGEX       only the tests whose names match (ctest -R), e.g. a flaky one
+#   --no-build     reuse the existing build directory
+#   --             everything after it goes to ctest as is
+# Environment: BUILD_DIR (default build-<mode>), JOBS (default nproc), CC / CXX (default
+# gcc / g++; clang works too). Any report fails the test that made it: UBSan does not
+# recover, ASan/TSan halt on the first error, a rank process exits non-zero on one.
+# Exit status: ctest's. The fork rule these runs check is in docs/design.md ("Fork safety").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || usage
+mode="$1"
+shift
+repeat=1
+regex=""
+build=1
+ctest_extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repeat) repeat="${2:?--repeat needs a count}"; shift 2 ;;
+    -R) regex="${2:?-R needs a regular expression}"; shift 2 ;;
+    --no-build) build=0; shift ;;
+    --) shift; ctest_extra=("$@"); break ;;
+    -h|--help) usage ;;
+    *) echo "sanitize.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+  esac
+done
+case "$repeat" in ''|*[!0-9]*|0) echo "sanitize.sh: --repeat takes a positive count, not '$repeat'" >&2; exit 2 ;; esac
+
+# What each mode builds and runs. TSan's selection is by test executable (each carries
+# its name as a ctest label, tests/CMakeLists.txt).
+tsan_targets=(store_test tcp_store_test tcp_store_protocol_test comm_gloo_test device_cpu_test host_reduce_test
+              engine_api_test engine_setup_test engine_equivalence_test engine_precision_test engine_checkpoint_test
+              engine_checkpoint_faults_test fork_ranks_test)
+case "$mode" in
+  asan)
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+    targets=(all)
+    labels="" ;;
+  tsan)
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    targets=("${tsan_targets[@]}")
+    labels="^($(IFS='|'; echo "${tsan_targets[*]}"))\$" ;;
+  *) usage ;;
+esac
+
+# GCC's -Wmaybe-uninitialized misfires on instrumented code (its own documentation warns
+# of false positives under -fsanitize); the ordinary build keeps the warning as an error.
+if ! "${CXX:-g++}" --version | grep -qi clang; then
+  flags="$flags -Wno-maybe-uninitialized"
+fi
+
+build_dir="${BUILD_DIR:-build-$mode}"
+jobs="${JOBS:-$(nproc)}"
+if [ "$build" = 1 ]; then
+  # -O1 -g: usable stacks in reports at a bearable speed. No CUDA: the sanitizers cover
+  # the host code, and nvcc-compiled objects would not be instrumented anyway.
+  cmake -S . -B "$build_dir" -G Ninja -DZDP_CUDA=OFF -DZDP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER="${CC:-gcc}" -DCMAKE_CXX_COMPILER="${CXX:-g++}" \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+  cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+fi
+
+supp="$PWD/scripts/sanitizers"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:strict_init_order=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressions=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
+if [ "$mode" = tsan ]; then
+  # libgomp is not built with TSan: its barriers are invisible to it, so a team of more
+  # than one thread reports false races. One OpenMP thread per rank keeps the reports ours.
+  export OMP_NUM_THREADS=1
+fi
+
+args=(--test-dir "$build_dir" -j "$jobs" --output-on-failure --timeout 600)
+[ -n "$labels" ] && args+=(-L "$labels")
+[ -n "$regex" ] && args+=(-R "$regex")
+[ "$repeat" -gt 1 ] && args+=(--repeat "until-fail:$repeat")
+echo "sanitize.sh: $mode: ctest ${args[*]} ${ctest_extra[*]}"
+start=$(date +%s)
+status=0
+ctest "${args[@]}" "${ctest_extra[@]}" || status=$?
+echo "sanitize.sh: $mode: ctest exit $status after $(( $(date +%s) - start )) s"
+exit "$status"

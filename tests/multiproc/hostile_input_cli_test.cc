@@ -1,0 +1,105 @@
+// The programs given hostile input files: a directory, /dev/zero or a FIFO as dp-launch's or
+// dp-train's config, as dp-data's input, as a token file; a token count beyond the format.
+// Each is refused at once with the path and what it is; none hangs (`timeout` would exit
+// 124), aborts with std::bad_alloc or runs a default job.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+
+#include "testing/run_command.h"
+#include "testing/temp_dir.h"
+
+namespace zdp {
+namespace {
+
+using testing::CommandRun;
+using testing::run_command;
+using testing::TempDir;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Runs `command` under a 30 s timeout: a hang shows as exit code 124.
+CommandRun bounded(const std::string& command) { return run_command("timeout 30 " + command); }
+
+std::string make_fifo(const TempDir& dir) {
+  const std::string path = dir.path() + "/fifo";
+  EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  return path;
+}
+
+TEST(HostileInput, DpLaunchRefusesADirectoryAsItsConfigEvenInDryRun) {
+  TempDir dir;
+  for (const char* flag : {"--dry-run", ""}) {
+    const CommandRun r = bounded(std::string(ZDP_DP_LAUNCH) + " " + flag + " " + dir.path());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, "config file '" + dir.path() + "' is a directory, not a regular file")) << r.output;
+    EXPECT_FALSE(contains(r.output, "# world:")) << r.output;  // no default job planned
+  }
+}
+
+TEST(HostileInput, DpLaunchAndDpTrainRefuseDevZeroAndAFifoAsTheirConfig) {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir);
+  for (const std::string& bad : {std::string("/dev/zero"), fifo}) {
+    const CommandRun l = bounded(std::string(ZDP_DP_LAUNCH) + " --dry-run " + bad);
+    EXPECT_EQ(l.exit_code, 2) << l.output;
+    EXPECT_TRUE(contains(l.output, "config file '" + bad + "' is a ")) << l.output;
+    const CommandRun t = bounded(std::string(ZDP_DP_TRAIN) + " --config " + bad);
+    EXPECT_NE(t.exit_code, 0) << t.output;
+    EXPECT_NE(t.exit_code, 124) << "dp-train hung on " << bad;
+    EXPECT_TRUE(contains(t.output, "config file '" + bad + "' is a ")) << t.output;
+    EXPECT_FALSE(contains(t.output, "bad_alloc")) << t.output;
+  }
+}
+
+TEST(HostileInput, DpTrainRefusesAFifoAsItsTokenFile) {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir);
+  const CommandRun r = bounded(std::string(ZDP_DP_TRAIN) + " --set model.kind=gpt --set data.kind=tokens --set data.path=" +
+                               fifo + " --set train.steps=1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "dp-train hung on a FIFO token file";
+  EXPECT_TRUE(contains(r.output, "token file '" + fifo + "' is a FIFO")) << r.output;
+}
+
+TEST(HostileInput, DpDataRefusesFifoDeviceAndDirectoryInputs) {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir);
+  const std::string data = std::string(ZDP_DP_DATA);
+  struct Case {
+    std::string command;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {data + " text --out " + dir.path() + "/o " + fifo, "text file '" + fifo + "' is a FIFO"},
+      {data + " text --out " + dir.path() + "/o /dev/zero", "text file '/dev/zero' is a character device"},
+      {data + " info " + fifo, "token file '" + fifo + "' is a FIFO"},
+      {data + " info /dev/zero", "token file '/dev/zero' is a character device"},
+      {data + " info " + dir.path(), "token file '" + dir.path() + "' is a directory"},
+  };
+  for (const Case& c : cases) {
+    const CommandRun r = bounded(c.command);
+    EXPECT_EQ(r.exit_code, 1) << c.command << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, c.expected)) << c.command << "\n" << r.output;
+  }
+}
+
+// Before: the option allowed 2^31, 4.2 GB of tokens were made over 38 s, then the writer
+// refused the count. Now the option's range is the format's.
+TEST(HostileInput, DpDataRefusesATokenCountBeyondTheFormatBeforeAllocating) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const CommandRun r = bounded(std::string(ZDP_DP_DATA) + " synthetic --out " + dir.path() +
+                               "/s.bin --tokens 2147483648");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "2147483647")) << r.output;
+  EXPECT_LT(seconds, 5.0) << r.output;
+  struct stat st {};
+  EXPECT_NE(::stat((dir.path() + "/s.bin").c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace zdp

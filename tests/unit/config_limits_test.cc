@@ -1,0 +1,150 @@
+// Values that used to pass validation and fail later (or never): sub-millisecond and
+// infinite timeouts, infinite or absurd learning rates, global batches that overflow,
+// keys the chosen model or data kind would silently ignore, unwritable output
+// directories, short job secrets. Each is refused at load with file:line and the key.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "testing/temp_dir.h"
+#include "zdp/config.h"
+#include "zdp/launch_env.h"
+
+namespace zdp {
+namespace {
+
+std::string error_of(const std::string& text) {
+  StatusOr<Config> config = parse_config(text, "configs/x.toml");
+  EXPECT_FALSE(config.ok()) << "parsed:\n" << text;
+  return config.ok() ? "" : config.status().message();
+}
+
+bool parses(const std::string& text) {
+  StatusOr<Config> config = parse_config(text, "configs/x.toml");
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  return config.ok();
+}
+
+TEST(ConfigLimits, StartupTimeoutBelowAMillisecondIsRefusedAndZeroStaysOff) {
+  EXPECT_EQ(error_of("[launch]\nstartup_timeout_s = 0.0001\n"),
+            "configs/x.toml:2:21: launch.startup_timeout_s = 0.0001 is out of range: must be 0 (off) or in "
+            "[0.001, 86400]");
+  EXPECT_TRUE(parses("[launch]\nstartup_timeout_s = 0\n"));
+  EXPECT_TRUE(parses("[launch]\nstartup_timeout_s = 0.001\n"));
+}
+
+TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
+  EXPECT_EQ(error_of("[optim]\nlr = inf\n"),
+            "configs/x.toml:2:6: optim.lr = inf is not a finite number: must be in (0, 1000]");
+  EXPECT_EQ(error_of("[optim]\nlr = 1e300\n"),
+            "configs/x.toml:2:6: optim.lr = 1e300 is out of range: must be in (0, 1000]");
+  EXPECT_EQ(error_of("[launch]\ncollective_timeout_s = inf\n"),
+            "configs/x.toml:2:24: launch.collective_timeout_s = inf is not a finite number: must be in "
+            "[0.001, 86400]");
+  EXPECT_EQ(error_of("[launch]\ncollective_timeout_s = 1e300\n"),
+            "configs/x.toml:2:24: launch.collective_timeout_s = 1e300 is out of range: must be in [0.001, 86400]");
+  EXPECT_NE(error_of("[optim]\nweight_decay = inf\n").find("optim.weight_decay = inf is not a finite number"),
+            std::string::npos);
+  EXPECT_NE(error_of("[zero]\nbucket_mb = 1e300\n").find("zero.bucket_mb = 1e300 is out of range"), std::string::npos);
+  EXPECT_NE(error_of("[optim]\nlr = nan\n").find("optim.lr = nan is not a finite number"), std::string::npos);
+}
+
+TEST(ConfigLimits, HeartbeatTimeoutIsOffOrAtLeastASecond) {
+  EXPECT_EQ(error_of("[launch]\nheartbeat_timeout_s = 0.01\n"),
+            "configs/x.toml:2:23: launch.heartbeat_timeout_s = 0.01 is out of range: must be 0 (off) or in "
+            "[1, 3600]");
+  EXPECT_NE(error_of("[launch]\nheartbeat_timeout_s = 3601\n").find("must be 0 (off) or in [1, 3600]"),
+            std::string::npos);
+  EXPECT_TRUE(parses("[launch]\nheartbeat_timeout_s = 0\n"));
+  EXPECT_TRUE(parses("[launch]\nheartbeat_timeout_s = 1\n"));
+}
+
+TEST(ConfigLimits, AbsurdGlobalBatchIsRefusedBeforeItMakesAccumulationSteps) {
+  EXPECT_EQ(error_of("[train]\nglobal_batch = 9223372036854775806\n"),
+            "configs/x.toml:2:16: train.global_batch = 9223372036854775806 is out of range: must be in "
+            "[1, 1073741824]");
+  // Within the range, steps x global_batch must stay a representable data position.
+  EXPECT_EQ(error_of("[train]\nglobal_batch = 1073741824\nsteps = 9223372036854775807\n"),
+            "configs/x.toml:3:9: train.steps (9223372036854775807) x train.global_batch (1073741824) = more than "
+            "9223372036854775807 samples exceeds 4611686018427387904 (2^62), the most a run's data position may "
+            "reach");
+}
+
+TEST(ConfigLimits, KeysTheModelOrDataKindIgnoresAreRefused) {
+  EXPECT_EQ(error_of("[data]\nkind = \"synthetic\"\npath = \"train.bin\"\n"),
+            "configs/x.toml:3:8: data.path (\"train.bin\") is ignored by data.kind = \"synthetic\": set data.kind "
+            "= \"tokens\" to train on it, or leave data.path out");
+  EXPECT_NE(error_of("[data]\nval_path = \"val.bin\"\n").find("data.val_path (\"val.bin\") is ignored"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\ntask = \"regression\"\n"),
+            "configs/x.toml:3:8: model.task (\"regression\") applies to model.kind = \"mlp\" only; the gpt "
+            "predicts the next token: leave model.task out");
+  EXPECT_TRUE(parses("[model]\nkind = \"mlp\"\ntask = \"regression\"\n"));
+  // Every resolved config (to_toml, what dp-launch hands its ranks) names the default task.
+  StatusOr<Config> gpt = parse_config("[model]\nkind = \"gpt\"\n", "configs/x.toml");
+  ASSERT_TRUE(gpt.ok());
+  EXPECT_TRUE(parses(to_toml(*gpt)));
+  EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\npath = \"t.bin\"\nval_path = \"v.bin\"\n"));
+}
+
+// Before: "train.global_batch (8) is not divisible by train.micro_batch (1) x
+// train.accum_steps (3) = 3", without the world size that is the third factor.
+TEST(ConfigLimits, AccumulationErrorNamesTheWorldSize) {
+  StatusOr<Config> c = parse_config("[train]\nglobal_batch = 8\nmicro_batch = 1\naccum_steps = 3\n", "configs/x.toml");
+  ASSERT_FALSE(c.ok());  // 8 is not a multiple of 3 at any world size
+  c = parse_config("[train]\nglobal_batch = 12\nmicro_batch = 2\naccum_steps = 3\n", "configs/x.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const Status s = validate_for_world(*c, 4);
+  EXPECT_EQ(s.message(),
+            "configs/x.toml:2:16: train.global_batch (12) is not divisible by train.micro_batch (2) x "
+            "train.accum_steps (3) x world size (4) = 24; it must equal that product");
+  EXPECT_TRUE(validate_for_world(*c, 2).ok());
+}
+
+void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+TEST(ConfigLimits, UnwritableOutputDirectoriesAreFoundUpFront) {
+  testing::TempDir dir;
+  touch(dir.path() + "/file");
+  StatusOr<Config> c = parse_config("[checkpoint]\ndir = \"" + dir.path() + "/file/ckpt\"\n[profile]\nenabled = true\n" +
+                                        "dir = \"" + dir.path() + "/file\"\n[launch]\nlog_dir = \"" + dir.path() +
+                                        "/logs\"\n",
+                                    "configs/x.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const Status s = check_output_dirs(*c);
+  EXPECT_EQ(s.message(), "configs/x.toml:2:7: checkpoint.dir (\"" + dir.path() + "/file/ckpt\") cannot be created: " +
+                             dir.path() + "/file is a regular file, not a directory; checkpoints could not be "
+                             "written there\n"
+                             "configs/x.toml:5:7: profile.dir (\"" + dir.path() + "/file\") is a regular file, not a "
+                             "directory; the profile could not be written there");
+  c->checkpoint.dir = dir.path() + "/new/deeper";  // created at the first save
+  c->profile.dir = dir.path();
+  EXPECT_TRUE(check_output_dirs(*c).ok()) << check_output_dirs(*c).message();
+  // A directory without write permission (root's permissions bypass the mode bits).
+  if (::geteuid() != 0) {
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0500), 0);
+    c->checkpoint.dir = dir.path() + "/ckpt";
+    EXPECT_NE(check_output_dirs(*c).message().find("cannot be created in " + dir.path() + ": Permission denied"),
+              std::string::npos)
+        << check_output_dirs(*c).message();
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  }
+}
+
+TEST(ConfigLimits, AShortJobSecretIsRefusedNamingTheMinimum) {
+  const auto env = [](const char* secret) {
+    return [secret](const char* name) -> const char* { return std::string(name) == "ZDP_JOB_SECRET" ? secret : nullptr; };
+  };
+  const StatusOr<LaunchEnv> short_one = read_launch_env(env("x"));
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_NE(short_one.status().message().find("ZDP_JOB_SECRET has 1 characters, fewer than the 16 a job secret needs"),
+            std::string::npos)
+      << short_one.status().message();
+  EXPECT_TRUE(read_launch_env(env("0123456789abcdef")).ok());
+}
+
+}  // namespace
+}  // namespace zdp

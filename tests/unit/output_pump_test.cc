@@ -1,0 +1,58 @@
+// dp-launch's rank logs on a full disk: the failure is said once, with errno's reason, and
+// the rank's lines keep reaching the console. Before, writes to the log failed silently
+// and the log ended mid-run with no word why.
+#include "launcher/output_pump.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "launcher/terminal.h"
+#include "testing/temp_dir.h"
+
+namespace zdp::launcher {
+namespace {
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+std::string drain(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(OutputPump, AFullLogDiskIsReportedWithItsReasonAndTheConsoleKeepsTheLines) {
+  testing::TempDir dir;
+  // /dev/full answers every write with ENOSPC, as a full file system does.
+  ASSERT_EQ(::symlink("/dev/full", (dir.path() + "/rank-0.log").c_str()), 0);
+  int console[2], rank[2];
+  ASSERT_EQ(::pipe2(console, O_NONBLOCK), 0);
+  ASSERT_EQ(::pipe2(rank, O_NONBLOCK), 0);
+  {
+    Terminal terminal(console[1], false);
+    OutputPump pump(terminal, dir.path());
+    ASSERT_TRUE(pump.add(0, rank[0], "=== attempt 1 ===").ok());
+    const std::string lines = "step 1\nstep 2\nstep 3\n";
+    ASSERT_EQ(::write(rank[1], lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+    ::close(rank[1]);
+    while (!pump.drained()) pump.pump(std::chrono::milliseconds(100));
+  }
+  ::close(console[1]);
+  const std::string out = drain(console[0]);
+  ::close(console[0]);
+  EXPECT_EQ(count(out, "cannot write " + dir.path() + "/rank-0.log: No space left on device"), 1u) << out;
+  EXPECT_NE(out.find("rank 0's log ends here"), std::string::npos) << out;
+  for (const char* line : {"[rank 0] step 1", "[rank 0] step 2", "[rank 0] step 3"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << out;
+  }
+}
+
+}  // namespace
+}  // namespace zdp::launcher
