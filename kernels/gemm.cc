@@ -15,6 +15,9 @@ const char* to_string(Epilogue e) {
     case Epilogue::kBias: return "bias";
     case Epilogue::kGelu: return "gelu";
     case Epilogue::kBiasGelu: return "bias+gelu";
+    case Epilogue::kBiasGeluAux: return "bias+gelu+aux";
+    case Epilogue::kDGeluBgrad: return "dgelu+bgrad";
+    case Epilogue::kBgradB: return "bgradb";
   }
   return "?";
 }
@@ -24,6 +27,7 @@ std::string describe(const GemmArgs& g) {
   os << "gemm " << to_string(g.a.trans) << "," << to_string(g.b.trans) << " m=" << g.m << " n=" << g.n
      << " k=" << g.k << " " << to_string(g.ab_dtype) << "->" << to_string(g.c_dtype) << " "
      << to_string(g.epilogue);
+  if (g.batch != 1) os << " batch=" << g.batch << " strides=" << g.stride_a << "," << g.stride_b << "," << g.stride_c;
   return os.str();
 }
 
@@ -44,8 +48,28 @@ Status check_gemm_args(const GemmArgs& g) {
     if (!g.c.data) return invalid("null C");
     if (g.k > 0 && (!g.a.data || !g.b.data)) return invalid("null A or B");
   }
-  const bool wants_bias = g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu;
+  if (g.batch < 1) return invalid("batch must be >= 1");
+  if (g.stride_a < 0 || g.stride_b < 0 || g.stride_c < 0) return invalid("negative batch stride");
+  if (g.batch > 1 && g.epilogue != Epilogue::kNone) return invalid("no epilogue on a batched GEMM");
+  // Outputs closer than m elements overlap (and would race on the GPU, where the batch runs
+  // concurrently); interleaved column blocks (attention's heads: stride m, ld > m) do not.
+  if (g.batch > 1 && g.m > 0 && g.n > 0 && g.stride_c < g.m) {
+    return invalid("batch stride of C " + std::to_string(g.stride_c) + " < m: the outputs overlap");
+  }
+  const bool wants_bias =
+      g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kBiasGeluAux;
   if (wants_bias && g.m > 0 && !g.bias) return invalid("the epilogue needs a bias (m elements)");
+  const bool wants_aux = g.epilogue == Epilogue::kBiasGeluAux || g.epilogue == Epilogue::kDGeluBgrad;
+  if (wants_aux && g.m > 0 && g.n > 0) {
+    if (!g.aux) return invalid("the epilogue needs aux (the m x n pre-activation)");
+    if (g.aux_ld < g.m || g.aux_ld % 8 != 0) {
+      return invalid("aux_ld " + std::to_string(g.aux_ld) + " must be a multiple of 8 and >= m (cuBLASLt's rule)");
+    }
+  }
+  const bool wants_dbias = g.epilogue == Epilogue::kDGeluBgrad || g.epilogue == Epilogue::kBgradB;
+  if (wants_dbias && g.m > 0 && g.n > 0 && !g.dbias) return invalid("the epilogue needs dbias (its output)");
+  if ((wants_aux || wants_dbias) && g.beta != 0.0f) return invalid("beta must be 0 with a gradient or aux epilogue");
+  if (wants_dbias && g.k == 0) return invalid("k = 0 with a bias-gradient epilogue");
   return Status::Ok();
 }
 

@@ -24,7 +24,15 @@
 namespace zdp::kernels {
 
 enum class Transpose : uint8_t { kNo = 0, kYes };
-enum class Epilogue : uint8_t { kNone = 0, kBias, kGelu, kBiasGelu };
+// The fused epilogues (cuBLASLt's; the CPU backend computes the same after its sgemm):
+//  kBias, kGelu, kBiasGelu: C = [gelu](AB + bias);
+//  kBiasGeluAux: aux = AB + bias (the pre-activation backward needs), C = gelu(aux);
+//  kDGeluBgrad: C = AB * gelu'(aux) (aux: the forward's pre-activation) and dbias (m
+//    elements) = the row sums of that C (over the n columns): the gradient of the layer
+//    whose output went through the GELU, and of its bias, in one GEMM;
+//  kBgradB: C = AB and dbias (n elements) = the column sums of op(B) (over k): a linear
+//    layer's bias gradient next to its weight gradient.
+enum class Epilogue : uint8_t { kNone = 0, kBias, kGelu, kBiasGelu, kBiasGeluAux, kDGeluBgrad, kBgradB };
 // How fp32 inputs are multiplied on the GPU (the CPU is always IEEE fp32).
 enum class Fp32Math : uint8_t { kIeee = 0, kTf32 };
 
@@ -52,10 +60,21 @@ struct GemmArgs {
   DType ab_dtype = DType::kF32;  // A and B: fp32, bf16 or fp16 (the CPU takes fp32 only)
   DType c_dtype = DType::kF32;   // fp32, or ab_dtype
   Epilogue epilogue = Epilogue::kNone;
-  const void* bias = nullptr;  // m elements of c_dtype, for kBias and kBiasGelu
+  const void* bias = nullptr;  // m elements of c_dtype, for kBias, kBiasGelu, kBiasGeluAux
+  // kBiasGeluAux (written) and kDGeluBgrad (read): m x n of c_dtype, leading dimension
+  // aux_ld (cuBLASLt: a multiple of 8, >= m).
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+  void* dbias = nullptr;  // kDGeluBgrad (m elements), kBgradB (n elements): c_dtype, written
   float alpha = 1.0f;
   float beta = 0.0f;  // C is read only when beta != 0
   Fp32Math fp32_math = Fp32Math::kIeee;
+  // A strided batch of `batch` independent multiplies of the same shape: the i-th reads A,
+  // B and writes C at data + i * stride_{a,b,c} elements (strides may be any value >= 0,
+  // the matrices of one batch may interleave, as attention's heads do). One cuBLASLt call
+  // on the GPU, a loop of identical calls on the CPU. No epilogue with batch > 1.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 // "gemm N,T m=4096 n=8192 k=1024 bf16->fp32 bias+gelu": names a call in errors and benches.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cpu_parallel.h"
+#include "kernels/elementwise.h"  // gelu_tanh_grad
 #include "kernels/gemm.h"
 
 namespace zdp::kernels {
@@ -36,6 +37,20 @@ class OpenBlasGemm final : public Gemm {
       if (dim > INT_MAX) return Status(StatusCode::kInvalidArgument, describe(g) + ": a dimension exceeds INT_MAX");
     }
     if (g.m == 0 || g.n == 0) return Status::Ok();
+    for (int64_t i = 0; i < g.batch; ++i) {  // a batch is a loop of the very same calls
+      GemmArgs one = g;
+      if (i > 0) {
+        if (g.a.data) one.a.data = static_cast<const float*>(g.a.data) + i * g.stride_a;  // null when k = 0
+        if (g.b.data) one.b.data = static_cast<const float*>(g.b.data) + i * g.stride_b;
+        one.c.data = static_cast<float*>(g.c.data) + i * g.stride_c;
+      }
+      run_one(one);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static void run_one(const GemmArgs& g) {
     float* c = static_cast<float*>(g.c.data);
     const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
     const int ldc = static_cast<int>(g.c.ld);
@@ -47,11 +62,61 @@ class OpenBlasGemm final : public Gemm {
                   static_cast<const float*>(g.a.data), static_cast<int>(g.a.ld), static_cast<const float*>(g.b.data),
                   static_cast<int>(g.b.ld), g.beta, c, ldc);
     }
-    apply_epilogue(c, m, n, ldc, g.epilogue, static_cast<const float*>(g.bias));
-    return Status::Ok();
+    switch (g.epilogue) {
+      case Epilogue::kBiasGeluAux: return bias_gelu_aux(g, c, m, n, ldc);
+      case Epilogue::kDGeluBgrad: return dgelu_bgrad(g, c, m, n, ldc);
+      case Epilogue::kBgradB: return bgrad_b(g, n, k);
+      default: apply_epilogue(c, m, n, ldc, g.epilogue, static_cast<const float*>(g.bias));
+    }
   }
 
- private:
+  // aux = C + bias (the pre-activation), C = gelu(aux), column by column.
+  static void bias_gelu_aux(const GemmArgs& g, float* c, int m, int n, int ldc) {
+    const float* bias = static_cast<const float*>(g.bias);
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
+    for (int j = 0; j < n; ++j) {
+      float* col = c + static_cast<int64_t>(j) * ldc;
+      float* aux = static_cast<float*>(g.aux) + static_cast<int64_t>(j) * g.aux_ld;
+      for (int i = 0; i < m; ++i) {
+        aux[i] = col[i] + bias[i];
+        col[i] = gelu_tanh(aux[i]);
+      }
+    }
+  }
+
+  // C = C * gelu'(aux); dbias = the row sums of the new C, columns added in order.
+  static void dgelu_bgrad(const GemmArgs& g, float* c, int m, int n, int ldc) {
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
+    for (int j = 0; j < n; ++j) {
+      float* col = c + static_cast<int64_t>(j) * ldc;
+      const float* aux = static_cast<const float*>(g.aux) + static_cast<int64_t>(j) * g.aux_ld;
+      for (int i = 0; i < m; ++i) col[i] = col[i] * gelu_tanh_grad(aux[i]);
+    }
+    float* db = static_cast<float*>(g.dbias);
+    for (int i = 0; i < m; ++i) db[i] = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const float* col = c + static_cast<int64_t>(j) * ldc;
+      for (int i = 0; i < m; ++i) db[i] += col[i];
+    }
+  }
+
+  // dbias[j] = sum over l of op(B)(l, j), l in order.
+  static void bgrad_b(const GemmArgs& g, int n, int k) {
+    const float* b = static_cast<const float*>(g.b.data);
+    float* db = static_cast<float*>(g.dbias);
+    const int64_t ldb = g.b.ld;
+    for (int j = 0; j < n; ++j) db[j] = 0.0f;
+    if (g.b.trans == Transpose::kYes) {  // op(B)(l, j) = B[j + l ldb]
+      for (int l = 0; l < k; ++l) {
+        for (int j = 0; j < n; ++j) db[j] += b[j + l * ldb];
+      }
+    } else {  // op(B)(l, j) = B[l + j ldb]
+      for (int j = 0; j < n; ++j) {
+        for (int l = 0; l < k; ++l) db[j] += b[l + j * ldb];
+      }
+    }
+  }
+
   static void scale_c(float* c, int m, int n, int ldc, float beta) {
     for (int j = 0; j < n; ++j) {
       float* col = c + static_cast<int64_t>(j) * ldc;

@@ -1,10 +1,15 @@
-// LayerNorm over the last dimension of a rows x cols activation (GPT-2's pre-norm):
+// LayerNorm over the last dimension of a rows x cols activation (GPT-2's pre-norm),
+// optionally of x + residual (the residual stream's add fused in, LayerNormArgs::sum):
 //   y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps)  (biased variance)
 // Forward keeps mean and rstd (fp32, one per row) for backward. Backward:
 //   g = dy * weight;  dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 //   dweight = sum over rows of dy * xhat;  dbias = sum over rows of dy
 // Activations and parameters are in `dtype` (fp32, bf16, fp16); all math is fp32, with
-// row and column sums taken in a fixed order (deterministic on either device).
+// row and column sums taken in a fixed order (deterministic on either device). The column
+// sums of dweight/dbias run in two passes on both devices: each chunk of
+// layernorm_row_chunk(rows) rows is summed in row order (a GPU block per chunk and column
+// range, so that a tall input fills the machine), then the chunks' partial sums in chunk
+// order.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,11 @@ struct LayerNormArgs {
   float* mean = nullptr;  // rows
   float* rstd = nullptr;  // rows
   float eps = 1e-5f;
+  // Fused residual add (both or neither): sum = x + residual, rounded to `dtype` and
+  // stored, then normalised instead of x: the same bits as an add (elementwise.h) followed
+  // by a LayerNorm of its output, with one pass over the row less on the GPU.
+  const void* residual = nullptr;
+  void* sum = nullptr;
 };
 
 struct LayerNormBackwardArgs {
@@ -41,7 +51,29 @@ struct LayerNormBackwardArgs {
   OutputMode dx_mode = OutputMode::kOverwrite;
   void* dweight = nullptr;  // overwritten (the gradient of this micro-batch)
   void* dbias = nullptr;
+  // Scratch for the chunks' partial sums: layernorm_partials_floats(rows, cols) floats.
+  // Required on the GPU when there is more than one chunk; the CPU uses its own when null.
+  float* partials = nullptr;
 };
+
+// Rows per chunk of the dweight/dbias sums: 128, or more where the rows would need more
+// than 65535 chunks (the GPU grid's y limit). A function of rows alone, so that both
+// devices split the same way.
+inline constexpr int64_t kLayerNormRowChunk = 128;
+inline constexpr int64_t kLayerNormMaxChunks = 65535;
+ZDP_HD int64_t layernorm_row_chunk(int64_t rows) {
+  const int64_t least = (rows + kLayerNormMaxChunks - 1) / kLayerNormMaxChunks;
+  return least > kLayerNormRowChunk ? least : kLayerNormRowChunk;
+}
+ZDP_HD int64_t layernorm_chunks(int64_t rows) {
+  const int64_t chunk = layernorm_row_chunk(rows);
+  return rows <= chunk ? 1 : (rows + chunk - 1) / chunk;
+}
+// dweight's partials (chunk-major, cols each), then dbias's; none for a single chunk.
+inline int64_t layernorm_partials_floats(int64_t rows, int64_t cols) {
+  const int64_t chunks = layernorm_chunks(rows);
+  return chunks > 1 ? 2 * chunks * cols : 0;
+}
 
 ZDP_HD float layernorm_xhat(float x, float mean, float rstd) { return (x - mean) * rstd; }
 ZDP_HD float layernorm_y(float xhat, float weight, float bias) { return xhat * weight + bias; }
@@ -53,6 +85,8 @@ ZDP_HD float layernorm_dx(float g, float xhat, float mean_g, float mean_gx, floa
 // kInvalidArgument naming the bad field (null pointers, negative sizes, a non-float dtype).
 Status check_layernorm(const LayerNormArgs& a);
 Status check_layernorm_backward(const LayerNormBackwardArgs& a);
+// The same, and partials non-null where there is more than one chunk (the GPU's check).
+Status check_layernorm_backward_partials(const LayerNormBackwardArgs& a);
 
 Status layernorm_forward_cpu(const LayerNormArgs& a);
 Status layernorm_backward_cpu(const LayerNormBackwardArgs& a);

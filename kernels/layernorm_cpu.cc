@@ -1,7 +1,10 @@
 // LayerNorm on the CPU: rows in parallel on the OpenMP team; the column sums of the
-// weight/bias gradients in parallel over column blocks, each summed in row order.
+// weight/bias gradients in parallel over (row chunk, column block) jobs, then the chunks'
+// partial sums per column in chunk order (the GPU's order, layernorm.h).
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kernels/layernorm.h"
 
@@ -14,7 +17,15 @@ Status invalid(const char* op, const std::string& what) {
 
 template <typename T>
 void forward(const LayerNormArgs& a) {
-  const T* x = static_cast<const T*>(a.x);
+  if (a.residual != nullptr) {  // sum = x + residual first, as add_cpu; then the norm of it
+    const T* x = static_cast<const T*>(a.x);
+    const T* res = static_cast<const T*>(a.residual);
+    T* sum = static_cast<T*>(a.sum);
+    const int64_t n = a.rows * a.cols;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) sum[i] = from_f32<T>(to_f32(x[i]) + to_f32(res[i]));
+  }
+  const T* x = static_cast<const T*>(a.residual != nullptr ? a.sum : a.x);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
@@ -65,12 +76,23 @@ void backward(const LayerNormBackwardArgs& a) {
   }
   T* dw = static_cast<T*>(a.dweight);
   T* db = static_cast<T*>(a.dbias);
+  // The GPU's order (layernorm.h): chunks of rows, each column's rows in order, then the
+  // chunks in order. A job is one chunk of one column block.
   constexpr int64_t kColumns = 64;  // a column block: one cache line of fp32 sums per thread
+  const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
+  const int64_t col_blocks = (C + kColumns - 1) / kColumns;
+  std::vector<float> own;
+  float* part = a.partials;
+  if (chunks > 1 && part == nullptr) {
+    own.resize(static_cast<size_t>(layernorm_partials_floats(a.rows, C)));
+    part = own.data();
+  }
 #pragma omp parallel for schedule(static)
-  for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
-    const int64_t c1 = std::min(C, c0 + kColumns);
+  for (int64_t job = 0; job < col_blocks * chunks; ++job) {
+    const int64_t k = job / col_blocks, c0 = (job % col_blocks) * kColumns;
+    const int64_t c1 = std::min(C, c0 + kColumns), r1 = std::min(a.rows, (k + 1) * chunk);
     float sw[kColumns] = {}, sb[kColumns] = {};
-    for (int64_t r = 0; r < a.rows; ++r) {
+    for (int64_t r = k * chunk; r < r1; ++r) {
       for (int64_t c = c0; c < c1; ++c) {
         const float g = to_f32(dy[r * C + c]);
         sb[c - c0] += g;
@@ -78,9 +100,25 @@ void backward(const LayerNormBackwardArgs& a) {
       }
     }
     for (int64_t c = c0; c < c1; ++c) {
-      dw[c] = from_f32<T>(sw[c - c0]);
-      db[c] = from_f32<T>(sb[c - c0]);
+      if (chunks == 1) {
+        dw[c] = from_f32<T>(sw[c - c0]);
+        db[c] = from_f32<T>(sb[c - c0]);
+      } else {
+        part[k * C + c] = sw[c - c0];
+        part[(chunks + k) * C + c] = sb[c - c0];
+      }
     }
+  }
+  if (chunks == 1) return;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    float sw = part[c], sb = part[chunks * C + c];
+    for (int64_t k = 1; k < chunks; ++k) {
+      sw += part[k * C + c];
+      sb += part[(chunks + k) * C + c];
+    }
+    dw[c] = from_f32<T>(sw);
+    db[c] = from_f32<T>(sb);
   }
 }
 
@@ -92,6 +130,7 @@ Status check_layernorm(const LayerNormArgs& a) {
     return invalid("layernorm", "x, weight, bias, y, mean and rstd must be non-null");
   }
   if (!(a.eps > 0.0f)) return invalid("layernorm", "eps must be > 0");
+  if ((a.residual == nullptr) != (a.sum == nullptr)) return invalid("layernorm", "residual and sum: both or neither");
   return Status::Ok();
 }
 
@@ -101,6 +140,16 @@ Status check_layernorm_backward(const LayerNormBackwardArgs& a) {
   }
   if (!a.dy || !a.x || !a.weight || !a.mean || !a.rstd || !a.dx || !a.dweight || !a.dbias) {
     return invalid("layernorm_backward", "dy, x, weight, mean, rstd, dx, dweight and dbias must be non-null");
+  }
+  return Status::Ok();
+}
+
+Status check_layernorm_backward_partials(const LayerNormBackwardArgs& a) {
+  ZDP_RETURN_IF_ERROR(check_layernorm_backward(a));
+  if (layernorm_partials_floats(a.rows, a.cols) > 0 && a.partials == nullptr) {
+    return invalid("layernorm_backward", "partials must be non-null on the GPU for " + std::to_string(a.rows) +
+                                             " rows (" + std::to_string(layernorm_chunks(a.rows)) + " chunks of " +
+                                             std::to_string(layernorm_row_chunk(a.rows)) + ")");
   }
   return Status::Ok();
 }

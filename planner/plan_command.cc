@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "planner/gpu_step_model.h"
 #include "planner/json_lines.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_plot.h"
@@ -75,6 +76,9 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)");
   cmd.add_option("--flops", a.gflops, "one rank's sustained GFLOP/s (default: assumed, or --calibrate)")
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--gpu", a.gpu,
+                 "plan for this GPU from any machine (" + known_gpu_names() +
+                     "): its memory, NVLink, and a per-kernel predicted step time and MFU for GPT configs");
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -85,7 +89,24 @@ int run_plan(const PlanArgs& a) {
     say("invalid configuration:\n" + config.status().message());
     return 2;
   }
-  const int cuda_devices = cuda_device_count();
+  const GpuSpec* spec = nullptr;
+  if (!a.gpu.empty()) {
+    spec = find_gpu(a.gpu);
+    if (!spec) {
+      say("--gpu '" + a.gpu + "' is not a GPU this planner knows (" + known_gpu_names() + ")");
+      return 2;
+    }
+    if (config->launch.backend == Backend::kGloo) {
+      say("--gpu " + a.gpu + " with launch.backend = \"gloo\" in " + a.config_path +
+          ": Gloo ranks run on CPUs; use a nccl config (or --set launch.backend=nccl)");
+      return 2;
+    }
+    if (a.calibrate) {
+      say("--calibrate measures this machine's CPU ranks; it does not combine with --gpu");
+      return 2;
+    }
+  }
+  const int cuda_devices = spec ? 1 : cuda_device_count();
   const int local = resolve_nproc_per_node(config->launch, cuda_devices);
   const int configured = local * config->launch.nnodes;
   const bool gpu = cuda_devices > 0 && config->launch.backend != Backend::kGloo;
@@ -104,6 +125,9 @@ int run_plan(const PlanArgs& a) {
       return 2;
     }
     in.memory_origin = "--device-memory";
+  } else if (spec) {
+    in.device_memory = static_cast<int64_t>(spec->memory_bytes);
+    in.memory_origin = "--gpu " + spec->name + ": " + spec->description;
   } else if (gpu) {
     StatusOr<int64_t> bytes = cuda_device_memory(0);
     if (!bytes.ok()) {
@@ -122,6 +146,32 @@ int run_plan(const PlanArgs& a) {
              gpu ? "assumed: an NVLink-class link; give --link" : "assumed: loopback TCP; --calibrate measures it"};
   in.flops_per_s = gpu ? kGpuFlops : kCpuFlops;
   in.flops_origin = gpu ? "assumed: ~40% of an H100's bf16 peak; give --flops" : "assumed; --calibrate measures it";
+  std::string gpu_table;
+  if (spec) {
+    in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
+    if (config->model.kind == ModelKind::kGpt) {
+      StatusOr<trainer::ModelSpec> model = trainer::model_spec(*config);
+      if (!model.ok()) {
+        say("cannot plan " + a.config_path + ":\n" + model.status().message());
+        return 2;
+      }
+      const ModelConfig& m = config->model;
+      GptShape shape;
+      shape.layers = m.n_layers, shape.d_model = m.d_model, shape.heads = m.n_heads, shape.vocab = m.vocab_size;
+      shape.seq = m.seq_len, shape.micro_batch = config->train.micro_batch, shape.accum_steps = 1;
+      shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = model->psi;
+      const GpuStepPrediction micro = predict_gpt_step(shape, *spec);
+      shape.accum_steps = std::max<int64_t>(1, config->train.global_batch / (config->train.micro_batch * configured));
+      gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n";
+      // The world-size table's compute rate: the model's FLOPs over the predicted time of a
+      // micro-batch (its optimizer step included: an upper bound on its share).
+      in.flops_per_s = micro.model_flops / micro.step_s;
+      in.flops_origin = "predicted per kernel for one " + spec->name + " (the table above)";
+    } else {
+      in.flops_per_s = kGpuFlops;
+      in.flops_origin = "assumed (the per-kernel model covers GPT configs only)";
+    }
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!gpu && config->launch.nnodes == 1) {
     in.cpu_cores = cores;
@@ -179,7 +229,7 @@ int run_plan(const PlanArgs& a) {
     say("cannot plan " + a.config_path + ":\n" + report.status().message());
     return 2;
   }
-  return publish_report("dp-launch plan", format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
+  return publish_report("dp-launch plan", gpu_table + format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
                         plan_json(*report, in), {"plan.svg", plan_svg(*report, in)});
 }
 

@@ -1,5 +1,5 @@
 // `dp-launch plan config.toml [--world 8,64] [--device-memory 80GiB] [--link GB/s,alpha_us]
-// [--flops GFLOP/s] [--calibrate]`: the CLI around plan_report.h. Starts no rank; prints the
+// [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200]`: the CLI around plan_report.h. Starts no rank; prints the
 // table and writes <launch.log_dir>/plan.jsonl.
 #pragma once
 
@@ -18,6 +18,7 @@ struct PlanArgs {
   std::string link;           // "GB/s,alpha_us", e.g. "100,10"
   double gflops = 0;          // one rank's sustained GFLOP/s
   bool calibrate = false;
+  std::string gpu;            // --gpu h200: plan for that GPU (gpu_step_model.h) from any machine
 };
 
 // Declares the subcommand's arguments on `cmd`.

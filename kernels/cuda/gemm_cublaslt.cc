@@ -4,9 +4,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "core/internal/cuda_check.h"
 #include "kernels/gemm.h"
@@ -27,6 +29,9 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::kGelu: return CUBLASLT_EPILOGUE_GELU;
     case Epilogue::kBiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::kBiasGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGeluBgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case Epilogue::kBgradB: return CUBLASLT_EPILOGUE_BGRADB;
     case Epilogue::kNone: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -34,16 +39,26 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 
 // Largest power of two <= 256 dividing the address: the heuristic must only pick
 // algorithms that can work with the pointers' actual alignment.
-uint32_t alignment_of(const void* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+// In a strided batch every matrix's address counts: the base's and the stride's (in bytes).
+uint32_t alignment_of(const void* p, int64_t batch = 1, int64_t stride_bytes = 0) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (batch > 1) a |= static_cast<uintptr_t>(stride_bytes);
   uint32_t align = 256;
   while (align > 1 && a % align != 0) align /= 2;
   return align;
 }
 
-// Everything a plan depends on: shape, strides, types, epilogue, alignments, math mode.
+// Which pointers an epilogue passes: the bias (read), aux, the bias gradient (written).
+bool reads_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasGelu || e == Epilogue::kBiasGeluAux; }
+bool uses_aux(Epilogue e) { return e == Epilogue::kBiasGeluAux || e == Epilogue::kDGeluBgrad; }
+bool writes_dbias(Epilogue e) { return e == Epilogue::kDGeluBgrad || e == Epilogue::kBgradB; }
+// The epilogue's vector: the bias it reads or the gradient it writes (one descriptor slot).
+const void* bias_vector(const GemmArgs& g) { return writes_dbias(g.epilogue) ? g.dbias : g.bias; }
+
+// Everything a plan depends on: shape, strides, types, epilogue, alignments, math mode,
+// batch, aux's leading dimension and alignment.
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, uint32_t,
-                           uint32_t, uint32_t, uint32_t>;
+                           uint32_t, uint32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -69,6 +84,7 @@ class CublasLtGemm final : public Gemm {
     if (g.k == 0) {
       return Status(StatusCode::kInvalidArgument, describe(g) + ": k = 0 is not supported by the cuBLASLt path");
     }
+    if (g.batch > INT32_MAX) return Status(StatusCode::kInvalidArgument, describe(g) + ": batch exceeds INT32_MAX");
     const PlanKey key{static_cast<int>(g.a.trans),
                       static_cast<int>(g.b.trans),
                       g.m,
@@ -81,10 +97,16 @@ class CublasLtGemm final : public Gemm {
                       static_cast<int>(g.c_dtype),
                       static_cast<int>(g.epilogue),
                       static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
-                      align(g.a.data),
-                      align(g.b.data),
-                      align(g.c.data),
-                      align(g.bias)};
+                      align_a(g),
+                      align_b(g),
+                      align_c(g),
+                      align(bias_vector(g)),
+                      g.batch,
+                      g.stride_a,
+                      g.stride_b,
+                      g.stride_c,
+                      uses_aux(g.epilogue) ? g.aux_ld : 0,
+                      uses_aux(g.epilogue) ? align(g.aux) : 0};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan plan;
@@ -96,9 +118,14 @@ class CublasLtGemm final : public Gemm {
       it = plans_.emplace(key, plan).first;
     }
     Plan& plan = it->second;
-    if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
+    if (reads_bias(g.epilogue) || writes_dbias(g.epilogue)) {  // the pointers change from call to call
+      const void* vec = bias_vector(g);
       ZDP_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+          cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+    }
+    if (uses_aux(g.epilogue)) {
+      ZDP_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
     }
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta,
                                               g.c.data, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
@@ -107,6 +134,17 @@ class CublasLtGemm final : public Gemm {
   }
 
  private:
+  // The alignment of every matrix of a batch (pinned: 4, as align()).
+  uint32_t align_a(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.a.data, g.batch, g.stride_a * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+  }
+  uint32_t align_b(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.b.data, g.batch, g.stride_b * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+  }
+  uint32_t align_c(const GemmArgs& g) const {
+    return pinned_ ? 4u : alignment_of(g.c.data, g.batch, g.stride_c * static_cast<int64_t>(dtype_size(g.c_dtype)));
+  }
+
   static void destroy(Plan& p) {
     if (p.desc) ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulDescDestroy(p.desc));
     if (p.a) ZDP_CUBLAS_CHECK_LOG(cublasLtMatrixLayoutDestroy(p.a));
@@ -128,12 +166,19 @@ class CublasLtGemm final : public Gemm {
     const cublasLtEpilogue_t epilogue = lt_epilogue(g.epilogue);
     ZDP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
-      const cudaDataType_t bias_type = cuda_type(g.c_dtype);  // bias in C's type (see gemm.h)
+    if (reads_bias(g.epilogue) || writes_dbias(g.epilogue)) {
+      const cudaDataType_t bias_type = cuda_type(g.c_dtype);  // bias and its gradient in C's type (see gemm.h)
+      const void* vec = bias_vector(g);
       ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                                 &bias_type, sizeof(bias_type)));
       ZDP_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+    }
+    if (uses_aux(g.epilogue)) {  // the pre-activation: in C's type when its type is unset (cublasLt.h)
+      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                                &g.aux, sizeof(g.aux)));
+      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                                &g.aux_ld, sizeof(g.aux_ld)));
     }
     const bool ta_yes = g.a.trans == Transpose::kYes, tb_yes = g.b.trans == Transpose::kYes;
     ZDP_CUBLAS_RETURN_IF_ERROR(
@@ -141,11 +186,22 @@ class CublasLtGemm final : public Gemm {
     ZDP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.ab_dtype), tb_yes ? g.n : g.k, tb_yes ? g.k : g.n, g.b.ld));
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.c.ld));
+    if (g.batch > 1) {  // every layout carries the batch; C doubles as D
+      const int32_t count = static_cast<int32_t>(g.batch);
+      const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{plan->a, g.stride_a}, {plan->b, g.stride_b},
+                                                                    {plan->c, g.stride_c}};
+      for (const auto& [layout, stride] : layouts) {
+        ZDP_CUBLAS_RETURN_IF_ERROR(
+            cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                                    &stride, sizeof(stride)));
+      }
+    }
 
     cublasLtMatmulPreference_t pref = nullptr;
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
-    const uint32_t align_a = align(g.a.data), align_b = align(g.b.data), align_c = align(g.c.data);
+    const uint32_t align_a = this->align_a(g), align_b = this->align_b(g), align_c = this->align_c(g);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status =

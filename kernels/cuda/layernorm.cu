@@ -1,6 +1,9 @@
-// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums);
-// one thread per column for dweight/dbias, summing the rows in order (deterministic, no
-// atomics; a split over row chunks would be faster for very tall inputs).
+// LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums),
+// 16-byte loads and stores where the rows allow (cols a multiple of 8, aligned pointers).
+// dweight/dbias in two passes, deterministic and without atomics (layernorm.h): a block
+// per (column range, chunk of rows), one thread per column summing its chunk's rows in
+// order; then one thread per column summing the chunks in order. For gpt2-124m (16,384
+// rows, d = 768) that is 384 blocks instead of 3, each thread walking 128 rows, not 16,384.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/nn_common.cuh"
 #include "kernels/layernorm.h"
@@ -8,27 +11,63 @@
 namespace zdp::kernels {
 namespace {
 
-template <typename T>
+// A warp walks its row N elements per lane and step (N = 8: 16-byte loads, 256 elements
+// a step; N = 1: 32), so the lanes' partial sums, and the warp sum of them, differ from
+// the CPU's sequential sums by order only (layer_kernels_gpu_test's bound).
+template <typename T, int N>
 __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.rows) return;
   const int64_t C = a.cols;
   const T* x = static_cast<const T*>(a.x) + row * C;
+  float v[8];
   float sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) sum += to_f32(x[c]);
+  if (a.residual != nullptr) {
+    // The residual add, stored rounded to T; the lane re-reads only what it wrote itself.
+    const T* res = static_cast<const T*>(a.residual) + row * C;
+    T* out = static_cast<T*>(a.sum) + row * C;
+    float rv[8];
+    for (int64_t c = lane * N; c < C; c += 32 * N) {
+      cuda::load_n<N>(x + c, v);
+      cuda::load_n<N>(res + c, rv);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        v[k] = to_f32(from_f32<T>(v[k] + rv[k]));
+        sum += v[k];
+      }
+      cuda::store_n<N>(out + c, v);
+    }
+    x = out;
+  } else {
+    for (int64_t c = lane * N; c < C; c += 32 * N) {
+      cuda::load_n<N>(x + c, v);
+#pragma unroll
+      for (int k = 0; k < N; ++k) sum += v[k];
+    }
+  }
   const float mean = cuda::warp_sum(sum) / static_cast<float>(C);
   float var = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float d = to_f32(x[c]) - mean;
-    var += d * d;
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float d = v[k] - mean;
+      var += d * d;
+    }
   }
   const float rstd = 1.0f / sqrtf(cuda::warp_sum(var) / static_cast<float>(C) + a.eps);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y) + row * C;
-  for (int64_t c = lane; c < C; c += 32) {
-    y[c] = from_f32<T>(layernorm_y(layernorm_xhat(to_f32(x[c]), mean, rstd), to_f32(w[c]), to_f32(b[c])));
+  float wv[8], bv[8];
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(x + c, v);
+    cuda::load_n<N>(w + c, wv);
+    cuda::load_n<N>(b + c, bv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = layernorm_y(layernorm_xhat(v[k], mean, rstd), wv[k], bv[k]);
+    cuda::store_n<N>(y + c, v);
   }
   if (lane == 0) {
     a.mean[row] = mean;
@@ -36,7 +75,7 @@ __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   }
 }
 
-template <typename T>
+template <typename T, int N>
 __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -46,33 +85,76 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const T* x = static_cast<const T*>(a.x) + row * C;
   const T* w = static_cast<const T*>(a.weight);
   const float mean = a.mean[row], rstd = a.rstd[row];
+  float gv[8], xv[8], wv[8];
   float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float g = to_f32(dy[c]) * to_f32(w[c]);
-    sum_g += g;
-    sum_gx += g * layernorm_xhat(to_f32(x[c]), mean, rstd);
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(dy + c, gv);
+    cuda::load_n<N>(x + c, xv);
+    cuda::load_n<N>(w + c, wv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float g = gv[k] * wv[k];
+      sum_g += g;
+      sum_gx += g * layernorm_xhat(xv[k], mean, rstd);
+    }
   }
   const float mean_g = cuda::warp_sum(sum_g) / static_cast<float>(C);
   const float mean_gx = cuda::warp_sum(sum_gx) / static_cast<float>(C);
   T* dx = static_cast<T*>(a.dx) + row * C;
-  for (int64_t c = lane; c < C; c += 32) {
-    float d = layernorm_dx(to_f32(dy[c]) * to_f32(w[c]), layernorm_xhat(to_f32(x[c]), mean, rstd), mean_g, mean_gx, rstd);
-    if (a.dx_mode == OutputMode::kAccumulate) d += to_f32(dx[c]);
-    dx[c] = from_f32<T>(d);
+  float prior[8] = {};
+  for (int64_t c = lane * N; c < C; c += 32 * N) {
+    cuda::load_n<N>(dy + c, gv);
+    cuda::load_n<N>(x + c, xv);
+    cuda::load_n<N>(w + c, wv);
+    if (a.dx_mode == OutputMode::kAccumulate) cuda::load_n<N>(dx + c, prior);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float d = layernorm_dx(gv[k] * wv[k], layernorm_xhat(xv[k], mean, rstd), mean_g, mean_gx, rstd);
+      if (a.dx_mode == OutputMode::kAccumulate) d += prior[k];
+      gv[k] = d;
+    }
+    cuda::store_n<N>(dx + c, gv);
+  }
+}
+
+// Rows of 8k elements at 16-byte aligned addresses take the vector path.
+template <typename... Ptrs>
+bool vector_rows(int64_t cols, const Ptrs*... ptrs) {
+  return cols % 8 == 0 && cuda::aligned16(ptrs...);
+}
+
+template <typename T>
+__global__ void layernorm_dparams_partial_kernel(LayerNormBackwardArgs a, int64_t chunk, int64_t chunks) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.cols) return;
+  const int64_t k = blockIdx.y;
+  const int64_t r1 = min(a.rows, (k + 1) * chunk);
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* x = static_cast<const T*>(a.x);
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t r = k * chunk; r < r1; ++r) {
+    const float g = to_f32(dy[r * a.cols + c]);
+    sb += g;
+    sw += g * layernorm_xhat(to_f32(x[r * a.cols + c]), a.mean[r], a.rstd[r]);
+  }
+  if (chunks == 1) {
+    static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
+    static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
+  } else {
+    a.partials[k * a.cols + c] = sw;
+    a.partials[(chunks + k) * a.cols + c] = sb;
   }
 }
 
 template <typename T>
-__global__ void layernorm_dparams_kernel(LayerNormBackwardArgs a) {
+__global__ void layernorm_dparams_final_kernel(LayerNormBackwardArgs a, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.cols) return;
-  const T* dy = static_cast<const T*>(a.dy);
-  const T* x = static_cast<const T*>(a.x);
-  float sw = 0.0f, sb = 0.0f;
-  for (int64_t r = 0; r < a.rows; ++r) {
-    const float g = to_f32(dy[r * a.cols + c]);
-    sb += g;
-    sw += g * layernorm_xhat(to_f32(x[r * a.cols + c]), a.mean[r], a.rstd[r]);
+  const float* p = a.partials;
+  float sw = p[c], sb = p[chunks * a.cols + c];
+  for (int64_t k = 1; k < chunks; ++k) {
+    sw += p[k * a.cols + c];
+    sb += p[(chunks + k) * a.cols + c];
   }
   static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
   static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
@@ -83,19 +165,32 @@ __global__ void layernorm_dparams_kernel(LayerNormBackwardArgs a) {
 Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
   ZDP_RETURN_IF_ERROR(check_layernorm(a));
   if (a.rows == 0) return Status::Ok();
+  const bool vec = vector_rows(a.cols, a.x, a.weight, a.bias, a.y) &&
+                   (a.residual == nullptr || vector_rows(a.cols, a.residual, a.sum));
   return dispatch_float(a.dtype, "layernorm", [&](auto t) {
-    layernorm_forward_kernel<decltype(t)><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    using T = decltype(t);
+    if (vec) layernorm_forward_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    else layernorm_forward_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
     return cuda::check_launch("layernorm_forward_cuda");
   });
 }
 
 Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stream) {
-  ZDP_RETURN_IF_ERROR(check_layernorm_backward(a));
+  ZDP_RETURN_IF_ERROR(check_layernorm_backward_partials(a));
   return dispatch_float(a.dtype, "layernorm_backward", [&](auto t) {
     using T = decltype(t);
-    if (a.rows > 0) layernorm_dx_kernel<T><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    if (a.rows > 0 && vector_rows(a.cols, a.dy, a.x, a.weight, a.dx)) {
+      layernorm_dx_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    } else if (a.rows > 0) {
+      layernorm_dx_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
-    layernorm_dparams_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a);
+    const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
+    const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));
+    layernorm_dparams_partial_kernel<T><<<grid, cuda::kBlock, 0, stream>>>(a, chunk, chunks);
+    ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dweight, dbias partials)"));
+    if (chunks == 1) return Status::Ok();
+    layernorm_dparams_final_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a, chunks);
     return cuda::check_launch("layernorm_backward_cuda (dweight, dbias)");
   });
 }

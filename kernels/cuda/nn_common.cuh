@@ -35,6 +35,52 @@ __device__ __forceinline__ float block_reduce(float v, float* shared) {
   return kMax ? warp_max(v) : warp_sum(v);
 }
 
+// n = 8 elements through one 16-byte load (two for fp32; p 16-byte aligned), or n = 1
+// through a plain load, into fp32. Cached loads: a row is read again within the kernel.
+template <int N>
+__device__ __forceinline__ void load_n(const float* p, float (&x)[8]) {
+  if constexpr (N == 8) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else {
+    x[0] = *p;
+  }
+}
+template <int N, typename T>  // Bf16 or Half
+__device__ __forceinline__ void load_n(const T* p, float (&x)[8]) {
+  if constexpr (N == 8) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[2 * i] = to_f32(T{static_cast<uint16_t>(w[i] & 0xffffu)});
+      x[2 * i + 1] = to_f32(T{static_cast<uint16_t>(w[i] >> 16)});
+    }
+  } else {
+    x[0] = to_f32(*p);
+  }
+}
+// The first N of x, rounded to T, to p (16 bytes at once for N = 8).
+template <int N, typename T>
+__device__ __forceinline__ void store_n(T* p, const float (&x)[8]) {
+  if constexpr (N == 8) {
+    T o[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = from_f32<T>(x[i]);
+    if constexpr (sizeof(T) == 4) {
+      reinterpret_cast<float4*>(p)[0] = make_float4(o[0], o[1], o[2], o[3]);
+      reinterpret_cast<float4*>(p)[1] = make_float4(o[4], o[5], o[6], o[7]);
+    } else {
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = static_cast<uint32_t>(o[2 * i].bits) | (static_cast<uint32_t>(o[2 * i + 1].bits) << 16);
+      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+    *p = from_f32<T>(x[0]);
+  }
+}
+
 // Blocks of kBlock threads for one warp per row.
 inline unsigned warp_rows_grid(int64_t rows) {
   return static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32));

@@ -33,7 +33,7 @@ fi
 # What the GPU machine runs (check.sh names the same list).
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test)
-programs=(dp-train adamw_gpu_bench gemm_gpu_bench comm_bench)
+programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 
 echo "== carry: configure $build (Release, sm_90 only)"
 mkdir -p "$build"  # the configure log lives inside it (git-ignored), not beside it
@@ -48,7 +48,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do strip -o "$stage/bin/$t" "$build/tests/$t"; done
 strip -o "$stage/bin/dp-train" "$build/bin/dp-train"
-for b in adamw_gpu_bench gemm_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
+for b in adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's
 # image provides (the driver, CUDA's cuBLAS(Lt) and NCCL). libcudart is bundled: small,

@@ -8,7 +8,9 @@
 #   3. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
 #      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
 #   4. configs/gpt2-124m.toml for 30 steps, profiled: tokens/s, MFU, the step's breakdown;
-#   5. the AdamW and GEMM GPU benchmarks, and comm_bench's zdp-vs-raw NCCL table;
+#   5. the AdamW and GEMM GPU benchmarks, gpt2-124m's forward + backward tokens/s and MFU
+#      next to the planner's per-kernel prediction (gpt_gpu_bench), and comm_bench's
+#      zdp-vs-raw NCCL table;
 # then one table: each check, PASS/FAIL/SKIP, and its figure.
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
@@ -32,7 +34,7 @@ done
 
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test)
-programs=(dp-train adamw_gpu_bench gemm_gpu_bench comm_bench)
+programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
 budget_s=420  # no new step starts after 7 minutes: the whole stays under 8
 start=$SECONDS
@@ -173,7 +175,7 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m adamw_gpu_bench gemm_gpu_bench comm_bench; do row "$c" SKIP "self-check: needs a GPU"; done
+  for c in sanity "${tests[@]}" gpt2-124m adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench; do row "$c" SKIP "self-check: needs a GPU"; done
   print_table
   if ((ok && !failed)); then echo "check: self-check passed"; exit 0; fi
   echo "check: self-check FAILED"; exit 1
@@ -266,5 +268,8 @@ nccl_figure() {
 }
 bench adamw_gpu_bench 120 --params 256M
 bench gemm_gpu_bench 120
+# The prediction is for the GPU the machine has (the planner's table), h200 when unknown.
+case "$gpu" in *A100*) gpu_key=a100-80g ;; *H100*) gpu_key=h100 ;; *) gpu_key=h200 ;; esac
+bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
 FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
 exit "$failed"

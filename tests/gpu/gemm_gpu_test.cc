@@ -1,10 +1,12 @@
 // cuBLASLt through kernels/gemm.h against the CPU GEMM (OpenBLAS, itself checked against
 // float64 in tests/unit/gemm_cpu_test.cc) on the same inputs: bf16/fp16/fp32 in, fp32 or
-// 16-bit out, every epilogue, transposes, and the plan cache reused across calls.
+// 16-bit out, every epilogue, transposes, strided batches, and the plan cache reused across calls.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -123,6 +125,140 @@ TEST_F(GemmGpu, TransformerShape) {
   SCOPED_TRACE(rnd_.trace());
   // A GPT-2 small MLP up-projection over 256 tokens: Y[256, 3072] = gelu(X[256, 768] W^T + b).
   gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 3072, 256, 768, Epilogue::kBiasGelu);
+}
+
+// The training epilogues (GELU_AUX_BIAS, DGELU_BGRAD, BGRADB) against their CPU twin
+// (kernels/gemm_cpu.cc, itself checked against float64 in gemm_cpu_test) on the same
+// inputs, in T (bf16 or fp32, A/B and C alike). Allowances: the GEMM's (k + 3) roundings
+// a side as above; cuBLASLt does not document how it evaluates GELU and its derivative:
+// 2^-10 of the value's scale for each (as for the GELU epilogue above); a bias gradient
+// sums n (DGELU_BGRAD) or k (BGRADB) values in its own order, each off by the per-element
+// allowance, plus the sum's roundings; bf16 outputs round once more (allowed_error).
+template <typename T>
+void training_epilogues_match_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd) {
+  const int64_t m = 256, n = 96, k = 128;
+  const DType dt = zdp::testing::dtype_of<T>();
+  auto make = [&](int64_t count, float hi) {
+    const std::vector<T> v = zdp::testing::encode<T>(rnd.signed_vector(static_cast<size_t>(count), 0.1f, hi));
+    std::vector<float> f(v.size());
+    for (size_t i = 0; i < v.size(); ++i) f[i] = to_f32(v[i]);
+    return std::make_pair(v, f);
+  };
+  const auto [a, a32] = make(m * k, 1.0f);
+  const auto [b, b32] = make(k * n, 1.0f);
+  const auto [bias, bias32] = make(m, 1.0f);
+  const auto [pre, pre32] = make(m * n, 2.0f);
+  const double u = zdp::testing::kUnitRoundoffF32;
+  const double gemm_err = 2 * (k + 3) * u * k;  // |entries| <= 1: |AB| <= k
+  DeviceArray<T> da(*gpu.device, a), db(*gpu.device, b), dbias(*gpu.device, bias), dpre(*gpu.device, pre);
+  for (const Epilogue e : {Epilogue::kBiasGeluAux, Epilogue::kDGeluBgrad, Epilogue::kBgradB}) {
+    GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.a.ld = m, g.b.ld = k, g.c.ld = m, g.epilogue = e, g.aux_ld = m;
+    if (e == Epilogue::kBgradB) g.b.trans = Transpose::kYes, g.b.ld = n;  // the weight gradient's layout (ops.cc)
+    std::vector<float> c32(static_cast<size_t>(m * n)), aux32 = pre32, dbias32(static_cast<size_t>(std::max(m, n)));
+    GemmArgs cpu = g;
+    cpu.a.data = a32.data(), cpu.b.data = b32.data(), cpu.c.data = c32.data(), cpu.bias = bias32.data();
+    cpu.aux = aux32.data(), cpu.dbias = dbias32.data();
+    ASSERT_TRUE(make_cpu_gemm()->run(cpu, nullptr).ok()) << describe(cpu);
+    DeviceArray<T> dc(*gpu.device, std::vector<T>(c32.size())), daux(*gpu.device, pre),
+        ddbias(*gpu.device, std::vector<T>(dbias32.size()));
+    g.ab_dtype = g.c_dtype = dt;
+    g.a.data = da.data(), g.b.data = db.data(), g.c.data = dc.data(), g.bias = dbias.data();
+    g.aux = daux.data(), g.dbias = ddbias.data();
+    const Status st = lt.run(g, gpu.cuda_stream());
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    gpu.sync();
+    const std::vector<T> c = dc.download(), aux = daux.download(), dbv = ddbias.download();
+    const double elem = 1.13 * gemm_err + 0x1p-10 * (k + 2.0);  // per element of C (values up to ~k)
+    if (e == Epilogue::kBiasGeluAux) {
+      for (size_t i = 0; i < c32.size(); ++i) {
+        ASSERT_TRUE(zdp::testing::within(to_f32(aux[i]), aux32[i], zdp::testing::allowed_error(gemm_err + 2 * u, aux32[i], dt),
+                                         static_cast<int64_t>(i))) << "aux " << describe(g);
+        const double allowed = 1.13 * gemm_err + 0x1p-10 * (std::fabs(aux32[i]) + 1.0);
+        ASSERT_TRUE(zdp::testing::within(to_f32(c[i]), c32[i], zdp::testing::allowed_error(allowed, c32[i], dt),
+                                         static_cast<int64_t>(i))) << "gelu " << describe(g);
+      }
+    } else if (e == Epilogue::kDGeluBgrad) {
+      for (size_t i = 0; i < c32.size(); ++i) {
+        ASSERT_TRUE(zdp::testing::within(to_f32(c[i]), c32[i], zdp::testing::allowed_error(elem, c32[i], dt),
+                                         static_cast<int64_t>(i))) << "dgelu " << describe(g);
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        double mag = 0;
+        for (int64_t j = 0; j < n; ++j) mag += std::fabs(c32[static_cast<size_t>(i + j * m)]);
+        const double allowed = n * elem + 2 * zdp::testing::straight_line_bound(static_cast<int>(n), mag);
+        ASSERT_TRUE(zdp::testing::within(to_f32(dbv[static_cast<size_t>(i)]), dbias32[static_cast<size_t>(i)],
+                                         zdp::testing::allowed_error(allowed, dbias32[static_cast<size_t>(i)], dt), i))
+            << "dgelu bias gradient " << describe(g);
+      }
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        double mag = 0;
+        for (int64_t l = 0; l < k; ++l) mag += std::fabs(b32[static_cast<size_t>(j + l * n)]);
+        const double allowed = 2 * zdp::testing::straight_line_bound(static_cast<int>(k), mag);
+        ASSERT_TRUE(zdp::testing::within(to_f32(dbv[static_cast<size_t>(j)]), dbias32[static_cast<size_t>(j)],
+                                         zdp::testing::allowed_error(allowed, dbias32[static_cast<size_t>(j)], dt), j))
+            << "bgradb " << describe(g);
+      }
+      for (size_t i = 0; i < c32.size(); ++i) {
+        ASSERT_TRUE(zdp::testing::within(to_f32(c[i]), c32[i], zdp::testing::allowed_error(gemm_err, c32[i], dt),
+                                         static_cast<int64_t>(i))) << describe(g);
+      }
+    }
+  }
+}
+
+TEST_F(GemmGpu, TrainingEpiloguesBf16AndFp32) {
+  SCOPED_TRACE(rnd_.trace());
+  training_epilogues_match_cpu<Bf16>(gpu_, *lt_, rnd_);
+  training_epilogues_match_cpu<float>(gpu_, *lt_, rnd_);
+}
+
+// Attention's strided batches (trainer/models/attention.cc): the scores S = K^T Q of 6
+// heads interleaved in one [T, 3d] activation (A and B strided by hd, ld 3d), each head's
+// output a T x T block; and O = V P written interleaved into [T, d] (C strided by hd, ld d).
+// Against the CPU's loop of single GEMMs, within the bound above (k + 3 roundings a side).
+TEST_F(GemmGpu, StridedBatchOverInterleavedHeads) {
+  SCOPED_TRACE(rnd_.trace());
+  const int64_t H = 6, hd = 32, T = 80, d = H * hd;
+  const std::vector<Bf16> qkv = zdp::testing::encode<Bf16>(rnd_.signed_vector(static_cast<size_t>(T * 3 * d), 0.1f, 1.0f));
+  const std::vector<Bf16> probs = zdp::testing::encode<Bf16>(rnd_.signed_vector(static_cast<size_t>(H * T * T), 0.1f, 1.0f));
+  std::vector<float> qkv32(qkv.size()), probs32(probs.size());
+  for (size_t i = 0; i < qkv.size(); ++i) qkv32[i] = to_f32(qkv[i]);
+  for (size_t i = 0; i < probs.size(); ++i) probs32[i] = to_f32(probs[i]);
+  struct Shape {
+    Transpose ta;
+    int64_t m, n, k, a_off, lda, sa, b_is_probs, b_off, ldb, sb, ldc, sc, c_size;
+  };
+  const Shape shapes[] = {{Transpose::kYes, T, T, hd, d, 3 * d, hd, 0, 0, 3 * d, hd, T, T * T, H * T * T},
+                          {Transpose::kNo, hd, T, T, 2 * d, 3 * d, hd, 1, 0, T, T * T, d, hd, T * d}};
+  for (const Shape& sh : shapes) {
+    GemmArgs g;
+    g.a.trans = sh.ta, g.m = sh.m, g.n = sh.n, g.k = sh.k;
+    g.a.ld = sh.lda, g.b.ld = sh.ldb, g.c.ld = sh.ldc;
+    g.batch = H, g.stride_a = sh.sa, g.stride_b = sh.sb, g.stride_c = sh.sc;
+    std::vector<float> want(static_cast<size_t>(sh.c_size));
+    GemmArgs cpu = g;
+    cpu.a.data = qkv32.data() + sh.a_off;
+    cpu.b.data = (sh.b_is_probs ? probs32.data() : qkv32.data()) + sh.b_off;
+    cpu.c.data = want.data();
+    ASSERT_TRUE(make_cpu_gemm()->run(cpu, nullptr).ok());
+    DeviceArray<Bf16> dqkv(*gpu_.device, qkv), dprobs(*gpu_.device, probs);
+    DeviceArray<float> dc(*gpu_.device, std::vector<float>(want.size()));
+    g.ab_dtype = DType::kBF16, g.c_dtype = DType::kF32;
+    g.a.data = dqkv.data() + sh.a_off;
+    g.b.data = (sh.b_is_probs ? dprobs.data() : dqkv.data()) + sh.b_off;
+    g.c.data = dc.data();
+    const Status st = lt_->run(g, gpu_.cuda_stream());
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    gpu_.sync();
+    const std::vector<float> got = dc.download();
+    // Every input is in [-1, 1]: |sum of k products| <= k.
+    const double err = 2.0 * static_cast<double>(sh.k + 3) * zdp::testing::kUnitRoundoffF32 * static_cast<double>(sh.k);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(zdp::testing::within(got[i], want[i], err, static_cast<int64_t>(i))) << describe(g);
+    }
+  }
 }
 
 TEST_F(GemmGpu, RejectsBadArguments) {

@@ -37,18 +37,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Small but with no dimension a multiple of a warp: tails everywhere.
-Config gpt_config() {
+// Small but with no dimension a multiple of a warp: tails everywhere. Micro-batch 3 <
+// heads 4: attention's GEMMs batch over the heads, one call per sample; the second test
+// swaps that (micro-batch 5 > heads 2: batched over the samples, one call per head).
+Config gpt_config(int64_t micro_batch = 3, int heads = 4) {
   Config c;
   c.model.kind = ModelKind::kGpt;
   c.model.n_layers = 2;
   c.model.d_model = 48;
-  c.model.n_heads = 4;  // head_dim 12
+  c.model.n_heads = heads;  // head_dim 12 (4 heads) or 24 (2)
   c.model.vocab_size = 83;
   c.model.seq_len = 21;
   c.model.dtype = DType::kF32;
-  c.train.micro_batch = 3;
-  c.train.global_batch = 3;
+  c.train.micro_batch = micro_batch;
+  c.train.global_batch = micro_batch;
   c.zero.stage = 0;
   return c;
 }
@@ -123,9 +125,7 @@ double norm(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-TEST(GptGpu, LossAndEveryGradientMatchTheCpuWithinTheRoundingBound) {
-  ZDP_SKIP_WITHOUT_GPU();
-  const Config config = gpt_config();
+void compare_with_cpu(const Config& config) {
   Side cpu(create_cpu_device(), config);
   Side gpu(create_cuda_device(0).value(), config);
   ASSERT_TRUE(gpu.ctx.device().kind() == DeviceKind::kCuda);
@@ -185,6 +185,16 @@ TEST(GptGpu, LossAndEveryGradientMatchTheCpuWithinTheRoundingBound) {
   }
   std::printf("loss cpu %.9f gpu %.9f; largest relative gradient difference %.3g (allowed %.3g)\n", loss_cpu, loss_gpu,
               worst, 2 * testing::straight_line_bound(static_cast<int>(n.total), 1.0));
+}
+
+TEST(GptGpu, LossAndEveryGradientMatchTheCpuWithinTheRoundingBound) {
+  ZDP_SKIP_WITHOUT_GPU();
+  compare_with_cpu(gpt_config());
+}
+
+TEST(GptGpu, AttentionBatchedOverSamplesMatchesTheCpu) {
+  ZDP_SKIP_WITHOUT_GPU();
+  compare_with_cpu(gpt_config(5, 2));
 }
 
 }  // namespace

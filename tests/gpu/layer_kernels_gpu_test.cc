@@ -62,50 +62,156 @@ TEST_F(LayerKernelsGpu, AddAndGeluAreBitIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(o3.download(), dx, "gelu_backward"));
 }
 
-TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
-  const int64_t rows = 300, cols = 768;
-  const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
-                           dy = random(rows * cols, 1, 6);
-  std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(cols), dbias(cols);
-  ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
-  ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
-                                      OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
-  // The forward's row statistics differ from the CPU's by summation order (a warp's tree
-  // vs a sequential sum): they are compared within the bound, and the backward gets the
-  // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in order on
-  // both devices, with the same xhat) must be equal bit for bit.
-  DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
-  DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
-      gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
-  DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
-  ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
-                                     gpu_.cuda_stream()).ok());
-  ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
-                                       cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data()},
-                                      gpu_.cuda_stream()).ok());
-  gpu_.sync();
-  // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
-  // (the mean's), and of their squares <= 16 (the variance's; rstd = 1/sqrt of it, O(1)).
-  expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 4.0 * cols) / cols, "mean");
-  expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 16.0 * cols) / cols, "rstd");
-  expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
-  expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
-  EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
-  EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+// The 16-byte vector path (aligned pointers: 8 elements per iteration, then the tail)
+// and the scalar path (pointers one element off) give the CPU's bits, in bf16 too.
+TEST_F(LayerKernelsGpu, VectorisedAddAndGeluMatchTheCpuAlignedOrNot) {
+  const int64_t n = 4099;  // 512 groups of 8 and a tail of 3
+  const std::vector<float> af = random(static_cast<size_t>(n + 1), 4, 30), bf = random(static_cast<size_t>(n + 1), 4, 31);
+  std::vector<Bf16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) a[i] = from_f32<Bf16>(af[i]), b[i] = from_f32<Bf16>(bf[i]);
+  for (const int64_t off : {int64_t{0}, int64_t{1}}) {
+    std::vector<Bf16> add(static_cast<size_t>(n)), y(add.size()), dx(add.size());
+    ASSERT_TRUE(add_cpu({n, DType::kBF16, a.data() + off, b.data() + off, add.data()}).ok());
+    ASSERT_TRUE(gelu_forward_cpu({n, DType::kBF16, a.data() + off, nullptr, y.data()}).ok());
+    ASSERT_TRUE(gelu_backward_cpu({n, DType::kBF16, a.data() + off, b.data() + off, dx.data()}).ok());
+    DeviceArray<Bf16> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, a), o2(*gpu_.device, a), o3(*gpu_.device, a);
+    ASSERT_TRUE(add_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o1.data() + off}, gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(gelu_forward_cuda({n, DType::kBF16, da.data() + off, nullptr, o2.data() + off}, gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(gelu_backward_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o3.data() + off}, gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    auto part = [&](const DeviceArray<Bf16>& d) {
+      const std::vector<Bf16> all = d.download();
+      return std::vector<Bf16>(all.begin() + off, all.begin() + off + n);
+    };
+    EXPECT_TRUE(testing::bitwise_equal(part(o1), add, "bf16 add")) << "offset " << off;
+    EXPECT_TRUE(testing::bitwise_equal(part(o2), y, "bf16 gelu")) << "offset " << off;
+    EXPECT_TRUE(testing::bitwise_equal(part(o3), dx, "bf16 gelu_backward")) << "offset " << off;
+  }
 }
 
+// cols 768: the 16-byte vector path (8 elements a lane and step); 100: the scalar one.
+TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
+  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+    SCOPED_TRACE(cols);
+    const int64_t rows = 300;
+    const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
+                             dy = random(rows * cols, 1, 6);
+    std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(cols), dbias(cols);
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data()}).ok());
+    ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
+                                        OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
+    // The forward's row statistics differ from the CPU's by summation order (a warp's tree
+    // vs a sequential sum): they are compared within the bound, and the backward gets the
+    // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in chunks of
+    // 128 rows, then the 3 chunks in order, on both devices, with the same xhat) must be
+    // equal bit for bit.
+    DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
+    DeviceArray<float> gy(*gpu_.device, y), gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd), gdx(*gpu_.device, dx),
+        gdw(*gpu_.device, dw), gdb(*gpu_.device, dbias);
+    DeviceArray<float> cpu_mean(*gpu_.device, mean), cpu_rstd(*gpu_.device, rstd);
+    DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols))));
+    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kF32, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(), grstd.data()},
+                                       gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
+                                         cpu_rstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
+                                         partials.data()},
+                                        gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    // xhat is O(3) for these inputs; the row statistics are sums of 768 terms of magnitude <= 4
+    // (the mean's), and of their squares <= 16 (the variance's; rstd = 1/sqrt of it, O(1)).
+    expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 4.0 * cols) / cols, "mean");
+    expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 16.0 * cols) / cols, "rstd");
+    expect_close(gy.download(), y, testing::straight_line_bound(cols, 4.0 * cols) , "y");
+    expect_close(gdx.download(), dx, testing::straight_line_bound(2 * cols, 12.0 * cols), "dx");
+    EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
+    EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+  }
+}
+
+// The fused residual add + LayerNorm (GPT's x_mid += x_in, then ln2; in place): the sum
+// bit for bit the CPU's (the add's per-element math), the statistics and y within the
+// bounds of the plain forward above; bf16 rows of 768 (vector path) and 100 (scalar).
+TEST_F(LayerKernelsGpu, ResidualAddFusedIntoLayerNorm) {
+  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+    SCOPED_TRACE(cols);
+    const int64_t rows = 300;
+    const std::vector<float> xf = random(rows * cols, 1, 40), rf = random(rows * cols, 1, 41), wf = random(cols, 1, 42);
+    std::vector<Bf16> x(xf.size()), r(rf.size()), w(wf.size()), b(wf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<Bf16>(xf[i]), r[i] = from_f32<Bf16>(rf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<Bf16>(wf[i]), b[i] = from_f32<Bf16>(0.5f * wf[i]);
+    std::vector<Bf16> sum = x, y(x.size());
+    std::vector<float> mean(rows), rstd(rows);
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kBF16, sum.data(), w.data(), b.data(), y.data(), mean.data(),
+                                       rstd.data(), 1e-5f, r.data(), sum.data()}).ok());
+    DeviceArray<Bf16> gx(*gpu_.device, x), gr(*gpu_.device, r), gw(*gpu_.device, w), gb(*gpu_.device, b), gy(*gpu_.device, y);
+    DeviceArray<float> gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd);
+    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kBF16, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(),
+                                        grstd.data(), 1e-5f, gr.data(), gx.data()}, gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    EXPECT_TRUE(testing::bitwise_equal(gx.download(), sum, "x + residual"));
+    // |sum| <= 2: the mean's terms up to 2, the variance's up to 4 (rstd O(1)); y also
+    // rounds to bf16 (2^-8 relative, |y| <= ~4).
+    expect_close(gmean.download(), mean, testing::straight_line_bound(cols, 2.0 * cols) / cols, "mean");
+    expect_close(grstd.download(), rstd, testing::straight_line_bound(2 * cols, 4.0 * cols) / cols * 10, "rstd");
+    const std::vector<Bf16> got = gy.download();
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_TRUE(testing::within(to_f32(got[i]), to_f32(y[i]), 0x1p-7 * 4 + testing::straight_line_bound(cols, 2.0 * cols),
+                                  static_cast<int64_t>(i))) << "y";
+    }
+  }
+}
+
+// The two-pass dweight/dbias at gpt2-124m's height (16,384 rows: 128 chunks, 384 blocks),
+// in bf16, and at a height that is not a multiple of the chunk; a single chunk writes the
+// result directly. Same order on both devices, same statistics: bit for bit.
+TEST_F(LayerKernelsGpu, LayerNormWeightGradientsInChunksAreBitIdentical) {
+  for (const int64_t rows : {int64_t{16384}, int64_t{1000}, int64_t{128}, int64_t{1}}) {
+    const int64_t cols = 768;
+    const std::vector<float> xf = random(rows * cols, 2, 20), dyf = random(rows * cols, 1, 21), w = random(cols, 1, 22);
+    std::vector<Bf16> x(xf.size()), dy(dyf.size()), wb(w.size());
+    for (size_t i = 0; i < xf.size(); ++i) x[i] = from_f32<Bf16>(xf[i]), dy[i] = from_f32<Bf16>(dyf[i]);
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = from_f32<Bf16>(w[i]);
+    std::vector<float> mean(rows), rstd(rows);
+    for (int64_t r = 0; r < rows; ++r) mean[r] = 0.01f * static_cast<float>(r % 7), rstd[r] = 1.0f + 0.001f * static_cast<float>(r % 13);
+    std::vector<Bf16> dx(x.size()), dw(cols), db(cols);
+    ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kBF16, dy.data(), x.data(), wb.data(), mean.data(), rstd.data(),
+                                        dx.data(), OutputMode::kOverwrite, dw.data(), db.data()}).ok());
+    DeviceArray<Bf16> gx(*gpu_.device, x), gdy(*gpu_.device, dy), gw(*gpu_.device, wb), gdx(*gpu_.device, dx),
+        gdw(*gpu_.device, dw), gdb(*gpu_.device, db);
+    DeviceArray<float> gmean(*gpu_.device, mean), grstd(*gpu_.device, rstd);
+    DeviceArray<float> partials(*gpu_.device, std::vector<float>(static_cast<size_t>(layernorm_partials_floats(rows, cols)) + 1));
+    ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kBF16, gdy.data(), gx.data(), gw.data(), gmean.data(),
+                                         grstd.data(), gdx.data(), OutputMode::kOverwrite, gdw.data(), gdb.data(),
+                                         partials.data()}, gpu_.cuda_stream()).ok()) << rows;
+    gpu_.sync();
+    EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "bf16 dweight")) << rows << " rows";
+    EXPECT_TRUE(testing::bitwise_equal(gdb.download(), db, "bf16 dbias")) << rows << " rows";
+  }
+  // More than one chunk and no scratch: refused before anything is enqueued.
+  LayerNormBackwardArgs a{300, 8, DType::kF32};
+  float dummy[8] = {};
+  a.dy = a.x = a.weight = dummy, a.mean = a.rstd = dummy, a.dx = a.dweight = a.dbias = dummy;
+  EXPECT_EQ(layernorm_backward_cuda(a, gpu_.cuda_stream()).code(), StatusCode::kInvalidArgument);
+}
+
+// Softmax rows of 100 scores take the scalar path, of 96 the 16-byte one (masked past
+// the query); the vocabulary of 50304 the vector path of the cross-entropy (gpt_gpu_test's
+// 83 the scalar one).
 TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
-  const int64_t heads = 6, seq = 100;
-  const std::vector<float> s = random(heads * seq * seq, 6, 7), dp = random(heads * seq * seq, 1, 8);
-  std::vector<float> p(s.size()), ds(s.size());
-  ASSERT_TRUE(causal_softmax_forward_cpu({heads, seq, DType::kF32, 0.25f, s.data(), p.data()}).ok());
-  ASSERT_TRUE(causal_softmax_backward_cpu({heads, seq, DType::kF32, 0.25f, p.data(), dp.data(), ds.data()}).ok());
-  DeviceArray<float> gs(*gpu_.device, s), gdp(*gpu_.device, dp), gp(*gpu_.device, p), gds(*gpu_.device, ds);
-  ASSERT_TRUE(causal_softmax_forward_cuda({heads, seq, DType::kF32, 0.25f, gs.data(), gp.data()}, gpu_.cuda_stream()).ok());
-  ASSERT_TRUE(causal_softmax_backward_cuda({heads, seq, DType::kF32, 0.25f, gp.data(), gdp.data(), gds.data()}, gpu_.cuda_stream()).ok());
-  gpu_.sync();
-  expect_close(gp.download(), p, testing::straight_line_bound(seq, 1.0), "probs");  // sums of <= seq terms in [0, 1]
-  expect_close(gds.download(), ds, testing::straight_line_bound(seq, 0.25 * 2.0), "dscores");
+  for (const int64_t seq : {int64_t{100}, int64_t{96}}) {
+    SCOPED_TRACE(seq);
+    const int64_t heads = 6;
+    const std::vector<float> s = random(heads * seq * seq, 6, 7), dp = random(heads * seq * seq, 1, 8);
+    std::vector<float> p(s.size()), ds(s.size());
+    ASSERT_TRUE(causal_softmax_forward_cpu({heads, seq, DType::kF32, 0.25f, s.data(), p.data()}).ok());
+    ASSERT_TRUE(causal_softmax_backward_cpu({heads, seq, DType::kF32, 0.25f, p.data(), dp.data(), ds.data()}).ok());
+    DeviceArray<float> gs(*gpu_.device, s), gdp(*gpu_.device, dp), gp(*gpu_.device, p), gds(*gpu_.device, ds);
+    ASSERT_TRUE(causal_softmax_forward_cuda({heads, seq, DType::kF32, 0.25f, gs.data(), gp.data()}, gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(causal_softmax_backward_cuda({heads, seq, DType::kF32, 0.25f, gp.data(), gdp.data(), gds.data()}, gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    expect_close(gp.download(), p, testing::straight_line_bound(seq, 1.0), "probs");  // sums of <= seq terms in [0, 1]
+    expect_close(gds.download(), ds, testing::straight_line_bound(seq, 0.25 * 2.0), "dscores");
+  }
 
   const int64_t rows = 64, vocab = 50304;
   const std::vector<float> logits = random(rows * vocab, 8, 9);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "testing/test_random.h"
 #include "testing/tolerance.h"
@@ -179,6 +180,117 @@ TEST(GemmCpu, RejectsBadArguments) {
   g.ab_dtype = DType::kBF16;  // the CPU path is fp32 only
   g.c_dtype = DType::kBF16;
   EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// The training epilogues' CPU twin (the reference of the cuBLASLt ones in
+// gemm_gpu_test): aux = AB + bias and C = gelu(aux) exactly; C = AB * gelu'(aux) with
+// dbias its row sums; dbias = op(B)'s column sums for both layouts of B. Against float64.
+TEST(GemmCpu, TrainingEpilogues) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  const int64_t m = 24, n = 7, k = 9;  // aux_ld 24: a multiple of 8
+  const std::vector<float> a = rnd.signed_vector(static_cast<size_t>(m * k), 0.1f, 1.0f);
+  const std::vector<float> b = rnd.signed_vector(static_cast<size_t>(k * n), 0.1f, 1.0f);
+  const std::vector<float> bias = rnd.signed_vector(static_cast<size_t>(m), 0.1f, 1.0f);
+  std::vector<float> pre = rnd.signed_vector(static_cast<size_t>(m * n), 0.1f, 2.0f);
+  auto ab = [&](int64_t i, int64_t j) {
+    double v = 0;
+    for (int64_t l = 0; l < k; ++l) v += static_cast<double>(a[i + l * m]) * b[l + j * k];
+    return v;
+  };
+  const double u = zdp::testing::kUnitRoundoffF32, err = (k + 3) * u * k;  // |entries| <= 1
+  auto gemm = make_cpu_gemm();
+  GemmArgs g;
+  g.m = m, g.n = n, g.k = k;
+  g.a.data = a.data(), g.a.ld = m, g.b.data = b.data(), g.b.ld = k;
+  std::vector<float> c(static_cast<size_t>(m * n)), aux(c.size()), db(static_cast<size_t>(m));
+  g.c.data = c.data(), g.c.ld = m;
+
+  g.epilogue = Epilogue::kBiasGeluAux, g.bias = bias.data(), g.aux = aux.data(), g.aux_ld = m;
+  ASSERT_TRUE(gemm->run(g, nullptr).ok());
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+      const size_t at = static_cast<size_t>(i + j * m);
+      ASSERT_TRUE(zdp::testing::within(aux[at], ab(i, j) + bias[static_cast<size_t>(i)], err + u * 2, static_cast<int64_t>(at)));
+      ASSERT_EQ(c[at], gelu_tanh(aux[at])) << at;
+    }
+  }
+
+  g.epilogue = Epilogue::kDGeluBgrad, g.bias = nullptr, g.aux = pre.data(), g.dbias = db.data();
+  ASSERT_TRUE(gemm->run(g, nullptr).ok());
+  for (int64_t i = 0; i < m; ++i) {
+    double sum = 0, mag = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t at = static_cast<size_t>(i + j * m);
+      const double grad = gelu_tanh_grad(pre[at]);  // |gelu'| < 1.13; its own rounding counted below
+      const double want = ab(i, j) * grad;
+      ASSERT_TRUE(zdp::testing::within(c[at], want, 1.13 * err + 16 * u * std::fabs(want) + u, static_cast<int64_t>(at)));
+      sum += want, mag += std::fabs(want);
+    }
+    // Each term's error as above, then n additions.
+    const double allowed = n * (1.13 * err + u) + 16 * u * mag + zdp::testing::straight_line_bound(static_cast<int>(n), mag);
+    ASSERT_TRUE(zdp::testing::within(db[static_cast<size_t>(i)], sum, allowed, i));
+  }
+
+  for (const Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+    GemmArgs w;  // dbias[j] = sum over l of op(B)(l, j)
+    w.b.trans = tb;
+    w.m = m, w.n = n, w.k = k;
+    w.a.data = a.data(), w.a.ld = m;
+    w.b.data = b.data(), w.b.ld = tb == Transpose::kNo ? k : n;  // B as k x n, or its n x k transpose
+    w.c.data = c.data(), w.c.ld = m;
+    w.epilogue = Epilogue::kBgradB, w.dbias = db.data();
+    ASSERT_TRUE(gemm->run(w, nullptr).ok());
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        const float v = tb == Transpose::kNo ? b[static_cast<size_t>(l + j * k)] : b[static_cast<size_t>(j + l * n)];
+        sum += v, mag += std::fabs(v);
+      }
+      ASSERT_TRUE(zdp::testing::within(db[static_cast<size_t>(j)], sum, zdp::testing::straight_line_bound(static_cast<int>(k), mag), j));
+    }
+  }
+  // aux_ld must be a multiple of 8 (cuBLASLt's rule, checked on both backends); beta 0.
+  g.aux_ld = m + 1;
+  EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+  g.aux_ld = m, g.beta = 1.0f;
+  EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// A strided batch is the loop of its single multiplies: interleaved heads (A and C strided
+// by less than their leading dimension) give, matrix by matrix, the bits of separate calls.
+TEST(GemmCpu, StridedBatchEqualsSeparateCalls) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  const int64_t H = 3, hd = 5, T = 7, d = H * hd;
+  const std::vector<float> qkv = rnd.signed_vector(static_cast<size_t>(T * 3 * d), 0.1f, 1.0f);
+  std::vector<float> batched(static_cast<size_t>(H * T * T), -1.0f), separate(batched.size(), -2.0f);
+  GemmArgs g;
+  g.a.trans = Transpose::kYes;
+  g.m = T, g.n = T, g.k = hd;
+  g.a.ld = g.b.ld = 3 * d, g.c.ld = T;
+  g.a.data = qkv.data() + d, g.b.data = qkv.data(), g.c.data = batched.data();
+  g.batch = H, g.stride_a = hd, g.stride_b = hd, g.stride_c = T * T;
+  auto gemm = make_cpu_gemm();
+  ASSERT_TRUE(gemm->run(g, nullptr).ok());
+  for (int64_t h = 0; h < H; ++h) {
+    GemmArgs one = g;
+    one.batch = 1;
+    one.a.data = qkv.data() + d + h * hd, one.b.data = qkv.data() + h * hd, one.c.data = separate.data() + h * T * T;
+    ASSERT_TRUE(gemm->run(one, nullptr).ok());
+  }
+  EXPECT_TRUE(zdp::testing::bitwise_equal(batched, separate, "batched scores"));
+  // Rejected: batch 0, a negative stride, an epilogue, outputs that overlap.
+  for (int bad = 0; bad < 4; ++bad) {
+    GemmArgs b = g;
+    if (bad == 0) b.batch = 0;
+    if (bad == 1) b.stride_b = -1;
+    if (bad == 2) b.epilogue = Epilogue::kGelu;
+    if (bad == 3) b.stride_c = T - 1;
+    const Status st = gemm->run(b, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("batch"), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

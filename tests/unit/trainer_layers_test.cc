@@ -182,20 +182,26 @@ Vec attention_ref(const Vec& qkv, int B, int T, int H, int hd) {
   return y;
 }
 
+// Attention's GEMMs run as strided batches over the heads (samples <= heads) or over the
+// samples (samples > heads): both layouts against the float64 reference.
 TEST_F(Layers, CausalSelfAttention) {
-  const AttentionShape s{2, 5, 2, 3};
-  const int n = 2 * 5, d = 6;
-  const Vec qkv = random(static_cast<size_t>(n * 3 * d)), G = random(static_cast<size_t>(n * d));
-  float* probs = zeros(static_cast<size_t>(2 * 2 * 5 * 5));
-  float* dprobs = zeros(static_cast<size_t>(2 * 2 * 5 * 5));
-  float* y = zeros(G.size());
-  float* dqkv = zeros(qkv.size());
-  const float* qd = dev(qkv);
-  ASSERT_TRUE(attention_forward(*ops_, s, qd, probs, y).ok());
-  const Vec yr = attention_ref(qkv, 2, 5, 2, 3);
-  for (size_t i = 0; i < yr.size(); ++i) ASSERT_TRUE(testing::within(y[i], yr[i], testing::straight_line_bound(30, 5.0), i));
-  ASSERT_TRUE(attention_backward(*ops_, s, qd, probs, dev(G), dprobs, dqkv).ok());
-  expect_grad(dqkv, fd([&](const Vec& t) { return dot(G, attention_ref(t, 2, 5, 2, 3)); }, qkv), 25, "dqkv");
+  for (const AttentionShape s : {AttentionShape{2, 5, 2, 3}, AttentionShape{3, 5, 2, 3}, AttentionShape{1, 4, 3, 2}}) {
+    const int B = static_cast<int>(s.batch), T = static_cast<int>(s.seq), H = static_cast<int>(s.heads);
+    const int hd = static_cast<int>(s.head_dim), n = B * T, d = H * hd;
+    const Vec qkv = random(static_cast<size_t>(n * 3 * d)), G = random(static_cast<size_t>(n * d));
+    float* probs = zeros(static_cast<size_t>(B * H * T * T));
+    float* dprobs = zeros(static_cast<size_t>(B * H * T * T));
+    float* y = zeros(G.size());
+    float* dqkv = zeros(qkv.size());
+    const float* qd = dev(qkv);
+    ASSERT_TRUE(attention_forward(*ops_, s, qd, probs, y).ok());
+    const Vec yr = attention_ref(qkv, B, T, H, hd);
+    for (size_t i = 0; i < yr.size(); ++i) {
+      ASSERT_TRUE(testing::within(y[i], yr[i], testing::straight_line_bound(30, 5.0), i)) << B << " samples, " << H << " heads";
+    }
+    ASSERT_TRUE(attention_backward(*ops_, s, qd, probs, dev(G), dprobs, dqkv).ok());
+    expect_grad(dqkv, fd([&](const Vec& t) { return dot(G, attention_ref(t, B, T, H, hd)); }, qkv), 25, "dqkv");
+  }
 }
 
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {

@@ -12,83 +12,71 @@ namespace {
 using kernels::GemmArgs;
 using kernels::Transpose;
 
-const char* at(const void* base, int64_t elems, size_t elem_bytes) {
-  return static_cast<const char*>(base) + elems * static_cast<int64_t>(elem_bytes);
-}
-char* at(void* base, int64_t elems, size_t elem_bytes) {
-  return static_cast<char*>(base) + elems * static_cast<int64_t>(elem_bytes);
-}
+// One operand of the per-(sample, head) GEMMs: the matrix of (b, h) starts at
+// base + b * per_sample + h * per_head elements.
+struct Operand {
+  const void* base;
+  int64_t per_sample, per_head, ld;
+};
 
-// C (m x n) = op(A) op(B) with the given leading dimensions.
-Status mm(Ops& ops, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-          const void* b, int64_t ldb, void* c, int64_t ldc) {
-  GemmArgs g;
-  g.a.trans = ta, g.b.trans = tb;
-  g.m = m, g.n = n, g.k = k;
-  g.a.data = a, g.a.ld = lda;
-  g.b.data = b, g.b.ld = ldb;
-  g.c.data = c, g.c.ld = ldc;
-  return ops.gemm(g);
+// C(b, h) (m x n) = op(A(b, h)) op(B(b, h)) for every (sample, head): strided-batched GEMMs
+// over the larger of the two dimensions (an offset linear in one index), one call per
+// index of the smaller. gpt2-124m (16 samples, 12 heads): 12 calls instead of 192.
+Status batched_mm(Ops& ops, const AttentionShape& s, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k,
+                  const Operand& a, const Operand& b, const Operand& c) {
+  const bool over_heads = s.heads >= s.batch;
+  const int64_t loops = over_heads ? s.batch : s.heads;
+  const size_t e = ops.elem_bytes();
+  auto offset = [&](const Operand& o, int64_t i) { return (over_heads ? o.per_sample : o.per_head) * i * static_cast<int64_t>(e); };
+  auto stride = [&](const Operand& o) { return over_heads ? o.per_head : o.per_sample; };
+  for (int64_t i = 0; i < loops; ++i) {
+    GemmArgs g;
+    g.a.trans = ta, g.b.trans = tb;
+    g.m = m, g.n = n, g.k = k;
+    g.a.data = static_cast<const char*>(a.base) + offset(a, i), g.a.ld = a.ld;
+    g.b.data = static_cast<const char*>(b.base) + offset(b, i), g.b.ld = b.ld;
+    g.c.data = const_cast<char*>(static_cast<const char*>(c.base)) + offset(c, i), g.c.ld = c.ld;
+    g.batch = over_heads ? s.heads : s.batch;
+    g.stride_a = stride(a), g.stride_b = stride(b), g.stride_c = stride(c);
+    ZDP_RETURN_IF_ERROR(ops.gemm(g));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, void* probs, void* y) {
+  const int64_t d = s.width(), T = s.seq, hd = s.head_dim, H = s.heads;
   const size_t e = ops.elem_bytes();
-  const int64_t d = s.width(), T = s.seq, hd = s.head_dim;
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t row0 = b * T * 3 * d;
-      const void* q = at(qkv, row0 + h * hd, e);
-      const void* k = at(qkv, row0 + d + h * hd, e);
-      void* p = at(probs, (b * s.heads + h) * T * T, e);
-      // S(j, i) = k_j . q_i  (the scores, row-major [query i][key j])
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kYes, Transpose::kNo, T, T, hd, k, 3 * d, q, 3 * d, p, T));
-    }
-  }
+  const char* base = static_cast<const char*>(qkv);
+  const Operand q{base, T * 3 * d, hd, 3 * d}, key{base + d * e, T * 3 * d, hd, 3 * d}, v{base + 2 * d * e, T * 3 * d, hd, 3 * d};
+  const Operand p{probs, H * T * T, T * T, T}, out{y, T * d, hd, d};
+  // S(j, i) = k_j . q_i  (the scores, row-major [query i][key j])
+  ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, key, q, p));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ZDP_RETURN_IF_ERROR(ops.causal_softmax({s.batch * s.heads, T, ops.dtype(), scale, probs, probs}));
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const void* v = at(qkv, b * T * 3 * d + 2 * d + h * hd, e);
-      const void* p = at(probs, (b * s.heads + h) * T * T, e);
-      // O(:, i) = sum_j v_j P(j, i)
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kNo, Transpose::kNo, hd, T, T, v, 3 * d, p, T, at(y, b * T * d + h * hd, e), d));
-    }
-  }
-  return Status::Ok();
+  ZDP_RETURN_IF_ERROR(ops.causal_softmax({s.batch * H, T, ops.dtype(), scale, probs, probs}));
+  // O(:, i) = sum_j v_j P(j, i)
+  return batched_mm(ops, s, Transpose::kNo, Transpose::kNo, hd, T, T, v, p, out);
 }
 
 Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, const void* probs, const void* dy,
                           void* dprobs, void* dqkv) {
+  const int64_t d = s.width(), T = s.seq, hd = s.head_dim, H = s.heads;
   const size_t e = ops.elem_bytes();
-  const int64_t d = s.width(), T = s.seq, hd = s.head_dim;
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const void* v = at(qkv, b * T * 3 * d + 2 * d + h * hd, e);
-      const void* dout = at(dy, b * T * d + h * hd, e);
-      // dP(j, i) = v_j . dO_i
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kYes, Transpose::kNo, T, T, hd, v, 3 * d, dout, d,
-                             at(dprobs, (b * s.heads + h) * T * T, e), T));
-    }
-  }
+  const char* base = static_cast<const char*>(qkv);
+  const char* dbase = static_cast<const char*>(dqkv);
+  const Operand q{base, T * 3 * d, hd, 3 * d}, key{base + d * e, T * 3 * d, hd, 3 * d}, v{base + 2 * d * e, T * 3 * d, hd, 3 * d};
+  const Operand dq{dbase, T * 3 * d, hd, 3 * d}, dk{dbase + d * e, T * 3 * d, hd, 3 * d}, dv{dbase + 2 * d * e, T * 3 * d, hd, 3 * d};
+  const Operand p{probs, H * T * T, T * T, T}, dp{dprobs, H * T * T, T * T, T}, dout{dy, T * d, hd, d};
+  // dP(j, i) = v_j . dO_i
+  ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, v, dout, dp));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ZDP_RETURN_IF_ERROR(ops.causal_softmax_backward({s.batch * s.heads, T, ops.dtype(), scale, probs, dprobs, dprobs}));
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t row0 = b * T * 3 * d;
-      const void* q = at(qkv, row0 + h * hd, e);
-      const void* k = at(qkv, row0 + d + h * hd, e);
-      const void* p = at(probs, (b * s.heads + h) * T * T, e);
-      const void* ds = at(dprobs, (b * s.heads + h) * T * T, e);  // now dS, scale included
-      const void* dout = at(dy, b * T * d + h * hd, e);
-      // dV(:, j) = sum_i dO_i P(j, i);  dQ(:, i) = sum_j k_j dS(j, i);  dK(:, j) = sum_i q_i dS(j, i)
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kNo, Transpose::kYes, hd, T, T, dout, d, p, T, at(dqkv, row0 + 2 * d + h * hd, e), 3 * d));
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kNo, Transpose::kNo, hd, T, T, k, 3 * d, ds, T, at(dqkv, row0 + h * hd, e), 3 * d));
-      ZDP_RETURN_IF_ERROR(mm(ops, Transpose::kNo, Transpose::kYes, hd, T, T, q, 3 * d, ds, T, at(dqkv, row0 + d + h * hd, e), 3 * d));
-    }
-  }
-  return Status::Ok();
+  ZDP_RETURN_IF_ERROR(ops.causal_softmax_backward({s.batch * H, T, ops.dtype(), scale, probs, dprobs, dprobs}));
+  // dP now holds dS (scale included). dV(:, j) = sum_i dO_i P(j, i);  dQ(:, i) = sum_j k_j dS(j, i);
+  // dK(:, j) = sum_i q_i dS(j, i)
+  ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kNo, Transpose::kYes, hd, T, T, dout, p, dv));
+  ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kNo, Transpose::kNo, hd, T, T, key, dp, dq));
+  return batched_mm(ops, s, Transpose::kNo, Transpose::kYes, hd, T, T, q, dp, dk);
 }
 
 }  // namespace zdp::trainer

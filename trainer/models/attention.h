@@ -1,7 +1,8 @@
 // Causal multi-head self-attention from a fused qkv activation [batch x seq, 3 x d]
 // (q, k, v of head h at columns h x hd, d + h x hd, 2d + h x hd): per (sample, head) the
-// GEMMs S = Q K^T, O = P V and their backward through Ops::gemm, and the causal softmax
-// (scale 1/sqrt(hd) folded in) over all heads at once.
+// GEMMs S = Q K^T, O = P V and their backward through Ops::gemm, as strided batches over
+// all heads (or all samples), and the causal softmax (scale 1/sqrt(hd) folded in) over all
+// heads at once.
 #pragma once
 
 #include <cstdint>

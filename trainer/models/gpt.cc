@@ -126,14 +126,14 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(void* proj_w, p(e, b.proj_w));
     ZDP_ASSIGN_OR_RETURN(void* proj_b, p(e, b.proj_b));
     ZDP_RETURN_IF_ERROR(ops_->linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
-    ZDP_RETURN_IF_ERROR(ops_->add(b.x_mid.data(), b.x_in.data(), b.x_mid.data(), n * C_));
     ZDP_ASSIGN_OR_RETURN(void* ln2_w, p(e, b.ln2_w));
     ZDP_ASSIGN_OR_RETURN(void* ln2_b, p(e, b.ln2_b));
-    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(), b.ln2_rstd.as<float>()}));
+    // x_mid += x_in, then its norm: one kernel (the add's bits; layernorm.h).
+    ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(),
+                                         b.ln2_rstd.as<float>(), 1e-5f, b.x_in.data(), b.x_mid.data()}));
     ZDP_ASSIGN_OR_RETURN(void* fc_w, p(e, b.fc_w));
     ZDP_ASSIGN_OR_RETURN(void* fc_b, p(e, b.fc_b));
-    ZDP_RETURN_IF_ERROR(ops_->linear(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), n, C_, 4 * C_));
-    ZDP_RETURN_IF_ERROR(ops_->gelu(b.fc_pre.data(), b.fc_act.data(), n * 4 * C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear_gelu(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), b.fc_act.data(), n, C_, 4 * C_));
     ZDP_ASSIGN_OR_RETURN(void* fp_w, p(e, b.fc_proj_w));
     ZDP_ASSIGN_OR_RETURN(void* fp_b, p(e, b.fc_proj_b));
     ZDP_RETURN_IF_ERROR(ops_->linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_));
@@ -156,9 +156,10 @@ class Gpt : public Model {
       ZDP_ASSIGN_OR_RETURN(void* v, g(e, q));
       gv.push_back(v);
     }
-    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.fc_act.data(), fp_w, dx_.data(), dfc_.data(), OutputMode::kOverwrite, gv[0], gv[1], n, 4 * C_, C_));
-    ZDP_RETURN_IF_ERROR(ops_->gelu_backward(b.fc_pre.data(), dfc_.data(), dfc_.data(), n * 4 * C_));
-    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln2.data(), fc_w, dfc_.data(), dln_.data(), OutputMode::kOverwrite, gv[2], gv[3], n, C_, 4 * C_));
+    // fc proj's backward through the GELU: d(fc_pre) and the fc bias's gradient (gv[3]) at once.
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward_gelu(b.fc_act.data(), fp_w, dx_.data(), b.fc_pre.data(), dfc_.data(), gv[3],
+                                                   gv[0], gv[1], n, 4 * C_, C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln2.data(), fc_w, dfc_.data(), dln_.data(), OutputMode::kOverwrite, gv[2], nullptr, n, C_, 4 * C_));
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_mid.data(), ln2_w, b.ln2_mean.as<float>(), b.ln2_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[4], gv[5]}));
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.attn_y.data(), proj_w, dx_.data(), dattn_.data(), OutputMode::kOverwrite, gv[6], gv[7], n, C_, C_));

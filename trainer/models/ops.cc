@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "zdp/log.h"
+
 namespace zdp::trainer {
 
 using kernels::Epilogue;
@@ -84,6 +86,14 @@ StatusOr<const void*> Ops::ones(int64_t rows) {
   return static_cast<const void*>(ones_.data());
 }
 
+StatusOr<float*> Ops::scratch(int64_t floats) {
+  if (floats > scratch_floats_) {
+    ZDP_ASSIGN_OR_RETURN(scratch_, alloc(floats, DType::kF32));
+    scratch_floats_ = floats;
+  }
+  return static_cast<float*>(scratch_.data());
+}
+
 Status Ops::gemm_to(GemmArgs a, DType c_dtype) {
   a.ab_dtype = dtype_;
   a.c_dtype = c_dtype;
@@ -123,8 +133,24 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
     g.beta = dx_mode == kernels::OutputMode::kAccumulate ? 1.0f : 0.0f;
     ZDP_RETURN_IF_ERROR(gemm(g));
   }
+  if (dw != nullptr && db != nullptr && on_gpu()) {  // the weight gradient GEMM sums db too (BGRADB)
+    GemmArgs g;
+    g.b.trans = Transpose::kYes;
+    g.m = in, g.n = out, g.k = rows;
+    g.a.data = x, g.a.ld = in;
+    g.b.data = dy, g.b.ld = out;
+    g.c.data = dw, g.c.ld = in;
+    g.epilogue = Epilogue::kBgradB;
+    g.dbias = db;
+    ZDP_ASSIGN_OR_RETURN(const bool fused, try_fused(g));
+    if (fused) return Status::Ok();
+  }
   if (dw != nullptr) ZDP_RETURN_IF_ERROR(weight_grad(x, dy, dw, dtype_, rows, in, out));
   if (db == nullptr) return Status::Ok();
+  return bias_grad(dy, db, rows, out);
+}
+
+Status Ops::bias_grad(const void* dy, void* db, int64_t rows, int64_t out) {
   ZDP_ASSIGN_OR_RETURN(const void* one, ones(rows));
   GemmArgs g;  // db (out x 1) = dy^T (out x rows) * ones (rows x 1)
   g.m = out, g.n = 1, g.k = rows;
@@ -132,6 +158,58 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
   g.b.data = one, g.b.ld = rows;
   g.c.data = db, g.c.ld = out;
   return gemm(g);
+}
+
+StatusOr<bool> Ops::try_fused(const GemmArgs& g) {
+  bool& unavailable = epilogue_unavailable_[static_cast<int>(g.epilogue)];
+  if (unavailable) return false;
+  const Status st = gemm(g);
+  if (st.ok()) return true;
+  // No algorithm, or an epilogue this cuBLASLt refuses: found while planning, before
+  // anything was enqueued. The unfused ops from now on, said once.
+  if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kCublasError) return st;
+  unavailable = true;
+  ZDP_LOG(kWarn) << "fused GEMM epilogue " << kernels::to_string(g.epilogue)
+                 << " unavailable, using separate kernels: " << st.to_string();
+  return false;
+}
+
+Status Ops::linear_gelu(const void* x, const void* w, const void* b, void* pre, void* y, int64_t rows, int64_t in,
+                        int64_t out) {
+  if (on_gpu() && b != nullptr && out % 8 == 0) {  // aux's leading dimension: a multiple of 8
+    GemmArgs g;
+    g.a.trans = Transpose::kYes;
+    g.m = out, g.n = rows, g.k = in;
+    g.a.data = w, g.a.ld = in;
+    g.b.data = x, g.b.ld = in;
+    g.c.data = y, g.c.ld = out;
+    g.epilogue = Epilogue::kBiasGeluAux;
+    g.bias = b;
+    g.aux = pre, g.aux_ld = out;
+    ZDP_ASSIGN_OR_RETURN(const bool fused, try_fused(g));
+    if (fused) return Status::Ok();
+  }
+  ZDP_RETURN_IF_ERROR(linear(x, w, b, pre, rows, in, out));
+  return gelu(pre, y, rows * out);
+}
+
+Status Ops::linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre,
+                                 void* dpre_bias, void* dw, void* db, int64_t rows, int64_t in, int64_t out) {
+  if (on_gpu() && in % 8 == 0) {
+    GemmArgs g;  // dpre^T (in x rows) = (W^T-as-stored (in x out) * dy^T (out x rows)) * gelu'(pre^T)
+    g.m = in, g.n = rows, g.k = out;
+    g.a.data = w, g.a.ld = in;
+    g.b.data = dy, g.b.ld = out;
+    g.c.data = dpre, g.c.ld = in;
+    g.epilogue = Epilogue::kDGeluBgrad;
+    g.aux = const_cast<void*>(pre), g.aux_ld = in;  // read only (kDGeluBgrad)
+    g.dbias = dpre_bias;
+    ZDP_ASSIGN_OR_RETURN(const bool fused, try_fused(g));
+    if (fused) return linear_backward(x, w, dy, nullptr, kernels::OutputMode::kOverwrite, dw, db, rows, in, out);
+  }
+  ZDP_RETURN_IF_ERROR(linear_backward(x, w, dy, dpre, kernels::OutputMode::kOverwrite, dw, db, rows, in, out));
+  ZDP_RETURN_IF_ERROR(gelu_backward(pre, dpre, dpre, rows * in));
+  return bias_grad(dpre, dpre_bias, rows, in);
 }
 
 Status Ops::add(const void* a, const void* b, void* out, int64_t count) { ZDP_OPS_DISPATCH(add, (kernels::AddArgs{count, dtype_, a, b, out})); }
@@ -142,7 +220,13 @@ Status Ops::gelu_backward(const void* x, const void* dy, void* dx, int64_t count
   ZDP_OPS_DISPATCH(gelu_backward, (kernels::GeluArgs{count, dtype_, x, dy, dx}));
 }
 Status Ops::layernorm(const kernels::LayerNormArgs& a) { ZDP_OPS_DISPATCH(layernorm_forward, a); }
-Status Ops::layernorm_backward(const kernels::LayerNormBackwardArgs& a) { ZDP_OPS_DISPATCH(layernorm_backward, a); }
+Status Ops::layernorm_backward(kernels::LayerNormBackwardArgs a) {
+  const int64_t floats = kernels::layernorm_partials_floats(a.rows, a.cols);
+  if (on_gpu() && a.partials == nullptr && floats > 0) {
+    ZDP_ASSIGN_OR_RETURN(a.partials, scratch(floats));
+  }
+  ZDP_OPS_DISPATCH(layernorm_backward, a);
+}
 Status Ops::causal_softmax(const kernels::CausalSoftmaxArgs& a) { ZDP_OPS_DISPATCH(causal_softmax_forward, a); }
 Status Ops::causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a) {
   ZDP_OPS_DISPATCH(causal_softmax_backward, a);

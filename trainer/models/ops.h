@@ -60,6 +60,15 @@ class Ops {
   // db skipped when null); dx[rows, in] = dy w, overwritten or accumulated (skipped when null).
   Status linear_backward(const void* x, const void* w, const void* dy, void* dx, kernels::OutputMode dx_mode, void* dw,
                          void* db, int64_t rows, int64_t in, int64_t out);
+  // y[rows, out] = gelu(x w^T + b), the pre-activation kept in pre[rows, out] for backward:
+  // on GPUs one GEMM with cuBLASLt's GELU_AUX_BIAS epilogue, on the CPU linear() then gelu().
+  Status linear_gelu(const void* x, const void* w, const void* b, void* pre, void* y, int64_t rows, int64_t in, int64_t out);
+  // Backward of linear(x = gelu(pre)): dw, db as linear_backward; dpre[rows, in] = (dy w) *
+  // gelu'(pre) (overwritten) and dpre_bias[in] = its column sums, the gradient of the bias
+  // of the layer that produced pre. On GPUs the dx GEMM carries DGELU_BGRAD and the weight
+  // gradient BGRADB: no GELU kernel and no GEMV against ones.
+  Status linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre, void* dpre_bias,
+                              void* dw, void* db, int64_t rows, int64_t in, int64_t out);
   // dw[out, in] = dy^T x alone, stored as `dw_dtype` (fp32 or the compute dtype): the tied
   // LM head keeps its share of the embedding's gradient in fp32 until the embedding adds its own.
   Status weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype, int64_t rows, int64_t in, int64_t out);
@@ -70,7 +79,8 @@ class Ops {
   Status gelu(const void* x, void* y, int64_t count);
   Status gelu_backward(const void* x, const void* dy, void* dx, int64_t count);
   Status layernorm(const kernels::LayerNormArgs& a);
-  Status layernorm_backward(const kernels::LayerNormBackwardArgs& a);
+  // Supplies the GPU's scratch for the partial sums (a.partials) when the caller gave none.
+  Status layernorm_backward(kernels::LayerNormBackwardArgs a);
   Status causal_softmax(const kernels::CausalSoftmaxArgs& a);
   Status causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a);
   Status cross_entropy(const kernels::CrossEntropyArgs& a);
@@ -84,6 +94,13 @@ class Ops {
   Status gemm_to(kernels::GemmArgs args, DType c_dtype);
   // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
   StatusOr<const void*> ones(int64_t rows);
+  // db[out] = the column sums of dy[rows, out], as that GEMM.
+  Status bias_grad(const void* dy, void* db, int64_t rows, int64_t out);
+  // Runs a GEMM with a fused epilogue on the GPU: true when done, false when cuBLASLt has
+  // no algorithm for it (remembered per epilogue; the caller then runs the unfused ops).
+  StatusOr<bool> try_fused(const kernels::GemmArgs& g);
+  // `floats` fp32 scratch, grown on demand and kept (the sizes repeat every micro-batch).
+  StatusOr<float*> scratch(int64_t floats);
 
   Device& device_;
   Stream* stream_ = nullptr;
@@ -92,6 +109,9 @@ class Ops {
   DeviceBuffer gemm_workspace_;
   DeviceBuffer ones_;
   int64_t ones_rows_ = 0;
+  bool epilogue_unavailable_[8] = {};  // by kernels::Epilogue
+  DeviceBuffer scratch_;
+  int64_t scratch_floats_ = 0;
   std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload
 };
 

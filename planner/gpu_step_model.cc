@@ -1,0 +1,147 @@
+// The per-kernel GPU step model (gpu_step_model.h): the GPU table, the GPT step's kernels
+// with their FLOPs and bytes, and the table `dp-launch plan --gpu` prints.
+#include "planner/gpu_step_model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace zdp::launcher {
+namespace {
+
+// Datasheet numbers (dense, no sparsity; one direction of each link per GPU):
+//  - A100 SXM 80GB: NVIDIA A100 datasheet (312 TFLOP/s bf16, 19.5 fp32, 2,039 GB/s HBM2e;
+//    NVLink 3 600 GB/s both directions); HDR InfiniBand 200 Gb/s per GPU (DGX A100).
+//  - H100 SXM 80GB: NVIDIA H100 datasheet (989 TFLOP/s bf16, 67 fp32, 3.35 TB/s HBM3;
+//    NVLink 4 900 GB/s both directions); NDR InfiniBand 400 Gb/s per GPU (DGX H100).
+//  - H200 SXM 141GB: NVIDIA H200 datasheet (the H100's rates, 4.8 TB/s HBM3e, same links);
+//    /work/.library/device/H200.md, which also records 788 TFLOP/s (bf16 8192^3 GEMM) and
+//    ~4.3 TB/s (device copy) measured on one here: the efficiencies' sources.
+const GpuSpec kGpus[] = {
+    {"a100-80g", "NVIDIA A100 SXM 80GB", 80e9, 312e12, 19.5e12, 2.039e12, 300e9, 25e9},
+    {"h100", "NVIDIA H100 SXM 80GB", 80e9, 989e12, 67e12, 3.35e12, 450e9, 50e9},
+    {"h200", "NVIDIA H200 SXM 141GB", 141e9, 989e12, 67e12, 4.8e12, 450e9, 50e9},
+};
+
+}  // namespace
+
+const GpuSpec* find_gpu(const std::string& name) {
+  for (const GpuSpec& g : kGpus) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+std::string known_gpu_names() {
+  std::string out;
+  for (const GpuSpec& g : kGpus) out += (out.empty() ? "" : ", ") + g.name;
+  return out;
+}
+
+double kernel_time_s(double flops, double bytes, double peak_flops, double matmul_eff, const GpuSpec& gpu,
+                     const GpuEfficiency& eff, std::string* bound) {
+  const double compute = flops > 0 ? flops / (peak_flops * matmul_eff) : 0.0;
+  const double memory = bytes > 0 ? bytes / (gpu.hbm_bytes_per_s * eff.memory) : 0.0;
+  const double t = std::max({compute, memory, eff.launch_s});
+  if (bound) *bound = t == compute ? "compute" : (t == memory ? "memory" : "launch");
+  return t;
+}
+
+GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const GpuEfficiency& eff) {
+  GpuStepPrediction p;
+  const double peak = s.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
+  const double e = static_cast<double>(s.elem_bytes);
+  const double N = static_cast<double>(s.micro_batch * s.seq), d = static_cast<double>(s.d_model);
+  const double T = static_cast<double>(s.seq), V = static_cast<double>(s.vocab);
+  const double hd = d / static_cast<double>(s.heads);
+  const int64_t L = s.layers, K = s.accum_steps;
+  // Attention: strided batches over the larger of (samples, heads), one call per index of
+  // the smaller (trainer/models/attention.cc).
+  const int64_t loops = std::min(s.micro_batch, s.heads), batch = std::max(s.micro_batch, s.heads);
+  const double nb = static_cast<double>(batch);
+  const double scores = static_cast<double>(s.micro_batch * s.heads) * T * T;  // elements of P per micro-batch
+
+  auto add = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
+    KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, ""};
+    const double one =
+        kernel_time_s(flops, bytes, peak, attention ? eff.attention_matmul : eff.matmul, gpu, eff, &k.bound);
+    k.time_s = one * static_cast<double>(k.calls);
+    p.kernels.push_back(k);
+  };
+  // A linear layer [N, in] -> [N, out]: forward, then backward's dx and dweight GEMMs (each
+  // the forward's FLOPs); the bias gradient rides on the dweight GEMM (BGRADB), the GELU
+  // on the fc layer's forward (GELU_AUX_BIAS: the pre-activation written too) and on fc
+  // proj's dx GEMM (DGELU_BGRAD: the pre-activation read), `aux` elements per token.
+  auto linear = [&](const std::string& name, double in, double out, int64_t per_micro, double aux_fwd, double aux_bwd) {
+    const double flops = 2 * N * in * out, bytes = e * (N * in + in * out + N * out);
+    add(name + " fwd", per_micro, flops, bytes + e * N * aux_fwd);
+    add(name + " bwd (dx, dW)", 2 * per_micro, flops, bytes + e * N * aux_bwd / 2);
+  };
+
+  add("embedding fwd", 1, 0, 4 * N + 3 * N * d * e);
+  add("layernorm fwd", L + 1, 0, 2 * N * d * e + 8 * N);
+  linear("qkv linear", d, 3 * d, L, 0, 0);
+  add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
+  add("causal softmax fwd", L, 0, 2 * scores * e);
+  add("attention O = V P", L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
+  linear("attn proj linear", d, d, L, 0, 0);
+  add("residual add + layernorm fwd", L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
+  linear("fc linear (+gelu)", d, 4 * d, L, 4 * d, 0);
+  linear("fc proj linear", 4 * d, d, L, 0, 4 * d);
+  add("residual add", L, 0, 3 * N * d * e);
+  linear("lm head", d, V, 1, 0, 0);
+  add("cross-entropy (loss, dlogits)", 1, 0, 2 * N * V * e);
+  add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
+      true);
+  add("causal softmax bwd", L, 0, 3 * scores * e);
+  add("layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
+  add("layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
+  add("embedding bwd", 1, 0, 4 * N + 3 * N * d * e);
+  // AdamW once per step: fp32 master, m and v read and written, the fp32 gradient read, the
+  // compute-dtype copy of the parameters written.
+  const double psi = static_cast<double>(s.params);
+  KernelCost adam{"adamw (once per step)", 1, 0, psi * (3 * 8 + 4 + e), 0.0, ""};
+  adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
+  p.kernels.push_back(adam);
+
+  for (const KernelCost& k : p.kernels) {
+    p.step_s += k.time_s;
+    p.launches += k.calls;
+  }
+  // The trainer's count (trainer/models/gpt.cc flops_per_sample): 6 flops per parameter
+  // of the dense model and token, plus attention's 12 L T d per token.
+  const double params = (V + T) * d + static_cast<double>(L) * 12.0 * d * d;
+  const double per_sample = T * (6.0 * params + 12.0 * static_cast<double>(L) * T * d);
+  p.model_flops = per_sample * static_cast<double>(s.micro_batch * K);
+  const double tokens = N * static_cast<double>(K);
+  p.tokens_per_s = p.step_s > 0 ? tokens / p.step_s : 0;
+  p.mfu = p.step_s > 0 ? p.model_flops / p.step_s / peak : 0;
+  return p;
+}
+
+std::string format_gpu_step(const GpuStepPrediction& p, const GpuSpec& gpu, const GpuEfficiency& eff) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "GPU step model (a PREDICTION, nothing measured): one %s, per-kernel roofline\n"
+                "  kernel time = max(FLOPs / (peak x %.0f%%, attention GEMMs %.0f%%), bytes / (%.2f TB/s x %.0f%%), "
+                "%.0f us)\n",
+                gpu.description.c_str(), 100 * eff.matmul, 100 * eff.attention_matmul, gpu.hbm_bytes_per_s / 1e12,
+                100 * eff.memory, eff.launch_s * 1e6);
+  out += line;
+  std::snprintf(line, sizeof(line), "  %-38s %7s %10s %10s %9s %6s  %s\n", "kernel", "calls", "GFLOP/call", "MB/call",
+                "ms/step", "share", "bound");
+  out += line;
+  for (const KernelCost& k : p.kernels) {
+    std::snprintf(line, sizeof(line), "  %-38s %7lld %10.3f %10.2f %9.3f %5.1f%%  %s\n", k.name.c_str(),
+                  static_cast<long long>(k.calls), k.flops / 1e9, k.bytes / 1e6, k.time_s * 1e3,
+                  p.step_s > 0 ? 100 * k.time_s / p.step_s : 0.0, k.bound.c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line),
+                "  predicted step %.1f ms (%lld launches), %.0f tokens/s, MFU %.1f%% (model FLOPs %.3g per step)\n",
+                p.step_s * 1e3, static_cast<long long>(p.launches), p.tokens_per_s, 100 * p.mfu, p.model_flops);
+  out += line;
+  return out;
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,81 @@
+// A per-kernel roofline PREDICTION of one GPU's training step for the GPT reference model
+// (trainer/models/gpt.cc as it runs on a GPU today: cuBLASLt GEMMs with the GELU and
+// bias-gradient epilogues, the attention scores materialised and multiplied by
+// strided-batched GEMMs, one kernel per layernorm (one with the residual add fused in),
+// softmax, residual add and cross-entropy, AdamW once per step). Each kernel's time is
+//   max(FLOPs / (peak x matmul efficiency), bytes / (HBM bandwidth x memory efficiency),
+//       the minimum time of one launch)
+// summed over the step, on one GPU; communication is left to plan_cost.h. Pure arithmetic,
+// nothing is measured (gpu_step_model_test checks it against hand-computed numbers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zdp::launcher {
+
+// A GPU as the datasheets give it (sources in gpu_step_model.cc).
+struct GpuSpec {
+  std::string name;           // "h200"
+  std::string description;    // "NVIDIA H200 SXM, 141 GB HBM3e"
+  double memory_bytes = 0;
+  double bf16_flops = 0;      // dense tensor-core peak (fp16 the same on these parts)
+  double fp32_flops = 0;      // plain fp32 (no TF32)
+  double hbm_bytes_per_s = 0;
+  double nvlink_bytes_per_s = 0;     // per GPU, one direction, inside a node
+  double internode_bytes_per_s = 0;  // per GPU, one direction (its NIC)
+};
+
+// The table: a100-80g, h100, h200. Null for a name not in it.
+const GpuSpec* find_gpu(const std::string& name);
+// "a100-80g, h100, h200": for error messages and --help.
+std::string known_gpu_names();
+
+// What fraction of the datasheet each kind of work reaches; the defaults are assumptions
+// stated in gpu_step_model.cc (and replaced by a lent GPU's profile when one exists).
+struct GpuEfficiency {
+  double matmul = 0.80;          // large GEMMs: 788 TFLOP/s measured on an H200 at 8192^3 bf16
+  double attention_matmul = 0.50;  // the attention GEMMs: k or m = head_dim (64), thin
+  double memory = 0.85;          // streaming kernels: ~4.3 TB/s of 4.8 copied on an H200
+  double launch_s = 3e-6;        // the least time one kernel takes on the GPU
+};
+
+struct GptShape {
+  int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0;
+  int64_t micro_batch = 1, accum_steps = 1;
+  int64_t elem_bytes = 2;  // 2 for bf16/fp16, 4 for fp32 (then fp32_flops is the peak)
+  int64_t params = 0;      // psi, for the optimizer's traffic
+};
+
+// One kind of kernel over the whole step: `calls` launches of the same cost.
+struct KernelCost {
+  std::string name;
+  int64_t calls = 0;
+  double flops = 0;  // per call
+  double bytes = 0;  // per call, read + written
+  double time_s = 0; // all calls
+  std::string bound; // "compute", "memory" or "launch"
+};
+
+struct GpuStepPrediction {
+  std::vector<KernelCost> kernels;  // in the order the step runs them
+  double step_s = 0;
+  double model_flops = 0;  // the trainer's count (6 psi + attention) per step, for MFU
+  double tokens_per_s = 0;
+  double mfu = 0;          // model_flops / step_s / the dtype's peak
+  int64_t launches = 0;
+};
+
+// The time of one kernel from its FLOPs and bytes (the rule above); `*bound` names the
+// term that won. `matmul_eff` is the efficiency that applies to its FLOPs.
+double kernel_time_s(double flops, double bytes, double peak_flops, double matmul_eff, const GpuSpec& gpu,
+                     const GpuEfficiency& eff, std::string* bound);
+
+GpuStepPrediction predict_gpt_step(const GptShape& shape, const GpuSpec& gpu, const GpuEfficiency& eff = {});
+
+// The table `dp-launch plan --gpu` prints: one line per kernel kind, its share of the step,
+// then step time, tokens/s and MFU, headed as a prediction.
+std::string format_gpu_step(const GpuStepPrediction& p, const GpuSpec& gpu, const GpuEfficiency& eff);
+
+}  // namespace zdp::launcher

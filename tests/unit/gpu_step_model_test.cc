@@ -1,0 +1,133 @@
+// The per-kernel GPU step model (planner/gpu_step_model.h) against numbers computed by
+// hand: the roofline rule for one kernel, single rows of a tiny GPT's table, the step's
+// sum, tokens/s and MFU; and the GPU table.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/gpu_step_model.h"
+
+namespace zdp::launcher {
+namespace {
+
+// A made-up GPU with round numbers: 1 TFLOP/s, 1 GB/s, efficiencies 1/2 and no launch floor
+// unless a test sets one.
+GpuSpec round_gpu() {
+  GpuSpec g;
+  g.name = "round", g.description = "round numbers";
+  g.bf16_flops = 1e12, g.fp32_flops = 0.5e12, g.hbm_bytes_per_s = 1e9;
+  return g;
+}
+GpuEfficiency halves() {
+  GpuEfficiency e;
+  e.matmul = 0.5, e.attention_matmul = 0.25, e.memory = 0.5, e.launch_s = 0;
+  return e;
+}
+
+const KernelCost& row(const GpuStepPrediction& p, const std::string& name) {
+  for (const KernelCost& k : p.kernels) {
+    if (k.name == name) return k;
+  }
+  ADD_FAILURE() << "no row " << name;
+  return p.kernels.front();
+}
+
+TEST(GpuStepModel, OneKernelIsTheLargerOfComputeMemoryAndLaunch) {
+  const GpuSpec g = round_gpu();
+  GpuEfficiency e = halves();
+  std::string bound;
+  // 1e9 FLOPs at 1e12 x 0.5 = 2 ms; 1e6 bytes at 1e9 x 0.5 = 2 ms... make memory win: 3e6 B = 6 ms.
+  EXPECT_DOUBLE_EQ(kernel_time_s(1e9, 3e6, 1e12, 0.5, g, e, &bound), 6e-3);
+  EXPECT_EQ(bound, "memory");
+  EXPECT_DOUBLE_EQ(kernel_time_s(4e9, 3e6, 1e12, 0.5, g, e, &bound), 8e-3);
+  EXPECT_EQ(bound, "compute");
+  e.launch_s = 1.0;
+  EXPECT_DOUBLE_EQ(kernel_time_s(4e9, 3e6, 1e12, 0.5, g, e, &bound), 1.0);
+  EXPECT_EQ(bound, "launch");
+}
+
+TEST(GpuStepModel, TinyGptRowsAndTotals) {
+  // 1 layer, d 4, 2 heads (hd 2), vocab 8, seq 4, micro-batch 2, 3 micro-batches, bf16.
+  GptShape s;
+  s.layers = 1, s.d_model = 4, s.heads = 2, s.vocab = 8, s.seq = 4, s.micro_batch = 2, s.accum_steps = 3;
+  s.elem_bytes = 2, s.params = 1000;
+  const GpuSpec g = round_gpu();
+  const GpuStepPrediction p = predict_gpt_step(s, g, halves());
+  // qkv forward: N = 8 tokens, 2 N d 3d = 2*8*4*12 = 768 FLOPs -> 768 / 0.5e12 = 1.536 ns;
+  // bytes 2 (N d + 3 d^2 + 3 N d) = 2 (32 + 48 + 96) = 352 -> 352 / 0.5e9 = 704 ns: memory.
+  const KernelCost& qkv = row(p, "qkv linear fwd");
+  EXPECT_EQ(qkv.calls, 3);  // 1 layer x 3 micro-batches
+  EXPECT_DOUBLE_EQ(qkv.flops, 768);
+  EXPECT_DOUBLE_EQ(qkv.bytes, 352);
+  EXPECT_DOUBLE_EQ(qkv.time_s, 3 * 704e-9);
+  EXPECT_EQ(qkv.bound, "memory");
+  // Scores: batched over the heads and samples' larger (2 = 2: heads), one call per sample:
+  // 2 calls per micro-batch; per call 2 x 2 x 4 x 4 x 2 = 128 FLOPs, bytes 2 (2*2*4*2 + 2*4*4) = 128.
+  const KernelCost& sc = row(p, "attention S = K^T Q");
+  EXPECT_EQ(sc.calls, 6);
+  EXPECT_DOUBLE_EQ(sc.flops, 128);
+  EXPECT_DOUBLE_EQ(sc.bytes, 128);
+  // Softmax forward: P has 2*2*4*4 = 64 elements, read and written in bf16: 256 bytes.
+  EXPECT_DOUBLE_EQ(row(p, "causal softmax fwd").bytes, 256);
+  // Layernorm forward: ln1 per layer + the final one, 2 per micro-batch; 2 N d e + 8 N =
+  // 128 + 64. ln2 carries the residual add: 4 N d e + 8 N = 256 + 64.
+  EXPECT_EQ(row(p, "layernorm fwd").calls, 6);
+  EXPECT_DOUBLE_EQ(row(p, "layernorm fwd").bytes, 192);
+  EXPECT_EQ(row(p, "residual add + layernorm fwd").calls, 3);
+  EXPECT_DOUBLE_EQ(row(p, "residual add + layernorm fwd").bytes, 320);
+  // The fc forward writes the pre-activation too (GELU_AUX_BIAS): 2 (N d + 4 d^2 + 2 x 4 N d)
+  // = 2 (32 + 64 + 256) = 704 bytes; fc proj's two backward GEMMs read it once between them.
+  EXPECT_DOUBLE_EQ(row(p, "fc linear (+gelu) fwd").bytes, 704);
+  EXPECT_DOUBLE_EQ(row(p, "fc proj linear bwd (dx, dW)").bytes, 2 * (128 + 64 + 32) + 2 * 8 * 16 / 2);
+  // The LM head's backward is two GEMMs per micro-batch; no GELU or bias-gradient kernels.
+  EXPECT_EQ(row(p, "lm head bwd (dx, dW)").calls, 6);
+  for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("gelu fwd"), std::string::npos) << k.name;
+  // AdamW once: psi (3 x 8 + 4 + 2) = 30,000 bytes -> 60 us.
+  const KernelCost& adam = row(p, "adamw (once per step)");
+  EXPECT_EQ(adam.calls, 1);
+  EXPECT_DOUBLE_EQ(adam.time_s, 60e-6);
+  // The step is the sum of the rows; tokens/s and MFU follow from it.
+  double sum = 0;
+  int64_t launches = 0;
+  for (const KernelCost& k : p.kernels) sum += k.time_s, launches += k.calls;
+  EXPECT_DOUBLE_EQ(p.step_s, sum);
+  EXPECT_EQ(p.launches, launches);
+  EXPECT_DOUBLE_EQ(p.tokens_per_s, 24 / p.step_s);
+  // Model FLOPs: params (8 + 4) 4 + 12 x 16 = 240; per sample 4 (6 x 240 + 12 x 1 x 4 x 4) = 6528;
+  // x 2 samples x 3 micro-batches = 39,168.
+  EXPECT_DOUBLE_EQ(p.model_flops, 39168);
+  EXPECT_DOUBLE_EQ(p.mfu, 39168 / p.step_s / 1e12);
+  // fp32 uses the fp32 peak.
+  s.elem_bytes = 4;
+  const GpuStepPrediction f = predict_gpt_step(s, g, halves());
+  EXPECT_DOUBLE_EQ(f.mfu, f.model_flops / f.step_s / 0.5e12);
+}
+
+TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
+  GptShape s;
+  s.layers = 12, s.d_model = 768, s.heads = 12, s.vocab = 50304, s.seq = 1024, s.micro_batch = 16, s.accum_steps = 2;
+  s.elem_bytes = 2, s.params = 124475904;
+  const GpuSpec* h200 = find_gpu("h200");
+  ASSERT_NE(h200, nullptr);
+  const GpuStepPrediction p = predict_gpt_step(s, *h200);
+  EXPECT_EQ(row(p, "fc linear (+gelu) fwd").bound, "compute");
+  EXPECT_EQ(row(p, "causal softmax fwd").bound, "memory");
+  // Batched over the 16 samples, one call per head: 12 per layer and micro-batch.
+  EXPECT_EQ(row(p, "attention S = K^T Q").calls, 12 * 12 * 2);
+  // An MFU below the matmul efficiency (everything else costs time) and above zero.
+  EXPECT_GT(p.mfu, 0.05);
+  EXPECT_LT(p.mfu, 0.80);
+  const std::string table = format_gpu_step(p, *h200, GpuEfficiency{});
+  EXPECT_NE(table.find("PREDICTION"), std::string::npos);
+  EXPECT_NE(table.find("MFU"), std::string::npos);
+}
+
+TEST(GpuStepModel, GpuTable) {
+  EXPECT_EQ(known_gpu_names(), "a100-80g, h100, h200");
+  EXPECT_EQ(find_gpu("h300"), nullptr);
+  EXPECT_DOUBLE_EQ(find_gpu("h200")->bf16_flops, find_gpu("h100")->bf16_flops);  // same chip
+  EXPECT_GT(find_gpu("h200")->hbm_bytes_per_s, find_gpu("h100")->hbm_bytes_per_s);
+}
+
+}  // namespace
+}  // namespace zdp::launcher
