@@ -62,12 +62,23 @@ check_run() {
   [ "$(echo "$sums" | cut -d' ' -f2 | sort -u | wc -l)" = 1 ] || { cat "$out"; fail "$name: the ranks disagree: $sums"; }
   echo "check_embed: $name: loss $first -> $last, both ranks at checksum $(echo "$sums" | head -1 | cut -d' ' -f2)"
 }
-port=$((20000 + $$ % 20000))
+# Below the kernel's ephemeral range (32768+ by default), where outgoing connections take
+# their local ports; a port still taken (another job on this machine) is retried higher up.
+port=$((20000 + $$ % 12000))
 launch() {  # NAME [--set ...]: dp-launch embed.toml from $run, as a user would
   local name="$1"; shift
   step "dp-launch embed.toml: $name"
-  (cd "$run" && "$prefix/bin/dp-launch" "$src/examples/embed/embed.toml" --set launch.master_port=$port "$@") \
-    > "$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "$name: dp-launch exited non-zero"; }
+  local tries=0
+  until (cd "$run" && "$prefix/bin/dp-launch" "$src/examples/embed/embed.toml" --set launch.master_port=$port "$@") \
+      > "$work/$name.out" 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -lt 5 ] && grep -q "Address already in use" "$work/$name.out"; then
+      echo "check_embed: port $port is taken, trying $((port + 7))"
+      port=$((port + 7))
+      continue
+    fi
+    cat "$work/$name.out"; fail "$name: dp-launch exited non-zero"
+  done
   check_run "$name" "$work/$name.out"
   port=$((port + 1))
 }
