@@ -32,25 +32,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/dp_launch_run.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-// A TCP port that was free a moment ago, for the run's rendezvous store.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500 + ::getpid() % 10000;  // fallback if the kernel will not tell
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return port;
-}
+using zdp::bench::free_port;  // bench/dp_launch_run.h
 
 std::string quoted(const std::string& s) {
   std::string out = "'";
