@@ -97,15 +97,24 @@ StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, 
       micro.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(end));
     }
   }
+  // Every rank evaluates the same number of micro-batches: at stage 3 each one gathers
+  // the parameters (collectives), so a rank with fewer (when the samples do not split
+  // evenly) pads with a repeat of the first micro-batch, whose loss is dropped.
+  const int64_t G = (total + mb - 1) / mb;
+  const int64_t most = ordered ? (G + K - 1) / K : ((total + K - 1) / K + mb - 1) / mb;
+  const size_t real = micro.size();
+  std::vector<int64_t> first;
+  for (int64_t i = 0; i < std::min(mb, total); ++i) first.push_back(i);
+  while (static_cast<int64_t>(micro.size()) < most) micro.push_back(first);
   std::vector<double> sums;
   Batch batch;
   for (const std::vector<int64_t>& samples : micro) {
     ZDP_RETURN_IF_ERROR(val.fill(samples, &batch));
     ZDP_ASSIGN_OR_RETURN(const double mean, model.eval_micro(engine, batch));
-    sums.push_back(mean * static_cast<double>(batch.count));
+    if (sums.size() < real) sums.push_back(mean * static_cast<double>(batch.count));
   }
   if (ordered) {
-    const int64_t G = (total + mb - 1) / mb, per_rank = (G + K - 1) / K;
+    const int64_t per_rank = most;
     sums.resize(static_cast<size_t>(per_rank), 0.0);
     ZDP_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(ctx, ops, engine.compute_stream(), sums));
     double sum = 0;
