@@ -24,6 +24,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/free_port.h"
+
 extern char** environ;
 
 namespace zdp::testing {
@@ -169,18 +171,6 @@ inline JobRun finish_job(Job job, std::chrono::seconds limit) {
 inline JobRun run_job(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
                       std::chrono::seconds limit = std::chrono::seconds(120)) {
   return finish_job(start_job(argv, env), limit);
-}
-
-inline int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // A small dp-train job (an MLP on synthetic data, 2 CPU ranks) checkpointing every step

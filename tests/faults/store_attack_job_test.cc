@@ -107,10 +107,10 @@ TEST(StoreAttackJob, AnAttackedJobFinishesByteIdenticalWithBoundedLauncherMemory
   ::setrlimit(RLIMIT_NOFILE, &r);
 
   TempDir calm_dir, attacked_dir;
-  const JobRun calm = run_job({ZDP_DP_LAUNCH, write_job_config(calm_dir.path(), free_tcp_port(), kSteps)});
+  const JobRun calm = run_job({ZDP_DP_LAUNCH, write_job_config(calm_dir.path(), free_port(), kSteps)});
   ASSERT_EQ(calm.exit_code, 0) << calm.output();
 
-  const int port = free_tcp_port();
+  const int port = free_port();
   const std::string config = write_job_config(attacked_dir.path(), port, kSteps);
   Attack attack;
   attack.start(port);  // before the launcher: the attack is on from the store's first moment
