@@ -23,7 +23,7 @@
 
 #include "core/internal/sha256.h"
 #include "testing/run_command.h"
-#include "testing/tcp_store_helpers.h"
+#include "testing/free_port.h"
 #include "testing/temp_dir.h"
 
 namespace zdp {
