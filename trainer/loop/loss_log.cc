@@ -15,7 +15,7 @@ StatusOr<std::unique_ptr<LossLog>> LossLog::create(Context& ctx, Ops& ops, Strea
   Device& device = ctx.device();
   if (order == Order::kGlobalMicroBatches) {
     const int64_t per_step = ctx.world_size() * accum;
-    ZDP_ASSIGN_OR_RETURN(log->micro_, ops.alloc_bytes(accum * static_cast<int64_t>(sizeof(double))));
+    ZDP_ASSIGN_OR_RETURN(log->micro_, ops.alloc_bytes(capacity * accum * static_cast<int64_t>(sizeof(double))));
     ZDP_ASSIGN_OR_RETURN(log->gathered_, ops.alloc_bytes(per_step * static_cast<int64_t>(sizeof(double))));
     ZDP_ASSIGN_OR_RETURN(log->host_means_, device.allocate(capacity * per_step * static_cast<int64_t>(sizeof(double)),
                                                            MemCategory::kOther, MemSpace::kPinnedHost));
@@ -32,7 +32,7 @@ StatusOr<std::unique_ptr<LossLog>> LossLog::create(Context& ctx, Ops& ops, Strea
 LossSink LossLog::sink(int64_t micro, int64_t accum) {
   LossSink s;
   if (order_ == Order::kGlobalMicroBatches) {  // the micro-batch's own mean, in its own slot
-    s.sum = micro_.as<double>() + micro;
+    s.sum = micro_.as<double>() + ((first_ + unread_) % capacity_) * accum_ + micro;
     s.first = true;
     return s;
   }
@@ -61,10 +61,10 @@ Status LossLog::end_step() {
 
 Status LossLog::end_step_ordered(int64_t slot) {
   const int64_t per_step = ctx_.world_size() * accum_;
-  const double* means = micro_.as<double>();
+  const double* means = micro_.as<double>() + slot * accum_;
   if (ctx_.world_size() > 1) {
     // Doubles travel as int64 words: an all-gather moves bytes, nothing is added.
-    ZDP_RETURN_IF_ERROR(ctx_.comm().all_gather(micro_.data(), gathered_.data(), accum_, DType::kI64, stream_));
+    ZDP_RETURN_IF_ERROR(ctx_.comm().all_gather(means, gathered_.data(), accum_, DType::kI64, stream_));
     means = gathered_.as<double>();
   }
   return stream_.memcpy_async(host_means_.as<double>() + slot * per_step, means,

@@ -62,7 +62,10 @@ class LossLog {
   DeviceBuffer slots_;  // capacity fp32: each step's mean, then its sum over ranks
   DeviceBuffer host_;   // capacity fp32, pinned on GPUs
   // kGlobalMicroBatches:
-  DeviceBuffer micro_;     // accum doubles: this rank's micro-batch means
+  // capacity x accum doubles: this rank's micro-batch means, a row per unread step (on
+  // the CPU the model writes the next step's while this one's all-gather may still wait
+  // on the stream: one buffer for all steps was a race).
+  DeviceBuffer micro_;
   DeviceBuffer gathered_;  // K x accum doubles, rank-major (rank r's at r x accum)
   DeviceBuffer host_means_;  // capacity x K x accum doubles, pinned on GPUs
   std::unique_ptr<Event> copied_;  // after the latest copy to the host
