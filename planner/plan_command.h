@@ -1,6 +1,6 @@
 // `dp-launch plan config.toml [--world 8,64] [--device-memory 80GiB] [--link GB/s,alpha_us]
-// [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200 [--gpus-per-node 8] [--nodes N]]`: the CLI around plan_report.h. Starts no rank; prints the
-// table and writes <launch.log_dir>/plan.jsonl.
+// [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200 [--gpus-per-node 8] [--nodes N]]`: the CLI
+// around plan_report.h. Starts no rank; prints the table and writes <launch.log_dir>/plan.jsonl.
 #pragma once
 
 #include <string>

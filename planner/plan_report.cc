@@ -105,6 +105,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       if (stage == 0) {
         at.zero.reduce_quant = at.zero.gather_quant = WireQuant::kNone;
         at.zero.error_feedback = true;
+        at.zero.compress = CompressScope::kAll;
       }
       StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
       if (!eopts.ok()) {
