@@ -86,6 +86,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   in.cuda_devices = zdp::cuda_device_count();
   in.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml").string();
+  in.dry_run = dry_run;
   zdp::StatusOr<LaunchPlan> plan =
       make_plan(*config, in, [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
   if (!plan.ok()) {

@@ -102,7 +102,13 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   const bool use_cuda = in.cuda_devices > 0 && l.backend != Backend::kGloo;
   p.backend = resolve_backend(l.backend, use_cuda);
   if (p.backend == Backend::kNccl && in.cuda_devices == 0) {
-    errors.push_back(config.where("launch.backend") + ": launch.backend is \"nccl\" but this machine has no CUDA device");
+    const std::string refusal = config.where("launch.backend") + ": launch.backend is \"nccl\" but this machine has no CUDA device";
+    if (in.dry_run) {
+      p.notes.push_back(refusal + ": the launch itself would stop here; the plan is for a node with " +
+                        std::to_string(p.nproc_per_node) + " GPU(s)");
+    } else {
+      errors.push_back(refusal);
+    }
   }
   if (p.backend == Backend::kNccl && p.nproc_per_node > in.cuda_devices && in.cuda_devices > 0) {
     errors.push_back("launch.nproc_per_node (" + std::to_string(p.nproc_per_node) + ") exceeds the " +
@@ -153,6 +159,16 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   std::string program_error;
   p.program = resolve_program(l.program, in.launcher_dir, &program_error);
   if (!program_error.empty()) errors.push_back(config.where("launch.program") + ": " + program_error);
+  // dp-train's Gloo ranks compute on the CPU (zdp::init), whose GEMM is fp32 only: refuse
+  // before any rank starts rather than in every rank's log. Another program may compute
+  // as it likes.
+  const bool runs_dp_train = std::filesystem::path(l.program.empty() ? "dp-train" : l.program).filename() == "dp-train";
+  if (runs_dp_train && p.backend == Backend::kGloo && config.model.dtype != DType::kF32) {
+    errors.push_back(config.where("model.dtype") + ": model.dtype = \"" + to_string(config.model.dtype) +
+                     "\" needs GPU ranks (backend nccl), but this job's ranks use the CPU (backend gloo" +
+                     (l.backend == Backend::kAuto ? std::string(", as launch.backend = \"auto\" resolves here") : "") +
+                     "): the CPU GEMM computes in fp32; use model.dtype = \"fp32\"");
+  }
   p.args = l.args;
   p.config_file = in.config_file;
 
@@ -209,6 +225,7 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
     << (p.hosts_store() ? " (hosted here, listening on " + p.bind_host + ")" : " (hosted by node 0)")
     << "; job secret " << p.secret_origin << "\n";
   s << "# threads per rank (OMP/OpenBLAS): " << p.threads_per_rank << "\n";
+  for (const std::string& note : p.notes) s << "# note: " << note << "\n";
   if (p.backend == Backend::kGloo) {
     const RankAddress& a = p.rank_address;
     s << "# ranks advertise to their peers: "

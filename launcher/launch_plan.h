@@ -20,6 +20,9 @@ struct PlanInputs {
   int cuda_devices = 0;
   int cpu_cores = 1;
   std::string config_file;           // where the resolved config will be written (ZDP_CONFIG)
+  // --dry-run: plan a GPU job from a machine without GPUs (a login node, a laptop): what
+  // only the launch itself needs (the CUDA devices) becomes a note, not an error.
+  bool dry_run = false;
 };
 
 struct LaunchPlan {
@@ -42,6 +45,7 @@ struct LaunchPlan {
   std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
   int threads_per_rank = 1;          // OMP/OpenBLAS threads: cores / local ranks
   std::string config_file;
+  std::vector<std::string> notes;    // dry-run: what the launch itself would refuse here
 
   bool hosts_store() const { return node_rank == 0; }
   // This node's ranks for `attempt`: argv and the torchrun + zdp environment.

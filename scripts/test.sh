@@ -4,8 +4,8 @@
 # temporary prefix, build examples/embed against it (find_package and pkg-config) and
 # train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh), then runs each fuzz
 # target for 10 s (FUZZ_SECONDS; scripts/fuzz.sh). With nvcc, it
-# also builds the GPU check's carry folder (tests/gpu/carry.sh: a Release sm_90 build of
-# the GPU binaries, so that it cannot rot) and runs the check's self-check. Used by the
+# also packs the GPU check's carry folder from this build (tests/gpu/carry.sh, so that it
+# cannot rot) and runs the check's self-check. Used by the
 # README and by .ci/run.
 #   BUILD_DIR=build (default)   CI=true turns warnings into errors.
 set -euo pipefail
@@ -46,7 +46,9 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 echo "test.sh: fuzzing (build and runs) took $((SECONDS - fuzz_start)) s"
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   carry_start=$SECONDS
-  bash tests/gpu/carry.sh
+  # From the build above: a second, Release sm_90 compile of the GPU binaries (the
+  # default of carry.sh, for a GPU session) would compile every GPU binary a second time.
+  CARRY_FROM_BUILD="$build_dir" bash tests/gpu/carry.sh
   bash gpu-carry/check.sh --self-check
   echo "test.sh: GPU carry folder and self-check took $((SECONDS - carry_start)) s"
 else

@@ -7,6 +7,7 @@
 #
 #   bash tests/gpu/carry.sh                  # -> gpu-carry/ (git-ignored), < 60 MiB
 #   CARRY_DIR=... CARRY_BUILD_DIR=build-carry JOBS=2 bash tests/gpu/carry.sh
+#   CARRY_FROM_BUILD=build bash tests/gpu/carry.sh   # CI: package an existing CUDA build
 #
 # Layout of the folder: check.sh; payload.tar.xz (bin/: the stripped programs, lib/: the
 # bundled libraries, found on the GPU machine through LD_LIBRARY_PATH, which check.sh
@@ -35,10 +36,28 @@ tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test laye
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test)
 programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 
-echo "== carry: configure $build (Release, sm_90 only)"
-mkdir -p "$build"  # the configure log lives inside it (git-ignored), not beside it
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZDP_CUDA=ON \
-  -DZDP_WERROR=ON >"$build/configure.log" 2>&1 || { tail -n 30 "$build/configure.log"; exit 1; }
+flavour="Release, sm_90"
+if [ -n "${CARRY_FROM_BUILD:-}" ]; then
+  # CI: package from the build it has just made and tested (RelWithDebInfo, sm_80+90; the
+  # programs are stripped) instead of compiling everything a second time: it proves the
+  # folder builds and self-checks. A folder meant for a GPU session comes from the default
+  # (Release, sm_90) path.
+  build="$CARRY_FROM_BUILD"
+  cache="$build/CMakeCache.txt"
+  [ -f "$cache" ] || { echo "carry: CARRY_FROM_BUILD=$build is not a configured build (no CMakeCache.txt)" >&2; exit 1; }
+  grep -q "define ZDP_HAVE_CUDA 1" "$build/core/include/zdp/build_config.h" ||
+    { echo "carry: CARRY_FROM_BUILD=$build was built without CUDA" >&2; exit 1; }
+  archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$cache")
+  [[ ";$archs;" == *";90;"* || ";$archs;" == *";90-real;"* ]] ||
+    { echo "carry: CARRY_FROM_BUILD=$build has CUDA architectures '$archs', without sm_90 (H200)" >&2; exit 1; }
+  flavour="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$cache"), CUDA architectures $archs, from $build"
+  echo "== carry: package from the existing build $build ($flavour)"
+else
+  echo "== carry: configure $build (Release, sm_90 only)"
+  mkdir -p "$build"  # the configure log lives inside it (git-ignored), not beside it
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZDP_CUDA=ON \
+    -DZDP_WERROR=ON >"$build/configure.log" 2>&1 || { tail -n 30 "$build/configure.log"; exit 1; }
+fi
 echo "== carry: build ${#tests[@]} tests and ${#programs[@]} programs (-j $jobs)"
 cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${programs[@]}"
 built=$((SECONDS - start))
@@ -93,7 +112,7 @@ cp tests/gpu/check.sh "$carry/check.sh"
 {
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nvcc --version | tail -n 1)"
-  echo "build seconds: $built (Release, sm_90, ${#tests[@]} tests + ${#programs[@]} programs)"
+  echo "build seconds: $built ($flavour, ${#tests[@]} tests + ${#programs[@]} programs)"
 } >"$carry/BUILD_INFO"
 size_kib=$(du -sk "$carry" | cut -f1)
 echo "carry: $carry is $((size_kib / 1024)) MiB ($(wc -l <"$carry/MANIFEST") files in the payload), built in ${built} s, done in $((SECONDS - start)) s"

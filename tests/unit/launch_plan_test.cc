@@ -1,6 +1,11 @@
 // The launch environment and the launch plan with faked environments (torchrun, Slurm).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "launcher/launch_plan.h"
@@ -269,6 +274,60 @@ TEST(LaunchPlan, RankAddressesThisHostLacksAreRefused) {
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ(d->rank_address.address, "127.0.0.1");
   EXPECT_EQ(d->rank_address.origin, "launch.rank_addr");
+}
+
+// Gloo ranks compute on the CPU, which has only an fp32 GEMM: a 16-bit model.dtype is a
+// config error before any rank starts (dry-run too), naming where the key was set.
+// Another program may compute in 16 bits on the CPU as it likes.
+TEST(LaunchPlan, SixteenBitComputeOnCpuRanksIsRefused) {
+  char dir_template[] = "/tmp/zdp-launch-plan-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string program = dir + "/dp-train";  // a stand-in: only its name and mode matter here
+  { std::ofstream(program) << "#!/bin/sh\n"; }
+  ASSERT_EQ(chmod(program.c_str(), 0755), 0);
+  for (const char* dtype : {"fp16", "bf16"}) {
+    Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"" + program + "\"\n[model]\ndtype = \"" + dtype +
+                      "\"\n");
+    auto plan = launcher::make_plan(c, inputs(), fake({}));  // no CUDA device: "auto" resolves to gloo
+    ASSERT_FALSE(plan.ok()) << dtype;
+    EXPECT_NE(plan.status().message().find(std::string("test.toml:5:9: model.dtype = \"") + dtype +
+                                           "\" needs GPU ranks (backend nccl), but this job's ranks use the CPU"),
+              std::string::npos)
+        << plan.status().message();
+  }
+  Config fp32 = parsed("[launch]\nnproc_per_node = 2\nprogram = \"" + program + "\"\n[model]\ndtype = \"fp32\"\n");
+  EXPECT_TRUE(launcher::make_plan(fp32, inputs(), fake({})).ok());
+  // GPU ranks (a CUDA device, backend auto -> nccl) may compute in bf16.
+  Config gpu = parsed("[launch]\nnproc_per_node = 1\nprogram = \"" + program + "\"\n[model]\ndtype = \"bf16\"\n");
+  launcher::PlanInputs with_gpu = inputs();
+  with_gpu.cuda_devices = 1;
+  auto g = launcher::make_plan(gpu, with_gpu, fake({}));
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  Config own = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n[model]\ndtype = \"bf16\"\n");
+  EXPECT_TRUE(launcher::make_plan(own, inputs(), fake({})).ok());
+  std::filesystem::remove_all(dir);
+}
+
+// A GPU config plans (--dry-run) on a machine without GPUs; the launch itself refuses.
+TEST(LaunchPlan, DryRunOfAGpuJobWorksWithoutGpus) {
+  Config c = parsed("[launch]\nnproc_per_node = 4\nbackend = \"nccl\"\nprogram = \"/bin/true\"\n", {"train.global_batch=8"});
+  auto launch = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_FALSE(launch.ok());
+  EXPECT_NE(launch.status().message().find("test.toml:3:11: launch.backend is \"nccl\" but this machine has no CUDA device"),
+            std::string::npos)
+      << launch.status().message();
+  launcher::PlanInputs dry = inputs();
+  dry.dry_run = true;
+  auto plan = launcher::make_plan(c, dry, fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->backend, Backend::kNccl);
+  EXPECT_EQ(plan->world_size, 4);
+  EXPECT_NE(launcher::describe_plan(*plan, c).find("# note: test.toml:3:11: launch.backend is \"nccl\" but this machine "
+                                                   "has no CUDA device: the launch itself would stop here; the plan is "
+                                                   "for a node with 4 GPU(s)"),
+            std::string::npos)
+      << launcher::describe_plan(*plan, c);
 }
 
 TEST(LaunchPlan, ProblemsAreListedTogether) {
