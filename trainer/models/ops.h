@@ -28,7 +28,8 @@ class Ops {
  public:
   // kInvalidArgument for a dtype the device's GEMM cannot take (the CPU's OpenBLAS takes
   // fp32 only). `deterministic` (train.deterministic): cuBLASLt's algorithm is pinned to
-  // the shape (kernels::make_cublaslt_gemm's `pinned`).
+  // the shape (kernels::make_cublaslt_gemm's `pinned`); on the CPU, OpenBLAS runs on one
+  // thread in this process (its results depend on the thread count).
   static StatusOr<std::unique_ptr<Ops>> create(Device& device, DType dtype, bool deterministic = false);
   // Where the work goes: the engine's compute stream, which exists once the engine is
   // finalized. REQUIRES: called before any operation; `stream` outlives the Ops.
