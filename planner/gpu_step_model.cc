@@ -16,10 +16,14 @@ namespace {
 //  - H200 SXM 141GB: NVIDIA H200 datasheet (the H100's rates, 4.8 TB/s HBM3e, same links);
 //    /work/.library/device/H200.md, which also records 788 TFLOP/s (bf16 8192^3 GEMM) and
 //    ~4.3 TB/s (device copy) measured on one here: the efficiencies' sources.
+//  - Nodes: 8 GPUs each (DGX A100, DGX H100/H200 and HGX 8-GPU boards), with one NIC per
+//    GPU in the rail-optimised fabric of NVIDIA's DGX SuperPOD reference architectures:
+//    ConnectX-6 HDR 200 Gb/s = 25 GB/s per GPU (A100), ConnectX-7 NDR 400 Gb/s = 50 GB/s
+//    per GPU (H100, H200), one direction.
 const GpuSpec kGpus[] = {
-    {"a100-80g", "NVIDIA A100 SXM 80GB", 80e9, 312e12, 19.5e12, 2.039e12, 300e9, 25e9},
-    {"h100", "NVIDIA H100 SXM 80GB", 80e9, 989e12, 67e12, 3.35e12, 450e9, 50e9},
-    {"h200", "NVIDIA H200 SXM 141GB", 141e9, 989e12, 67e12, 4.8e12, 450e9, 50e9},
+    {"a100-80g", "NVIDIA A100 SXM 80GB", 80e9, 312e12, 19.5e12, 2.039e12, 300e9, 25e9, 8},
+    {"h100", "NVIDIA H100 SXM 80GB", 80e9, 989e12, 67e12, 3.35e12, 450e9, 50e9, 8},
+    {"h200", "NVIDIA H200 SXM 141GB", 141e9, 989e12, 67e12, 4.8e12, 450e9, 50e9, 8},
 };
 
 }  // namespace

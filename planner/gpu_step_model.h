@@ -25,6 +25,7 @@ struct GpuSpec {
   double hbm_bytes_per_s = 0;
   double nvlink_bytes_per_s = 0;     // per GPU, one direction, inside a node
   double internode_bytes_per_s = 0;  // per GPU, one direction (its NIC)
+  int gpus_per_node = 8;             // the DGX/HGX node's: what --gpus-per-node defaults to
 };
 
 // The table: a100-80g, h100, h200. Null for a name not in it.

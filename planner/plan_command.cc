@@ -25,6 +25,8 @@ namespace {
 // and an NVLink-class link between GPUs. Order-of-magnitude numbers, and labelled so.
 constexpr double kCpuAlphaS = 50e-6, kCpuBeta = 2e9;
 constexpr double kGpuAlphaS = 10e-6, kGpuBeta = 100e9;
+// Between nodes (--gpu): a message's latency over InfiniBand plus NCCL's proxy, assumed.
+constexpr double kInterNodeAlphaS = 20e-6;
 // And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
 // of an H100's dense bf16 peak.
 constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
@@ -79,6 +81,12 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--gpu", a.gpu,
                  "plan for this GPU from any machine (" + known_gpu_names() +
                      "): its memory, NVLink, and a per-kernel predicted step time and MFU for GPT configs");
+  cmd.add_option("--gpus-per-node", a.gpus_per_node,
+                 "with --gpu: ranks sharing a node's NVLink; more ranks meet over the inter-node link (default: the "
+                 "GPU table's, 8)")
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--nodes", a.nodes, "with --gpu: also plan this many nodes of --gpus-per-node ranks")
+      ->check(CLI::Range(1, 1 << 20));
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -105,6 +113,9 @@ int run_plan(const PlanArgs& a) {
       say("--calibrate measures this machine's CPU ranks; it does not combine with --gpu");
       return 2;
     }
+  } else if (a.gpus_per_node > 0 || a.nodes > 0) {
+    say("--gpus-per-node and --nodes need --gpu (its table gives the NVLink and inter-node links)");
+    return 2;
   }
   const int cuda_devices = spec ? 1 : cuda_device_count();
   const int local = resolve_nproc_per_node(config->launch, cuda_devices);
@@ -149,6 +160,14 @@ int run_plan(const PlanArgs& a) {
   std::string gpu_table;
   if (spec) {
     in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
+    in.ranks_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : spec->gpus_per_node;
+    in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
+                     "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
+    const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;
+    if (a.nodes > 0 && nodes_world <= (1 << 20) &&
+        std::find(in.worlds.begin(), in.worlds.end(), static_cast<int>(nodes_world)) == in.worlds.end()) {
+      in.worlds.push_back(static_cast<int>(nodes_world));
+    }
     if (config->model.kind == ModelKind::kGpt) {
       StatusOr<trainer::ModelSpec> model = trainer::model_spec(*config);
       if (!model.ok()) {

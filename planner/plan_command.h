@@ -1,6 +1,6 @@
 // `dp-launch plan config.toml [--world 8,64] [--device-memory 80GiB] [--link GB/s,alpha_us]
-// [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200]`: the CLI around plan_report.h. Starts no rank; prints the
-// table and writes <launch.log_dir>/plan.jsonl.
+// [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200 [--gpus-per-node 8] [--nodes N]]`: the CLI
+// around plan_report.h. Starts no rank; prints the table and writes <launch.log_dir>/plan.jsonl.
 #pragma once
 
 #include <string>
@@ -19,6 +19,8 @@ struct PlanArgs {
   double gflops = 0;          // one rank's sustained GFLOP/s
   bool calibrate = false;
   std::string gpu;            // --gpu h200: plan for that GPU (gpu_step_model.h) from any machine
+  int gpus_per_node = 0;      // --gpus-per-node (with --gpu): 0 = the GPU table's (8)
+  int nodes = 0;              // --nodes N (with --gpu): also plan N x gpus_per_node ranks
 };
 
 // Declares the subcommand's arguments on `cmd`.

@@ -24,7 +24,46 @@ double exposed_gathers(const std::vector<double>& gather_s, const std::vector<do
   return exposed;
 }
 
+// Ranks per node and nodes of a world of K on `links` (one node: g = K, n = 1).
+struct Tiers {
+  int g = 1, n = 1;
+};
+Tiers tiers_of(int K, const LinkTiers& links) {
+  if (links.ranks_per_node <= 0 || K <= links.ranks_per_node) return {K, 1};
+  return {links.ranks_per_node, (K + links.ranks_per_node - 1) / links.ranks_per_node};
+}
+
+// One pass of the hierarchical ring (plan_cost.h).
+double tiered_pass_s(double bytes, int K, const LinkTiers& links) {
+  if (K <= 1) return 0;
+  const Tiers t = tiers_of(K, links);
+  const double intra = (t.g - 1) * (links.intra.alpha_s + bytes / t.g / links.intra.beta_bytes_per_s);
+  const double inter = (t.n - 1) * (links.inter.alpha_s + bytes / t.g / t.n / links.inter.beta_bytes_per_s);
+  return intra + inter;
+}
+
 }  // namespace
+
+double tiered_reduce_scatter_s(double bytes, int world_size, const LinkTiers& links) {
+  return tiered_pass_s(bytes, world_size, links);
+}
+
+double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links) {
+  return 2 * tiered_pass_s(bytes, world_size, links);
+}
+
+double tiered_all_to_all_s(double intra_chunk, double inter_chunk, int world_size, const LinkTiers& links) {
+  if (world_size <= 1) return 0;
+  const Tiers t = tiers_of(world_size, links);
+  const double intra = (t.g - 1) * (links.intra.alpha_s + intra_chunk / links.intra.beta_bytes_per_s);
+  const double inter = (world_size - t.g) * (links.inter.alpha_s + inter_chunk / links.inter.beta_bytes_per_s);
+  return std::max(intra, inter);
+}
+
+double tiered_ring_inter_bytes(double bytes, int world_size, const LinkTiers& links) {
+  const Tiers t = tiers_of(world_size, links);
+  return t.n > 1 ? static_cast<double>(t.n - 1) / t.n * bytes / t.g : 0.0;
+}
 
 double ring_reduce_scatter_s(double bytes, int world_size, const LinkModel& link) {
   return ring_s(bytes, world_size, world_size - 1, link);
@@ -38,10 +77,23 @@ double ring_all_reduce_s(double bytes, int world_size, const LinkModel& link) {
   return ring_s(bytes, world_size, 2 * (world_size - 1), link);
 }
 
-StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
+StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
   StepPrediction p;
   const int K = w.world_size;
-  const double ring = K > 1 ? static_cast<double>(K - 1) / K : 0.0;
+  const Tiers tiers = tiers_of(K, links);
+  // One exchange of a buffer of `elems` elements: its time, adding what it sends.
+  auto exchange = [&](double elems, bool all_to_all, double bytes_inter, double bytes_intra, int passes) {
+    if (all_to_all) {
+      const double ci = elems / K * bytes_intra, ce = elems / K * bytes_inter;
+      p.sent_bytes += (tiers.g - 1) * ci + (K - tiers.g) * ce;
+      p.inter_sent_bytes += (K - tiers.g) * ce;
+      return tiered_all_to_all_s(ci, ce, K, links);
+    }
+    const double bytes = elems * bytes_inter;
+    p.sent_bytes += passes * (K > 1 ? static_cast<double>(K - 1) / K : 0.0) * bytes;
+    p.inter_sent_bytes += passes * tiered_ring_inter_bytes(bytes, K, links);
+    return passes * tiered_pass_s(bytes, K, links);
+  };
   const double micro_s = w.flops_per_micro / w.flops_per_s;
   p.compute_s = micro_s * static_cast<double>(w.accum_steps);
   const double backward_s = micro_s * 2.0 / 3.0;
@@ -57,10 +109,9 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
     const double backward_begin = -static_cast<double>(m) * micro_s;
     double covered = 0;
     for (size_t i = w.bucket_elems.size(); i-- > 0;) {
-      const double bytes = static_cast<double>(w.bucket_elems[i]) * w.reduce_bytes;
-      const double t = w.stage == 0 ? ring_all_reduce_s(bytes, K, link) : ring_reduce_scatter_s(bytes, K, link);
+      const double t = exchange(static_cast<double>(w.bucket_elems[i]), w.stage >= 1 && w.reduce_all_to_all,
+                                w.reduce_bytes, w.reduce_bytes_intra, w.stage == 0 ? 2 : 1);
       p.reduce_s += t;
-      p.sent_bytes += (w.stage == 0 ? 2 * ring : ring) * bytes;
       covered += static_cast<double>(w.bucket_elems[i]);
       const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;
       stream_free = std::max(stream_free, backward_begin + ready) + t;
@@ -71,23 +122,24 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
   double gather_exposed = 0;
   if (w.stage == 1 || w.stage == 2) {
     for (int64_t e : w.bucket_elems) {
-      const double bytes = static_cast<double>(e) * w.gather_bytes;
-      p.gather_s += ring_all_gather_s(bytes, K, link);
-      p.sent_bytes += ring * bytes;
+      p.gather_s += exchange(static_cast<double>(e), w.gather_all_to_all, w.gather_bytes, w.gather_bytes_intra, 1);
     }
     gather_exposed = p.gather_s;
   } else if (w.stage == 3) {
     double elems = 0;
     for (int64_t e : w.group_elems) elems += static_cast<double>(e);
     std::vector<double> gather, forward, backward;
+    const double sent = p.sent_bytes, inter = p.inter_sent_bytes;
     for (int64_t e : w.group_elems) {
-      const double bytes = static_cast<double>(e) * w.gather_bytes;
-      gather.push_back(ring_all_gather_s(bytes, K, link));
+      gather.push_back(exchange(static_cast<double>(e), w.gather_all_to_all, w.gather_bytes, w.gather_bytes_intra, 1));
       const double share = elems > 0 ? static_cast<double>(e) / elems : 0.0;
       forward.push_back(micro_s / 3.0 * share);
       backward.push_back(backward_s * share);
-      p.sent_bytes += 2.0 * static_cast<double>(w.accum_steps) * ring * bytes;
     }
+    // Every group is gathered twice (forward, backward) in every micro-batch.
+    const double times = 2.0 * static_cast<double>(w.accum_steps);
+    p.sent_bytes = sent + times * (p.sent_bytes - sent);
+    p.inter_sent_bytes = inter + times * (p.inter_sent_bytes - inter);
     const double passes = static_cast<double>(w.accum_steps);
     double one_pass = 0;
     for (double g : gather) one_pass += g;
@@ -96,7 +148,7 @@ StepPrediction predict_step(const StepWork& w, const LinkModel& link) {
     gather_exposed = passes * (exposed_gathers(gather, forward) + exposed_gathers(gather_rev, backward_rev));
   }
 
-  p.small_s = ring_all_reduce_s(0, K, link);
+  p.small_s = tiered_all_reduce_s(0, K, links);
   p.exposed_comm_s = reduce_exposed + gather_exposed + p.small_s;
   p.step_s = p.compute_s + p.exposed_comm_s;
   return p;

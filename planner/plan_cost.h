@@ -18,6 +18,31 @@ struct LinkModel {
   std::string origin;          // "calibrated ...", "--link", "assumed ..."
 };
 
+// Two levels of links: ranks_per_node (g) ranks share a node and its fast link (NVLink),
+// nodes meet over the inter-node link (each GPU's NIC). ranks_per_node <= 0, or a world
+// of at most g ranks, is one node: only `intra` is used.
+struct LinkTiers {
+  LinkModel intra;
+  LinkModel inter;
+  int ranks_per_node = 0;
+};
+
+// The ring collectives over two levels, priced as the hierarchical algorithm (what NCCL's
+// rings over one NIC per GPU reach too): for K = N x g ranks and a buffer of B bytes,
+//   reduce-scatter = (g-1) (a_intra + B / (g b_intra)) + (N-1) (a_inter + B / (g N b_inter))
+// (reduce-scatter inside each node, then across nodes on the node's 1/g of the data);
+// all-gather the same in reverse; all-reduce twice. One node: the one-level ring below.
+double tiered_reduce_scatter_s(double bytes, int world_size, const LinkTiers& links);
+double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links);
+// The engine's all-to-all exchange (compressed communication): each rank sends g - 1
+// chunks of `intra_chunk` bytes to its node's peers and K - g of `inter_chunk` to the
+// others, at once, the two links in parallel:
+//   max((g-1) (a_intra + intra_chunk / b_intra), (K-g) (a_inter + inter_chunk / b_inter)).
+double tiered_all_to_all_s(double intra_chunk, double inter_chunk, int world_size, const LinkTiers& links);
+// What crosses nodes per rank: a ring collective's (N-1)/N x B/g (per pass), an
+// all-to-all's (K - g) x inter_chunk. Zero on one node.
+double tiered_ring_inter_bytes(double bytes, int world_size, const LinkTiers& links);
+
 // Ring algorithms over K ranks for a buffer of `bytes` (the whole buffer, as
 // nccl-tests' size): reduce-scatter and all-gather take K - 1 steps of bytes / K each,
 // all-reduce 2 (K - 1) such steps. Zero for K = 1 (the engine copies locally).
@@ -40,6 +65,15 @@ struct StepWork {
   // dtype's, or int8's.
   double reduce_bytes = 4;
   double gather_bytes = 4;
+  // Quantized (zero.reduce_dtype / gather_dtype int8, int4): the engine's exchange is an
+  // all-to-all (the reduce; the gather with compress = "inter-node") or a ring all-gather
+  // of the quantized chunks; reduce_bytes / gather_bytes are then the quantized bytes, and
+  // these the bytes per element to same-node peers (the same, or fp32 / the compute
+  // dtype's with compress = "inter-node").
+  bool reduce_all_to_all = false;
+  bool gather_all_to_all = false;
+  double reduce_bytes_intra = 4;
+  double gather_bytes_intra = 4;
   double flops_per_micro = 0;         // forward + backward of one micro-batch on one rank
   double flops_per_s = 1;             // one rank's sustained rate
 };
@@ -52,6 +86,7 @@ struct StepPrediction {
   double exposed_comm_s = 0;  // what the step waits for beyond compute
   double step_s = 0;          // compute + exposed communication
   double sent_bytes = 0;      // bytes one rank sends per step (ring: (K-1)/K of each buffer per step)
+  double inter_sent_bytes = 0;  // of them, what crosses nodes (two-level links only)
 };
 
 // The prediction, with these rules (the engine's schedule, simplified):
@@ -70,6 +105,9 @@ struct StepPrediction {
 //    in every micro-batch, prefetched one group ahead: a group's gather hides behind the
 //    previous group's compute, the first group's is exposed;
 //  - one latency-bound all-reduce for the gradient norm; the optimizer is not modelled.
-StepPrediction predict_step(const StepWork& work, const LinkModel& link);
+StepPrediction predict_step(const StepWork& work, const LinkTiers& links);
+inline StepPrediction predict_step(const StepWork& work, const LinkModel& link) {
+  return predict_step(work, LinkTiers{link, link, 0});
+}
 
 }  // namespace zdp::launcher

@@ -44,6 +44,30 @@ std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
          "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
 }
 
+// Quantized communication as the engine runs it (engine/src/quantized_exchange.h): the
+// gradient exchange is an all-to-all of chunks (fp32 to same-node peers with compress =
+// "inter-node"); the gather a ring all-gather of chunks, or with "inter-node" an
+// all-to-all (compute dtype to same-node peers). Bytes per element from the largest
+// slice's chunk (scales and padding included).
+void set_quantized_wire(StepWork& work, const ZeroConfig& zero, const std::vector<int64_t>& buckets, int K) {
+  const int64_t slice = buckets.empty() ? 0 : *std::max_element(buckets.begin(), buckets.end()) / K;
+  if (slice <= 0) return;
+  const bool inter_node = zero.compress == CompressScope::kInterNode;
+  auto per_elem = [&](WireQuant q) {
+    return static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(q))) / static_cast<double>(slice);
+  };
+  if (zero.reduce_quant != WireQuant::kNone) {
+    work.reduce_all_to_all = true;
+    work.reduce_bytes = per_elem(zero.reduce_quant);
+    work.reduce_bytes_intra = inter_node ? 4.0 : work.reduce_bytes;
+  }
+  if (zero.gather_quant != WireQuant::kNone) {
+    work.gather_all_to_all = inter_node;
+    work.gather_bytes_intra = inter_node ? work.gather_bytes : per_elem(zero.gather_quant);
+    work.gather_bytes = per_elem(zero.gather_quant);
+  }
+}
+
 }  // namespace
 
 double PlannerInputs::rank_flops_per_s(int world_size) const {
@@ -81,6 +105,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       if (stage == 0) {
         at.zero.reduce_quant = at.zero.gather_quant = WireQuant::kNone;
         at.zero.error_feedback = true;
+        at.zero.compress = CompressScope::kAll;
       }
       StatusOr<EngineOptions> eopts = EngineOptions::from(at, K);
       if (!eopts.ok()) {
@@ -104,22 +129,14 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
-      work.reduce_bytes = r;
-      work.gather_bytes = c;
-      // Quantized: a bucket's wire bytes per element, from its largest slice's chunk.
-      const int64_t slice = s.memory.bucket_elems.empty() ? 0 : *std::max_element(s.memory.bucket_elems.begin(),
-                                                                                  s.memory.bucket_elems.end()) / K;
-      if (slice > 0 && at.zero.reduce_quant != WireQuant::kNone) {
-        work.reduce_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.reduce_quant))) /
-                            static_cast<double>(slice);
-      }
-      if (slice > 0 && at.zero.gather_quant != WireQuant::kNone) {
-        work.gather_bytes = static_cast<double>(kernels::quant_chunk_bytes(slice, wire_bits(at.zero.gather_quant))) /
-                            static_cast<double>(slice);
-      }
+      work.reduce_bytes = work.reduce_bytes_intra = r;
+      work.gather_bytes = work.gather_bytes_intra = c;
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
       work.flops_per_s = w.flops_per_s;
-      s.time = predict_step(work, in.link);
+      const bool quantized = at.zero.reduce_quant != WireQuant::kNone || at.zero.gather_quant != WireQuant::kNone;
+      if (quantized) s.uncompressed = predict_step(work, in.links());
+      set_quantized_wire(work, at.zero, s.memory.bucket_elems, K);
+      s.time = predict_step(work, in.links());
       w.stages.push_back(std::move(s));
     }
     w.reason = recommend(w, in.device_memory,
@@ -128,6 +145,30 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
   }
   return report;
 }
+
+namespace {
+
+// Per stage 1-3 of a config that quantizes: its step and inter-node bytes against the
+// same stage uncompressed, and whether compression pays there.
+std::string format_compression(const WorldPlan& w) {
+  std::string out;
+  char line[300];
+  for (const StagePlan& s : w.stages) {
+    if (s.uncompressed.step_s <= 0) continue;
+    const double gain = s.time.step_s > 0 ? s.uncompressed.step_s / s.time.step_s : 0.0;
+    std::snprintf(line, sizeof(line),
+                  "  stage %d compressed vs uncompressed: step %.2f vs %.2f ms (%.2fx), comm %.2f vs %.2f ms, "
+                  "inter-node MiB sent %s vs %s: %s\n",
+                  s.stage, s.time.step_s * 1e3, s.uncompressed.step_s * 1e3, gain, s.time.exposed_comm_s * 1e3,
+                  s.uncompressed.exposed_comm_s * 1e3, mib(s.time.inter_sent_bytes).c_str(),
+                  mib(s.uncompressed.inter_sent_bytes).c_str(),
+                  gain > 1.01 ? "compression pays" : (gain < 0.99 ? "compression costs" : "no difference"));
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   std::string out;
@@ -142,6 +183,11 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   std::snprintf(line, sizeof(line), "  link alpha %.1f us, beta %.3g GB/s", in.link.alpha_s * 1e6,
                 in.link.beta_bytes_per_s / 1e9);
   out += line + (" (" + in.link.origin + ")\n");
+  if (in.ranks_per_node > 0) {
+    std::snprintf(line, sizeof(line), "  %d ranks per node on that link; between nodes alpha %.1f us, beta %.3g GB/s",
+                  in.ranks_per_node, in.inter_link.alpha_s * 1e6, in.inter_link.beta_bytes_per_s / 1e9);
+    out += line + (" (" + in.inter_link.origin + ")\n");
+  }
   std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
   out += line + (" (" + in.flops_origin + ")\n");
   if (in.cpu_cores > 0) {
@@ -186,6 +232,7 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
       out += line;
       break;
     }
+    out += format_compression(w);
     out += "  recommended: " + w.reason + "\n";
   }
   out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
@@ -217,6 +264,9 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                    {"link_alpha_s", in.link.alpha_s},
                    {"link_beta_bytes_per_s", in.link.beta_bytes_per_s},
                    {"link_origin", in.link.origin},
+                   {"ranks_per_node", in.ranks_per_node},
+                   {"inter_link_alpha_s", in.inter_link.alpha_s},
+                   {"inter_link_beta_bytes_per_s", in.inter_link.beta_bytes_per_s},
                    {"flops_per_s", in.flops_per_s},
                    {"flops_origin", in.flops_origin}});
   for (const WorldPlan& w : rep.worlds) {
@@ -251,6 +301,8 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                          {"formula_model_states", s.formula_bytes}}},
                        {"fits", s.fits},
                        {"sent_bytes_per_step", s.time.sent_bytes},
+                       {"inter_node_sent_bytes_per_step", s.time.inter_sent_bytes},
+                       {"uncompressed_step_s", s.uncompressed.step_s},
                        {"compute_s", s.time.compute_s},
                        {"reduce_s", s.time.reduce_s},
                        {"gather_s", s.time.gather_s},

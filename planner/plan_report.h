@@ -24,6 +24,11 @@ struct PlannerInputs {
   int64_t device_memory = 0;      // bytes one rank may use
   std::string memory_origin;      // "this machine's RAM", "--device-memory", ...
   LinkModel link;                 // link.origin says calibrated / given / assumed
+  // Two levels (--gpu): `link` inside a node of ranks_per_node ranks, inter_link between
+  // nodes; ranks_per_node 0 = every rank on `link`.
+  LinkModel inter_link;
+  int ranks_per_node = 0;
+  LinkTiers links() const { return LinkTiers{link, inter_link, ranks_per_node}; }
   double flops_per_s = 1;         // one rank's sustained compute at the configured world size
   std::string flops_origin;
   // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
@@ -43,6 +48,9 @@ struct StagePlan {
   int64_t total = 0;              // memory.total() + activations (+ the GPU GEMM workspace)
   bool fits = false;
   StepPrediction time;
+  // The same stage with the compute dtype's ring collectives, when the config quantizes
+  // (stages 1-3): what compression is compared with. step_s 0 when not planned.
+  StepPrediction uncompressed;
 };
 
 struct WorldPlan {

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 
 // A context around the store fork_ranks gives each rank (no launcher, no environment).
 // `local_world` > 1 groups consecutive ranks into "nodes" of that many (LOCAL_RANK,
-// LOCAL_WORLD_SIZE), as torchrun numbers them. `config` is the context's (what dp-train's
+// LOCAL_WORLD_SIZE, node_rank), as torchrun numbers them. `config` is the context's (what dp-train's
 // train() reads besides its own argument). `cuda`: the rank's device is CUDA device 0
 // (Gloo then stages through pinned memory); REQUIRES no CUDA call before a fork.
 inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1,
@@ -46,6 +46,7 @@ inline StatusOr<Context> make_test_context(int rank, int world, Store& store, in
   env.world_size = world;
   env.local_world_size = local_world;
   env.local_rank = rank % local_world;
+  env.node_rank = rank / local_world;
   env.origin = "fork_ranks";
   return Context::assemble(env, config, std::make_unique<PrefixStore>("test", store), std::move(device),
                            std::move(comm), options.timeout);

@@ -53,6 +53,12 @@ int64_t wire_chunk_bytes(int64_t slice, WireQuant quant) {
   return kernels::quant_chunk_bytes(slice, wire_bits(quant));  // a multiple of 16 bytes
 }
 
+int64_t wire_stride_bytes(int64_t slice, WireQuant quant, CompressScope compress) {
+  const int64_t chunk = wire_chunk_bytes(slice, quant);
+  if (compress == CompressScope::kAll) return chunk;
+  return std::max(chunk, (slice * 4 + 15) / 16 * 16);
+}
+
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   const int64_t T = layout.total_elems(), S = layout.shard_elems();
   const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));
@@ -115,7 +121,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   const int64_t largest_slice = layout.max_bucket_elems() / K;
   if (options.zero.reduce_quant != WireQuant::kNone) {
     z.error_feedback = options.zero.error_feedback ? T * 4 : 0;
-    z.reduce_wire = {2 * K * wire_chunk_bytes(largest_slice, options.zero.reduce_quant), 2};
+    z.reduce_wire = {2 * K * wire_stride_bytes(largest_slice, options.zero.reduce_quant, options.zero.compress), 2};
   }
   if (options.zero.gather_quant != WireQuant::kNone) {
     z.gather_wire = {(K + 1) * wire_chunk_bytes(largest_slice, options.zero.gather_quant), 2};

@@ -83,6 +83,10 @@ struct BufferSizes {
 // Bytes of one rank's quantized chunk of a `slice`-element slice (kernels/quantize.h),
 // rounded to fp32 words: the all-to-all and all-gather move them as fp32 elements.
 int64_t wire_chunk_bytes(int64_t slice, WireQuant quant);
+// The distance between two peers' chunks in a reduction's wire buffer: the quantized
+// chunk, or with zero.compress = "inter-node" room for the fp32 slice too (same-node
+// peers get it unquantized), a multiple of 16 bytes.
+int64_t wire_stride_bytes(int64_t slice, WireQuant quant, CompressScope compress);
 
 // REQUIRES: `layout` made with engine_layout_options(options, world size) and options valid.
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device);

@@ -111,6 +111,9 @@ Status Engine::finalize() {
     return env.failure.fail(Status(StatusCode::kAborted, env.who + ": finalize: another rank failed to build its "
                                                                    "layout or buffers (see its log)"));
   }
+  // After the failure flag: a collective every rank reaches, and whose verdict (the node
+  // map) every rank computes alike.
+  ZDP_RETURN_IF_ERROR(env.failure.fail(m.quant->setup_nodes()));
   ZDP_RETURN_IF_ERROR(env.failure.fail(write_initial_values(env, m.opt, m.layout, m.registry, *m.state, *m.params)));
   m.finalized = true;
   m.grads->reset_step();

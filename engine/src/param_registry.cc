@@ -58,7 +58,8 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
   std::vector<std::string> mine;
   mine.push_back("options: stage " + std::to_string(opt.zero.stage) + ", compute " + to_string(opt.compute_dtype) +
  ", reduce " + to_string(opt.zero.reduce_dtype) + " (wire " + to_string(opt.zero.reduce_quant) +
-                 ", gather " + to_string(opt.zero.gather_quant) + ")" + ", accum_steps " + std::to_string(opt.accum_steps) +
+                 ", gather " + to_string(opt.zero.gather_quant) + ", " + to_string(opt.zero.compress) + ")" +
+                 ", accum_steps " + std::to_string(opt.accum_steps) +
                  ", bucket_mb " + std::to_string(opt.zero.bucket_mb));
   for (size_t i = 0; i < registered_.size(); ++i) {
     const Registration& r = registered_[i];

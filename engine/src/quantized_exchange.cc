@@ -2,6 +2,12 @@
 // quantized all-gather (see the header for why).
 #include "engine/src/quantized_exchange.h"
 
+#include <algorithm>
+#include <string>
+
+#include "engine/src/host_collective.h"
+#include "zdp/log.h"
+
 namespace zdp {
 
 Status QuantizedExchange::allocate(const BufferSizes& z) {
@@ -20,6 +26,7 @@ Status QuantizedExchange::allocate(const BufferSizes& z) {
 }
 
 Status QuantizedExchange::reduce_scatter(int b, const float* send, float* out, bool accumulate) {
+  if (!node_of_.empty()) return reduce_scatter_mixed(b, send, out, accumulate);
   Exec& exec = *env_.exec;
   const Bucket& bk = layout_.buckets()[static_cast<size_t>(b)];
   const int K = env_.world, bits = wire_bits(opt_.zero.reduce_quant);
@@ -52,6 +59,7 @@ Status QuantizedExchange::reduce_scatter(int b, const float* send, float* out, b
 }
 
 Status QuantizedExchange::all_gather(int b, const void* own, void* out, int64_t count) {
+  if (!node_of_.empty()) return all_gather_mixed(b, own, out, count);
   Exec& exec = *env_.exec;
   const int K = env_.world, bits = wire_bits(opt_.zero.gather_quant);
   const int64_t chunk = wire_chunk_bytes(count, opt_.zero.gather_quant);

@@ -13,9 +13,18 @@
 // element for element with the flat buffer) and added to that value's gradient before
 // the next step's quantization, so the error does not accumulate: the sum of what was
 // sent over n steps differs from the sum of the gradients by one step's residual.
+//
+// zero.compress = "inter-node": the same exchanges with each peer's chunk encoded by
+// where the peer is. Peers on this rank's node get full precision (fp32 gradient slices,
+// compute-dtype parameters) over the fast intra-node link; peers on other nodes get the
+// quantized chunks. One shaped all_to_all (AllToAllShape: per-peer sizes in a common
+// stride) moves the gradients; the gather is two shaped all_to_alls of one shared chunk
+// each (quantized to other nodes, exact to this node). A rank's node comes from its
+// launcher (LaunchEnv::node_rank), exchanged at finalize so every rank holds the same map.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/src/buffer_plan.h"
 #include "engine/src/engine_env.h"
@@ -30,6 +39,10 @@ class QuantizedExchange {
       : env_(env), opt_(options), layout_(layout), timeline_(timeline) {}
   // The error feedback and the wire buffers (plan_buffers()); nothing when neither key asks.
   Status allocate(const BufferSizes& sizes);
+
+  // zero.compress = "inter-node": learns every rank's node (collective; every rank calls
+  // it at finalize), checked against each rank's LOCAL_WORLD_SIZE. REQUIRES: exec made.
+  Status setup_nodes();
 
   bool reduces() const { return opt_.zero.reduce_quant != WireQuant::kNone; }
   bool gathers() const { return opt_.zero.gather_quant != WireQuant::kNone; }
@@ -53,6 +66,21 @@ class QuantizedExchange {
   void count_memory(int64_t* measured) const;
 
  private:
+  // Peer q gets full precision: zero.compress = "inter-node" and q on this rank's node.
+  bool exact_to(int q) const {
+    return !node_of_.empty() && node_of_[static_cast<size_t>(q)] == node_of_[static_cast<size_t>(env_.rank)];
+  }
+  // Bytes per rank and step for the timeline: K / (K - 1) x what this rank sends, so that
+  // the profiler's (K - 1) / K bus factor gives back exactly the bytes sent.
+  int64_t timeline_bytes(int64_t sent) const;
+  // The receive side of an inter-node reduction, on the communication stream: out =
+  // [out] + own + every peer's chunk in rank order (fp32 ones added, quantized runs
+  // dequantized and added).
+  Status sum_mixed(const char* recv, int64_t stride, const float* own, float* out, bool accumulate,
+                   int64_t slice, int bits);
+  Status reduce_scatter_mixed(int b, const float* send, float* out, bool accumulate);
+  Status all_gather_mixed(int b, const void* own, void* out, int64_t count);
+
   EngineEnv& env_;
   const EngineOptions& opt_;
   const Layout& layout_;
@@ -60,6 +88,7 @@ class QuantizedExchange {
   DeviceBuffer error_;     // T x fp32, zero at first
   SlotPool reduce_wire_;   // per slot: K send chunks, then K receive chunks
   SlotPool gather_wire_;   // per slot: the own chunk, then K received chunks
+  std::vector<int> node_of_;  // zero.compress = "inter-node": each rank's node; else empty
 };
 
 }  // namespace zdp

@@ -201,6 +201,30 @@ TEST(NcclComm, EmptyCollectiveAndBadArgumentsAreHandled) {
   rank.close();
 }
 
+// zero.compress = "inter-node"'s shaped all_to_all: only counts[q] elements of a chunk
+// move (here the own chunk, a device copy), the rest of the receive buffer keeps its bytes.
+TEST(NcclComm, ShapedAllToAllMovesOnlyEachPeersCount) {
+  SKIP_WITHOUT_GPU();
+  InMemoryStore store;
+  Rank rank(0, 1);
+  ASSERT_TRUE(rank.init(store, 0).ok());
+  StatusOr<DeviceBuffer> send = rank.upload(DType::kF32, 8, [](size_t i) { return static_cast<double>(i + 1); });
+  StatusOr<DeviceBuffer> recv = rank.upload(DType::kF32, 8, [](size_t) { return -1.0; });
+  ASSERT_TRUE(send.ok() && recv.ok());
+  AllToAllShape shape;
+  shape.counts = {3};
+  Status s = rank.comm().all_to_all(send->data(), recv->data(), 8, DType::kF32, shape, rank.stream());
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  s = rank.check("shaped all_to_all", DType::kF32, *recv, 8, [](size_t i) { return i < 3 ? i + 1.0 : -1.0; });
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  shape.counts = {0};  // nothing moves
+  shape.send_shared = true;
+  ASSERT_TRUE(rank.comm().all_to_all(send->data(), recv->data(), 8, DType::kF32, shape, rank.stream()).ok());
+  s = rank.check("empty shaped all_to_all", DType::kF32, *recv, 8, [](size_t i) { return i < 3 ? i + 1.0 : -1.0; });
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  rank.close();
+}
+
 // Host memory handed to NCCL is refused before NCCL sees it, naming the collective: in a
 // world of 1 NCCL's own path would never touch it, so only the check catches the class
 // (a host vector, a stack variable, pinned memory) before a 2-GPU run dies on it.

@@ -161,6 +161,10 @@ TEST(MemoryPlan, CompressedCommunicationPlanEqualsTheDeviceAccounting) {
   mlp.zero.reduce_quant = WireQuant::kInt4;
   mlp.zero.error_feedback = false;
   expect_plan_matches(mlp, "mlp, int4 reduce without error feedback");
+  // Inter-node only: the gradient wire buffers hold fp32 strides (each rank is its own
+  // node in these runs, so every chunk is quantized; the buffers are sized alike).
+  gpt.zero.compress = CompressScope::kInterNode;
+  expect_plan_matches(gpt, "gpt, int8 reduce and gather, inter-node only");
 }
 
 TEST(MemoryPlan, SgdPlanEqualsTheDeviceAccountingOfOnlyTheStateItKeeps) {

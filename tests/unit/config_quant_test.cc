@@ -69,6 +69,26 @@ TEST(ConfigQuant, RefusedWhereItCannotApply) {
             "");
 }
 
+// zero.compress chooses the peers that quantization applies to; without quantization it
+// has nothing to choose, and says so. Deterministic mode refuses it through the dtypes.
+TEST(ConfigQuant, CompressScope) {
+  StatusOr<Config> c = parse_config("[zero]\nreduce_dtype = \"int8\"\ncompress = \"inter-node\"\n", "q.toml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->zero.compress, CompressScope::kInterNode);
+  StatusOr<Config> again = parse_config(to_toml(*c), "again.toml");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->zero.compress, CompressScope::kInterNode);
+  EXPECT_EQ(parse_config("[zero]\n", "q.toml")->zero.compress, CompressScope::kAll);
+  EXPECT_EQ(problems("[zero]\ngather_dtype = \"int8\"\ncompress = \"inter-node\"\n"), "");
+  std::string e = problems("[zero]\ncompress = \"inter-node\"\n");
+  EXPECT_NE(e.find("configs/q.toml:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("nothing is quantized"), std::string::npos) << e;
+  e = problems("[zero]\ncompress = \"intra-node\"\n");
+  EXPECT_NE(e.find("\"inter-node\""), std::string::npos) << e;
+  e = problems("[train]\ndeterministic = true\n[zero]\nreduce_dtype = \"int8\"\ncompress = \"inter-node\"\n");
+  EXPECT_NE(e.find("train.deterministic = true"), std::string::npos) << e;
+}
+
 // The engine's own options (a trainer that fills them in code) are held to the same rule.
 TEST(ConfigQuant, EngineOptionsRefuseDeterministicWithQuantization) {
   EngineOptions o;

@@ -38,6 +38,27 @@ TEST(LaunchEnv, TorchrunVariables) {
   EXPECT_EQ(env->store_host, "node0");
   EXPECT_EQ(env->store_port, 29501);
   EXPECT_EQ(env->origin, "RANK/WORLD_SIZE");
+  EXPECT_EQ(env->node_rank, 1);  // rank / LOCAL_WORLD_SIZE without GROUP_RANK
+}
+
+// A rank's node (zero.compress = "inter-node"): GROUP_RANK (dp-launch, torchrun) beats
+// the rank / LOCAL_WORLD_SIZE default; Slurm says SLURM_NODEID; out of range is refused.
+TEST(LaunchEnv, NodeRank) {
+  std::map<std::string, std::string> vars = {{"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
+                                             {"MASTER_PORT", "29501"}, {"GROUP_RANK", "0"},
+                                             {"ZDP_JOB_SECRET", "0123456789abcdef"}};
+  auto env = read_launch_env(fake(vars));
+  ASSERT_TRUE(env.ok()) << env.status().to_string();
+  EXPECT_EQ(env->node_rank, 0);
+  vars["GROUP_RANK"] = "8";
+  env = read_launch_env(fake(vars));
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("node rank 8"), std::string::npos) << env.status().message();
+  env = read_launch_env(fake({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
+                              {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                              {"SLURM_JOB_NODELIST", "gpu[07-08]"}, {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
+  ASSERT_TRUE(env.ok()) << env.status().to_string();
+  EXPECT_EQ(env->node_rank, 1);
 }
 
 TEST(LaunchEnv, WhoHostsTheStore) {

@@ -94,6 +94,18 @@ struct CommOptions {
   std::string iface;
 };
 
+// The shape of an all_to_all whose chunks differ by peer (zero.compress = "inter-node":
+// full-precision chunks to the peers of this rank's node, quantized ones to the others).
+struct AllToAllShape {
+  // Elements sent to and received from each peer: world_size entries, each in [0, count]
+  // (the own entry is copied locally; 0 moves nothing). Symmetric: peer q's counts[rank]
+  // equals this rank's counts[q] (each side posts what it expects).
+  std::vector<int64_t> counts;
+  // Every peer is sent the first counts[q] elements of one chunk at `send` (an
+  // all-gather's shape): `send` then holds one chunk of `count`, not world_size of them.
+  bool send_shared = false;
+};
+
 // Rules common to all collectives:
 // - Asynchronous: the call validates its arguments and enqueues the work on `stream`
 //   after the stream's earlier work; completion and failure are observed through an
@@ -129,6 +141,12 @@ class Communicator {
   // only (nothing is reduced), so `dtype` just sizes the elements: the compressed gradient
   // exchange sends its quantized chunks as fp32 words. Not in place.
   Status all_to_all(const void* send, void* recv, int64_t count, DType dtype, Stream& stream, int64_t tag = -1);
+  // The same with per-peer sizes (`shape`): chunk q still starts at q x count elements of
+  // `send` (unless shape.send_shared) and of `recv`, but only shape.counts[q] elements of
+  // it travel. `count` is what every rank must agree on (the desync check); the counts
+  // may differ by rank.
+  Status all_to_all(const void* send, void* recv, int64_t count, DType dtype, const AllToAllShape& shape,
+                    Stream& stream, int64_t tag = -1);
   Status broadcast(void* buffer, int64_t count, DType dtype, int root, Stream& stream, int64_t tag = -1);
   Status barrier(Stream& stream);
 
@@ -153,6 +171,7 @@ class Communicator {
   struct Buffers {
     const void* send = nullptr;
     void* recv = nullptr;
+    std::shared_ptr<const AllToAllShape> shape;  // all_to_all with per-peer sizes, else null
   };
   // The backend's single enqueue path. `desc` is validated and numbered.
   virtual Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) = 0;

@@ -32,6 +32,10 @@ enum class GradAccumulation : int { kLocal = 0, kSharded };
 // Values on the wire of a compressed collective: full precision (the dtype of the data),
 // or block-quantized (kernels/quantize.h: 256 values per fp32 scale) to 8 or 4 bits.
 enum class WireQuant : int { kNone = 0, kInt8, kInt4 };
+// Which peers a quantized reduce_dtype / gather_dtype applies to: every peer ("all"), or
+// only peers on other nodes ("inter-node": same-node peers get full precision over the
+// fast intra-node link; the node of each rank comes from the launcher, LaunchEnv::node_rank).
+enum class CompressScope : int { kAll = 0, kInterNode };
 
 // The config word of each value ("auto", "gpt", ...), as written in TOML.
 const char* to_string(Backend value);
@@ -42,6 +46,7 @@ const char* to_string(GradAccumulation value);
 const char* to_string(MlpTask value);
 const char* to_string(WireQuant value);  // "none", "int8", "int4"
 int wire_bits(WireQuant value);          // 8, 4; 0 for kNone
+const char* to_string(CompressScope value);  // "all", "inter-node"
 
 // nproc_per_node = "auto" on a machine without CUDA devices: enough ranks to exercise
 // data parallelism anywhere, few enough not to oversubscribe a small machine.
@@ -132,6 +137,8 @@ struct ZeroConfig {
   // update, stage 3 before use) sends block-quantized values; the fp32 masters are never
   // quantized, every rank (the owner too) uses the dequantized parameters.
   WireQuant gather_quant = WireQuant::kNone;
+  // "all" | "inter-node": which peers the quantized reduce / gather formats apply to.
+  CompressScope compress = CompressScope::kAll;
   bool overlap = true;                 // reduce each bucket during backward, as soon as its last
                                        // gradient is ready; false: every reduction waits for step()
   int prefetch_layers = 1;             // stage 3: layer groups gathered ahead of use

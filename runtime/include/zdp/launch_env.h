@@ -25,6 +25,10 @@ struct LaunchEnv {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
+  // The index of this rank's node: GROUP_RANK (dp-launch, torchrun), SLURM_NODEID, else
+  // rank / local_world_size (torchrun's numbering: nodes hold consecutive ranks). What
+  // zero.compress = "inter-node" tells same-node peers from others by.
+  int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;      // 0: no store (a single process started by hand)
   std::string config_path;  // ZDP_CONFIG: the resolved config written by dp-launch

@@ -95,7 +95,7 @@ Status Communicator::all_reduce(const void* send, void* recv, int64_t count, DTy
   d.reduce = op;
   d.count = count;
   d.tag = tag;
-  return submit(d, Buffers{send, recv}, stream);
+  return submit(d, Buffers{send, recv, nullptr}, stream);
 }
 
 Status Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op,
@@ -106,7 +106,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_c
   d.reduce = op;
   d.count = recv_count;
   d.tag = tag;
-  return submit(d, Buffers{send, recv}, stream);
+  return submit(d, Buffers{send, recv, nullptr}, stream);
 }
 
 Status Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype, Stream& stream,
@@ -116,7 +116,7 @@ Status Communicator::all_gather(const void* send, void* recv, int64_t send_count
   d.dtype = dtype;
   d.count = send_count;
   d.tag = tag;
-  return submit(d, Buffers{send, recv}, stream);
+  return submit(d, Buffers{send, recv, nullptr}, stream);
 }
 
 Status Communicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, Stream& stream,
@@ -126,7 +126,29 @@ Status Communicator::all_to_all(const void* send, void* recv, int64_t count, DTy
   d.dtype = dtype;
   d.count = count;
   d.tag = tag;
-  return submit(d, Buffers{send, recv}, stream);
+  return submit(d, Buffers{send, recv, nullptr}, stream);
+}
+
+Status Communicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, const AllToAllShape& shape,
+                                Stream& stream, int64_t tag) {
+  CollectiveDesc d;
+  d.op = CollectiveOp::kAllToAll;
+  d.dtype = dtype;
+  d.count = count;
+  d.tag = tag;
+  d.world_size = world_size_;
+  if (shape.counts.size() != static_cast<size_t>(world_size_)) {
+    return Status(StatusCode::kInvalidArgument, context(d) + ": the shape has " + std::to_string(shape.counts.size()) +
+                                                    " per-peer counts for a world of " + std::to_string(world_size_));
+  }
+  for (size_t q = 0; q < shape.counts.size(); ++q) {
+    if (shape.counts[q] < 0 || shape.counts[q] > count) {
+      return Status(StatusCode::kInvalidArgument, context(d) + ": peer " + std::to_string(q) + "'s count " +
+                                                      std::to_string(shape.counts[q]) + " is not in [0, " +
+                                                      std::to_string(count) + "]");
+    }
+  }
+  return submit(d, Buffers{send, recv, std::make_shared<const AllToAllShape>(shape)}, stream);
 }
 
 Status Communicator::broadcast(void* buffer, int64_t count, DType dtype, int root, Stream& stream, int64_t tag) {
@@ -136,7 +158,7 @@ Status Communicator::broadcast(void* buffer, int64_t count, DType dtype, int roo
   d.count = count;
   d.root = root;
   d.tag = tag;
-  return submit(d, Buffers{buffer, buffer}, stream);
+  return submit(d, Buffers{buffer, buffer, nullptr}, stream);
 }
 
 Status Communicator::barrier(Stream& stream) {
@@ -161,7 +183,8 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
   if (desc.op != CollectiveOp::kBarrier && desc.count > 0 && (buffers.send == nullptr || buffers.recv == nullptr)) {
     return invalid("null buffer for a non-empty collective");
   }
-  if (desc.op == CollectiveOp::kAllToAll && desc.count > 0 && buffers.send == buffers.recv) {
+  if (desc.op == CollectiveOp::kAllToAll && desc.count > 0 && buffers.send == buffers.recv &&
+      !(buffers.shape && buffers.shape->send_shared)) {
     return invalid("all_to_all cannot run in place (a chunk would be overwritten before it is sent)");
   }
   if (stream.device().kind() != device_.kind()) {
@@ -177,6 +200,7 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
       h.held = desc;
       h.held_send = buffers.send;
       h.held_recv = buffers.recv;
+      h.held_shape = buffers.shape;
       h.held_stream = &stream;
       return Status::Ok();
     }
@@ -185,7 +209,7 @@ Status Communicator::submit(CollectiveDesc desc, Buffers buffers, Stream& stream
       ZDP_LOG(kWarn) << "ZDP_TEST_COMM: issuing collectives #" << h.seq << " and #" << h.seq + 1
                      << " in swapped order (desync injected)";
       const Status first = issue(desc, buffers, stream);
-      const Status second = issue(h.held, Buffers{h.held_send, h.held_recv}, *h.held_stream);
+      const Status second = issue(h.held, Buffers{h.held_send, h.held_recv, h.held_shape}, *h.held_stream);
       return first.ok() ? second : first;
     }
   }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "zdp/comm.h"
@@ -31,6 +32,7 @@ struct TestHook {
   CollectiveDesc held;
   const void* held_send = nullptr;
   void* held_recv = nullptr;
+  std::shared_ptr<const AllToAllShape> held_shape;
   Stream* held_stream = nullptr;
 };
 

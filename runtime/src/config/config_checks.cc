@@ -183,6 +183,14 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
     return "zero.error_feedback = false only applies to a quantized reduce_dtype (\"int8\", \"int4\"); "
            "zero.reduce_dtype is \"" + std::string(to_string(c.zero.reduce_dtype)) + "\": remove the key";
   });
+  check.require(c.zero.compress == CompressScope::kAll || quant_reduce || c.zero.gather_quant != WireQuant::kNone,
+                {"zero.compress", "zero.reduce_dtype", "zero.gather_dtype"}, [&] {
+                  return std::string("zero.compress = \"inter-node\" chooses which peers get quantized values, "
+                                     "but nothing is quantized (zero.reduce_dtype \"") +
+                         to_string(c.zero.reduce_dtype) +
+                         "\", gather_dtype \"auto\"): set reduce_dtype \"int8\" / \"int4\" or gather_dtype "
+                         "\"int8\", or remove the key";
+                });
   check.require(!c.train.deterministic || (!quant_reduce && c.zero.gather_quant == WireQuant::kNone),
                 {"train.deterministic", "zero.reduce_dtype", "zero.gather_dtype"}, [&] {
                   return "train.deterministic = true promises bit-identical results at any world size; quantized "

@@ -35,6 +35,8 @@ constexpr EnumWord<DType> kComputeDTypeWords[] = {
 constexpr EnumWord<DType> kReduceDTypeWords[] = {{"fp32", DType::kF32}, {"bf16", DType::kBF16}};
 constexpr EnumWord<WireQuant> kReduceQuantWords[] = {{"int8", WireQuant::kInt8}, {"int4", WireQuant::kInt4}};
 constexpr EnumWord<WireQuant> kGatherWords[] = {{"auto", WireQuant::kNone}, {"int8", WireQuant::kInt8}};
+constexpr EnumWord<CompressScope> kCompressWords[] = {{"all", CompressScope::kAll},
+                                                     {"inter-node", CompressScope::kInterNode}};
 constexpr EnumWord<WireQuant> kWireQuantWords[] = {
     {"none", WireQuant::kNone}, {"int8", WireQuant::kInt8}, {"int4", WireQuant::kInt4}};
 
@@ -356,6 +358,9 @@ std::vector<KeyInfo> build_table() {
             "parameters per rank)"),
       enum_field("zero.gather_dtype", &C::zero, &Z::gather_quant, kGatherWords,
                  "parameter all-gather on the wire: auto = the compute dtype; int8 = block-quantized (stages 1-3)"),
+      enum_field("zero.compress", &C::zero, &Z::compress, kCompressWords,
+                 "peers the int8/int4 reduce_dtype and gather_dtype apply to: all, or inter-node (peers on other "
+                 "nodes; same-node peers get full precision)"),
       field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
             "stage 3: layer groups gathered ahead of use", at_least(0)),
@@ -426,6 +431,7 @@ const char* to_string(ResumeMode value) {
 }
 const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
 const char* to_string(WireQuant value) { return config_internal::word_of(config_internal::kWireQuantWords, value); }
+const char* to_string(CompressScope value) { return config_internal::word_of(config_internal::kCompressWords, value); }
 int wire_bits(WireQuant value) { return value == WireQuant::kInt8 ? 8 : (value == WireQuant::kInt4 ? 4 : 0); }
 const char* to_string(GradAccumulation value) {
   return config_internal::word_of(config_internal::kAccumulateWords, value);

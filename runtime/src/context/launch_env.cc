@@ -110,6 +110,8 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     out.local_world_size = out.world_size;
     env.integer("LOCAL_RANK", &out.local_rank);
     env.integer("LOCAL_WORLD_SIZE", &out.local_world_size);
+    out.node_rank = out.local_world_size > 0 ? out.rank / out.local_world_size : 0;
+    env.integer("GROUP_RANK", &out.node_rank);
     out.master_addr = env.text("MASTER_ADDR", out.master_addr);
     if (!env.has("MASTER_PORT")) env.error("MASTER_PORT is not set (RANK/WORLD_SIZE are)");
     env.integer("MASTER_PORT", &out.master_port);
@@ -119,6 +121,7 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     env.integer("SLURM_NTASKS", &out.world_size);
     env.integer("SLURM_LOCALID", &out.local_rank);
     out.local_world_size = first_task_count(env.text("SLURM_TASKS_PER_NODE", "1"));
+    env.integer("SLURM_NODEID", &out.node_rank);
     if (env.has("MASTER_ADDR")) {
       out.master_addr = env.text("MASTER_ADDR");
     } else {
@@ -140,6 +143,10 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     if (out.local_world_size < 1 || out.local_rank < 0 || out.local_rank >= out.local_world_size) {
       env.error("local rank " + std::to_string(out.local_rank) + " is not in a local world of " +
                 std::to_string(out.local_world_size));
+    }
+    if (out.node_rank < 0 || out.node_rank >= out.world_size) {
+      env.error("node rank " + std::to_string(out.node_rank) + " (GROUP_RANK / SLURM_NODEID) is not in [0, " +
+                std::to_string(out.world_size) + ")");
     }
     if (out.master_port < 1 || out.master_port > 65535) {
       env.error("MASTER_PORT " + std::to_string(out.master_port) + " is not in 1..65535");

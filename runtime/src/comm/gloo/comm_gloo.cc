@@ -37,9 +37,10 @@ struct IoBytes {
   size_t in = 0;
   size_t out = 0;
 };
-IoBytes io_bytes(const CollectiveDesc& d) {
+IoBytes io_bytes(const CollectiveDesc& d, const AllToAllShape* shape) {
   const size_t b = static_cast<size_t>(d.bytes());
   const size_t k = static_cast<size_t>(d.world_size);
+  if (shape != nullptr && shape->send_shared) return {b, b * k};  // one chunk sent to every peer
   switch (d.op) {
     case CollectiveOp::kAllReduce: return {b, b};
     case CollectiveOp::kReduceScatter: return {b * k, b};
@@ -99,11 +100,11 @@ class GlooCommunicator final : public Communicator {
     PerStream& ps = per_stream(stream);
     if (device().kind() == DeviceKind::kCpu) {
       return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps)] {
-        return run(desc, buffers.send, buffers.recv, ps);
+        return run(desc, buffers.send, buffers.recv, buffers.shape.get(), ps);
       });
     }
     // CUDA buffers: stage through pinned host memory, ordered on the caller's stream.
-    const IoBytes io = io_bytes(desc);
+    const IoBytes io = io_bytes(desc, buffers.shape.get());
     ZDP_RETURN_IF_ERROR(ensure_staging(ps, stream, io.in + io.out));
     char* stage_in = ps.staging.as<char>();
     char* stage_out = stage_in + io.in;
@@ -113,10 +114,22 @@ class GlooCommunicator final : public Communicator {
       host_recv = stage_in;  // in place stays in place
     }
     if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
-    ZDP_RETURN_IF_ERROR(stream.enqueue_host(desc.describe(), [this, desc, host_send, host_recv, &ps, token = begin(ps)] {
-      return run(desc, host_send, host_recv, ps);
-    }));
-    if (io.out > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(buffers.recv, host_recv, io.out));
+    ZDP_RETURN_IF_ERROR(stream.enqueue_host(
+        desc.describe(), [this, desc, host_send, host_recv, shape = buffers.shape, &ps, token = begin(ps)] {
+          return run(desc, host_send, host_recv, shape.get(), ps);
+        }));
+    if (buffers.shape) {  // only the chunks that arrived: the others keep what the caller has there
+      const size_t stride = static_cast<size_t>(desc.bytes()), elem = dtype_size(desc.dtype);
+      for (size_t q = 0; q < buffers.shape->counts.size(); ++q) {
+        const size_t n = static_cast<size_t>(buffers.shape->counts[q]) * elem;
+        if (n > 0) {
+          ZDP_RETURN_IF_ERROR(stream.memcpy_async(static_cast<char*>(buffers.recv) + q * stride,
+                                                  static_cast<char*>(host_recv) + q * stride, n));
+        }
+      }
+    } else if (io.out > 0) {
+      ZDP_RETURN_IF_ERROR(stream.memcpy_async(buffers.recv, host_recv, io.out));
+    }
     return Status::Ok();
   }
 
@@ -163,7 +176,7 @@ class GlooCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  Status run(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps) {
+  Status run(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape, PerStream& ps) {
     const Status earlier = error();
     if (!earlier.ok()) {
       note_finished(desc.seq, false);
@@ -172,14 +185,15 @@ class GlooCommunicator final : public Communicator {
     }
     const auto start = Clock::now();
     note_started(desc.seq);
-    const Status s = run_guarded(desc, send, recv, ps, start);
+    const Status s = run_guarded(desc, send, recv, shape, ps, start);
     note_finished(desc.seq, s.ok());
     return s;
   }
 
-  Status run_guarded(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps, Clock::time_point start) {
+  Status run_guarded(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape,
+                     PerStream& ps, Clock::time_point start) {
     try {
-      run_collective(desc, send, recv, ps);
+      run_collective(desc, send, recv, shape, ps);
     } catch (const gloo::IoException& e) {
       const std::string what = e.what();
       const auto elapsed = Clock::now() - start;
@@ -200,7 +214,8 @@ class GlooCommunicator final : public Communicator {
   }
 
   // Throws gloo exceptions; run() turns them into Status.
-  void run_collective(const CollectiveDesc& desc, const void* send, void* recv, PerStream& ps) {
+  void run_collective(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape,
+                      PerStream& ps) {
     const int k = world_size();
     const size_t bytes = static_cast<size_t>(desc.bytes());
     const size_t count = static_cast<size_t>(desc.count);
@@ -208,8 +223,20 @@ class GlooCommunicator final : public Communicator {
     const bool average = desc.reduce == ReduceOp::kAvg;
     if (desc.op != CollectiveOp::kBarrier && desc.count == 0) return;
 
+    if (desc.op == CollectiveOp::kAllToAll) {  // its own copy, shaped or not, and k == 1 too
+      AllToAllArgs args;
+      args.send = send;
+      args.recv = recv;
+      args.chunk_bytes = bytes;
+      args.shape = shape;
+      args.element_bytes = dtype_size(desc.dtype);
+      args.tag = tag;
+      args.timeout = options().timeout;
+      gloo_all_to_all(context_, args, rank(), k);
+      return;
+    }
     if (k == 1) {  // no peers: the collectives reduce to copies
-      const IoBytes io = io_bytes(desc);
+      const IoBytes io = io_bytes(desc, nullptr);
       if (desc.op != CollectiveOp::kBroadcast && io.out > 0 && send != recv) std::memmove(recv, send, io.out);
       return;
     }
@@ -266,10 +293,7 @@ class GlooCommunicator final : public Communicator {
         gloo::broadcast(opts);
         return;
       }
-      case CollectiveOp::kAllToAll: {
-        gloo_all_to_all(context_, AllToAllArgs{send, recv, bytes, tag, options().timeout});
-        return;
-      }
+      case CollectiveOp::kAllToAll: return;  // above
       case CollectiveOp::kBarrier: {
         gloo::BarrierOptions opts(context_);
         opts.setTag(tag);

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "zdp/comm.h"
+
 namespace gloo {
 class Context;
 }
@@ -20,14 +22,17 @@ class Context;
 namespace zdp {
 
 struct AllToAllArgs {
-  const void* send = nullptr;  // K chunks of chunk_bytes, chunk q for rank q
+  const void* send = nullptr;  // K chunks of chunk_bytes, chunk q for rank q (one, with shape->send_shared)
   void* recv = nullptr;        // K chunks, chunk q from rank q; must not overlap send
   size_t chunk_bytes = 0;
+  const AllToAllShape* shape = nullptr;  // per-peer sizes in elements, or null
+  size_t element_bytes = 1;              // of the shape's elements
   uint32_t tag = 0;
   std::chrono::milliseconds timeout{0};  // end to end
 };
 
-// Throws gloo::IoException (timeout, dead peer) like every Gloo collective.
-void gloo_all_to_all(const std::shared_ptr<gloo::Context>& context, const AllToAllArgs& args);
+// Throws gloo::IoException (timeout, dead peer) like every Gloo collective. `context` may
+// be null for a world of 1 (only the own chunk is copied).
+void gloo_all_to_all(const std::shared_ptr<gloo::Context>& context, const AllToAllArgs& args, int rank, int world);
 
 }  // namespace zdp

@@ -257,26 +257,36 @@ class NcclCommunicator final : public Communicator {
   }
 
   // NCCL has no all-to-all: one group of a send and a receive per peer (NCCL runs them
-  // concurrently), the own chunk as a copy on the same stream.
+  // concurrently), the own chunk as a copy on the same stream. A shape trims each chunk
+  // to its peer's count (0: nothing posted; the sizes are symmetric) and may send one
+  // shared chunk to every peer.
   ncclResult_t enqueue_all_to_all(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
-    const size_t count = static_cast<size_t>(desc.count);
     const size_t bytes = static_cast<size_t>(desc.bytes());
+    const size_t elem = dtype_size(desc.dtype);
     const ncclDataType_t type = nccl_type(desc.dtype);
+    const AllToAllShape* shape = buffers.shape.get();
+    const bool shared = shape != nullptr && shape->send_shared;
+    auto count_of = [&](int q) {
+      return shape == nullptr ? static_cast<size_t>(desc.count) : static_cast<size_t>(shape->counts[static_cast<size_t>(q)]);
+    };
     const char* send = static_cast<const char*>(buffers.send);
+    auto send_at = [&](int q) { return send + (shared ? 0 : static_cast<size_t>(q) * bytes); };
     char* recv = static_cast<char*>(buffers.recv);
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer == rank()) continue;
-      r = ncclSend(send + static_cast<size_t>(peer) * bytes, count, type, peer, comm, s);
-      if (r == ncclSuccess) r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count, type, peer, comm, s);
+      if (peer == rank() || count_of(peer) == 0) continue;
+      r = ncclSend(send_at(peer), count_of(peer), type, peer, comm, s);
+      if (r == ncclSuccess) r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count_of(peer), type, peer, comm, s);
       if (r != ncclSuccess) break;
     }
     const ncclResult_t end = ncclGroupEnd();
     if (r != ncclSuccess) return r;
     if (end != ncclSuccess) return end;
-    const size_t own = static_cast<size_t>(rank()) * bytes;
-    return cudaMemcpyAsync(recv + own, send + own, bytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess
+    const size_t own = count_of(rank()) * elem;
+    if (own == 0) return ncclSuccess;
+    return cudaMemcpyAsync(recv + static_cast<size_t>(rank()) * bytes, send_at(rank()), own, cudaMemcpyDeviceToDevice,
+                           s) == cudaSuccess
                ? ncclSuccess
                : ncclUnhandledCudaError;
   }
