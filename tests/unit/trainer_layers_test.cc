@@ -194,14 +194,30 @@ TEST_F(Layers, CausalSelfAttention) {
     float* y = zeros(G.size());
     float* dqkv = zeros(qkv.size());
     const float* qd = dev(qkv);
-    ASSERT_TRUE(attention_forward(*ops_, s, qd, probs, y).ok());
+    const AttentionSaved saved{false, probs, nullptr};
+    ASSERT_TRUE(attention_forward(*ops_, s, qd, saved, y).ok());
     const Vec yr = attention_ref(qkv, B, T, H, hd);
     for (size_t i = 0; i < yr.size(); ++i) {
       ASSERT_TRUE(testing::within(y[i], yr[i], testing::straight_line_bound(30, 5.0), i)) << B << " samples, " << H << " heads";
     }
-    ASSERT_TRUE(attention_backward(*ops_, s, qd, probs, dev(G), dprobs, dqkv).ok());
+    ASSERT_TRUE(attention_backward(*ops_, s, qd, saved, y, dev(G), dprobs, dqkv).ok());
     expect_grad(dqkv, fd([&](const Vec& t) { return dot(G, attention_ref(t, B, T, H, hd)); }, qkv), 25, "dqkv");
   }
+}
+
+// The CPU runs attention batched: "auto" decides so quietly, "fused" is refused naming why.
+TEST_F(Layers, FusedAttentionIsTheGpusOnly) {
+  const kernels::FusedAttentionShape s{2, 8, 2, 4, DType::kF32};
+  EXPECT_FALSE(ops_->use_fused_attention(s).value());
+  std::unique_ptr<Ops> forced = Ops::create(*device_, DType::kF32, false, AttentionImpl::kFused).value();
+  const StatusOr<bool> refused = forced->use_fused_attention(s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("model.attention = \"fused\" cannot run fused attention fp32 batch 2 x seq 8 x "
+                                            "2 heads x hd 4: the device is the CPU"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(Ops::create(*device_, DType::kF32, false, AttentionImpl::kBatched).value()->use_fused_attention(s).value());
 }
 
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {
