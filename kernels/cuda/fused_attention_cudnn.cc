@@ -7,9 +7,18 @@
 // (strides: seq x 3d, hd, 3d, 1), O and dO of [batch x seq, d] (seq x d, hd, d, 1); dQ, dK,
 // dV are written into dqkv with qkv's strides. The scale is passed by value at execution,
 // so one graph serves any scale.
+//
+// libcudnn is not linked: it is loaded when the first FusedAttention is made (dlopen of
+// libcudnn.so.<the headers' major>, found through LD_LIBRARY_PATH or the system's paths)
+// and the frontend's dynamic-loading shim calls into it. A machine without cuDNN then runs
+// every zdp program as before, attention batched ("auto") or refused naming the missing
+// library ("fused"), and nothing that links zdp needs cuDNN's 1 GiB of libraries.
 #include <cudnn.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
+#include <cstdlib>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,20 +30,75 @@
 // nlohmann-json is only needed for the frontend's (de)serialisation, which this file never
 // uses; skipping it saves a third of the compile time.
 #define CUDNN_FRONTEND_SKIP_JSON_LIB
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #include <cudnn_frontend.h>
 
 #include "core/internal/cuda_check.h"
 #include "kernels/fused_attention.h"
+
+// The shim's handle of the loaded libcudnn (it declares it and leaves the definition to
+// the program); set once by cudnn_library().
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
 
 namespace zdp::kernels {
 namespace {
 
 namespace fe = cudnn_frontend;
 
+// libcudnn, loaded once, with the three entry points this file calls itself (the frontend
+// resolves its own); `error` says why it is not there.
+struct CudnnLibrary {
+  void* handle = nullptr;
+  size_t version = 0;
+  const char* (*error_string)(cudnnStatus_t) = nullptr;
+  cudnnStatus_t (*set_stream)(cudnnHandle_t, cudaStream_t) = nullptr;
+  std::string error;
+};
+
+const CudnnLibrary& cudnn_library() {
+  static const CudnnLibrary lib = [] {
+    CudnnLibrary l;
+    // The shim opens the CUDA runtime by name itself and would take libcudart.so.12 over
+    // .13 when both are on the path: name the one this build uses (no overwrite of a
+    // user's choice). Already loaded by the program, so dlopen returns that same copy.
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0);
+    const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+    dlerror();
+    l.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!l.handle) {
+      const char* why = dlerror();
+      l.error = "cannot load " + name + " (" + (why ? why : "?") +
+                "): put cuDNN " + std::to_string(CUDNN_MAJOR) + " on LD_LIBRARY_PATH (e.g. pip's nvidia-cudnn-cu13)";
+      return l;
+    }
+    auto version = reinterpret_cast<size_t (*)()>(dlsym(l.handle, "cudnnGetVersion"));
+    l.error_string = reinterpret_cast<const char* (*)(cudnnStatus_t)>(dlsym(l.handle, "cudnnGetErrorString"));
+    l.set_stream = reinterpret_cast<cudnnStatus_t (*)(cudnnHandle_t, cudaStream_t)>(dlsym(l.handle, "cudnnSetStream"));
+    if (!version || !l.error_string || !l.set_stream) {
+      l.error = name + " lacks cudnnGetVersion, cudnnGetErrorString or cudnnSetStream";
+    } else if ((l.version = version()) / 10000 != CUDNN_MAJOR) {
+      l.error = name + " is cuDNN " + std::to_string(l.version) + ", not major version " + std::to_string(CUDNN_MAJOR);
+    }
+    if (!l.error.empty()) {
+      dlclose(l.handle);
+      l.handle = nullptr;
+      return l;
+    }
+    fe::cudnn_dlhandle = l.handle;
+    return l;
+  }();
+  return lib;
+}
+
 // Tensor ids of the variant packs.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale };
 
-std::string cudnn_text(cudnnStatus_t s) { return std::string(cudnnGetErrorString(s)); }
+std::string cudnn_text(cudnnStatus_t s) {
+  const char* text = cudnn_library().error_string ? cudnn_library().error_string(s) : nullptr;
+  return (text ? std::string(text) : "?") + " (cudnnStatus_t " + std::to_string(static_cast<int>(s)) + ")";
+}
 
 // A frontend error as a Status. While building a graph most failures mean "no engine for
 // this graph here" (kUnavailable: the caller falls back); a CUDA or handle failure is an
@@ -103,7 +167,12 @@ Status build(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what)
 class CudnnAttention final : public FusedAttention {
  public:
   CudnnAttention(cudnnHandle_t handle, bool deterministic) : handle_(handle), deterministic_(deterministic) {}
-  ~CudnnAttention() override { cudnnDestroy(handle_); }
+  ~CudnnAttention() override {
+    try {
+      (void)fe::detail::destroy_handle(handle_);
+    } catch (const std::exception&) {  // a destructor cannot report it; the process is ending its use of cuDNN
+    }
+  }
 
   StatusOr<int64_t> prepare(const FusedAttentionShape& s) override {
     ZDP_ASSIGN_OR_RETURN(const Entry* e, entry(s));
@@ -155,7 +224,15 @@ class CudnnAttention final : public FusedAttention {
   StatusOr<const Entry*> entry(const FusedAttentionShape& s) {
     ZDP_RETURN_IF_ERROR(check_fused_attention_shape(s));
     auto it = cache_.find(key_of(s));
-    if (it == cache_.end()) it = cache_.emplace(key_of(s), make_entry(s)).first;
+    if (it == cache_.end()) {
+      Entry e;
+      try {
+        e = make_entry(s);
+      } catch (const std::exception& x) {  // the frontend's shim throws when a symbol is missing
+        e.status = Status(StatusCode::kUnavailable, describe(s) + ": cuDNN frontend: " + x.what());
+      }
+      it = cache_.emplace(key_of(s), std::move(e)).first;
+    }
     if (!it->second.status.ok()) return it->second.status;
     return &it->second;
   }
@@ -215,9 +292,13 @@ class CudnnAttention final : public FusedAttention {
 
   Status run(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t stream,
              const std::string& what) {
-    const cudnnStatus_t st = cudnnSetStream(handle_, stream);
+    const cudnnStatus_t st = cudnn_library().set_stream(handle_, stream);
     if (st != CUDNN_STATUS_SUCCESS) return Status(StatusCode::kCudaError, what + ": cudnnSetStream failed: " + cudnn_text(st));
-    ZDP_RETURN_IF_ERROR(fe_status(g.execute(handle_, pack, workspace), what + ": execute", false));
+    try {
+      ZDP_RETURN_IF_ERROR(fe_status(g.execute(handle_, pack, workspace), what + ": execute", false));
+    } catch (const std::exception& x) {
+      return Status(StatusCode::kCudaError, what + ": execute: cuDNN frontend: " + x.what());
+    }
     return ZDP_CUDA_STATUS(cudaGetLastError());
   }
 
@@ -229,11 +310,18 @@ class CudnnAttention final : public FusedAttention {
 }  // namespace
 
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministic) {
+  const CudnnLibrary& lib = cudnn_library();
+  if (!lib.handle) return Status(StatusCode::kUnavailable, "fused attention: " + lib.error);
   cudnnHandle_t handle = nullptr;
-  const cudnnStatus_t st = cudnnCreate(&handle);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  try {
+    st = fe::detail::create_handle(&handle);
+  } catch (const std::exception& x) {
+    return Status(StatusCode::kUnavailable, std::string("fused attention: cudnnCreate: cuDNN frontend: ") + x.what());
+  }
   if (st != CUDNN_STATUS_SUCCESS) {
     return Status(StatusCode::kCudaError, "fused attention: cudnnCreate failed: " + cudnn_text(st) + " (cuDNN " +
-                                              std::to_string(cudnnGetVersion()) + " loaded; built against " +
+                                              std::to_string(lib.version) + " loaded; built against " +
                                               std::to_string(CUDNN_VERSION) + ")");
   }
   return std::unique_ptr<FusedAttention>(new CudnnAttention(handle, deterministic));

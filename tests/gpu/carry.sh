@@ -72,7 +72,8 @@ for b in adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's
 # image provides (the driver, CUDA's cuBLAS(Lt), NCCL and cuDNN: cuDNN's engines are
-# over 1 GiB, and libcudnn.so loads them from its own folder). libcudart is bundled: small,
+# over 1 GiB; zdp loads libcudnn with dlopen, so ldd does not list it, but a library that
+# names it must never pull it in here). libcudart is bundled: small,
 # and the one these programs were built against.
 system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s\.|libstdc\+\+\.|libcuda\.so|libcublas|libnccl|libcudnn)'
 for f in "$stage"/bin/*; do

@@ -1,7 +1,8 @@
 // cuDNN's fused causal attention (kernels/fused_attention.h, through Ops and
 // trainer/models/attention.cc) against the CPU reference (the batched path on the CPU, in
 // fp32) and against the GPU's own batched bf16 path, forward (output and log-sum-exp) and
-// backward (dq, dk, dv), on small shapes. Skips without a GPU or in a build without cuDNN.
+// backward (dq, dk, dv), on small shapes. Skips without a GPU, in a build without cuDNN, or
+// where libcudnn.so.9 cannot be loaded.
 //
 // Tolerance (bf16). Inputs are rounded to bf16 once and the reference computes from the
 // same rounded values in fp32, so only the GPU's own roundings count. Fused attention
@@ -146,6 +147,10 @@ class FusedAttentionGpu : public ::testing::Test {
     ZDP_SKIP_WITHOUT_GPU();
     if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
     ASSERT_TRUE(gpu_.init());
+    // No libcudnn on this machine (it is loaded at run time): skip, saying so.
+    StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
+    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
+    ASSERT_TRUE(probe.ok()) << probe.status().to_string();
     cpu_ = create_cpu_device();
   }
   std::unique_ptr<Ops> ops(Device& device, DType dtype, AttentionImpl impl, bool deterministic = false) {

@@ -19,6 +19,7 @@
 
 #include "testing/tolerance.h"
 #include "trainer/models/attention.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/models/ops.h"
 
 namespace zdp::trainer {
@@ -218,6 +219,28 @@ TEST_F(Layers, FusedAttentionIsTheGpusOnly) {
             std::string::npos)
       << refused.status().message();
   EXPECT_FALSE(Ops::create(*device_, DType::kF32, false, AttentionImpl::kBatched).value()->use_fused_attention(s).value());
+}
+
+// The activations model_spec() plans (dp-launch plan) follow the attention path: fused
+// keeps 4 bytes of log-sum-exp per (sample, head, query) instead of seq bf16
+// probabilities, and needs no backward scratch of their size.
+TEST(PlannedActivations, FollowTheAttentionPath) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2, c.model.d_model = 64, c.model.n_heads = 4, c.model.seq_len = 32, c.model.vocab_size = 50;
+  c.model.dtype = DType::kBF16;
+  c.train.micro_batch = 3;
+  const ModelSpec fused = model_spec(c).value();
+  c.model.attention = AttentionImpl::kBatched;
+  const ModelSpec batched = model_spec(c).value();
+  EXPECT_TRUE(fused.fused_attention);
+  EXPECT_FALSE(batched.fused_attention);
+  const int64_t B = 3, H = 4, T = 32, L = 2;
+  const int64_t probs = B * H * T * T * 2, stats = B * H * T * 4;
+  EXPECT_EQ(batched.activation_bytes - fused.activation_bytes, L * (probs - stats) + probs);
+  c.model.dtype = DType::kF32;  // fp32 never runs fused, "auto" plans batched
+  c.model.attention = AttentionImpl::kAuto;
+  EXPECT_FALSE(model_spec(c).value().fused_attention);
 }
 
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {

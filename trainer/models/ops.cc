@@ -102,7 +102,9 @@ StatusOr<std::string> Ops::fused_refusal(const kernels::FusedAttentionShape& s) 
   }
   if (!fused_) {
     StatusOr<std::unique_ptr<kernels::FusedAttention>> made = kernels::make_cudnn_attention(deterministic_);
-    if (!made.ok()) return made.status();  // cuDNN present at build time but failing here: an error
+    // kUnavailable: no libcudnn on this machine (a refusal); another code is an error.
+    if (!made.ok() && made.status().code() == StatusCode::kUnavailable) return made.status().message();
+    if (!made.ok()) return made.status();
     fused_ = std::move(*made);
   }
   StatusOr<int64_t> bytes = fused_->prepare(s);
