@@ -3,8 +3,6 @@
 
 #include <limits>
 
-#include "zdp/build_config.h"
-
 namespace zdp::kernels {
 
 std::string describe(const FusedAttentionShape& s) {
@@ -25,6 +23,7 @@ Status check_fused_attention_shape(const FusedAttentionShape& s) {
   return Status::Ok();
 }
 
+// ZDP_HAVE_CUDNN: 0 or 1 from kernels/CMakeLists.txt (this file only).
 bool fused_attention_built() { return ZDP_HAVE_CUDNN != 0; }
 
 }  // namespace zdp::kernels

@@ -52,8 +52,9 @@ std::string describe(const FusedAttentionShape& s);
 // overflow cuDNN's 32-bit strides' budget; names the field.
 Status check_fused_attention_shape(const FusedAttentionShape& s);
 
-// Whether this build has the fused path (CUDA, cuDNN and the cudnn-frontend headers at
-// configure time: ZDP_HAVE_CUDNN). A GPU may still refuse a shape (prepare()).
+// Whether this build has the fused path (CUDA, cuDNN 9's headers and the cudnn-frontend
+// headers at configure time). A machine may still lack libcudnn (make_cudnn_attention)
+// and cuDNN refuse a shape (prepare()).
 bool fused_attention_built();
 
 class FusedAttention {
