@@ -1,5 +1,5 @@
 // One `dp-launch CONFIG --set ...` run for the benchmarks that time whole training jobs
-// (compressed_bench; dp_train_bench has its own copy): a free rendezvous port, the console to DIR/console.log,
+// (compressed_bench, dp_train_bench): a free rendezvous port, the console to DIR/console.log,
 // the run's train_summary.json read back.
 #pragma once
 
@@ -16,23 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "testing/free_port.h"
+
 namespace zdp::bench {
 
-// A TCP port that was free a moment ago, for the run's rendezvous store.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500 + ::getpid() % 10000;  // fallback if the kernel will not tell
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return port;
-}
+using zdp::testing::free_port;  // testing/free_port.h: the run's rendezvous store
 
 inline std::string quoted(const std::string& s) {
   std::string out = "'";

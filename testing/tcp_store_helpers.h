@@ -13,28 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/free_port.h"
 #include "zdp/tcp_store.h"
 
 namespace zdp::testing {
 
 inline constexpr std::chrono::milliseconds kLong{5000};  // "succeeds well before this" in tests that must not time out
-
-// A port that was free a moment ago: bind a temporary socket to port 0 and read it back.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 inline std::unique_ptr<TcpStoreServer> start_server(int port = 0, int64_t max_message_bytes = 1 << 20) {
   TcpStoreServerOptions options;

@@ -44,7 +44,7 @@ TEST(DiskFull, ASaveThatRunsOutOfSpaceFailsClearlyAndThePreviousCheckpointStaysL
   }
   const std::string extra = "heartbeat_timeout_s = 2\n";
   TempDir reference;
-  const JobRun ref = run_job({ZDP_DP_LAUNCH, write_job_config(reference.path(), free_tcp_port(), kSteps, extra)});
+  const JobRun ref = run_job({ZDP_DP_LAUNCH, write_job_config(reference.path(), free_port(), kSteps, extra)});
   ASSERT_EQ(ref.exit_code, 0) << ref.output();
   const int64_t one = tmpfs_bytes(fs::path(reference.path()) / "ckpt" / "step-1");
   ASSERT_GT(one, 0);
@@ -52,7 +52,7 @@ TEST(DiskFull, ASaveThatRunsOutOfSpaceFailsClearlyAndThePreviousCheckpointStaysL
   const int64_t size = 2 * one + kPage + one / 2;
 
   TempDir dir;
-  const std::string config = write_job_config(dir.path(), free_tcp_port(), kSteps, extra);
+  const std::string config = write_job_config(dir.path(), free_port(), kSteps, extra);
   const std::string ckpt = dir.path() + "/ckpt";
   fs::create_directories(ckpt);
   // The tmpfs ends with the namespace: its checkpoints are copied out to kept/ first.

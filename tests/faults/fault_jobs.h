@@ -24,6 +24,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/free_port.h"
+
 extern char** environ;
 
 namespace zdp::testing {
@@ -40,7 +42,10 @@ struct JobRun {
   int signal = 0;
   bool timed_out = false;
   double seconds = 0;
-  long peak_rss_kib = 0;  // VmHWM, sampled while it ran
+  long peak_rss_kib = 0;   // VmHWM, sampled while it ran
+  // The most anonymous memory (RssAnon: heap, stacks; not the shared libraries' pages,
+  // whose resident share depends on the page cache) seen in the samples, every 100 ms.
+  long peak_anon_kib = 0;
   std::vector<TimedLine> lines;
 
   std::string output() const {
@@ -112,16 +117,23 @@ inline Job start_job(const std::vector<std::string>& argv, const std::map<std::s
   return job;
 }
 
-// The peak RSS of `pid` once it runs `program` (between fork and exec the child's
-// figures are a copy of the test process's): 0 before.
-inline long vm_hwm_kib(pid_t pid, const std::string& program) {
+struct MemorySample {
+  long hwm_kib = 0;   // VmHWM: the peak resident set so far
+  long anon_kib = 0;  // RssAnon: anonymous memory resident now
+};
+
+// `pid`'s memory once it runs `program` (between fork and exec the child's figures are
+// a copy of the test process's): zeros before.
+inline MemorySample memory_of(pid_t pid, const std::string& program) {
+  MemorySample m;
   std::error_code ec;
-  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string() != program) return 0;
+  if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string() != program) return m;
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(f, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind("VmHWM:", 0) == 0) m.hwm_kib = std::stol(line.substr(6));
+    if (line.rfind("RssAnon:", 0) == 0) m.anon_kib = std::stol(line.substr(8));
   }
-  return 0;
+  return m;
 }
 
 // Reads the job's output until it ends (killing it, and its process group, at `limit`).
@@ -136,7 +148,9 @@ inline JobRun finish_job(Job job, std::chrono::seconds limit) {
   const auto deadline = job.start + limit;
   auto seconds = [&] { return std::chrono::duration<double>(FaultClock::now() - job.start).count(); };
   for (bool open = true; open;) {
-    run.peak_rss_kib = std::max(run.peak_rss_kib, vm_hwm_kib(job.pid, job.program));
+    const MemorySample m = memory_of(job.pid, job.program);
+    run.peak_rss_kib = std::max(run.peak_rss_kib, m.hwm_kib);
+    run.peak_anon_kib = std::max(run.peak_anon_kib, m.anon_kib);
     if (FaultClock::now() >= deadline) {
       ::kill(job.pid, SIGKILL);
       run.timed_out = true;
@@ -169,18 +183,6 @@ inline JobRun finish_job(Job job, std::chrono::seconds limit) {
 inline JobRun run_job(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
                       std::chrono::seconds limit = std::chrono::seconds(120)) {
   return finish_job(start_job(argv, env), limit);
-}
-
-inline int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // A small dp-train job (an MLP on synthetic data, 2 CPU ranks) checkpointing every step

@@ -68,7 +68,7 @@ class FaultSuite : public ::testing::Test {
     reference_ = nullptr;
   }
   static std::vector<std::string> launch_args(const TempDir& dir) {
-    return {ZDP_DP_LAUNCH, write_job_config(dir.path(), free_tcp_port(), kSteps, "heartbeat_timeout_s = 2\n")};
+    return {ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), kSteps, "heartbeat_timeout_s = 2\n")};
   }
   static fs::path last_step(const TempDir& dir) { return fs::path(dir.path()) / "ckpt" / ("step-" + std::to_string(kSteps)); }
 

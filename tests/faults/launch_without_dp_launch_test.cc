@@ -44,7 +44,7 @@ class WithoutDpLaunch : public ::testing::Test {
   void SetUp() override {
     // The reference: the same job under dp-launch.
     const std::string dir = reference_.path();
-    const JobRun ref = run_job({ZDP_DP_LAUNCH, write_job_config(dir, free_tcp_port(), kSteps)});
+    const JobRun ref = run_job({ZDP_DP_LAUNCH, write_job_config(dir, free_port(), kSteps)});
     ASSERT_EQ(ref.exit_code, 0) << ref.output();
     reference_step_ = fs::path(dir) / "ckpt" / ("step-" + std::to_string(kSteps));
   }
@@ -63,7 +63,7 @@ class WithoutDpLaunch : public ::testing::Test {
 
 TEST_F(WithoutDpLaunch, TorchrunsFiveVariablesTrainToTheEnd) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_port();
   const std::string config = write_job_config(dir.path(), port, kSteps);
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < 2; ++r) {
@@ -116,7 +116,7 @@ TEST_F(WithoutDpLaunch, UnderTorchrunsAgentTheStoreIsAtMasterPortPlusOne) {
 
 TEST_F(WithoutDpLaunch, SrunsVariablesTrainToTheEnd) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_port();
   const std::string config = write_job_config(dir.path(), port, kSteps);
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < 2; ++r) {
@@ -129,7 +129,7 @@ TEST_F(WithoutDpLaunch, SrunsVariablesTrainToTheEnd) {
 
 TEST(WithoutDpLaunchStore, ARankWhoseStoreNeverComesSaysSoAndGivesUpAtTheStartupTimeout) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_port();
   const std::string config = write_job_config(dir.path(), port, kSteps);
   const JobRun run = finish_job(start_job({ZDP_DP_TRAIN, "--config", config, "--set", "launch.startup_timeout_s=6"},
                                           {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},

@@ -24,7 +24,7 @@ uint64_t first_of_step(int step) { return 6 + 14 * static_cast<uint64_t>(step - 
 
 JobRun launch(const TempDir& dir, const std::string& test_comm, const std::vector<std::string>& sets = {},
               int steps = 30, seconds limit = seconds(90)) {
-  std::vector<std::string> argv = {ZDP_DP_LAUNCH, write_job_config(dir.path(), free_tcp_port(), steps)};
+  std::vector<std::string> argv = {ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), steps)};
   for (const std::string& s : sets) {
     argv.push_back("--set");
     argv.push_back(s);

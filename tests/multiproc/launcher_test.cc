@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/free_port.h"
 #include "testing/svg_check.h"
 
 extern char** environ;
@@ -38,17 +39,7 @@ struct LaunchRun {
   double seconds = 0;
 };
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using zdp::testing::free_port;  // testing/free_port.h
 
 // Starts dp-launch with `args`; `during(pid)` runs once it has started (e.g. to signal it).
 struct Launcher {
