@@ -4,10 +4,15 @@
 // rank count, synthetic tokens and a short run, and reads the run's train_summary.json.
 //
 //   dp_train_bench [--config FILE] [--stages 0,1,2,3] [--ranks 1,2] [--steps 20] [--threads N]
-//                  [--keep-logs] [--deterministic]
+//                  [--keep-logs] [--deterministic] [--set KEY=VALUE ...]
 //
-// --deterministic also runs every (stage, K) with train.deterministic = true, interleaved
-// with the default runs, and prints both step times and their ratio side by side.
+// --set passes config overrides to every run (e.g. the 19M-parameter MLP of the README:
+// --config configs/mlp-cpu.toml --set model.n_layers=4 --set model.d_model=2176).
+//
+// --deterministic also runs every (stage, K) twice more, profiled, without and with
+// train.deterministic = true, and prints both step times, their ratio and the bytes one
+// rank sends per step (the profiler's sent_bytes_per_step) side by side. Both sides of
+// that table carry the profiler's (small) cost; the first table is unprofiled.
 //
 // Every K trains the config's global batch (accum_steps = global / (K x micro_batch)), so
 // a row compares the same work and K = 1 and 2 end at the same loss up to float summation
@@ -53,14 +58,20 @@ struct Run {
 };
 
 // One dp-launch run; its console output goes to DIR/console.log.
-Run launch(const std::string& config, int stage, int ranks, int steps, int threads, bool deterministic,
-           const fs::path& dir) {
+Run launch(const std::string& config, const std::vector<std::string>& extra, int stage, int ranks, int steps,
+           int threads, bool deterministic, bool profiled, const fs::path& dir) {
   std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
       "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
-      "checkpoint.every_steps=0", std::string("train.deterministic=") + (deterministic ? "true" : "false")};
+      "checkpoint.every_steps=0", "checkpoint.dir=\"\"",  // never resume from another run's checkpoint
+      std::string("train.deterministic=") + (deterministic ? "true" : "false")};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  if (profiled) {
+    for (const char* s : {"profile.enabled=true", "profile.warmup_steps=2", "profile.trace=false"}) sets.push_back(s);
+    sets.push_back("profile.dir=" + (dir / "profile").string());
+  }
   if (threads > 0) {
     sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
     sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
@@ -92,6 +103,18 @@ Run launch(const std::string& config, int stage, int ranks, int steps, int threa
   return r;
 }
 
+// profile.jsonl's summary line: `key` (bytes per rank per step), -1 when absent.
+double summary_value(const fs::path& jsonl, const char* key) {
+  std::ifstream in(jsonl);
+  std::string line;
+  double value = -1;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "summary") value = j.value(key, -1.0);
+  }
+  return value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +123,7 @@ int main(int argc, char** argv) {
   std::vector<int> stages = {0, 1, 2, 3}, ranks = {1, 2};
   int steps = 20, threads = 0;
   bool keep_logs = false, deterministic = false;
+  std::vector<std::string> extra;
   app.add_option("--config", config, "the dp-launch config to run (data is replaced by synthetic tokens)");
   app.add_option("--stages", stages, "ZeRO stages")->delimiter(',');
   app.add_option("--ranks", ranks, "rank counts K, side by side")->delimiter(',');
@@ -108,24 +132,37 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   app.add_flag("--keep-logs", keep_logs, "keep each run's console log and train_summary.json");
   app.add_flag("--deterministic", deterministic, "also run each with train.deterministic = true and compare step times");
+  app.add_option("--set", extra, "a config override KEY=VALUE for every run (repeatable)");
   CLI11_PARSE(app, argc, argv);
 
   const fs::path root = fs::temp_directory_path() / ("zdp_dp_train_bench_" + std::to_string(::getpid()));
-  std::map<std::pair<int, int>, nlohmann::json> results, det_results;  // (stage, K) -> summary
+  std::map<std::pair<int, int>, nlohmann::json> results;  // (stage, K) -> summary
+  // --deterministic: (stage, K) -> the profiled default and deterministic runs' step time
+  // and bytes sent per rank per step.
+  struct Pair {
+    double ms[2] = {0, 0}, sent[2] = {-1, -1};
+    bool ok[2] = {false, false};
+  };
+  std::map<std::pair<int, int>, Pair> det_pairs;
   bool failed = false;
   for (int stage : stages) {
     for (int k : ranks) {
-      for (bool det : {false, true}) {
-        if (det && !deterministic) continue;
-        const fs::path dir =
-            root / ("stage" + std::to_string(stage) + "-k" + std::to_string(k) + (det ? "-det" : ""));
-        const Run r = launch(config, stage, k, steps, threads, det, dir);
-        if (!r.ok) {
-          std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
-          failed = true;
-          continue;
-        }
-        (det ? det_results : results)[{stage, k}] = r.summary;
+      const std::string name = "stage" + std::to_string(stage) + "-k" + std::to_string(k);
+      const Run r = launch(config, extra, stage, k, steps, threads, false, false, root / name);
+      if (r.ok) results[{stage, k}] = r.summary;
+      if (!r.ok) std::fprintf(stderr, "dp_train_bench: %s\n", r.error.c_str());
+      failed |= !r.ok;
+      if (!deterministic) continue;
+      for (int det = 0; det < 2; ++det) {  // interleaved: a slow spell of the machine hits both
+        const fs::path dir = root / (name + (det ? "-det" : "-profiled"));
+        const Run p = launch(config, extra, stage, k, steps, threads, det == 1, true, dir);
+        if (!p.ok) std::fprintf(stderr, "dp_train_bench: %s\n", p.error.c_str());
+        failed |= !p.ok;
+        if (!p.ok) continue;
+        Pair& pair = det_pairs[{stage, k}];
+        pair.ok[det] = true;
+        pair.ms[det] = p.summary.at("step_time_s_median").get<double>() * 1e3;
+        pair.sent[det] = summary_value(dir / "profile" / "profile.jsonl", "sent_bytes_per_step");
       }
     }
   }
@@ -173,13 +210,13 @@ int main(int argc, char** argv) {
     }
   }
   if (deterministic) {
-    std::printf("\n#%5s %3s | %12s %12s %8s\n", "stage", "K", "default ms", "determ. ms", "ratio");
-    for (const auto& [key, det] : det_results) {
-      auto base = results.find(key);
-      if (base == results.end()) continue;
-      const double off = base->second.at("step_time_s_median").get<double>() * 1e3;
-      const double on = det.at("step_time_s_median").get<double>() * 1e3;
-      std::printf(" %5d %3d | %12.1f %12.1f %8.2f\n", key.first, key.second, off, on, on / off);
+    std::printf("\n# profiled, default vs train.deterministic: median step time, bytes sent per rank per step\n");
+    std::printf("#%5s %3s | %12s %12s %8s | %12s %12s %8s\n", "stage", "K", "default ms", "determ. ms", "ratio",
+                "default B", "determ. B", "ratio");
+    for (const auto& [key, p] : det_pairs) {
+      if (!p.ok[0] || !p.ok[1]) continue;
+      std::printf(" %5d %3d | %12.1f %12.1f %8.2f | %12.0f %12.0f %8.2f\n", key.first, key.second, p.ms[0], p.ms[1],
+                  p.ms[1] / p.ms[0], p.sent[0], p.sent[1], p.sent[0] > 0 ? p.sent[1] / p.sent[0] : 0.0);
     }
   }
   std::printf("\nsummary: dp-train %s tok/s by stage/K: %s\n", any.at("model").get<std::string>().c_str(),

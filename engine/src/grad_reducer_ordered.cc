@@ -34,7 +34,8 @@ Status GradReducer::launch_ordered(int b) {
   void* in = in_bucket(b);
   ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
   Stream& stream = exec.comm();
-  const int64_t bytes = bk.size * static_cast<int64_t>(dtype_size(cdt));
+  // The all-gather's output, as every timeline collective counts (TimelineEvent::bytes).
+  const int64_t bytes = env_.world * bk.size * static_cast<int64_t>(dtype_size(cdt));
   timeline_.collective(TimelineEvent::Kind::kReduceStart, b, CollectiveOp::kAllGather, bytes);
   ZDP_RETURN_IF_ERROR(env_.comm.all_gather(in, mem_.gathered.data(), bk.size, cdt, stream, b));
   for (const OrderedSum::Op& op : ordered_.ops) {

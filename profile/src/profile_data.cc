@@ -116,7 +116,8 @@ void pair_collectives(const std::vector<TimelineEvent>& points, StepProfile& s) 
       open = &e;
     } else if (open != nullptr && e.bucket == open->bucket &&
                (e.kind == Kind::kReduceEnd) == (open->kind == Kind::kReduceStart)) {
-      s.collectives.push_back(CollectiveTiming{e.bucket, e.op, e.bytes, open->seconds, e.seconds});
+      s.collectives.push_back(
+          CollectiveTiming{e.bucket, e.op, e.bytes, open->seconds, e.seconds, open->kind == Kind::kReduceStart});
       open = nullptr;
     }
   }

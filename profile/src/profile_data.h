@@ -42,6 +42,9 @@ struct CollectiveTiming {
   CollectiveOp op = CollectiveOp::kAllReduce;
   int64_t bytes = 0;
   double begin = 0, end = 0;
+  // The gradient side (kReduceStart/End): a reduction, or deterministic mode's gradient
+  // all-gather; false for parameter gathers (kGatherStart/End), which share its op.
+  bool reduction = false;
   double seconds() const { return end - begin; }
   // nccl-tests' bus bandwidth in bytes/s: bytes / time x 2(n-1)/n (all-reduce) or (n-1)/n.
   double busbw(int world_size) const;

@@ -11,7 +11,7 @@ std::string rank_to_json(const RankProfile& profile) {
     json spans = json::array(), collectives = json::array(), memory = json::array();
     for (const Span& sp : s.spans) spans.push_back({static_cast<int>(sp.part), sp.begin, sp.end});
     for (const CollectiveTiming& c : s.collectives) {
-      collectives.push_back({c.bucket, static_cast<int>(c.op), c.bytes, c.begin, c.end});
+      collectives.push_back({c.bucket, static_cast<int>(c.op), c.bytes, c.begin, c.end, c.reduction});
     }
     for (const MemoryCounters& m : s.memory) memory.push_back({m.current_bytes, m.peak_bytes});
     steps.push_back({{"step", s.step},
@@ -43,7 +43,8 @@ StatusOr<RankProfile> rank_from_json(const std::string& text, const std::string&
       }
       for (const json& c : js.at("collectives")) {
         s.collectives.push_back(CollectiveTiming{c.at(0).get<int>(), static_cast<CollectiveOp>(c.at(1).get<int>()),
-                                                 c.at(2).get<int64_t>(), c.at(3).get<double>(), c.at(4).get<double>()});
+                                                 c.at(2).get<int64_t>(), c.at(3).get<double>(), c.at(4).get<double>(),
+                                                 c.size() > 5 && c.at(5).get<bool>()});
       }
       const json& mem = js.at("memory");
       for (size_t i = 0; i < s.memory.size() && i < mem.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace zdp::profile {
@@ -63,7 +64,7 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
   s.in = inputs;
   int64_t samples = 0;  // (rank, step) pairs
   double comm_total = 0, exposed_total = 0;
-  std::map<std::pair<int, int>, BucketRow> buckets;  // (op, bucket)
+  std::map<std::tuple<int, int, bool>, BucketRow> buckets;  // (op, bucket, reduction)
   std::array<MemoryRow, kNumMemCategories> memory{};
   MemoryCounters total_memory;  // largest over ranks
   for (const RankProfile& r : ranks) {
@@ -78,9 +79,10 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
       row.step += st.seconds();
       row.exposed += st.exposed_comm();
       for (const CollectiveTiming& c : st.collectives) {
-        BucketRow& b = buckets[{static_cast<int>(c.op), c.bucket}];
+        BucketRow& b = buckets[{static_cast<int>(c.op), c.bucket, c.reduction}];
         b.bucket = c.bucket;
         b.op = c.op;
+        b.reduction = c.reduction;
         b.bytes = c.bytes;
         b.count += 1;
         b.seconds += c.seconds();
@@ -138,7 +140,7 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
       const double sent = static_cast<double>(b.bytes) * busbw_factor(b.op, inputs.world_size) *
                           static_cast<double>(b.count) / static_cast<double>(s.steps * inputs.world_size);
       s.sent_bytes_per_step += sent;
-      if (b.bucket >= 0 && b.op != CollectiveOp::kAllGather) s.sent_grad_bytes_per_step += sent;
+      if (b.bucket >= 0 && b.reduction) s.sent_grad_bytes_per_step += sent;
     }
   }
   // The total is the device's (every category, peak of the sum); it is planned when every

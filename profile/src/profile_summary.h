@@ -40,6 +40,7 @@ struct BucketRow {
   int bucket = -1;
   CollectiveOp op = CollectiveOp::kAllReduce;
   int64_t bytes = 0;
+  bool reduction = false;  // the gradient side (CollectiveTiming::reduction)
   int64_t count = 0;      // over steps and ranks
   double seconds = 0;     // mean
   double busbw = 0;       // bytes/s, from the mean time
@@ -66,7 +67,8 @@ struct Summary {
   std::vector<MemoryRow> memory;           // the categories, then "total" (planned categories)
   std::vector<BucketRow> buckets;
   double sent_bytes_per_step = 0;          // bytes one rank sends per step, mean over ranks
-  double sent_grad_bytes_per_step = 0;     // of them, the gradient reductions' (not the gathers, not the norm)
+  double sent_grad_bytes_per_step = 0;     // of them, the gradients' (reductions, deterministic mode's gradient
+                                           // all-gathers; not the parameter gathers, not the norm)
   std::vector<RankRow> ranks;
   int slowest_rank = -1;
   double median_compute = 0;

@@ -1,10 +1,20 @@
 // The training loss of every step, kept where the model computes it and read by the host
 // only when it logs (every train.log_every steps), so that no step waits on the host for
-// it: each micro-batch adds its mean loss into a device double (Model::forward_backward),
-// the last one rounds the step's mean to fp32 into the step's slot, which is summed over
-// the ranks (all-reduce on the compute stream) and copied into a host slot. read() waits
-// for the copies issued so far and hands back every unread step's loss. No allocation
-// after create().
+// it. No allocation after create().
+//
+// Default: each micro-batch adds its mean loss into a device double
+// (Model::forward_backward), the last one rounds the step's mean to fp32 into the step's
+// slot, which is summed over the ranks (all-reduce on the compute stream) and copied into
+// a host slot; read() divides by K in fp32. The ranks' partial sums follow the sampler's
+// split, so the last bits depend on K.
+//
+// Deterministic (train.deterministic): the same number for every world size K. Each
+// micro-batch's mean loss (a double computed from its own rows only) goes to its own
+// slot; end_step() all-gathers the ranks' slots (the bytes, as int64 words) and copies
+// the step's M = K x accum means to the host. read() adds them in global micro-batch
+// order g = m K + r (the sampler's: rank r's micro-batch m), left to right in double, and
+// divides by M: one fixed sum over the same M doubles whatever K is. Costs M x 8 bytes
+// per step on the wire.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +28,16 @@ namespace zdp::trainer {
 
 class LossLog {
  public:
-  // Room for `capacity` unread steps (>= 1), on `stream` (the engine's compute stream).
-  static StatusOr<std::unique_ptr<LossLog>> create(Context& ctx, Ops& ops, Stream& stream, int64_t capacity);
+  enum class Order { kPerRank, kGlobalMicroBatches };
+  // Room for `capacity` unread steps (>= 1), on `stream` (the engine's compute stream);
+  // `accum` micro-batches per rank and step.
+  static StatusOr<std::unique_ptr<LossLog>> create(Context& ctx, Ops& ops, Stream& stream, int64_t capacity,
+                                                   int64_t accum, Order order);
 
   // Where micro-batch `micro` of `accum` adds its loss. REQUIRES: !full().
   LossSink sink(int64_t micro, int64_t accum);
-  // After the step's micro-batches: the sum over ranks and the copy to the host slot are
-  // issued (no host wait).
+  // After the step's micro-batches: the combination over ranks and the copy to the host
+  // slot are issued (no host wait).
   Status end_step();
   bool full() const { return unread_ == capacity_; }
   // Waits for the steps ended so far; their losses (the mean over the global batch),
@@ -32,17 +45,30 @@ class LossLog {
   StatusOr<std::vector<double>> read();
 
  private:
-  LossLog(Context& ctx, Stream& stream, int64_t capacity) : ctx_(ctx), stream_(stream), capacity_(capacity) {}
+  LossLog(Context& ctx, Stream& stream, int64_t capacity, int64_t accum, Order order)
+      : ctx_(ctx), stream_(stream), capacity_(capacity), accum_(accum), order_(order) {}
+  Status end_step_ordered(int64_t slot);
+  double ordered_mean(int64_t slot) const;
 
   Context& ctx_;
   Stream& stream_;
   const int64_t capacity_;
+  const int64_t accum_;
+  const Order order_;
   int64_t first_ = 0;   // slot of the oldest unread step
   int64_t unread_ = 0;  // steps ended and not read
+  // kPerRank:
   DeviceBuffer sum_;    // one double: the step's running mean over its micro-batches
   DeviceBuffer slots_;  // capacity fp32: each step's mean, then its sum over ranks
   DeviceBuffer host_;   // capacity fp32, pinned on GPUs
-  std::unique_ptr<Event> copied_;  // after the latest copy to host_
+  // kGlobalMicroBatches:
+  // capacity x accum doubles: this rank's micro-batch means, a row per unread step (on
+  // the CPU the model writes the next step's while this one's all-gather may still wait
+  // on the stream: one buffer for all steps was a race).
+  DeviceBuffer micro_;
+  DeviceBuffer gathered_;  // K x accum doubles, rank-major (rank r's at r x accum)
+  DeviceBuffer host_means_;  // capacity x K x accum doubles, pinned on GPUs
+  std::unique_ptr<Event> copied_;  // after the latest copy to the host
 };
 
 }  // namespace zdp::trainer

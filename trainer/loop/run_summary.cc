@@ -54,6 +54,7 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["first_step"] = run.first_step;
   j["resumed_from"] = run.resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.resumed_from);
   j["loss_history"] = run.history.to_json();
+  j["param_sha256"] = run.param_sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.param_sha256);
   return j;
 }
 

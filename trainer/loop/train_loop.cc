@@ -18,6 +18,7 @@
 #include "trainer/loop/console.h"
 #include "trainer/loop/eta.h"
 #include "trainer/loop/loss_log.h"
+#include "trainer/loop/param_hash.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/progress_report.h"
 #include "trainer/models/model.h"
@@ -53,22 +54,75 @@ Status sum_over_ranks(Context& ctx, Ops& ops, Stream& stream, std::vector<float>
   return ops.download(values.data(), buf.data(), bytes);
 }
 
+// Every rank's `mine` (the same count on each), gathered: rank r's at r x count. Doubles
+// travel as int64 words (an all-gather moves bytes).
+StatusOr<std::vector<double>> gather_over_ranks(Context& ctx, Ops& ops, Stream& stream, const std::vector<double>& mine) {
+  if (ctx.world_size() == 1) return mine;
+  const int64_t count = static_cast<int64_t>(mine.size());
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(double));
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer send, ops.alloc_bytes(bytes));
+  ZDP_ASSIGN_OR_RETURN(DeviceBuffer recv, ops.alloc_bytes(bytes * ctx.world_size()));
+  ZDP_RETURN_IF_ERROR(ops.upload(send.data(), mine.data(), static_cast<size_t>(bytes)));
+  ZDP_RETURN_IF_ERROR(ctx.comm().all_gather(send.data(), recv.data(), count, DType::kI64, stream));
+  ZDP_RETURN_IF_ERROR(stream.synchronize(ctx.collective_timeout() + std::chrono::seconds(10)));
+  std::vector<double> all(mine.size() * static_cast<size_t>(ctx.world_size()));
+  ZDP_RETURN_IF_ERROR(ops.download(all.data(), recv.data(), static_cast<size_t>(bytes * ctx.world_size())));
+  return all;
+}
+
 // The held-out mean loss over the first min(eval_samples, size) samples of `val`
-// (the same ones every time), rank r taking every K-th sample, micro_batch at a time.
+// (the same ones every time), micro_batch at a time.
+// Default: rank r takes every K-th sample; the ranks' sums are added in fp32.
+// train.deterministic: the same number at every K: the samples are cut into G contiguous
+// micro-batches, micro-batch g is rank g % K's, and the G sums (double) are gathered and
+// added in order g, so both the micro-batches and the sum are the same whatever K is.
 StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, const DataSource& val,
                           const Config& config) {
   const int64_t total = std::min(config.train.eval_samples, val.size());
-  std::vector<int64_t> mine;
-  for (int64_t i = ctx.rank(); i < total; i += ctx.world_size()) mine.push_back(i);
-  double sum = 0;
-  Batch batch;
-  for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(config.train.micro_batch)) {
-    const size_t end = std::min(mine.size(), at + static_cast<size_t>(config.train.micro_batch));
-    ZDP_RETURN_IF_ERROR(val.fill(std::vector<int64_t>(mine.begin() + static_cast<std::ptrdiff_t>(at),
-                                                      mine.begin() + static_cast<std::ptrdiff_t>(end)), &batch));
-    ZDP_ASSIGN_OR_RETURN(const double mean, model.eval_micro(engine, batch));
-    sum += mean * static_cast<double>(batch.count);
+  const int K = ctx.world_size();
+  const int64_t mb = config.train.micro_batch;
+  const bool ordered = config.train.deterministic;
+  // Each micro-batch's samples; ordered: rank r's j-th is global micro-batch j K + r.
+  std::vector<std::vector<int64_t>> micro;
+  if (ordered) {
+    for (int64_t g = ctx.rank(); g * mb < total; g += K) {
+      micro.emplace_back();
+      for (int64_t i = g * mb; i < std::min(total, (g + 1) * mb); ++i) micro.back().push_back(i);
+    }
+  } else {
+    std::vector<int64_t> mine;
+    for (int64_t i = ctx.rank(); i < total; i += K) mine.push_back(i);
+    for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(mb)) {
+      const size_t end = std::min(mine.size(), at + static_cast<size_t>(mb));
+      micro.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(end));
+    }
   }
+  // Every rank evaluates the same number of micro-batches: at stage 3 each one gathers
+  // the parameters (collectives), so a rank with fewer (when the samples do not split
+  // evenly) pads with a repeat of the first micro-batch, whose loss is dropped.
+  const int64_t G = (total + mb - 1) / mb;
+  const int64_t most = ordered ? (G + K - 1) / K : ((total + K - 1) / K + mb - 1) / mb;
+  const size_t real = micro.size();
+  std::vector<int64_t> first;
+  for (int64_t i = 0; i < std::min(mb, total); ++i) first.push_back(i);
+  while (static_cast<int64_t>(micro.size()) < most) micro.push_back(first);
+  std::vector<double> sums;
+  Batch batch;
+  for (const std::vector<int64_t>& samples : micro) {
+    ZDP_RETURN_IF_ERROR(val.fill(samples, &batch));
+    ZDP_ASSIGN_OR_RETURN(const double mean, model.eval_micro(engine, batch));
+    if (sums.size() < real) sums.push_back(mean * static_cast<double>(batch.count));
+  }
+  if (ordered) {
+    const int64_t per_rank = most;
+    sums.resize(static_cast<size_t>(per_rank), 0.0);
+    ZDP_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(ctx, ops, engine.compute_stream(), sums));
+    double sum = 0;
+    for (int64_t g = 0; g < G; ++g) sum += all[static_cast<size_t>((g % K) * per_rank + g / K)];
+    return sum / static_cast<double>(total);
+  }
+  double sum = 0;
+  for (double s : sums) sum += s;
   std::vector<float> reduced = {static_cast<float>(sum)};
   ZDP_RETURN_IF_ERROR(sum_over_ranks(ctx, ops, engine.compute_stream(), reduced));
   return static_cast<double>(reduced[0]) / static_cast<double>(total);
@@ -157,7 +211,10 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   }
   // Unread losses: at most one logging interval (a full log is read early, a bounded wait).
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<LossLog> losses,
-                       LossLog::create(ctx, *ops, engine.compute_stream(), std::min<int64_t>(t.log_every, 1024)));
+                       LossLog::create(ctx, *ops, engine.compute_stream(), std::min<int64_t>(t.log_every, 1024),
+                                       engine.accum_steps(),
+                                       eopts.deterministic ? LossLog::Order::kGlobalMicroBatches
+                                                           : LossLog::Order::kPerRank));
   const auto start = Clock::now();
   const auto read_losses = [&]() -> Status {
     ZDP_ASSIGN_OR_RETURN(const std::vector<double> read, losses->read());
@@ -241,6 +298,11 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     }
     if (eval_due || save_due) window_start = Clock::now();
     console.progress(done, t.steps, eta.eta_s(done), summary.losses.empty() ? 0.0 : summary.losses.back());
+  }
+  if (eopts.deterministic) {  // one line to compare runs by (param_hash.h says what is hashed)
+    ZDP_ASSIGN_OR_RETURN(summary.param_sha256, param_sha256(engine));
+    console.line("dp-train: parameter sha256 " + summary.param_sha256 +
+                 " (fp32 masters, registration order, little-endian)");
   }
   progress.phase("done");
   console.finish();

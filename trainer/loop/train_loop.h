@@ -40,6 +40,8 @@ struct TrainSummary {
   int64_t tokens_per_sample = 0;                     // the model's (gpt: seq_len; mlp: 1)
   double peak_lr = 0;                                // optim.lr after optim.lr_scaling
   double seconds = 0;                                // the whole loop, evaluations included
+  std::string param_sha256;                          // train.deterministic, rank 0: param_hash.h's
+                                                     // digest after the last step; else ""
 };
 
 // Every rank calls it. Errors name the rank and what failed.

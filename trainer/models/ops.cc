@@ -25,6 +25,10 @@ StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool det
                                                       "use model.dtype = \"fp32\" on the CPU");
     }
     ops->gemm_ = kernels::make_cpu_gemm();
+    // OpenBLAS 0.3.21 splits some shapes' sums by its thread count (docs/design.md,
+    // deterministic mode: 748 of 1356 shapes differ at 1 vs 2 threads), and dp-launch
+    // gives each rank cores / K threads: one thread makes a GEMM's bits the same at any K.
+    if (deterministic) kernels::set_cpu_gemm_threads(1);
   } else {
     ZDP_ASSIGN_OR_RETURN(ops->gemm_workspace_,
                          device.allocate(kernels::kGemmWorkspaceBytes, MemCategory::kWorkspace));

@@ -32,9 +32,10 @@ class Ops {
  public:
   // kInvalidArgument for a dtype the device's GEMM cannot take (the CPU's OpenBLAS takes
   // fp32 only). `deterministic` (train.deterministic): cuBLASLt's algorithm is pinned to
-  // the shape (kernels::make_cublaslt_gemm's `pinned`).
-  // `attention` (model.attention): whether attention may, must or must not run fused
-  // (use_fused_attention()).
+  // the shape (kernels::make_cublaslt_gemm's `pinned`) and cuDNN's attention backward is its
+  // deterministic one; on the CPU, OpenBLAS runs on one thread in this process (its
+  // results depend on the thread count). `attention` (model.attention): whether attention
+  // may, must or must not run fused (use_fused_attention()).
   static StatusOr<std::unique_ptr<Ops>> create(Device& device, DType dtype, bool deterministic = false,
                                                AttentionImpl attention = AttentionImpl::kAuto);
   // Where the work goes: the engine's compute stream, which exists once the engine is

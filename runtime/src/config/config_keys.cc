@@ -316,8 +316,8 @@ std::vector<KeyInfo> build_table() {
       field("train.steps", &C::train, &T::steps, "optimizer steps to run", at_least(1)),
       field("train.seed", &C::train, &T::seed, "seeds parameters and data order (same on every rank)", at_least(0)),
       field("train.deterministic", &C::train, &T::deterministic, "parameters, optimizer state and losses bit-identical at any world size dividing the step's micro-batches, any "
-            "zero stage, bucket size, overlap and accumulation mode (same device kind); costs world size x the "
-            "reduce-scatter's bytes"),
+            "zero stage, bucket size, overlap and accumulation mode (same device kind); dp-train prints a parameter "
+            "SHA-256 at the end; costs world size x the reduce-scatter's bytes, and OpenBLAS runs on one thread"),
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
       field("train.eval_every", &C::train, &T::eval_every,
             "steps between held-out evaluations; 0 = only after the last step", at_least(0)),

@@ -1,0 +1,119 @@
+// Deterministic mode on a GPU (train.deterministic): dp-train's loop (train()) on a
+// 2-block gpt, every rank on CUDA device 0 (Gloo over CUDA buffers: NCCL refuses two
+// ranks on one GPU), in fp32 and bf16. K = 1 at stage 0 and K = 2 at stages 1-3 (sharded
+// accumulation at stage 3) must leave the same bytes of model.safetensors and
+// optimizer.safetensors, the same parameter SHA-256 and the same per-step losses: the
+// micro-batches' gradients come from pinned cuBLASLt algorithms and the engine's ordered
+// reduction, whatever K and the stage. (The CPU: dp_train_deterministic_test.)
+//
+// This binary holds only forking tests: the parent must never initialise CUDA (its
+// children could not use it), so the GPU is probed in a child (testing/gpu_probe.h).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
+#include "testing/gpu_probe.h"
+#include "testing/temp_dir.h"
+#include "trainer/loop/train_loop.h"
+
+namespace zdp::trainer {
+namespace {
+
+struct Outcome {
+  std::string model, optimizer;  // the bytes of the last checkpoint's files
+  std::string printed;           // rank 0's parameter hash, then every loss as %a (exact)
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Config gpt(DType dtype, int stage) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2;
+  c.model.d_model = 64;
+  c.model.n_heads = 4;
+  c.model.vocab_size = 64;
+  c.model.seq_len = 32;
+  c.model.dtype = dtype;
+  c.data.kind = DataKind::kSynthetic;
+  c.train.global_batch = 16;
+  c.train.micro_batch = 2;  // 8 micro-batches: accum_steps 8 at K = 1, 4 at K = 2
+  c.train.steps = 6;
+  c.train.log_every = 1000;
+  c.train.eval_samples = 8;
+  c.train.deterministic = true;
+  c.optim.grad_clip = 0.5;  // the norm's bits reach the parameters
+  c.zero.stage = stage;
+  c.zero.bucket_mb = 0.02;  // several buckets, cut differently at K = 1 and 2
+  return c;
+}
+
+Outcome run(const Config& base, int world) {
+  testing::TempDir dir;
+  Config config = base;
+  config.checkpoint.dir = dir.path() + "/ckpt";  // saved after the last step
+  const std::string printed = dir.path() + "/printed";
+  auto results = testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config, /*cuda=*/true));
+    std::FILE* quiet = std::fopen("/dev/null", "w");
+    StatusOr<TrainSummary> s = train(ctx, config, {quiet});
+    std::fclose(quiet);
+    if (!s.ok()) return s.status();
+    if (rank == 0) {
+      std::FILE* f = std::fopen(printed.c_str(), "w");
+      if (f == nullptr) return Status(StatusCode::kIoError, "cannot write " + printed);
+      std::fprintf(f, "%s\n", s->param_sha256.c_str());
+      for (double l : s->losses) std::fprintf(f, "%a\n", l);
+      std::fclose(f);
+    }
+    return Status::Ok();
+  });
+  EXPECT_EQ(testing::describe_failures(results), "");
+  const std::string step = config.checkpoint.dir + "/step-" + std::to_string(config.train.steps);
+  Outcome o{read_bytes(step + "/model.safetensors"), read_bytes(step + "/optimizer.safetensors"), read_bytes(printed)};
+  EXPECT_FALSE(o.model.empty()) << "no checkpoint at " << step;
+  EXPECT_GT(o.printed.size(), 65u) << "no parameter hash or losses";
+  return o;
+}
+
+class DeterministicGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::cuda_devices_without_init() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(DeterministicGpu, GptIsBitIdenticalAtOneAndTwoRanksAndEveryStage) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const Outcome ref = run(gpt(dtype, 0), 1);
+    for (int stage = 1; stage <= 3; ++stage) {
+      Config c = gpt(dtype, stage);
+      if (stage == 3) c.zero.accumulate = GradAccumulation::kSharded;
+      const Outcome two = run(c, 2);
+      const std::string what = std::string(to_string(dtype)) + ", 2 ranks, stage " + std::to_string(stage);
+      EXPECT_TRUE(two.model == ref.model) << what << ": model.safetensors differs";
+      EXPECT_TRUE(two.optimizer == ref.optimizer) << what << ": optimizer.safetensors differs";
+      EXPECT_EQ(two.printed, ref.printed) << what << ": the parameter hash or the losses differ";
+    }
+  }
+}
+
+// The control: without the mode K = 1 and K = 2 differ, so the comparison above can fail.
+TEST_F(DeterministicGpu, WithoutTheModeOneAndTwoRanksDiffer) {
+  Config c = gpt(DType::kF32, 2);
+  c.train.deterministic = false;
+  const Outcome one = run(c, 1), two = run(c, 2);
+  EXPECT_FALSE(one.model == two.model);
+}
+
+}  // namespace
+}  // namespace zdp::trainer
