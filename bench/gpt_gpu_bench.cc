@@ -2,8 +2,11 @@
 // gpt2-124m config in the GPU check) next to the per-kernel PREDICTION of
 // planner/gpu_step_model.h for the named GPU, and their ratio.
 //
-//   gpt_gpu_bench CONFIG.toml [--gpu h200] [--warmup 3] [--micro 10]
+//   gpt_gpu_bench CONFIG.toml [--gpu h200] [--warmup 3] [--micro 10] [--attention auto|fused|batched]
 //
+// --attention sets model.attention (the GPU check runs the config's, then "batched", to
+// put cuDNN's fused attention next to the strided-batched GEMM path); the prediction
+// prices the path the model took.
 // Times --micro micro-batches (forward + backward into the gradients, one engine of one
 // rank, no reduction, no optimizer step) after --warmup untimed ones, on synthetic tokens.
 // Each micro-batch reads its loss back (Model::train_micro): one host wait per micro-batch,
@@ -42,17 +45,20 @@ int fail(const std::string& what, const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gpt_gpu_bench CONFIG.toml [--gpu h200] [--warmup 3] [--micro 10]\n");
+    std::fprintf(stderr,
+                 "usage: gpt_gpu_bench CONFIG.toml [--gpu h200] [--warmup 3] [--micro 10] [--attention auto|fused|batched]\n");
     return 2;
   }
   const std::string path = argv[1];
   std::string gpu_name = "h200";
   int warmup = 3, micro = 10;
+  std::vector<std::string> overrides = {"zero.stage=0"};
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--gpu") gpu_name = argv[i + 1];
     else if (flag == "--warmup") warmup = std::max(0, std::atoi(argv[i + 1]));
     else if (flag == "--micro") micro = std::max(1, std::atoi(argv[i + 1]));
+    else if (flag == "--attention") overrides.push_back(std::string("model.attention=") + argv[i + 1]);
     else {
       std::fprintf(stderr, "gpt_gpu_bench: unknown flag '%s'\n", flag.c_str());
       return 2;
@@ -63,7 +69,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_gpu_bench: --gpu %s: not one of %s\n", gpu_name.c_str(), launcher::known_gpu_names().c_str());
     return 2;
   }
-  StatusOr<Config> loaded = load_config(path, {"zero.stage=0"});
+  StatusOr<Config> loaded = load_config(path, overrides);
   if (!loaded.ok()) return fail("config " + path, loaded.status());
   Config config = *loaded;
   if (config.model.kind != ModelKind::kGpt) return fail(path, Status(StatusCode::kInvalidArgument, "model.kind must be gpt"));
@@ -84,7 +90,7 @@ int main(int argc, char** argv) {
   if (!eo.ok()) return fail("engine options", eo.status());
   eo->zero.overlap = false;
   Engine engine(ctx, *eo);
-  StatusOr<std::unique_ptr<trainer::Ops>> ops = trainer::Ops::create(ctx.device(), config.model.dtype);
+  StatusOr<std::unique_ptr<trainer::Ops>> ops = trainer::Ops::create(ctx.device(), config.model.dtype, false, config.model.attention);
   if (!ops.ok()) return fail("ops", ops.status());
   StatusOr<std::unique_ptr<trainer::Model>> model = trainer::make_gpt(config.model, config.train.micro_batch, ops->get());
   if (!model.ok()) return fail("model", model.status());
@@ -120,13 +126,14 @@ int main(int argc, char** argv) {
   shape.layers = m.n_layers, shape.d_model = m.d_model, shape.heads = m.n_heads, shape.vocab = m.vocab_size;
   shape.seq = m.seq_len, shape.micro_batch = config.train.micro_batch, shape.accum_steps = 1;
   shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = 0;  // no optimizer step timed
+  shape.fused_attention = (*model)->fused_attention();
   const launcher::GpuStepPrediction p = launcher::predict_gpt_step(shape, *spec);
   std::printf("%s", launcher::format_gpu_step(p, *spec, launcher::GpuEfficiency{}).c_str());
   std::printf("measured on %s: %.2f ms per micro-batch (%lld tokens), %.0f tokens/s, MFU %.1f%% of the %s peak\n",
               device_name.c_str(), seconds * 1e3, static_cast<long long>(tokens), measured_tps, 100 * measured_mfu,
               spec->name.c_str());
-  std::printf("summary: %s fwd+bwd measured %.0f tok/s MFU %.1f%%; predicted %.0f tok/s MFU %.1f%%; measured/predicted %.2f\n",
-              (*model)->describe().c_str(), measured_tps, 100 * measured_mfu, p.tokens_per_s, 100 * p.mfu,
+  std::printf("summary: %s, %s attention, fwd+bwd measured %.0f tok/s MFU %.1f%%; predicted %.0f tok/s MFU %.1f%%; measured/predicted %.2f\n",
+              (*model)->describe().c_str(), (*model)->fused_attention() ? "fused" : "batched", measured_tps, 100 * measured_mfu, p.tokens_per_s, 100 * p.mfu,
               measured_tps / p.tokens_per_s);
   return 0;
 }

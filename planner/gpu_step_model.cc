@@ -64,13 +64,23 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double nb = static_cast<double>(batch);
   const double scores = static_cast<double>(s.micro_batch * s.heads) * T * T;  // elements of P per micro-batch
 
-  auto add = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
+  auto add_at = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, double matmul_eff) {
     KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, ""};
-    const double one =
-        kernel_time_s(flops, bytes, peak, attention ? eff.attention_matmul : eff.matmul, gpu, eff, &k.bound);
+    const double one = kernel_time_s(flops, bytes, peak, matmul_eff, gpu, eff, &k.bound);
     k.time_s = one * static_cast<double>(k.calls);
     p.kernels.push_back(k);
   };
+  auto add = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
+    add_at(name, calls_per_micro, flops, bytes, attention ? eff.attention_matmul : eff.matmul);
+  };
+  // Fused attention computes the causal half of the scores only: per (sample, head)
+  // forward S = Q K^T and O = P V, 2 T^2 hd FLOPs each over the half; backward recomputes
+  // S and runs dP, dV, dQ, dK: 5 of them. It reads q, k, v (and o, do) once and writes o
+  // (dq, dk, dv), plus the fp32 log-sum-exp per query, and in backward the fp32 dQ
+  // accumulator cuDNN keeps in its workspace (read and written once).
+  const double bh = static_cast<double>(s.micro_batch * s.heads);
+  const double half_matmul = bh * T * T * hd;  // 2 T^2 hd / 2 per (sample, head)
+  const double lse = 4 * bh * T;
   // A linear layer [N, in] -> [N, out]: forward, then backward's dx and dweight GEMMs (each
   // the forward's FLOPs); the bias gradient rides on the dweight GEMM (BGRADB), the GELU
   // on the fc layer's forward (GELU_AUX_BIAS: the pre-activation written too) and on fc
@@ -84,9 +94,13 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   add("embedding fwd", 1, 0, 4 * N + 3 * N * d * e);
   add("layernorm fwd", L + 1, 0, 2 * N * d * e + 8 * N);
   linear("qkv linear", d, 3 * d, L, 0, 0);
-  add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
-  add("causal softmax fwd", L, 0, 2 * scores * e);
-  add("attention O = V P", L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
+  if (s.fused_attention) {
+    add_at("fused attention fwd (cuDNN)", L, 2 * half_matmul, e * 4 * N * d + lse, eff.fused_attention);
+  } else {
+    add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
+    add("causal softmax fwd", L, 0, 2 * scores * e);
+    add("attention O = V P", L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
+  }
   linear("attn proj linear", d, d, L, 0, 0);
   add("residual add + layernorm fwd", L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
   linear("fc linear (+gelu)", d, 4 * d, L, 4 * d, 0);
@@ -94,9 +108,13 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   add("residual add", L, 0, 3 * N * d * e);
   linear("lm head", d, V, 1, 0, 0);
   add("cross-entropy (loss, dlogits)", 1, 0, 2 * N * V * e);
-  add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
-      true);
-  add("causal softmax bwd", L, 0, 3 * scores * e);
+  if (s.fused_attention) {
+    add_at("fused attention bwd (cuDNN)", L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, eff.fused_attention);
+  } else {
+    add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
+        true);
+    add("causal softmax bwd", L, 0, 3 * scores * e);
+  }
   add("layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
   add("layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
   add("embedding bwd", 1, 0, 4 * N + 3 * N * d * e);
@@ -127,9 +145,10 @@ std::string format_gpu_step(const GpuStepPrediction& p, const GpuSpec& gpu, cons
   char line[256];
   std::snprintf(line, sizeof(line),
                 "GPU step model (a PREDICTION, nothing measured): one %s, per-kernel roofline\n"
-                "  kernel time = max(FLOPs / (peak x %.0f%%, attention GEMMs %.0f%%), bytes / (%.2f TB/s x %.0f%%), "
-                "%.0f us)\n",
-                gpu.description.c_str(), 100 * eff.matmul, 100 * eff.attention_matmul, gpu.hbm_bytes_per_s / 1e12,
+                "  kernel time = max(FLOPs / (peak x %.0f%%, attention GEMMs %.0f%%, fused attention %.0f%%), "
+                "bytes / (%.2f TB/s x %.0f%%), %.0f us)\n",
+                gpu.description.c_str(), 100 * eff.matmul, 100 * eff.attention_matmul, 100 * eff.fused_attention,
+                gpu.hbm_bytes_per_s / 1e12,
                 100 * eff.memory, eff.launch_s * 1e6);
   out += line;
   std::snprintf(line, sizeof(line), "  %-38s %7s %10s %10s %9s %6s  %s\n", "kernel", "calls", "GFLOP/call", "MB/call",

@@ -1,7 +1,8 @@
 // A per-kernel roofline PREDICTION of one GPU's training step for the GPT reference model
 // (trainer/models/gpt.cc as it runs on a GPU today: cuBLASLt GEMMs with the GELU and
-// bias-gradient epilogues, the attention scores materialised and multiplied by
-// strided-batched GEMMs, one kernel per layernorm (one with the residual add fused in),
+// bias-gradient epilogues, attention either fused (cuDNN's flash attention: one kernel
+// forward, one backward, nothing seq x seq in memory) or with the scores materialised and
+// multiplied by strided-batched GEMMs, one kernel per layernorm (one with the residual add fused in),
 // softmax, residual add and cross-entropy, AdamW once per step). Each kernel's time is
 //   max(FLOPs / (peak x matmul efficiency), bytes / (HBM bandwidth x memory efficiency),
 //       the minimum time of one launch)
@@ -38,6 +39,11 @@ std::string known_gpu_names();
 struct GpuEfficiency {
   double matmul = 0.80;          // large GEMMs: 788 TFLOP/s measured on an H200 at 8192^3 bf16
   double attention_matmul = 0.50;  // the attention GEMMs: k or m = head_dim (64), thin
+  // cuDNN's fused causal attention, of the FLOPs it executes (the causal half): head_dim 64
+  // flash kernels reach ~25-35% of an H100's bf16 peak (FlashAttention-2 paper, causal hd
+  // 64: ~200-330 TFLOP/s forward, ~150-250 backward; cuDNN 9 at or above it). An
+  // assumption until a lent GPU's profile calibrates it.
+  double fused_attention = 0.30;
   double memory = 0.85;          // streaming kernels: ~4.3 TB/s of 4.8 copied on an H200
   double launch_s = 3e-6;        // the least time one kernel takes on the GPU
 };
@@ -47,6 +53,7 @@ struct GptShape {
   int64_t micro_batch = 1, accum_steps = 1;
   int64_t elem_bytes = 2;  // 2 for bf16/fp16, 4 for fp32 (then fp32_flops is the peak)
   int64_t params = 0;      // psi, for the optimizer's traffic
+  bool fused_attention = false;  // cuDNN's fused attention (trainer: Ops::use_fused_attention)
 };
 
 // One kind of kernel over the whole step: `calls` launches of the same cost.

@@ -179,6 +179,7 @@ int run_plan(const PlanArgs& a) {
       shape.layers = m.n_layers, shape.d_model = m.d_model, shape.heads = m.n_heads, shape.vocab = m.vocab_size;
       shape.seq = m.seq_len, shape.micro_batch = config->train.micro_batch, shape.accum_steps = 1;
       shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = model->psi;
+      shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec);
       shape.accum_steps = std::max<int64_t>(1, config->train.global_batch / (config->train.micro_batch * configured));
       gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n";

@@ -179,6 +179,10 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
                 rep.config_path.c_str(), m.description.c_str(), static_cast<long long>(m.psi), m.flops_per_sample / 1e9,
                 mib(static_cast<double>(m.activation_bytes)).c_str(), static_cast<long long>(rep.micro_batch));
   out += line;
+  if (m.fused_attention) {
+    out += "  attention: fused (cuDNN flash attention, no seq x seq probabilities kept): what a GPU build with "
+           "cuDNN runs for this 16-bit config; --set model.attention=batched plans the fallback\n";
+  }
   out += "assumptions:\n  device memory " + format_bytes(in.device_memory) + " per rank (" + in.memory_origin + ")\n";
   std::snprintf(line, sizeof(line), "  link alpha %.1f us, beta %.3g GB/s", in.link.alpha_s * 1e6,
                 in.link.beta_bytes_per_s / 1e9);
@@ -256,7 +260,8 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                    {"flops_per_sample", m.flops_per_sample},
                    {"tokens_per_sample", m.tokens_per_sample},
                    {"micro_batch", rep.micro_batch},
-                   {"activation_bytes", m.activation_bytes}});
+                   {"activation_bytes", m.activation_bytes},
+                   {"fused_attention", m.fused_attention}});
   lines.push_back({{"kind", "assumptions"},
                    {"device", to_string(in.device)},
                    {"device_memory_bytes", in.device_memory},

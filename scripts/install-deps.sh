@@ -2,7 +2,8 @@
 # Installs every Debian 12 package zdp needs to build and test. Idempotent: packages
 # already present are left alone, and apt-get update runs only when something is missing.
 # The CUDA toolkit is optional and is never installed here: when nvcc is on PATH the
-# build compiles the CUDA code too (see ZDP_CUDA in CMakeLists.txt).
+# build compiles the CUDA code too (see ZDP_CUDA in CMakeLists.txt), and cuDNN's frontend
+# headers are pip-installed for its fused attention (below).
 set -euo pipefail
 
 packages=(
@@ -36,4 +37,20 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all ${#packages[@]} packages present"
+fi
+
+# With the CUDA toolkit: cuDNN's C++ frontend (header-only; pip's nvidia-cudnn-frontend
+# wheel, without its Python dependencies, which the headers do not need) for the GPT's
+# fused attention. CMake finds the headers through python3 (CMakeLists.txt); without
+# them the build takes the batched attention path and says so. ~11 MB download; pinned to
+# the version the fused path was written and compiled against (1.32.0: its graph API).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if python3 -c "import importlib.metadata as m; m.distribution('nvidia-cudnn-frontend')" 2>/dev/null; then
+    echo "install-deps: nvidia-cudnn-frontend present"
+  else
+    echo "install-deps: pip-installing nvidia-cudnn-frontend (cuDNN's C++ frontend headers)"
+    python3 -m pip install --quiet --no-deps nvidia-cudnn-frontend==1.32.0 2>/dev/null ||
+      python3 -m pip install --quiet --no-deps --break-system-packages nvidia-cudnn-frontend==1.32.0 2>/dev/null ||
+      echo "install-deps: could not pip-install nvidia-cudnn-frontend: the build has no fused attention"
+  fi
 fi

@@ -13,7 +13,7 @@
 # bundled libraries, found on the GPU machine through LD_LIBRARY_PATH, which check.sh
 # sets; xz because OpenBLAS alone is 36 MiB); MANIFEST (the payload's files, which the
 # self-check compares); configs/; ref/cpu_losses.json; BUILD_INFO. Libraries the image has
-# (CUDA's cuBLASLt and NCCL, hundreds of MiB, from its CUDA or its Python's nvidia
+# (CUDA's cuBLASLt, NCCL and cuDNN, hundreds of MiB, from its CUDA or its Python's nvidia
 # packages; glibc and the C++ runtime) are not bundled: check.sh finds them there.
 set -euo pipefail
 
@@ -33,6 +33,7 @@ fi
 
 # What the GPU machine runs (check.sh names the same list).
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
+       fused_attention_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
 programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 
@@ -70,9 +71,11 @@ strip -o "$stage/bin/dp-train" "$build/bin/dp-train"
 for b in adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's
-# image provides (the driver, CUDA's cuBLAS(Lt) and NCCL). libcudart is bundled: small,
+# image provides (the driver, CUDA's cuBLAS(Lt), NCCL and cuDNN: cuDNN's engines are
+# over 1 GiB; zdp loads libcudnn with dlopen, so ldd does not list it, but a library that
+# names it must never pull it in here). libcudart is bundled: small,
 # and the one these programs were built against.
-system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s\.|libstdc\+\+\.|libcuda\.so|libcublas|libnccl)'
+system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s\.|libstdc\+\+\.|libcuda\.so|libcublas|libnccl|libcudnn)'
 for f in "$stage"/bin/*; do
   while read -r name _ path _; do
     [[ "$name" =~ $system ]] && continue

@@ -162,6 +162,18 @@ TEST(ConfigErrors, KeysThatCannotApplyAreRefusedNamingTheKey) {
             "configs/x.toml:3:12: model.init_std (0.05) applies to model.kind = \"gpt\" only; the mlp initialises its "
             "weights with std 1/sqrt(d_model): leave model.init_std out");
   EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\ninit_std = 0.05\n", "configs/x.toml").ok());
+  // Fused attention is cuDNN's, 16-bit only; the mlp has no attention.
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nattention = \"fused\"\n"),
+            "configs/x.toml:3:13: model.attention = \"fused\" (cuDNN flash attention, on GPUs) needs model.dtype "
+            "\"bf16\" or \"fp16\"; model.dtype is \"fp32\": use model.attention = \"batched\" or \"auto\"");
+  EXPECT_EQ(error_of("[model]\nattention = \"batched\"\n"),
+            "configs/x.toml:2:13: model.attention (\"batched\") applies to model.kind = \"gpt\" only: the mlp has no "
+            "attention; leave it out");
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nattention = \"flash\"\n"),
+            "configs/x.toml:3:13: model.attention = \"flash\" is not allowed: must be one of \"auto\", \"fused\", "
+            "\"batched\"");
+  EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\ndtype = \"bf16\"\nattention = \"fused\"\n", "configs/x.toml").ok());
+  EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\nattention = \"batched\"\n", "configs/x.toml").ok());
   // Stochastic rounding rounds into bf16/fp16 parameters; fp32 ones are the masters.
   EXPECT_EQ(error_of("[optim]\nrounding = \"stochastic\"\n"),
             "configs/x.toml:2:12: optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" (it rounds "

@@ -103,6 +103,43 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   EXPECT_DOUBLE_EQ(f.mfu, f.model_flops / f.step_s / 0.5e12);
 }
 
+TEST(GpuStepModel, TinyGptWithFusedAttention) {
+  // The tiny GPT above with cuDNN's fused attention: two rows replace the five of the
+  // batched path (scores, softmax, P V and their backward).
+  GptShape s;
+  s.layers = 1, s.d_model = 4, s.heads = 2, s.vocab = 8, s.seq = 4, s.micro_batch = 2, s.accum_steps = 3;
+  s.elem_bytes = 2, s.params = 1000, s.fused_attention = true;
+  GpuEfficiency e = halves();
+  e.fused_attention = 0.25;
+  const GpuStepPrediction p = predict_gpt_step(s, round_gpu(), e);
+  for (const KernelCost& k : p.kernels) {
+    EXPECT_EQ(k.name.find("softmax"), std::string::npos) << k.name;
+    EXPECT_EQ(k.name.find("attention S"), std::string::npos) << k.name;
+    EXPECT_EQ(k.name.find("attention bwd GEMMs"), std::string::npos) << k.name;
+  }
+  // Forward: the causal half of S and O for 2 samples x 2 heads: 2 x (4 x 4^2 x 2) = 256
+  // FLOPs (at 0.25 x 1e12: 1.024 ns); q, k, v read and o written in bf16, 2 x 4 N d = 256
+  // bytes, plus the fp32 log-sum-exp of 2 x 2 x 4 queries, 64 bytes: 320 bytes at 0.5 GB/s
+  // = 640 ns, memory-bound, once per layer and micro-batch.
+  const KernelCost& f = row(p, "fused attention fwd (cuDNN)");
+  EXPECT_EQ(f.calls, 3);
+  EXPECT_DOUBLE_EQ(f.flops, 256);
+  EXPECT_DOUBLE_EQ(f.bytes, 320);
+  EXPECT_DOUBLE_EQ(f.time_s, 3 * 640e-9);
+  EXPECT_EQ(f.bound, "memory");
+  // Backward: 5 half-matmuls, 640 FLOPs; q, k, v, o, do read and dq, dk, dv written (2 x 8
+  // N d = 512), the log-sum-exp (64) and the fp32 dQ accumulator read and written (2 x 4 N
+  // d = 256): 832 bytes.
+  const KernelCost& b = row(p, "fused attention bwd (cuDNN)");
+  EXPECT_EQ(b.calls, 3);
+  EXPECT_DOUBLE_EQ(b.flops, 640);
+  EXPECT_DOUBLE_EQ(b.bytes, 832);
+  EXPECT_DOUBLE_EQ(b.time_s, 3 * 832 / 0.5e9);
+  // The trainer's FLOP count (for MFU) does not depend on the path.
+  s.fused_attention = false;
+  EXPECT_DOUBLE_EQ(p.model_flops, predict_gpt_step(s, round_gpu(), e).model_flops);
+}
+
 TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   GptShape s;
   s.layers = 12, s.d_model = 768, s.heads = 12, s.vocab = 50304, s.seq = 1024, s.micro_batch = 16, s.accum_steps = 2;
@@ -120,6 +157,14 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   const std::string table = format_gpu_step(p, *h200, GpuEfficiency{});
   EXPECT_NE(table.find("PREDICTION"), std::string::npos);
   EXPECT_NE(table.find("MFU"), std::string::npos);
+  // Fused attention: 2 launches per layer and micro-batch instead of 5 x 12 + 2, and a
+  // faster step (the materialised scores were memory-bound and the thin GEMMs slow).
+  s.fused_attention = true;
+  const GpuStepPrediction fused = predict_gpt_step(s, *h200);
+  EXPECT_EQ(row(fused, "fused attention fwd (cuDNN)").calls, 12 * 2);
+  EXPECT_LT(fused.step_s, p.step_s);
+  EXPECT_LT(fused.launches, p.launches);
+  EXPECT_GT(fused.mfu, p.mfu);
 }
 
 TEST(GpuStepModel, GpuTable) {

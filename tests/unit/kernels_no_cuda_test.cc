@@ -2,6 +2,7 @@
 // with a message saying why, so engine code compiles once and fails clearly.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/fold.h"
+#include "kernels/fused_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/grad_check.h"
 #include "kernels/quantize.h"
@@ -60,6 +62,22 @@ TEST(KernelsWithoutCuda, LayerKernelsAreUnavailableNamingThemselves) {
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << name;
     EXPECT_EQ(st.message(), std::string(name) + ": this zdp build has no CUDA (configure with ZDP_CUDA=ON)");
   }
+}
+
+// Fused attention: not built, and asking for it says why (dp-train's "auto" then runs
+// attention batched; "fused" stops with this message).
+TEST(KernelsWithoutCuda, FusedAttentionIsUnavailable) {
+  if (ZDP_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA: scripts/test.sh runs this test in a second build without it";
+  EXPECT_FALSE(fused_attention_built());
+  const StatusOr<std::unique_ptr<FusedAttention>> made = make_cudnn_attention(false);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(made.status().message(), "fused attention: this zdp build has no CUDA (configure with ZDP_CUDA=ON)");
+  // The shape check is the same in every build.
+  EXPECT_TRUE(check_fused_attention_shape({2, 64, 3, 64, DType::kBF16}).ok());
+  EXPECT_EQ(check_fused_attention_shape({2, 64, 3, 64, DType::kF32}).message(),
+            "fused attention fp32 batch 2 x seq 64 x 3 heads x hd 64: bf16 or fp16 only (cuDNN has no fp32 fused attention)");
+  EXPECT_EQ(check_fused_attention_shape({2, 0, 3, 64, DType::kBF16}).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

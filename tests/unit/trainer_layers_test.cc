@@ -19,6 +19,7 @@
 
 #include "testing/tolerance.h"
 #include "trainer/models/attention.h"
+#include "trainer/models/model_spec.h"
 #include "trainer/models/ops.h"
 
 namespace zdp::trainer {
@@ -194,14 +195,52 @@ TEST_F(Layers, CausalSelfAttention) {
     float* y = zeros(G.size());
     float* dqkv = zeros(qkv.size());
     const float* qd = dev(qkv);
-    ASSERT_TRUE(attention_forward(*ops_, s, qd, probs, y).ok());
+    const AttentionSaved saved{false, probs, nullptr};
+    ASSERT_TRUE(attention_forward(*ops_, s, qd, saved, y).ok());
     const Vec yr = attention_ref(qkv, B, T, H, hd);
     for (size_t i = 0; i < yr.size(); ++i) {
       ASSERT_TRUE(testing::within(y[i], yr[i], testing::straight_line_bound(30, 5.0), i)) << B << " samples, " << H << " heads";
     }
-    ASSERT_TRUE(attention_backward(*ops_, s, qd, probs, dev(G), dprobs, dqkv).ok());
+    ASSERT_TRUE(attention_backward(*ops_, s, qd, saved, y, dev(G), dprobs, dqkv).ok());
     expect_grad(dqkv, fd([&](const Vec& t) { return dot(G, attention_ref(t, B, T, H, hd)); }, qkv), 25, "dqkv");
   }
+}
+
+// The CPU runs attention batched: "auto" decides so quietly, "fused" is refused naming why.
+TEST_F(Layers, FusedAttentionIsTheGpusOnly) {
+  const kernels::FusedAttentionShape s{2, 8, 2, 4, DType::kF32};
+  EXPECT_FALSE(ops_->use_fused_attention(s).value());
+  std::unique_ptr<Ops> forced = Ops::create(*device_, DType::kF32, false, AttentionImpl::kFused).value();
+  const StatusOr<bool> refused = forced->use_fused_attention(s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("model.attention = \"fused\" cannot run fused attention fp32 batch 2 x seq 8 x "
+                                            "2 heads x hd 4: the device is the CPU"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(Ops::create(*device_, DType::kF32, false, AttentionImpl::kBatched).value()->use_fused_attention(s).value());
+}
+
+// The activations model_spec() plans (dp-launch plan) follow the attention path: fused
+// keeps 4 bytes of log-sum-exp per (sample, head, query) instead of seq bf16
+// probabilities, and needs no backward scratch of their size.
+TEST(PlannedActivations, FollowTheAttentionPath) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2, c.model.d_model = 64, c.model.n_heads = 4, c.model.seq_len = 32, c.model.vocab_size = 50;
+  c.model.dtype = DType::kBF16;
+  c.train.micro_batch = 3;
+  const ModelSpec fused = model_spec(c).value();
+  c.model.attention = AttentionImpl::kBatched;
+  const ModelSpec batched = model_spec(c).value();
+  EXPECT_TRUE(fused.fused_attention);
+  EXPECT_FALSE(batched.fused_attention);
+  const int64_t B = 3, H = 4, T = 32, L = 2;
+  const int64_t probs = B * H * T * T * 2, stats = B * H * T * 4;
+  EXPECT_EQ(batched.activation_bytes - fused.activation_bytes, L * (probs - stats) + probs);
+  c.model.dtype = DType::kF32;  // fp32 never runs fused, "auto" plans batched
+  c.model.attention = AttentionImpl::kAuto;
+  EXPECT_FALSE(model_spec(c).value().fused_attention);
 }
 
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {

@@ -25,6 +25,9 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
   // list at each stage, the model's activation buffers, and on GPUs the GEMM workspace
   // that Ops takes.
   StatusOr<ModelSpec> spec = model_spec(config);
+  // The plan assumes a GPU runs 16-bit attention fused; where this build or GPU fell back
+  // to the batched path (or the other way), the model's own buffers are the plan's.
+  if (spec.ok() && spec->fused_attention != model.fused_attention()) spec->activation_bytes = model.activation_bytes();
   if (spec.ok()) {
     o.plan_source = "dp-launch plan";
     o.plan = [spec = *spec, options = engine.options(), world = ctx.world_size(),

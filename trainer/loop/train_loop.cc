@@ -136,7 +136,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   Console console(options.out, chief);
   ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
   Engine engine(ctx, eopts);
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic,
+                                                                     config.model.attention));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
@@ -149,7 +150,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   summary.params = engine.memory().params;
   summary.tokens_per_sample = model->tokens_per_sample();
   summary.peak_lr = eopts.optim.lr;
-  console.line("dp-train: " + model->describe() + ", " + std::to_string(summary.params) + " parameters, " +
+  console.line("dp-train: " + model->describe() + (model->fused_attention() ? " (fused attention)" : "") + ", " +
+               std::to_string(summary.params) + " parameters, " +
                to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.zero.stage) + " on " +
                std::to_string(K) + " rank(s) (" + ctx.device().name() + ")");
   console.line("dp-train: data " + train_data->describe() + (val_data ? "; held out: " + val_data->describe() : ""));

@@ -43,9 +43,19 @@ Status batched_mm(Ops& ops, const AttentionShape& s, Transpose ta, Transpose tb,
   return Status::Ok();
 }
 
+float attention_scale(const AttentionShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
+
 }  // namespace
 
-Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, void* probs, void* y) {
+kernels::FusedAttentionShape fused_shape(const AttentionShape& s, DType dtype) {
+  return {s.batch, s.seq, s.heads, s.head_dim, dtype};
+}
+
+Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, const AttentionSaved& saved, void* y) {
+  if (saved.fused) {
+    return ops.fused_attention({fused_shape(s, ops.dtype()), attention_scale(s), qkv, y, saved.stats});
+  }
+  void* probs = saved.probs;
   const int64_t d = s.width(), T = s.seq, hd = s.head_dim, H = s.heads;
   const size_t e = ops.elem_bytes();
   const char* base = static_cast<const char*>(qkv);
@@ -53,14 +63,17 @@ Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, voi
   const Operand p{probs, H * T * T, T * T, T}, out{y, T * d, hd, d};
   // S(j, i) = k_j . q_i  (the scores, row-major [query i][key j])
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, key, q, p));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ZDP_RETURN_IF_ERROR(ops.causal_softmax({s.batch * H, T, ops.dtype(), scale, probs, probs}));
+  ZDP_RETURN_IF_ERROR(ops.causal_softmax({s.batch * H, T, ops.dtype(), attention_scale(s), probs, probs}));
   // O(:, i) = sum_j v_j P(j, i)
   return batched_mm(ops, s, Transpose::kNo, Transpose::kNo, hd, T, T, v, p, out);
 }
 
-Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, const void* probs, const void* dy,
-                          void* dprobs, void* dqkv) {
+Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, const AttentionSaved& saved,
+                          const void* y, const void* dy, void* dprobs, void* dqkv) {
+  if (saved.fused) {
+    return ops.fused_attention_backward({fused_shape(s, ops.dtype()), attention_scale(s), qkv, y, dy, saved.stats, dqkv});
+  }
+  const void* probs = saved.probs;
   const int64_t d = s.width(), T = s.seq, hd = s.head_dim, H = s.heads;
   const size_t e = ops.elem_bytes();
   const char* base = static_cast<const char*>(qkv);
@@ -70,8 +83,7 @@ Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, co
   const Operand p{probs, H * T * T, T * T, T}, dp{dprobs, H * T * T, T * T, T}, dout{dy, T * d, hd, d};
   // dP(j, i) = v_j . dO_i
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, v, dout, dp));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ZDP_RETURN_IF_ERROR(ops.causal_softmax_backward({s.batch * H, T, ops.dtype(), scale, probs, dprobs, dprobs}));
+  ZDP_RETURN_IF_ERROR(ops.causal_softmax_backward({s.batch * H, T, ops.dtype(), attention_scale(s), probs, dprobs, dprobs}));
   // dP now holds dS (scale included). dV(:, j) = sum_i dO_i P(j, i);  dQ(:, i) = sum_j k_j dS(j, i);
   // dK(:, j) = sum_i q_i dS(j, i)
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kNo, Transpose::kYes, hd, T, T, dout, p, dv));

@@ -2,7 +2,8 @@
 // pre-LayerNorm blocks x += attn(ln1(x)); x += mlp(ln2(x)) with causal multi-head
 // attention and a 4d GELU MLP (group 1 + l each), a final LayerNorm (group n_layers + 1)
 // and the LM head tied to the token embedding, trained with next-token cross-entropy.
-// Activations of every block are kept for backward (no recomputation).
+// Activations of every block are kept for backward (no recomputation); attention keeps
+// its probabilities (batched path) or only their log-sum-exp (fused path, attention.h).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -18,14 +19,14 @@ using kernels::OutputMode;
 struct Block {
   Param ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
   // Activations of the current micro-batch; x_in is the block's input (the residual stream).
-  DeviceBuffer x_in, ln1, ln1_mean, ln1_rstd, qkv, probs, attn_y, x_mid, ln2, ln2_mean, ln2_rstd, fc_pre, fc_act;
+  DeviceBuffer x_in, ln1, ln1_mean, ln1_rstd, qkv, probs, attn_stats, attn_y, x_mid, ln2, ln2_mean, ln2_rstd, fc_pre, fc_act;
 };
 
 class Gpt : public Model {
  public:
   Gpt(const ModelConfig& c, int64_t micro, Ops* ops)
       : Model(ops, c.dtype), L_(c.n_layers), C_(c.d_model), H_(c.n_heads), V_(c.vocab_size), T_(c.seq_len), std_(static_cast<float>(c.init_std)),
-        B_(micro), blocks_(static_cast<size_t>(c.n_layers)) {}
+        B_(micro), attention_(c.attention), blocks_(static_cast<size_t>(c.n_layers)) {}
 
   Status declare_params(const DeclareParam& declare) override {
     // GPT-2's initialisation: N(0, std) weights, the residual projections scaled by
@@ -65,6 +66,7 @@ class Gpt : public Model {
     const double params = static_cast<double>(V_ + T_) * C_ + static_cast<double>(L_) * 12.0 * C_ * C_;
     return static_cast<double>(T_) * (6.0 * params + 12.0 * L_ * static_cast<double>(T_) * C_);
   }
+  bool fused_attention() const override { return fused_; }
   std::string describe() const override {
     return "gpt " + std::to_string(L_) + " layers x d " + std::to_string(C_) + " (" + std::to_string(H_) +
            " heads), vocab " + std::to_string(V_) + ", seq " + std::to_string(T_);
@@ -75,13 +77,28 @@ class Gpt : public Model {
   StatusOr<DeviceBuffer> stat() { return take(B_ * T_, DType::kF32); }
 
   Status allocate() override {
+    // Decided once for the micro-batch's shape: a model without ops (model_spec) plans
+    // what a GPU would run (plans_fused_attention).
+    const AttentionShape full{B_, T_, H_, C_ / H_};
+    if (ops_) {
+      ZDP_ASSIGN_OR_RETURN(fused_, ops_->use_fused_attention(fused_shape(full, dtype_)));
+    } else {
+      ModelConfig m;
+      m.attention = attention_;
+      m.dtype = dtype_;
+      fused_ = plans_fused_attention(m);
+    }
     for (Block& b : blocks_) {
       ZDP_ASSIGN_OR_RETURN(b.x_in, act(C_));
       ZDP_ASSIGN_OR_RETURN(b.ln1, act(C_));
       ZDP_ASSIGN_OR_RETURN(b.ln1_mean, stat());
       ZDP_ASSIGN_OR_RETURN(b.ln1_rstd, stat());
       ZDP_ASSIGN_OR_RETURN(b.qkv, act(3 * C_));
-      ZDP_ASSIGN_OR_RETURN(b.probs, act(H_ * T_));
+      if (fused_) {
+        ZDP_ASSIGN_OR_RETURN(b.attn_stats, take(AttentionSaved::stats_elements(full), DType::kF32));
+      } else {
+        ZDP_ASSIGN_OR_RETURN(b.probs, act(H_ * T_));
+      }
       ZDP_ASSIGN_OR_RETURN(b.attn_y, act(C_));
       ZDP_ASSIGN_OR_RETURN(b.x_mid, act(C_));
       ZDP_ASSIGN_OR_RETURN(b.ln2, act(C_));
@@ -106,7 +123,9 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(dattn_, act(C_));
     ZDP_ASSIGN_OR_RETURN(dqkv_, act(3 * C_));
     ZDP_ASSIGN_OR_RETURN(dfc_, act(4 * C_));
-    ZDP_ASSIGN_OR_RETURN(dprobs_, act(H_ * T_));
+    if (!fused_) {
+      ZDP_ASSIGN_OR_RETURN(dprobs_, act(H_ * T_));
+    }
     ZDP_ASSIGN_OR_RETURN(dwte_head_, take(V_ * C_, DType::kF32));
     return Status::Ok();
   }
@@ -122,7 +141,8 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(void* qkv_w, p(e, b.qkv_w));
     ZDP_ASSIGN_OR_RETURN(void* qkv_b, p(e, b.qkv_b));
     ZDP_RETURN_IF_ERROR(ops_->linear(b.ln1.data(), qkv_w, qkv_b, b.qkv.data(), n, C_, 3 * C_));
-    ZDP_RETURN_IF_ERROR(attention_forward(*ops_, shape(n), b.qkv.data(), b.probs.data(), b.attn_y.data()));
+    ZDP_ASSIGN_OR_RETURN(const AttentionSaved saved, attention_saved(b, n));
+    ZDP_RETURN_IF_ERROR(attention_forward(*ops_, shape(n), b.qkv.data(), saved, b.attn_y.data()));
     ZDP_ASSIGN_OR_RETURN(void* proj_w, p(e, b.proj_w));
     ZDP_ASSIGN_OR_RETURN(void* proj_b, p(e, b.proj_b));
     ZDP_RETURN_IF_ERROR(ops_->linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
@@ -163,7 +183,9 @@ class Gpt : public Model {
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_mid.data(), ln2_w, b.ln2_mean.as<float>(), b.ln2_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[4], gv[5]}));
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.attn_y.data(), proj_w, dx_.data(), dattn_.data(), OutputMode::kOverwrite, gv[6], gv[7], n, C_, C_));
-    ZDP_RETURN_IF_ERROR(attention_backward(*ops_, shape(n), b.qkv.data(), b.probs.data(), dattn_.data(), dprobs_.data(), dqkv_.data()));
+    ZDP_ASSIGN_OR_RETURN(const AttentionSaved saved, attention_saved(b, n));
+    ZDP_RETURN_IF_ERROR(attention_backward(*ops_, shape(n), b.qkv.data(), saved, b.attn_y.data(), dattn_.data(),
+                                           saved.fused ? nullptr : dprobs_.data(), dqkv_.data()));
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln1.data(), qkv_w, dqkv_.data(), dln_.data(), OutputMode::kOverwrite, gv[8], gv[9], n, C_, 3 * C_));
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_in.data(), ln1_w, b.ln1_mean.as<float>(), b.ln1_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[10], gv[11]}));
@@ -172,6 +194,23 @@ class Gpt : public Model {
   }
 
   AttentionShape shape(int64_t n) const { return {n / T_, T_, H_, C_ / H_}; }
+
+  // Where block b's attention keeps what its backward needs for `n` tokens. A fused model
+  // whose smaller batch (an evaluation's last) cuDNN refuses takes the probabilities'
+  // buffers then, outside activation_bytes(); Ops has warned.
+  StatusOr<AttentionSaved> attention_saved(Block& b, int64_t n) {
+    if (!fused_) return AttentionSaved{false, b.probs.data(), nullptr};
+    ZDP_ASSIGN_OR_RETURN(const bool fused, ops_->use_fused_attention(fused_shape(shape(n), dtype_)));
+    if (fused) return AttentionSaved{true, nullptr, b.attn_stats.as<float>()};
+    const int64_t elements = AttentionSaved::probs_elements({B_, T_, H_, C_ / H_});
+    if (!b.probs.data()) {
+      ZDP_ASSIGN_OR_RETURN(b.probs, ops_->alloc(elements, dtype_));
+    }
+    if (!dprobs_.data()) {
+      ZDP_ASSIGN_OR_RETURN(dprobs_, ops_->alloc(elements, dtype_));
+    }
+    return AttentionSaved{false, b.probs.data(), nullptr};
+  }
 
   // Training with `loss` (returns 0; the loss goes there), else evaluation (returns the
   // mean loss, read back).
@@ -242,6 +281,8 @@ class Gpt : public Model {
   int L_, C_, H_, V_, T_;
   float std_;
   int64_t B_;
+  AttentionImpl attention_;
+  bool fused_ = false;  // attention of a full micro-batch runs fused (decided in allocate())
   std::vector<Block> blocks_;
   Param wte_, wpe_, lnf_w_, lnf_b_;
   DeviceBuffer x_out_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, tokens_, targets_, offsets_, order_;
@@ -249,6 +290,10 @@ class Gpt : public Model {
 };
 
 }  // namespace
+
+bool plans_fused_attention(const ModelConfig& m) {
+  return m.attention == AttentionImpl::kFused || (m.attention == AttentionImpl::kAuto && m.dtype != DType::kF32);
+}
 
 StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops* ops) {
   if (config.d_model % config.n_heads != 0) {

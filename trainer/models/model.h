@@ -51,6 +51,8 @@ class Model {
   // GEMMs, plus attention), for MFU.
   virtual double flops_per_sample() const = 0;
   virtual std::string describe() const = 0;
+  // Whether attention runs (or, without ops, is planned) fused: kernels/fused_attention.h.
+  virtual bool fused_attention() const { return false; }
   // Takes the activation and scratch buffers of one micro-batch through take()
   // (register_params() calls it; a model without ops only counts them).
   virtual Status allocate() = 0;
@@ -78,6 +80,12 @@ class Model {
 StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t micro_batch, Ops* ops);
 StatusOr<std::unique_ptr<Model>> make_gpt(const ModelConfig& config, int64_t micro_batch, Ops* ops);
 StatusOr<std::unique_ptr<Model>> make_model(const Config& config, Ops& ops);
+
+// What the gpt made without ops (model_spec: dp-launch plan) assumes a GPU runs:
+// model.attention "fused", or "auto" with a 16-bit model.dtype (16-bit compute runs on
+// GPUs only), in a zdp build with cuDNN fused attention that accepts the shape. dp-train
+// decides on the device (Ops::use_fused_attention) and may fall back.
+bool plans_fused_attention(const ModelConfig& m);
 
 // A view of parameter p, or the engine's reason why there is none.
 StatusOr<void*> param_view(Engine& engine, Param p, const char* what);

@@ -23,6 +23,7 @@ StatusOr<ModelSpec> model_spec(const Config& config) {
   spec.activation_bytes = model->activation_bytes();
   spec.flops_per_sample = model->flops_per_sample();
   spec.tokens_per_sample = model->tokens_per_sample();
+  spec.fused_attention = model->fused_attention();
   return spec;
 }
 

@@ -19,6 +19,7 @@ struct ModelSpec {
   int64_t activation_bytes = 0;   // per rank, for train.micro_batch (MemCategory::kOther)
   double flops_per_sample = 0;    // forward + backward (Model::flops_per_sample)
   int64_t tokens_per_sample = 1;
+  bool fused_attention = false;   // the gpt's attention planned fused (plans_fused_attention in model.h)
 };
 
 // The model of config.model at config.train.micro_batch. kInvalidArgument as make_model.

@@ -16,8 +16,8 @@ using kernels::Transpose;
 #define ZDP_OPS_DISPATCH(name, args) \
   return on_gpu() ? kernels::name##_cuda(args, cuda_stream()) : kernels::name##_cpu(args)
 
-StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool deterministic) {
-  std::unique_ptr<Ops> ops(new Ops(device, dtype));
+StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool deterministic, AttentionImpl attention) {
+  std::unique_ptr<Ops> ops(new Ops(device, dtype, deterministic, attention));
   if (device.kind() == DeviceKind::kCpu) {
     if (dtype != DType::kF32) {
       return Status(StatusCode::kInvalidArgument, std::string("model.dtype = \"") + to_string(dtype) +
@@ -96,6 +96,67 @@ StatusOr<float*> Ops::scratch(int64_t floats) {
     scratch_floats_ = floats;
   }
   return static_cast<float*>(scratch_.data());
+}
+
+StatusOr<std::string> Ops::fused_refusal(const kernels::FusedAttentionShape& s) {
+  if (!on_gpu()) return std::string("the device is the CPU (fused attention is cuDNN's, on GPUs)");
+  if (s.dtype == DType::kF32) return std::string("model.dtype is \"fp32\" (cuDNN's fused attention is bf16/fp16)");
+  if (!kernels::fused_attention_built()) {
+    return std::string("this zdp build has no cuDNN fused attention (see the configure output)");
+  }
+  if (!fused_) {
+    StatusOr<std::unique_ptr<kernels::FusedAttention>> made = kernels::make_cudnn_attention(deterministic_);
+    // kUnavailable: no libcudnn on this machine (a refusal); another code is an error.
+    if (!made.ok() && made.status().code() == StatusCode::kUnavailable) return made.status().message();
+    if (!made.ok()) return made.status();
+    fused_ = std::move(*made);
+  }
+  StatusOr<int64_t> bytes = fused_->prepare(s);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kUnavailable) return "cuDNN refused it: " + bytes.status().message();
+    return bytes.status();
+  }
+  if (*bytes > attention_workspace_bytes_) {
+    attention_workspace_ = DeviceBuffer();  // the old one first: the peak stays the larger
+    ZDP_ASSIGN_OR_RETURN(attention_workspace_, device_.allocate(*bytes, MemCategory::kWorkspace));
+    attention_workspace_bytes_ = *bytes;
+  }
+  return std::string();
+}
+
+StatusOr<bool> Ops::use_fused_attention(const kernels::FusedAttentionShape& s) {
+  if (attention_ == AttentionImpl::kBatched) return false;
+  const auto key = std::make_tuple(s.batch, s.seq, s.heads, s.head_dim, static_cast<int>(s.dtype));
+  auto it = fused_shapes_.find(key);
+  if (it != fused_shapes_.end()) return it->second;
+  ZDP_ASSIGN_OR_RETURN(const std::string refusal, fused_refusal(s));
+  if (!refusal.empty()) {
+    if (attention_ == AttentionImpl::kFused) {
+      return Status(StatusCode::kInvalidArgument,
+                    "model.attention = \"fused\" cannot run " + kernels::describe(s) + ": " + refusal);
+    }
+    // Expected on CPUs and in fp32: said once at debug level; a GPU's refusal is news.
+    const bool expected = !on_gpu() || s.dtype == DType::kF32 || !kernels::fused_attention_built();
+    if (expected) {
+      ZDP_LOG(kDebug) << "attention: " << kernels::describe(s) << " runs as batched GEMMs: " << refusal;
+    } else {
+      ZDP_LOG(kWarn) << "attention: " << kernels::describe(s) << " runs as batched GEMMs: " << refusal;
+    }
+  } else {
+    ZDP_LOG(kInfo) << "attention: " << kernels::describe(s) << " runs fused (cuDNN), workspace "
+                   << attention_workspace_bytes_ << " bytes";
+  }
+  return fused_shapes_[key] = refusal.empty();
+}
+
+Status Ops::fused_attention(const kernels::FusedAttentionArgs& a) {
+  if (!fused_) return Status(StatusCode::kInternal, "Ops::fused_attention before use_fused_attention");
+  return fused_->forward(a, attention_workspace_.data(), attention_workspace_bytes_, cuda_stream());
+}
+
+Status Ops::fused_attention_backward(const kernels::FusedAttentionBackwardArgs& a) {
+  if (!fused_) return Status(StatusCode::kInternal, "Ops::fused_attention_backward before use_fused_attention");
+  return fused_->backward(a, attention_workspace_.data(), attention_workspace_bytes_, cuda_stream());
 }
 
 Status Ops::gemm_to(GemmArgs a, DType c_dtype) {

@@ -7,17 +7,21 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention_softmax.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/fused_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/loss_sum.h"
 #include "trainer/models/upload_ring.h"
+#include "zdp/config.h"
 #include "zdp/device.h"
 
 namespace zdp::trainer {
@@ -28,9 +32,12 @@ class Ops {
  public:
   // kInvalidArgument for a dtype the device's GEMM cannot take (the CPU's OpenBLAS takes
   // fp32 only). `deterministic` (train.deterministic): cuBLASLt's algorithm is pinned to
-  // the shape (kernels::make_cublaslt_gemm's `pinned`); on the CPU, OpenBLAS runs on one
-  // thread in this process (its results depend on the thread count).
-  static StatusOr<std::unique_ptr<Ops>> create(Device& device, DType dtype, bool deterministic = false);
+  // the shape (kernels::make_cublaslt_gemm's `pinned`) and cuDNN's attention backward is its
+  // deterministic one; on the CPU, OpenBLAS runs on one thread in this process (its
+  // results depend on the thread count). `attention` (model.attention): whether attention
+  // may, must or must not run fused (use_fused_attention()).
+  static StatusOr<std::unique_ptr<Ops>> create(Device& device, DType dtype, bool deterministic = false,
+                                               AttentionImpl attention = AttentionImpl::kAuto);
   // Where the work goes: the engine's compute stream, which exists once the engine is
   // finalized. REQUIRES: called before any operation; `stream` outlives the Ops.
   void set_stream(Stream& stream) { stream_ = &stream; }
@@ -82,6 +89,15 @@ class Ops {
   Status layernorm(const kernels::LayerNormArgs& a);
   // Supplies the GPU's scratch for the partial sums (a.partials) when the caller gave none.
   Status layernorm_backward(kernels::LayerNormBackwardArgs a);
+  // Whether causal attention of shape `s` (s.dtype: the compute dtype) runs fused
+  // (kernels/fused_attention.h), decided once per shape: kAuto: on a GPU, in bf16/fp16, in
+  // a build with cuDNN and when cuDNN accepts the shape, else false (a GPU's refusal is
+  // logged once); kFused: the same conditions, each missing one an error naming it;
+  // kBatched: false. Takes the workspace the shape needs (MemCategory::kWorkspace).
+  StatusOr<bool> use_fused_attention(const kernels::FusedAttentionShape& s);
+  // REQUIRES: use_fused_attention(a.shape) returned true.
+  Status fused_attention(const kernels::FusedAttentionArgs& a);
+  Status fused_attention_backward(const kernels::FusedAttentionBackwardArgs& a);
   Status causal_softmax(const kernels::CausalSoftmaxArgs& a);
   Status causal_softmax_backward(const kernels::CausalSoftmaxBackwardArgs& a);
   Status cross_entropy(const kernels::CrossEntropyArgs& a);
@@ -90,7 +106,11 @@ class Ops {
   Status embedding_backward(const kernels::EmbeddingBackwardArgs& a);
 
  private:
-  Ops(Device& device, DType dtype) : device_(device), dtype_(dtype) {}
+  Ops(Device& device, DType dtype, bool deterministic, AttentionImpl attention)
+      : device_(device), dtype_(dtype), deterministic_(deterministic), attention_(attention) {}
+  // Why attention of `s` cannot run fused ("" when it can), after making the cuDNN
+  // attention object and preparing the shape; an error other than a refusal is returned.
+  StatusOr<std::string> fused_refusal(const kernels::FusedAttentionShape& s);
   cudaStream_t cuda_stream() { return stream_ ? static_cast<cudaStream_t>(stream_->native_handle()) : nullptr; }
   Status gemm_to(kernels::GemmArgs args, DType c_dtype);
   // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
@@ -114,6 +134,12 @@ class Ops {
   DeviceBuffer scratch_;
   int64_t scratch_floats_ = 0;
   std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload
+  bool deterministic_;
+  AttentionImpl attention_;
+  std::unique_ptr<kernels::FusedAttention> fused_;  // made by the first use_fused_attention on a GPU
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, bool> fused_shapes_;  // decided shapes
+  DeviceBuffer attention_workspace_;
+  int64_t attention_workspace_bytes_ = 0;
 };
 
 }  // namespace zdp::trainer

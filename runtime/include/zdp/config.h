@@ -22,6 +22,11 @@ enum class Backend : int { kAuto = 0, kNccl, kGloo };
 enum class ModelKind : int { kMlp = 0, kGpt };             // dp-train's reference models
 enum class DataKind : int { kSynthetic = 0, kTokens };     // seeded random data | token file
 enum class MlpTask : int { kClassification = 0, kRegression };  // what the mlp model's synthetic data asks
+// How the gpt computes attention on a GPU. kFused: cuDNN's fused flash attention (bf16/fp16,
+// a build with cuDNN; nothing seq x seq is kept); kBatched: strided-batched GEMMs around a
+// causal softmax (the probabilities kept for backward; the CPU's only path); kAuto: fused
+// where it applies (GPU, 16-bit, cuDNN accepts the shape), else batched.
+enum class AttentionImpl : int { kAuto = 0, kFused, kBatched };
 // kAuto: the newest checkpoint in checkpoint.dir, if any; kPath: CheckpointConfig::resume_path.
 enum class ResumeMode : int { kAuto = 0, kNever, kPath };
 // How stages 2-3 accumulate micro-batches (accum_steps > 1). kLocal: in a full-size fp32
@@ -44,6 +49,7 @@ const char* to_string(DataKind value);
 const char* to_string(ResumeMode value);
 const char* to_string(GradAccumulation value);
 const char* to_string(MlpTask value);
+const char* to_string(AttentionImpl value);  // "auto", "fused", "batched"
 const char* to_string(WireQuant value);  // "none", "int8", "int4"
 int wire_bits(WireQuant value);          // 8, 4; 0 for kNone
 const char* to_string(CompressScope value);  // "all", "inter-node"
@@ -94,6 +100,7 @@ struct ModelConfig {
   double init_std = 0.02;              // gpt: std of the normal initialisation of weights (the mlp
                                        // uses 1/sqrt(d_model) and refuses another value)
   MlpTask task = MlpTask::kClassification;  // mlp: "classification" (vocab_size classes) | "regression" (vocab_size outputs)
+  AttentionImpl attention = AttentionImpl::kAuto;  // gpt: "auto" | "fused" (cuDNN; bf16/fp16 on GPUs) | "batched"
 };
 
 // [data]: what the ranks train on.

@@ -120,6 +120,18 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
                                      "rounds the fp32 master weights into 16-bit parameters); model.dtype is \"") +
                          to_string(c.model.dtype) + "\"";
                 });
+  // cuDNN's fused attention has no fp32 engine, and the mlp has no attention to choose.
+  check.require(c.model.attention != AttentionImpl::kFused || c.model.dtype != DType::kF32,
+                {"model.attention", "model.dtype"}, [&] {
+                  return std::string("model.attention = \"fused\" (cuDNN flash attention, on GPUs) needs model.dtype "
+                                     "\"bf16\" or \"fp16\"; model.dtype is \"fp32\": use model.attention = "
+                                     "\"batched\" or \"auto\"");
+                });
+  check.require(c.model.kind != ModelKind::kMlp || c.model.attention == AttentionImpl::kAuto,
+                {"model.attention", "model.kind"}, [&] {
+                  return std::string("model.attention (\"") + to_string(c.model.attention) +
+                         "\") applies to model.kind = \"gpt\" only: the mlp has no attention; leave it out";
+                });
   check.require(c.model.kind != ModelKind::kMlp || c.data.kind == DataKind::kSynthetic, {"data.kind", "model.kind"},
                 [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
   check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},

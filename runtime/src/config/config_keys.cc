@@ -23,6 +23,8 @@ constexpr EnumWord<DataKind> kDataKindWords[] = {
     {"synthetic", DataKind::kSynthetic}, {"tokens", DataKind::kTokens}};
 constexpr EnumWord<MlpTask> kMlpTaskWords[] = {
     {"classification", MlpTask::kClassification}, {"regression", MlpTask::kRegression}};
+constexpr EnumWord<AttentionImpl> kAttentionWords[] = {
+    {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"batched", AttentionImpl::kBatched}};
 // kPath has no word: any other string is the path.
 constexpr EnumWord<ResumeMode> kResumeWords[] = {{"auto", ResumeMode::kAuto}, {"never", ResumeMode::kNever}};
 constexpr EnumWord<CheckpointStorage> kStorageWords[] = {
@@ -294,6 +296,9 @@ std::vector<KeyInfo> build_table() {
             "another value)", above(0)),
       enum_field("model.task", &C::model, &M::task, kMlpTaskWords,
                  "mlp: classify into vocab_size classes, or regress vocab_size outputs"),
+      enum_field("model.attention", &C::model, &M::attention, kAttentionWords,
+                 "gpt on GPUs: fused (cuDNN flash attention; bf16/fp16, a build with cuDNN), batched "
+                 "(strided-batched GEMMs, seq x seq probabilities kept), auto (fused where it applies)"),
 
       enum_field("data.kind", &C::data, &D::kind, kDataKindWords,
                  "synthetic: seeded random samples; tokens: a token file"),
@@ -430,6 +435,7 @@ const char* to_string(ResumeMode value) {
   return value == ResumeMode::kPath ? "path" : config_internal::word_of(config_internal::kResumeWords, value);
 }
 const char* to_string(MlpTask value) { return config_internal::word_of(config_internal::kMlpTaskWords, value); }
+const char* to_string(AttentionImpl value) { return config_internal::word_of(config_internal::kAttentionWords, value); }
 const char* to_string(WireQuant value) { return config_internal::word_of(config_internal::kWireQuantWords, value); }
 const char* to_string(CompressScope value) { return config_internal::word_of(config_internal::kCompressWords, value); }
 int wire_bits(WireQuant value) { return value == WireQuant::kInt8 ? 8 : (value == WireQuant::kInt4 ? 4 : 0); }

@@ -1,0 +1,29 @@
+// What every build has of kernels/fused_attention.h: the shape checks and the build flag.
+#include "kernels/fused_attention.h"
+
+#include <limits>
+
+namespace zdp::kernels {
+
+std::string describe(const FusedAttentionShape& s) {
+  return std::string("fused attention ") + to_string(s.dtype) + " batch " + std::to_string(s.batch) + " x seq " +
+         std::to_string(s.seq) + " x " + std::to_string(s.heads) + " heads x hd " + std::to_string(s.head_dim);
+}
+
+Status check_fused_attention_shape(const FusedAttentionShape& s) {
+  auto bad = [&](const std::string& why) { return Status(StatusCode::kInvalidArgument, describe(s) + ": " + why); };
+  if (s.batch < 1 || s.seq < 1 || s.heads < 1 || s.head_dim < 1) return bad("every dimension must be positive");
+  if (s.dtype != DType::kBF16 && s.dtype != DType::kF16) return bad("bf16 or fp16 only (cuDNN has no fp32 fused attention)");
+  // The largest tensor (qkv) must be addressable with the int64 strides cuDNN takes and
+  // must not overflow here: 2^62 elements is far beyond any GPU.
+  const int64_t limit = int64_t{1} << 62;
+  if (s.batch > limit / s.seq || s.batch * s.seq > limit / (3 * s.heads) || s.batch * s.seq * 3 * s.heads > limit / s.head_dim) {
+    return bad("too many elements");
+  }
+  return Status::Ok();
+}
+
+// ZDP_HAVE_CUDNN: 0 or 1 from kernels/CMakeLists.txt (this file only).
+bool fused_attention_built() { return ZDP_HAVE_CUDNN != 0; }
+
+}  // namespace zdp::kernels

@@ -1,0 +1,223 @@
+// cuDNN's fused causal attention (kernels/fused_attention.h, through Ops and
+// trainer/models/attention.cc) against the CPU reference (the batched path on the CPU, in
+// fp32) and against the GPU's own batched bf16 path, forward (output and log-sum-exp) and
+// backward (dq, dk, dv), on small shapes. Skips without a GPU, in a build without cuDNN, or
+// where libcudnn.so.9 cannot be loaded.
+//
+// Tolerance (bf16). Inputs are rounded to bf16 once and the reference computes from the
+// same rounded values in fp32, so only the GPU's own roundings count. Fused attention
+// rounds the probabilities to bf16 before P V, and in backward P, dS and the outputs
+// (unit roundoff u = 2^-8 each); every sum runs in fp32. Each output element is then a
+// sum of bf16-rounded terms with a relative error of a few u, and normwise
+//   || x_gpu - x_ref ||_2 <= 4e-2 || x_ref ||_2   (about 10 u; both GPU paths)
+// and fused against batched twice that. A wrong mask, scale, stride or head is off by the
+// order of the values themselves (relative error ~1). The log-sum-exp per query is fp32
+// from bf16 inputs: within 1e-3 (1 + |lse|).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/fused_attention.h"
+#include "testing/device_arrays.h"
+#include "testing/tolerance.h"
+#include "trainer/models/attention.h"
+
+namespace zdp::trainer {
+namespace {
+
+using kernels::Bf16;
+using testing::DeviceArray;
+
+constexpr double kRelative = 4e-2;
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::vector<Bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::from_f32<Bf16>(v[i]);
+  return out;
+}
+std::vector<float> to_f32(const std::vector<Bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::to_f32(v[i]);
+  return out;
+}
+
+// Random values of [-scale, scale], already on the bf16 grid.
+std::vector<float> bf16_random(size_t n, float scale, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return to_f32(to_bf16(v));
+}
+
+// The log-sum-exp of query i's scaled scores over keys 0..i, in double.
+std::vector<float> lse_reference(const std::vector<float>& qkv, const AttentionShape& s) {
+  const int64_t d = s.width(), hd = s.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<float> out(static_cast<size_t>(s.batch * s.heads * s.seq));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t i = 0; i < s.seq; ++i) {
+        std::vector<double> scores;
+        double m = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < hd; ++c) {
+            dot += static_cast<double>(qkv[static_cast<size_t>((b * s.seq + i) * 3 * d + h * hd + c)]) *
+                   qkv[static_cast<size_t>((b * s.seq + j) * 3 * d + d + h * hd + c)];
+          }
+          scores.push_back(dot * scale);
+          m = std::max(m, scores.back());
+        }
+        double sum = 0;
+        for (double x : scores) sum += std::exp(x - m);
+        out[static_cast<size_t>((b * s.heads + h) * s.seq + i)] = static_cast<float>(m + std::log(sum));
+      }
+    }
+  }
+  return out;
+}
+
+struct Result {
+  std::vector<float> y, dqkv, stats;
+};
+
+// Forward and backward of `s` through `ops` (its device and dtype), from fp32 host inputs.
+template <typename T>
+Result run(Ops& ops, Stream* stream, const AttentionShape& s, const std::vector<float>& qkv, const std::vector<float>& dy,
+           bool fused) {
+  Device& dev = ops.device();
+  auto cast = [](const std::vector<float>& v) {
+    if constexpr (std::is_same_v<T, float>) {
+      return v;
+    } else {
+      return to_bf16(v);
+    }
+  };
+  const int64_t n = s.batch * s.seq, d = s.width();
+  DeviceArray<T> dqkv_in(dev, cast(qkv)), ddy(dev, cast(dy)), y(dev, std::vector<T>(static_cast<size_t>(n * d))),
+      dqkv(dev, std::vector<T>(static_cast<size_t>(n * 3 * d)));
+  const size_t probs = fused ? 1 : static_cast<size_t>(AttentionSaved::probs_elements(s));
+  DeviceArray<T> p(dev, std::vector<T>(probs)), dp(dev, std::vector<T>(probs));
+  DeviceArray<float> stats(dev, std::vector<float>(static_cast<size_t>(AttentionSaved::stats_elements(s))));
+  const AttentionSaved saved{fused, fused ? nullptr : p.data(), fused ? stats.data() : nullptr};
+  Status st = attention_forward(ops, s, dqkv_in.data(), saved, y.data());
+  if (st.ok()) st = attention_backward(ops, s, dqkv_in.data(), saved, y.data(), ddy.data(), fused ? nullptr : dp.data(), dqkv.data());
+  if (st.ok() && stream) st = stream->synchronize(std::chrono::seconds(60));
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  Result r;
+  if constexpr (std::is_same_v<T, float>) {
+    r.y = y.download(), r.dqkv = dqkv.download();
+  } else {
+    r.y = to_f32(y.download()), r.dqkv = to_f32(dqkv.download());
+  }
+  if (fused) r.stats = stats.download();
+  return r;
+}
+
+// One of q, k, v (0, 1, 2) of a [n, 3d] gradient: its own norm is compared.
+std::vector<float> part(const std::vector<float>& qkv3, int64_t d, int which) {
+  std::vector<float> out;
+  const int64_t rows = static_cast<int64_t>(qkv3.size()) / (3 * d);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < d; ++c) out.push_back(qkv3[static_cast<size_t>(r * 3 * d + which * d + c)]);
+  }
+  return out;
+}
+
+class FusedAttentionGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZDP_SKIP_WITHOUT_GPU();
+    if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
+    ASSERT_TRUE(gpu_.init());
+    // No libcudnn on this machine (it is loaded at run time): skip, saying so.
+    StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
+    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
+    ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+    cpu_ = create_cpu_device();
+  }
+  std::unique_ptr<Ops> ops(Device& device, DType dtype, AttentionImpl impl, bool deterministic = false) {
+    std::unique_ptr<Ops> o = Ops::create(device, dtype, deterministic, impl).value();
+    if (device.kind() == DeviceKind::kCuda) o->set_stream(*gpu_.stream);
+    return o;
+  }
+  testing::GpuFixture gpu_;
+  std::unique_ptr<Device> cpu_;
+};
+
+TEST_F(FusedAttentionGpu, MatchesTheCpuReferenceAndTheBatchedPath) {
+  for (const AttentionShape s : {AttentionShape{2, 64, 3, 64}, AttentionShape{2, 128, 3, 64}, AttentionShape{3, 80, 2, 32}}) {
+    const std::string where = "batch " + std::to_string(s.batch) + " seq " + std::to_string(s.seq) + " heads " +
+                              std::to_string(s.heads) + " hd " + std::to_string(s.head_dim);
+    const int64_t n = s.batch * s.seq, d = s.width();
+    const std::vector<float> qkv = bf16_random(static_cast<size_t>(n * 3 * d), 2.0f, 11 + s.seq);
+    const std::vector<float> dy = bf16_random(static_cast<size_t>(n * d), 1.0f, 12 + s.seq);
+
+    std::unique_ptr<Ops> cpu = ops(*cpu_, DType::kF32, AttentionImpl::kAuto);
+    const Result ref = run<float>(*cpu, nullptr, s, qkv, dy, false);
+    std::unique_ptr<Ops> batched = ops(*gpu_.device, DType::kBF16, AttentionImpl::kBatched);
+    ASSERT_FALSE(batched->use_fused_attention(fused_shape(s, DType::kBF16)).value());
+    const Result gb = run<Bf16>(*batched, gpu_.stream.get(), s, qkv, dy, false);
+    std::unique_ptr<Ops> fused = ops(*gpu_.device, DType::kBF16, AttentionImpl::kFused);
+    const StatusOr<bool> use = fused->use_fused_attention(fused_shape(s, DType::kBF16));
+    ASSERT_TRUE(use.ok() && *use) << where << ": " << use.status().to_string();
+    const Result gf = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
+
+    EXPECT_LE(relative_error(gb.y, ref.y), kRelative) << where << ": batched y";
+    EXPECT_LE(relative_error(gf.y, ref.y), kRelative) << where << ": fused y";
+    EXPECT_LE(relative_error(gf.y, gb.y), 2 * kRelative) << where << ": fused vs batched y";
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int w = 0; w < 3; ++w) {
+      const std::vector<float> r = part(ref.dqkv, d, w);
+      EXPECT_LE(relative_error(part(gb.dqkv, d, w), r), kRelative) << where << ": batched " << names[w];
+      EXPECT_LE(relative_error(part(gf.dqkv, d, w), r), kRelative) << where << ": fused " << names[w];
+      EXPECT_LE(relative_error(part(gf.dqkv, d, w), part(gb.dqkv, d, w)), 2 * kRelative) << where << ": fused vs batched " << names[w];
+    }
+    const std::vector<float> lse = lse_reference(qkv, s);
+    for (size_t i = 0; i < lse.size(); ++i) {
+      ASSERT_NEAR(gf.stats[i], lse[i], 1e-3 * (1 + std::fabs(lse[i]))) << where << ": log-sum-exp " << i;
+    }
+  }
+}
+
+// train.deterministic: the backward's bits do not change from run to run.
+TEST_F(FusedAttentionGpu, DeterministicBackwardRepeatsItsBits) {
+  const AttentionShape s{2, 128, 3, 64};
+  const int64_t n = s.batch * s.seq, d = s.width();
+  const std::vector<float> qkv = bf16_random(static_cast<size_t>(n * 3 * d), 2.0f, 5), dy = bf16_random(static_cast<size_t>(n * d), 1.0f, 6);
+  std::unique_ptr<Ops> fused = ops(*gpu_.device, DType::kBF16, AttentionImpl::kFused, true);
+  ASSERT_TRUE(fused->use_fused_attention(fused_shape(s, DType::kBF16)).value());
+  const Result a = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
+  const Result b = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
+  EXPECT_TRUE(testing::bitwise_equal(a.dqkv, b.dqkv, "dqkv"));
+  EXPECT_TRUE(testing::bitwise_equal(a.y, b.y, "y"));
+}
+
+// fp32 cannot run fused: "auto" takes the batched path, "fused" is refused naming why.
+TEST_F(FusedAttentionGpu, Fp32IsRefusedOrFallsBack) {
+  const AttentionShape s{2, 64, 3, 64};
+  EXPECT_FALSE(ops(*gpu_.device, DType::kF32, AttentionImpl::kAuto)->use_fused_attention(fused_shape(s, DType::kF32)).value());
+  const StatusOr<bool> refused = ops(*gpu_.device, DType::kF32, AttentionImpl::kFused)->use_fused_attention(fused_shape(s, DType::kF32));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.dtype is \"fp32\""), std::string::npos) << refused.status().to_string();
+}
+
+}  // namespace
+}  // namespace zdp::trainer
