@@ -19,8 +19,17 @@
 // attribute goes on a function called inside the OpenMP region, not on the one holding the
 // pragma: the region's body is outlined into a function of its own, which is not cloned.
 // Helpers called from a cloned function are forced inline (ZDP_CPU_INLINE), so that they
-// are compiled for the clone's target too.
-#if defined(__x86_64__) && defined(__GNUC__)
+// are compiled for the clone's target too. Not under ThreadSanitizer: the ifunc resolver
+// runs while the loader relocates, before the TSan runtime exists, and its instrumented
+// entry crashed every TSan test binary at start (scripts/sanitize.sh tsan).
+#if defined(__SANITIZE_THREAD__)
+#define ZDP_NO_CPU_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZDP_NO_CPU_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(ZDP_NO_CPU_CLONES)
 #define ZDP_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #define ZDP_CPU_INLINE __attribute__((always_inline)) inline
 #else

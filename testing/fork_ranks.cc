@@ -9,12 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
@@ -31,21 +34,37 @@ std::string RankResult::describe() const {
 
 namespace {
 
+// ThreadSanitizer's runtime starts a background thread of its own at the first
+// pthread_create, and makes fork safe around it: it is then the oldest other thread, and
+// not the caller's.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kRuntimeThread = true;
+#else
+constexpr bool kRuntimeThread = false;
+#endif
+
 // The threads of this process but the calling one, as "tid (name)"; empty when it is alone.
 std::string other_threads() {
-  const std::string self = std::to_string(::gettid());
-  std::string out;
-  int count = 0;
+  const long self = static_cast<long>(::gettid());
+  std::vector<long> tids;
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) return "";  // no /proc: nothing to check against
   while (const dirent* e = ::readdir(dir)) {
     const std::string tid = e->d_name;
-    if (tid == "." || tid == ".." || tid == self) continue;
-    std::string name;
-    std::ifstream(std::string("/proc/self/task/") + tid + "/comm") >> name;
-    if (++count <= 8) out += (out.empty() ? "" : ", ") + tid + " (" + name + ")";
+    if (tid == "." || tid == "..") continue;
+    const long id = std::strtol(tid.c_str(), nullptr, 10);
+    if (id != self) tids.push_back(id);
   }
   ::closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  if (kRuntimeThread && !tids.empty()) tids.erase(tids.begin());
+  std::string out;
+  int count = 0;
+  for (const long id : tids) {
+    std::string name;
+    std::ifstream("/proc/self/task/" + std::to_string(id) + "/comm") >> name;
+    if (++count <= 8) out += (out.empty() ? "" : ", ") + std::to_string(id) + " (" + name + ")";
+  }
   if (count > 8) out += " and " + std::to_string(count - 8) + " more";
   return count == 0 ? "" : std::to_string(count) + " other thread(s): " + out;
 }

@@ -158,10 +158,10 @@ class GlooCommunicator final : public Communicator {
       ++ps.in_flight;
     }
     return std::shared_ptr<void>(nullptr, [this, &ps](void*) {
-      {
-        std::lock_guard<std::mutex> lock(streams_mu_);
-        --ps.in_flight;
-      }
+      // Notify under the lock: once it can see in_flight == 0 the destructor may return
+      // and destroy idle_, so a notify after unlocking raced with it (TSan saw it).
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      --ps.in_flight;
       idle_.notify_all();
     });
   }
