@@ -29,7 +29,8 @@
 #define ZDP_NO_CPU_CLONES 1
 #endif
 #endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(ZDP_NO_CPU_CLONES)
+// GCC only: clang 14 refuses target_clones on function templates, which these are.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ZDP_NO_CPU_CLONES)
 #define ZDP_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #define ZDP_CPU_INLINE __attribute__((always_inline)) inline
 #else
