@@ -103,18 +103,6 @@ Run launch(const std::string& config, const std::vector<std::string>& extra, int
   return r;
 }
 
-// profile.jsonl's summary line: `key` (bytes per rank per step), -1 when absent.
-double summary_value(const fs::path& jsonl, const char* key) {
-  std::ifstream in(jsonl);
-  std::string line;
-  double value = -1;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == "summary") value = j.value(key, -1.0);
-  }
-  return value;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,7 +150,7 @@ int main(int argc, char** argv) {
         Pair& pair = det_pairs[{stage, k}];
         pair.ok[det] = true;
         pair.ms[det] = p.summary.at("step_time_s_median").get<double>() * 1e3;
-        pair.sent[det] = summary_value(dir / "profile" / "profile.jsonl", "sent_bytes_per_step");
+        pair.sent[det] = zdp::bench::profile_summary_value(dir / "profile" / "profile.jsonl", "sent_bytes_per_step");
       }
     }
   }
