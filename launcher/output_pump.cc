@@ -82,7 +82,10 @@ void OutputPump::read_from(int rank, Source& src) {
     // End of file (or a broken pipe): flush an unterminated last line.
     if (!src.partial.empty()) emit_line(rank, src, src.partial);
     src.partial.clear();
-    ::close(src.fd);
+    // Not closed here: the fd belongs to the RankProcess, which closes it. Closing it
+    // here too made the RankProcess close a number the store server had since reused for
+    // an accepted socket, hanging up on a rank of the next attempt (seen in
+    // MultiHost.ARestartResumesAcrossBothHosts).
     src.fd = -1;
     return;
   }

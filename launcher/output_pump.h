@@ -24,7 +24,8 @@ class OutputPump {
   OutputPump& operator=(const OutputPump&) = delete;
 
   // Starts reading `fd` (non-blocking) for `rank`; appends to its log, starting with
-  // `header` (e.g. "=== attempt 1 ===").
+  // `header` (e.g. "=== attempt 1 ==="). `fd` stays the caller's: the pump stops reading
+  // it at end of file and never closes it.
   Status add(int rank, int fd, const std::string& header);
   // Reads what is available, waiting at most `timeout` for something to arrive.
   void pump(std::chrono::milliseconds timeout);

@@ -1,6 +1,7 @@
-// dp-launch's rank logs on a full disk: the failure is said once, with errno's reason, and
-// the rank's lines keep reaching the console. Before, writes to the log failed silently
-// and the log ended mid-run with no word why.
+// dp-launch's rank output pump. A full log disk: the failure is said once, with errno's
+// reason, and the rank's lines keep reaching the console (before, writes to the log failed
+// silently and the log ended mid-run with no word why). And the pump never closes a pipe it
+// reads: the RankProcess owns it, and a second close hit a socket that had reused the number.
 #include "launcher/output_pump.h"
 
 #include <fcntl.h>
@@ -44,6 +45,7 @@ TEST(OutputPump, AFullLogDiskIsReportedWithItsReasonAndTheConsoleKeepsTheLines) 
     ::close(rank[1]);
     while (!pump.drained()) pump.pump(std::chrono::milliseconds(100));
   }
+  ::close(rank[0]);
   ::close(console[1]);
   const std::string out = drain(console[0]);
   ::close(console[0]);
@@ -52,6 +54,32 @@ TEST(OutputPump, AFullLogDiskIsReportedWithItsReasonAndTheConsoleKeepsTheLines) 
   for (const char* line : {"[rank 0] step 1", "[rank 0] step 2", "[rank 0] step 3"}) {
     EXPECT_NE(out.find(line), std::string::npos) << out;
   }
+}
+
+// The pump stops reading a pipe at end of file but leaves it open for its owner to close:
+// before, it closed it and the RankProcess closed the same number again, by then the store
+// server's socket of a rank of the next attempt, which the server saw hang up.
+TEST(OutputPump, APipeAtEndOfFileStaysOpenForItsOwner) {
+  testing::TempDir dir;
+  int console[2], rank[2];
+  ASSERT_EQ(::pipe2(console, O_NONBLOCK), 0);
+  ASSERT_EQ(::pipe2(rank, O_NONBLOCK), 0);
+  {
+    Terminal terminal(console[1], false);
+    OutputPump pump(terminal, dir.path());
+    ASSERT_TRUE(pump.add(0, rank[0], "").ok());
+    const std::string line = "last words\n";
+    ASSERT_EQ(::write(rank[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    ::close(rank[1]);
+    while (!pump.drained()) pump.pump(std::chrono::milliseconds(100));
+    EXPECT_NE(::fcntl(rank[0], F_GETFD), -1) << "the pump closed the pipe it was given";
+  }
+  EXPECT_NE(::fcntl(rank[0], F_GETFD), -1) << "the pump's destructor closed the pipe it was given";
+  EXPECT_EQ(::close(rank[0]), 0);
+  ::close(console[1]);
+  const std::string out = drain(console[0]);
+  ::close(console[0]);
+  EXPECT_NE(out.find("[rank 0] last words"), std::string::npos) << out;
 }
 
 }  // namespace
