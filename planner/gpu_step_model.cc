@@ -50,6 +50,26 @@ double kernel_time_s(double flops, double bytes, double peak_flops, double matmu
   return t;
 }
 
+double simulate_issue(const std::vector<KernelCost>& kernels, int64_t micro_batches, double* host_s) {
+  double h = 0, g = 0;  // host and GPU clocks
+  auto run = [&](const KernelCost& k, int64_t n) {
+    if (n <= 0) return;
+    const double t = k.time_s / static_cast<double>(k.calls), c = k.issue_s, dn = static_cast<double>(n);
+    g = std::max({g + dn * t, h + c + dn * t, h + dn * c + t});
+    h += dn * c;
+  };
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    for (const KernelCost& k : kernels) {
+      if (!k.per_step) run(k, k.calls / micro_batches);
+    }
+  }
+  for (const KernelCost& k : kernels) {
+    if (k.per_step) run(k, k.calls);
+  }
+  if (host_s) *host_s = h;
+  return g;
+}
+
 GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const GpuEfficiency& eff) {
   GpuStepPrediction p;
   const double peak = s.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
@@ -64,14 +84,17 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double nb = static_cast<double>(batch);
   const double scores = static_cast<double>(s.micro_batch * s.heads) * T * T;  // elements of P per micro-batch
 
-  auto add_at = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, double matmul_eff) {
-    KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, ""};
+  auto add_at = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, double matmul_eff,
+                    double issue_s) {
+    KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, "", issue_s, false};
     const double one = kernel_time_s(flops, bytes, peak, matmul_eff, gpu, eff, &k.bound);
     k.time_s = one * static_cast<double>(k.calls);
     p.kernels.push_back(k);
   };
+  // A GEMM (cuBLASLt) when it has FLOPs, else a plain kernel of zdp's.
   auto add = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
-    add_at(name, calls_per_micro, flops, bytes, attention ? eff.attention_matmul : eff.matmul);
+    add_at(name, calls_per_micro, flops, bytes, attention ? eff.attention_matmul : eff.matmul,
+           flops > 0 ? eff.host_gemm_s : eff.host_kernel_s);
   };
   // Fused attention computes the causal half of the scores only: per (sample, head)
   // forward S = Q K^T and O = P V, 2 T^2 hd FLOPs each over the half; backward recomputes
@@ -95,7 +118,8 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   add("layernorm fwd", L + 1, 0, 2 * N * d * e + 8 * N);
   linear("qkv linear", d, 3 * d, L, 0, 0);
   if (s.fused_attention) {
-    add_at("fused attention fwd (cuDNN)", L, 2 * half_matmul, e * 4 * N * d + lse, eff.fused_attention);
+    add_at("fused attention fwd (cuDNN)", L, 2 * half_matmul, e * 4 * N * d + lse, eff.fused_attention,
+           eff.host_cudnn_s);
   } else {
     add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
     add("causal softmax fwd", L, 0, 2 * scores * e);
@@ -109,7 +133,8 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   linear("lm head", d, V, 1, 0, 0);
   add("cross-entropy (loss, dlogits)", 1, 0, 2 * N * V * e);
   if (s.fused_attention) {
-    add_at("fused attention bwd (cuDNN)", L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, eff.fused_attention);
+    add_at("fused attention bwd (cuDNN)", L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, eff.fused_attention,
+           eff.host_cudnn_s);
   } else {
     add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
         true);
@@ -121,14 +146,18 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   // AdamW once per step: fp32 master, m and v read and written, the fp32 gradient read, the
   // compute-dtype copy of the parameters written.
   const double psi = static_cast<double>(s.params);
-  KernelCost adam{"adamw (once per step)", 1, 0, psi * (3 * 8 + 4 + e), 0.0, ""};
+  KernelCost adam{"adamw (once per step)", 1, 0, psi * (3 * 8 + 4 + e), 0.0, "", eff.host_kernel_s, true};
   adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
   p.kernels.push_back(adam);
 
   for (const KernelCost& k : p.kernels) {
-    p.step_s += k.time_s;
+    p.busy_s += k.time_s;
     p.launches += k.calls;
   }
+  // The GPU's end of the step with the host issuing the launches; never below busy_s.
+  const double end = simulate_issue(p.kernels, K, &p.host_issue_s);
+  p.launch_wait_s = std::max(0.0, end - p.busy_s);
+  p.step_s = p.busy_s + p.launch_wait_s;
   // The trainer's count (trainer/models/gpt.cc flops_per_sample): 6 flops per parameter
   // of the dense model and token, plus attention's 12 L T d per token.
   const double params = (V + T) * d + static_cast<double>(L) * 12.0 * d * d;
@@ -160,6 +189,14 @@ std::string format_gpu_step(const GpuStepPrediction& p, const GpuSpec& gpu, cons
                   p.step_s > 0 ? 100 * k.time_s / p.step_s : 0.0, k.bound.c_str());
     out += line;
   }
+  std::snprintf(line, sizeof(line),
+                "  host issue %.2f ms per step (assumed %.0f / %.0f / %.0f us per kernel / cuBLASLt / cuDNN call, no "
+                "sync inside the step): the GPU waits %.3f ms for launches, %s\n",
+                p.host_issue_s * 1e3, eff.host_kernel_s * 1e6, eff.host_gemm_s * 1e6, eff.host_cudnn_s * 1e6,
+                p.launch_wait_s * 1e3,
+                p.launch_wait_s <= 0.01 * p.step_s ? "launches are hidden behind the GPU's work"
+                                                   : "LAUNCH-BOUND: a CUDA graph of the micro-batch would save this");
+  out += line;
   std::snprintf(line, sizeof(line),
                 "  predicted step %.1f ms (%lld launches), %.0f tokens/s, MFU %.1f%% (model FLOPs %.3g per step)\n",
                 p.step_s * 1e3, static_cast<long long>(p.launches), p.tokens_per_s, 100 * p.mfu, p.model_flops);

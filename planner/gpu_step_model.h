@@ -6,8 +6,12 @@
 // softmax, residual add and cross-entropy, AdamW once per step). Each kernel's time is
 //   max(FLOPs / (peak x matmul efficiency), bytes / (HBM bandwidth x memory efficiency),
 //       the minimum time of one launch)
-// summed over the step, on one GPU; communication is left to plan_cost.h. Pure arithmetic,
-// nothing is measured (gpu_step_model_test checks it against hand-computed numbers).
+// summed over the step, on one GPU, plus the time the GPU waits for the host to issue the
+// launches: the host issues each kernel in turn at an assumed cost per call (a plain
+// kernel, a cuBLASLt matmul, a cuDNN graph), runs ahead of the GPU with no sync inside the
+// step, and a kernel starts when both it has been issued and the previous one has ended.
+// Communication is left to plan_cost.h. Pure arithmetic, nothing is measured
+// (gpu_step_model_test checks it against hand-computed numbers).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +50,14 @@ struct GpuEfficiency {
   double fused_attention = 0.30;
   double memory = 0.85;          // streaming kernels: ~4.3 TB/s of 4.8 copied on an H200
   double launch_s = 3e-6;        // the least time one kernel takes on the GPU
+  // The host's time to issue one call (the CPU side only). Assumptions, of the order
+  // NVIDIA gives for a launch through the runtime API (a few microseconds; the CUDA Graphs
+  // material quotes 2-5 us) and above it for the libraries, which check their arguments and
+  // look up a cached plan before launching: a cuBLASLt matmul with a cached heuristic, a
+  // cuDNN frontend graph's execute. A lent GPU's profile replaces them.
+  double host_kernel_s = 3e-6;
+  double host_gemm_s = 8e-6;
+  double host_cudnn_s = 15e-6;
 };
 
 struct GptShape {
@@ -64,11 +76,16 @@ struct KernelCost {
   double bytes = 0;  // per call, read + written
   double time_s = 0; // all calls
   std::string bound; // "compute", "memory" or "launch"
+  double issue_s = 0;      // the host's time to issue one call
+  bool per_step = false;   // runs once per step (after the micro-batches), not per micro-batch
 };
 
 struct GpuStepPrediction {
   std::vector<KernelCost> kernels;  // in the order the step runs them
-  double step_s = 0;
+  double busy_s = 0;        // the kernels' times summed
+  double host_issue_s = 0;  // the host's time to issue every launch of the step
+  double launch_wait_s = 0; // time the GPU waits for the host's next launch (simulate_issue)
+  double step_s = 0;        // busy_s + launch_wait_s
   double model_flops = 0;  // the trainer's count (6 psi + attention) per step, for MFU
   double tokens_per_s = 0;
   double mfu = 0;          // model_flops / step_s / the dtype's peak
@@ -79,6 +96,14 @@ struct GpuStepPrediction {
 // term that won. `matmul_eff` is the efficiency that applies to its FLOPs.
 double kernel_time_s(double flops, double bytes, double peak_flops, double matmul_eff, const GpuSpec& gpu,
                      const GpuEfficiency& eff, std::string* bound);
+
+// The GPU's end time of the step when the host issues `kernels` (the per-micro-batch ones
+// `micro_batches` times in order, then the per-step ones) while the GPU runs them: launch i
+// is issued at host time h_i = h_(i-1) + its issue cost, and starts at max(h_i, the end of
+// launch i-1). For a run of n equal kernels (time t, issue cost c) from host clock h and GPU
+// clock g this is max(g + n t, h + c + n t, h + n c + t). The step starts idle (the
+// previous step's loss read-back synchronised the host with the GPU).
+double simulate_issue(const std::vector<KernelCost>& kernels, int64_t micro_batches, double* host_s);
 
 GpuStepPrediction predict_gpt_step(const GptShape& shape, const GpuSpec& gpu, const GpuEfficiency& eff = {});
 

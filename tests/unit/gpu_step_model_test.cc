@@ -1,17 +1,20 @@
 // The per-kernel GPU step model (planner/gpu_step_model.h) against numbers computed by
 // hand: the roofline rule for one kernel, single rows of a tiny GPT's table, the step's
-// sum, tokens/s and MFU; and the GPU table.
+// sum, tokens/s and MFU; the host's issue of the launches (by hand and against a
+// launch-by-launch simulation); and the GPU table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "planner/gpu_step_model.h"
 
 namespace zdp::launcher {
 namespace {
 
-// A made-up GPU with round numbers: 1 TFLOP/s, 1 GB/s, efficiencies 1/2 and no launch floor
-// unless a test sets one.
+// A made-up GPU with round numbers: 1 TFLOP/s, 1 GB/s, efficiencies 1/2, and no launch
+// floor or host issue cost unless a test sets one.
 GpuSpec round_gpu() {
   GpuSpec g;
   g.name = "round", g.description = "round numbers";
@@ -21,6 +24,7 @@ GpuSpec round_gpu() {
 GpuEfficiency halves() {
   GpuEfficiency e;
   e.matmul = 0.5, e.attention_matmul = 0.25, e.memory = 0.5, e.launch_s = 0;
+  e.host_kernel_s = 0, e.host_gemm_s = 0, e.host_cudnn_s = 0;
   return e;
 }
 
@@ -86,10 +90,12 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   const KernelCost& adam = row(p, "adamw (once per step)");
   EXPECT_EQ(adam.calls, 1);
   EXPECT_DOUBLE_EQ(adam.time_s, 60e-6);
-  // The step is the sum of the rows; tokens/s and MFU follow from it.
+  // With no host issue cost the step is the sum of the rows; tokens/s and MFU follow from it.
   double sum = 0;
   int64_t launches = 0;
   for (const KernelCost& k : p.kernels) sum += k.time_s, launches += k.calls;
+  EXPECT_DOUBLE_EQ(p.busy_s, sum);
+  EXPECT_DOUBLE_EQ(p.launch_wait_s, 0);
   EXPECT_DOUBLE_EQ(p.step_s, sum);
   EXPECT_EQ(p.launches, launches);
   EXPECT_DOUBLE_EQ(p.tokens_per_s, 24 / p.step_s);
@@ -165,6 +171,80 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   EXPECT_LT(fused.step_s, p.step_s);
   EXPECT_LT(fused.launches, p.launches);
   EXPECT_GT(fused.mfu, p.mfu);
+}
+
+// Launch i issued at h_i = h_(i-1) + c_i starts at max(h_i, end of launch i-1): one launch
+// at a time, for comparison with simulate_issue's closed form per run.
+double issue_launch_by_launch(const std::vector<KernelCost>& kernels, int64_t micro_batches) {
+  double h = 0, g = 0;
+  auto one = [&](const KernelCost& k) {
+    h += k.issue_s;
+    g = std::max(g, h) + k.time_s / static_cast<double>(k.calls);
+  };
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    for (const KernelCost& k : kernels) {
+      for (int64_t i = 0; !k.per_step && i < k.calls / micro_batches; ++i) one(k);
+    }
+  }
+  for (const KernelCost& k : kernels) {
+    for (int64_t i = 0; k.per_step && i < k.calls; ++i) one(k);
+  }
+  return g;
+}
+
+TEST(GpuStepModel, TheHostIssuingLaunchesByHand) {
+  // Two micro-batches of: A, 2 launches of 10 us issued in 3 us each; B, 3 launches of 1 us
+  // issued in 10 us each; then AdamW once, 2 us issued in 3 us. In microseconds:
+  //   micro 1: A ends at max(0 + 20, 0 + 3 + 20, 0 + 6 + 10) = 23, host at 6;
+  //            B ends at max(23 + 3, 6 + 10 + 3, 6 + 30 + 1) = 37, host at 36;
+  //   micro 2: A ends at max(37 + 20, 36 + 3 + 20, 36 + 6 + 10) = 59, host at 42;
+  //            B ends at max(59 + 3, 42 + 10 + 3, 42 + 30 + 1) = 73, host at 72;
+  //   AdamW ends at max(73 + 2, 72 + 3 + 2, 72 + 3 + 2) = 77, host at 75.
+  // The kernels are busy 2 x (20 + 3) + 2 = 48 us: the GPU waits 29 us for the host.
+  std::vector<KernelCost> k = {{"A", 4, 0, 0, 40e-6, "", 3e-6, false},
+                               {"B", 6, 0, 0, 6e-6, "", 10e-6, false},
+                               {"adamw", 1, 0, 0, 2e-6, "", 3e-6, true}};
+  double host = 0;
+  EXPECT_NEAR(simulate_issue(k, 2, &host), 77e-6, 1e-12);
+  EXPECT_NEAR(host, 75e-6, 1e-12);
+  EXPECT_NEAR(issue_launch_by_launch(k, 2), 77e-6, 1e-12);
+}
+
+TEST(GpuStepModel, TheClosedFormPerRunEqualsLaunchByLaunch) {
+  // Runs of kernels longer and shorter than their issue cost, mixed.
+  std::vector<KernelCost> k;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t per_micro = 1 + (i * 7) % 5;
+    const double t = 1e-6 * (1 + (i * 13) % 17), c = 1e-6 * (1 + (i * 5) % 11);
+    k.push_back({"k" + std::to_string(i), per_micro * 3, 0, 0, t * static_cast<double>(per_micro * 3), "", c, false});
+  }
+  k.push_back({"adamw", 2, 0, 0, 8e-6, "", 4e-6, true});
+  EXPECT_NEAR(simulate_issue(k, 3, nullptr), issue_launch_by_launch(k, 3), 1e-12);
+}
+
+TEST(GpuStepModel, AGpt2StepHidesItsLaunchesAndATinyOneIsLaunchBound) {
+  const GpuSpec* h200 = find_gpu("h200");
+  ASSERT_NE(h200, nullptr);
+  GptShape s;
+  s.layers = 12, s.d_model = 768, s.heads = 12, s.vocab = 50304, s.seq = 1024, s.micro_batch = 16, s.accum_steps = 2;
+  s.elem_bytes = 2, s.params = 124475904, s.fused_attention = true;
+  const GpuStepPrediction p = predict_gpt_step(s, *h200);
+  // Every gpt2-124m kernel outlasts its issue: the host is far ahead and the GPU waits only
+  // for the step's first launch (at most a cuDNN call's issue).
+  EXPECT_GT(p.host_issue_s, 0);
+  EXPECT_LT(p.host_issue_s, 0.2 * p.busy_s);
+  EXPECT_LE(p.launch_wait_s, GpuEfficiency{}.host_cudnn_s + 1e-12);
+  EXPECT_DOUBLE_EQ(p.step_s, p.busy_s + p.launch_wait_s);
+  EXPECT_NE(format_gpu_step(p, *h200, GpuEfficiency{}).find("launches are hidden"), std::string::npos);
+  // A 2-layer, d = 64 model with 8 tokens per micro-batch: each kernel lasts about the 3 us
+  // floor, shorter than its issue, so the host sets the pace and the step is its issue time.
+  GptShape tiny;
+  tiny.layers = 2, tiny.d_model = 64, tiny.heads = 2, tiny.vocab = 256, tiny.seq = 8, tiny.micro_batch = 1;
+  tiny.accum_steps = 4, tiny.elem_bytes = 2, tiny.params = 120000, tiny.fused_attention = true;
+  const GpuStepPrediction t = predict_gpt_step(tiny, *h200);
+  EXPECT_GT(t.launch_wait_s, 0.3 * t.step_s);
+  EXPECT_NEAR(t.step_s, t.host_issue_s, 0.1 * t.step_s);
+  EXPECT_NE(format_gpu_step(t, *h200, GpuEfficiency{}).find("LAUNCH-BOUND"), std::string::npos);
 }
 
 TEST(GpuStepModel, GpuTable) {
