@@ -158,15 +158,25 @@ StatusOr<double> Model::train_micro(Engine& engine, const Batch& batch) {
   return mean;
 }
 
+// A null view stands for the engine's first failure (a dead peer, a timeout): that is the
+// error to report, not the missing view, which only follows from it.
+namespace {
+Status missing_view(const Engine& engine, const char* what, const char* view) {
+  const Status cause = engine.error();
+  if (!cause.ok()) return cause;
+  return Status(StatusCode::kInternal, std::string(what) + ": the engine gave no " + view + " view and no error");
+}
+}  // namespace
+
 StatusOr<void*> param_view(Engine& engine, Param p, const char* what) {
   void* v = engine.param(p);
-  if (v == nullptr) return Status(StatusCode::kInternal, std::string(what) + ": no parameter view (see the engine's error)");
+  if (v == nullptr) return missing_view(engine, what, "parameter");
   return v;
 }
 
 StatusOr<void*> grad_view(Engine& engine, Param p, const char* what) {
   void* v = engine.grad(p);
-  if (v == nullptr) return Status(StatusCode::kInternal, std::string(what) + ": no gradient view (see the engine's error)");
+  if (v == nullptr) return missing_view(engine, what, "gradient");
   return v;
 }
 
