@@ -84,6 +84,16 @@ inline Job start_job(const std::vector<std::string>& argv, const std::map<std::s
   std::map<std::string, std::string> vars;
   if (clean_env) {
     vars["PATH"] = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+    // The sanitizers' options and the OpenMP thread cap of scripts/sanitize.sh are how the
+    // run is checked, not how the job is configured: they pass through.
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const size_t eq = entry.find('=');
+      const std::string name = entry.substr(0, eq);
+      const bool checker = name == "ASAN_OPTIONS" || name == "UBSAN_OPTIONS" || name == "LSAN_OPTIONS" ||
+                           name == "TSAN_OPTIONS" || name == "OMP_THREAD_LIMIT";
+      if (eq != std::string::npos && checker) vars[name] = entry.substr(eq + 1);
+    }
   } else {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
