@@ -1,7 +1,9 @@
 // The CPU GEMM: OpenBLAS cblas_sgemm (column-major), then bias and GELU applied in one
 // pass over C. fp32 only: this hardware has no fast bf16 matrix path in OpenBLAS.
 #include <cblas.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -133,8 +135,23 @@ class OpenBlasGemm final : public Gemm {
 
 }  // namespace
 
-std::unique_ptr<Gemm> make_cpu_gemm() { return std::make_unique<OpenBlasGemm>(); }
+namespace {
 
-void set_cpu_gemm_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+// OpenBLAS's OpenMP build runs a threaded GEMM as one team of its thread count whose
+// members busy-wait for each other. OMP_THREAD_LIMIT caps the team below that count, and
+// the members it waits for never come: with OMP_THREAD_LIMIT=1 and dp-launch's
+// OPENBLAS_NUM_THREADS=2, a rank spun at 100% CPU in its first GEMM, forever. So the count
+// never exceeds the limit.
+int capped_threads(int threads) { return std::max(1, std::min(threads, omp_get_thread_limit())); }
+
+}  // namespace
+
+std::unique_ptr<Gemm> make_cpu_gemm() {
+  const int threads = openblas_get_num_threads();
+  if (capped_threads(threads) != threads) openblas_set_num_threads(capped_threads(threads));
+  return std::make_unique<OpenBlasGemm>();
+}
+
+void set_cpu_gemm_threads(int threads) { openblas_set_num_threads(capped_threads(threads)); }
 
 }  // namespace zdp::kernels

@@ -21,6 +21,7 @@
 
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
+#include "testing/free_port.h"
 #include "testing/run_command.h"
 #include "testing/svg_check.h"
 #include "testing/tolerance.h"
@@ -206,7 +207,7 @@ class DpLaunch : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string launch(const std::string& config, const std::vector<std::string>& sets) {
     std::string cmd = std::string(ZDP_DP_LAUNCH) + " " + config + " --set launch.log_dir=" + (dir_ / "logs").string() +
-                      " --set launch.master_port=" + std::to_string(20000 + ::getpid() % 20000) +
+                      " --set launch.master_port=" + std::to_string(testing::free_port()) +
                       " --set launch.program=" + ZDP_DP_TRAIN +
                       // checkpoints (saved after the last step when a config sets a dir) go
                       // here, so a later run never resumes from an earlier one's
@@ -230,6 +231,20 @@ TEST_F(DpLaunch, MlpCpuConfigTrainsTheMlpOnTwoRanks) {
   ASSERT_EQ(held_out.size(), 4u) << r.output;
   EXPECT_LT(held_out[3], 0.7 * held_out[1]) << r.output;
   EXPECT_EQ(r.output.find("MFU"), std::string::npos) << "no peak is known for a CPU\n" << r.output;
+}
+
+// OMP_THREAD_LIMIT below the rank's OpenBLAS thread count: OpenBLAS's threaded GEMM waited
+// forever for team members the limit never started (a rank at 100% CPU in its first GEMM).
+// The CPU GEMM now caps OpenBLAS's threads at the limit, and the job trains to the end.
+TEST_F(DpLaunch, AnOpenMpThreadLimitBelowOpenBlasThreadsDoesNotHang) {
+  const CommandRun r = run_command(
+      "OMP_THREAD_LIMIT=1 timeout 120 " +
+      launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
+             {"launch.nproc_per_node=1", "launch.env.OPENBLAS_NUM_THREADS=2", "model.d_model=256",
+              "train.global_batch=64", "train.micro_batch=8", "train.steps=3", "checkpoint.every_steps=0"}));
+  EXPECT_NE(r.exit_code, 124) << "the job hung (killed by timeout after 120 s)\n" << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("all 1 ranks exited 0"), std::string::npos) << r.output;
 }
 
 // optim.rounding reaches dp-train's config, and stochastic rounding of its fp32 (CPU)
@@ -417,7 +432,7 @@ double json_number(const std::string& line, const std::string& key) {
 TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficiency) {
   const std::string cmd = std::string(ZDP_DP_LAUNCH) + " scale " + ZDP_SOURCE_DIR + "/configs/mlp-cpu.toml --world 1,2 " +
                           "--steps 4 --set launch.log_dir=" + (dir_ / "logs").string() +
-                          " --set launch.master_port=" + std::to_string(20000 + ::getpid() % 20000) +
+                          " --set launch.master_port=" + std::to_string(testing::free_port()) +
                           " --set launch.program=" + ZDP_DP_TRAIN;
   const CommandRun r = run_command(cmd);
   ASSERT_EQ(r.exit_code, 0) << r.output;
