@@ -233,20 +233,6 @@ TEST_F(DpLaunch, MlpCpuConfigTrainsTheMlpOnTwoRanks) {
   EXPECT_EQ(r.output.find("MFU"), std::string::npos) << "no peak is known for a CPU\n" << r.output;
 }
 
-// OMP_THREAD_LIMIT below the rank's OpenBLAS thread count: OpenBLAS's threaded GEMM waited
-// forever for team members the limit never started (a rank at 100% CPU in its first GEMM).
-// The CPU GEMM now caps OpenBLAS's threads at the limit, and the job trains to the end.
-TEST_F(DpLaunch, AnOpenMpThreadLimitBelowOpenBlasThreadsDoesNotHang) {
-  const CommandRun r = run_command(
-      "OMP_THREAD_LIMIT=1 timeout 120 " +
-      launch(std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
-             {"launch.nproc_per_node=1", "launch.env.OPENBLAS_NUM_THREADS=2", "model.d_model=256",
-              "train.global_batch=64", "train.micro_batch=8", "train.steps=3", "checkpoint.every_steps=0"}));
-  EXPECT_NE(r.exit_code, 124) << "the job hung (killed by timeout after 120 s)\n" << r.output;
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("all 1 ranks exited 0"), std::string::npos) << r.output;
-}
-
 // optim.rounding reaches dp-train's config, and stochastic rounding of its fp32 (CPU)
 // parameters is refused before anything starts, naming the key. (The rounding itself:
 // engine_rounding_test, on bf16 and fp16 parameters.)
