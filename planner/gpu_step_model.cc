@@ -8,6 +8,9 @@
 namespace zdp::launcher {
 namespace {
 
+using trainer::KernelRegion;
+using trainer::region_name;
+
 // Datasheet numbers (dense, no sparsity; one direction of each link per GPU):
 //  - A100 SXM 80GB: NVIDIA A100 datasheet (312 TFLOP/s bf16, 19.5 fp32, 2,039 GB/s HBM2e;
 //    NVLink 3 600 GB/s both directions); HDR InfiniBand 200 Gb/s per GPU (DGX A100).
@@ -39,6 +42,15 @@ std::string known_gpu_names() {
   std::string out;
   for (const GpuSpec& g : kGpus) out += (out.empty() ? "" : ", ") + g.name;
   return out;
+}
+
+double compute_efficiency(const GpuEfficiency& eff, ComputeClass c) {
+  switch (c) {
+    case ComputeClass::kAttentionMatmul: return eff.attention_matmul;
+    case ComputeClass::kFusedAttention: return eff.fused_attention;
+    case ComputeClass::kMatmul: break;
+  }
+  return eff.matmul;
 }
 
 double kernel_time_s(double flops, double bytes, double peak_flops, double matmul_eff, const GpuSpec& gpu,
@@ -84,17 +96,22 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double nb = static_cast<double>(batch);
   const double scores = static_cast<double>(s.micro_batch * s.heads) * T * T;  // elements of P per micro-batch
 
-  auto add_at = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, double matmul_eff,
-                    double issue_s) {
-    KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, "", issue_s, false};
-    const double one = kernel_time_s(flops, bytes, peak, matmul_eff, gpu, eff, &k.bound);
+  auto add_at = [&](KernelRegion region, const std::string& name, int64_t calls_per_micro, double flops, double bytes,
+                    ComputeClass compute, double issue_s) {
+    KernelCost k{name, calls_per_micro * K, flops, bytes, 0.0, "", issue_s, false, region, compute};
+    const double one = kernel_time_s(flops, bytes, peak, compute_efficiency(eff, compute), gpu, eff, &k.bound);
     k.time_s = one * static_cast<double>(k.calls);
     p.kernels.push_back(k);
   };
   // A GEMM (cuBLASLt) when it has FLOPs, else a plain kernel of zdp's.
-  auto add = [&](const std::string& name, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
-    add_at(name, calls_per_micro, flops, bytes, attention ? eff.attention_matmul : eff.matmul,
+  auto add_as = [&](KernelRegion region, const std::string& name, int64_t calls_per_micro, double flops, double bytes,
+                    bool attention = false) {
+    add_at(region, name, calls_per_micro, flops, bytes, attention ? ComputeClass::kAttentionMatmul : ComputeClass::kMatmul,
            flops > 0 ? eff.host_gemm_s : eff.host_kernel_s);
+  };
+  // A kernel that is a region of its own, named as the region.
+  auto add = [&](KernelRegion region, int64_t calls_per_micro, double flops, double bytes, bool attention = false) {
+    add_as(region, region_name(region), calls_per_micro, flops, bytes, attention);
   };
   // Fused attention computes the causal half of the scores only: per (sample, head)
   // forward S = Q K^T and O = P V, 2 T^2 hd FLOPs each over the half; backward recomputes
@@ -108,45 +125,46 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   // the forward's FLOPs); the bias gradient rides on the dweight GEMM (BGRADB), the GELU
   // on the fc layer's forward (GELU_AUX_BIAS: the pre-activation written too) and on fc
   // proj's dx GEMM (DGELU_BGRAD: the pre-activation read), `aux` elements per token.
-  auto linear = [&](const std::string& name, double in, double out, int64_t per_micro, double aux_fwd, double aux_bwd) {
+  auto linear = [&](KernelRegion fwd, KernelRegion bwd, double in, double out, int64_t per_micro, double aux_fwd,
+                    double aux_bwd) {
     const double flops = 2 * N * in * out, bytes = e * (N * in + in * out + N * out);
-    add(name + " fwd", per_micro, flops, bytes + e * N * aux_fwd);
-    add(name + " bwd (dx, dW)", 2 * per_micro, flops, bytes + e * N * aux_bwd / 2);
+    add(fwd, per_micro, flops, bytes + e * N * aux_fwd);
+    add(bwd, 2 * per_micro, flops, bytes + e * N * aux_bwd / 2);
   };
 
-  add("embedding fwd", 1, 0, 4 * N + 3 * N * d * e);
-  add("layernorm fwd", L + 1, 0, 2 * N * d * e + 8 * N);
-  linear("qkv linear", d, 3 * d, L, 0, 0);
+  add(KernelRegion::kEmbeddingFwd, 1, 0, 4 * N + 3 * N * d * e);
+  add(KernelRegion::kLayernormFwd, L + 1, 0, 2 * N * d * e + 8 * N);
+  linear(KernelRegion::kQkvFwd, KernelRegion::kQkvBwd, d, 3 * d, L, 0, 0);
   if (s.fused_attention) {
-    add_at("fused attention fwd (cuDNN)", L, 2 * half_matmul, e * 4 * N * d + lse, eff.fused_attention,
+    add_at(KernelRegion::kFusedAttentionFwd, region_name(KernelRegion::kFusedAttentionFwd), L, 2 * half_matmul, e * 4 * N * d + lse, ComputeClass::kFusedAttention,
            eff.host_cudnn_s);
   } else {
-    add("attention S = K^T Q", L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
-    add("causal softmax fwd", L, 0, 2 * scores * e);
-    add("attention O = V P", L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
+    add(KernelRegion::kAttentionScoresFwd, L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T), true);
+    add(KernelRegion::kSoftmaxFwd, L, 0, 2 * scores * e);
+    add(KernelRegion::kAttentionValuesFwd, L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
   }
-  linear("attn proj linear", d, d, L, 0, 0);
-  add("residual add + layernorm fwd", L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
-  linear("fc linear (+gelu)", d, 4 * d, L, 4 * d, 0);
-  linear("fc proj linear", 4 * d, d, L, 0, 4 * d);
-  add("residual add", L, 0, 3 * N * d * e);
-  linear("lm head", d, V, 1, 0, 0);
-  add("cross-entropy (loss, dlogits)", 1, 0, 2 * N * V * e);
+  linear(KernelRegion::kProjFwd, KernelRegion::kProjBwd, d, d, L, 0, 0);
+  add(KernelRegion::kResidualLayernormFwd, L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
+  linear(KernelRegion::kFcFwd, KernelRegion::kFcBwd, d, 4 * d, L, 4 * d, 0);
+  linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, 4 * d, d, L, 0, 4 * d);
+  add(KernelRegion::kResidualAdd, L, 0, 3 * N * d * e);
+  linear(KernelRegion::kLmHeadFwd, KernelRegion::kLmHeadBwd, d, V, 1, 0, 0);
+  add(KernelRegion::kCrossEntropy, 1, 0, 2 * N * V * e);
   if (s.fused_attention) {
-    add_at("fused attention bwd (cuDNN)", L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, eff.fused_attention,
+    add_at(KernelRegion::kFusedAttentionBwd, region_name(KernelRegion::kFusedAttentionBwd), L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, ComputeClass::kFusedAttention,
            eff.host_cudnn_s);
   } else {
-    add("attention bwd GEMMs (dP, dV, dQ, dK)", 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
+    add(KernelRegion::kAttentionBwdGemms, 4 * L * loops, 2 * nb * T * T * hd, e * (2 * nb * T * hd + nb * T * T),
         true);
-    add("causal softmax bwd", L, 0, 3 * scores * e);
+    add(KernelRegion::kSoftmaxBwd, L, 0, 3 * scores * e);
   }
-  add("layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
-  add("layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
-  add("embedding bwd", 1, 0, 4 * N + 3 * N * d * e);
+  add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
+  add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
+  add(KernelRegion::kEmbeddingBwd, 1, 0, 4 * N + 3 * N * d * e);
   // AdamW once per step: fp32 master, m and v read and written, the fp32 gradient read, the
   // compute-dtype copy of the parameters written.
   const double psi = static_cast<double>(s.params);
-  KernelCost adam{"adamw (once per step)", 1, 0, psi * (3 * 8 + 4 + e), 0.0, "", eff.host_kernel_s, true};
+  KernelCost adam{region_name(KernelRegion::kAdamW), 1, 0, psi * (3 * 8 + 4 + e), 0.0, "", eff.host_kernel_s, true, KernelRegion::kAdamW};
   adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
   p.kernels.push_back(adam);
 

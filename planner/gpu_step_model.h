@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/models/kernel_regions.h"
+
 namespace zdp::launcher {
 
 // A GPU as the datasheets give it (sources in gpu_step_model.cc).
@@ -60,6 +62,11 @@ struct GpuEfficiency {
   double host_cudnn_s = 15e-6;
 };
 
+// Which efficiency a kernel's FLOPs run at (GpuEfficiency's matmul, attention_matmul or
+// fused_attention); its bytes always run at `memory`.
+enum class ComputeClass : int { kMatmul = 0, kAttentionMatmul, kFusedAttention };
+double compute_efficiency(const GpuEfficiency& eff, ComputeClass c);
+
 struct GptShape {
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0;
   int64_t micro_batch = 1, accum_steps = 1;
@@ -78,6 +85,10 @@ struct KernelCost {
   std::string bound; // "compute", "memory" or "launch"
   double issue_s = 0;      // the host's time to issue one call
   bool per_step = false;   // runs once per step (after the micro-batches), not per micro-batch
+  // The trainer's region that runs it (trainer/models/kernel_regions.h): what a profile
+  // with profile.kernels measured for it (planner/profile_compare.h).
+  trainer::KernelRegion region = trainer::KernelRegion::kAdamW;
+  ComputeClass compute = ComputeClass::kMatmul;
 };
 
 struct GpuStepPrediction {

@@ -11,9 +11,11 @@
 
 #include "planner/gpu_step_model.h"
 #include "planner/json_lines.h"
+#include "planner/kernel_profile_file.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_plot.h"
 #include "planner/plan_report.h"
+#include "planner/profile_compare.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -87,6 +89,10 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--nodes", a.nodes, "with --gpu: also plan this many nodes of --gpus-per-node ranks")
       ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--from-profile", a.from_profile,
+                 "a GPT run profiled with profile.kernels = true: its kernels.json and profile.jsonl beside the "
+                 "per-kernel prediction, the efficiencies they imply, and the plan with those (--gpu defaults to "
+                 "the profile's GPU)");
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -97,15 +103,42 @@ int run_plan(const PlanArgs& a) {
     say("invalid configuration:\n" + config.status().message());
     return 2;
   }
+  // --from-profile: read and checked before anything is planned; its GPU is the default.
+  std::string gpu_name = a.gpu;
+  MeasuredKernels measured;
+  if (!a.from_profile.empty()) {
+    if (config->model.kind != ModelKind::kGpt) {
+      say("--from-profile compares the GPT step model with a profile; " + a.config_path + " has model.kind = \"" +
+          to_string(config->model.kind) + "\"");
+      return 2;
+    }
+    StatusOr<MeasuredKernels> m = read_measured_kernels(a.from_profile);
+    if (!m.ok()) {
+      say("--from-profile " + a.from_profile + ": " + m.status().message());
+      return 2;
+    }
+    measured = std::move(*m);
+    if (measured.device_kind != "cuda") {
+      say("--from-profile " + a.from_profile + ": its kernels.json was measured on " + measured.device_kind +
+          " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run");
+      return 2;
+    }
+    if (gpu_name.empty()) gpu_name = gpu_name_of_device(measured.device);
+    if (gpu_name.empty()) {
+      say("--from-profile " + a.from_profile + ": the profile's device '" + measured.device +
+          "' is not a GPU this planner knows (" + known_gpu_names() + "); give --gpu");
+      return 2;
+    }
+  }
   const GpuSpec* spec = nullptr;
-  if (!a.gpu.empty()) {
-    spec = find_gpu(a.gpu);
+  if (!gpu_name.empty()) {
+    spec = find_gpu(gpu_name);
     if (!spec) {
-      say("--gpu '" + a.gpu + "' is not a GPU this planner knows (" + known_gpu_names() + ")");
+      say("--gpu '" + gpu_name + "' is not a GPU this planner knows (" + known_gpu_names() + ")");
       return 2;
     }
     if (config->launch.backend == Backend::kGloo) {
-      say("--gpu " + a.gpu + " with launch.backend = \"gloo\" in " + a.config_path +
+      say("--gpu " + gpu_name + " with launch.backend = \"gloo\" in " + a.config_path +
           ": Gloo ranks run on CPUs; use a nccl config (or --set launch.backend=nccl)");
       return 2;
     }
@@ -180,13 +213,26 @@ int run_plan(const PlanArgs& a) {
       shape.seq = m.seq_len, shape.micro_batch = config->train.micro_batch, shape.accum_steps = 1;
       shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = model->psi;
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
-      const GpuStepPrediction micro = predict_gpt_step(shape, *spec);
+      GpuEfficiency eff;
+      std::string compared;
+      if (!a.from_profile.empty()) {
+        StatusOr<ProfileComparison> c = compare_with_profile(shape, *spec, eff, measured);
+        if (!c.ok()) {
+          say("--from-profile " + a.from_profile + ": " + c.status().message());
+          return 2;
+        }
+        compared = format_comparison(*c, measured, *spec) + "\n";
+        eff = c->calibrated;
+      }
+      const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);
       shape.accum_steps = std::max<int64_t>(1, config->train.global_batch / (config->train.micro_batch * configured));
-      gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n";
+      gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n" + compared;
       // The world-size table's compute rate: the model's FLOPs over the predicted time of a
       // micro-batch (its optimizer step included: an upper bound on its share).
       in.flops_per_s = micro.model_flops / micro.step_s;
-      in.flops_origin = "predicted per kernel for one " + spec->name + " (the table above)";
+      in.flops_origin = compared.empty() ? "predicted per kernel for one " + spec->name + " (the table above)"
+                                         : "predicted per kernel for one " + spec->name +
+                                               ", efficiencies calibrated from " + a.from_profile;
     } else {
       in.flops_per_s = kGpuFlops;
       in.flops_origin = "assumed (the per-kernel model covers GPT configs only)";

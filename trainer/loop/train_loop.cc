@@ -19,6 +19,7 @@
 #include "trainer/loop/eta.h"
 #include "trainer/loop/loss_log.h"
 #include "trainer/loop/param_hash.h"
+#include "trainer/loop/kernel_profile.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/progress_report.h"
 #include "trainer/models/model.h"
@@ -209,6 +210,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     profiler = make_profiler(ctx, engine, config, *model, peak, resumed.step, options.out);
     ZDP_ASSIGN_OR_RETURN(test_delay, profile_test_delay(ctx.rank()));
   }
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<KernelProfile> kernel_times,
+                       KernelProfile::create(ctx, engine, *ops, config, *model, resumed.step));
   // Unread losses: at most one logging interval (a full log is read early, a bounded wait).
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<LossLog> losses,
                        LossLog::create(ctx, *ops, engine.compute_stream(), std::min<int64_t>(t.log_every, 1024),
@@ -253,6 +256,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
     if (losses->full()) ZDP_RETURN_IF_ERROR(read_losses());
     double compute_s = 0;  // the host's time in forward + backward (on a GPU: issuing them)
+    if (kernel_times) kernel_times->begin_step(step);
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       const auto micro_start = Clock::now();
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
@@ -262,6 +266,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
       compute_s += seconds_since(micro_start);
     }
+    if (kernel_times) kernel_times->end_step();
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);
     ZDP_RETURN_IF_ERROR(engine.step_async());
     ZDP_RETURN_IF_ERROR(losses->end_step());  // the sum over ranks for the log, on the device
@@ -308,6 +313,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   console.finish();
   summary.seconds = seconds_since(start);
   if (profiler) ZDP_RETURN_IF_ERROR(profiler->finish().status());
+  if (kernel_times) ZDP_RETURN_IF_ERROR(kernel_times->finish(options.out));
   return summary;
 }
 

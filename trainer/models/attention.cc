@@ -53,6 +53,7 @@ kernels::FusedAttentionShape fused_shape(const AttentionShape& s, DType dtype) {
 
 Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, const AttentionSaved& saved, void* y) {
   if (saved.fused) {
+    ops.region(KernelRegion::kFusedAttentionFwd);
     return ops.fused_attention({fused_shape(s, ops.dtype()), attention_scale(s), qkv, y, saved.stats});
   }
   void* probs = saved.probs;
@@ -62,15 +63,19 @@ Status attention_forward(Ops& ops, const AttentionShape& s, const void* qkv, con
   const Operand q{base, T * 3 * d, hd, 3 * d}, key{base + d * e, T * 3 * d, hd, 3 * d}, v{base + 2 * d * e, T * 3 * d, hd, 3 * d};
   const Operand p{probs, H * T * T, T * T, T}, out{y, T * d, hd, d};
   // S(j, i) = k_j . q_i  (the scores, row-major [query i][key j])
+  ops.region(KernelRegion::kAttentionScoresFwd);
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, key, q, p));
+  ops.region(KernelRegion::kSoftmaxFwd);
   ZDP_RETURN_IF_ERROR(ops.causal_softmax({s.batch * H, T, ops.dtype(), attention_scale(s), probs, probs}));
   // O(:, i) = sum_j v_j P(j, i)
+  ops.region(KernelRegion::kAttentionValuesFwd);
   return batched_mm(ops, s, Transpose::kNo, Transpose::kNo, hd, T, T, v, p, out);
 }
 
 Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, const AttentionSaved& saved,
                           const void* y, const void* dy, void* dprobs, void* dqkv) {
   if (saved.fused) {
+    ops.region(KernelRegion::kFusedAttentionBwd);
     return ops.fused_attention_backward({fused_shape(s, ops.dtype()), attention_scale(s), qkv, y, dy, saved.stats, dqkv});
   }
   const void* probs = saved.probs;
@@ -82,10 +87,13 @@ Status attention_backward(Ops& ops, const AttentionShape& s, const void* qkv, co
   const Operand dq{dbase, T * 3 * d, hd, 3 * d}, dk{dbase + d * e, T * 3 * d, hd, 3 * d}, dv{dbase + 2 * d * e, T * 3 * d, hd, 3 * d};
   const Operand p{probs, H * T * T, T * T, T}, dp{dprobs, H * T * T, T * T, T}, dout{dy, T * d, hd, d};
   // dP(j, i) = v_j . dO_i
+  ops.region(KernelRegion::kAttentionBwdGemms);
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kYes, Transpose::kNo, T, T, hd, v, dout, dp));
+  ops.region(KernelRegion::kSoftmaxBwd);
   ZDP_RETURN_IF_ERROR(ops.causal_softmax_backward({s.batch * H, T, ops.dtype(), attention_scale(s), probs, dprobs, dprobs}));
   // dP now holds dS (scale included). dV(:, j) = sum_i dO_i P(j, i);  dQ(:, i) = sum_j k_j dS(j, i);
   // dK(:, j) = sum_i q_i dS(j, i)
+  ops.region(KernelRegion::kAttentionBwdGemms);
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kNo, Transpose::kYes, hd, T, T, dout, p, dv));
   ZDP_RETURN_IF_ERROR(batched_mm(ops, s, Transpose::kNo, Transpose::kNo, hd, T, T, key, dp, dq));
   return batched_mm(ops, s, Transpose::kNo, Transpose::kYes, hd, T, T, q, dp, dk);

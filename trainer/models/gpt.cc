@@ -137,27 +137,36 @@ class Gpt : public Model {
     const DType dt = ops_->dtype();
     ZDP_ASSIGN_OR_RETURN(void* ln1_w, p(e, b.ln1_w));
     ZDP_ASSIGN_OR_RETURN(void* ln1_b, p(e, b.ln1_b));
+    ops_->region(KernelRegion::kLayernormFwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_in.data(), ln1_w, ln1_b, b.ln1.data(), b.ln1_mean.as<float>(), b.ln1_rstd.as<float>()}));
     ZDP_ASSIGN_OR_RETURN(void* qkv_w, p(e, b.qkv_w));
     ZDP_ASSIGN_OR_RETURN(void* qkv_b, p(e, b.qkv_b));
+    ops_->region(KernelRegion::kQkvFwd);
     ZDP_RETURN_IF_ERROR(ops_->linear(b.ln1.data(), qkv_w, qkv_b, b.qkv.data(), n, C_, 3 * C_));
     ZDP_ASSIGN_OR_RETURN(const AttentionSaved saved, attention_saved(b, n));
     ZDP_RETURN_IF_ERROR(attention_forward(*ops_, shape(n), b.qkv.data(), saved, b.attn_y.data()));
     ZDP_ASSIGN_OR_RETURN(void* proj_w, p(e, b.proj_w));
     ZDP_ASSIGN_OR_RETURN(void* proj_b, p(e, b.proj_b));
+    ops_->region(KernelRegion::kProjFwd);
     ZDP_RETURN_IF_ERROR(ops_->linear(b.attn_y.data(), proj_w, proj_b, b.x_mid.data(), n, C_, C_));
     ZDP_ASSIGN_OR_RETURN(void* ln2_w, p(e, b.ln2_w));
     ZDP_ASSIGN_OR_RETURN(void* ln2_b, p(e, b.ln2_b));
     // x_mid += x_in, then its norm: one kernel (the add's bits; layernorm.h).
+    ops_->region(KernelRegion::kResidualLayernormFwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, b.x_mid.data(), ln2_w, ln2_b, b.ln2.data(), b.ln2_mean.as<float>(),
                                          b.ln2_rstd.as<float>(), 1e-5f, b.x_in.data(), b.x_mid.data()}));
     ZDP_ASSIGN_OR_RETURN(void* fc_w, p(e, b.fc_w));
     ZDP_ASSIGN_OR_RETURN(void* fc_b, p(e, b.fc_b));
+    ops_->region(KernelRegion::kFcFwd);
     ZDP_RETURN_IF_ERROR(ops_->linear_gelu(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), b.fc_act.data(), n, C_, 4 * C_));
     ZDP_ASSIGN_OR_RETURN(void* fp_w, p(e, b.fc_proj_w));
     ZDP_ASSIGN_OR_RETURN(void* fp_b, p(e, b.fc_proj_b));
+    ops_->region(KernelRegion::kFcProjFwd);
     ZDP_RETURN_IF_ERROR(ops_->linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_));
-    return ops_->add(x_next, b.x_mid.data(), x_next, n * C_);
+    ops_->region(KernelRegion::kResidualAdd);
+    ZDP_RETURN_IF_ERROR(ops_->add(x_next, b.x_mid.data(), x_next, n * C_));
+    ops_->end_region();  // the engine's work between layers is not the model's
+    return Status::Ok();
   }
 
   // dx_ holds d loss / d (block output); leaves d loss / d (block input) there.
@@ -177,18 +186,25 @@ class Gpt : public Model {
       gv.push_back(v);
     }
     // fc proj's backward through the GELU: d(fc_pre) and the fc bias's gradient (gv[3]) at once.
+    ops_->region(KernelRegion::kFcProjBwd);
     ZDP_RETURN_IF_ERROR(ops_->linear_backward_gelu(b.fc_act.data(), fp_w, dx_.data(), b.fc_pre.data(), dfc_.data(), gv[3],
                                                    gv[0], gv[1], n, 4 * C_, C_));
+    ops_->region(KernelRegion::kFcBwd);
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln2.data(), fc_w, dfc_.data(), dln_.data(), OutputMode::kOverwrite, gv[2], nullptr, n, C_, 4 * C_));
+    ops_->region(KernelRegion::kLayernormBwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_mid.data(), ln2_w, b.ln2_mean.as<float>(), b.ln2_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[4], gv[5]}));
+    ops_->region(KernelRegion::kProjBwd);
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.attn_y.data(), proj_w, dx_.data(), dattn_.data(), OutputMode::kOverwrite, gv[6], gv[7], n, C_, C_));
     ZDP_ASSIGN_OR_RETURN(const AttentionSaved saved, attention_saved(b, n));
     ZDP_RETURN_IF_ERROR(attention_backward(*ops_, shape(n), b.qkv.data(), saved, b.attn_y.data(), dattn_.data(),
                                            saved.fused ? nullptr : dprobs_.data(), dqkv_.data()));
+    ops_->region(KernelRegion::kQkvBwd);
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(b.ln1.data(), qkv_w, dqkv_.data(), dln_.data(), OutputMode::kOverwrite, gv[8], gv[9], n, C_, 3 * C_));
+    ops_->region(KernelRegion::kLayernormBwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), b.x_in.data(), ln1_w, b.ln1_mean.as<float>(), b.ln1_rstd.as<float>(),
                                                  dx_.data(), OutputMode::kAccumulate, gv[10], gv[11]}));
+    ops_->end_region();
     for (Param q : order) ZDP_RETURN_IF_ERROR(e.grad_ready(q));
     return Status::Ok();
   }
@@ -225,7 +241,9 @@ class Gpt : public Model {
       ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(0, Engine::Pass::kForward));
       ZDP_ASSIGN_OR_RETURN(void* wte, p(e, wte_));
       ZDP_ASSIGN_OR_RETURN(void* wpe, p(e, wpe_));
+      ops_->region(KernelRegion::kEmbeddingFwd);
       ZDP_RETURN_IF_ERROR(ops_->embedding({batch.count, T_, C_, V_, dt, tokens_.as<int32_t>(), wte, wpe, blocks_[0].x_in.data()}));
+      ops_->end_region();
     }
     for (int l = 0; l < L_; ++l) {
       ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(1 + l, Engine::Pass::kForward));
@@ -238,24 +256,31 @@ class Gpt : public Model {
     ZDP_ASSIGN_OR_RETURN(void* lnf_w, p(e, lnf_w_));
     ZDP_ASSIGN_OR_RETURN(void* lnf_b, p(e, lnf_b_));
     ZDP_ASSIGN_OR_RETURN(void* wte, p(e, wte_));
+    ops_->region(KernelRegion::kLayernormFwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm({n, C_, dt, x_out_.data(), lnf_w, lnf_b, lnf_.data(), lnf_mean_.as<float>(), lnf_rstd_.as<float>()}));
+    ops_->region(KernelRegion::kLmHeadFwd);
     ZDP_RETURN_IF_ERROR(ops_->linear(lnf_.data(), wte, nullptr, logits_.data(), n, C_, V_));
     const float grad_scale = static_cast<float>(e.loss_scale() / static_cast<double>(n));
+    ops_->region(KernelRegion::kCrossEntropy);
     ZDP_RETURN_IF_ERROR(ops_->cross_entropy({n, V_, dt, logits_.data(), targets_.as<int32_t>(), losses_.as<float>(),
                                             train ? logits_.data() : nullptr, grad_scale}));
+    ops_->end_region();
     if (!train) return ops_->mean_loss(losses_.as<float>(), n);
     ZDP_RETURN_IF_ERROR(ops_->loss_sum(losses_.as<float>(), n, *loss));
     ZDP_RETURN_IF_ERROR(e.mark(TimelineEvent::Kind::kBackward));  // profiling: forward ends here
 
     // Backward: the head's share of the tied embedding's gradient waits in fp32 for the
     // embedding's own (gradient staging holds one layer group at a time).
+    ops_->region(KernelRegion::kLmHeadBwd);
     ZDP_RETURN_IF_ERROR(ops_->weight_grad(lnf_.data(), logits_.data(), dwte_head_.data(), DType::kF32, n, C_, V_));
     ZDP_RETURN_IF_ERROR(ops_->linear_backward(lnf_.data(), wte, logits_.data(), dln_.data(), OutputMode::kOverwrite,
                                              nullptr, nullptr, n, C_, V_));
     ZDP_ASSIGN_OR_RETURN(void* g_lnf_w, g(e, lnf_w_));
     ZDP_ASSIGN_OR_RETURN(void* g_lnf_b, g(e, lnf_b_));
+    ops_->region(KernelRegion::kLayernormBwd);
     ZDP_RETURN_IF_ERROR(ops_->layernorm_backward({n, C_, dt, dln_.data(), x_out_.data(), lnf_w, lnf_mean_.as<float>(),
                                                  lnf_rstd_.as<float>(), dx_.data(), OutputMode::kOverwrite, g_lnf_w, g_lnf_b}));
+    ops_->end_region();
     ZDP_RETURN_IF_ERROR(e.grad_ready(lnf_w_));
     ZDP_RETURN_IF_ERROR(e.grad_ready(lnf_b_));
     head = Engine::LayerScope();
@@ -271,8 +296,10 @@ class Gpt : public Model {
     ZDP_RETURN_IF_ERROR(ops_->upload(order_.data(), order.data(), order.size() * 4));
     ZDP_ASSIGN_OR_RETURN(void* g_wte, g(e, wte_));
     ZDP_ASSIGN_OR_RETURN(void* g_wpe, g(e, wpe_));
+    ops_->region(KernelRegion::kEmbeddingBwd);
     ZDP_RETURN_IF_ERROR(ops_->embedding_backward({batch.count, T_, C_, V_, dt, dx_.data(), offsets_.as<int32_t>(),
                                                  order_.as<int32_t>(), dwte_head_.as<float>(), g_wte, g_wpe}));
+    ops_->end_region();
     ZDP_RETURN_IF_ERROR(e.grad_ready(wte_));
     ZDP_RETURN_IF_ERROR(e.grad_ready(wpe_));
     return 0.0;

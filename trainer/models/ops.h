@@ -20,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "kernels/layernorm.h"
 #include "kernels/loss_sum.h"
+#include "trainer/models/kernel_regions.h"
 #include "trainer/models/upload_ring.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -41,6 +42,16 @@ class Ops {
   // Where the work goes: the engine's compute stream, which exists once the engine is
   // finalized. REQUIRES: called before any operation; `stream` outlives the Ops.
   void set_stream(Stream& stream) { stream_ = &stream; }
+  // Profiling runs with profile.kernels: the models mark their kernel regions through
+  // region() and end_region() (kernel_regions.h); without a timer both do nothing.
+  // REQUIRES: `timer` outlives its use (nullptr detaches it).
+  void set_kernel_timer(KernelTimer* timer) { timer_ = timer; }
+  void region(KernelRegion r) {
+    if (timer_) timer_->enter(r);
+  }
+  void end_region() {
+    if (timer_) timer_->leave();
+  }
 
   DType dtype() const { return dtype_; }
   size_t elem_bytes() const { return dtype_size(dtype_); }
@@ -125,6 +136,7 @@ class Ops {
 
   Device& device_;
   Stream* stream_ = nullptr;
+  KernelTimer* timer_ = nullptr;
   DType dtype_;
   std::unique_ptr<kernels::Gemm> gemm_;
   DeviceBuffer gemm_workspace_;

@@ -179,6 +179,7 @@ struct ProfileConfig {
   bool trace = true;                   // write the Chrome / Perfetto trace (trace.json)
   std::string dir;                     // output directory; empty = launch.log_dir
   double peak_tflops = 0;              // per-rank peak for MFU; 0 = the known GPUs' (A100, H100, H200 bf16), none on CPU
+  bool kernels = false;                // gpt: time each kernel region on rank 0, <dir>/kernels.json (plan --from-profile)
 };
 
 // Where a key's value came from (for describe_resolved and error messages).

@@ -223,6 +223,13 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
                   return "checkpoint.every_steps (" + str(c.checkpoint.every_steps) +
                          ") needs checkpoint.dir: where should the checkpoints go?";
                 });
+  check.require(!c.profile.kernels || c.profile.enabled, {"profile.kernels", "profile.enabled"}, [&] {
+    return std::string("profile.kernels = true times kernels in profiling runs only: set profile.enabled = true too");
+  });
+  check.require(!c.profile.kernels || c.model.kind == ModelKind::kGpt, {"profile.kernels", "model.kind"}, [&] {
+    return std::string("profile.kernels = true times the gpt model's kernel regions (what the planner's GPU step "
+                       "model predicts); the mlp has none: leave it out");
+  });
   if (c.profile.enabled) {
     const int64_t last = c.profile.warmup_steps + c.profile.active_steps;
     check.require(c.profile.warmup_steps < t.steps, {"profile.warmup_steps", "train.steps", "profile.enabled"}, [&] {

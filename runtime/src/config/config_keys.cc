@@ -398,6 +398,9 @@ std::vector<KeyInfo> build_table() {
       field("profile.peak_tflops", &C::profile, &P::peak_tflops,
             "per-rank peak TFLOP/s for MFU (the step lines and the profile summary); 0 = known GPUs (A100, "
             "H100, H200 bf16), none on CPU", at_least(0)),
+      field("profile.kernels", &C::profile, &P::kernels,
+            "gpt: time each kernel region (a linear layer, a layernorm, attention...) on rank 0's compute stream "
+            "and write <dir>/kernels.json, which `dp-launch plan --from-profile DIR` compares with its prediction"),
   };
 }
 

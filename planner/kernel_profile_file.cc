@@ -1,0 +1,160 @@
+// Reading a profile's kernel times (kernel_profile_file.h).
+#include "planner/kernel_profile_file.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/internal/input_file.h"
+
+namespace zdp::launcher {
+namespace {
+
+using nlohmann::json;
+using trainer::KernelRegion;
+
+constexpr int64_t kMaxKernelsBytes = 1 << 20;       // a few kB in practice
+constexpr int64_t kMaxProfileBytes = 512ll << 20;   // the profiler's own cap on what it gathers
+constexpr double kMaxMsPerStep = 1e9;               // 11.6 days: anything above is corrupt
+
+Status bad(const std::string& path, const std::string& why) {
+  return Status(StatusCode::kInvalidArgument, path + ": " + why);
+}
+
+// An integer field of `j` in [lo, hi].
+StatusOr<int64_t> int_field(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& path,
+                            const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return bad(path, where + key + " is missing or not an integer");
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return bad(path, where + key + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+StatusOr<double> number_field(const json& j, const char* key, double hi, const std::string& path,
+                              const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return bad(path, where + key + " is missing or not a number");
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < 0 || v > hi) return bad(path, where + key + " = " + std::to_string(v) + " is out of range");
+  return v;
+}
+
+StatusOr<std::string> string_field(const json& j, const char* key, const std::string& path) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return bad(path, std::string(key) + " is missing or not a string");
+  std::string v = it->get<std::string>();
+  if (v.size() > 256) return bad(path, std::string(key) + " is longer than 256 characters");
+  return v;
+}
+
+Status read_kernels(const std::string& path, MeasuredKernels* m) {
+  ZDP_ASSIGN_OR_RETURN(const std::string text, read_input_file(path, "kernel times", kMaxKernelsBytes));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad(path, "not a JSON object (dp-train writes it with profile.kernels)");
+  ZDP_ASSIGN_OR_RETURN(const std::string format, string_field(j, "format", path));
+  if (format != trainer::kKernelTimesFormat) {
+    return bad(path, "format is '" + format + "', not '" + trainer::kKernelTimesFormat + "'");
+  }
+  ZDP_ASSIGN_OR_RETURN(const int64_t version, int_field(j, "version", 1, 1000, path, ""));
+  if (version != trainer::kKernelTimesVersion) {
+    return bad(path, "version " + std::to_string(version) + " is not the version this dp-launch reads (" +
+                         std::to_string(trainer::kKernelTimesVersion) + ")");
+  }
+  ZDP_ASSIGN_OR_RETURN(m->device, string_field(j, "device", path));
+  ZDP_ASSIGN_OR_RETURN(m->device_kind, string_field(j, "device_kind", path));
+  const auto model = j.find("model");
+  if (model == j.end() || !model->is_object()) return bad(path, "model is missing or not an object");
+  const std::string w = "model.";
+  ZDP_ASSIGN_OR_RETURN(m->layers, int_field(*model, "layers", 1, 1 << 16, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->d_model, int_field(*model, "d_model", 1, 1 << 20, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->heads, int_field(*model, "heads", 1, 1 << 16, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->vocab, int_field(*model, "vocab", 1, 1 << 30, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->seq, int_field(*model, "seq", 1, 1 << 24, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->micro_batch, int_field(*model, "micro_batch", 1, 1 << 24, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->accum_steps, int_field(*model, "accum_steps", 1, 1 << 24, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->dtype, string_field(*model, "dtype", path));
+  const auto fused = model->find("fused_attention");
+  if (fused == model->end() || !fused->is_boolean()) return bad(path, "model.fused_attention is missing or not a boolean");
+  m->fused_attention = fused->get<bool>();
+  ZDP_ASSIGN_OR_RETURN(m->steps, int_field(j, "steps", 1, int64_t{1} << 40, path, ""));
+  const auto regions = j.find("regions");
+  if (regions == j.end() || !regions->is_array()) return bad(path, "regions is missing or not an array");
+  if (regions->size() > static_cast<size_t>(trainer::kNumKernelRegions)) return bad(path, "more regions than the gpt has");
+  for (size_t i = 0; i < regions->size(); ++i) {
+    const json& r = (*regions)[i];
+    const std::string where = "regions[" + std::to_string(i) + "].";
+    if (!r.is_object()) return bad(path, where + " is not an object");
+    ZDP_ASSIGN_OR_RETURN(const std::string name, string_field(r, "name", path));
+    KernelRegion region;
+    if (!trainer::region_from_name(name, &region)) return bad(path, where + "name '" + name + "' is not a gpt kernel region");
+    const auto k = static_cast<size_t>(region);
+    if (m->present[k]) return bad(path, where + "name '" + name + "' appears twice");
+    ZDP_ASSIGN_OR_RETURN(const double ms, number_field(r, "ms_per_step", kMaxMsPerStep, path, where));
+    ZDP_ASSIGN_OR_RETURN(const double entries, number_field(r, "entries_per_step", 1e12, path, where));
+    m->present[k] = true;
+    m->seconds[k] = ms / 1e3;
+    m->entries[k] = entries;
+  }
+  return Status::Ok();
+}
+
+// Rank 0's step lines: their mean step time, optimizer part and exposed communication.
+Status read_steps(const std::string& path, MeasuredKernels* m) {
+  StatusOr<std::string> text = read_input_file(path, "profile", kMaxProfileBytes);
+  if (text.status().code() == StatusCode::kNotFound) return Status::Ok();
+  ZDP_RETURN_IF_ERROR(text.status());
+  std::istringstream lines(*text);
+  std::string line;
+  double step = 0, optimizer = 0, exposed = 0;
+  int64_t n = 0, at = 0;
+  while (std::getline(lines, line)) {
+    ++at;
+    if (line.find("\"step\"") == std::string::npos) continue;
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return bad(path, "line " + std::to_string(at) + " is not JSON");
+    if (j.value("type", std::string()) != "step" || j.value("rank", -1) != 0) continue;
+    const std::string where = "line " + std::to_string(at) + ": ";
+    ZDP_ASSIGN_OR_RETURN(const double s, number_field(j, "step_ms", kMaxMsPerStep, path, where));
+    ZDP_ASSIGN_OR_RETURN(const double e, number_field(j, "exposed_comm_ms", kMaxMsPerStep, path, where));
+    const auto parts = j.find("parts_ms");
+    if (parts == j.end() || !parts->is_object()) return bad(path, where + "parts_ms is missing");
+    ZDP_ASSIGN_OR_RETURN(const double o, number_field(*parts, "optimizer", kMaxMsPerStep, path, where + "parts_ms."));
+    step += s, exposed += e, optimizer += o;
+    ++n;
+  }
+  if (n == 0) return Status::Ok();
+  m->profile_steps = n;
+  m->step_s = step / 1e3 / static_cast<double>(n);
+  m->optimizer_s = optimizer / 1e3 / static_cast<double>(n);
+  m->exposed_comm_s = exposed / 1e3 / static_cast<double>(n);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir) {
+  MeasuredKernels m;
+  m.dir = dir;
+  const std::string kernels = dir + "/kernels.json";
+  Status s = read_kernels(kernels, &m);
+  if (s.code() == StatusCode::kNotFound) {
+    return Status(StatusCode::kNotFound, kernels + " does not exist: profile a GPU run with profile.enabled = true "
+                                                   "and profile.kernels = true (profile.dir = " + dir + ")");
+  }
+  ZDP_RETURN_IF_ERROR(s);
+  ZDP_RETURN_IF_ERROR(read_steps(dir + "/profile.jsonl", &m));
+  return m;
+}
+
+std::string gpu_name_of_device(const std::string& device) {
+  if (device.find("A100") != std::string::npos) return "a100-80g";
+  if (device.find("H100") != std::string::npos) return "h100";
+  if (device.find("H200") != std::string::npos) return "h200";
+  return "";
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,42 @@
+// What `dp-launch plan --from-profile DIR` reads: <DIR>/kernels.json, written by a dp-train
+// profiling run with profile.kernels (trainer/loop/kernel_profile.h: rank 0's mean time per
+// step of each kernel region), and rank 0's step lines of <DIR>/profile.jsonl (the step
+// time and the optimizer's part). Both are bounded and validated before use: a file that
+// is not what dp-train writes is refused naming the file and the field.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "trainer/models/kernel_regions.h"
+#include "zdp/status.h"
+
+namespace zdp::launcher {
+
+struct MeasuredKernels {
+  std::string dir;
+  std::string device;       // "NVIDIA H200", "cpu"
+  std::string device_kind;  // "cuda", "cpu"
+  int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0, micro_batch = 0, accum_steps = 0;
+  std::string dtype;  // "bf16"
+  bool fused_attention = false;
+  int64_t steps = 0;  // measured steps
+  std::array<bool, trainer::kNumKernelRegions> present{};
+  std::array<double, trainer::kNumKernelRegions> seconds{};   // per step
+  std::array<double, trainer::kNumKernelRegions> entries{};   // per step
+  // From profile.jsonl (rank 0's step lines); < 0 when the file has none.
+  double step_s = -1;
+  double optimizer_s = -1;
+  double exposed_comm_s = -1;
+  int64_t profile_steps = 0;  // step lines read
+};
+
+// Reads <dir>/kernels.json (required) and <dir>/profile.jsonl (optional: without it the
+// step and optimizer columns are empty).
+StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir);
+
+// The planner's GPU name for a device name ("NVIDIA H200" -> "h200"); "" when none fits.
+std::string gpu_name_of_device(const std::string& device);
+
+}  // namespace zdp::launcher

@@ -1,0 +1,202 @@
+// Prediction against measurement, region by region (profile_compare.h).
+#include "planner/profile_compare.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace zdp::launcher {
+namespace {
+
+using trainer::KernelRegion;
+using trainer::kNumKernelRegions;
+using trainer::region_name;
+
+constexpr int kMemoryClass = 3;  // after the ComputeClass values
+
+std::string fmt(const char* format, double a, double b = 0, double c = 0) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), format, a, b, c);
+  return buf;
+}
+
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : (dtype == "bf16" || dtype == "fp16" ? 2 : 0); }
+
+Status check_same(const char* field, int64_t planned, int64_t measured, const MeasuredKernels& m) {
+  if (planned == measured) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                m.dir + "/kernels.json profiled another run: " + field + " is " + std::to_string(measured) +
+                    " there and " + std::to_string(planned) + " in the config (plan the config that ran)");
+}
+
+void set_class(GpuEfficiency& e, int c, double v) {
+  switch (c) {
+    case 0: e.matmul = v; break;
+    case 1: e.attention_matmul = v; break;
+    case 2: e.fused_attention = v; break;
+    default: e.memory = v; break;
+  }
+}
+
+double get_class(const GpuEfficiency& e, int c) {
+  return c < kMemoryClass ? compute_efficiency(e, static_cast<ComputeClass>(c)) : e.memory;
+}
+
+}  // namespace
+
+const char* efficiency_class_name(int c) {
+  static const char* const names[kNumEfficiencyClasses] = {"matmul", "attention GEMMs", "fused attention", "memory"};
+  return c >= 0 && c < kNumEfficiencyClasses ? names[c] : "?";
+}
+
+StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& gpu, const GpuEfficiency& assumed,
+                                                 const MeasuredKernels& m) {
+  if (m.device_kind != "cuda") {
+    return Status(StatusCode::kInvalidArgument,
+                  m.dir + "/kernels.json was measured on " + m.device_kind + " ranks ('" + m.device +
+                      "'): the GPU step model predicts a GPU; compare a profile of a GPU run");
+  }
+  ZDP_RETURN_IF_ERROR(check_same("model.n_layers", shape.layers, m.layers, m));
+  ZDP_RETURN_IF_ERROR(check_same("model.d_model", shape.d_model, m.d_model, m));
+  ZDP_RETURN_IF_ERROR(check_same("model.n_heads", shape.heads, m.heads, m));
+  ZDP_RETURN_IF_ERROR(check_same("model.vocab_size", shape.vocab, m.vocab, m));
+  ZDP_RETURN_IF_ERROR(check_same("model.seq_len", shape.seq, m.seq, m));
+  ZDP_RETURN_IF_ERROR(check_same("train.micro_batch", shape.micro_batch, m.micro_batch, m));
+  ZDP_RETURN_IF_ERROR(check_same("bytes per element of model.dtype", shape.elem_bytes, dtype_bytes(m.dtype), m));
+  shape.accum_steps = m.accum_steps;
+  shape.fused_attention = m.fused_attention;
+
+  ProfileComparison c;
+  c.gpu = gpu.name;
+  c.assumed = assumed;
+  c.predicted = predict_gpt_step(shape, gpu, assumed);
+  std::array<double, kNumKernelRegions> measured{};
+  std::array<bool, kNumKernelRegions> have{};
+  for (int r = 0; r < kNumKernelRegions; ++r) {
+    measured[static_cast<size_t>(r)] = m.seconds[static_cast<size_t>(r)];
+    have[static_cast<size_t>(r)] = m.present[static_cast<size_t>(r)];
+  }
+  // The optimizer is the engine's, not a model region: the profile's optimizer part.
+  const auto adam = static_cast<size_t>(KernelRegion::kAdamW);
+  if (m.optimizer_s >= 0) measured[adam] = m.optimizer_s, have[adam] = true;
+
+  // One row per region, in the order its first kernel runs.
+  std::array<int, kNumKernelRegions> row_of;
+  row_of.fill(-1);
+  for (const KernelCost& k : c.predicted.kernels) {
+    const auto r = static_cast<size_t>(k.region);
+    if (row_of[r] < 0) {
+      row_of[r] = static_cast<int>(c.rows.size());
+      RegionComparison row;
+      row.region = k.region;
+      row.measured_s = have[r] ? measured[r] : -1;
+      row.measured_entries = r == adam ? 1 : m.entries[r];
+      c.rows.push_back(row);
+    }
+    RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
+    row.predicted_s += k.time_s;
+    row.predicted_launches += k.calls;
+    row.flops += k.flops * static_cast<double>(k.calls);
+    row.bytes += k.bytes * static_cast<double>(k.calls);
+  }
+  for (RegionComparison& row : c.rows) {
+    row.compute_bound = row.flops / (shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops) >
+                        row.bytes / gpu.hbm_bytes_per_s;
+    if (row.measured_s < 0) continue;
+    c.predicted_regions_s += row.predicted_s;
+    c.measured_regions_s += row.measured_s;
+  }
+  for (int r = 0; r < kNumKernelRegions; ++r) {
+    if (have[static_cast<size_t>(r)] && row_of[static_cast<size_t>(r)] < 0) {
+      c.unpredicted.push_back(region_name(static_cast<KernelRegion>(r)));
+    }
+  }
+  c.measured_step_s = m.step_s;
+
+  // Each kernel's share of its region's measured time is its share of the region's
+  // predicted time; its work (FLOPs if compute-bound, bytes if memory-bound) over that time
+  // and the datasheet rate is the efficiency it reached. Launch-bound kernels say nothing.
+  const double peak = shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
+  std::array<double, kNumEfficiencyClasses> work{}, seconds{};
+  for (const KernelCost& k : c.predicted.kernels) {
+    const auto r = static_cast<size_t>(k.region);
+    const RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
+    if (row.measured_s <= 0 || row.predicted_s <= 0 || k.bound == "launch") continue;
+    const double t = row.measured_s * k.time_s / row.predicted_s;
+    const double calls = static_cast<double>(k.calls);
+    if (k.bound == "compute") {
+      const auto cls = static_cast<size_t>(k.compute);
+      work[cls] += k.flops * calls / peak;
+      seconds[cls] += t;
+    } else {
+      work[kMemoryClass] += k.bytes * calls / gpu.hbm_bytes_per_s;
+      seconds[kMemoryClass] += t;
+    }
+  }
+  c.calibrated = assumed;
+  for (int cls = 0; cls < kNumEfficiencyClasses; ++cls) {
+    const auto i = static_cast<size_t>(cls);
+    c.implied[i] = seconds[i] > 0 ? work[i] / seconds[i] : -1;
+    // Above 100% the byte or FLOP count overstates the work (caches, fusion); the model
+    // cannot run faster than the datasheet, so the calibration stops there.
+    if (c.implied[i] > 0) set_class(c.calibrated, cls, std::min(1.0, c.implied[i]));
+  }
+  c.recalibrated = predict_gpt_step(shape, gpu, c.calibrated);
+  return c;
+}
+
+std::string format_comparison(const ProfileComparison& c, const MeasuredKernels& m, const GpuSpec& gpu) {
+  std::string out = "GPU step model vs MEASURED (dp-launch plan --from-profile " + m.dir + "): rank 0 of a run on " +
+                    m.device + ", " + std::to_string(m.steps) + " measured steps, " + m.dtype + ", " +
+                    (m.fused_attention ? "fused" : "batched") + " attention, " + std::to_string(m.accum_steps) +
+                    " micro-batch(es) per step\n";
+  char line[320];
+  std::snprintf(line, sizeof(line), "  %-38s %8s %8s %12s %12s %9s  %s\n", "region", "launches", "entered", "predicted ms",
+                "measured ms", "meas/pred", "achieved");
+  out += line;
+  const double peak = m.dtype == "fp32" ? gpu.fp32_flops : gpu.bf16_flops;
+  for (const RegionComparison& r : c.rows) {
+    std::string measured = "-", ratio = "-", achieved = "not measured";
+    if (r.measured_s >= 0) {
+      measured = fmt("%.3f", r.measured_s * 1e3);
+      if (r.predicted_s > 0) ratio = fmt("%.2fx", r.measured_s / r.predicted_s);
+      if (r.measured_s > 0) {
+        achieved = r.compute_bound ? fmt("%.0f TFLOP/s (%.0f%% of peak)", r.flops / r.measured_s / 1e12,
+                                         100 * r.flops / r.measured_s / peak)
+                                   : fmt("%.2f TB/s (%.0f%% of HBM)", r.bytes / r.measured_s / 1e12,
+                                         100 * r.bytes / r.measured_s / gpu.hbm_bytes_per_s);
+      }
+      if (r.region == trainer::KernelRegion::kAdamW) achieved += "; the profile's optimizer part";
+    }
+    std::snprintf(line, sizeof(line), "  %-38s %8lld %8.1f %12.3f %12s %9s  %s\n", trainer::region_name(r.region),
+                  static_cast<long long>(r.predicted_launches), r.measured_entries, r.predicted_s * 1e3,
+                  measured.c_str(), ratio.c_str(), achieved.c_str());
+    out += line;
+  }
+  for (const std::string& name : c.unpredicted) out += "  " + name + ": measured, but the prediction has no kernel for it\n";
+  out += fmt("  regions measured: predicted %.3f ms, measured %.3f ms (%.2fx)\n", c.predicted_regions_s * 1e3,
+             c.measured_regions_s * 1e3, c.predicted_regions_s > 0 ? c.measured_regions_s / c.predicted_regions_s : 0.0);
+  if (c.measured_step_s >= 0) {
+    out += fmt("  step: predicted %.3f ms (kernels + launch waits), measured %.3f ms (rank 0's mean, profile.jsonl); "
+               "%.3f ms of it outside the measured regions (the engine's work, communication waits, gaps)\n",
+               c.predicted.step_s * 1e3, c.measured_step_s * 1e3,
+               (c.measured_step_s - c.measured_regions_s) * 1e3);
+    if (m.exposed_comm_s > 0) out += fmt("  of which exposed communication %.3f ms\n", m.exposed_comm_s * 1e3);
+  } else {
+    out += "  step: no profile.jsonl step lines of rank 0 in " + m.dir + " (the measured step and the optimizer are unknown)\n";
+  }
+  out += "  efficiency implied by the measurement (the work at the datasheet rate over the measured time), assumed "
+         "before:\n   ";
+  for (int cls = 0; cls < kNumEfficiencyClasses; ++cls) {
+    const double v = c.implied[static_cast<size_t>(cls)];
+    out += std::string(" ") + efficiency_class_name(cls) + " " +
+           (v > 0 ? fmt("%.1f%%", 100 * v) : std::string("n/a")) + fmt(" (%.0f%%)", 100 * get_class(c.assumed, cls)) +
+           (cls + 1 < kNumEfficiencyClasses ? ";" : "\n");
+  }
+  out += fmt("  calibrated prediction: step %.1f ms, %.0f tokens/s, ", c.recalibrated.step_s * 1e3,
+             c.recalibrated.tokens_per_s) +
+         fmt("MFU %.1f%% (assumed efficiencies: %.1f ms, MFU %.1f%%); the world-size table below uses it\n",
+             100 * c.recalibrated.mfu, c.predicted.step_s * 1e3, 100 * c.predicted.mfu);
+  return out;
+}
+
+}  // namespace zdp::launcher

@@ -1,0 +1,193 @@
+// profile.kernels (trainer/models/kernel_regions.h, trainer/loop/kernel_profile.h): the
+// KernelTimer's arithmetic on the CPU clock; a profiled gpt run at K = 2 (forked ranks,
+// Gloo) whose kernels.json names exactly the regions the planner predicts, each entered as
+// often as the model runs it, their times inside the profile's forward + backward; and
+// `dp-launch plan --from-profile` of it: refused as a CPU profile, compared row by row when
+// labelled as a GPU's.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "planner/gpu_step_model.h"
+#include "planner/kernel_profile_file.h"
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
+#include "testing/run_command.h"
+#include "testing/temp_dir.h"
+#include "trainer/loop/train_loop.h"
+#include "trainer/models/kernel_regions.h"
+#include "zdp/context.h"
+
+namespace zdp::trainer {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+TEST(KernelTimer, RegionsLastUntilTheNextBoundaryAndOnlyWhileArmed) {
+  std::unique_ptr<Device> device = create_cpu_device();
+  StatusOr<std::unique_ptr<Stream>> stream = device->create_stream("compute");
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  StatusOr<std::unique_ptr<KernelTimer>> timer = KernelTimer::create(*device, **stream);
+  ASSERT_TRUE(timer.ok()) << timer.status().to_string();
+  KernelTimer& t = **timer;
+  t.enter(KernelRegion::kQkvFwd);  // not armed: nothing
+  std::this_thread::sleep_for(5ms);
+  t.arm();
+  t.enter(KernelRegion::kQkvFwd);
+  std::this_thread::sleep_for(30ms);
+  t.enter(KernelRegion::kResidualAdd);
+  std::this_thread::sleep_for(10ms);
+  t.leave();
+  std::this_thread::sleep_for(20ms);  // between regions: nobody's
+  t.enter(KernelRegion::kQkvFwd);
+  std::this_thread::sleep_for(10ms);
+  t.disarm();  // ends the open region
+  t.collect();
+  std::this_thread::sleep_for(20ms);
+  t.enter(KernelRegion::kResidualAdd);  // disarmed again
+  const RegionTimes& r = t.times();
+  const auto qkv = static_cast<size_t>(KernelRegion::kQkvFwd), add = static_cast<size_t>(KernelRegion::kResidualAdd);
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_EQ(r.entries[qkv], 2);
+  EXPECT_EQ(r.entries[add], 1);
+  EXPECT_GE(r.seconds[qkv], 0.040);
+  EXPECT_LT(r.seconds[qkv], 0.040 + 0.015);  // not the 20 ms between regions, nor the unarmed 5 ms
+  EXPECT_GE(r.seconds[add], 0.010);
+  EXPECT_LT(r.seconds[add], 0.010 + 0.015);
+  std::string names;
+  for (int i = 0; i < kNumKernelRegions; ++i) {
+    KernelRegion back;
+    ASSERT_TRUE(region_from_name(region_name(static_cast<KernelRegion>(i)), &back)) << i;
+    EXPECT_EQ(static_cast<int>(back), i);
+  }
+}
+
+constexpr int kLayers = 2, kAccum = 2, kSteps = 6, kWarmup = 2;
+
+Config gpt_config(const std::string& dir) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = kLayers;
+  c.model.d_model = 32;
+  c.model.n_heads = 2;
+  c.model.vocab_size = 64;
+  c.model.seq_len = 16;
+  c.data.kind = DataKind::kSynthetic;
+  c.train.global_batch = 16;
+  c.train.micro_batch = 4;  // accum_steps 2 at K = 2
+  c.train.steps = kSteps;
+  c.train.log_every = 1000;
+  c.train.eval_every = 0;
+  c.zero.stage = 2;
+  c.profile.enabled = true;
+  c.profile.kernels = true;
+  c.profile.warmup_steps = kWarmup;
+  c.profile.trace = false;
+  c.profile.dir = dir;
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/profile";
+  const Config config = gpt_config(dir);
+  const std::string console = tmp.path() + "/console.txt";
+  auto results = testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
+    std::FILE* out = std::fopen(rank == 0 ? console.c_str() : "/dev/null", "w");
+    StatusOr<TrainSummary> s = train(ctx, config, {out});
+    std::fclose(out);
+    return s.status();
+  });
+  ASSERT_EQ(testing::describe_failures(results), "");
+  EXPECT_NE(read_file(console).find("kernels (rank 0, profile.kernels; mean over 4 measured steps"), std::string::npos)
+      << read_file(console);
+
+  const json k = json::parse(read_file(dir + "/kernels.json"));
+  EXPECT_EQ(k.at("format"), kKernelTimesFormat);
+  EXPECT_EQ(k.at("device_kind"), "cpu");
+  EXPECT_EQ(k.at("steps"), kSteps - kWarmup);
+  EXPECT_EQ(k.at("model").at("accum_steps"), kAccum);
+  EXPECT_EQ(k.at("model").at("fused_attention"), false);
+  std::map<std::string, double> entries, ms;
+  for (const json& r : k.at("regions")) {
+    entries[r.at("name")] = r.at("entries_per_step").get<double>();
+    ms[r.at("name")] = r.at("ms_per_step").get<double>();
+  }
+  // Exactly the regions of the planner's batched-attention prediction, AdamW aside (the
+  // engine's optimizer, which the comparison takes from the profile's optimizer part).
+  launcher::GptShape shape;
+  shape.layers = kLayers, shape.d_model = 32, shape.heads = 2, shape.vocab = 64, shape.seq = 16;
+  shape.micro_batch = 4, shape.accum_steps = kAccum, shape.elem_bytes = 4, shape.params = 1;
+  std::set<std::string> predicted, measured;
+  for (const launcher::KernelCost& c : launcher::predict_gpt_step(shape, *launcher::find_gpu("h200")).kernels) {
+    if (c.region != KernelRegion::kAdamW) predicted.insert(region_name(c.region));
+  }
+  for (const auto& [name, n] : entries) measured.insert(name);
+  EXPECT_EQ(measured, predicted);
+  // Entered per step as the model runs them: L + 1 layernorms forward (the blocks' ln1 and
+  // the final one), 2L + 1 backward, two runs of attention GEMMs per layer backward.
+  EXPECT_EQ(entries["layernorm fwd"], (kLayers + 1) * kAccum);
+  EXPECT_EQ(entries["layernorm bwd (dx, dweight, dbias)"], (2 * kLayers + 1) * kAccum);
+  EXPECT_EQ(entries["attention bwd GEMMs (dP, dV, dQ, dK)"], 2 * kLayers * kAccum);
+  EXPECT_EQ(entries["qkv linear fwd"], kLayers * kAccum);
+  EXPECT_EQ(entries["embedding bwd"], kAccum);
+  // The regions lie inside rank 0's forward + backward of the same steps.
+  double regions = 0, compute = 0;
+  int steps = 0;
+  for (const auto& [name, v] : ms) regions += v;
+  std::ifstream lines(dir + "/profile.jsonl");
+  for (std::string line; std::getline(lines, line);) {
+    const json j = json::parse(line);
+    if (j.value("type", "") == "step" && j.value("rank", -1) == 0) compute += j.at("compute_ms").get<double>(), ++steps;
+  }
+  ASSERT_EQ(steps, kSteps - kWarmup);
+  compute /= steps;
+  EXPECT_GT(regions, 0.3 * compute) << "regions " << regions << " ms, forward + backward " << compute << " ms";
+  EXPECT_LT(regions, 1.02 * compute) << "regions " << regions << " ms, forward + backward " << compute << " ms";
+
+  // dp-launch plan --from-profile: a CPU profile is refused; labelled as an H200's, every
+  // predicted region has its measured time.
+  const std::string cfg = tmp.path() + "/gpt.toml";
+  std::ofstream(cfg) << "[launch]\nnproc_per_node = 2\nbackend = \"nccl\"\nlog_dir = \"" << tmp.path() + "/plan"
+                     << "\"\n[model]\nkind = \"gpt\"\nn_layers = 2\nd_model = 32\nn_heads = 2\nvocab_size = 64\n"
+                        "seq_len = 16\ndtype = \"fp32\"\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 16\n"
+                        "micro_batch = 4\nsteps = 6\n";
+  const std::string plan = std::string(ZDP_DP_LAUNCH) + " plan " + cfg + " --from-profile " + dir;
+  testing::CommandRun cpu = testing::run_command(plan);
+  EXPECT_EQ(cpu.exit_code, 2) << cpu.output;
+  EXPECT_NE(cpu.output.find("measured on cpu ranks"), std::string::npos) << cpu.output;
+
+  json as_gpu = k;
+  as_gpu["device"] = "NVIDIA H200";
+  as_gpu["device_kind"] = "cuda";
+  std::ofstream(dir + "/kernels.json") << as_gpu.dump();
+  testing::CommandRun gpu = testing::run_command(plan);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  EXPECT_NE(gpu.output.find("GPU step model vs MEASURED"), std::string::npos) << gpu.output;
+  EXPECT_EQ(gpu.output.find("not measured"), std::string::npos) << gpu.output;
+  EXPECT_EQ(gpu.output.find("prediction has no kernel"), std::string::npos) << gpu.output;
+  EXPECT_NE(gpu.output.find("calibrated from " + dir), std::string::npos) << gpu.output;
+  StatusOr<launcher::MeasuredKernels> read = launcher::read_measured_kernels(dir);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->profile_steps, kSteps - kWarmup);
+}
+
+}  // namespace
+}  // namespace zdp::trainer

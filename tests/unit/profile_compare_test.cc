@@ -1,0 +1,226 @@
+// `dp-launch plan --from-profile` (planner/profile_compare.h, kernel_profile_file.h): the
+// comparison against hand-computed numbers on a tiny GPT and a made-up GPU (every measured
+// region twice its prediction implies half of each assumed efficiency, and the prediction
+// with those is twice the old one), the refusals (a CPU profile, another model), and the
+// reader's validation of kernels.json and profile.jsonl.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "planner/kernel_profile_file.h"
+#include "planner/profile_compare.h"
+
+namespace zdp::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using trainer::KernelRegion;
+
+// Round numbers where the tiny GPT's GEMMs are bound by FLOPs and its other kernels by
+// bytes: 1 TFLOP/s and 1 TB/s.
+GpuSpec round_gpu() {
+  GpuSpec g;
+  g.name = "round", g.description = "round numbers";
+  g.bf16_flops = 1e12, g.fp32_flops = 0.5e12, g.hbm_bytes_per_s = 1e12;
+  return g;
+}
+GpuEfficiency halves() {
+  GpuEfficiency e;
+  e.matmul = 0.5, e.attention_matmul = 0.25, e.memory = 0.5, e.launch_s = 0;
+  e.host_kernel_s = 0, e.host_gemm_s = 0, e.host_cudnn_s = 0;
+  return e;
+}
+GptShape tiny() {
+  GptShape s;
+  s.layers = 1, s.d_model = 4, s.heads = 2, s.vocab = 8, s.seq = 4, s.micro_batch = 2, s.accum_steps = 1;
+  s.elem_bytes = 2, s.params = 1000;
+  return s;
+}
+
+// A profile of `shape` on a GPU whose every region took `factor` times its prediction.
+MeasuredKernels profile_of(const GptShape& shape, int64_t accum, double factor) {
+  GptShape ran = shape;
+  ran.accum_steps = accum;
+  const GpuStepPrediction p = predict_gpt_step(ran, round_gpu(), halves());
+  MeasuredKernels m;
+  m.dir = "/profiles/tiny";
+  m.device = "round GPU", m.device_kind = "cuda";
+  m.layers = shape.layers, m.d_model = shape.d_model, m.heads = shape.heads, m.vocab = shape.vocab;
+  m.seq = shape.seq, m.micro_batch = shape.micro_batch, m.accum_steps = accum, m.dtype = "bf16";
+  m.steps = 10;
+  for (const KernelCost& k : p.kernels) {
+    const auto r = static_cast<size_t>(k.region);
+    if (k.region == KernelRegion::kAdamW) {
+      m.optimizer_s = factor * k.time_s;
+      continue;
+    }
+    m.present[r] = true;
+    m.seconds[r] += factor * k.time_s;
+    m.entries[r] = 1;
+  }
+  m.step_s = 1.0;
+  return m;
+}
+
+TEST(ProfileCompare, TwiceThePredictionImpliesHalfTheEfficiency) {
+  const GptShape shape = tiny();
+  const MeasuredKernels m = profile_of(shape, /*accum=*/3, /*factor=*/2.0);
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // The profile's 3 micro-batches are what is predicted (the config's 1 is not).
+  GptShape ran = shape;
+  ran.accum_steps = 3;
+  const GpuStepPrediction p = predict_gpt_step(ran, round_gpu(), halves());
+  EXPECT_DOUBLE_EQ(c->predicted.busy_s, p.busy_s);
+  // Every region measured, twice its prediction.
+  EXPECT_TRUE(c->unpredicted.empty());
+  double predicted = 0;
+  for (const RegionComparison& r : c->rows) {
+    ASSERT_GE(r.measured_s, 0) << trainer::region_name(r.region);
+    EXPECT_NEAR(r.measured_s, 2 * r.predicted_s, 1e-12 * r.predicted_s) << trainer::region_name(r.region);
+    predicted += r.predicted_s;
+  }
+  // Layernorm backward is one region of two kernels (dx; dweight and dbias): 2 x 3 (2L + 1) launches.
+  const auto ln = std::find_if(c->rows.begin(), c->rows.end(),
+                               [](const RegionComparison& r) { return r.region == KernelRegion::kLayernormBwd; });
+  ASSERT_NE(ln, c->rows.end());
+  EXPECT_EQ(ln->predicted_launches, 2 * 3 * 3);
+  EXPECT_NEAR(predicted, p.busy_s, 1e-15);
+  EXPECT_NEAR(c->measured_regions_s, 2 * p.busy_s, 1e-12 * p.busy_s);
+  // Work over (datasheet rate x twice the time): half of 0.5, 0.25 and 0.5; no fused attention.
+  EXPECT_NEAR(c->implied[0], 0.25, 1e-12);
+  EXPECT_NEAR(c->implied[1], 0.125, 1e-12);
+  EXPECT_LT(c->implied[2], 0);
+  EXPECT_NEAR(c->implied[3], 0.25, 1e-12);
+  EXPECT_DOUBLE_EQ(c->calibrated.fused_attention, halves().fused_attention);  // kept as assumed
+  // With half the efficiencies every kernel takes twice as long: max(2a, 2b) = 2 max(a, b).
+  EXPECT_NEAR(c->recalibrated.busy_s, 2 * p.busy_s, 1e-12 * p.busy_s);
+  EXPECT_DOUBLE_EQ(c->measured_step_s, 1.0);
+
+  const std::string text = format_comparison(*c, m, round_gpu());
+  EXPECT_NE(text.find("fc proj linear bwd (dx, dW)"), std::string::npos) << text;
+  EXPECT_NE(text.find("2.00x"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul 25.0% (50%)"), std::string::npos) << text;
+}
+
+TEST(ProfileCompare, AnUnmeasuredRegionIsLeftOutOfTheTotals) {
+  const GptShape shape = tiny();
+  MeasuredKernels m = profile_of(shape, 1, 1.0);
+  const auto ce = static_cast<size_t>(KernelRegion::kCrossEntropy);
+  m.present[ce] = false;
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  double without = 0;
+  for (const RegionComparison& r : c->rows) {
+    if (r.region == KernelRegion::kCrossEntropy) EXPECT_LT(r.measured_s, 0);
+    else without += r.predicted_s;
+  }
+  EXPECT_NEAR(c->predicted_regions_s, without, 1e-15);
+  EXPECT_NEAR(c->measured_regions_s, without, 1e-12 * without);
+  EXPECT_NE(format_comparison(*c, m, round_gpu()).find("not measured"), std::string::npos);
+}
+
+TEST(ProfileCompare, RefusesACpuProfileAndAnotherModel) {
+  const GptShape shape = tiny();
+  MeasuredKernels m = profile_of(shape, 1, 1.0);
+  m.device_kind = "cpu", m.device = "cpu";
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("measured on cpu ranks"), std::string::npos) << c.status().to_string();
+
+  m = profile_of(shape, 1, 1.0);
+  m.d_model = 8;
+  c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("model.d_model is 8 there and 4 in the config"), std::string::npos)
+      << c.status().to_string();
+  m = profile_of(shape, 1, 1.0);
+  m.dtype = "fp32";
+  EXPECT_FALSE(compare_with_profile(shape, round_gpu(), halves(), m).ok());
+}
+
+TEST(ProfileCompare, GpuNamesFromDeviceNames) {
+  EXPECT_EQ(gpu_name_of_device("NVIDIA H200"), "h200");
+  EXPECT_EQ(gpu_name_of_device("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(gpu_name_of_device("NVIDIA A100-SXM4-80GB"), "a100-80g");
+  EXPECT_EQ(gpu_name_of_device("cpu"), "");
+}
+
+class KernelProfileFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("zdp_kernel_file_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
+  std::string kernels(const std::string& regions, const std::string& format = "zdp-kernel-times") {
+    return R"({"format": ")" + format + R"(", "version": 1, "rank": 0, "device": "NVIDIA H200", "device_kind": "cuda",
+      "model": {"layers": 12, "d_model": 768, "heads": 12, "vocab": 50257, "seq": 1024, "micro_batch": 16,
+                "accum_steps": 2, "dtype": "bf16", "fused_attention": true},
+      "steps": 20, "regions": [)" + regions + "]}";
+  }
+  std::string error() {
+    StatusOr<MeasuredKernels> m = read_measured_kernels(dir_.string());
+    return m.ok() ? std::string("ok") : m.status().message();
+  }
+  fs::path dir_;
+};
+
+TEST_F(KernelProfileFile, ReadsRegionsAndRankZerosStepLines) {
+  write("kernels.json", kernels(R"J({"name": "qkv linear fwd", "entries_per_step": 24, "ms_per_step": 1.5},
+                                    {"name": "fused attention bwd (cuDNN)", "entries_per_step": 24, "ms_per_step": 4})J"));
+  write("profile.jsonl",
+        R"({"type":"step","rank":0,"step":3,"step_ms":40,"exposed_comm_ms":1,"parts_ms":{"optimizer":2}})" "\n"
+        R"({"type":"step","rank":1,"step":3,"step_ms":99,"exposed_comm_ms":9,"parts_ms":{"optimizer":9}})" "\n"
+        R"({"type":"step","rank":0,"step":4,"step_ms":44,"exposed_comm_ms":3,"parts_ms":{"optimizer":4}})" "\n"
+        R"({"type":"summary","steps":2})" "\n");
+  StatusOr<MeasuredKernels> m = read_measured_kernels(dir_.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->device, "NVIDIA H200");
+  EXPECT_EQ(m->layers, 12);
+  EXPECT_EQ(m->accum_steps, 2);
+  EXPECT_TRUE(m->fused_attention);
+  const auto qkv = static_cast<size_t>(KernelRegion::kQkvFwd);
+  EXPECT_TRUE(m->present[qkv]);
+  EXPECT_DOUBLE_EQ(m->seconds[qkv], 1.5e-3);
+  EXPECT_DOUBLE_EQ(m->entries[qkv], 24);
+  EXPECT_FALSE(m->present[static_cast<size_t>(KernelRegion::kLmHeadFwd)]);
+  EXPECT_EQ(m->profile_steps, 2);
+  EXPECT_DOUBLE_EQ(m->step_s, 42e-3);
+  EXPECT_DOUBLE_EQ(m->optimizer_s, 3e-3);
+  EXPECT_DOUBLE_EQ(m->exposed_comm_s, 2e-3);
+}
+
+TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {
+  EXPECT_NE(error().find("profile.kernels = true"), std::string::npos) << error();  // no file yet
+  write("kernels.json", "[1, 2");
+  EXPECT_NE(error().find("not a JSON object"), std::string::npos) << error();
+  write("kernels.json", kernels("", "something-else"));
+  EXPECT_NE(error().find("format is 'something-else'"), std::string::npos) << error();
+  write("kernels.json", kernels(R"({"name": "warp drive", "entries_per_step": 1, "ms_per_step": 1})"));
+  EXPECT_NE(error().find("'warp drive' is not a gpt kernel region"), std::string::npos) << error();
+  write("kernels.json", kernels(R"({"name": "residual add", "entries_per_step": 1, "ms_per_step": -1})"));
+  EXPECT_NE(error().find("regions[0].ms_per_step"), std::string::npos) << error();
+  write("kernels.json", kernels(R"({"name": "residual add", "entries_per_step": 1, "ms_per_step": 1},
+                                   {"name": "residual add", "entries_per_step": 1, "ms_per_step": 1})"));
+  EXPECT_NE(error().find("appears twice"), std::string::npos) << error();
+  std::string huge_layers = kernels("");
+  huge_layers.replace(huge_layers.find("\"layers\": 12"), 12, "\"layers\": 1e9");
+  write("kernels.json", huge_layers);
+  EXPECT_NE(error().find("model.layers"), std::string::npos) << error();
+  write("kernels.json", kernels(""));
+  write("profile.jsonl", R"({"type":"step","rank":0,"step_ms":"fast"})" "\n");
+  EXPECT_NE(error().find("profile.jsonl: line 1: step_ms"), std::string::npos) << error();
+  fs::remove(dir_ / "profile.jsonl");
+  fs::create_directory(dir_ / "profile.jsonl");  // a directory where the file should be
+  EXPECT_NE(error().find("is a directory"), std::string::npos) << error();
+}
+
+}  // namespace
+}  // namespace zdp::launcher
