@@ -35,7 +35,7 @@ fi
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        fused_attention_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
-programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
+programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 
 flavour="Release, sm_90"
 if [ -n "${CARRY_FROM_BUILD:-}" ]; then
@@ -67,7 +67,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do strip -o "$stage/bin/$t" "$build/tests/$t"; done
-strip -o "$stage/bin/dp-train" "$build/bin/dp-train"
+for p in dp-train dp-launch; do strip -o "$stage/bin/$p" "$build/bin/$p"; done
 for b in adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's

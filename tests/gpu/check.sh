@@ -7,7 +7,10 @@
 #   2. every GPU test binary, run directly (not through ctest);
 #   3. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
 #      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
-#   4. configs/gpt2-124m.toml for 30 steps, profiled: tokens/s, MFU, the step's breakdown;
+#   4. configs/gpt2-124m.toml for 30 steps, profiled with per-kernel timing
+#      (profile.kernels): tokens/s, MFU, the step's breakdown; then `dp-launch plan
+#      --from-profile` of that run: the planner's prediction against it region by region
+#      and the efficiencies it implies (logs/plan-from-profile.log);
 #   5. the AdamW and GEMM GPU benchmarks, gpt2-124m's forward + backward tokens/s and MFU
 #      next to the planner's per-kernel prediction (gpt_gpu_bench), with fused attention
 #      (cuDNN) and again with batched attention, and comm_bench's
@@ -36,7 +39,7 @@ done
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        fused_attention_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
-programs=(dp-train adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
+programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
 budget_s=420  # no new step starts after 7 minutes: the whole stays under 8
 start=$SECONDS
@@ -175,11 +178,17 @@ if ((self_check)); then
     m=$(missing_libraries)
     [ -z "$m" ] || { echo "check: libraries missing:$m"; ok=0; }
     [ -z "$m" ] && small_gpt stage3-sharded fp32 gloo
+    # The unpacked dp-launch plans gpt2-124m for an H200 (the GPU run's plan --from-profile).
+    plan_dir=$(mktemp -d)
+    "$work/bin/dp-launch" plan "$here/configs/gpt2-124m.toml" --gpu h200 --set "launch.log_dir=$plan_dir" \
+      >"$logs/plan-self-check.log" 2>&1 && grep -q 'predicted step' "$logs/plan-self-check.log" ||
+      { echo "check: the unpacked dp-launch cannot plan gpt2-124m (logs/plan-self-check.log)"; ok=0; }
+    rm -rf "$plan_dir"
   else
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench; do
+  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -224,9 +233,12 @@ for dtype in fp32 bf16; do
 done
 
 # ---- 4. GPT-2 124M ------------------------------------------------------------------
+# The planner's predictions are for the GPU the machine has (its table), h200 when unknown.
+case "$gpu" in *A100*) gpu_key=a100-80g ;; *H100*) gpu_key=h100 ;; *) gpu_key=h200 ;; esac
 if in_budget; then
   timeout "$(cap 240)" bin/dp-train --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=30 \
     --set train.log_every=10 --set train.eval_every=0 --set train.eval_samples=16 --set profile.enabled=true \
+    --set profile.kernels=true \
     --set profile.warmup_steps=10 --set profile.active_steps=20 --set "profile.dir=$out/gpt2-124m" \
     --set "launch.log_dir=$out/runs/gpt2-124m" >"$logs/gpt2-124m.log" 2>&1
   rc=$?
@@ -244,6 +256,14 @@ print(" ".join(f"{k} {v:.1f}" for k, v in mean.items() if v >= 0.05), "ms/step")
 EOF
 )
     row gpt2-124m PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
+    # The planner against this run, region by region (the prediction for the GPU it ran on).
+    if timeout "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
+        --from-profile "$out/gpt2-124m" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1; then
+      fig=$(grep -E '^  regions measured:|^    matmul' "$logs/plan-from-profile.log" | sed 's/^ *//' | tr '\n' ' ')
+      row "plan --from-profile" PASS "${fig:-see logs/plan-from-profile.log}"
+    else
+      row "plan --from-profile" FAIL "logs/plan-from-profile.log"; tail -n 20 "$logs/plan-from-profile.log"
+    fi
   else
     row gpt2-124m FAIL "exit $rc (logs/gpt2-124m.log)"; tail -n 30 "$logs/gpt2-124m.log"
   fi
@@ -276,8 +296,6 @@ nccl_figure() {
 }
 bench adamw_gpu_bench 120 --params 256M
 bench gemm_gpu_bench 120
-# The prediction is for the GPU the machine has (the planner's table), h200 when unknown.
-case "$gpu" in *A100*) gpu_key=a100-80g ;; *H100*) gpu_key=h100 ;; *) gpu_key=h200 ;; esac
 bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
 # The same model with attention as strided-batched GEMMs (the fallback), beside the fused
 # path above: their tokens/s ratio is what cuDNN's fused attention brings.
