@@ -174,6 +174,14 @@ TEST(ConfigErrors, KeysThatCannotApplyAreRefusedNamingTheKey) {
             "\"batched\"");
   EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\ndtype = \"bf16\"\nattention = \"fused\"\n", "configs/x.toml").ok());
   EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\nattention = \"batched\"\n", "configs/x.toml").ok());
+  // Kernel timing is the gpt's, in profiling runs.
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\n[profile]\nkernels = true\n"),
+            "configs/x.toml:4:11: profile.kernels = true times kernels in profiling runs only: set profile.enabled = "
+            "true too");
+  EXPECT_EQ(error_of("[profile]\nenabled = true\nkernels = true\n"),
+            "configs/x.toml:3:11: profile.kernels = true times the gpt model's kernel regions (what the planner's GPU "
+            "step model predicts); the mlp has none: leave it out");
+  EXPECT_TRUE(parse_config("[model]\nkind = \"gpt\"\n[profile]\nenabled = true\nkernels = true\n", "configs/x.toml").ok());
   // Stochastic rounding rounds into bf16/fp16 parameters; fp32 ones are the masters.
   EXPECT_EQ(error_of("[optim]\nrounding = \"stochastic\"\n"),
             "configs/x.toml:2:12: optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" (it rounds "
