@@ -9,24 +9,14 @@
 #include <vector>
 
 #include "planner/gpu_step_model.h"
+#include "tests/unit/round_gpu.h"
 
 namespace zdp::launcher {
 namespace {
 
-// A made-up GPU with round numbers: 1 TFLOP/s, 1 GB/s, efficiencies 1/2, and no launch
-// floor or host issue cost unless a test sets one.
-GpuSpec round_gpu() {
-  GpuSpec g;
-  g.name = "round", g.description = "round numbers";
-  g.bf16_flops = 1e12, g.fp32_flops = 0.5e12, g.hbm_bytes_per_s = 1e9;
-  return g;
-}
-GpuEfficiency halves() {
-  GpuEfficiency e;
-  e.matmul = 0.5, e.attention_matmul = 0.25, e.memory = 0.5, e.launch_s = 0;
-  e.host_kernel_s = 0, e.host_gemm_s = 0, e.host_cudnn_s = 0;
-  return e;
-}
+using testing::halves;
+// 1 TFLOP/s and 1 GB/s (round_gpu.h), efficiencies 1/2.
+GpuSpec round_gpu() { return testing::round_gpu(1e9); }
 
 const KernelCost& row(const GpuStepPrediction& p, const std::string& name) {
   for (const KernelCost& k : p.kernels) {

@@ -14,6 +14,7 @@
 
 #include "planner/kernel_profile_file.h"
 #include "planner/profile_compare.h"
+#include "tests/unit/round_gpu.h"
 
 namespace zdp::launcher {
 namespace {
@@ -21,20 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 using trainer::KernelRegion;
 
+using testing::halves;
 // Round numbers where the tiny GPT's GEMMs are bound by FLOPs and its other kernels by
-// bytes: 1 TFLOP/s and 1 TB/s.
-GpuSpec round_gpu() {
-  GpuSpec g;
-  g.name = "round", g.description = "round numbers";
-  g.bf16_flops = 1e12, g.fp32_flops = 0.5e12, g.hbm_bytes_per_s = 1e12;
-  return g;
-}
-GpuEfficiency halves() {
-  GpuEfficiency e;
-  e.matmul = 0.5, e.attention_matmul = 0.25, e.memory = 0.5, e.launch_s = 0;
-  e.host_kernel_s = 0, e.host_gemm_s = 0, e.host_cudnn_s = 0;
-  return e;
-}
+// bytes: 1 TFLOP/s and 1 TB/s (round_gpu.h).
+GpuSpec round_gpu() { return testing::round_gpu(1e12); }
 GptShape tiny() {
   GptShape s;
   s.layers = 1, s.d_model = 4, s.heads = 2, s.vocab = 8, s.seq = 4, s.micro_batch = 2, s.accum_steps = 1;
