@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/free_port.h"
 #include "testing/run_command.h"
 #include "testing/svg_check.h"
 #include "testing/temp_dir.h"
@@ -106,7 +107,7 @@ std::vector<Frame> status_frames(const std::string& output) {
 }
 
 std::vector<std::string> launch_args(const std::string& dir, int steps) {
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const std::string port = std::to_string(zdp::testing::free_port());
   return {ZDP_DP_LAUNCH, std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml", "--set", "launch.log_dir=\"" + dir + "/logs\"",
           "--set", "launch.master_port=" + port, "--set", std::string("launch.program=\"") + ZDP_DP_TRAIN + "\"",
           "--set", "train.steps=" + std::to_string(steps), "--set", "train.log_every=100", "--set",

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "testing/checkpoint_tensors.h"
+#include "testing/free_port.h"
 #include "testing/run_command.h"
 
 extern char** environ;
@@ -190,7 +191,7 @@ class MultiHost : public ::testing::Test {
     reference_ = new testing::CommandRun(run_command(
         std::string(ZDP_DP_LAUNCH) + " " + write_config("reference", 20, 0, 5) + " --set launch.nnodes=1" +
         " --set launch.nproc_per_node=2 --set launch.master_addr=127.0.0.1 --set launch.master_port=" +
-        std::to_string(20000 + ::getpid() % 20000)));
+        std::to_string(testing::free_port())));
   }
   static void TearDownTestSuite() {
     delete hosts_;
