@@ -21,6 +21,7 @@
 
 #include "testing/checkpoint_tensors.h"
 #include "testing/engine_runs.h"
+#include "testing/free_port.h"
 #include "testing/run_command.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/checkpoint.h"
@@ -303,7 +304,7 @@ class DpLaunchRestart : public ::testing::Test {
                           << "[checkpoint]\ndir = \"" << (*dir_ / name).string() << "\"\nevery_steps = 5\n";
     return run_command(std::string(ZDP_DP_LAUNCH) + " " + config.string() + " --set launch.log_dir=" +
                        (*dir_ / (name + "-logs")).string() + " --set launch.master_port=" +
-                       std::to_string(20000 + (::getpid() + static_cast<int>(name.size())) % 20000) +
+                       std::to_string(zdp::testing::free_port()) +
                        " --set launch.program=" + ZDP_DP_TRAIN);
   }
   static Tensors final_model(const std::string& name) {
