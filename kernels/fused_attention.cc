@@ -23,6 +23,14 @@ Status check_fused_attention_shape(const FusedAttentionShape& s) {
   return Status::Ok();
 }
 
+int64_t fused_attention_workspace_estimate(const FusedAttentionShape& s, bool deterministic) {
+  const int64_t bh = s.batch * s.heads;
+  const int64_t softmax_sums = bh * s.seq * 4;
+  if (!deterministic) return softmax_sums + bh * s.seq * s.head_dim * 4;
+  const int64_t padded = (s.seq + 63) / 64 * 64;
+  return softmax_sums + bh * padded * padded * 2;
+}
+
 // ZDP_HAVE_CUDNN: 0 or 1 from kernels/CMakeLists.txt (this file only).
 bool fused_attention_built() { return ZDP_HAVE_CUDNN != 0; }
 

@@ -48,9 +48,17 @@ struct FusedAttentionBackwardArgs {
 
 // "fused attention bf16 batch 16 x seq 1024 x 12 heads x hd 64": names a shape in errors.
 std::string describe(const FusedAttentionShape& s);
-// kInvalidArgument for a non-positive dimension, an fp32 dtype or a shape whose elements
-// overflow cuDNN's 32-bit strides' budget; names the field.
+// kInvalidArgument for a non-positive dimension, an fp32 dtype or a shape whose element
+// count overflows the int64 strides cuDNN takes (2^62); names the field.
 Status check_fused_attention_shape(const FusedAttentionShape& s);
+
+// The device workspace cuDNN's graphs of `s` are expected to take (what prepare() will
+// return, estimated: the planner and the profile's planned memory count it before any GPU
+// is touched). The backward's larger need decides: its fp32 softmax sums, plus either the
+// fp32 dQ accumulator (batch x heads x seq x head_dim), or, deterministic, the bf16 dP
+// scratch of cuDNN 9's deterministic engine (batch x heads x seq x seq, each seq rounded
+// up to 64: cudnn-frontend 1.32, scaled_dot_product_flash_attention.h, "use_dp_workspace").
+int64_t fused_attention_workspace_estimate(const FusedAttentionShape& s, bool deterministic);
 
 // Whether this build has the fused path (CUDA, cuDNN 9's headers and the cudnn-frontend
 // headers at configure time). A machine may still lack libcudnn (make_cudnn_attention)

@@ -119,7 +119,9 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       s.formula_bytes = s.memory.formula;
       s.activations = report.model.activation_bytes;
       s.total = s.memory.total() + s.activations +
-                (in.device == DeviceKind::kCuda ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) : 0);
+                (in.device == DeviceKind::kCuda
+                     ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) + report.model.attention_workspace_bytes
+                     : 0);
       s.fits = s.total <= in.device_memory;
       StepWork work;
       work.stage = stage;

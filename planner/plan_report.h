@@ -45,7 +45,7 @@ struct StagePlan {
   MemoryPlan memory;              // the engine's buffers
   int64_t formula_bytes = 0;      // the ZeRO formula (docs/design.md "Memory per rank"; model states, no padding)
   int64_t activations = 0;        // the model's activation and scratch buffers
-  int64_t total = 0;              // memory.total() + activations (+ the GPU GEMM workspace)
+  int64_t total = 0;              // memory.total() + activations (+ GPUs' GEMM and fused-attention workspaces)
   bool fits = false;
   StepPrediction time;
   // The same stage with the compute dtype's ring collectives, when the config quantizes

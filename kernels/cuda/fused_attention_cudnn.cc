@@ -70,7 +70,8 @@ const CudnnLibrary& cudnn_library() {
     if (!l.handle) {
       const char* why = dlerror();
       l.error = "cannot load " + name + " (" + (why ? why : "?") +
-                "): put cuDNN " + std::to_string(CUDNN_MAJOR) + " on LD_LIBRARY_PATH (e.g. pip's nvidia-cudnn-cu13)";
+                "): put cuDNN " + std::to_string(CUDNN_MAJOR) +
+                " and the CUDA NVRTC library it needs on LD_LIBRARY_PATH (e.g. pip's nvidia-cudnn-cu13)";
       return l;
     }
     auto version = reinterpret_cast<size_t (*)()>(dlsym(l.handle, "cudnnGetVersion"));
@@ -100,14 +101,34 @@ std::string cudnn_text(cudnnStatus_t s) {
   return (text ? std::string(text) : "?") + " (cudnnStatus_t " + std::to_string(static_cast<int>(s)) + ")";
 }
 
-// A frontend error as a Status. While building a graph most failures mean "no engine for
-// this graph here" (kUnavailable: the caller falls back); a CUDA or handle failure is an
-// error either way. `what` names the step and the shape.
+// A frontend error as a Status. While building a graph, the codes by which cuDNN says it
+// has no engine for this graph here are kUnavailable (the caller falls back to batched
+// attention); a malformed graph or variant pack is zdp's bug (kInternal, never a quiet
+// fallback); a CUDA or handle failure is an error either way. `what` names the step and
+// the shape.
 Status fe_status(fe::error_t e, const std::string& what, bool building) {
   if (e.is_good()) return Status::Ok();
-  const bool device_failure = e.code == fe::error_code_t::CUDA_API_FAILED || e.code == fe::error_code_t::HANDLE_ERROR ||
-                              e.code == fe::error_code_t::INVALID_CUDA_DEVICE;
-  const StatusCode code = building && !device_failure ? StatusCode::kUnavailable : StatusCode::kCudaError;
+  using C = fe::error_code_t;
+  StatusCode code = StatusCode::kCudaError;
+  switch (e.code) {
+    case C::GRAPH_NOT_SUPPORTED:
+    case C::HEURISTIC_QUERY_FAILED:
+    case C::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
+    case C::UNSUPPORTED_GRAPH_FORMAT:
+    case C::NVRTC_COMPILATION_FAILED:
+    case C::CUDNN_BACKEND_API_FAILED:  // how the backend refuses to finalize a graph it cannot run
+      code = building ? StatusCode::kUnavailable : StatusCode::kCudaError;
+      break;
+    case C::ATTRIBUTE_NOT_SET:
+    case C::SHAPE_DEDUCTION_FAILED:
+    case C::INVALID_TENSOR_NAME:
+    case C::INVALID_VARIANT_PACK:
+    case C::INVALID_VALUE:
+      code = StatusCode::kInternal;
+      break;
+    default:  // CUDA_API_FAILED, HANDLE_ERROR, INVALID_CUDA_DEVICE, GRAPH_EXECUTION_FAILED
+      code = StatusCode::kCudaError;
+  }
   return Status(code, what + " failed: cuDNN frontend error " + std::to_string(static_cast<int>(e.code)) + ": " +
                           e.err_msg);
 }
@@ -169,6 +190,7 @@ class CudnnAttention final : public FusedAttention {
   CudnnAttention(cudnnHandle_t handle, bool deterministic) : handle_(handle), deterministic_(deterministic) {}
   ~CudnnAttention() override {
     try {
+      cache_.clear();  // the graphs' descriptors refer to the handle: they go first
       (void)fe::detail::destroy_handle(handle_);
     } catch (const std::exception&) {  // a destructor cannot report it; the process is ending its use of cuDNN
     }
@@ -231,6 +253,9 @@ class CudnnAttention final : public FusedAttention {
       } catch (const std::exception& x) {  // the frontend's shim throws when a symbol is missing
         e.status = Status(StatusCode::kUnavailable, describe(s) + ": cuDNN frontend: " + x.what());
       }
+      // Kept: a built shape and a refused one. An error (a failing device, a malformed
+      // graph) is returned and the shape tried again next time.
+      if (!e.status.ok() && e.status.code() != StatusCode::kUnavailable) return e.status;
       it = cache_.emplace(key_of(s), std::move(e)).first;
     }
     if (!it->second.status.ok()) return it->second.status;
@@ -299,7 +324,9 @@ class CudnnAttention final : public FusedAttention {
     } catch (const std::exception& x) {
       return Status(StatusCode::kCudaError, what + ": execute: cuDNN frontend: " + x.what());
     }
-    return ZDP_CUDA_STATUS(cudaGetLastError());
+    // Peek, not get: an earlier kernel's pending launch error is not cleared here and
+    // blamed on attention (the frontend reports its own launches' failures above).
+    return ZDP_CUDA_STATUS(cudaPeekAtLastError());
   }
 
   cudnnHandle_t handle_;

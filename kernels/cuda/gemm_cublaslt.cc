@@ -134,15 +134,27 @@ class CublasLtGemm final : public Gemm {
   }
 
  private:
-  // The alignment of every matrix of a batch (pinned: 4, as align()).
+  // The alignment of every matrix of a batch (pinned: the element's size, as align()).
   uint32_t align_a(const GemmArgs& g) const {
-    return pinned_ ? 4u : alignment_of(g.a.data, g.batch, g.stride_a * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+    const int64_t elem = static_cast<int64_t>(dtype_size(g.ab_dtype));
+    return pinned_ ? static_cast<uint32_t>(elem) : alignment_of(g.a.data, g.batch, g.stride_a * elem);
   }
   uint32_t align_b(const GemmArgs& g) const {
-    return pinned_ ? 4u : alignment_of(g.b.data, g.batch, g.stride_b * static_cast<int64_t>(dtype_size(g.ab_dtype)));
+    const int64_t elem = static_cast<int64_t>(dtype_size(g.ab_dtype));
+    return pinned_ ? static_cast<uint32_t>(elem) : alignment_of(g.b.data, g.batch, g.stride_b * elem);
   }
   uint32_t align_c(const GemmArgs& g) const {
-    return pinned_ ? 4u : alignment_of(g.c.data, g.batch, g.stride_c * static_cast<int64_t>(dtype_size(g.c_dtype)));
+    const int64_t elem = static_cast<int64_t>(dtype_size(g.c_dtype));
+    return pinned_ ? static_cast<uint32_t>(elem) : alignment_of(g.c.data, g.batch, g.stride_c * elem);
+  }
+  // The bias (or bias gradient) and aux pointers the heuristic sees. cuBLASLt reads their
+  // alignment from the address (cublasLt.h, BIAS_POINTER / EPILOGUE_AUX_POINTER); pinned,
+  // it is shown an address only as aligned as C's element, so the algorithm cannot depend
+  // on where the first call's vector happened to lie. run() sets the real pointers.
+  const void* heuristic_pointer(const GemmArgs& g, const void* real) const {
+    if (!pinned_) return real;
+    constexpr uintptr_t kProbeBase = 4096;  // never dereferenced by the heuristic query
+    return reinterpret_cast<const void*>(kProbeBase + dtype_size(g.c_dtype));
   }
 
   static void destroy(Plan& p) {
@@ -168,15 +180,16 @@ class CublasLtGemm final : public Gemm {
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     if (reads_bias(g.epilogue) || writes_dbias(g.epilogue)) {
       const cudaDataType_t bias_type = cuda_type(g.c_dtype);  // bias and its gradient in C's type (see gemm.h)
-      const void* vec = bias_vector(g);
+      const void* vec = heuristic_pointer(g, bias_vector(g));
       ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                                 &bias_type, sizeof(bias_type)));
       ZDP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
     }
     if (uses_aux(g.epilogue)) {  // the pre-activation: in C's type when its type is unset (cublasLt.h)
+      const void* aux = heuristic_pointer(g, g.aux);
       ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                                &g.aux, sizeof(g.aux)));
+                                                                &aux, sizeof(aux)));
       ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                                 &g.aux_ld, sizeof(g.aux_ld)));
     }
@@ -243,10 +256,11 @@ class CublasLtGemm final : public Gemm {
     return Status::Ok();
   }
 
-  // The alignment the heuristic is told: the pointer's, or when pinned 4 bytes whatever the
-  // address (every algorithm it may then pick works at any alignment, and the same one is
-  // picked for a shape wherever the engine's layout puts a parameter).
-  uint32_t align(const void* p) const { return pinned_ ? 4u : alignment_of(p); }
+  // The alignment in the plan's key: the pointer's, or when pinned none (the heuristic is
+  // shown the element's alignment, which every pointer of that type has, so every algorithm
+  // it may pick works wherever the engine's layout puts a parameter, and the same one is
+  // picked for a shape: a bf16 parameter at an odd element offset is only 2-byte aligned).
+  uint32_t align(const void* p) const { return pinned_ ? 0u : alignment_of(p); }
 
   cublasLtHandle_t handle_;
   void* workspace_;  // the caller's

@@ -23,11 +23,14 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
   o.first_step = first_step;
   // "Planned" is what `dp-launch plan` prints: plan_memory over the model's own parameter
   // list at each stage, the model's activation buffers, and on GPUs the GEMM workspace
-  // that Ops takes.
+  // that Ops takes and fused attention's (estimated) cuDNN workspace.
   StatusOr<ModelSpec> spec = model_spec(config);
   // The plan assumes a GPU runs 16-bit attention fused; where this build or GPU fell back
   // to the batched path (or the other way), the model's own buffers are the plan's.
-  if (spec.ok() && spec->fused_attention != model.fused_attention()) spec->activation_bytes = model.activation_bytes();
+  if (spec.ok() && spec->fused_attention != model.fused_attention()) {
+    spec->activation_bytes = model.activation_bytes();
+    spec->attention_workspace_bytes = model.fused_attention() ? fused_attention_workspace_bytes(config) : 0;
+  }
   if (spec.ok()) {
     o.plan_source = "dp-launch plan";
     o.plan = [spec = *spec, options = engine.options(), world = ctx.world_size(),
@@ -38,7 +41,9 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
       MemoryByCategory bytes;
       for (int c = 0; c < kNumMemCategories; ++c) bytes[static_cast<size_t>(c)] = plan.bytes(static_cast<MemCategory>(c));
       bytes[static_cast<size_t>(MemCategory::kOther)] = spec.activation_bytes;
-      if (device == DeviceKind::kCuda) bytes[static_cast<size_t>(MemCategory::kWorkspace)] += kernels::kGemmWorkspaceBytes;
+      if (device == DeviceKind::kCuda) {
+        bytes[static_cast<size_t>(MemCategory::kWorkspace)] += kernels::kGemmWorkspaceBytes + spec.attention_workspace_bytes;
+      }
       return bytes;
     };
   }

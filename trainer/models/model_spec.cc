@@ -2,6 +2,7 @@
 // the buffers it would take (model.h), so the planner and dp-train share one definition.
 #include "trainer/models/model_spec.h"
 
+#include "kernels/fused_attention.h"
 #include "trainer/models/model.h"
 
 namespace zdp::trainer {
@@ -24,7 +25,14 @@ StatusOr<ModelSpec> model_spec(const Config& config) {
   spec.flops_per_sample = model->flops_per_sample();
   spec.tokens_per_sample = model->tokens_per_sample();
   spec.fused_attention = model->fused_attention();
+  if (spec.fused_attention) spec.attention_workspace_bytes = fused_attention_workspace_bytes(config);
   return spec;
+}
+
+int64_t fused_attention_workspace_bytes(const Config& config) {
+  const ModelConfig& m = config.model;
+  return kernels::fused_attention_workspace_estimate(
+      {config.train.micro_batch, m.seq_len, m.n_heads, m.d_model / m.n_heads, m.dtype}, config.train.deterministic);
 }
 
 }  // namespace zdp::trainer

@@ -20,9 +20,16 @@ struct ModelSpec {
   double flops_per_sample = 0;    // forward + backward (Model::flops_per_sample)
   int64_t tokens_per_sample = 1;
   bool fused_attention = false;   // the gpt's attention planned fused (plans_fused_attention in model.h)
+  // GPUs with fused attention: cuDNN's workspace (kernels::fused_attention_workspace_estimate
+  // at train.micro_batch; MemCategory::kWorkspace), else 0.
+  int64_t attention_workspace_bytes = 0;
 };
 
 // The model of config.model at config.train.micro_batch. kInvalidArgument as make_model.
 StatusOr<ModelSpec> model_spec(const Config& config);
+
+// The gpt's fused-attention cuDNN workspace at train.micro_batch, were it fused
+// (kernels::fused_attention_workspace_estimate; train.deterministic decides which).
+int64_t fused_attention_workspace_bytes(const Config& config);
 
 }  // namespace zdp::trainer

@@ -74,8 +74,20 @@ Status Ops::download(void* dst, const void* src, size_t bytes) {
   return stream_->synchronize(std::chrono::minutes(5));
 }
 
+// A grown buffer replaces one that work already queued on the stream may still read: wait
+// for that work (bounded) before freeing it, rather than count on cudaFree's implicit
+// device-wide wait, which has no deadline and may not happen at all. Buffers grow only at
+// the first use of a larger shape, never in a steady-state step.
+Status Ops::release_after_queued_work(DeviceBuffer& old) {
+  if (on_gpu() && !old.empty() && stream_) ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  old.reset();  // before the new one: the peak stays the larger
+  return Status::Ok();
+}
+
 StatusOr<const void*> Ops::ones(int64_t rows) {
   if (rows > ones_rows_) {
+    ZDP_RETURN_IF_ERROR(release_after_queued_work(ones_));
+    ones_rows_ = 0;
     ZDP_ASSIGN_OR_RETURN(ones_, alloc(rows, dtype_));
     std::vector<uint16_t> half(static_cast<size_t>(rows));
     std::vector<float> full(static_cast<size_t>(rows), 1.0f);
@@ -92,6 +104,8 @@ StatusOr<const void*> Ops::ones(int64_t rows) {
 
 StatusOr<float*> Ops::scratch(int64_t floats) {
   if (floats > scratch_floats_) {
+    ZDP_RETURN_IF_ERROR(release_after_queued_work(scratch_));
+    scratch_floats_ = 0;
     ZDP_ASSIGN_OR_RETURN(scratch_, alloc(floats, DType::kF32));
     scratch_floats_ = floats;
   }
@@ -117,7 +131,8 @@ StatusOr<std::string> Ops::fused_refusal(const kernels::FusedAttentionShape& s) 
     return bytes.status();
   }
   if (*bytes > attention_workspace_bytes_) {
-    attention_workspace_ = DeviceBuffer();  // the old one first: the peak stays the larger
+    ZDP_RETURN_IF_ERROR(release_after_queued_work(attention_workspace_));
+    attention_workspace_bytes_ = 0;
     ZDP_ASSIGN_OR_RETURN(attention_workspace_, device_.allocate(*bytes, MemCategory::kWorkspace));
     attention_workspace_bytes_ = *bytes;
   }

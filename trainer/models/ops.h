@@ -133,6 +133,8 @@ class Ops {
   StatusOr<bool> try_fused(const kernels::GemmArgs& g);
   // `floats` fp32 scratch, grown on demand and kept (the sizes repeat every micro-batch).
   StatusOr<float*> scratch(int64_t floats);
+  // Frees `old` once the work queued on the stream is done (it may still read it).
+  Status release_after_queued_work(DeviceBuffer& old);
 
   Device& device_;
   Stream* stream_ = nullptr;

@@ -2,16 +2,20 @@
 // hung or failed collective into an error (and an aborted communicator) on this rank
 // instead of a silent hang. create_nccl_communicator (comm_nccl_init.cc) builds it.
 //
-// The communicator is blocking (ncclConfig_t::blocking = 1): an enqueue returns once the
-// kernel is queued, with no background thread and no polling per call. What could hang is
-// bounded by the watchdog instead: an enqueue that takes longer than the timeout (a peer
-// that never connects) and a collective that does not complete in time both make it
-// abort the communicator (ncclCommAbort from the watchdog thread releases a blocked call,
-// as PyTorch's watchdog does).
+// The communicator is nonblocking (ncclConfig_t::blocking = 0): a call that NCCL cannot
+// finish at once (the connections a collective's first call makes wait for every peer)
+// returns ncclInProgress, and the calling thread polls it to completion against the
+// timeout (nccl::settle), so no thread ever waits inside NCCL. ncclCommAbort is only ever
+// called by a thread that holds launch_mu_: NCCL forbids calls on one communicator from
+// two threads at once, and aborting under a thread still inside a call frees what that
+// call is using. The watchdog (a collective that does not complete in time, an
+// asynchronous error) aborts at once when no enqueue is under way, and otherwise asks the
+// enqueuing thread to, which it does as soon as its call returns (abort_requested_).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -24,6 +28,7 @@
 #include "core/internal/nccl_check.h"
 #include "runtime/src/comm/buffer_check.h"
 #include "runtime/src/comm/nccl/nccl_communicator.h"
+#include "runtime/src/comm/nccl/nccl_mapping.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
 #include "runtime/src/device/cuda/device_cuda.h"
 #include "zdp/comm.h"
@@ -31,53 +36,6 @@
 
 namespace zdp::nccl {
 namespace {
-
-ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kF16: return ncclFloat16;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kI64: return ncclInt64;
-  }
-  return ncclFloat32;
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-  }
-  return ncclSum;
-}
-
-const char* nccl_call_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce: return "ncclAllReduce";
-    case CollectiveOp::kReduceScatter: return "ncclReduceScatter";
-    case CollectiveOp::kAllGather: return "ncclAllGather";
-    case CollectiveOp::kBroadcast: return "ncclBroadcast";
-    case CollectiveOp::kBarrier: return "ncclAllReduce (barrier)";
-    case CollectiveOp::kAllToAll: return "ncclSend/ncclRecv (all_to_all)";
-  }
-  return "?";
-}
-
-PointerKind pointer_kind(const void* ptr, int* device) {
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: an invalid pointer, reported as such
-    return PointerKind::kUnknown;
-  }
-  *device = attr.device;
-  switch (attr.type) {
-    case cudaMemoryTypeUnregistered: return PointerKind::kUnregistered;
-    case cudaMemoryTypeHost: return PointerKind::kPinnedHost;
-    case cudaMemoryTypeDevice: return PointerKind::kDevice;
-    case cudaMemoryTypeManaged: return PointerKind::kManaged;
-  }
-  return PointerKind::kUnknown;
-}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -129,7 +87,7 @@ class NcclCommunicator final : public Communicator {
       (void)fail(status);  // dropped when it already failed
       return;
     }
-    (void)fail_and_abort_locked(status);
+    (void)fail_and_abort_locked(status, /*holds_launch_lock=*/false);
   }
 
  protected:
@@ -149,7 +107,8 @@ class NcclCommunicator final : public Communicator {
     if (desc.op != CollectiveOp::kBarrier) ZDP_RETURN_IF_ERROR(check_buffers(desc, buffers));
 
     // One enqueue at a time (NCCL calls on one communicator are not thread-safe); mu_ is
-    // not held inside NCCL, so the watchdog can abort a blocked call.
+    // not held while NCCL settles the call, so the watchdog keeps watching (and leaves
+    // an abort to this thread: abort_requested_).
     std::lock_guard<std::mutex> serial(launch_mu_);
     ncclComm_t comm = nullptr;
     cudaEvent_t done = nullptr;
@@ -158,6 +117,7 @@ class NcclCommunicator final : public Communicator {
       std::lock_guard<std::mutex> lock(mu_);
       // A collective is enqueued even on a stream that already failed: skipping it here
       // would leave the peers waiting for this rank until their timeout.
+      if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // left to this thread
       if (comm_ == nullptr) {
         const Status first = error();
         return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator was aborted" +
@@ -179,16 +139,31 @@ class NcclCommunicator final : public Communicator {
     }
     cv_.notify_one();  // the watchdog now watches the enqueue's duration too
 
-    const ncclResult_t r = enqueue(comm, desc, buffers, handle.stream);
+    ncclResult_t r = enqueue(comm, desc, buffers, handle.stream);
+    if (r == ncclInProgress) {
+      r = settle(comm, Clock::now() + options().timeout, [this] { return abort_requested_.load(); });
+    }
+    // NCCL has the collective now: the all-to-all's own chunk and the event follow it.
+    if (r == ncclSuccess && desc.op == CollectiveOp::kAllToAll) r = copy_own_chunk(desc, buffers, handle.stream);
     if (r == ncclSuccess) cuda_err = cudaEventRecord(done, handle.stream);
 
     std::lock_guard<std::mutex> lock(mu_);
     enqueuing_.reset();
+    if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // the watchdog or abort() left it to us
     if (comm_ == nullptr) {  // the watchdog (or abort()) gave up on it meanwhile
       free_events_.push_back(done);
       const Status first = error();
       handle.state->fail(position, first);
       return first.ok() ? Status(StatusCode::kAborted, context(desc) + ": the communicator was aborted") : first;
+    }
+    if (r == ncclInProgress) {  // the deadline passed with NCCL still setting it up
+      free_events_.push_back(done);
+      return fail_and_abort_locked(
+          Status(StatusCode::kTimeout, context(desc) + " timed out after " + format_duration(options().timeout) +
+                                           " while NCCL was still setting it up on stream '" + stream.name() +
+                                           "' (its first call connects to every peer: a peer may never have come, "
+                                           "or called collectives in another order); communicator aborted"),
+          /*holds_launch_lock=*/true, handle.state, position);
     }
     if (r != ncclSuccess) {
       free_events_.push_back(done);
@@ -196,13 +171,13 @@ class NcclCommunicator final : public Communicator {
           Status(nccl_status_code(r), context(desc) + ": " + nccl_call_name(desc.op) + " on stream '" + stream.name() +
                                           "' failed: " + nccl_error_text(r) + " at " + error_site(__FILE__, __LINE__) +
                                           "; communicator aborted"),
-          handle.state, position);
+          /*holds_launch_lock=*/true, handle.state, position);
     }
     if (cuda_err != cudaSuccess) {
       free_events_.push_back(done);
       return fail_and_abort_locked(
           cuda_error_status(cuda_err, "cudaEventRecord(done, stream)", __FILE__, __LINE__).with_context(context(desc)),
-          handle.state, position);
+          /*holds_launch_lock=*/true, handle.state, position);
     }
     pending_.push_back(Pending{desc, done, Clock::now(), handle.state, position, stream.name()});
     cv_.notify_one();
@@ -262,7 +237,6 @@ class NcclCommunicator final : public Communicator {
   // shared chunk to every peer.
   ncclResult_t enqueue_all_to_all(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
     const size_t bytes = static_cast<size_t>(desc.bytes());
-    const size_t elem = dtype_size(desc.dtype);
     const ncclDataType_t type = nccl_type(desc.dtype);
     const AllToAllShape* shape = buffers.shape.get();
     const bool shared = shape != nullptr && shape->send_shared;
@@ -277,18 +251,30 @@ class NcclCommunicator final : public Communicator {
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank() || count_of(peer) == 0) continue;
       r = ncclSend(send_at(peer), count_of(peer), type, peer, comm, s);
-      if (r == ncclSuccess) r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count_of(peer), type, peer, comm, s);
-      if (r != ncclSuccess) break;
+      if (r == ncclSuccess || r == ncclInProgress) {
+        r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count_of(peer), type, peer, comm, s);
+      }
+      if (r != ncclSuccess && r != ncclInProgress) break;
     }
-    const ncclResult_t end = ncclGroupEnd();
-    if (r != ncclSuccess) return r;
-    if (end != ncclSuccess) return end;
-    const size_t own = count_of(rank()) * elem;
+    const ncclResult_t end = ncclGroupEnd();  // ncclInProgress: launch() settles it
+    if (r != ncclSuccess && r != ncclInProgress) return r;
+    return end;
+  }
+
+  // The all-to-all's own chunk: a copy on the stream, queued once NCCL has settled the
+  // group (nothing may be queued on its stream before).
+  ncclResult_t copy_own_chunk(const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
+    const AllToAllShape* shape = buffers.shape.get();
+    const size_t bytes = static_cast<size_t>(desc.bytes());
+    const size_t own = (shape == nullptr ? static_cast<size_t>(desc.count)
+                                         : static_cast<size_t>(shape->counts[static_cast<size_t>(rank())])) *
+                       dtype_size(desc.dtype);
     if (own == 0) return ncclSuccess;
-    return cudaMemcpyAsync(recv + static_cast<size_t>(rank()) * bytes, send_at(rank()), own, cudaMemcpyDeviceToDevice,
-                           s) == cudaSuccess
-               ? ncclSuccess
-               : ncclUnhandledCudaError;
+    const char* send = static_cast<const char*>(buffers.send) +
+                       (shape != nullptr && shape->send_shared ? 0 : static_cast<size_t>(rank()) * bytes);
+    char* recv = static_cast<char*>(buffers.recv) + static_cast<size_t>(rank()) * bytes;
+    return cudaMemcpyAsync(recv, send, own, cudaMemcpyDeviceToDevice, s) == cudaSuccess ? ncclSuccess
+                                                                                        : ncclUnhandledCudaError;
   }
 
   void log_if_error(ncclResult_t r, const char* what) {
@@ -319,10 +305,12 @@ class NcclCommunicator final : public Communicator {
 
   // REQUIRES: mu_ held and comm_ != nullptr. Records `status` as the communicator's
   // failure, fails the stream of every collective still pending (and `extra_state` at
-  // `extra_position`, the op that just failed to enqueue), then aborts NCCL. The streams
-  // are marked before the abort: the abort lets the hung kernels exit, and any event
-  // reached afterwards must already see the failure. Returns the first failure.
-  Status fail_and_abort_locked(const Status& status,
+  // `extra_position`, the op that just failed to enqueue), then aborts NCCL: at once when
+  // the caller holds launch_mu_ (`holds_launch_lock`) or no enqueue is under way, else by
+  // the enqueuing thread when its call returns (abort_requested_). The streams are marked
+  // before the abort: the abort lets the hung kernels exit, and any event reached
+  // afterwards must already see the failure. Returns the first failure.
+  Status fail_and_abort_locked(const Status& status, bool holds_launch_lock,
                                const std::shared_ptr<cuda::StreamErrorState>& extra_state = nullptr,
                                uint64_t extra_position = 0) {
     (void)fail(status);
@@ -331,13 +319,26 @@ class NcclCommunicator final : public Communicator {
     for (Pending& p : pending_) p.stream_state->fail(p.position, first);
     if (extra_state) extra_state->fail(extra_position, first);
     if (comm_ != nullptr) {
-      log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
-      comm_ = nullptr;
+      // try_lock never waits, so holding mu_ here cannot deadlock with launch(), which
+      // takes launch_mu_ before mu_.
+      std::unique_lock<std::mutex> serial(launch_mu_, std::defer_lock);
+      if (holds_launch_lock || serial.try_lock()) {
+        abort_now_locked();
+      } else {
+        abort_requested_ = true;
+      }
     }
     // Safe on events not yet reached: CUDA releases them once they are.
     for (Pending& p : pending_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
     pending_.clear();
     return first;
+  }
+
+  // REQUIRES: mu_ and launch_mu_ held (no thread inside NCCL), comm_ != nullptr.
+  void abort_now_locked() {
+    log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
+    comm_ = nullptr;
+    abort_requested_ = false;
   }
 
   // Polls every pending collective: reached ones leave the queue; an asynchronous NCCL
@@ -362,16 +363,19 @@ class NcclCommunicator final : public Communicator {
                                                   : context(pending_.front().desc);
         (void)fail_and_abort_locked(Status(nccl_status_code(async), what + ": asynchronous NCCL error: " +
                                                                         nccl_error_text(async) +
-                                                                        "; communicator aborted"));
+                                                                        "; communicator aborted"),
+                                    /*holds_launch_lock=*/false);
         continue;
       }
 
       const Clock::time_point now = Clock::now();
-      if (enqueuing_ && now - enqueuing_->since > options().timeout) {
+      // An enqueue bounds its own wait (launch()); this is the backstop should it not return.
+      if (enqueuing_ && !abort_requested_ && now - enqueuing_->since > options().timeout + std::chrono::seconds(5)) {
         (void)fail_and_abort_locked(
             Status(StatusCode::kTimeout, context(enqueuing_->desc) + ": NCCL did not finish enqueueing it within " +
                                              format_duration(options().timeout) +
-                                             " (a peer may never have connected); communicator aborted"));
+                                             " (a peer may never have connected); communicator aborted"),
+            /*holds_launch_lock=*/false);
         continue;
       }
       for (auto it = pending_.begin(); it != pending_.end();) {
@@ -386,7 +390,8 @@ class NcclCommunicator final : public Communicator {
           (void)cudaGetLastError();
           (void)fail_and_abort_locked(Status(StatusCode::kCudaError, context(it->desc) + " on stream '" +
                                                                          it->stream_name + "': CUDA error: " +
-                                                                         cuda_error_text(e) + "; communicator aborted"));
+                                                                         cuda_error_text(e) + "; communicator aborted"),
+                                      /*holds_launch_lock=*/false);
           break;  // the queue is gone
         }
         if (now - it->enqueued > options().timeout) {
@@ -396,7 +401,8 @@ class NcclCommunicator final : public Communicator {
               context(it->desc) + " timed out after " + format_duration(options().timeout) + " on stream '" +
                   it->stream_name + "' (a peer may have died, hung, or called collectives in another order" +
                   (others > 0 ? "; " + std::to_string(others) + " later collective(s) also pending" : std::string()) +
-                  "); communicator aborted"));
+                  "); communicator aborted"),
+              /*holds_launch_lock=*/false);
           break;
         }
         ++it;
@@ -411,6 +417,8 @@ class NcclCommunicator final : public Communicator {
   DeviceBuffer scratch_;  // one int32 for barrier()
   std::deque<Pending> pending_;  // in enqueue order
   std::optional<Enqueuing> enqueuing_;
+  // Set (under mu_) when a failure found launch_mu_ held: the enqueuing thread aborts.
+  std::atomic<bool> abort_requested_{false};
   std::vector<cudaEvent_t> free_events_;
   bool stop_ = false;
   std::thread watchdog_;  // last: started once everything it uses exists

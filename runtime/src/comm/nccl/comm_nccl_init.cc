@@ -1,8 +1,10 @@
 // create_nccl_communicator: rank 0's NCCL unique id reaches the other ranks through the
 // store; every rank then checks in through the store (with the timeout), so that a rank
 // that never starts fails the others there instead of hanging them inside NCCL, and
-// initialises a blocking communicator (ncclConfig_t::blocking = 1: collectives enqueue
-// without a helper thread or polling; comm_nccl.cc's watchdog bounds what could hang).
+// initialises a nonblocking communicator (ncclConfig_t::blocking = 0): no call waits
+// inside NCCL, so the initialisation itself (a rank that dies after checking in) and every
+// later call are bounded by the timeout, and an abort never races a thread inside NCCL
+// (NCCL's fault-tolerance model; comm_nccl.cc).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -60,9 +62,8 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
     std::memcpy(&id, value->data(), sizeof(id));
   }
 
-  // Check in: the blocking initialisation below waits for every rank, so it starts only
-  // once all of them are here (a rank that dies in the next milliseconds is left to the
-  // launcher's supervision, which stops the job).
+  // Check in: the initialisation below waits for every rank, so it starts only once all
+  // of them are here (a rank that dies in the next moments makes it time out below).
   const auto start = Clock::now();
   const std::string check_in = "nccl/ready/" + std::to_string(*generation - 1) + "/";
   Status checked_in = store.set(check_in + std::to_string(rank), "1");
@@ -77,9 +78,17 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
 
   ZDP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index()));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 1;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  if (r == ncclInProgress && comm != nullptr) r = nccl::settle(comm, Clock::now() + options.timeout, nullptr);
+  if (r == ncclInProgress) {
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
+                                            device.name() + ") did not finish within " +
+                                            format_duration(options.timeout) +
+                                            " (a rank may have died or hung after checking in)");
+  }
   if (r != ncclSuccess) {
     if (comm != nullptr) (void)ncclCommAbort(comm);
     return Status(nccl_status_code(r), who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +

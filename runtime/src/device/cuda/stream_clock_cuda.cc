@@ -3,6 +3,7 @@
 // through an anchor event.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -66,7 +67,7 @@ class CudaStreamClock final : public StreamClock {
       free_.push_back(e);
       return cuda_error_status(err, "cudaEventRecord(e, stream)", __FILE__, __LINE__);
     }
-    pending_.push_back(Mark{id, e});
+    pending_.push_back(Mark{id, e, h.stream});
     return Status::Ok();
   }
 
@@ -76,9 +77,18 @@ class CudaStreamClock final : public StreamClock {
     if (cudaSetDevice(device_) != cudaSuccess) return out;
     cudaEvent_t latest = nullptr;
     float latest_ms = 0;
+    // A stream's points complete in order, but an earlier point can complete between its
+    // query and a later one's: once a stream has a point not reached, its later points
+    // wait for the next call, so each stream's points come out in mark order.
+    std::vector<cudaStream_t> waiting;
     for (auto it = pending_.begin(); it != pending_.end();) {
+      if (std::find(waiting.begin(), waiting.end(), it->stream) != waiting.end()) {
+        ++it;
+        continue;
+      }
       const cudaError_t q = cudaEventQuery(it->event);
       if (q == cudaErrorNotReady) {
+        waiting.push_back(it->stream);
         ++it;
         continue;
       }
@@ -114,6 +124,7 @@ class CudaStreamClock final : public StreamClock {
   struct Mark {
     uint64_t id;
     cudaEvent_t event;
+    cudaStream_t stream;  // which stream's order the point belongs to
   };
   const int device_;
   std::mutex mu_;
