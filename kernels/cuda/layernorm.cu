@@ -98,8 +98,9 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
       sum_gx += g * layernorm_xhat(xv[k], mean, rstd);
     }
   }
-  const float mean_g = cuda::warp_sum(sum_g) / static_cast<float>(C);
-  const float mean_gx = cuda::warp_sum(sum_gx) / static_cast<float>(C);
+  const float inv_c = 1.0f / static_cast<float>(C);  // times 1/C, as the CPU twin (not / C: other bits)
+  const float mean_g = cuda::warp_sum(sum_g) * inv_c;
+  const float mean_gx = cuda::warp_sum(sum_gx) * inv_c;
   T* dx = static_cast<T*>(a.dx) + row * C;
   float prior[8] = {};
   for (int64_t c = lane * N; c < C; c += 32 * N) {

@@ -23,7 +23,7 @@ using zdp::testing::TestRandom;
 
 template <typename AB, typename C>
 void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, Transpose tb, int64_t m, int64_t n,
-                      int64_t k, Epilogue e, Fp32Math math = Fp32Math::kIeee) {
+                      int64_t k, Epilogue e, Fp32Math math = Fp32Math::kIeee, int64_t pad = 0) {
   const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
   const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
   // Inputs rounded to the A/B type once; the CPU sees the same values in fp32 (exact).
@@ -48,8 +48,9 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
   pre.epilogue = (e == Epilogue::kBiasGelu || e == Epilogue::kBias) ? Epilogue::kBias : Epilogue::kNone;
   ASSERT_TRUE(make_cpu_gemm()->run(pre, nullptr).ok());
 
-  DeviceArray<AB> da(*gpu.device, a), db(*gpu.device, b);
-  DeviceArray<C> dbias(*gpu.device, bias), dc(*gpu.device, std::vector<C>(c32.size()));
+  // `pad` elements into each allocation: 1 leaves 16-bit matrices only 2-byte aligned.
+  DeviceArray<AB> da(*gpu.device, a, pad), db(*gpu.device, b, pad);
+  DeviceArray<C> dbias(*gpu.device, bias, pad), dc(*gpu.device, std::vector<C>(c32.size()), pad);
   g.ab_dtype = zdp::testing::dtype_of<AB>(), g.c_dtype = zdp::testing::dtype_of<C>();
   g.a.data = da.data(), g.b.data = db.data(), g.c.data = dc.data(), g.bias = dbias.data();
   for (int call = 0; call < 2; ++call) {  // the second call reuses the cached plan
@@ -110,6 +111,27 @@ TEST_F(GemmGpu, Bf16EveryEpilogueAndTranspose) {
   }
   gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kNo, Transpose::kNo, 128, 64, 96, Epilogue::kBias);
   gemm_matches_cpu<Bf16, float>(gpu_, *lt_, rnd_, Transpose::kNo, Transpose::kYes, 128, 256, 64, Epilogue::kNone);
+}
+
+// Deterministic mode (pinned plans) picks its algorithm from the shape alone, so it must
+// assume no more alignment than a 16-bit element's: A, B, C and the bias one element into
+// their allocations (2-byte aligned), as a parameter at an odd offset of the engine's
+// layout is. The plans are then reused at 256-byte aligned pointers (same shape, same
+// plan), and the adaptive (unpinned) gemm takes the misaligned pointers too.
+TEST_F(GemmGpu, PinnedPlansWorkAtAnyElementAlignment) {
+  SCOPED_TRACE(rnd_.trace());
+  auto pinned = make_cublaslt_gemm(workspace_.data(), workspace_.bytes(), /*pinned=*/true);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
+  for (const int64_t pad : {int64_t{1}, int64_t{0}}) {
+    SCOPED_TRACE(pad);
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kBias, Epilogue::kBiasGelu}) {
+      gemm_matches_cpu<Bf16, Bf16>(gpu_, **pinned, rnd_, Transpose::kYes, Transpose::kNo, 96, 64, 80, e, Fp32Math::kIeee, pad);
+    }
+    gemm_matches_cpu<Bf16, float>(gpu_, **pinned, rnd_, Transpose::kNo, Transpose::kYes, 96, 64, 80, Epilogue::kNone,
+                                  Fp32Math::kIeee, pad);
+  }
+  gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 96, 64, 80, Epilogue::kBias,
+                               Fp32Math::kIeee, 1);
 }
 
 TEST_F(GemmGpu, Fp16AndFp32) {

@@ -238,9 +238,17 @@ TEST(PlannedActivations, FollowTheAttentionPath) {
   const int64_t B = 3, H = 4, T = 32, L = 2;
   const int64_t probs = B * H * T * T * 2, stats = B * H * T * 4;
   EXPECT_EQ(batched.activation_bytes - fused.activation_bytes, L * (probs - stats) + probs);
-  c.model.dtype = DType::kF32;  // fp32 never runs fused, "auto" plans batched
+  // cuDNN's workspace, planned for the fused path only: the backward's fp32 softmax sums
+  // and dQ accumulator (hd = 16), or, deterministic, its bf16 dP scratch of seq x seq
+  // (32 rounded up to 64).
+  EXPECT_EQ(fused.attention_workspace_bytes, B * H * T * 4 + B * H * T * 16 * 4);
+  EXPECT_EQ(batched.attention_workspace_bytes, 0);
   c.model.attention = AttentionImpl::kAuto;
+  c.train.deterministic = true;
+  EXPECT_EQ(model_spec(c).value().attention_workspace_bytes, B * H * T * 4 + B * H * 64 * 64 * 2);
+  c.model.dtype = DType::kF32;  // fp32 never runs fused, "auto" plans batched
   EXPECT_FALSE(model_spec(c).value().fused_attention);
+  EXPECT_EQ(model_spec(c).value().attention_workspace_bytes, 0);
 }
 
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {

@@ -16,6 +16,12 @@
 
 namespace zdp {
 
+// Threads: zdp::init makes the rank's GPU (LOCAL_RANK's) current on the calling thread,
+// and the engine launches its kernels on whatever device is current. Call the engine, and
+// launch on its streams, from that thread, or make the rank's device current first
+// (cudaSetDevice(ctx.device().index())) on any other: a kernel on a stream of another
+// device than the current one fails to launch.
+//
 // The cudaStream_t of a stream of a CUDA device, e.g. cuda_stream(engine.compute_stream())
 // for the trainer's forward and backward kernels. REQUIRES: stream.device().kind() ==
 // DeviceKind::kCuda. A CPU stream gives nullptr, which CUDA would take for the legacy
