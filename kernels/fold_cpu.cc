@@ -15,6 +15,11 @@ Status check_fold_args(const FoldArgs& a) {
   if (a.in == a.out && a.in_dtype != a.out_dtype) {
     return Status(StatusCode::kInvalidArgument, "fold: in place between different dtypes");
   }
+  // A 16-bit output over the fp32 accumulation: element k's bytes are half of acc[k / 2],
+  // which another GPU thread may not have read yet.
+  if (a.acc != nullptr && a.out == a.acc && a.out_dtype != DType::kF32) {
+    return Status(StatusCode::kInvalidArgument, "fold: out aliases the fp32 accumulation with a 16-bit output");
+  }
   return Status::Ok();
 }
 

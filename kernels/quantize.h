@@ -63,7 +63,7 @@ struct QuantizeArgs {
 // each) in fp32, in rank order: out = [out] + own + sum over c != skip of dequant(chunk c).
 struct DequantSumArgs {
   const void* in = nullptr;
-  int64_t chunk_stride = 0;  // bytes between chunks (>= quant_chunk_bytes(count, bits))
+  int64_t chunk_stride = 0;  // bytes between chunks (>= quant_chunk_bytes(count, bits), a multiple of 16)
   int chunks = 0;
   int skip = -1;             // the chunk not read (this rank's own, taken exactly from `own`)
   const float* own = nullptr;  // added unquantized, or nullptr; may alias out unless accumulate

@@ -111,6 +111,9 @@ Status check_dequant_sum_args(const DequantSumArgs& a) {
     return invalid("dequant_sum", "chunk stride " + std::to_string(a.chunk_stride) + " bytes is below a chunk's " +
                                       std::to_string(quant_chunk_bytes(a.count, a.bits)));
   }
+  if (a.chunks > 1 && a.chunk_stride % 16 != 0) {  // each chunk's fp32 scales: a GPU reads them aligned
+    return invalid("dequant_sum", "chunk stride " + std::to_string(a.chunk_stride) + " bytes is not a multiple of 16");
+  }
   return Status::Ok();
 }
 
@@ -123,6 +126,7 @@ Status check_dequantize_args(const DequantizeArgs& a) {
   if (a.chunks > 1 && a.chunk_stride < quant_chunk_bytes(a.count, a.bits)) {
     return invalid("dequantize", "chunk stride below a chunk's size");
   }
+  if (a.chunks > 1 && a.chunk_stride % 16 != 0) return invalid("dequantize", "chunk stride not a multiple of 16");
   return Status::Ok();
 }
 

@@ -174,6 +174,13 @@ TEST(QuantizeKernel, RefusesBadArguments) {
   EXPECT_FALSE(quantize_cpu(QuantizeArgs{&x, DType::kI64, nullptr, 1, 8, wire}).ok());
   EXPECT_FALSE(quantize_cpu(QuantizeArgs{nullptr, DType::kF32, nullptr, 1, 8, wire}).ok());
   EXPECT_FALSE(dequant_sum_cpu(DequantSumArgs{wire, 4, 2, -1, nullptr, &x, false, 1, 8}).ok());  // stride too small
+  // Large enough but not a multiple of 16: a GPU would read the next chunk's scales misaligned.
+  char wide[64] = {};
+  ASSERT_EQ(quant_chunk_bytes(1, 8), 16);
+  EXPECT_TRUE(dequant_sum_cpu(DequantSumArgs{wide, 32, 2, -1, nullptr, &x, false, 1, 8}).ok());
+  const Status odd = dequant_sum_cpu(DequantSumArgs{wide, 20, 2, -1, nullptr, &x, false, 1, 8});
+  EXPECT_EQ(odd.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.message().find("not a multiple of 16"), std::string::npos) << odd.to_string();
 }
 
 }  // namespace
