@@ -33,7 +33,6 @@
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #include <cudnn_frontend.h>
 
-#include "core/internal/cuda_check.h"
 #include "kernels/fused_attention.h"
 
 // The shim's handle of the loaded libcudnn (it declares it and leaves the definition to
@@ -116,8 +115,14 @@ Status fe_status(fe::error_t e, const std::string& what, bool building) {
     case C::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
     case C::UNSUPPORTED_GRAPH_FORMAT:
     case C::NVRTC_COMPILATION_FAILED:
-    case C::CUDNN_BACKEND_API_FAILED:  // how the backend refuses to finalize a graph it cannot run
       code = building ? StatusCode::kUnavailable : StatusCode::kCudaError;
+      break;
+    case C::CUDNN_BACKEND_API_FAILED:
+      // Every failing backend call (its message names the cudnnStatus_t): a backend that
+      // cannot finalize this graph says CUDNN_STATUS_NOT_SUPPORTED*, a refusal; anything
+      // else (an allocation, an internal error) is an error, never cached as a refusal.
+      code = building && e.err_msg.find("NOT_SUPPORTED") != std::string::npos ? StatusCode::kUnavailable
+                                                                               : StatusCode::kCudaError;
       break;
     case C::ATTRIBUTE_NOT_SET:
     case C::SHAPE_DEDUCTION_FAILED:
@@ -324,9 +329,9 @@ class CudnnAttention final : public FusedAttention {
     } catch (const std::exception& x) {
       return Status(StatusCode::kCudaError, what + ": execute: cuDNN frontend: " + x.what());
     }
-    // Peek, not get: an earlier kernel's pending launch error is not cleared here and
-    // blamed on attention (the frontend reports its own launches' failures above).
-    return ZDP_CUDA_STATUS(cudaPeekAtLastError());
+    // No cudaGetLastError here: execute reports its own launches' failures (above), and a
+    // pending error of an earlier kernel belongs to whoever launched it.
+    return Status::Ok();
   }
 
   cudnnHandle_t handle_;

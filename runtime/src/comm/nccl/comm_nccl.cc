@@ -2,15 +2,19 @@
 // hung or failed collective into an error (and an aborted communicator) on this rank
 // instead of a silent hang. create_nccl_communicator (comm_nccl_init.cc) builds it.
 //
-// The communicator is nonblocking (ncclConfig_t::blocking = 0): a call that NCCL cannot
-// finish at once (the connections a collective's first call makes wait for every peer)
-// returns ncclInProgress, and the calling thread polls it to completion against the
-// timeout (nccl::settle), so no thread ever waits inside NCCL. ncclCommAbort is only ever
-// called by a thread that holds launch_mu_: NCCL forbids calls on one communicator from
-// two threads at once, and aborting under a thread still inside a call frees what that
-// call is using. The watchdog (a collective that does not complete in time, an
-// asynchronous error) aborts at once when no enqueue is under way, and otherwise asks the
-// enqueuing thread to, which it does as soon as its call returns (abort_requested_).
+// The communicator is nonblocking (ncclConfig_t::blocking = 0): a call NCCL does not
+// finish at once returns ncclInProgress (in NCCL 2.28 every collective is finished by a
+// helper job, and a collective's first call connects to every peer and waits for them),
+// and the calling thread polls it to completion against the timeout (nccl::settle), so no
+// thread ever waits inside NCCL. Every NCCL call, ncclCommGetAsyncError and
+// ncclCommAbort included, is made by a thread holding launch_mu_: NCCL forbids two
+// threads in one communicator (on a nonblocking one ncclCommGetAsyncError completes and
+// frees the finished helper job), and an abort under a thread still inside a call frees
+// what that call is using. The watchdog polls the asynchronous error only when it can
+// take launch_mu_ without waiting (an enqueue under way polls it itself), and a failure
+// it finds while an enqueue is under way fails the streams at once and leaves the abort
+// to the enqueuing thread when its call returns, or to its own next round
+// (abort_requested_).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -59,7 +63,12 @@ class NcclCommunicator final : public Communicator {
       // Destroying finalizes, which waits for the outstanding collectives: only when they
       // have all completed (bounded wait); otherwise, or after an error, abort.
       const auto limit = std::min<std::chrono::milliseconds>(options().timeout, std::chrono::seconds(60));
-      const bool drained = error().ok() && wait_pending_locked(Clock::now() + limit);
+      // ncclCommDestroy on a communicator whose state is an error (or still in progress)
+      // returns that error without destroying anything (NCCL 2.28 init.cc: ncclCommEnsureReady
+      // inside ncclCommDestroy); only a healthy, drained communicator is destroyed.
+      ncclResult_t state = ncclInProgress;
+      const bool drained = error().ok() && wait_pending_locked(Clock::now() + limit) &&
+                           ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclSuccess;
       if (drained) {
         log_if_error(ncclCommDestroy(comm_), "ncclCommDestroy(comm)");
       } else {
@@ -130,9 +139,12 @@ class NcclCommunicator final : public Communicator {
       } else {
         cuda_err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
         if (cuda_err != cudaSuccess) {
-          return cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)", __FILE__,
-                                   __LINE__)
-              .with_context(context(desc));
+          // Not issued, so this rank's later collectives would pair with the peers' wrong
+          // calls: the communicator fails instead (the peers time out naming this one).
+          return fail_and_abort_locked(cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)",
+                                                         __FILE__, __LINE__)
+                                           .with_context(context(desc) + ": not issued; communicator aborted"),
+                                       /*holds_launch_lock=*/true, handle.state, position);
         }
       }
       enqueuing_ = Enqueuing{desc, Clock::now()};
@@ -194,7 +206,7 @@ class NcclCommunicator final : public Communicator {
     uint64_t position;  // of the collective on its stream
     std::string stream_name;
   };
-  // A call into NCCL in progress (blocking mode returns once the kernel is queued).
+  // An enqueue under way: the NCCL call and its settling (nccl::settle).
   struct Enqueuing {
     CollectiveDesc desc;
     Clock::time_point since;
@@ -350,23 +362,36 @@ class NcclCommunicator final : public Communicator {
     while (!stop_) {
       // Idle: look for asynchronous errors a few times a second. Busy: every 2 ms, which
       // only delays recycling events, never the collectives themselves.
-      const bool busy = !pending_.empty() || enqueuing_.has_value();
+      const bool busy = !pending_.empty() || enqueuing_.has_value() || (abort_requested_ && comm_ != nullptr);
       cv_.wait_for(lock, busy ? std::chrono::milliseconds(2) : std::chrono::milliseconds(200));
       if (stop_) break;
       if (comm_ == nullptr) continue;
 
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm_, &async);
-      if (r != ncclSuccess) async = r;
-      if (async != ncclSuccess && async != ncclInProgress) {
-        const std::string what = pending_.empty() ? "rank " + std::to_string(rank()) + ": nccl communicator"
-                                                  : context(pending_.front().desc);
-        (void)fail_and_abort_locked(Status(nccl_status_code(async), what + ": asynchronous NCCL error: " +
-                                                                        nccl_error_text(async) +
-                                                                        "; communicator aborted"),
-                                    /*holds_launch_lock=*/false);
-        continue;
-      }
+      {
+        // ncclCommGetAsyncError is an NCCL call like any other: on a nonblocking
+        // communicator it joins and frees the finished group job (comm->groupJob), so it
+        // must never run beside another thread's call (settle included). An enqueue under
+        // way polls it itself (settle); here it is polled only while no enqueue is.
+        std::unique_lock<std::mutex> serial(launch_mu_, std::try_to_lock);
+        if (serial.owns_lock()) {
+          if (abort_requested_) {  // deferred by a failure while an enqueue was finishing: nobody else will
+            abort_now_locked();
+            continue;
+          }
+          ncclResult_t async = ncclSuccess;
+          const ncclResult_t r = ncclCommGetAsyncError(comm_, &async);
+          if (r != ncclSuccess) async = r;
+          if (async != ncclSuccess && async != ncclInProgress) {
+            const std::string what = pending_.empty() ? "rank " + std::to_string(rank()) + ": nccl communicator"
+                                                      : context(pending_.front().desc);
+            (void)fail_and_abort_locked(Status(nccl_status_code(async), what + ": asynchronous NCCL error: " +
+                                                                            nccl_error_text(async) +
+                                                                            "; communicator aborted"),
+                                        /*holds_launch_lock=*/true);
+            continue;
+          }
+        }
+      }  // launch_mu_ released: the fail_and_abort_locked(..., false) calls below try_lock it
 
       const Clock::time_point now = Clock::now();
       // An enqueue bounds its own wait (launch()); this is the backstop should it not return.
