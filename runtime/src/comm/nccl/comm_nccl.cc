@@ -31,6 +31,7 @@
 #include "core/internal/cuda_check.h"
 #include "core/internal/nccl_check.h"
 #include "runtime/src/comm/buffer_check.h"
+#include "runtime/src/comm/nccl/nccl_all_to_all.h"
 #include "runtime/src/comm/nccl/nccl_communicator.h"
 #include "runtime/src/comm/nccl/nccl_mapping.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
@@ -156,7 +157,7 @@ class NcclCommunicator final : public Communicator {
       r = settle(comm, Clock::now() + options().timeout, [this] { return abort_requested_.load(); });
     }
     // NCCL has the collective now: the all-to-all's own chunk and the event follow it.
-    if (r == ncclSuccess && desc.op == CollectiveOp::kAllToAll) r = copy_own_chunk(desc, buffers, handle.stream);
+    if (r == ncclSuccess && desc.op == CollectiveOp::kAllToAll) r = copy_own_chunk(rank(), desc, buffers.send, buffers.recv, buffers.shape.get(), handle.stream);
     if (r == ncclSuccess) cuda_err = cudaEventRecord(done, handle.stream);
 
     std::lock_guard<std::mutex> lock(mu_);
@@ -238,55 +239,10 @@ class NcclCommunicator final : public Communicator {
       case CollectiveOp::kBarrier:
         // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
         return ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm, s);
-      case CollectiveOp::kAllToAll: return enqueue_all_to_all(comm, desc, buffers, s);
+      case CollectiveOp::kAllToAll:
+        return enqueue_all_to_all(comm, rank(), world_size(), desc, buffers.send, buffers.recv, buffers.shape.get(), s);
     }
     return ncclInvalidArgument;
-  }
-
-  // NCCL has no all-to-all: one group of a send and a receive per peer (NCCL runs them
-  // concurrently), the own chunk as a copy on the same stream. A shape trims each chunk
-  // to its peer's count (0: nothing posted; the sizes are symmetric) and may send one
-  // shared chunk to every peer.
-  ncclResult_t enqueue_all_to_all(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
-    const size_t bytes = static_cast<size_t>(desc.bytes());
-    const ncclDataType_t type = nccl_type(desc.dtype);
-    const AllToAllShape* shape = buffers.shape.get();
-    const bool shared = shape != nullptr && shape->send_shared;
-    auto count_of = [&](int q) {
-      return shape == nullptr ? static_cast<size_t>(desc.count) : static_cast<size_t>(shape->counts[static_cast<size_t>(q)]);
-    };
-    const char* send = static_cast<const char*>(buffers.send);
-    auto send_at = [&](int q) { return send + (shared ? 0 : static_cast<size_t>(q) * bytes); };
-    char* recv = static_cast<char*>(buffers.recv);
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess) return r;
-    for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer == rank() || count_of(peer) == 0) continue;
-      r = ncclSend(send_at(peer), count_of(peer), type, peer, comm, s);
-      if (r == ncclSuccess || r == ncclInProgress) {
-        r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count_of(peer), type, peer, comm, s);
-      }
-      if (r != ncclSuccess && r != ncclInProgress) break;
-    }
-    const ncclResult_t end = ncclGroupEnd();  // ncclInProgress: launch() settles it
-    if (r != ncclSuccess && r != ncclInProgress) return r;
-    return end;
-  }
-
-  // The all-to-all's own chunk: a copy on the stream, queued once NCCL has settled the
-  // group (nothing may be queued on its stream before).
-  ncclResult_t copy_own_chunk(const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
-    const AllToAllShape* shape = buffers.shape.get();
-    const size_t bytes = static_cast<size_t>(desc.bytes());
-    const size_t own = (shape == nullptr ? static_cast<size_t>(desc.count)
-                                         : static_cast<size_t>(shape->counts[static_cast<size_t>(rank())])) *
-                       dtype_size(desc.dtype);
-    if (own == 0) return ncclSuccess;
-    const char* send = static_cast<const char*>(buffers.send) +
-                       (shape != nullptr && shape->send_shared ? 0 : static_cast<size_t>(rank()) * bytes);
-    char* recv = static_cast<char*>(buffers.recv) + static_cast<size_t>(rank()) * bytes;
-    return cudaMemcpyAsync(recv, send, own, cudaMemcpyDeviceToDevice, s) == cudaSuccess ? ncclSuccess
-                                                                                        : ncclUnhandledCudaError;
   }
 
   void log_if_error(ncclResult_t r, const char* what) {

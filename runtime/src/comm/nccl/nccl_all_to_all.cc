@@ -1,0 +1,50 @@
+// nccl_all_to_all.h: the all-to-all as NCCL point-to-point calls.
+#include "runtime/src/comm/nccl/nccl_all_to_all.h"
+
+#include <cuda_runtime.h>
+
+#include "runtime/src/comm/nccl/nccl_mapping.h"
+
+namespace zdp::nccl {
+
+ncclResult_t enqueue_all_to_all(ncclComm_t comm, int rank, int world_size, const CollectiveDesc& desc, const void* send_buffer,
+                                void* recv_buffer, const AllToAllShape* shape, cudaStream_t s) {
+  const size_t bytes = static_cast<size_t>(desc.bytes());
+  const ncclDataType_t type = nccl_type(desc.dtype);
+  const bool shared = shape != nullptr && shape->send_shared;
+  auto count_of = [&](int q) {
+    return shape == nullptr ? static_cast<size_t>(desc.count) : static_cast<size_t>(shape->counts[static_cast<size_t>(q)]);
+  };
+  const char* send = static_cast<const char*>(send_buffer);
+  auto send_at = [&](int q) { return send + (shared ? 0 : static_cast<size_t>(q) * bytes); };
+  char* recv = static_cast<char*>(recv_buffer);
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) return r;
+  for (int peer = 0; peer < world_size; ++peer) {
+    if (peer == rank || count_of(peer) == 0) continue;
+    r = ncclSend(send_at(peer), count_of(peer), type, peer, comm, s);
+    if (r == ncclSuccess || r == ncclInProgress) {
+      r = ncclRecv(recv + static_cast<size_t>(peer) * bytes, count_of(peer), type, peer, comm, s);
+    }
+    if (r != ncclSuccess && r != ncclInProgress) break;
+  }
+  const ncclResult_t end = ncclGroupEnd();  // ncclInProgress: launch() settles it
+  if (r != ncclSuccess && r != ncclInProgress) return r;
+  return end;
+}
+
+ncclResult_t copy_own_chunk(int rank, const CollectiveDesc& desc, const void* send_buffer, void* recv_buffer,
+                            const AllToAllShape* shape, cudaStream_t s) {
+  const size_t bytes = static_cast<size_t>(desc.bytes());
+  const size_t own = (shape == nullptr ? static_cast<size_t>(desc.count)
+                                       : static_cast<size_t>(shape->counts[static_cast<size_t>(rank)])) *
+                     dtype_size(desc.dtype);
+  if (own == 0) return ncclSuccess;
+  const char* send = static_cast<const char*>(send_buffer) +
+                     (shape != nullptr && shape->send_shared ? 0 : static_cast<size_t>(rank) * bytes);
+  char* recv = static_cast<char*>(recv_buffer) + static_cast<size_t>(rank) * bytes;
+  return cudaMemcpyAsync(recv, send, own, cudaMemcpyDeviceToDevice, s) == cudaSuccess ? ncclSuccess
+                                                                                      : ncclUnhandledCudaError;
+}
+
+}  // namespace zdp::nccl
