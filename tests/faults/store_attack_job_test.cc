@@ -124,7 +124,9 @@ TEST(StoreAttackJob, AnAttackedJobFinishesByteIdenticalWithBoundedLauncherMemory
               attack.big_headers.load(), attack.wrong_secrets.load(), attacked.seconds);
   ASSERT_EQ(attacked.exit_code, 0) << attacked.output();
   EXPECT_GT(attack.big_headers.load(), 16);
-  EXPECT_GT(attack.wrong_secrets.load(), 50);
+  // The attack reached the server (not a rate): 7,000-8,800 refusals alone, 35 once
+  // with the whole suite running beside it (each try then met the flood's full queue).
+  EXPECT_GT(attack.wrong_secrets.load(), 10);
   const fs::path step = fs::path("ckpt") / ("step-" + std::to_string(kSteps));
   EXPECT_TRUE(same_checkpoint(fs::path(calm_dir.path()) / step, fs::path(attacked_dir.path()) / step));
   // Before the fix 16 such headers took the launcher from 164 MB to 1.2 GB. Anonymous
