@@ -9,7 +9,8 @@
 // (2^-298 ... 2^256). Integer addition is associative, so partial records summed in any
 // order, on any number of ranks (an int64 all-reduce), by CUDA atomics in any order,
 // give the same integer: the exact sum. The only rounding is exact_sum_to_double's, of
-// that one integer. A non-finite y sets the flag instead.
+// that one integer, in a fixed order (within an ulp or two of the correctly rounded
+// value, and the same bits wherever it runs). A non-finite y sets the flag instead.
 //
 // Limits: every element adds less than 2^31 to a limb, so a record (and the sum over all
 // ranks) stays exact up to 2^32 elements; the engine refuses deterministic mode for larger
@@ -68,7 +69,9 @@ ZDP_HD void exact_add_square(float y, int64_t* limb) {
 }
 
 // Sums `count` records (integers: any order gives the same), carries them into 30-bit
-// limbs and rounds the value to double: the one rounding of the sum. Host and device.
+// limbs and rounds the value to double, top limb first in a fixed order (exact up to 53
+// significant bits, then rounded at each step: the same bits everywhere, not always the
+// correctly rounded ones). Host and device.
 ZDP_HD double exact_sum_to_double(const ExactSumSq* records, int64_t count, bool* nonfinite) {
   int64_t limb[kExactLimbs] = {};
   int64_t bad = 0;

@@ -84,8 +84,8 @@ inline ::testing::AssertionResult within(double got, double ref, double allowed,
   return ::testing::AssertionFailure() << os.str();
 }
 
-// Bit-exact comparison of two float arrays (NaNs equal when both are NaN): the first
-// mismatch is reported with its index.
+// Bit-exact comparison of two arrays (memcmp of each element: two NaNs are equal only
+// with the same bits): the first mismatch is reported with its index.
 template <typename T>
 ::testing::AssertionResult bitwise_equal(const std::vector<T>& got, const std::vector<T>& want,
                                          const std::string& what) {

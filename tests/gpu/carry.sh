@@ -33,7 +33,7 @@ fi
 
 # What the GPU machine runs (check.sh names the same list).
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
-       fused_attention_gpu_test
+       fused_attention_gpu_test small_kernels_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
 programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
 

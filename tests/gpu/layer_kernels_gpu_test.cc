@@ -63,7 +63,8 @@ TEST_F(LayerKernelsGpu, AddAndGeluAreBitIdentical) {
   ASSERT_TRUE(add_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), b.data(), add.data()}).ok());
   ASSERT_TRUE(gelu_forward_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), nullptr, y.data()}).ok());
   ASSERT_TRUE(gelu_backward_cpu({static_cast<int64_t>(n), DType::kF32, a.data(), b.data(), dx.data()}).ok());
-  DeviceArray<float> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, a), o2(*gpu_.device, a), o3(*gpu_.device, a);
+  DeviceArray<float> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, unwritten<float>(n)),
+      o2(*gpu_.device, unwritten<float>(n)), o3(*gpu_.device, unwritten<float>(n));
   ASSERT_TRUE(add_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), db.data(), o1.data()}, gpu_.cuda_stream()).ok());
   ASSERT_TRUE(gelu_forward_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), nullptr, o2.data()}, gpu_.cuda_stream()).ok());
   ASSERT_TRUE(gelu_backward_cuda({static_cast<int64_t>(n), DType::kF32, da.data(), db.data(), o3.data()}, gpu_.cuda_stream()).ok());
@@ -85,7 +86,8 @@ TEST_F(LayerKernelsGpu, VectorisedAddAndGeluMatchTheCpuAlignedOrNot) {
     ASSERT_TRUE(add_cpu({n, DType::kBF16, a.data() + off, b.data() + off, add.data()}).ok());
     ASSERT_TRUE(gelu_forward_cpu({n, DType::kBF16, a.data() + off, nullptr, y.data()}).ok());
     ASSERT_TRUE(gelu_backward_cpu({n, DType::kBF16, a.data() + off, b.data() + off, dx.data()}).ok());
-    DeviceArray<Bf16> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, a), o2(*gpu_.device, a), o3(*gpu_.device, a);
+    DeviceArray<Bf16> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, unwritten_like(a)),
+        o2(*gpu_.device, unwritten_like(a)), o3(*gpu_.device, unwritten_like(a));
     ASSERT_TRUE(add_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o1.data() + off}, gpu_.cuda_stream()).ok());
     ASSERT_TRUE(gelu_forward_cuda({n, DType::kBF16, da.data() + off, nullptr, o2.data() + off}, gpu_.cuda_stream()).ok());
     ASSERT_TRUE(gelu_backward_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o3.data() + off}, gpu_.cuda_stream()).ok());
