@@ -241,16 +241,18 @@ Status Ops::bias_grad(const void* dy, void* db, int64_t rows, int64_t out) {
 }
 
 StatusOr<bool> Ops::try_fused(const GemmArgs& g) {
-  bool& unavailable = epilogue_unavailable_[static_cast<int>(g.epilogue)];
-  if (unavailable) return false;
+  // Remembered per epilogue and shape: one shape without an algorithm (at an alignment,
+  // say) leaves the others fused.
+  const auto key = std::make_tuple(static_cast<int>(g.epilogue), g.m, g.n, g.k);
+  if (unfused_.count(key) > 0) return false;
   const Status st = gemm(g);
   if (st.ok()) return true;
   // No algorithm, or an epilogue this cuBLASLt refuses: found while planning, before
-  // anything was enqueued. The unfused ops from now on, said once.
+  // anything was enqueued. The unfused ops from now on for this shape, said once.
   if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kCublasError) return st;
-  unavailable = true;
-  ZDP_LOG(kWarn) << "fused GEMM epilogue " << kernels::to_string(g.epilogue)
-                 << " unavailable, using separate kernels: " << st.to_string();
+  unfused_.insert(key);
+  ZDP_LOG(kWarn) << "fused GEMM epilogue " << kernels::to_string(g.epilogue) << " unavailable for " << g.m << " x "
+                 << g.n << " x " << g.k << ", using separate kernels: " << st.to_string();
   return false;
 }
 

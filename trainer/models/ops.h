@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -129,7 +130,8 @@ class Ops {
   // db[out] = the column sums of dy[rows, out], as that GEMM.
   Status bias_grad(const void* dy, void* db, int64_t rows, int64_t out);
   // Runs a GEMM with a fused epilogue on the GPU: true when done, false when cuBLASLt has
-  // no algorithm for it (remembered per epilogue; the caller then runs the unfused ops).
+  // no algorithm for it (remembered per epilogue and shape; the caller then runs the
+  // unfused ops).
   StatusOr<bool> try_fused(const kernels::GemmArgs& g);
   // `floats` fp32 scratch, grown on demand and kept (the sizes repeat every micro-batch).
   StatusOr<float*> scratch(int64_t floats);
@@ -144,7 +146,7 @@ class Ops {
   DeviceBuffer gemm_workspace_;
   DeviceBuffer ones_;
   int64_t ones_rows_ = 0;
-  bool epilogue_unavailable_[8] = {};  // by kernels::Epilogue
+  std::set<std::tuple<int, int64_t, int64_t, int64_t>> unfused_;  // (epilogue, m, n, k) cuBLASLt has no plan for
   DeviceBuffer scratch_;
   int64_t scratch_floats_ = 0;
   std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload
