@@ -124,7 +124,11 @@ TEST_F(GemmGpu, PinnedPlansWorkAtAnyElementAlignment) {
   ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
   for (const int64_t pad : {int64_t{1}, int64_t{0}}) {
     SCOPED_TRACE(pad);
+    // The plain GEMM and the bias epilogue must run at any alignment (Ops::linear has no
+    // fallback for them); a fused GELU may lack a 2-byte algorithm (Ops::try_fused then
+    // runs separate kernels), so it is checked aligned only.
     for (Epilogue e : {Epilogue::kNone, Epilogue::kBias, Epilogue::kBiasGelu}) {
+      if (pad != 0 && e == Epilogue::kBiasGelu) continue;
       gemm_matches_cpu<Bf16, Bf16>(gpu_, **pinned, rnd_, Transpose::kYes, Transpose::kNo, 96, 64, 80, e, Fp32Math::kIeee, pad);
     }
     gemm_matches_cpu<Bf16, float>(gpu_, **pinned, rnd_, Transpose::kNo, Transpose::kYes, 96, 64, 80, Epilogue::kNone,
