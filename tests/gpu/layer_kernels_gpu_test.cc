@@ -251,8 +251,13 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
         ASSERT_TRUE(causal_softmax_backward_cuda({heads, seq, DType::kF32, 0.25f, gp_cpu.data(), gdp.data(), dscores},
                                                  gpu_.cuda_stream()).ok());
         gpu_.sync();
-        // Sums of <= seq terms in [0, 1]; the masked keys must be exactly 0 (within 0).
-        expect_close((in_place ? gs : gp).download(), p, testing::straight_line_bound(seq, 1.0), "probs");
+        // Sums of <= seq terms in [0, 1]; the masked keys (j > i) must be exactly 0: in place
+        // they held the scores, which the next GEMM would otherwise read.
+        const std::vector<float> got_p = (in_place ? gs : gp).download();
+        expect_close(got_p, p, testing::straight_line_bound(seq, 1.0), "probs");
+        for (int64_t r = 0; r < heads * seq; ++r) {
+          for (int64_t j = r % seq + 1; j < seq; ++j) ASSERT_EQ(got_p[static_cast<size_t>(r * seq + j)], 0.0f) << r << ", " << j;
+        }
         expect_close((in_place ? gdp : gds).download(), ds, testing::straight_line_bound(seq, 0.25 * 2.0), "dscores");
       }
     }
@@ -279,9 +284,9 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
                                 testing::straight_line_bound(vocab, 1.0) + testing::straight_line_bound(4, std::fabs(expected)),
                                 r)) << "loss";
   }
-  // dlogits = (p - onehot) x scale per element, p = exp(shifted) / sum: the exp's own bits
-  // may differ by an ulp or two between the devices' expf, the sum by its order: relative
-  // to each value (most are ~1e-6, far below any absolute bound that would fit the target's).
+  // dlogits = (p - onehot) x scale per element, p = exp(shifted) / sum: the same
+  // exp_branchless on both devices, the sum in another order: relative to each value (most
+  // are ~1e-6, far below any absolute bound that would fit the target's).
   const std::vector<float> got_dl = gl.download();
   for (size_t i = 0; i < dl.size(); ++i) {
     ASSERT_TRUE(testing::within(got_dl[i], dl[i], testing::straight_line_bound(vocab + 8, std::fabs(dl[i])) + 1e-30,
