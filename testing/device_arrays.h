@@ -74,6 +74,19 @@ class DeviceArray {
   T* data_ = nullptr;
 };
 
+// What a GPU output starts as in kernel tests: a value no kernel under test computes
+// (kUnwritten), so an element the kernel never writes fails the comparison; never the
+// CPU's answer, which would pass.
+inline constexpr float kUnwritten = -1234.5f;
+template <typename T>
+std::vector<T> unwritten(size_t n) {
+  return std::vector<T>(n, kernels::from_f32<T>(kUnwritten));
+}
+template <typename T>
+std::vector<T> unwritten_like(const std::vector<T>& v) {
+  return unwritten<T>(v.size());
+}
+
 // 16-bit storage types as their raw bits, for bit-for-bit comparisons.
 template <typename T>
 std::vector<uint16_t> raw_bits(const std::vector<T>& v) {

@@ -22,6 +22,8 @@ namespace zdp::kernels {
 namespace {
 
 using testing::DeviceArray;
+using testing::unwritten;
+using testing::unwritten_like;
 
 std::vector<float> random(size_t n, float scale, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -29,17 +31,6 @@ std::vector<float> random(size_t n, float scale, uint64_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
-}
-
-// What every GPU output starts as: a value no kernel computes here, so an element the
-// kernel never writes fails the comparison (never the CPU's answer, which would pass).
-template <typename T>
-std::vector<T> unwritten(size_t n) {
-  return std::vector<T>(n, from_f32<T>(-1234.5f));
-}
-template <typename T>
-std::vector<T> unwritten_like(const std::vector<T>& v) {
-  return unwritten<T>(v.size());
 }
 
 void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double allowed, const char* what) {

@@ -61,16 +61,12 @@ using zdp::testing::dtype_of;
 using zdp::testing::encode;
 using zdp::testing::GpuFixture;
 using zdp::testing::TestRandom;
+using zdp::testing::unwritten;
 using zdp::testing::within;
 
-constexpr float kSentinel = -1234.5f;
+constexpr float kSentinel = zdp::testing::kUnwritten;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-template <typename T>
-std::vector<T> unwritten(size_t n) {
-  return std::vector<T>(n, from_f32<T>(kSentinel));
-}
 
 // The same bits, or both NaN.
 template <typename T>
