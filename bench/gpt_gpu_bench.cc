@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   StatusOr<EngineOptions> eo = EngineOptions::from(config, 1);
   if (!eo.ok()) return fail("engine options", eo.status());
   eo->zero.overlap = false;
+  // No optimizer step is timed: every micro-batch of the run belongs to one step (the
+  // engine refuses more micro-batches than a step has), accumulating as training does.
+  eo->accum_steps = warmup + micro;
   Engine engine(ctx, *eo);
   StatusOr<std::unique_ptr<trainer::Ops>> ops = trainer::Ops::create(ctx.device(), config.model.dtype, false, config.model.attention);
   if (!ops.ok()) return fail("ops", ops.status());

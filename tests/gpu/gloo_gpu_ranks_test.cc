@@ -9,12 +9,18 @@
 // children could not use it), so the GPU is probed in a child (testing/gpu_probe.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "testing/engine_comparisons.h"
 #include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
 #include "testing/gpu_probe.h"
+#include "zdp/comm.h"
+#include "zdp/device.h"
 
 namespace zdp {
 namespace {
@@ -80,6 +86,52 @@ TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
   overlap.stats_every = 3;  // the host runs ahead of the GPU between reads
   overlap.steps = 8;
   expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
+}
+
+// Collectives issued on two streams run in issue order on every rank, whichever stream
+// reaches its collective first. Each rank holds up a different stream with a host task,
+// so rank 0's second collective is ready first and rank 1's first one is. Run where each
+// stream's host tasks can start them (CUDA may run all streams' callbacks on one thread),
+// each rank would block in a collective its peer has not started: a timeout, as the
+// engine's stage-3 gathers and evaluation's gather on the trainer's stream once did.
+TEST_F(GlooGpuRanks, CollectivesOnTwoStreamsRunInIssueOrder) {
+  auto results = testing::fork_ranks(2, [](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, create_cuda_device(0));
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> first, device->create_stream("first"));
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> second, device->create_stream("second"));
+    CommOptions options;
+    options.timeout = std::chrono::seconds(20);
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create_gloo_communicator(store, rank, k, *device, options));
+    constexpr int64_t kCount = 1000;
+    const size_t bytes = kCount * sizeof(float);
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer a, device->allocate(static_cast<int64_t>(bytes), MemCategory::kOther));
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer b, device->allocate(static_cast<int64_t>(bytes), MemCategory::kOther));
+    const std::vector<float> mine_a(kCount, static_cast<float>(rank + 1)), mine_b(kCount, 10.0f * (rank + 1));
+    ZDP_RETURN_IF_ERROR(device->memcpy(a.data(), mine_a.data(), bytes));
+    ZDP_RETURN_IF_ERROR(device->memcpy(b.data(), mine_b.data(), bytes));
+    Stream& held = rank == 0 ? *first : *second;
+    ZDP_RETURN_IF_ERROR(held.enqueue_host("hold", [] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return Status::Ok();
+    }));
+    ZDP_RETURN_IF_ERROR(comm->all_reduce(a.data(), a.data(), kCount, DType::kF32, ReduceOp::kSum, *first));
+    ZDP_RETURN_IF_ERROR(comm->all_reduce(b.data(), b.data(), kCount, DType::kF32, ReduceOp::kSum, *second));
+    ZDP_RETURN_IF_ERROR(first->synchronize(std::chrono::seconds(60)));
+    ZDP_RETURN_IF_ERROR(second->synchronize(std::chrono::seconds(60)));
+    std::vector<float> got_a(kCount), got_b(kCount);
+    ZDP_RETURN_IF_ERROR(device->memcpy(got_a.data(), a.data(), bytes));
+    ZDP_RETURN_IF_ERROR(device->memcpy(got_b.data(), b.data(), bytes));
+    for (int64_t i = 0; i < kCount; ++i) {
+      if (got_a[i] != 3.0f || got_b[i] != 30.0f) {
+        return Status(StatusCode::kInternal, "rank " + std::to_string(rank) + ": element " + std::to_string(i) +
+                                                 ": sums " + std::to_string(got_a[i]) + " and " +
+                                                 std::to_string(got_b[i]) + ", expected 3 and 30");
+      }
+    }
+    comm.reset();  // before the streams and the device it uses
+    return Status::Ok();
+  });
+  EXPECT_EQ(testing::describe_failures(results), "");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The Gloo communicator: CPU collectives over TCP, run as host tasks on a zdp stream.
-// CUDA buffers are staged through pinned host memory (copy in, collective, copy out, all
-// ordered on the caller's stream). Reduce-scatter is our ring (gloo_reduce_scatter.h).
+// CUDA buffers are staged through pinned host memory (copy in, collective, copy out) on
+// one stream of the communicator's own, in issue order, ordered after the caller's stream
+// by events (see launch()). Reduce-scatter is our ring (gloo_reduce_scatter.h).
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -97,13 +98,54 @@ class GlooCommunicator final : public Communicator {
 
  protected:
   Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
-    PerStream& ps = per_stream(stream);
-    if (device().kind() == DeviceKind::kCpu) {
+    if (device().kind() == DeviceKind::kCpu) {  // a CPU stream's host tasks run on its own thread
+      PerStream& ps = per_stream(stream);
       return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps)] {
         return run(desc, buffers.send, buffers.recv, buffers.shape.get(), ps);
       });
     }
-    // CUDA buffers: stage through pinned host memory, ordered on the caller's stream.
+    // CUDA buffers: every collective runs on this communicator's own stream, in issue
+    // order, after the caller's stream has reached the call (an event), and the caller's
+    // stream continues after it (another). CUDA may run the host callbacks of all streams
+    // on one thread, so collectives left on the callers' streams (the engine's comm stream,
+    // the trainer's compute stream) could start in another order on each rank: each rank
+    // then blocks inside one its peers start only later. Seen on an H200 at stage 3:
+    // evaluation's gather on the compute stream started on one rank before the prefetched
+    // parameter gathers on the comm stream, and both ranks timed out after 60 s.
+    std::lock_guard<std::mutex> issue(cuda_issue_mu_);
+    ZDP_RETURN_IF_ERROR(ensure_ordered_stream());
+    ZDP_RETURN_IF_ERROR(stream.record(*caller_reached_));
+    ZDP_RETURN_IF_ERROR(ordered_->wait(*caller_reached_));
+    ZDP_RETURN_IF_ERROR(stage_on_ordered_stream(desc, buffers, per_stream(*ordered_), *ordered_));
+    ZDP_RETURN_IF_ERROR(ordered_->record(*collective_done_));
+    return stream.wait(*collective_done_);
+  }
+
+ private:
+  // State that collectives of one stream reuse; they run one at a time on that stream.
+  struct PerStream {
+    std::unique_ptr<char[]> rs_scratch;
+    size_t rs_scratch_bytes = 0;
+    DeviceBuffer staging;  // CUDA builds: pinned host memory
+    int in_flight = 0;     // enqueued, not finished (guarded by streams_mu_)
+  };
+
+  // The stream every CUDA collective runs on, and the two events that order it after
+  // the caller's stream and the caller's after it; made at the first CUDA collective.
+  // Reusing the events is safe: each wait is enqueued right after its record, under
+  // cuda_issue_mu_, and a wait takes the record made before it.
+  Status ensure_ordered_stream() {
+    if (ordered_) return Status::Ok();
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Event> reached, device().create_event());
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Event> done, device().create_event());
+    ZDP_ASSIGN_OR_RETURN(ordered_, device().create_stream("gloo collectives", StreamPriority::kHigh));
+    caller_reached_ = std::move(reached);
+    collective_done_ = std::move(done);
+    return Status::Ok();
+  }
+
+  // Copy in, the collective as a host task, copy out: all on `stream` (the ordered one).
+  Status stage_on_ordered_stream(const CollectiveDesc& desc, Buffers buffers, PerStream& ps, Stream& stream) {
     const IoBytes io = io_bytes(desc, buffers.shape.get());
     ZDP_RETURN_IF_ERROR(ensure_staging(ps, stream, io.in + io.out));
     char* stage_in = ps.staging.as<char>();
@@ -132,15 +174,6 @@ class GlooCommunicator final : public Communicator {
     }
     return Status::Ok();
   }
-
- private:
-  // State that collectives of one stream reuse; they run one at a time on that stream.
-  struct PerStream {
-    std::unique_ptr<char[]> rs_scratch;
-    size_t rs_scratch_bytes = 0;
-    DeviceBuffer staging;  // CUDA builds: pinned host memory
-    int in_flight = 0;     // enqueued, not finished (guarded by streams_mu_)
-  };
 
   PerStream& per_stream(Stream& stream) {
     std::lock_guard<std::mutex> lock(streams_mu_);
@@ -305,6 +338,10 @@ class GlooCommunicator final : public Communicator {
   }
 
   std::shared_ptr<gloo::Context> context_;  // null for a world of 1
+  std::mutex cuda_issue_mu_;                  // one CUDA collective enqueued at a time
+  std::unique_ptr<Event> caller_reached_;     // CUDA: see ensure_ordered_stream()
+  std::unique_ptr<Event> collective_done_;
+  std::unique_ptr<Stream> ordered_;           // destroyed first; neither it nor the events wait
   std::mutex streams_mu_;
   std::condition_variable idle_;  // signalled when a collective finishes
   std::map<Stream*, PerStream> streams_;
