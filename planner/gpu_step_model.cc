@@ -122,19 +122,21 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double half_matmul = bh * T * T * hd;  // 2 T^2 hd / 2 per (sample, head)
   const double lse = 4 * bh * T;
   // A linear layer [N, in] -> [N, out]: forward, then backward's dx and dweight GEMMs (each
-  // the forward's FLOPs); the bias gradient rides on the dweight GEMM (BGRADB), the GELU
-  // on the fc layer's forward (GELU_AUX_BIAS: the pre-activation written too) and on fc
-  // proj's dx GEMM (DGELU_BGRAD: the pre-activation read), `aux` elements per token.
-  auto linear = [&](KernelRegion fwd, KernelRegion bwd, double in, double out, int64_t per_micro, double aux_fwd,
-                    double aux_bwd) {
+  // the forward's FLOPs), and with a bias its gradient (kernels/bias_grad.h: dy read once,
+  // db written). The GELU rides on the fc layer's forward (GELU_AUX_BIAS: the
+  // pre-activation written too, `aux_fwd` elements per token); its backward is a kernel of
+  // its own in fc proj's backward (below).
+  auto linear = [&](KernelRegion fwd, KernelRegion bwd, const char* name, double in, double out, int64_t per_micro,
+                    bool bias, double aux_fwd) {
     const double flops = 2 * N * in * out, bytes = e * (N * in + in * out + N * out);
     add(fwd, per_micro, flops, bytes + e * N * aux_fwd);
-    add(bwd, 2 * per_micro, flops, bytes + e * N * aux_bwd / 2);
+    add(bwd, 2 * per_micro, flops, bytes);
+    if (bias) add_as(bwd, std::string(name) + " bias grad", per_micro, 0, e * (N * out + out));
   };
 
   add(KernelRegion::kEmbeddingFwd, 1, 0, 4 * N + 3 * N * d * e);
   add(KernelRegion::kLayernormFwd, L + 1, 0, 2 * N * d * e + 8 * N);
-  linear(KernelRegion::kQkvFwd, KernelRegion::kQkvBwd, d, 3 * d, L, 0, 0);
+  linear(KernelRegion::kQkvFwd, KernelRegion::kQkvBwd, "qkv", d, 3 * d, L, true, 0);
   if (s.fused_attention) {
     add_at(KernelRegion::kFusedAttentionFwd, region_name(KernelRegion::kFusedAttentionFwd), L, 2 * half_matmul, e * 4 * N * d + lse, ComputeClass::kFusedAttention,
            eff.host_cudnn_s);
@@ -143,12 +145,17 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
     add(KernelRegion::kSoftmaxFwd, L, 0, 2 * scores * e);
     add(KernelRegion::kAttentionValuesFwd, L * loops, 2 * nb * T * T * hd, e * (nb * T * T + 2 * nb * T * hd), true);
   }
-  linear(KernelRegion::kProjFwd, KernelRegion::kProjBwd, d, d, L, 0, 0);
+  linear(KernelRegion::kProjFwd, KernelRegion::kProjBwd, "attn proj", d, d, L, true, 0);
   add(KernelRegion::kResidualLayernormFwd, L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
-  linear(KernelRegion::kFcFwd, KernelRegion::kFcBwd, d, 4 * d, L, 4 * d, 0);
-  linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, 4 * d, d, L, 0, 4 * d);
+  linear(KernelRegion::kFcFwd, KernelRegion::kFcBwd, "fc", d, 4 * d, L, false, 4 * d);  // its bias grad: below
+  linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, "fc proj", 4 * d, d, L, true, 0);
+  // In fc proj's backward (Ops::linear_backward_gelu): GELU's backward over fc's output
+  // (the pre-activation and the gradient read, the gradient written in place), then fc's
+  // bias gradient from it.
+  add_as(KernelRegion::kFcProjBwd, "gelu bwd", L, 0, 3 * e * N * 4 * d);
+  add_as(KernelRegion::kFcProjBwd, "fc bias grad", L, 0, e * (N * 4 * d + 4 * d));
   add(KernelRegion::kResidualAdd, L, 0, 3 * N * d * e);
-  linear(KernelRegion::kLmHeadFwd, KernelRegion::kLmHeadBwd, d, V, 1, 0, 0);
+  linear(KernelRegion::kLmHeadFwd, KernelRegion::kLmHeadBwd, "lm head", d, V, 1, false, 0);
   add(KernelRegion::kCrossEntropy, 1, 0, 2 * N * V * e);
   if (s.fused_attention) {
     add_at(KernelRegion::kFusedAttentionBwd, region_name(KernelRegion::kFusedAttentionBwd), L, 5 * half_matmul, e * 8 * N * d + lse + 2 * 4 * N * d, ComputeClass::kFusedAttention,

@@ -2,6 +2,7 @@
 // that engine code calling them compiles once for every build and fails with a clear message.
 #include "kernels/adamw.h"
 #include "kernels/attention_softmax.h"
+#include "kernels/bias_grad.h"
 #include "kernels/cast.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
@@ -28,6 +29,7 @@ Status adamw_update_cuda(const AdamWArgs&, cudaStream_t) { return unavailable("a
 Status sgd_update_cuda(const SgdArgs&, cudaStream_t) { return unavailable("sgd_update_cuda"); }
 Status cast_cuda(const CastArgs&, cudaStream_t) { return unavailable("cast_cuda"); }
 Status fold_cuda(const FoldArgs&, cudaStream_t) { return unavailable("fold_cuda"); }
+Status bias_grad_cuda(const BiasGradArgs&, cudaStream_t) { return unavailable("bias_grad_cuda"); }
 Status quantize_cuda(const QuantizeArgs&, cudaStream_t) { return unavailable("quantize_cuda"); }
 Status dequant_sum_cuda(const DequantSumArgs&, cudaStream_t) { return unavailable("dequant_sum_cuda"); }
 Status dequantize_cuda(const DequantizeArgs&, cudaStream_t) { return unavailable("dequantize_cuda"); }

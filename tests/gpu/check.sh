@@ -11,7 +11,8 @@
 #      (profile.kernels): tokens/s, MFU, the step's breakdown; then `dp-launch plan
 #      --from-profile` of that run: the planner's prediction against it region by region
 #      and the efficiencies it implies (logs/plan-from-profile.log);
-#   5. the AdamW and GEMM GPU benchmarks, gpt2-124m's forward + backward tokens/s and MFU
+#   5. the AdamW and GEMM GPU benchmarks, the bias gradients by cuBLASLt's epilogues against
+#      plain GEMMs + kernels/bias_grad.h (bias_grad_gpu_bench), gpt2-124m's forward + backward tokens/s and MFU
 #      next to the planner's per-kernel prediction (gpt_gpu_bench), with fused attention
 #      (cuDNN) and again with batched attention, and comm_bench's
 #      zdp-vs-raw NCCL table;
@@ -37,9 +38,9 @@ while (($#)); do
 done
 
 tests=(device_cuda_test convert_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
-       fused_attention_gpu_test small_kernels_gpu_test
+       fused_attention_gpu_test small_kernels_gpu_test bias_grad_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
-programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench comm_bench)
+programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench)
 runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
 budget_s=420  # no new step starts after 7 minutes: the whole stays under 8
 start=$SECONDS
@@ -188,7 +189,7 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench; do
+  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -296,6 +297,7 @@ nccl_figure() {
 }
 bench adamw_gpu_bench 120 --params 256M
 bench gemm_gpu_bench 120
+bench bias_grad_gpu_bench 60
 bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
 # The same model with attention as strided-batched GEMMs (the fallback), beside the fused
 # path above: their tokens/s ratio is what cuDNN's fused attention brings.

@@ -15,6 +15,7 @@ namespace zdp::launcher {
 namespace {
 
 using testing::halves;
+using trainer::KernelRegion;
 // 1 TFLOP/s and 1 GB/s (round_gpu.h), efficiencies 1/2.
 GpuSpec round_gpu() { return testing::round_gpu(1e9); }
 
@@ -70,11 +71,25 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   EXPECT_EQ(row(p, "residual add + layernorm fwd").calls, 3);
   EXPECT_DOUBLE_EQ(row(p, "residual add + layernorm fwd").bytes, 320);
   // The fc forward writes the pre-activation too (GELU_AUX_BIAS): 2 (N d + 4 d^2 + 2 x 4 N d)
-  // = 2 (32 + 64 + 256) = 704 bytes; fc proj's two backward GEMMs read it once between them.
+  // = 2 (32 + 64 + 256) = 704 bytes; fc proj's two backward GEMMs are plain ones.
   EXPECT_DOUBLE_EQ(row(p, "fc linear (+gelu) fwd").bytes, 704);
-  EXPECT_DOUBLE_EQ(row(p, "fc proj linear bwd (dx, dW)").bytes, 2 * (128 + 64 + 32) + 2 * 8 * 16 / 2);
+  EXPECT_DOUBLE_EQ(row(p, "fc proj linear bwd (dx, dW)").bytes, 2 * (128 + 64 + 32));
+  // Then GELU's backward reads the pre-activation and the gradient and writes the gradient
+  // (3 x 2 x N 4d = 768 bytes), and fc's bias gradient reads it and writes 4d: 2 (128 + 16).
+  EXPECT_DOUBLE_EQ(row(p, "gelu bwd").bytes, 768);
+  EXPECT_EQ(row(p, "gelu bwd").region, KernelRegion::kFcProjBwd);
+  EXPECT_DOUBLE_EQ(row(p, "fc bias grad").bytes, 288);
+  // A bias gradient per biased layer and micro-batch: qkv's reads dy (N x 3d) and writes
+  // 3d: 2 (96 + 12) = 216 bytes at 0.5 GB/s = 432 ns each.
+  const KernelCost& qkv_bias = row(p, "qkv bias grad");
+  EXPECT_EQ(qkv_bias.calls, 3);
+  EXPECT_DOUBLE_EQ(qkv_bias.bytes, 216);
+  EXPECT_DOUBLE_EQ(qkv_bias.time_s, 3 * 432e-9);
+  EXPECT_EQ(qkv_bias.region, KernelRegion::kQkvBwd);
+  EXPECT_DOUBLE_EQ(row(p, "fc proj bias grad").bytes, 2 * (32 + 4));
   // The LM head's backward is two GEMMs per micro-batch; no GELU or bias-gradient kernels.
   EXPECT_EQ(row(p, "lm head bwd (dx, dW)").calls, 6);
+  for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("lm head bias"), std::string::npos) << k.name;
   for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("gelu fwd"), std::string::npos) << k.name;
   // AdamW once: psi (3 x 8 + 4 + 2) = 30,000 bytes -> 60 us.
   const KernelCost& adam = row(p, "adamw (once per step)");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "kernels/bias_grad.h"
 #include "zdp/log.h"
 
 namespace zdp::trainer {
@@ -213,24 +214,20 @@ Status Ops::linear_backward(const void* x, const void* w, const void* dy, void* 
     g.beta = dx_mode == kernels::OutputMode::kAccumulate ? 1.0f : 0.0f;
     ZDP_RETURN_IF_ERROR(gemm(g));
   }
-  if (dw != nullptr && db != nullptr && on_gpu()) {  // the weight gradient GEMM sums db too (BGRADB)
-    GemmArgs g;
-    g.b.trans = Transpose::kYes;
-    g.m = in, g.n = out, g.k = rows;
-    g.a.data = x, g.a.ld = in;
-    g.b.data = dy, g.b.ld = out;
-    g.c.data = dw, g.c.ld = in;
-    g.epilogue = Epilogue::kBgradB;
-    g.dbias = db;
-    ZDP_ASSIGN_OR_RETURN(const bool fused, try_fused(g));
-    if (fused) return Status::Ok();
-  }
   if (dw != nullptr) ZDP_RETURN_IF_ERROR(weight_grad(x, dy, dw, dtype_, rows, in, out));
   if (db == nullptr) return Status::Ok();
   return bias_grad(dy, db, rows, out);
 }
 
 Status Ops::bias_grad(const void* dy, void* db, int64_t rows, int64_t out) {
+  if (on_gpu()) {  // kernels/bias_grad.h says why not a GEMM (nor cuBLASLt's bias-gradient epilogues)
+    kernels::BiasGradArgs a{rows, out, dtype_, dy, db, nullptr};
+    const int64_t floats = kernels::bias_grad_partials_floats(rows, out);
+    if (floats > 0) {
+      ZDP_ASSIGN_OR_RETURN(a.partials, scratch(floats));
+    }
+    return kernels::bias_grad_cuda(a, cuda_stream());
+  }
   ZDP_ASSIGN_OR_RETURN(const void* one, ones(rows));
   GemmArgs g;  // db (out x 1) = dy^T (out x rows) * ones (rows x 1)
   g.m = out, g.n = 1, g.k = rows;
@@ -277,18 +274,6 @@ Status Ops::linear_gelu(const void* x, const void* w, const void* b, void* pre, 
 
 Status Ops::linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre,
                                  void* dpre_bias, void* dw, void* db, int64_t rows, int64_t in, int64_t out) {
-  if (on_gpu() && in % 8 == 0) {
-    GemmArgs g;  // dpre^T (in x rows) = (W^T-as-stored (in x out) * dy^T (out x rows)) * gelu'(pre^T)
-    g.m = in, g.n = rows, g.k = out;
-    g.a.data = w, g.a.ld = in;
-    g.b.data = dy, g.b.ld = out;
-    g.c.data = dpre, g.c.ld = in;
-    g.epilogue = Epilogue::kDGeluBgrad;
-    g.aux = const_cast<void*>(pre), g.aux_ld = in;  // read only (kDGeluBgrad)
-    g.dbias = dpre_bias;
-    ZDP_ASSIGN_OR_RETURN(const bool fused, try_fused(g));
-    if (fused) return linear_backward(x, w, dy, nullptr, kernels::OutputMode::kOverwrite, dw, db, rows, in, out);
-  }
   ZDP_RETURN_IF_ERROR(linear_backward(x, w, dy, dpre, kernels::OutputMode::kOverwrite, dw, db, rows, in, out));
   ZDP_RETURN_IF_ERROR(gelu_backward(pre, dpre, dpre, rows * in));
   return bias_grad(dpre, dpre_bias, rows, in);

@@ -85,8 +85,8 @@ class Ops {
   Status linear_gelu(const void* x, const void* w, const void* b, void* pre, void* y, int64_t rows, int64_t in, int64_t out);
   // Backward of linear(x = gelu(pre)): dw, db as linear_backward; dpre[rows, in] = (dy w) *
   // gelu'(pre) (overwritten) and dpre_bias[in] = its column sums, the gradient of the bias
-  // of the layer that produced pre. On GPUs the dx GEMM carries DGELU_BGRAD and the weight
-  // gradient BGRADB: no GELU kernel and no GEMV against ones.
+  // of the layer that produced pre: the GEMMs, GELU's backward, then bias_grad (on GPUs not
+  // cuBLASLt's DGELU_BGRAD and BGRADB epilogues: kernels/bias_grad.h says why).
   Status linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre, void* dpre_bias,
                               void* dw, void* db, int64_t rows, int64_t in, int64_t out);
   // dw[out, in] = dy^T x alone, stored as `dw_dtype` (fp32 or the compute dtype): the tied
@@ -125,9 +125,10 @@ class Ops {
   StatusOr<std::string> fused_refusal(const kernels::FusedAttentionShape& s);
   cudaStream_t cuda_stream() { return stream_ ? static_cast<cudaStream_t>(stream_->native_handle()) : nullptr; }
   Status gemm_to(kernels::GemmArgs args, DType c_dtype);
-  // A column of `rows` ones in the compute dtype: db = dy^T ones is a GEMM too.
+  // A column of `rows` ones in the compute dtype: on the CPU db = dy^T ones is a GEMM too.
   StatusOr<const void*> ones(int64_t rows);
-  // db[out] = the column sums of dy[rows, out], as that GEMM.
+  // db[out] = the column sums of dy[rows, out]: kernels/bias_grad.h on GPUs, that GEMM on
+  // the CPU (OpenBLAS's threads).
   Status bias_grad(const void* dy, void* db, int64_t rows, int64_t out);
   // Runs a GEMM with a fused epilogue on the GPU: true when done, false when cuBLASLt has
   // no algorithm for it (remembered per epilogue and shape; the caller then runs the
