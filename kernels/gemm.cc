@@ -18,6 +18,7 @@ const char* to_string(Epilogue e) {
     case Epilogue::kBiasGeluAux: return "bias+gelu+aux";
     case Epilogue::kDGeluBgrad: return "dgelu+bgrad";
     case Epilogue::kBgradB: return "bgradb";
+    case Epilogue::kDGelu: return "dgelu";
   }
   return "?";
 }
@@ -59,7 +60,8 @@ Status check_gemm_args(const GemmArgs& g) {
   const bool wants_bias =
       g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kBiasGeluAux;
   if (wants_bias && g.m > 0 && !g.bias) return invalid("the epilogue needs a bias (m elements)");
-  const bool wants_aux = g.epilogue == Epilogue::kBiasGeluAux || g.epilogue == Epilogue::kDGeluBgrad;
+  const bool wants_aux = g.epilogue == Epilogue::kBiasGeluAux || g.epilogue == Epilogue::kDGeluBgrad ||
+                         g.epilogue == Epilogue::kDGelu;
   if (wants_aux && g.m > 0 && g.n > 0) {
     if (!g.aux) return invalid("the epilogue needs aux (the m x n pre-activation)");
     if (g.aux_ld < g.m || g.aux_ld % 8 != 0) {

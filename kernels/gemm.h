@@ -31,8 +31,9 @@ enum class Transpose : uint8_t { kNo = 0, kYes };
 //    elements) = the row sums of that C (over the n columns): the gradient of the layer
 //    whose output went through the GELU, and of its bias, in one GEMM;
 //  kBgradB: C = AB and dbias (n elements) = the column sums of op(B) (over k): a linear
-//    layer's bias gradient next to its weight gradient.
-enum class Epilogue : uint8_t { kNone = 0, kBias, kGelu, kBiasGelu, kBiasGeluAux, kDGeluBgrad, kBgradB };
+//    layer's bias gradient next to its weight gradient;
+//  kDGelu: C = AB * gelu'(aux), kDGeluBgrad without the bias gradient.
+enum class Epilogue : uint8_t { kNone = 0, kBias, kGelu, kBiasGelu, kBiasGeluAux, kDGeluBgrad, kBgradB, kDGelu };
 // How fp32 inputs are multiplied on the GPU (the CPU is always IEEE fp32).
 enum class Fp32Math : uint8_t { kIeee = 0, kTf32 };
 
@@ -61,7 +62,7 @@ struct GemmArgs {
   DType c_dtype = DType::kF32;   // fp32, or ab_dtype
   Epilogue epilogue = Epilogue::kNone;
   const void* bias = nullptr;  // m elements of c_dtype, for kBias, kBiasGelu, kBiasGeluAux
-  // kBiasGeluAux (written) and kDGeluBgrad (read): m x n of c_dtype, leading dimension
+  // kBiasGeluAux (written), kDGeluBgrad and kDGelu (read): m x n of c_dtype, leading dimension
   // aux_ld (cuBLASLt: a multiple of 8, >= m).
   void* aux = nullptr;
   int64_t aux_ld = 0;

@@ -67,6 +67,7 @@ class OpenBlasGemm final : public Gemm {
     switch (g.epilogue) {
       case Epilogue::kBiasGeluAux: return bias_gelu_aux(g, c, m, n, ldc);
       case Epilogue::kDGeluBgrad: return dgelu_bgrad(g, c, m, n, ldc);
+      case Epilogue::kDGelu: return dgelu(g, c, m, n, ldc);
       case Epilogue::kBgradB: return bgrad_b(g, n, k);
       default: apply_epilogue(c, m, n, ldc, g.epilogue, static_cast<const float*>(g.bias));
     }
@@ -86,14 +87,19 @@ class OpenBlasGemm final : public Gemm {
     }
   }
 
-  // C = C * gelu'(aux); dbias = the row sums of the new C, columns added in order.
-  static void dgelu_bgrad(const GemmArgs& g, float* c, int m, int n, int ldc) {
+  // C = C * gelu'(aux).
+  static void dgelu(const GemmArgs& g, float* c, int m, int n, int ldc) {
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
     for (int j = 0; j < n; ++j) {
       float* col = c + static_cast<int64_t>(j) * ldc;
       const float* aux = static_cast<const float*>(g.aux) + static_cast<int64_t>(j) * g.aux_ld;
       for (int i = 0; i < m; ++i) col[i] = col[i] * gelu_tanh_grad(aux[i]);
     }
+  }
+
+  // C = C * gelu'(aux); dbias = the row sums of the new C, columns added in order.
+  static void dgelu_bgrad(const GemmArgs& g, float* c, int m, int n, int ldc) {
+    dgelu(g, c, m, n, ldc);
     float* db = static_cast<float*>(g.dbias);
     for (int i = 0; i < m; ++i) db[i] = 0.0f;
     for (int j = 0; j < n; ++j) {

@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kColLanes * kBiasGradLanes) bias_grad_partial_
   float acc[8] = {};
   if (c0 < a.cols) {
     float v[8];
+#pragma unroll 4  // several rows' loads in flight; the adds stay in row order
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kBiasGradLanes) {
       cuda::load_n<N>(dy + r * a.cols + c0, v);
 #pragma unroll
@@ -53,6 +54,7 @@ __global__ void bias_grad_final_kernel(BiasGradArgs a, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.cols) return;
   float s = a.partials[c];
+#pragma unroll 8  // the loads in flight together; the adds stay in chunk order
   for (int64_t k = 1; k < chunks; ++k) s += a.partials[k * a.cols + c];
   static_cast<T*>(a.db)[c] = from_f32<T>(s);
 }

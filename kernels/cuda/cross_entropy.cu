@@ -1,6 +1,5 @@
 // Fused softmax cross-entropy on the GPU: one block per row (vocabularies of 50k), the
-// logits' gradient written once, over the logits; 16-byte loads where the rows allow, and
-// the row kept in shared memory where it fits (GPT-2's 50k bf16 logits: 100 KB).
+// logits' gradient written once, over the logits; 16-byte loads where the rows allow.
 // Targets are not range-checked on the device (the CPU twin does, and the trainer checks
 // tokens on the host when it reads them).
 #include "kernels/cross_entropy.h"
@@ -49,62 +48,6 @@ __global__ void __launch_bounds__(kRowBlock) cross_entropy_kernel(CrossEntropyAr
   }
 }
 
-// The vector path with the row kept in shared memory: the logits are read from device
-// memory once instead of three times (max, sum, gradient), the same arithmetic in the
-// same order as cross_entropy_kernel<T, 8> (its values are its bits). On an H200 that
-// kernel moved 1.2 TB/s over its three reads and one write of GPT-2's 16k x 50k logits
-// (stop 26's check: 2.7 ms a call, 3.4x the step model's time).
-template <typename T>
-__global__ void __launch_bounds__(kRowBlock) cross_entropy_row_in_shared_kernel(CrossEntropyArgs a) {
-  extern __shared__ __align__(16) unsigned char row_bytes[];
-  __shared__ float shared[32];
-  T* row = reinterpret_cast<T*>(row_bytes);
-  const int64_t r = blockIdx.x;
-  const T* l = static_cast<const T*>(a.logits) + r * a.vocab;
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * 8, step = static_cast<int64_t>(blockDim.x) * 8;
-  float v[8];
-  float m = -3.0e38f;
-#pragma unroll 4
-  for (int64_t j = first; j < a.vocab; j += step) {
-    cuda::load_n<8>(l + j, v);
-    cuda::store_n<8>(row + j, v);  // exact: each value came from a T
-#pragma unroll
-    for (int k = 0; k < 8; ++k) m = fmaxf(m, v[k]);
-  }
-  m = cuda::block_reduce<true>(m, shared);  // its barriers also make the row visible to all
-  float sum = 0.0f;
-  for (int64_t j = first; j < a.vocab; j += step) {
-    cuda::load_n<8>(row + j, v);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) sum += exp_branchless(v[k] - m);
-  }
-  sum = cuda::block_reduce<false>(sum, shared);
-  const int32_t target = a.targets[r];
-  if (threadIdx.x == 0) a.losses[r] = logf(sum) + m - to_f32(row[target]);
-  if (a.dlogits == nullptr) return;
-  const float inv = 1.0f / sum;
-  T* d = static_cast<T*>(a.dlogits) + r * a.vocab;
-  for (int64_t j = first; j < a.vocab; j += step) {
-    cuda::load_n<8>(row + j, v);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = cross_entropy_dlogit(v[k], m, inv, j + k == target, a.grad_scale);
-    cuda::store_n<8>(d + j, v);
-  }
-}
-
-// Whether a row of `bytes` fits the shared memory one block may opt in to on the current
-// device (then raised for the kernel), with room for the reduction's 128 bytes.
-template <typename T>
-StatusOr<bool> row_fits_in_shared(int64_t bytes) {
-  int device = 0, optin = 0;
-  ZDP_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  ZDP_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes + 128 > optin) return false;
-  ZDP_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(cross_entropy_row_in_shared_kernel<T>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  return true;
-}
-
 }  // namespace
 
 Status cross_entropy_cuda(const CrossEntropyArgs& a, cudaStream_t stream) {
@@ -114,18 +57,8 @@ Status cross_entropy_cuda(const CrossEntropyArgs& a, cudaStream_t stream) {
   const bool vec = a.vocab % 8 == 0 && cuda::aligned16(a.logits) && (a.dlogits == nullptr || cuda::aligned16(a.dlogits));
   return dispatch_float(a.dtype, "cross_entropy", [&](auto t) {
     using T = decltype(t);
-    const int64_t row_bytes = a.vocab * static_cast<int64_t>(sizeof(T));
-    bool in_shared = false;
-    if (vec) {
-      ZDP_ASSIGN_OR_RETURN(in_shared, row_fits_in_shared<T>(row_bytes));
-    }
-    if (in_shared) {
-      cross_entropy_row_in_shared_kernel<T><<<static_cast<unsigned>(a.rows), kRowBlock, static_cast<size_t>(row_bytes), stream>>>(a);
-    } else if (vec) {
-      cross_entropy_kernel<T, 8><<<static_cast<unsigned>(a.rows), kRowBlock, 0, stream>>>(a);
-    } else {
-      cross_entropy_kernel<T, 1><<<static_cast<unsigned>(a.rows), kRowBlock, 0, stream>>>(a);
-    }
+    if (vec) cross_entropy_kernel<T, 8><<<static_cast<unsigned>(a.rows), kRowBlock, 0, stream>>>(a);
+    else cross_entropy_kernel<T, 1><<<static_cast<unsigned>(a.rows), kRowBlock, 0, stream>>>(a);
     return cuda::check_launch("cross_entropy_cuda");
   });
 }

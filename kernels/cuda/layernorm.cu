@@ -124,39 +124,26 @@ bool vector_rows(int64_t cols, const Ptrs*... ptrs) {
   return cols % 8 == 0 && cuda::aligned16(ptrs...);
 }
 
-// Each thread sums N columns over its chunk's rows in row order (the order of the CPU
-// twin, column by column). N = 8 (16-byte loads, one warp per block) where the rows allow,
-// the row loop unrolled so that several rows' loads are in flight at once: with scalar
-// loads only, LayerNorm's backward (dx and these) moved 1.3 TB/s on an H200 (stop 26).
-template <typename T, int N>
+template <typename T>
 __global__ void layernorm_dparams_partial_kernel(LayerNormBackwardArgs a, int64_t chunk, int64_t chunks) {
-  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.cols) return;
   const int64_t k = blockIdx.y;
   const int64_t r1 = min(a.rows, (k + 1) * chunk);
   const T* dy = static_cast<const T*>(a.dy);
   const T* x = static_cast<const T*>(a.x);
-  float sw[8] = {}, sb[8] = {}, g[8], xv[8];
-#pragma unroll 8
+  float sw = 0.0f, sb = 0.0f;
   for (int64_t r = k * chunk; r < r1; ++r) {
-    cuda::load_n<N>(dy + r * a.cols + c, g);
-    cuda::load_n<N>(x + r * a.cols + c, xv);
-    const float mean = a.mean[r], rstd = a.rstd[r];
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      sb[i] += g[i];
-      sw[i] += g[i] * layernorm_xhat(xv[i], mean, rstd);
-    }
+    const float g = to_f32(dy[r * a.cols + c]);
+    sb += g;
+    sw += g * layernorm_xhat(to_f32(x[r * a.cols + c]), a.mean[r], a.rstd[r]);
   }
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if (chunks == 1) {
-      static_cast<T*>(a.dweight)[c + i] = from_f32<T>(sw[i]);
-      static_cast<T*>(a.dbias)[c + i] = from_f32<T>(sb[i]);
-    } else {
-      a.partials[k * a.cols + c + i] = sw[i];
-      a.partials[(chunks + k) * a.cols + c + i] = sb[i];
-    }
+  if (chunks == 1) {
+    static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
+    static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
+  } else {
+    a.partials[k * a.cols + c] = sw;
+    a.partials[(chunks + k) * a.cols + c] = sb;
   }
 }
 
@@ -200,14 +187,8 @@ Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stre
     }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
     const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
-    if (a.cols % 8 == 0 && cuda::aligned16(a.dy, a.x)) {
-      constexpr unsigned kWarp = 32;
-      const dim3 grid(static_cast<unsigned>((a.cols / 8 + kWarp - 1) / kWarp), static_cast<unsigned>(chunks));
-      layernorm_dparams_partial_kernel<T, 8><<<grid, kWarp, 0, stream>>>(a, chunk, chunks);
-    } else {
-      const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));
-      layernorm_dparams_partial_kernel<T, 1><<<grid, cuda::kBlock, 0, stream>>>(a, chunk, chunks);
-    }
+    const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));
+    layernorm_dparams_partial_kernel<T><<<grid, cuda::kBlock, 0, stream>>>(a, chunk, chunks);
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dweight, dbias partials)"));
     if (chunks == 1) return Status::Ok();
     layernorm_dparams_final_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a, chunks);

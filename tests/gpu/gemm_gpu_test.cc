@@ -128,7 +128,7 @@ TEST_F(GemmGpu, TransformerShape) {
   gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 3072, 256, 768, Epilogue::kBiasGelu);
 }
 
-// The training epilogues (GELU_AUX_BIAS, DGELU_BGRAD, BGRADB) against their CPU twin
+// The training epilogues (GELU_AUX_BIAS, DGELU_BGRAD, DGELU, BGRADB) against their CPU twin
 // (kernels/gemm_cpu.cc, itself checked against float64 in gemm_cpu_test) on the same
 // inputs, in T (bf16 or fp32, A/B and C alike). Allowances: the GEMM's (k + 3) roundings
 // a side as above; cuBLASLt does not document how it evaluates GELU and its derivative:
@@ -152,7 +152,7 @@ void training_epilogues_match_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd) {
   const double u = zdp::testing::kUnitRoundoffF32;
   const double gemm_err = 2 * (k + 3) * u * k;  // |entries| <= 1: |AB| <= k
   DeviceArray<T> da(*gpu.device, a), db(*gpu.device, b), dbias(*gpu.device, bias), dpre(*gpu.device, pre);
-  for (const Epilogue e : {Epilogue::kBiasGeluAux, Epilogue::kDGeluBgrad, Epilogue::kBgradB}) {
+  for (const Epilogue e : {Epilogue::kBiasGeluAux, Epilogue::kDGeluBgrad, Epilogue::kDGelu, Epilogue::kBgradB}) {
     GemmArgs g;
     g.m = m, g.n = n, g.k = k, g.a.ld = m, g.b.ld = k, g.c.ld = m, g.epilogue = e, g.aux_ld = m;
     if (e == Epilogue::kBgradB) g.b.trans = Transpose::kYes, g.b.ld = n;  // the weight gradient's layout (ops.cc)
@@ -179,12 +179,12 @@ void training_epilogues_match_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd) {
         ASSERT_TRUE(zdp::testing::within(to_f32(c[i]), c32[i], zdp::testing::allowed_error(allowed, c32[i], dt),
                                          static_cast<int64_t>(i))) << "gelu " << describe(g);
       }
-    } else if (e == Epilogue::kDGeluBgrad) {
+    } else if (e == Epilogue::kDGeluBgrad || e == Epilogue::kDGelu) {
       for (size_t i = 0; i < c32.size(); ++i) {
         ASSERT_TRUE(zdp::testing::within(to_f32(c[i]), c32[i], zdp::testing::allowed_error(elem, c32[i], dt),
                                          static_cast<int64_t>(i))) << "dgelu " << describe(g);
       }
-      for (int64_t i = 0; i < m; ++i) {
+      for (int64_t i = 0; e == Epilogue::kDGeluBgrad && i < m; ++i) {
         double mag = 0;
         for (int64_t j = 0; j < n; ++j) mag += std::fabs(c32[static_cast<size_t>(i + j * m)]);
         const double allowed = n * elem + 2 * zdp::testing::straight_line_bound(static_cast<int>(n), mag);

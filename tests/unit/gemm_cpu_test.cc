@@ -231,6 +231,12 @@ TEST(GemmCpu, TrainingEpilogues) {
     const double allowed = n * (1.13 * err + u) + 16 * u * mag + zdp::testing::straight_line_bound(static_cast<int>(n), mag);
     ASSERT_TRUE(zdp::testing::within(db[static_cast<size_t>(i)], sum, allowed, i));
   }
+  // kDGelu: the same C, and no bias gradient written.
+  const std::vector<float> c_dgelu_bgrad = c, db_before = db;
+  g.epilogue = Epilogue::kDGelu, g.dbias = nullptr;
+  ASSERT_TRUE(gemm->run(g, nullptr).ok());
+  EXPECT_EQ(c, c_dgelu_bgrad);
+  EXPECT_EQ(db, db_before);
 
   for (const Transpose tb : {Transpose::kNo, Transpose::kYes}) {
     GemmArgs w;  // dbias[j] = sum over l of op(B)(l, j)

@@ -274,9 +274,56 @@ Status Ops::linear_gelu(const void* x, const void* w, const void* b, void* pre, 
 
 Status Ops::linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre,
                                  void* dpre_bias, void* dw, void* db, int64_t rows, int64_t in, int64_t out) {
-  ZDP_RETURN_IF_ERROR(linear_backward(x, w, dy, dpre, kernels::OutputMode::kOverwrite, dw, db, rows, in, out));
-  ZDP_RETURN_IF_ERROR(gelu_backward(pre, dpre, dpre, rows * in));
+  ZDP_RETURN_IF_ERROR(input_grad_through_gelu(w, dy, pre, dpre, rows, in, out));
+  ZDP_RETURN_IF_ERROR(linear_backward(x, w, dy, nullptr, kernels::OutputMode::kOverwrite, dw, db, rows, in, out));
   return bias_grad(dpre, dpre_bias, rows, in);
+}
+
+Status Ops::input_grad_through_gelu(const void* w, const void* dy, const void* pre, void* dpre, int64_t rows,
+                                    int64_t in, int64_t out) {
+  GemmArgs g;  // dpre^T (in x rows) = W^T-as-stored (in x out) * dy^T (out x rows), then * gelu'(pre^T)
+  g.m = in, g.n = rows, g.k = out;
+  g.a.data = w, g.a.ld = in;
+  g.b.data = dy, g.b.ld = out;
+  g.c.data = dpre, g.c.ld = in;
+  auto separate = [&]() -> Status {
+    ZDP_RETURN_IF_ERROR(gemm(g));
+    return gelu_backward(pre, dpre, dpre, rows * in);
+  };
+  GemmArgs f = g;
+  f.epilogue = Epilogue::kDGelu;
+  f.aux = const_cast<void*>(pre), f.aux_ld = in;  // read only (kDGelu)
+  auto fused = [&]() { return gemm(f); };
+  if (!on_gpu() || deterministic_ || in % 8 != 0) return separate();
+  const auto key = std::make_tuple(rows, in, out);
+  auto known = dgelu_fused_.find(key);
+  if (known == dgelu_fused_.end()) {
+    // First use of the shape: both ways write dpre from the same inputs, so each can run
+    // a few times and the faster one stays (a step's result does not depend on which).
+    ZDP_ASSIGN_OR_RETURN(const bool available, try_fused(f));  // also makes its plan
+    bool use_fused = false;
+    if (available) {
+      ZDP_RETURN_IF_ERROR(separate());  // makes the plain GEMM's plan
+      ZDP_ASSIGN_OR_RETURN(const double t_separate, seconds_per_run(separate));
+      ZDP_ASSIGN_OR_RETURN(const double t_fused, seconds_per_run(fused));
+      use_fused = t_fused < t_separate;
+      ZDP_LOG(kInfo) << "GELU backward at " << rows << " x " << in << " (from " << out << "): "
+                     << (use_fused ? "cuBLASLt's DGELU epilogue" : "the GEMM, then GELU's kernel") << " ("
+                     << t_fused * 1e3 << " ms fused, " << t_separate * 1e3 << " ms separate, timed at first use)";
+    }
+    known = dgelu_fused_.emplace(key, use_fused).first;
+  }
+  return known->second ? fused() : separate();
+}
+
+StatusOr<double> Ops::seconds_per_run(const std::function<Status()>& run) {
+  if (stream_ == nullptr) return Status(StatusCode::kInternal, "Ops: timing without a stream (set_stream first)");
+  constexpr int kRuns = 5;
+  ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRuns; ++i) ZDP_RETURN_IF_ERROR(run());
+  ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRuns;
 }
 
 Status Ops::add(const void* a, const void* b, void* out, int64_t count) { ZDP_OPS_DISPATCH(add, (kernels::AddArgs{count, dtype_, a, b, out})); }

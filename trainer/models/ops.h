@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -85,8 +86,10 @@ class Ops {
   Status linear_gelu(const void* x, const void* w, const void* b, void* pre, void* y, int64_t rows, int64_t in, int64_t out);
   // Backward of linear(x = gelu(pre)): dw, db as linear_backward; dpre[rows, in] = (dy w) *
   // gelu'(pre) (overwritten) and dpre_bias[in] = its column sums, the gradient of the bias
-  // of the layer that produced pre: the GEMMs, GELU's backward, then bias_grad (on GPUs not
-  // cuBLASLt's DGELU_BGRAD and BGRADB epilogues: kernels/bias_grad.h says why).
+  // of the layer that produced pre: the GEMMs, GELU's backward (on GPUs cuBLASLt's DGELU
+  // epilogue where it ran faster at the shape's first use, outside deterministic mode),
+  // then bias_grad (not cuBLASLt's DGELU_BGRAD and BGRADB epilogues: kernels/bias_grad.h
+  // says why).
   Status linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre, void* dpre_bias,
                               void* dw, void* db, int64_t rows, int64_t in, int64_t out);
   // dw[out, in] = dy^T x alone, stored as `dw_dtype` (fp32 or the compute dtype): the tied
@@ -134,6 +137,11 @@ class Ops {
   // no algorithm for it (remembered per epilogue and shape; the caller then runs the
   // unfused ops).
   StatusOr<bool> try_fused(const kernels::GemmArgs& g);
+  // dpre = (dy w) * gelu'(pre), the way linear_backward_gelu says (decided per shape).
+  Status input_grad_through_gelu(const void* w, const void* dy, const void* pre, void* dpre, int64_t rows, int64_t in,
+                                 int64_t out);
+  // The mean wall time of `run` over a few runs on the stream, from an idle stream.
+  StatusOr<double> seconds_per_run(const std::function<Status()>& run);
   // `floats` fp32 scratch, grown on demand and kept (the sizes repeat every micro-batch).
   StatusOr<float*> scratch(int64_t floats);
   // Frees `old` once the work queued on the stream is done (it may still read it).
@@ -148,6 +156,7 @@ class Ops {
   DeviceBuffer ones_;
   int64_t ones_rows_ = 0;
   std::set<std::tuple<int, int64_t, int64_t, int64_t>> unfused_;  // (epilogue, m, n, k) cuBLASLt has no plan for
+  std::map<std::tuple<int64_t, int64_t, int64_t>, bool> dgelu_fused_;  // (rows, in, out): DGELU epilogue faster
   DeviceBuffer scratch_;
   int64_t scratch_floats_ = 0;
   std::unique_ptr<UploadRing> uploads_;  // GPUs: made by the first upload

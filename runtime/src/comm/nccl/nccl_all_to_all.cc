@@ -19,9 +19,7 @@ ncclResult_t enqueue_all_to_all(ncclComm_t comm, int rank, int world_size, const
   auto send_at = [&](int q) { return send + (shared ? 0 : static_cast<size_t>(q) * bytes); };
   char* recv = static_cast<char*>(recv_buffer);
   // No peer chunk to move (a world of 1, or a shape with every peer's count 0): no NCCL
-  // call at all, as an empty group has nothing to do. The one all-to-all whose only NCCL
-  // calls were an empty group (nccl_comm_test's world of 1, NCCL 2.28 on an H200) died
-  // of a segfault.
+  // call at all, as an empty group has nothing to do.
   bool any_peer = false;
   for (int peer = 0; peer < world_size; ++peer) any_peer = any_peer || (peer != rank && count_of(peer) > 0);
   if (!any_peer) return ncclSuccess;
