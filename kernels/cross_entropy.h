@@ -22,8 +22,12 @@ struct CrossEntropyArgs {
   float grad_scale = 1.0f;
 };
 
+// From the exponential e = exp_branchless(logit - row_max) the sum was made of.
+ZDP_HD float cross_entropy_dlogit_from_exp(float e, float inv_sum, bool is_target, float grad_scale) {
+  return grad_scale * (e * inv_sum - (is_target ? 1.0f : 0.0f));
+}
 ZDP_HD float cross_entropy_dlogit(float logit, float row_max, float inv_sum, bool is_target, float grad_scale) {
-  return grad_scale * (exp_branchless(logit - row_max) * inv_sum - (is_target ? 1.0f : 0.0f));
+  return cross_entropy_dlogit_from_exp(exp_branchless(logit - row_max), inv_sum, is_target, grad_scale);
 }
 
 Status check_cross_entropy(const CrossEntropyArgs& a);

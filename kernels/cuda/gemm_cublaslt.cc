@@ -1,8 +1,6 @@
 // The GPU GEMM: cuBLASLt with fp32 accumulation, bias/GELU epilogues, and one cached plan
-// (matmul descriptor, matrix layouts, algorithm) per shape, so the heuristic query runs
-// once per shape instead of once per call. Unpinned, the algorithm is the fastest of the
-// heuristic's first few, timed at the shape's first call (see tune()); pinned
-// (deterministic mode), the heuristic's first.
+// (matmul descriptor, matrix layouts, heuristic's algorithm) per shape, so the heuristic
+// query runs once per shape instead of once per call.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -11,7 +9,6 @@
 #include <string>
 #include <tuple>
 #include <utility>
-#include <vector>
 
 #include "core/internal/cuda_check.h"
 #include "kernels/gemm.h"
@@ -56,26 +53,6 @@ uint32_t alignment_of(const void* p, int64_t batch = 1, int64_t stride_bytes = 0
 bool reads_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasGelu || e == Epilogue::kBiasGeluAux; }
 bool uses_aux(Epilogue e) { return e == Epilogue::kBiasGeluAux || e == Epilogue::kDGeluBgrad || e == Epilogue::kDGelu; }
 bool writes_dbias(Epilogue e) { return e == Epilogue::kDGeluBgrad || e == Epilogue::kBgradB; }
-// Whether C's bytes overlap an operand the multiply reads (A, B, or the aux a DGELU
-// epilogue reads): then running it twice would not give the same C.
-bool output_overlaps_input(const GemmArgs& g) {
-  const auto extent = [&](const void* p, int64_t ld, int64_t cols, int64_t stride, size_t elem) {
-    const auto begin = reinterpret_cast<uintptr_t>(p);
-    const int64_t elems = ld * cols + (g.batch > 1 ? stride * (g.batch - 1) : 0);
-    return std::make_pair(begin, begin + static_cast<uintptr_t>(elems) * elem);
-  };
-  const size_t ab = dtype_size(g.ab_dtype), c = dtype_size(g.c_dtype);
-  const auto out = extent(g.c.data, g.c.ld, g.n, g.stride_c, c);
-  std::vector<std::pair<uintptr_t, uintptr_t>> in = {
-      extent(g.a.data, g.a.ld, g.a.trans == Transpose::kYes ? g.m : g.k, g.stride_a, ab),
-      extent(g.b.data, g.b.ld, g.b.trans == Transpose::kYes ? g.k : g.n, g.stride_b, ab)};
-  if (g.epilogue == Epilogue::kDGelu || g.epilogue == Epilogue::kDGeluBgrad) in.push_back(extent(g.aux, g.aux_ld, g.n, 0, c));
-  for (const auto& [b, e] : in) {
-    if (b < out.second && out.first < e) return true;
-  }
-  return false;
-}
-
 // The epilogue's vector: the bias it reads or the gradient it writes (one descriptor slot).
 const void* bias_vector(const GemmArgs& g) { return writes_dbias(g.epilogue) ? g.dbias : g.bias; }
 
@@ -88,12 +65,7 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, until tune() picks one
 };
-
-// How many of the heuristic's algorithms are timed, and how often each.
-constexpr int kCandidates = 6;
-constexpr int kTimedRuns = 3;
 
 class CublasLtGemm final : public Gemm {
  public:
@@ -156,7 +128,6 @@ class CublasLtGemm final : public Gemm {
       ZDP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
     }
-    if (!plan.candidates.empty()) ZDP_RETURN_IF_ERROR(tune(g, plan, stream).with_context(describe(g)));
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta,
                                               g.c.data, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
                                               static_cast<size_t>(workspace_bytes_), stream));
@@ -185,51 +156,6 @@ class CublasLtGemm final : public Gemm {
     if (!pinned_) return real;
     constexpr uintptr_t kProbeBase = 4096;  // never dereferenced by the heuristic query
     return reinterpret_cast<const void*>(kProbeBase + dtype_size(g.c_dtype));
-  }
-
-  // Times each candidate algorithm on this call's own operands (kTimedRuns runs after one
-  // untimed, between CUDA events) and keeps the fastest; the call itself then runs with it.
-  // On an H200 the heuristic's first choice ran GPT-2's GEMMs at 42-74% of peak, by shape
-  // (stop 26's profile). Only where rerunning cannot change the result: C not read (beta
-  // 0; every epilogue then overwrites what it writes), C apart from every input, and the
-  // stream not being captured.
-  // A candidate that fails is skipped. Costs a few ms once per shape.
-  Status tune(const GemmArgs& g, Plan& plan, cudaStream_t stream) {
-    std::vector<cublasLtMatmulAlgo_t> candidates;
-    candidates.swap(plan.candidates);  // tuned once, whatever happens below
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    ZDP_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-    if (g.beta != 0.0f || capture != cudaStreamCaptureStatusNone || output_overlaps_input(g)) return Status::Ok();
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ZDP_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-    const cudaError_t made = cudaEventCreate(&stop);
-    if (made != cudaSuccess) {
-      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(start));
-      return cuda_error_status(made, "cudaEventCreate(&stop)", __FILE__, __LINE__);
-    }
-    auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
-      return cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta, g.c.data, plan.c,
-                            g.c.data, plan.c, &algo, workspace_, static_cast<size_t>(workspace_bytes_), stream);
-    };
-    float best_ms = 0;
-    Status status;
-    for (size_t i = 0; i < candidates.size() && status.ok(); ++i) {
-      if (matmul(candidates[i]) != CUBLAS_STATUS_SUCCESS) continue;  // this one cannot run here
-      bool ran = cudaEventRecord(start, stream) == cudaSuccess;
-      for (int r = 0; ran && r < kTimedRuns; ++r) ran = matmul(candidates[i]) == CUBLAS_STATUS_SUCCESS;
-      ran = ran && cudaEventRecord(stop, stream) == cudaSuccess;
-      float ms = 0;
-      const cudaError_t waited = cudaEventSynchronize(stop);
-      if (waited != cudaSuccess) {  // a device fault: not the candidate's to skip
-        status = cuda_error_status(waited, "cudaEventSynchronize(stop) while timing GEMM algorithms", __FILE__, __LINE__);
-        break;
-      }
-      if (!ran || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) continue;
-      if (best_ms == 0 || ms < best_ms) best_ms = ms, plan.algo = candidates[i];
-    }
-    ZDP_CUDA_CHECK_LOG(cudaEventDestroy(start));
-    ZDP_CUDA_CHECK_LOG(cudaEventDestroy(stop));
-    return status;
   }
 
   static void destroy(Plan& p) {
@@ -290,7 +216,7 @@ class CublasLtGemm final : public Gemm {
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
     const uint32_t align_a = this->align_a(g), align_b = this->align_b(g), align_c = this->align_c(g);
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
@@ -317,8 +243,8 @@ class CublasLtGemm final : public Gemm {
                                                     sizeof(scheme));
     }
     if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
-                                              pinned_ ? 1 : kCandidates, results, &found);
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+                                              &found);
     }
     ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulPreferenceDestroy(pref));
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -327,10 +253,7 @@ class CublasLtGemm final : public Gemm {
     if (found == 0) {
       return Status(StatusCode::kUnavailable, "cuBLASLt has no algorithm for this shape, type and alignment");
     }
-    plan->algo = results[0].algo;
-    if (found > 1) {
-      for (int i = 0; i < found; ++i) plan->candidates.push_back(results[i].algo);
-    }
+    plan->algo = result.algo;
     return Status::Ok();
   }
 
