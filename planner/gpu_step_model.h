@@ -42,15 +42,17 @@ std::string known_gpu_names();
 
 // What fraction of the datasheet each kind of work reaches; the defaults are assumptions
 // stated in gpu_step_model.cc (and replaced by a lent GPU's profile when one exists).
+// The defaults are what dp-train's gpt2-124m reached on an H200 (stop 26: `dp-launch plan
+// --from-profile` of the GPU check's profiled run, the efficiencies it implies), so the
+// plan of that config predicts the step it measured; for other models and GPUs they are
+// the best figures at hand. A large square GEMM alone reaches 80% (788 TFLOP/s, 8192^3).
 struct GpuEfficiency {
-  double matmul = 0.80;          // large GEMMs: 788 TFLOP/s measured on an H200 at 8192^3 bf16
-  double attention_matmul = 0.50;  // the attention GEMMs: k or m = head_dim (64), thin
-  // cuDNN's fused causal attention, of the FLOPs it executes (the causal half): head_dim 64
-  // flash kernels reach ~25-35% of an H100's bf16 peak (FlashAttention-2 paper, causal hd
-  // 64: ~200-330 TFLOP/s forward, ~150-250 backward; cuDNN 9 at or above it). An
-  // assumption until a lent GPU's profile calibrates it.
-  double fused_attention = 0.30;
-  double memory = 0.85;          // streaming kernels: ~4.3 TB/s of 4.8 copied on an H200
+  double matmul = 0.666;           // all of gpt2-124m's GEMMs together: 42-82% by shape
+  double attention_matmul = 0.50;  // the attention GEMMs (k or m = head_dim 64, thin): assumed, not profiled
+  // cuDNN's fused causal attention, of the FLOPs it executes (the causal half): forward
+  // 26%, backward 21% of the bf16 peak at head_dim 64.
+  double fused_attention = 0.224;
+  double memory = 0.416;  // zdp's memory-bound kernels together: residual add 76% of 4.8 TB/s, cross-entropy 26%
   double launch_s = 3e-6;        // the least time one kernel takes on the GPU
   // The host's time to issue one call (the CPU side only). Assumptions, of the order
   // NVIDIA gives for a launch through the runtime API (a few microseconds; the CUDA Graphs
