@@ -55,7 +55,9 @@ class MemoryAccounting {
 class Device;
 
 // Move-only owner of one accounted allocation; frees it (and updates the accounting)
-// when destroyed. A zero-byte buffer has data() == nullptr.
+// when destroyed. A zero-byte buffer has data() == nullptr. It frees through the Device
+// it came from, so it must go before that Device does (a test that destroyed the device
+// first crashed in its buffers' destructors on an H200).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
