@@ -16,6 +16,11 @@
 #      next to the planner's per-kernel prediction (gpt_gpu_bench), with fused attention
 #      (cuDNN) and again with batched attention, and comm_bench's
 #      zdp-vs-raw NCCL table;
+#   6. where the image has Nsight Compute (ncu), the hardware counters' speed of light of the
+#      kernels with the largest gaps to the step model (cross-entropy, LayerNorm's backward,
+#      GELU, the bias gradients, the embedding's backward) in gpt_gpu_bench: memory and SM
+#      throughput as % of peak, so a next change knows whether bytes or instructions bind
+#      them (docs/gpu-notes.md); clocks left alone (--clock-control none);
 # then one table: each check, PASS/FAIL/SKIP, and its figure.
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
@@ -189,7 +194,7 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench; do
+  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -304,4 +309,24 @@ bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
 ROW="gpt_gpu_bench (batched attention)" bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
   --attention batched
 FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
+
+# ---- 6. hardware counters of the slowest memory-bound kernels ----------------------------
+# ncu_figure: "kernel mem%/sm%; ..." from ncu's SpeedOfLight tables (stdin).
+ncu_figure() {
+  awk '/\)x\(/ && match($0, /(cross_entropy|layernorm|gelu|bias_grad|embedding)[a-z_]*/) {name = substr($0, RSTART, RLENGTH)}
+       /Memory Throughput/ && $3 == "%" {mem = $4}
+       /Compute \(SM\) Throughput/ {printf "%s mem %s%%/sm %s%%; ", name, mem, $NF}'
+}
+if ! command -v ncu >/dev/null 2>&1; then
+  row ncu SKIP "no ncu on this machine"
+elif ! in_budget; then
+  row ncu SKIP "time budget spent"
+else
+  timeout "$(cap 120)" ncu --clock-control none --section SpeedOfLight --launch-count 10 \
+    --kernel-name 'regex:cross_entropy|layernorm_dx|layernorm_dparams|gelu_kernel|bias_grad_partial|embedding_backward' \
+    bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1
+  rc=$?
+  fig=$(ncu_figure <"$logs/ncu.log")
+  if ((rc == 0)) && [ -n "$fig" ]; then row ncu PASS "$fig"; else row ncu FAIL "exit $rc (logs/ncu.log) $fig"; tail -n 20 "$logs/ncu.log"; fi
+fi
 exit "$failed"
