@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "bench/size_arg.h"
 #include "kernels/adamw.h"
 #include "kernels/cast.h"
@@ -30,14 +31,7 @@ namespace {
 using zdp::DType;
 using zdp::kernels::Bf16;
 
-#define CHECK_CUDA(call)                                                                     \
-  do {                                                                                       \
-    const cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "adamw_gpu_bench: %s: %s\n", #call, cudaGetErrorString(err_));    \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#define CHECK_CUDA(call) ZDP_BENCH_CHECK_CUDA("adamw_gpu_bench", call)
 
 void check(const zdp::Status& st) {
   if (!st.ok()) {

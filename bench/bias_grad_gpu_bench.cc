@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "kernels/bias_grad.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
@@ -33,14 +34,7 @@ using zdp::kernels::Epilogue;
 using zdp::kernels::GemmArgs;
 using zdp::kernels::Transpose;
 
-#define CHECK_CUDA(call)                                                                       \
-  do {                                                                                         \
-    const cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "bias_grad_gpu_bench: %s: %s\n", #call, cudaGetErrorString(err_));  \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#define CHECK_CUDA(call) ZDP_BENCH_CHECK_CUDA("bias_grad_gpu_bench", call)
 
 void check(const Status& s, const char* what) {
   if (!s.ok()) {

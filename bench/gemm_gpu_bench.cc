@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "bench/gemm_shapes.h"
 #include "kernels/cast.h"
 #include "kernels/gemm.h"
@@ -26,14 +27,7 @@ using zdp::bench::GemmShape;
 using zdp::kernels::Epilogue;
 using zdp::kernels::GemmArgs;
 
-#define CHECK_CUDA(call)                                                                  \
-  do {                                                                                    \
-    const cudaError_t err_ = (call);                                                      \
-    if (err_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "gemm_gpu_bench: %s: %s\n", #call, cudaGetErrorString(err_));  \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#define CHECK_CUDA(call) ZDP_BENCH_CHECK_CUDA("gemm_gpu_bench", call)
 
 }  // namespace
 

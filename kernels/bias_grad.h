@@ -31,20 +31,12 @@ struct BiasGradArgs {
   float* partials = nullptr;
 };
 
-inline constexpr int64_t kBiasGradRowChunk = 128;
-inline constexpr int64_t kBiasGradMaxChunks = 65535;  // the GPU grid's y limit
+inline constexpr int64_t kBiasGradMaxChunks = kColumnSumMaxChunks;
 inline constexpr int kBiasGradLanes = 8;
 
-// Rows per chunk: 128, or more where the rows would need more than 65535 chunks. A
-// function of rows alone, so that both devices cut the same chunks.
-ZDP_HD int64_t bias_grad_row_chunk(int64_t rows) {
-  const int64_t least = (rows + kBiasGradMaxChunks - 1) / kBiasGradMaxChunks;
-  return least > kBiasGradRowChunk ? least : kBiasGradRowChunk;
-}
-ZDP_HD int64_t bias_grad_chunks(int64_t rows) {
-  const int64_t chunk = bias_grad_row_chunk(rows);
-  return rows <= chunk ? 1 : (rows + chunk - 1) / chunk;
-}
+// Rows per chunk, and their number: kernels/common.h's rule (LayerNorm's too).
+ZDP_HD int64_t bias_grad_row_chunk(int64_t rows) { return column_sum_row_chunk(rows); }
+ZDP_HD int64_t bias_grad_chunks(int64_t rows) { return column_sum_chunks(rows); }
 inline int64_t bias_grad_partials_floats(int64_t rows, int64_t cols) {
   const int64_t chunks = bias_grad_chunks(rows);
   return chunks > 1 ? chunks * cols : 0;

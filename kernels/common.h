@@ -124,4 +124,19 @@ Status dispatch_float(DType dtype, const char* what, Fn&& fn) {
                 std::string(what) + ": dtype " + to_string(dtype) + " is not a floating-point type");
 }
 
+// Fixed-order column sums over tall inputs (LayerNorm's dweight/dbias, bias gradients)
+// cut the rows into chunks: 128 rows, or more where 128 would need more than 65535 chunks
+// (the GPU grid's y limit). A function of rows alone, so that both devices cut the same
+// chunks and sum in the same order.
+inline constexpr int64_t kColumnSumRowChunk = 128;
+inline constexpr int64_t kColumnSumMaxChunks = 65535;
+ZDP_HD int64_t column_sum_row_chunk(int64_t rows) {
+  const int64_t least = (rows + kColumnSumMaxChunks - 1) / kColumnSumMaxChunks;
+  return least > kColumnSumRowChunk ? least : kColumnSumRowChunk;
+}
+ZDP_HD int64_t column_sum_chunks(int64_t rows) {
+  const int64_t chunk = column_sum_row_chunk(rows);
+  return rows <= chunk ? 1 : (rows + chunk - 1) / chunk;
+}
+
 }  // namespace zdp::kernels

@@ -56,19 +56,10 @@ struct LayerNormBackwardArgs {
   float* partials = nullptr;
 };
 
-// Rows per chunk of the dweight/dbias sums: 128, or more where the rows would need more
-// than 65535 chunks (the GPU grid's y limit). A function of rows alone, so that both
-// devices split the same way.
-inline constexpr int64_t kLayerNormRowChunk = 128;
-inline constexpr int64_t kLayerNormMaxChunks = 65535;
-ZDP_HD int64_t layernorm_row_chunk(int64_t rows) {
-  const int64_t least = (rows + kLayerNormMaxChunks - 1) / kLayerNormMaxChunks;
-  return least > kLayerNormRowChunk ? least : kLayerNormRowChunk;
-}
-ZDP_HD int64_t layernorm_chunks(int64_t rows) {
-  const int64_t chunk = layernorm_row_chunk(rows);
-  return rows <= chunk ? 1 : (rows + chunk - 1) / chunk;
-}
+// Rows per chunk of the dweight/dbias sums, and their number: kernels/common.h's rule.
+inline constexpr int64_t kLayerNormMaxChunks = kColumnSumMaxChunks;
+ZDP_HD int64_t layernorm_row_chunk(int64_t rows) { return column_sum_row_chunk(rows); }
+ZDP_HD int64_t layernorm_chunks(int64_t rows) { return column_sum_chunks(rows); }
 // dweight's partials (chunk-major, cols each), then dbias's; none for a single chunk.
 inline int64_t layernorm_partials_floats(int64_t rows, int64_t cols) {
   const int64_t chunks = layernorm_chunks(rows);
