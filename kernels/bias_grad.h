@@ -32,7 +32,7 @@ struct BiasGradArgs {
 };
 
 inline constexpr int64_t kBiasGradMaxChunks = kColumnSumMaxChunks;
-inline constexpr int kBiasGradLanes = 8;
+inline constexpr int kBiasGradLanes = kColumnSumLanes;
 
 // Rows per chunk, and their number: kernels/common.h's rule (LayerNorm's too).
 ZDP_HD int64_t bias_grad_row_chunk(int64_t rows) { return column_sum_row_chunk(rows); }

@@ -128,7 +128,11 @@ Status dispatch_float(DType dtype, const char* what, Fn&& fn) {
 // cut the rows into chunks: 128 rows, or more where 128 would need more than 65535 chunks
 // (the GPU grid's y limit). A function of rows alone, so that both devices cut the same
 // chunks and sum in the same order.
+// In a chunk, kColumnSumLanes lane sums, lane l taking rows l, l + lanes, ... of the chunk
+// in row order; the chunk's sum ((lane 0 + lane 1) + lane 2) + ...; then the chunks' sums
+// in chunk order (kernels/bias_grad.h, kernels/layernorm.h).
 inline constexpr int64_t kColumnSumRowChunk = 128;
+inline constexpr int kColumnSumLanes = 8;
 inline constexpr int64_t kColumnSumMaxChunks = 65535;
 ZDP_HD int64_t column_sum_row_chunk(int64_t rows) {
   const int64_t least = (rows + kColumnSumMaxChunks - 1) / kColumnSumMaxChunks;

@@ -6,10 +6,11 @@
 //   dweight = sum over rows of dy * xhat;  dbias = sum over rows of dy
 // Activations and parameters are in `dtype` (fp32, bf16, fp16); all math is fp32, with
 // row and column sums taken in a fixed order (deterministic on either device). The column
-// sums of dweight/dbias run in two passes on both devices: each chunk of
-// layernorm_row_chunk(rows) rows is summed in row order (a GPU block per chunk and column
-// range, so that a tall input fills the machine), then the chunks' partial sums in chunk
-// order.
+// sums of dweight/dbias run in two passes on both devices, in kernels/common.h's order
+// (the bias gradients' too, so dbias has bias_grad's bits): each chunk of
+// layernorm_row_chunk(rows) rows is summed in kColumnSumLanes lanes of rows, then the
+// lanes in order (a GPU block per chunk and column range, so that a tall input fills the
+// machine), then the chunks' partial sums in chunk order.
 #pragma once
 
 #include <cstdint>

@@ -76,9 +76,10 @@ void backward(const LayerNormBackwardArgs& a) {
   }
   T* dw = static_cast<T*>(a.dweight);
   T* db = static_cast<T*>(a.dbias);
-  // The GPU's order (layernorm.h): chunks of rows, each column's rows in order, then the
-  // chunks in order. A job is one chunk of one column block.
-  constexpr int64_t kColumns = 64;  // a column block: one cache line of fp32 sums per thread
+  // The GPU's order (kernels/common.h's column sums): chunks of rows; in a chunk,
+  // kColumnSumLanes lanes of rows, each in row order, added in lane order; then the chunks
+  // in order. A job is one chunk of one column block.
+  constexpr int64_t kColumns = 64;  // a column block: one cache line of fp32 sums per lane
   const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
   const int64_t col_blocks = (C + kColumns - 1) / kColumns;
   std::vector<float> own;
@@ -90,22 +91,29 @@ void backward(const LayerNormBackwardArgs& a) {
 #pragma omp parallel for schedule(static)
   for (int64_t job = 0; job < col_blocks * chunks; ++job) {
     const int64_t k = job / col_blocks, c0 = (job % col_blocks) * kColumns;
-    const int64_t c1 = std::min(C, c0 + kColumns), r1 = std::min(a.rows, (k + 1) * chunk);
-    float sw[kColumns] = {}, sb[kColumns] = {};
-    for (int64_t r = k * chunk; r < r1; ++r) {
+    const int64_t c1 = std::min(C, c0 + kColumns), r0 = k * chunk, r1 = std::min(a.rows, (k + 1) * chunk);
+    float sw[kColumnSumLanes][kColumns] = {}, sb[kColumnSumLanes][kColumns] = {};
+    for (int64_t r = r0; r < r1; ++r) {
+      float* lw = sw[(r - r0) % kColumnSumLanes];
+      float* lb = sb[(r - r0) % kColumnSumLanes];
       for (int64_t c = c0; c < c1; ++c) {
         const float g = to_f32(dy[r * C + c]);
-        sb[c - c0] += g;
-        sw[c - c0] += g * layernorm_xhat(to_f32(x[r * C + c]), a.mean[r], a.rstd[r]);
+        lb[c - c0] += g;
+        lw[c - c0] += g * layernorm_xhat(to_f32(x[r * C + c]), a.mean[r], a.rstd[r]);
       }
     }
     for (int64_t c = c0; c < c1; ++c) {
+      float w_sum = sw[0][c - c0], b_sum = sb[0][c - c0];
+      for (int l = 1; l < kColumnSumLanes; ++l) {
+        w_sum += sw[l][c - c0];
+        b_sum += sb[l][c - c0];
+      }
       if (chunks == 1) {
-        dw[c] = from_f32<T>(sw[c - c0]);
-        db[c] = from_f32<T>(sb[c - c0]);
+        dw[c] = from_f32<T>(w_sum);
+        db[c] = from_f32<T>(b_sum);
       } else {
-        part[k * C + c] = sw[c - c0];
-        part[(chunks + k) * C + c] = sb[c - c0];
+        part[k * C + c] = w_sum;
+        part[(chunks + k) * C + c] = b_sum;
       }
     }
   }

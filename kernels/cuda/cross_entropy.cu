@@ -48,26 +48,42 @@ __global__ void __launch_bounds__(kRowBlock) cross_entropy_kernel(CrossEntropyAr
   }
 }
 
-// The vector path for rows whose fp32 exponentials fit in shared memory (GPT-2's 50,304
-// take 197 KiB): the sum's pass keeps each e = exp(v - m) there and the gradient's pass
-// reads it back instead of reading the logits again and recomputing the exponential, the
-// kernel's costliest instructions (on an H200 cross_entropy_kernel<bf16, 8> was bound by
-// them: 2.8 ms a call for 16k x 50k logits, 1.2 TB/s). Its per-element arithmetic, over
-// 1024 threads a row (the sum's order is theirs): one such block fits an SM, so it brings
-// the warps, and the unrolled loops the loads in flight, that four blocks of 512 did.
+// The vector path for rows whose fp32 values fit in shared memory (GPT-2's 50,304 take
+// 197 KiB): the max's pass reads the logits from global memory once and keeps them there
+// in fp32; the sum's pass replaces each by e = exp(v - m); the gradient's pass reads e back
+// instead of reading the logits again and recomputing the exponential, the kernel's
+// costliest instructions. Per element the arithmetic is cross_entropy_kernel's; over 1024
+// threads a row (the sum's order is theirs): one such block fits an SM, so it brings the
+// warps, and the unrolled loops the loads in flight, that four blocks of 512 did.
+// On an H200 (stop 26) the version that read the logits twice and tested every element
+// for the target ran at 2.65 ms a call for 16k x 50k bf16 logits: by its SASS, 53
+// instructions an element, 18 of them in the gradient's pass (bf16 rounding in integer
+// instructions, the target test); here that pass rounds in hardware (store_n) and looks
+// for the target once per 8 elements.
 constexpr int kCachedBlock = 1024;
 template <typename T>
 __global__ void __launch_bounds__(kCachedBlock) cross_entropy_cached_exp_kernel(CrossEntropyArgs a) {
-  extern __shared__ float e_row[];
+  extern __shared__ float4 row4[];  // the row: its logits in fp32, then their exponentials
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
   const T* l = static_cast<const T*>(a.logits) + r * a.vocab;
   const int64_t first = static_cast<int64_t>(threadIdx.x) * 8, step = static_cast<int64_t>(blockDim.x) * 8;
+  // Each thread reads back only the 8-element groups it wrote: no barrier between passes
+  // beyond the block reductions'.
+  auto read8 = [&](int64_t j, float (&v)[8]) {
+    const float4 p = row4[j / 4], q = row4[j / 4 + 1];
+    v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
+  };
+  auto write8 = [&](int64_t j, const float (&v)[8]) {
+    row4[j / 4] = make_float4(v[0], v[1], v[2], v[3]);
+    row4[j / 4 + 1] = make_float4(v[4], v[5], v[6], v[7]);
+  };
   float v[8];
   float m = -3.0e38f;
 #pragma unroll 4
   for (int64_t j = first; j < a.vocab; j += step) {
     cuda::load_n<8>(l + j, v);
+    write8(j, v);
 #pragma unroll
     for (int k = 0; k < 8; ++k) m = fmaxf(m, v[k]);
   }
@@ -75,25 +91,34 @@ __global__ void __launch_bounds__(kCachedBlock) cross_entropy_cached_exp_kernel(
   float sum = 0.0f;
 #pragma unroll 2
   for (int64_t j = first; j < a.vocab; j += step) {
-    cuda::load_n<8>(l + j, v);
+    read8(j, v);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const float e = exp_branchless(v[k] - m);
-      e_row[j + k] = e;  // each thread reads back only its own: no barrier needed for them
-      sum += e;
+      v[k] = exp_branchless(v[k] - m);
+      sum += v[k];
     }
+    write8(j, v);
   }
   sum = cuda::block_reduce<false>(sum, shared);
   const int32_t target = a.targets[r];
   if (threadIdx.x == 0) a.losses[r] = logf(sum) + m - to_f32(l[target]);
   if (a.dlogits == nullptr) return;
-  __syncthreads();  // every thread read its logits (and thread 0 the target's) before any is overwritten
+  __syncthreads();  // thread 0 read the target's logit before any is overwritten (dlogits may alias)
   const float inv = 1.0f / sum;
   T* d = static_cast<T*>(a.dlogits) + r * a.vocab;
   for (int64_t j = first; j < a.vocab; j += step) {
+    read8(j, v);
+    float g[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = cross_entropy_dlogit_from_exp(e_row[j + k], inv, j + k == target, a.grad_scale);
-    cuda::store_n<8>(d + j, v);
+    for (int k = 0; k < 8; ++k) g[k] = cross_entropy_dlogit_from_exp(v[k], inv, false, a.grad_scale);
+    const int64_t t = target - j;  // the target's place among these 8, when it is one of them
+    if (t >= 0 && t < 8) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k == t) g[k] = cross_entropy_dlogit_from_exp(v[k], inv, true, a.grad_scale);
+      }
+    }
+    cuda::store_n<8>(d + j, g);
   }
 }
 

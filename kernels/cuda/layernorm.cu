@@ -1,9 +1,10 @@
 // LayerNorm on the GPU: one warp per row for the forward and for dx (warp-shuffle sums),
 // 16-byte loads and stores where the rows allow (cols a multiple of 8, aligned pointers).
-// dweight/dbias in two passes, deterministic and without atomics (layernorm.h): a block
-// per (column range, chunk of rows), one thread per column summing its chunk's rows in
-// order; then one thread per column summing the chunks in order. For gpt2-124m (16,384
-// rows, d = 768) that is 384 blocks instead of 3, each thread walking 128 rows, not 16,384.
+// dweight/dbias in two passes, deterministic and without atomics (layernorm.h): the
+// column sums of kernels/cuda/column_sum.cuh, a block per (256 columns, chunk of rows),
+// 8 lanes of rows each, 16-byte loads; then one thread per column summing the chunks in
+// order. For gpt2-124m (16,384 rows, d = 768): 384 blocks of 256 threads.
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/nn_common.cuh"
 #include "kernels/layernorm.h"
@@ -124,26 +125,34 @@ bool vector_rows(int64_t cols, const Ptrs*... ptrs) {
   return cols % 8 == 0 && cuda::aligned16(ptrs...);
 }
 
-template <typename T>
-__global__ void layernorm_dparams_partial_kernel(LayerNormBackwardArgs a, int64_t chunk, int64_t chunks) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.cols) return;
+// dweight's and dbias's column sums of one chunk of rows (kernels/cuda/column_sum.cuh):
+// the terms dy * xhat and dy, from one read of each row's dy and x.
+template <typename T, int N>
+__global__ void __launch_bounds__(cuda::kColumnSumColLanes * kColumnSumLanes)
+    layernorm_dparams_partial_kernel(LayerNormBackwardArgs a, int64_t chunk, int64_t chunks) {
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * cuda::kColumnSumColLanes + threadIdx.x) * N;
   const int64_t k = blockIdx.y;
-  const int64_t r1 = min(a.rows, (k + 1) * chunk);
   const T* dy = static_cast<const T*>(a.dy);
   const T* x = static_cast<const T*>(a.x);
-  float sw = 0.0f, sb = 0.0f;
-  for (int64_t r = k * chunk; r < r1; ++r) {
-    const float g = to_f32(dy[r * a.cols + c]);
-    sb += g;
-    sw += g * layernorm_xhat(to_f32(x[r * a.cols + c]), a.mean[r], a.rstd[r]);
-  }
-  if (chunks == 1) {
-    static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
-    static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
-  } else {
-    a.partials[k * a.cols + c] = sw;
-    a.partials[(chunks + k) * a.cols + c] = sb;
+  const auto terms = [&](int64_t r, int64_t c, float (&t)[2][8]) {
+    float xv[8];
+    cuda::load_n<N>(dy + r * a.cols + c, t[1]);
+    cuda::load_n<N>(x + r * a.cols + c, xv);
+    const float mean = a.mean[r], rstd = a.rstd[r];
+#pragma unroll
+    for (int i = 0; i < N; ++i) t[0][i] = t[1][i] * layernorm_xhat(xv[i], mean, rstd);
+  };
+  float acc[2][8];
+  if (!cuda::chunk_column_sums<2, N>(terms, k * chunk, min(a.rows, (k + 1) * chunk), c0, a.cols, acc)) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (chunks == 1) {
+      static_cast<T*>(a.dweight)[c0 + i] = from_f32<T>(acc[0][i]);
+      static_cast<T*>(a.dbias)[c0 + i] = from_f32<T>(acc[1][i]);
+    } else {
+      a.partials[k * a.cols + c0 + i] = acc[0][i];
+      a.partials[(chunks + k) * a.cols + c0 + i] = acc[1][i];
+    }
   }
 }
 
@@ -151,14 +160,8 @@ template <typename T>
 __global__ void layernorm_dparams_final_kernel(LayerNormBackwardArgs a, int64_t chunks) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.cols) return;
-  const float* p = a.partials;
-  float sw = p[c], sb = p[chunks * a.cols + c];
-  for (int64_t k = 1; k < chunks; ++k) {
-    sw += p[k * a.cols + c];
-    sb += p[(chunks + k) * a.cols + c];
-  }
-  static_cast<T*>(a.dweight)[c] = from_f32<T>(sw);
-  static_cast<T*>(a.dbias)[c] = from_f32<T>(sb);
+  static_cast<T*>(a.dweight)[c] = from_f32<T>(cuda::sum_of_chunks(a.partials, chunks, a.cols, c));
+  static_cast<T*>(a.dbias)[c] = from_f32<T>(cuda::sum_of_chunks(a.partials + chunks * a.cols, chunks, a.cols, c));
 }
 
 }  // namespace
@@ -187,8 +190,12 @@ Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stre
     }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
     const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
-    const dim3 grid(cuda::blocks_for(a.cols), static_cast<unsigned>(chunks));
-    layernorm_dparams_partial_kernel<T><<<grid, cuda::kBlock, 0, stream>>>(a, chunk, chunks);
+    const bool vec = vector_rows(a.cols, a.dy, a.x);
+    const int64_t per_block = cuda::kColumnSumColLanes * (vec ? 8 : 1);
+    const dim3 grid(static_cast<unsigned>((a.cols + per_block - 1) / per_block), static_cast<unsigned>(chunks));
+    const dim3 block(cuda::kColumnSumColLanes, kColumnSumLanes);
+    if (vec) layernorm_dparams_partial_kernel<T, 8><<<grid, block, 0, stream>>>(a, chunk, chunks);
+    else layernorm_dparams_partial_kernel<T, 1><<<grid, block, 0, stream>>>(a, chunk, chunks);
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dweight, dbias partials)"));
     if (chunks == 1) return Status::Ok();
     layernorm_dparams_final_kernel<T><<<cuda::blocks_for(a.cols), cuda::kBlock, 0, stream>>>(a, chunks);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 
@@ -60,10 +61,28 @@ __device__ __forceinline__ void load_n(const T* p, float (&x)[8]) {
     x[0] = to_f32(*p);
   }
 }
+// lo and hi rounded to bf16 (to nearest, ties to even) and packed, lo in the low half:
+// one cvt.rn.bf16x2.f32 on sm_80 and later, where f32_to_bf16 (kernels/convert.h) takes
+// about ten integer instructions an element. The same bits as f32_to_bf16 for every
+// non-NaN input (subnormals and overflow to infinity included); a NaN stays a NaN, with
+// the canonical payload 0x7fff rather than the input's (tests/gpu/convert_gpu_test.cu).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));  // the first source goes high
+  return packed;
+#else
+  return static_cast<uint32_t>(f32_to_bf16(lo)) | (static_cast<uint32_t>(f32_to_bf16(hi)) << 16);
+#endif
+}
+
 // The first N of x, rounded to T, to p (16 bytes at once for N = 8).
 template <int N, typename T>
 __device__ __forceinline__ void store_n(T* p, const float (&x)[8]) {
-  if constexpr (N == 8) {
+  if constexpr (N == 8 && std::is_same_v<T, Bf16>) {
+    *reinterpret_cast<uint4*>(p) =
+        make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+  } else if constexpr (N == 8) {
     T o[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = from_f32<T>(x[i]);

@@ -322,7 +322,8 @@ if ! command -v ncu >/dev/null 2>&1; then
 elif ! in_budget; then
   row ncu SKIP "time budget spent"
 else
-  timeout "$(cap 120)" ncu --clock-control none --section SpeedOfLight --launch-count 10 \
+  timeout "$(cap 120)" ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --launch-count 10 \
     --kernel-name 'regex:cross_entropy|layernorm_dx|layernorm_dparams|gelu_kernel|bias_grad_partial|embedding_backward' \
     bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1
   rc=$?

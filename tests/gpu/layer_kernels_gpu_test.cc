@@ -285,6 +285,48 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
   }
 }
 
+// The trainer's case: bf16 logits of GPT-2's vocabulary (the shared-memory path), the
+// gradient written over them, the target at the ends of a row too. The sums as above;
+// then each dlogit is rounded to bf16 on both devices (the GPU in hardware, the same
+// bits but for NaN payloads: convert_gpu_test), so values that straddle a rounding
+// boundary may differ by one bf16 ulp, 2^-8 of the value.
+TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
+  const int64_t rows = 48, vocab = 50304;
+  const std::vector<float> lf = random(rows * vocab, 8, 40);
+  std::vector<Bf16> logits(lf.size());
+  for (size_t i = 0; i < lf.size(); ++i) logits[i] = from_f32<Bf16>(lf[i]);
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7919) % vocab);
+  targets[0] = 0, targets[1] = static_cast<int32_t>(vocab - 1), targets[2] = 7;
+  std::vector<float> losses(rows);
+  std::vector<Bf16> dl(logits.size());
+  const float scale = 1.0f / static_cast<float>(rows);
+  ASSERT_TRUE(cross_entropy_cpu({rows, vocab, DType::kBF16, logits.data(), targets.data(), losses.data(), dl.data(), scale}).ok());
+  DeviceArray<Bf16> gl(*gpu_.device, logits);
+  DeviceArray<float> gloss(*gpu_.device, unwritten_like(losses));
+  DeviceArray<int32_t> gt(*gpu_.device, targets);
+  ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss.data(), gl.data(), scale},
+                                 gpu_.cuda_stream()).ok());
+  gpu_.sync();
+  const std::vector<float> got_loss = gloss.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    const double expected = losses[static_cast<size_t>(r)];
+    ASSERT_TRUE(testing::within(got_loss[static_cast<size_t>(r)], expected,
+                                testing::straight_line_bound(vocab, 1.0) + testing::straight_line_bound(4, std::fabs(expected)),
+                                r)) << "bf16 loss";
+  }
+  const std::vector<Bf16> got_dl = gl.download();
+  for (size_t i = 0; i < dl.size(); ++i) {
+    const double expected = to_f32(dl[i]);
+    const double allowed = 0x1p-8 * std::fabs(expected) + testing::straight_line_bound(vocab + 8, std::fabs(expected)) + 1e-30;
+    ASSERT_TRUE(testing::within(to_f32(got_dl[i]), expected, allowed, static_cast<int64_t>(i))) << "bf16 dlogits";
+  }
+  // The targets' gradients are negative (p - 1 < 0), the rest positive: the one-hot landed.
+  for (int64_t r = 0; r < rows; ++r) {
+    ASSERT_LT(to_f32(got_dl[static_cast<size_t>(r * vocab + targets[static_cast<size_t>(r)])]), 0.0f) << "row " << r;
+  }
+}
+
 TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
   const int64_t B = 4, T = 32, C = 48, V = 300;
   std::vector<int32_t> tokens(B * T);

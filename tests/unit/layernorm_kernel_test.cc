@@ -1,13 +1,14 @@
 // The CPU twin of LayerNorm's two-pass dweight/dbias (kernels/layernorm.h): the chunk
 // arithmetic both devices share, the sums against a float64 reference, and the scratch
 // rules (the caller's partials and the twin's own give the same bits; the GPU's check
-// refuses a missing one).
+// refuses a missing one), and dbias's bits against the bias gradient's (one order).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/bias_grad.h"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "testing/tolerance.h"
@@ -86,10 +87,32 @@ TEST(LayerNormChunks, CallersScratchGivesTheSameBits) {
   EXPECT_TRUE(testing::bitwise_equal(dw1, dw2, "dweight"));
   EXPECT_TRUE(testing::bitwise_equal(db1, db2, "dbias"));
   // The scratch holds the chunks' partials: the first chunk's dbias partial of column 0 is
-  // the sum of its 128 rows, in order.
-  float first = 0.0f;
-  for (int64_t r = 0; r < 128; ++r) first += c.dy[static_cast<size_t>(r * c.cols)];
+  // the sum of its 128 rows in kernels/common.h's order: 8 lanes of rows l, l + 8, ...,
+  // then the lanes in order.
+  float lanes[kColumnSumLanes] = {};
+  for (int64_t r = 0; r < 128; ++r) lanes[r % kColumnSumLanes] += c.dy[static_cast<size_t>(r * c.cols)];
+  float first = lanes[0];
+  for (int l = 1; l < kColumnSumLanes; ++l) first += lanes[l];
   EXPECT_EQ(partials[static_cast<size_t>(layernorm_chunks(c.rows) * c.cols)], first);
+}
+
+// dbias is a bias gradient: the same order as kernels/bias_grad.h, so the same bits, in
+// one chunk and in several, fp32 and bf16.
+TEST(LayerNormChunks, DbiasHasTheBiasGradientsBits) {
+  for (const int64_t rows : {int64_t{100}, int64_t{1000}}) {
+    Case c = make_case(rows, 70);
+    std::vector<float> dw, db, bias(static_cast<size_t>(c.cols), -1.0f);
+    ASSERT_TRUE(run(c, &dw, &db, nullptr).ok());
+    ASSERT_TRUE(bias_grad_cpu({c.rows, c.cols, DType::kF32, c.dy.data(), bias.data()}).ok());
+    EXPECT_TRUE(testing::bitwise_equal(db, bias, "fp32 dbias")) << rows << " rows";
+    std::vector<Bf16> dy(c.dy.size()), x(c.x.size()), w(c.w.size()), dx(c.dy.size()), dw16(70), db16(70), bias16(70);
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = from_f32<Bf16>(c.dy[i]), x[i] = from_f32<Bf16>(c.x[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<Bf16>(c.w[i]);
+    ASSERT_TRUE(layernorm_backward_cpu({c.rows, c.cols, DType::kBF16, dy.data(), x.data(), w.data(), c.mean.data(),
+                                        c.rstd.data(), dx.data(), OutputMode::kOverwrite, dw16.data(), db16.data()}).ok());
+    ASSERT_TRUE(bias_grad_cpu({c.rows, c.cols, DType::kBF16, dy.data(), bias16.data()}).ok());
+    EXPECT_TRUE(testing::bitwise_equal(db16, bias16, "bf16 dbias")) << rows << " rows";
+  }
 }
 
 TEST(LayerNormChunks, GpuCheckRefusesAMissingScratch) {
