@@ -16,6 +16,7 @@
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
 #include "testing/device_arrays.h"
+#include "testing/test_random.h"
 #include "testing/tolerance.h"
 
 namespace zdp::kernels {
@@ -327,30 +328,51 @@ TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
   }
 }
 
-TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
-  const int64_t B = 4, T = 32, C = 48, V = 300;
-  std::vector<int32_t> tokens(B * T);
+// A warp per row: dim 48 takes the 16-byte path, 264 too with a second step for some
+// lanes, 45 the scalar one; fp32 and bf16 (hardware rounding: convert_gpu_test); with the
+// tied head's fp32 base and without.
+template <typename T>
+void expect_embeddings_bit_identical(testing::GpuFixture& gpu, int64_t C, bool with_base) {
+  SCOPED_TRACE(::testing::Message() << "dim " << C << (sizeof(T) == 2 ? ", bf16" : ", fp32") << (with_base ? ", base" : ""));
+  const int64_t B = 4, T_ = 32, V = 300;
+  std::vector<int32_t> tokens(B * T_);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37) % 50);  // repeated tokens
-  const std::vector<float> wte = random(V * C, 1, 10), wpe = random(T * C, 1, 11), dout = random(B * T * C, 1, 12),
-                           base = random(V * C, 1, 13);
+  auto cast = [](const std::vector<float>& f) {
+    std::vector<T> t(f.size());
+    for (size_t i = 0; i < f.size(); ++i) t[i] = from_f32<T>(f[i]);
+    return t;
+  };
+  const std::vector<T> wte = cast(random(V * C, 1, 10)), wpe = cast(random(T_ * C, 1, 11)), dout = cast(random(B * T_ * C, 1, 12));
+  const std::vector<float> base = random(V * C, 1, 13);
+  const float* base_ptr = with_base ? base.data() : nullptr;
   std::vector<int32_t> offsets, order;
-  build_token_index(tokens.data(), B * T, V, &offsets, &order);
-  std::vector<float> out(dout.size()), dwte(wte.size()), dwpe(wpe.size());
-  ASSERT_TRUE(embedding_forward_cpu({B, T, C, V, DType::kF32, tokens.data(), wte.data(), wpe.data(), out.data()}).ok());
-  ASSERT_TRUE(embedding_backward_cpu({B, T, C, V, DType::kF32, dout.data(), offsets.data(), order.data(), base.data(),
+  build_token_index(tokens.data(), B * T_, V, &offsets, &order);
+  std::vector<T> out(dout.size()), dwte(wte.size()), dwpe(wpe.size());
+  ASSERT_TRUE(embedding_forward_cpu({B, T_, C, V, testing::dtype_of<T>(), tokens.data(), wte.data(), wpe.data(), out.data()}).ok());
+  ASSERT_TRUE(embedding_backward_cpu({B, T_, C, V, testing::dtype_of<T>(), dout.data(), offsets.data(), order.data(), base_ptr,
                                       dwte.data(), dwpe.data()}).ok());
-  DeviceArray<int32_t> gtok(*gpu_.device, tokens), goff(*gpu_.device, offsets), gord(*gpu_.device, order);
-  DeviceArray<float> gwte(*gpu_.device, wte), gwpe(*gpu_.device, wpe), gdout(*gpu_.device, dout), gbase(*gpu_.device, base);
-  DeviceArray<float> gout(*gpu_.device, unwritten_like(out)), gdwte(*gpu_.device, unwritten_like(dwte)),
-      gdwpe(*gpu_.device, unwritten_like(dwpe));
-  ASSERT_TRUE(embedding_forward_cuda({B, T, C, V, DType::kF32, gtok.data(), gwte.data(), gwpe.data(), gout.data()},
-                                     gpu_.cuda_stream()).ok());
-  ASSERT_TRUE(embedding_backward_cuda({B, T, C, V, DType::kF32, gdout.data(), goff.data(), gord.data(), gbase.data(),
-                                       gdwte.data(), gdwpe.data()}, gpu_.cuda_stream()).ok());
-  gpu_.sync();
+  DeviceArray<int32_t> gtok(*gpu.device, tokens), goff(*gpu.device, offsets), gord(*gpu.device, order);
+  DeviceArray<T> gwte(*gpu.device, wte), gwpe(*gpu.device, wpe), gdout(*gpu.device, dout);
+  DeviceArray<float> gbase(*gpu.device, base);
+  DeviceArray<T> gout(*gpu.device, unwritten_like(out)), gdwte(*gpu.device, unwritten_like(dwte)),
+      gdwpe(*gpu.device, unwritten_like(dwpe));
+  ASSERT_TRUE(embedding_forward_cuda({B, T_, C, V, testing::dtype_of<T>(), gtok.data(), gwte.data(), gwpe.data(), gout.data()},
+                                     gpu.cuda_stream()).ok());
+  ASSERT_TRUE(embedding_backward_cuda({B, T_, C, V, testing::dtype_of<T>(), gdout.data(), goff.data(), gord.data(),
+                                       with_base ? gbase.data() : nullptr, gdwte.data(), gdwpe.data()},
+                                      gpu.cuda_stream()).ok());
+  gpu.sync();
   EXPECT_TRUE(testing::bitwise_equal(gout.download(), out, "embedding"));
   EXPECT_TRUE(testing::bitwise_equal(gdwte.download(), dwte, "dwte"));
   EXPECT_TRUE(testing::bitwise_equal(gdwpe.download(), dwpe, "dwpe"));
+}
+
+TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
+  for (const int64_t C : {int64_t{48}, int64_t{264}, int64_t{45}}) {
+    expect_embeddings_bit_identical<float>(gpu_, C, true);
+    expect_embeddings_bit_identical<Bf16>(gpu_, C, true);
+    expect_embeddings_bit_identical<Bf16>(gpu_, C, false);
+  }
 }
 
 // The mlp's regression loss: one thread per row sums in the CPU loop's order.
