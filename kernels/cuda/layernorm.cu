@@ -15,68 +15,94 @@ namespace {
 // A warp walks its row N elements per lane and step (N = 8: 16-byte loads, 256 elements
 // a step; N = 1: 32), so the lanes' partial sums, and the warp sum of them, differ from
 // the CPU's sequential sums by order only (layer_kernels_gpu_test's bound).
-template <typename T, int N>
+//
+// K > 0: the lane's chunks of the row (at most K, so cols <= 32 N K) stay in registers
+// between the passes, and all of a pass's loads are issued before its arithmetic; K = 0:
+// each pass reads the row again (from L1/L2), one chunk at a time. The arithmetic and its
+// order are the same either way. Why: at d = 768 the cols are a runtime value, so each
+// pass's loop was not unrolled and a warp had one 16-byte load per input in flight; on an
+// H200 (stop 26) the forward moved 2.1 TB/s and dx was part of a backward at 27% of HBM.
+//
+// for_lane_chunks calls fn(slot, c) for the lane's chunks c = lane N + i 32 N < cols in
+// order, slot = i when K > 0 (a compile-time register slot once unrolled), 0 otherwise.
+template <int K, int N, typename Fn>
+__device__ __forceinline__ void for_lane_chunks(int64_t cols, int lane, Fn&& fn) {
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int64_t c = static_cast<int64_t>(lane) * N + static_cast<int64_t>(i) * 32 * N;
+      if (c < cols) fn(i, c);
+    }
+  } else {
+    for (int64_t c = static_cast<int64_t>(lane) * N; c < cols; c += 32 * N) fn(0, c);
+  }
+}
+template <int K>
+inline constexpr int kSlots = K > 0 ? K : 1;  // register slots of a chunk cache (1: scratch)
+
+template <typename T, int N, int K>
 __global__ void layernorm_forward_kernel(LayerNormArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.rows) return;
   const int64_t C = a.cols;
   const T* x = static_cast<const T*>(a.x) + row * C;
-  float v[8];
+  float v[kSlots<K>][8];
   float sum = 0.0f;
   if (a.residual != nullptr) {
     // The residual add, stored rounded to T; the lane re-reads only what it wrote itself.
     const T* res = static_cast<const T*>(a.residual) + row * C;
     T* out = static_cast<T*>(a.sum) + row * C;
-    float rv[8];
-    for (int64_t c = lane * N; c < C; c += 32 * N) {
-      cuda::load_n<N>(x + c, v);
+    for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+      float rv[8];
+      cuda::load_n<N>(x + c, v[i]);
       cuda::load_n<N>(res + c, rv);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        v[k] = to_f32(from_f32<T>(v[k] + rv[k]));
-        sum += v[k];
+        v[i][k] = to_f32(from_f32<T>(v[i][k] + rv[k]));
+        sum += v[i][k];
       }
-      cuda::store_n<N>(out + c, v);
-    }
+      cuda::store_n<N>(out + c, v[i]);
+    });
     x = out;
   } else {
-    for (int64_t c = lane * N; c < C; c += 32 * N) {
-      cuda::load_n<N>(x + c, v);
+    for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) { cuda::load_n<N>(x + c, v[i]); });
+    for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+      if constexpr (K == 0) cuda::load_n<N>(x + c, v[i]);
 #pragma unroll
-      for (int k = 0; k < N; ++k) sum += v[k];
-    }
+      for (int k = 0; k < N; ++k) sum += v[i][k];
+    });
   }
   const float mean = cuda::warp_sum(sum) / static_cast<float>(C);
   float var = 0.0f;
-  for (int64_t c = lane * N; c < C; c += 32 * N) {
-    cuda::load_n<N>(x + c, v);
+  for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+    if constexpr (K == 0) cuda::load_n<N>(x + c, v[i]);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const float d = v[k] - mean;
+      const float d = v[i][k] - mean;
       var += d * d;
     }
-  }
+  });
   const float rstd = 1.0f / sqrtf(cuda::warp_sum(var) / static_cast<float>(C) + a.eps);
   const T* w = static_cast<const T*>(a.weight);
   const T* b = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y) + row * C;
-  float wv[8], bv[8];
-  for (int64_t c = lane * N; c < C; c += 32 * N) {
-    cuda::load_n<N>(x + c, v);
+  for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+    float wv[8], bv[8];
+    if constexpr (K == 0) cuda::load_n<N>(x + c, v[i]);
     cuda::load_n<N>(w + c, wv);
     cuda::load_n<N>(b + c, bv);
 #pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = layernorm_y(layernorm_xhat(v[k], mean, rstd), wv[k], bv[k]);
-    cuda::store_n<N>(y + c, v);
-  }
+    for (int k = 0; k < N; ++k) v[i][k] = layernorm_y(layernorm_xhat(v[i][k], mean, rstd), wv[k], bv[k]);
+    cuda::store_n<N>(y + c, v[i]);
+  });
   if (lane == 0) {
     a.mean[row] = mean;
     a.rstd[row] = rstd;
   }
 }
 
-template <typename T, int N>
+template <typename T, int N, int K>
 __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -86,37 +112,55 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   const T* x = static_cast<const T*>(a.x) + row * C;
   const T* w = static_cast<const T*>(a.weight);
   const float mean = a.mean[row], rstd = a.rstd[row];
-  float gv[8], xv[8], wv[8];
+  float gv[kSlots<K>][8], xv[kSlots<K>][8];
   float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int64_t c = lane * N; c < C; c += 32 * N) {
-    cuda::load_n<N>(dy + c, gv);
-    cuda::load_n<N>(x + c, xv);
+  if constexpr (K > 0) {
+    for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+      cuda::load_n<N>(dy + c, gv[i]);
+      cuda::load_n<N>(x + c, xv[i]);
+    });
+  }
+  for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+    float wv[8];
+    if constexpr (K == 0) {
+      cuda::load_n<N>(dy + c, gv[i]);
+      cuda::load_n<N>(x + c, xv[i]);
+    }
     cuda::load_n<N>(w + c, wv);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const float g = gv[k] * wv[k];
+      const float g = gv[i][k] * wv[k];
       sum_g += g;
-      sum_gx += g * layernorm_xhat(xv[k], mean, rstd);
+      sum_gx += g * layernorm_xhat(xv[i][k], mean, rstd);
     }
-  }
+  });
   const float inv_c = 1.0f / static_cast<float>(C);  // times 1/C, as the CPU twin (not / C: other bits)
   const float mean_g = cuda::warp_sum(sum_g) * inv_c;
   const float mean_gx = cuda::warp_sum(sum_gx) * inv_c;
   T* dx = static_cast<T*>(a.dx) + row * C;
-  float prior[8] = {};
-  for (int64_t c = lane * N; c < C; c += 32 * N) {
-    cuda::load_n<N>(dy + c, gv);
-    cuda::load_n<N>(x + c, xv);
+  for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
+    float wv[8], prior[8] = {}, d[8];
+    if constexpr (K == 0) {
+      cuda::load_n<N>(dy + c, gv[i]);
+      cuda::load_n<N>(x + c, xv[i]);
+    }
     cuda::load_n<N>(w + c, wv);
     if (a.dx_mode == OutputMode::kAccumulate) cuda::load_n<N>(dx + c, prior);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float d = layernorm_dx(gv[k] * wv[k], layernorm_xhat(xv[k], mean, rstd), mean_g, mean_gx, rstd);
-      if (a.dx_mode == OutputMode::kAccumulate) d += prior[k];
-      gv[k] = d;
+      d[k] = layernorm_dx(gv[i][k] * wv[k], layernorm_xhat(xv[i][k], mean, rstd), mean_g, mean_gx, rstd);
+      if (a.dx_mode == OutputMode::kAccumulate) d[k] += prior[k];
     }
-    cuda::store_n<N>(dx + c, gv);
-  }
+    cuda::store_n<N>(dx + c, d);
+  });
+}
+
+// Register slots for a row of `cols` on the vector path: the fewest chunks of 256 that
+// hold it, up to kMaxSlots (cols <= 1024); 0 (no cache) past that.
+constexpr int kMaxSlots = 4;
+inline int vector_slots(int64_t cols) {
+  const int64_t chunks = (cols + 255) / 256;
+  return chunks <= 2 ? 2 : (chunks <= kMaxSlots ? static_cast<int>(chunks) : 0);
 }
 
 // Rows of 8k elements at 16-byte aligned addresses take the vector path.
@@ -173,8 +217,14 @@ Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
                    (a.residual == nullptr || vector_rows(a.cols, a.residual, a.sum));
   return dispatch_float(a.dtype, "layernorm", [&](auto t) {
     using T = decltype(t);
-    if (vec) layernorm_forward_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
-    else layernorm_forward_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    const unsigned grid = cuda::warp_rows_grid(a.rows);
+    switch (vec ? vector_slots(a.cols) : -1) {
+      case 2: layernorm_forward_kernel<T, 8, 2><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+      case 3: layernorm_forward_kernel<T, 8, 3><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+      case 4: layernorm_forward_kernel<T, 8, 4><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+      case 0: layernorm_forward_kernel<T, 8, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+      default: layernorm_forward_kernel<T, 1, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+    }
     return cuda::check_launch("layernorm_forward_cuda");
   });
 }
@@ -183,10 +233,15 @@ Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stre
   ZDP_RETURN_IF_ERROR(check_layernorm_backward_partials(a));
   return dispatch_float(a.dtype, "layernorm_backward", [&](auto t) {
     using T = decltype(t);
-    if (a.rows > 0 && vector_rows(a.cols, a.dy, a.x, a.weight, a.dx)) {
-      layernorm_dx_kernel<T, 8><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
-    } else if (a.rows > 0) {
-      layernorm_dx_kernel<T, 1><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    if (a.rows > 0) {
+      const unsigned grid = cuda::warp_rows_grid(a.rows);
+      switch (vector_rows(a.cols, a.dy, a.x, a.weight, a.dx) ? vector_slots(a.cols) : -1) {
+        case 2: layernorm_dx_kernel<T, 8, 2><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+        case 3: layernorm_dx_kernel<T, 8, 3><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+        case 4: layernorm_dx_kernel<T, 8, 4><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+        case 0: layernorm_dx_kernel<T, 8, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+        default: layernorm_dx_kernel<T, 1, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
+      }
     }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
     const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);

@@ -94,9 +94,11 @@ TEST_F(LayerKernelsGpu, VectorisedAddAndGeluMatchTheCpuAlignedOrNot) {
   }
 }
 
-// cols 768: the 16-byte vector path (8 elements a lane and step); 100: the scalar one.
+// The 16-byte vector path (8 elements a lane and step) with the row in registers: cols
+// 768 (3 chunks of 256), 264 (2, the second partial), 1000 (4); 2048 without registers
+// (more chunks than slots); 100: the scalar path.
 TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
-  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+  for (const int64_t cols : {int64_t{768}, int64_t{264}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
     SCOPED_TRACE(cols);
     const int64_t rows = 300;
     const std::vector<float> x = random(rows * cols, 2, 3), w = random(cols, 1, 4), b = random(cols, 1, 5),
@@ -107,9 +109,9 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
                                         OutputMode::kOverwrite, dw.data(), dbias.data()}).ok());
     // The forward's row statistics differ from the CPU's by summation order (a warp's tree
     // vs a sequential sum): they are compared within the bound, and the backward gets the
-    // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in chunks of
-    // 128 rows, then the 3 chunks in order, on both devices, with the same xhat) must be
-    // equal bit for bit.
+    // CPU's mean and rstd, so that dweight and dbias (each column's rows summed in
+    // kernels/common.h's order on both devices: 8 lanes of rows in each chunk of 128, then
+    // the 3 chunks, with the same xhat) must be equal bit for bit.
     DeviceArray<float> gx(*gpu_.device, x), gw(*gpu_.device, w), gb(*gpu_.device, b), gdy(*gpu_.device, dy);
     DeviceArray<float> gy(*gpu_.device, unwritten_like(y)), gmean(*gpu_.device, unwritten_like(mean)),
         grstd(*gpu_.device, unwritten_like(rstd)), gdx(*gpu_.device, unwritten_like(dx)), gdw(*gpu_.device, unwritten_like(dw)),
@@ -139,14 +141,28 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
     expect_close(gdx.download(), dx, dx_bound, "dx");
     EXPECT_TRUE(testing::bitwise_equal(gdw.download(), dw, "dweight (rows summed in order on both, the CPU's statistics)"));
     EXPECT_TRUE(testing::bitwise_equal(gdb.download(), dbias, "dbias"));
+    // dx added to what the buffer held (the residual stream's gradient): the same dx, then
+    // one rounding of the sum with a prior in [-1, 1].
+    const std::vector<float> prior = random(rows * cols, 1, 7);
+    std::vector<float> acc = prior;
+    ASSERT_TRUE(layernorm_backward_cpu({rows, cols, DType::kF32, dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                                        acc.data(), OutputMode::kAccumulate, dw.data(), dbias.data()}).ok());
+    DeviceArray<float> gacc(*gpu_.device, prior);
+    ASSERT_TRUE(layernorm_backward_cuda({rows, cols, DType::kF32, gdy.data(), gx.data(), gw.data(), cpu_mean.data(),
+                                         cpu_rstd.data(), gacc.data(), OutputMode::kAccumulate, gdw.data(), gdb.data(),
+                                         partials.data()},
+                                        gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    expect_close(gacc.download(), acc, dx_bound + testing::straight_line_bound(1, 5.0), "dx accumulated");
   }
 }
 
 // The fused residual add + LayerNorm (GPT's x_mid += x_in, then ln2; in place): the sum
 // bit for bit the CPU's (the add's per-element math), the statistics and y within the
-// bounds of the plain forward above; bf16 rows of 768 (vector path) and 100 (scalar).
+// bounds of the plain forward above; bf16 rows of 768 and 1000 (vector path, in
+// registers), 2048 (vector, not) and 100 (scalar).
 TEST_F(LayerKernelsGpu, ResidualAddFusedIntoLayerNorm) {
-  for (const int64_t cols : {int64_t{768}, int64_t{100}}) {
+  for (const int64_t cols : {int64_t{768}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
     SCOPED_TRACE(cols);
     const int64_t rows = 300;
     const std::vector<float> xf = random(rows * cols, 1, 40), rf = random(rows * cols, 1, 41), wf = random(cols, 1, 42);
