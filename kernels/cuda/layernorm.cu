@@ -53,17 +53,24 @@ __global__ void layernorm_forward_kernel(LayerNormArgs a) {
     // The residual add, stored rounded to T; the lane re-reads only what it wrote itself.
     const T* res = static_cast<const T*>(a.residual) + row * C;
     T* out = static_cast<T*>(a.sum) + row * C;
-    for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) {
-      float rv[8];
+    // With registers, every chunk's loads go out before any arithmetic or store (a store to
+    // `out`, which may be x itself, would keep the next chunk's loads behind it).
+    float rv[kSlots<K>][8];
+    const auto load = [&](int i, int64_t c) {
       cuda::load_n<N>(x + c, v[i]);
-      cuda::load_n<N>(res + c, rv);
+      cuda::load_n<N>(res + c, rv[i]);
+    };
+    const auto add_store_and_sum = [&](int i, int64_t c) {
+      if constexpr (K == 0) load(i, c);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        v[i][k] = to_f32(from_f32<T>(v[i][k] + rv[k]));
+        v[i][k] = to_f32(from_f32<T>(v[i][k] + rv[i][k]));
         sum += v[i][k];
       }
       cuda::store_n<N>(out + c, v[i]);
-    });
+    };
+    if constexpr (K > 0) for_lane_chunks<K, N>(C, lane, load);
+    for_lane_chunks<K, N>(C, lane, add_store_and_sum);
     x = out;
   } else {
     for_lane_chunks<K, N>(C, lane, [&](int i, int64_t c) { cuda::load_n<N>(x + c, v[i]); });
