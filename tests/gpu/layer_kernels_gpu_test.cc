@@ -39,6 +39,20 @@ void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, 
   for (size_t i = 0; i < gpu.size(); ++i) ASSERT_TRUE(testing::within(gpu[i], cpu[i], allowed, static_cast<int64_t>(i))) << what;
 }
 
+// loss = log(sum) + max - logit[target]: the sum of `vocab` terms each <= 1 after the
+// shift (>= 1 in all) in another order moves log(sum) by its relative error, then a few
+// roundings of the O(20) result.
+void expect_cross_entropy_losses(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab,
+                                 const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t r = 0; r < got.size(); ++r) {
+    const double expected = want[r];
+    ASSERT_TRUE(testing::within(got[r], expected,
+                                testing::straight_line_bound(vocab, 1.0) + testing::straight_line_bound(4, std::fabs(expected)),
+                                static_cast<int64_t>(r))) << what;
+  }
+}
+
 class LayerKernelsGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -282,16 +296,7 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
   ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kF32, gl.data(), gt.data(), gloss.data(), gl.data(), 1.0f / rows},
                                  gpu_.cuda_stream()).ok());
   gpu_.sync();
-  // loss = log(sum) + max - logit[target]: the sum of 50304 terms each <= 1 after the shift
-  // (>= 1 in all) in another order moves log(sum) by its relative error, then a few
-  // roundings of the O(20) result.
-  const std::vector<float> got_loss = gloss.download();
-  for (int64_t r = 0; r < rows; ++r) {
-    const double expected = losses[static_cast<size_t>(r)];
-    ASSERT_TRUE(testing::within(got_loss[static_cast<size_t>(r)], expected,
-                                testing::straight_line_bound(vocab, 1.0) + testing::straight_line_bound(4, std::fabs(expected)),
-                                r)) << "loss";
-  }
+  expect_cross_entropy_losses(gloss.download(), losses, vocab, "loss");
   // dlogits = (p - onehot) x scale per element, p = exp(shifted) / sum: the same
   // exp_branchless on both devices, the sum in another order: relative to each value (most
   // are ~1e-6, far below any absolute bound that would fit the target's).
@@ -325,13 +330,7 @@ TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
   ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss.data(), gl.data(), scale},
                                  gpu_.cuda_stream()).ok());
   gpu_.sync();
-  const std::vector<float> got_loss = gloss.download();
-  for (int64_t r = 0; r < rows; ++r) {
-    const double expected = losses[static_cast<size_t>(r)];
-    ASSERT_TRUE(testing::within(got_loss[static_cast<size_t>(r)], expected,
-                                testing::straight_line_bound(vocab, 1.0) + testing::straight_line_bound(4, std::fabs(expected)),
-                                r)) << "bf16 loss";
-  }
+  expect_cross_entropy_losses(gloss.download(), losses, vocab, "bf16 loss");
   const std::vector<Bf16> got_dl = gl.download();
   for (size_t i = 0; i < dl.size(); ++i) {
     const double expected = to_f32(dl[i]);
