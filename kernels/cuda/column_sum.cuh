@@ -17,7 +17,8 @@ inline constexpr int kColumnSumColLanes = 32;  // threads across the columns of 
 // S sums at once: terms(r, c0, t) fills t[s][0..N) with row r's terms of sum s for the
 // columns c0 .. c0 + N (inputs read once for all S). Returns true on the one thread per
 // column group (y == 0, c0 < cols) whose acc then holds the chunk's sums; call it from
-// every thread of the block (it has a barrier).
+// every thread of the block (it has a barrier), once per kernel (its shared memory is
+// read after that barrier with none behind it).
 template <int S, int N, typename Terms>
 __device__ __forceinline__ bool chunk_column_sums(const Terms& terms, int64_t r0, int64_t r1, int64_t c0, int64_t cols,
                                                   float (&acc)[S][8]) {

@@ -64,8 +64,8 @@ __device__ __forceinline__ void load_n(const T* p, float (&x)[8]) {
 // lo and hi rounded to bf16 (to nearest, ties to even) and packed, lo in the low half:
 // one cvt.rn.bf16x2.f32 on sm_80 and later, where f32_to_bf16 (kernels/convert.h) takes
 // about ten integer instructions an element. The same bits as f32_to_bf16 for every
-// non-NaN input (subnormals and overflow to infinity included); a NaN stays a NaN, with
-// the canonical payload 0x7fff rather than the input's (tests/gpu/convert_gpu_test.cu).
+// non-NaN input (subnormals and overflow to infinity included); a NaN stays a NaN, the
+// canonical 0x7fff rather than the input's sign and payload (tests/gpu/convert_gpu_test.cu).
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t packed;

@@ -173,10 +173,10 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
 
 // The fused residual add + LayerNorm (GPT's x_mid += x_in, then ln2; in place): the sum
 // bit for bit the CPU's (the add's per-element math), the statistics and y within the
-// bounds of the plain forward above; bf16 rows of 768 and 1000 (vector path, in
-// registers), 2048 (vector, not) and 100 (scalar).
+// bounds of the plain forward above; bf16 rows of 768, 264 and 1000 (vector path, in
+// 3, 2 and 4 register chunks), 2048 (vector, not) and 100 (scalar).
 TEST_F(LayerKernelsGpu, ResidualAddFusedIntoLayerNorm) {
-  for (const int64_t cols : {int64_t{768}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
+  for (const int64_t cols : {int64_t{768}, int64_t{264}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
     SCOPED_TRACE(cols);
     const int64_t rows = 300;
     const std::vector<float> xf = random(rows * cols, 1, 40), rf = random(rows * cols, 1, 41), wf = random(cols, 1, 42);
@@ -253,8 +253,8 @@ TEST_F(LayerKernelsGpu, LayerNormWeightGradientsInChunksAreBitIdentical) {
 // Softmax rows of 100 scores take the scalar path, of 96 the 16-byte one (masked past
 // the query); 5 heads leave a partial last block of rows. Forward and backward run in
 // place, as the trainer runs them (probs over scores, dscores over dprobs), and out of
-// place into never-written buffers. The vocabulary of 50304 takes the vector path of the
-// cross-entropy (gpt_gpu_test's 83 the scalar one).
+// place into never-written buffers. The vocabulary of 50304 takes the shared-memory path
+// of the cross-entropy (gpt_gpu_test's 83 the scalar one; CrossEntropyInBf16 the others).
 TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
   for (const int64_t seq : {int64_t{100}, int64_t{96}}) {
     for (const int64_t heads : {int64_t{6}, int64_t{5}}) {
@@ -307,39 +307,47 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
   }
 }
 
-// The trainer's case: bf16 logits of GPT-2's vocabulary (the shared-memory path), the
-// gradient written over them, the target at the ends of a row too. The sums as above;
-// then each dlogit is rounded to bf16 on both devices (the GPU in hardware, the same
-// bits but for NaN payloads: convert_gpu_test), so values that straddle a rounding
-// boundary may differ by one bf16 ulp, 2^-8 of the value.
+// bf16 logits, the gradient written over them, the target at the ends of a row too:
+// GPT-2's vocabulary (the trainer's case: the shared-memory kernel) and 60,000 (a
+// multiple of 8 whose fp32 row, 240,000 bytes, is past an H200's 232,448 per block: the
+// plain 16-byte kernel); then a forward-only call (no dlogits). The sums as above; then
+// each dlogit is rounded to bf16 on both devices (the GPU in hardware, the same bits but
+// for NaNs: convert_gpu_test), so values that straddle a rounding boundary may differ by
+// one bf16 ulp: up to 2^-7 of the value (just above a power of two).
 TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
-  const int64_t rows = 48, vocab = 50304;
-  const std::vector<float> lf = random(rows * vocab, 8, 40);
-  std::vector<Bf16> logits(lf.size());
-  for (size_t i = 0; i < lf.size(); ++i) logits[i] = from_f32<Bf16>(lf[i]);
-  std::vector<int32_t> targets(rows);
-  for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7919) % vocab);
-  targets[0] = 0, targets[1] = static_cast<int32_t>(vocab - 1), targets[2] = 7;
-  std::vector<float> losses(rows);
-  std::vector<Bf16> dl(logits.size());
-  const float scale = 1.0f / static_cast<float>(rows);
-  ASSERT_TRUE(cross_entropy_cpu({rows, vocab, DType::kBF16, logits.data(), targets.data(), losses.data(), dl.data(), scale}).ok());
-  DeviceArray<Bf16> gl(*gpu_.device, logits);
-  DeviceArray<float> gloss(*gpu_.device, unwritten_like(losses));
-  DeviceArray<int32_t> gt(*gpu_.device, targets);
-  ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss.data(), gl.data(), scale},
-                                 gpu_.cuda_stream()).ok());
-  gpu_.sync();
-  expect_cross_entropy_losses(gloss.download(), losses, vocab, "bf16 loss");
-  const std::vector<Bf16> got_dl = gl.download();
-  for (size_t i = 0; i < dl.size(); ++i) {
-    const double expected = to_f32(dl[i]);
-    const double allowed = 0x1p-8 * std::fabs(expected) + testing::straight_line_bound(vocab + 8, std::fabs(expected)) + 1e-30;
-    ASSERT_TRUE(testing::within(to_f32(got_dl[i]), expected, allowed, static_cast<int64_t>(i))) << "bf16 dlogits";
-  }
-  // The targets' gradients are negative (p - 1 < 0), the rest positive: the one-hot landed.
-  for (int64_t r = 0; r < rows; ++r) {
-    ASSERT_LT(to_f32(got_dl[static_cast<size_t>(r * vocab + targets[static_cast<size_t>(r)])]), 0.0f) << "row " << r;
+  for (const int64_t vocab : {int64_t{50304}, int64_t{60000}}) {
+    SCOPED_TRACE(vocab);
+    const int64_t rows = 48;
+    const std::vector<float> lf = random(rows * vocab, 8, 40);
+    std::vector<Bf16> logits(lf.size());
+    for (size_t i = 0; i < lf.size(); ++i) logits[i] = from_f32<Bf16>(lf[i]);
+    std::vector<int32_t> targets(rows);
+    for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7919) % vocab);
+    targets[0] = 0, targets[1] = static_cast<int32_t>(vocab - 1), targets[2] = 7;
+    std::vector<float> losses(rows);
+    std::vector<Bf16> dl(logits.size());
+    const float scale = 1.0f / static_cast<float>(rows);
+    ASSERT_TRUE(cross_entropy_cpu({rows, vocab, DType::kBF16, logits.data(), targets.data(), losses.data(), dl.data(), scale}).ok());
+    DeviceArray<Bf16> gl(*gpu_.device, logits);
+    DeviceArray<float> gloss(*gpu_.device, unwritten_like(losses)), gloss_only(*gpu_.device, unwritten_like(losses));
+    DeviceArray<int32_t> gt(*gpu_.device, targets);
+    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss_only.data(), nullptr, scale},
+                                   gpu_.cuda_stream()).ok());
+    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss.data(), gl.data(), scale},
+                                   gpu_.cuda_stream()).ok());
+    gpu_.sync();
+    expect_cross_entropy_losses(gloss_only.download(), losses, vocab, "bf16 loss, forward only");
+    expect_cross_entropy_losses(gloss.download(), losses, vocab, "bf16 loss");
+    const std::vector<Bf16> got_dl = gl.download();
+    for (size_t i = 0; i < dl.size(); ++i) {
+      const double expected = to_f32(dl[i]);
+      const double allowed = 0x1p-7 * std::fabs(expected) + testing::straight_line_bound(vocab + 8, std::fabs(expected)) + 1e-30;
+      ASSERT_TRUE(testing::within(to_f32(got_dl[i]), expected, allowed, static_cast<int64_t>(i))) << "bf16 dlogits";
+    }
+    // The targets' gradients are negative (p - 1 < 0), the rest positive: the one-hot landed.
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_LT(to_f32(got_dl[static_cast<size_t>(r * vocab + targets[static_cast<size_t>(r)])]), 0.0f) << "row " << r;
+    }
   }
 }
 
