@@ -4,6 +4,8 @@
 // column sums of kernels/cuda/column_sum.cuh, a block per (256 columns, chunk of rows),
 // 8 lanes of rows each, 16-byte loads; then one thread per column summing the chunks in
 // order. For gpt2-124m (16,384 rows, d = 768): 384 blocks of 256 threads.
+#include <type_traits>
+
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/nn_common.cuh"
@@ -162,12 +164,18 @@ __global__ void layernorm_dx_kernel(LayerNormBackwardArgs a) {
   });
 }
 
-// Register slots for a row of `cols` on the vector path: the fewest chunks of 256 that
-// hold it, up to kMaxSlots (cols <= 1024); 0 (no cache) past that.
-constexpr int kMaxSlots = 4;
-inline int vector_slots(int64_t cols) {
+// Calls launch(N, K) with N, K as std::integral_constant: the vector path (N = 8) with K
+// register slots, the fewest chunks of 256 that hold the row (at least 2, at most 4:
+// cols <= 1024), or K = 0 past that; the scalar path (N = 1, K = 0) otherwise.
+template <typename Launch>
+void with_row_kernel(bool vec, int64_t cols, Launch&& launch) {
+  using std::integral_constant;
   const int64_t chunks = (cols + 255) / 256;
-  return chunks <= 2 ? 2 : (chunks <= kMaxSlots ? static_cast<int>(chunks) : 0);
+  if (!vec) launch(integral_constant<int, 1>{}, integral_constant<int, 0>{});
+  else if (chunks <= 2) launch(integral_constant<int, 8>{}, integral_constant<int, 2>{});
+  else if (chunks == 3) launch(integral_constant<int, 8>{}, integral_constant<int, 3>{});
+  else if (chunks == 4) launch(integral_constant<int, 8>{}, integral_constant<int, 4>{});
+  else launch(integral_constant<int, 8>{}, integral_constant<int, 0>{});
 }
 
 // Rows of 8k elements at 16-byte aligned addresses take the vector path.
@@ -224,14 +232,9 @@ Status layernorm_forward_cuda(const LayerNormArgs& a, cudaStream_t stream) {
                    (a.residual == nullptr || vector_rows(a.cols, a.residual, a.sum));
   return dispatch_float(a.dtype, "layernorm", [&](auto t) {
     using T = decltype(t);
-    const unsigned grid = cuda::warp_rows_grid(a.rows);
-    switch (vec ? vector_slots(a.cols) : -1) {
-      case 2: layernorm_forward_kernel<T, 8, 2><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-      case 3: layernorm_forward_kernel<T, 8, 3><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-      case 4: layernorm_forward_kernel<T, 8, 4><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-      case 0: layernorm_forward_kernel<T, 8, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-      default: layernorm_forward_kernel<T, 1, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-    }
+    with_row_kernel(vec, a.cols, [&](auto n, auto k) {
+      layernorm_forward_kernel<T, n(), k()><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+    });
     return cuda::check_launch("layernorm_forward_cuda");
   });
 }
@@ -241,14 +244,9 @@ Status layernorm_backward_cuda(const LayerNormBackwardArgs& a, cudaStream_t stre
   return dispatch_float(a.dtype, "layernorm_backward", [&](auto t) {
     using T = decltype(t);
     if (a.rows > 0) {
-      const unsigned grid = cuda::warp_rows_grid(a.rows);
-      switch (vector_rows(a.cols, a.dy, a.x, a.weight, a.dx) ? vector_slots(a.cols) : -1) {
-        case 2: layernorm_dx_kernel<T, 8, 2><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-        case 3: layernorm_dx_kernel<T, 8, 3><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-        case 4: layernorm_dx_kernel<T, 8, 4><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-        case 0: layernorm_dx_kernel<T, 8, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-        default: layernorm_dx_kernel<T, 1, 0><<<grid, cuda::kBlock, 0, stream>>>(a); break;
-      }
+      with_row_kernel(vector_rows(a.cols, a.dy, a.x, a.weight, a.dx), a.cols, [&](auto n, auto k) {
+        layernorm_dx_kernel<T, n(), k()><<<cuda::warp_rows_grid(a.rows), cuda::kBlock, 0, stream>>>(a);
+      });
     }
     ZDP_RETURN_IF_ERROR(cuda::check_launch("layernorm_backward_cuda (dx)"));
     const int64_t chunk = layernorm_row_chunk(a.rows), chunks = layernorm_chunks(a.rows);
