@@ -19,8 +19,9 @@
 #   6. where the image has Nsight Compute (ncu), the hardware counters' speed of light of the
 #      kernels with the largest gaps to the step model (cross-entropy, LayerNorm's backward,
 #      GELU, the bias gradients, the embedding's backward) in gpt_gpu_bench: memory and SM
-#      throughput as % of peak, so a next change knows whether bytes or instructions bind
-#      them (docs/gpu-notes.md); clocks left alone (--clock-control none);
+#      throughput as % of peak in the table, so a next change knows whether bytes or
+#      instructions bind them (docs/gpu-notes.md), and issue activity, warp stalls and
+#      occupancy in logs/ncu.log; clocks left alone (--clock-control none);
 # then one table: each check, PASS/FAIL/SKIP, and its figure.
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
