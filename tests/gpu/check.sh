@@ -10,7 +10,8 @@
 #   4. configs/gpt2-124m.toml for 30 steps, profiled with per-kernel timing
 #      (profile.kernels): tokens/s, MFU, the step's breakdown; then `dp-launch plan
 #      --from-profile` of that run: the planner's prediction against it region by region
-#      and the efficiencies it implies (logs/plan-from-profile.log);
+#      and the efficiencies it implies (logs/plan-from-profile.log); then the config
+#      again for 60 steps without the profiler, as a user runs it: the headline MFU;
 #   5. the AdamW and GEMM GPU benchmarks, the bias gradients by cuBLASLt's epilogues against
 #      plain GEMMs + kernels/bias_grad.h (bias_grad_gpu_bench), gpt2-124m's forward + backward tokens/s and MFU
 #      next to the planner's per-kernel prediction (gpt_gpu_bench), with fused attention
@@ -195,7 +196,7 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
+  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" "gpt2-124m (no profiler)" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -276,6 +277,27 @@ EOF
   fi
 else
   row gpt2-124m SKIP "time budget spent"
+fi
+# The config as a user runs it, with no profiler's events between the kernels: 60 steps,
+# each window's mean step (steps 21-40 and 41-60; the first holds the cuBLASLt plans and
+# the epilogue timings) and the MFU of it.
+if in_budget; then
+  timeout "$(cap 120)" bin/dp-train --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=60 \
+    --set train.log_every=20 --set train.eval_every=0 --set train.eval_samples=16 \
+    --set "launch.log_dir=$out/runs/gpt2-124m-plain" >"$logs/gpt2-124m-plain.log" 2>&1
+  rc=$?
+  fig=""
+  for s in 40 60; do
+    line=$(grep "^step $s/60 " "$logs/gpt2-124m-plain.log" | tail -n 1)
+    [ -n "$line" ] || continue
+    ms=$(sed -n 's/.*| \([0-9.]*\) ms.*/\1/p' <<<"$line")
+    mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
+    fig+="${fig:+; }steps $((s - 19))-$s: ${ms:-?} ms/step, MFU ${mfu:-?}"
+  done
+  if ((rc == 0)) && [ -n "$fig" ]; then row "gpt2-124m (no profiler)" PASS "$fig"
+  else row "gpt2-124m (no profiler)" FAIL "exit $rc (logs/gpt2-124m-plain.log)"; tail -n 30 "$logs/gpt2-124m-plain.log"; fi
+else
+  row "gpt2-124m (no profiler)" SKIP "time budget spent"
 fi
 
 # ---- 5. benchmarks --------------------------------------------------------------------
