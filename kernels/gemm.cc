@@ -28,6 +28,7 @@ std::string describe(const GemmArgs& g) {
   os << "gemm " << to_string(g.a.trans) << "," << to_string(g.b.trans) << " m=" << g.m << " n=" << g.n
      << " k=" << g.k << " " << to_string(g.ab_dtype) << "->" << to_string(g.c_dtype) << " "
      << to_string(g.epilogue);
+  if (g.c_in != nullptr) os << " +c_in";
   if (g.batch != 1) os << " batch=" << g.batch << " strides=" << g.stride_a << "," << g.stride_b << "," << g.stride_c;
   return os.str();
 }
@@ -71,6 +72,15 @@ Status check_gemm_args(const GemmArgs& g) {
   const bool wants_dbias = g.epilogue == Epilogue::kDGeluBgrad || g.epilogue == Epilogue::kBgradB;
   if (wants_dbias && g.m > 0 && g.n > 0 && !g.dbias) return invalid("the epilogue needs dbias (its output)");
   if ((wants_aux || wants_dbias) && g.beta != 0.0f) return invalid("beta must be 0 with a gradient or aux epilogue");
+  if (g.c_in != nullptr && g.beta == 0.0f) return invalid("c_in is read only with beta != 0");
+  if (g.c_in != nullptr && g.batch > 1) return invalid("c_in with a batched GEMM");
+  if (g.c_in != nullptr && g.c_in != g.c.data && g.m > 0 && g.n > 0) {
+    // The same m x n footprint (leading dimension c.ld) at both addresses: the copy or the
+    // GPU's epilogue would read what it has already written where they partly overlap.
+    const auto span = static_cast<uintptr_t>((g.c.ld * (g.n - 1) + g.m) * static_cast<int64_t>(dtype_size(g.c_dtype)));
+    const auto in = reinterpret_cast<uintptr_t>(g.c_in), out = reinterpret_cast<uintptr_t>(g.c.data);
+    if (in < out + span && out < in + span) return invalid("c_in partly overlaps C");
+  }
   if (wants_dbias && g.k == 0) return invalid("k = 0 with a bias-gradient epilogue");
   return Status::Ok();
 }

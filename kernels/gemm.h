@@ -4,7 +4,7 @@
 //
 // Layout: column-major, as BLAS and cuBLASLt. Element (i, j) of an r x c matrix X with
 // leading dimension ldx >= r is X[i + j * ldx].
-//   C (m x n) = epilogue(alpha * op(A) * op(B) + beta * C)
+//   C (m x n) = epilogue(alpha * op(A) * op(B) + beta * C)     (C read from c_in when set)
 // op(A) is m x k (A stored m x k, or k x m when transa = kYes), op(B) is k x n.
 // Bias has m elements (one per row of C, broadcast along the n columns).
 //
@@ -69,6 +69,11 @@ struct GemmArgs {
   void* dbias = nullptr;  // kDGeluBgrad (m elements), kBgradB (n elements): c_dtype, written
   float alpha = 1.0f;
   float beta = 0.0f;  // C is read only when beta != 0
+  // With beta != 0: beta * C reads this matrix (m x n, c_dtype, leading dimension c.ld) in
+  // place of C's own contents, so that C = AB + beta * c_in (+ bias) without first copying
+  // c_in into C: a residual added in the GEMM's epilogue. nullptr: C itself. It may be C.
+  // Batch 1 only.
+  const void* c_in = nullptr;
   Fp32Math fp32_math = Fp32Math::kIeee;
   // A strided batch of `batch` independent multiplies of the same shape: the i-th reads A,
   // B and writes C at data + i * stride_{a,b,c} elements (strides may be any value >= 0,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <string>
 
 #include "kernels/cpu_parallel.h"
@@ -56,6 +57,7 @@ class OpenBlasGemm final : public Gemm {
     float* c = static_cast<float*>(g.c.data);
     const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
     const int ldc = static_cast<int>(g.c.ld);
+    if (g.c_in != nullptr && g.c_in != c) copy_c(static_cast<const float*>(g.c_in), c, m, n, ldc);
     if (k == 0) {
       // BLAS leaves C = beta * C for k = 0 too; do it here so that A/B may be null.
       scale_c(c, m, n, ldc, g.beta);
@@ -122,6 +124,13 @@ class OpenBlasGemm final : public Gemm {
       for (int j = 0; j < n; ++j) {
         for (int l = 0; l < k; ++l) db[j] += b[l + j * ldb];
       }
+    }
+  }
+
+  // C's m x n from `from` (leading dimension ldc too), for beta * c_in.
+  static void copy_c(const float* from, float* c, int m, int n, int ldc) {
+    for (int j = 0; j < n; ++j) {
+      std::memcpy(c + static_cast<int64_t>(j) * ldc, from + static_cast<int64_t>(j) * ldc, sizeof(float) * m);
     }
   }
 

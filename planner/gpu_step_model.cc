@@ -123,13 +123,14 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double lse = 4 * bh * T;
   // A linear layer [N, in] -> [N, out]: forward, then backward's dx and dweight GEMMs (each
   // the forward's FLOPs), and with a bias its gradient (kernels/bias_grad.h: dy read once,
-  // db written). The GELU rides on the fc layer's forward (GELU_AUX_BIAS: the
-  // pre-activation written too, `aux_fwd` elements per token); its backward is a kernel of
-  // its own in fc proj's backward (below).
+  // db written). `extra_fwd` elements per token more move in the forward: the fc layer's
+  // GELU rides on it (GELU_AUX_BIAS: the pre-activation written too, 4d), and fc proj's
+  // GEMM adds the block's residual (GemmArgs::c_in: x_mid read, d). GELU's backward is a
+  // kernel of its own in fc proj's backward (below).
   auto linear = [&](KernelRegion fwd, KernelRegion bwd, const char* name, double in, double out, int64_t per_micro,
-                    bool bias, double aux_fwd) {
+                    bool bias, double extra_fwd) {
     const double flops = 2 * N * in * out, bytes = e * (N * in + in * out + N * out);
-    add(fwd, per_micro, flops, bytes + e * N * aux_fwd);
+    add(fwd, per_micro, flops, bytes + e * N * extra_fwd);
     add(bwd, 2 * per_micro, flops, bytes);
     if (bias) add_as(bwd, std::string(name) + " bias grad", per_micro, 0, e * (N * out + out));
   };
@@ -148,13 +149,12 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   linear(KernelRegion::kProjFwd, KernelRegion::kProjBwd, "attn proj", d, d, L, true, 0);
   add(KernelRegion::kResidualLayernormFwd, L, 0, 4 * N * d * e + 8 * N);  // reads x, residual; writes sum, y
   linear(KernelRegion::kFcFwd, KernelRegion::kFcBwd, "fc", d, 4 * d, L, false, 4 * d);  // its bias grad: below
-  linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, "fc proj", 4 * d, d, L, true, 0);
+  linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, "fc proj", 4 * d, d, L, true, d);  // + the residual
   // In fc proj's backward (Ops::linear_backward_gelu): GELU's backward over fc's output
   // (the pre-activation and the gradient read, the gradient written in place), then fc's
   // bias gradient from it.
   add_as(KernelRegion::kFcProjBwd, "gelu bwd", L, 0, 3 * e * N * 4 * d);
   add_as(KernelRegion::kFcProjBwd, "fc bias grad", L, 0, e * (N * 4 * d + 4 * d));
-  add(KernelRegion::kResidualAdd, L, 0, 3 * N * d * e);
   linear(KernelRegion::kLmHeadFwd, KernelRegion::kLmHeadBwd, "lm head", d, V, 1, false, 0);
   add(KernelRegion::kCrossEntropy, 1, 0, 2 * N * V * e);
   if (s.fused_attention) {

@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -128,8 +129,9 @@ class CublasLtGemm final : public Gemm {
       ZDP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
     }
+    const void* c_in = g.c_in != nullptr ? g.c_in : g.c.data;  // C and D share a layout (c.ld)
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta,
-                                              g.c.data, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
+                                              c_in, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
                                               static_cast<size_t>(workspace_bytes_), stream));
     return Status::Ok();
   }
@@ -144,9 +146,12 @@ class CublasLtGemm final : public Gemm {
     const int64_t elem = static_cast<int64_t>(dtype_size(g.ab_dtype));
     return pinned_ ? static_cast<uint32_t>(elem) : alignment_of(g.b.data, g.batch, g.stride_b * elem);
   }
+  // C's and D's (the plan's one alignment serves both: the smaller when c_in is its own).
   uint32_t align_c(const GemmArgs& g) const {
     const int64_t elem = static_cast<int64_t>(dtype_size(g.c_dtype));
-    return pinned_ ? static_cast<uint32_t>(elem) : alignment_of(g.c.data, g.batch, g.stride_c * elem);
+    if (pinned_) return static_cast<uint32_t>(elem);
+    const uint32_t d = alignment_of(g.c.data, g.batch, g.stride_c * elem);
+    return g.c_in != nullptr ? std::min(d, alignment_of(g.c_in, g.batch, g.stride_c * elem)) : d;
   }
   // The bias (or bias gradient) and aux pointers the heuristic sees. cuBLASLt reads their
   // alignment from the address (cublasLt.h, BIAS_POINTER / EPILOGUE_AUX_POINTER); pinned,

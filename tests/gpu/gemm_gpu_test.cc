@@ -23,7 +23,7 @@ using zdp::testing::TestRandom;
 
 template <typename AB, typename C>
 void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, Transpose tb, int64_t m, int64_t n,
-                      int64_t k, Epilogue e, Fp32Math math = Fp32Math::kIeee, int64_t pad = 0) {
+                      int64_t k, Epilogue e, Fp32Math math = Fp32Math::kIeee, int64_t pad = 0, bool residual = false) {
   const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
   const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
   // Inputs rounded to the A/B type once; the CPU sees the same values in fp32 (exact).
@@ -34,12 +34,18 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
   for (size_t i = 0; i < a.size(); ++i) a32[i] = to_f32(a[i]);
   for (size_t i = 0; i < b.size(); ++i) b32[i] = to_f32(b[i]);
   for (size_t i = 0; i < bias.size(); ++i) bias32[i] = to_f32(bias[i]);
+  // With `residual`: C = AB (+ bias) + R through GemmArgs::c_in (beta 1), R of C's type.
+  const std::vector<C> r = zdp::testing::encode<C>(rnd.signed_vector(static_cast<size_t>(m * n), 0.1f, 1.0f));
+  std::vector<float> r32(r.size());
+  for (size_t i = 0; i < r.size(); ++i) r32[i] = residual ? to_f32(r[i]) : 0.0f;
 
   GemmArgs g;
   g.a.trans = ta, g.b.trans = tb, g.m = m, g.n = n, g.k = k;
   g.a.ld = a_rows, g.b.ld = b_rows, g.c.ld = m, g.epilogue = e, g.fp32_math = math;
+  if (residual) g.beta = 1.0f;
   GemmArgs cpu = g;
   cpu.a.data = a32.data(), cpu.b.data = b32.data(), cpu.c.data = c32.data(), cpu.bias = bias32.data();
+  if (residual) cpu.c_in = r32.data();
   ASSERT_TRUE(make_cpu_gemm()->run(cpu, nullptr).ok());
   // The pre-activation, for the GELU allowance below.
   std::vector<float> z32(c32.size());
@@ -50,9 +56,12 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
 
   // `pad` elements into each allocation: 1 leaves 16-bit matrices only 2-byte aligned.
   DeviceArray<AB> da(*gpu.device, a, pad), db(*gpu.device, b, pad);
-  DeviceArray<C> dbias(*gpu.device, bias, pad), dc(*gpu.device, std::vector<C>(c32.size()), pad);
+  // C's own values are never read with a residual (unwritten: NaN-like patterns).
+  DeviceArray<C> dbias(*gpu.device, bias, pad),
+      dc(*gpu.device, residual ? zdp::testing::unwritten_like(r) : std::vector<C>(c32.size()), pad), dr(*gpu.device, r, pad);
   g.ab_dtype = zdp::testing::dtype_of<AB>(), g.c_dtype = zdp::testing::dtype_of<C>();
   g.a.data = da.data(), g.b.data = db.data(), g.c.data = dc.data(), g.bias = dbias.data();
+  if (residual) g.c_in = dr.data();
   for (int call = 0; call < 2; ++call) {  // the second call reuses the cached plan
     const Status st = lt.run(g, gpu.cuda_stream());
     ASSERT_TRUE(st.ok()) << st.to_string();
@@ -71,8 +80,8 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
       }
       const size_t at = static_cast<size_t>(i + j * m);
       // Both sides sum k exact products (bf16/fp16 products are exact in fp32) in their
-      // own order: (k + 3) roundings each, so twice that, plus the bias add.
-      double err = 2 * (k + 3) * u * (mag + std::fabs(to_f32(bias[i]))) + 2 * input_u * mag;
+      // own order: (k + 3) roundings each, so twice that, plus the bias and residual adds.
+      double err = 2 * (k + 3) * u * (mag + std::fabs(to_f32(bias[i])) + std::fabs(r32[at])) + 2 * input_u * mag;
       // Exception: TF32 rounds each input to 10 mantissa bits (2 x 2^-11 per product), counted
       // by input_u above. Exception: cuBLASLt does not document how its GELU epilogue
       // evaluates tanh; allow 2^-10 of the pre-activation's magnitude (+1) for it.
@@ -120,6 +129,17 @@ TEST_F(GemmGpu, Fp16AndFp32) {
   gemm_matches_cpu<float, float>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 192, 96, 160, Epilogue::kBias);
   gemm_matches_cpu<float, float>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 192, 96, 160, Epilogue::kNone,
                                  Fp32Math::kTf32);
+}
+
+// A linear layer with its residual added in the GEMM (Ops::linear's `residual`: fc proj's
+// forward), bias or not, bf16 and fp32, and with 2-byte-aligned pointers (pad 1); C's own
+// contents (unwritten) must not reach the result.
+TEST_F(GemmGpu, ResidualThroughCIn) {
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kBias}) {
+    gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 96, 130, 200, e, Fp32Math::kIeee, 0, true);
+    gemm_matches_cpu<Bf16, Bf16>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 96, 130, 200, e, Fp32Math::kIeee, 1, true);
+    gemm_matches_cpu<float, float>(gpu_, *lt_, rnd_, Transpose::kYes, Transpose::kNo, 37, 29, 53, e, Fp32Math::kIeee, 0, true);
+  }
 }
 
 TEST_F(GemmGpu, TransformerShape) {

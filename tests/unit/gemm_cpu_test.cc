@@ -61,8 +61,11 @@ double gelu_error(double z, double ez) {
   return 1.13 * ez + 0.5 * az * (5 * u * (az + 0.045 * az * az * az) + 4 * u) + 3 * u * 2 * az;
 }
 
-void check(const Problem& p, const std::vector<float>& c0) {
+// c0: C before the call (its padding rows must be left alone); c_in: what beta * C read,
+// when not c0 (GemmArgs::c_in).
+void check(const Problem& p, const std::vector<float>& c0, const std::vector<float>* c_in_values = nullptr) {
   const GemmArgs& g = p.args;
+  const std::vector<float>& read = c_in_values ? *c_in_values : c0;
   for (int64_t j = 0; j < g.n; ++j) {
     for (int64_t i = 0; i < g.m; ++i) {
       double sum = 0, mag = 0;
@@ -74,7 +77,7 @@ void check(const Problem& p, const std::vector<float>& c0) {
         sum += a * b;
         mag += std::fabs(a * b);
       }
-      const double c_in = c0[static_cast<size_t>(i + j * g.c.ld)];
+      const double c_in = read[static_cast<size_t>(i + j * g.c.ld)];
       double z = g.alpha * sum + g.beta * c_in;
       // k products and k additions in whatever order OpenBLAS blocks them (at most k
       // roundings on any chain), then alpha, beta * C and their sum.
@@ -114,6 +117,36 @@ TEST(GemmCpu, MatchesFloat64ForEveryTransposeAndEpilogue) {
           check(p, c0);
         }
       }
+    }
+  }
+}
+
+// beta * C read from c_in, a matrix of its own (the residual of a linear layer: Ops::linear):
+// C's own values are never read (NaN here), its padding rows are left alone, c_in is not
+// written; and c_in == C is the in-place case.
+TEST(GemmCpu, BetaReadsCInInPlaceOfC) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto gemm = make_cpu_gemm();
+  for (Epilogue e : {Epilogue::kNone, Epilogue::kBias, Epilogue::kBiasGelu}) {
+    for (float beta : {1.0f, 0.75f}) {
+      Problem p = make(rnd, Transpose::kYes, Transpose::kNo, 37, 29, 53, e, beta);
+      const std::vector<float> residual = rnd.signed_vector(p.c.size(), 0.1f, 1.0f);
+      for (int64_t j = 0; j < p.args.n; ++j) {
+        for (int64_t i = 0; i < p.args.m; ++i) p.c[static_cast<size_t>(i + j * p.args.c.ld)] = NAN;
+      }
+      const std::vector<float> c0 = p.c;
+      p.args.c_in = residual.data();
+      const Status st = gemm->run(p.args, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      EXPECT_NE(describe(p.args).find("+c_in"), std::string::npos) << describe(p.args);
+      check(p, c0, &residual);
+
+      Problem q = make(rnd, Transpose::kYes, Transpose::kNo, 37, 29, 53, e, beta);
+      const std::vector<float> q0 = q.c;
+      q.args.c_in = q.c.data();  // the same as c_in = nullptr
+      ASSERT_TRUE(gemm->run(q.args, nullptr).ok());
+      check(q, q0);
     }
   }
 }
@@ -180,6 +213,26 @@ TEST(GemmCpu, RejectsBadArguments) {
   g.ab_dtype = DType::kBF16;  // the CPU path is fp32 only
   g.c_dtype = DType::kBF16;
   EXPECT_EQ(gemm->run(g, nullptr).code(), StatusCode::kInvalidArgument);
+  g.ab_dtype = g.c_dtype = DType::kF32;
+  // c_in: read only with beta != 0, not batched, and never partly over C.
+  std::vector<float> r(32);
+  g.c_in = r.data();
+  st = gemm->run(g, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("c_in is read only with beta != 0"), std::string::npos) << st.message();
+  g.beta = 1.0f;
+  EXPECT_TRUE(gemm->run(g, nullptr).ok());
+  g.c_in = r.data() + 8;  // r[8, 24) against C = r[0, 16)
+  g.c.data = r.data();
+  st = gemm->run(g, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("c_in partly overlaps C"), std::string::npos) << st.message();
+  g.c_in = r.data() + 16;  // r[16, 32): next to C, not over it
+  EXPECT_TRUE(gemm->run(g, nullptr).ok());
+  g.batch = 2, g.stride_a = g.stride_b = 0, g.stride_c = 4;
+  st = gemm->run(g, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("c_in with a batched GEMM"), std::string::npos) << st.message();
 }
 
 // The training epilogues' CPU twin (the reference of the cuBLASLt ones in

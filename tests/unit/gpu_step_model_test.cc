@@ -74,6 +74,10 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   // = 2 (32 + 64 + 256) = 704 bytes; fc proj's two backward GEMMs are plain ones.
   EXPECT_DOUBLE_EQ(row(p, "fc linear (+gelu) fwd").bytes, 704);
   EXPECT_DOUBLE_EQ(row(p, "fc proj linear bwd (dx, dW)").bytes, 2 * (128 + 64 + 32));
+  // fc proj's forward adds the block's residual in its GEMM (x_mid read, N d): 2 (N 4d +
+  // 4d d + N d + N d) = 2 (128 + 64 + 32 + 32) = 512 bytes; no residual add kernel is left.
+  EXPECT_DOUBLE_EQ(row(p, "fc proj linear fwd").bytes, 512);
+  for (const KernelCost& k : p.kernels) EXPECT_NE(k.name, "residual add") << "the residual rides in fc proj's GEMM";
   // Then GELU's backward reads the pre-activation and the gradient and writes the gradient
   // (3 x 2 x N 4d = 768 bytes), and fc's bias gradient reads it and writes 4d: 2 (128 + 16).
   EXPECT_DOUBLE_EQ(row(p, "gelu bwd").bytes, 768);

@@ -161,10 +161,9 @@ class Gpt : public Model {
     ZDP_RETURN_IF_ERROR(ops_->linear_gelu(b.ln2.data(), fc_w, fc_b, b.fc_pre.data(), b.fc_act.data(), n, C_, 4 * C_));
     ZDP_ASSIGN_OR_RETURN(void* fp_w, p(e, b.fc_proj_w));
     ZDP_ASSIGN_OR_RETURN(void* fp_b, p(e, b.fc_proj_b));
+    // x_next = fc_proj(fc_act) + x_mid: the residual added in the GEMM.
     ops_->region(KernelRegion::kFcProjFwd);
-    ZDP_RETURN_IF_ERROR(ops_->linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_));
-    ops_->region(KernelRegion::kResidualAdd);
-    ZDP_RETURN_IF_ERROR(ops_->add(x_next, b.x_mid.data(), x_next, n * C_));
+    ZDP_RETURN_IF_ERROR(ops_->linear(b.fc_act.data(), fp_w, fp_b, x_next, n, 4 * C_, C_, b.x_mid.data()));
     ops_->end_region();  // the engine's work between layers is not the model's
     return Status::Ok();
   }

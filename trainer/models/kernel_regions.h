@@ -39,7 +39,7 @@ enum class KernelRegion : int {
   kResidualLayernormFwd,
   kFcFwd,
   kFcProjFwd,
-  kResidualAdd,
+  kResidualAdd,  // none since the residual rides in fc proj's GEMM (Ops::linear); kept for older profiles' names
   kLmHeadFwd,
   kCrossEntropy,
   kLmHeadBwd,

@@ -191,7 +191,8 @@ Status Ops::weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype,
   return gemm_to(g, dw_dtype);
 }
 
-Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out) {
+Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
+                   const void* residual) {
   GemmArgs g;
   g.a.trans = Transpose::kYes;
   g.m = out, g.n = rows, g.k = in;
@@ -200,6 +201,7 @@ Status Ops::linear(const void* x, const void* w, const void* b, void* y, int64_t
   g.c.data = y, g.c.ld = out;
   g.epilogue = b ? Epilogue::kBias : Epilogue::kNone;
   g.bias = b;
+  if (residual != nullptr) g.c_in = residual, g.beta = 1.0f;
   return gemm(g);
 }
 
@@ -326,7 +328,6 @@ StatusOr<double> Ops::seconds_per_run(const std::function<Status()>& run) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRuns;
 }
 
-Status Ops::add(const void* a, const void* b, void* out, int64_t count) { ZDP_OPS_DISPATCH(add, (kernels::AddArgs{count, dtype_, a, b, out})); }
 Status Ops::gelu(const void* x, void* y, int64_t count) {
   ZDP_OPS_DISPATCH(gelu_forward, (kernels::GeluArgs{count, dtype_, x, nullptr, y}));
 }

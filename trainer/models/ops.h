@@ -75,8 +75,11 @@ class Ops {
   // The mean of `count` losses, read back (a wait; evaluation).
   StatusOr<double> mean_loss(const float* losses, int64_t count);
 
-  // y[rows, out] = x[rows, in] w[out, in]^T + b (b may be null).
-  Status linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out);
+  // y[rows, out] = x[rows, in] w[out, in]^T + b (b may be null) [+ residual[rows, out]]:
+  // the residual is added in the GEMM (GemmArgs::c_in: cuBLASLt's beta * C, read once in its
+  // epilogue), in place of a kernel that reads y and the residual again and writes y.
+  Status linear(const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t in, int64_t out,
+                const void* residual = nullptr);
   // From dy[rows, out]: dw[out, in] = dy^T x and db[out] = column sums of dy (overwritten;
   // db skipped when null); dx[rows, in] = dy w, overwritten or accumulated (skipped when null).
   Status linear_backward(const void* x, const void* w, const void* dy, void* dx, kernels::OutputMode dx_mode, void* dw,
@@ -98,7 +101,6 @@ class Ops {
   // C (m x n, column-major) = alpha op(A) op(B) + beta C in the compute dtype: the attention GEMMs.
   Status gemm(kernels::GemmArgs args) { return gemm_to(args, dtype_); }
 
-  Status add(const void* a, const void* b, void* out, int64_t count);
   Status gelu(const void* x, void* y, int64_t count);
   Status gelu_backward(const void* x, const void* dy, void* dx, int64_t count);
   Status layernorm(const kernels::LayerNormArgs& a);
