@@ -148,19 +148,25 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   EXPECT_EQ(entries["attention bwd GEMMs (dP, dV, dQ, dK)"], 2 * kLayers * kAccum);
   EXPECT_EQ(entries["qkv linear fwd"], kLayers * kAccum);
   EXPECT_EQ(entries["embedding bwd"], kAccum);
-  // The regions lie inside rank 0's forward + backward of the same steps.
-  double regions = 0, compute = 0;
+  // The regions lie inside rank 0's steps, and cover a good part of their forward +
+  // backward. (Not "inside the forward + backward": the region points and the profile's
+  // phase marks are stamped by different clocks of the CPU stream, at once or when its
+  // worker reaches them (runtime/internal/stream_clock.h), and on 2 busy cores the regions
+  // measured 0.59-1.18 of that span.)
+  double regions = 0, compute = 0, step = 0;
   int steps = 0;
   for (const auto& [name, v] : ms) regions += v;
   std::ifstream lines(dir + "/profile.jsonl");
   for (std::string line; std::getline(lines, line);) {
     const json j = json::parse(line);
-    if (j.value("type", "") == "step" && j.value("rank", -1) == 0) compute += j.at("compute_ms").get<double>(), ++steps;
+    if (j.value("type", "") == "step" && j.value("rank", -1) == 0) {
+      compute += j.at("compute_ms").get<double>(), step += j.at("step_ms").get<double>(), ++steps;
+    }
   }
   ASSERT_EQ(steps, kSteps - kWarmup);
-  compute /= steps;
+  compute /= steps, step /= steps;
   EXPECT_GT(regions, 0.3 * compute) << "regions " << regions << " ms, forward + backward " << compute << " ms";
-  EXPECT_LT(regions, 1.02 * compute) << "regions " << regions << " ms, forward + backward " << compute << " ms";
+  EXPECT_LT(regions, step) << "regions " << regions << " ms, step " << step << " ms";
 
   // dp-launch plan --from-profile: a CPU profile is refused; labelled as an H200's, every
   // predicted region has its measured time.
