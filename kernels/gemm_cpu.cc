@@ -129,6 +129,7 @@ class OpenBlasGemm final : public Gemm {
 
   // C's m x n from `from` (leading dimension ldc too), for beta * c_in.
   static void copy_c(const float* from, float* c, int m, int n, int ldc) {
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(m) * n > 65536)
     for (int j = 0; j < n; ++j) {
       std::memcpy(c + static_cast<int64_t>(j) * ldc, from + static_cast<int64_t>(j) * ldc, sizeof(float) * m);
     }
