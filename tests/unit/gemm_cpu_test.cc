@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -135,12 +136,13 @@ TEST(GemmCpu, BetaReadsCInInPlaceOfC) {
       for (int64_t j = 0; j < p.args.n; ++j) {
         for (int64_t i = 0; i < p.args.m; ++i) p.c[static_cast<size_t>(i + j * p.args.c.ld)] = NAN;
       }
-      const std::vector<float> c0 = p.c;
+      const std::vector<float> c0 = p.c, residual0 = residual;
       p.args.c_in = residual.data();
       const Status st = gemm->run(p.args, nullptr);
       ASSERT_TRUE(st.ok()) << st.to_string();
       EXPECT_NE(describe(p.args).find("+c_in"), std::string::npos) << describe(p.args);
       check(p, c0, &residual);
+      ASSERT_EQ(0, std::memcmp(residual.data(), residual0.data(), residual.size() * sizeof(float))) << "c_in was written";
 
       Problem q = make(rnd, Transpose::kYes, Transpose::kNo, 37, 29, 53, e, beta);
       const std::vector<float> q0 = q.c;
