@@ -12,7 +12,8 @@
 #      --from-profile` of that run: the planner's prediction against it region by region
 #      and the efficiencies it implies (logs/plan-from-profile.log); then the config
 #      again for 60 steps without the profiler, as a user runs it: the headline MFU;
-#   5. the AdamW and GEMM GPU benchmarks, the bias gradients by cuBLASLt's epilogues against
+#   5. the AdamW and GEMM GPU benchmarks (the latter with the residual add in the GEMM against
+#      the GEMM + add kernel), the bias gradients by cuBLASLt's epilogues against
 #      plain GEMMs + kernels/bias_grad.h (bias_grad_gpu_bench), gpt2-124m's forward + backward tokens/s and MFU
 #      next to the planner's per-kernel prediction (gpt_gpu_bench), with fused attention
 #      (cuDNN) and again with batched attention, and comm_bench's
