@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/cuda_check.h"
+#include "bench/gpu_timing.h"
 #include "bench/size_arg.h"
 #include "kernels/adamw.h"
 #include "kernels/cast.h"
@@ -159,25 +160,11 @@ int main(int argc, char** argv) {
        },
        6.0},
   };
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (Row& r : rows) {  // warm-up
-    r.fn();
-    r.fn();
-  }
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  for (int round = 0; round < rounds; ++round) {
-    for (Row& r : rows) {
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int i = 0; i < iters; ++i) r.fn();
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      r.best = std::min(r.best, ms / 1e3 / iters);
-    }
-  }
+  std::vector<std::function<void()>> bodies;
+  for (const Row& r : rows) bodies.push_back(r.fn);
+  const std::vector<double> best =
+      zdp::bench::best_seconds_per_call("adamw_gpu_bench", bodies, iters, rounds, stream, /*warmups=*/2);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].best = best[i];
   const double copy_s = rows[0].best, copy_gbs = 28.0 * n / copy_s / 1e9;
   std::printf("\n%-38s %9s %9s %10s %16s\n", "variant", "time ms", "GB/s", "vs memcpy", "ms / 1e9 params");
   for (const Row& r : rows) {

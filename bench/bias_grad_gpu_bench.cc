@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/cuda_check.h"
+#include "bench/gpu_timing.h"
 #include "kernels/bias_grad.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
@@ -130,24 +131,7 @@ int main(int argc, char** argv) {
   };
   const Layer layers[] = {{"qkv", d, 3 * d, false}, {"attn proj", d, d, false}, {"fc proj", 4 * d, d, true}};
   auto time_ms = [&](const std::function<void()>& body) {
-    body();  // warm-up: plans built and cached
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    cudaEvent_t start, stop;
-    CHECK_CUDA(cudaEventCreate(&start));
-    CHECK_CUDA(cudaEventCreate(&stop));
-    float best = 1e30f;
-    for (int r = 0; r < rounds; ++r) {
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int i = 0; i < iters; ++i) body();
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms / static_cast<float>(iters));
-    }
-    CHECK_CUDA(cudaEventDestroy(start));
-    CHECK_CUDA(cudaEventDestroy(stop));
-    return static_cast<double>(best);
+    return 1e3 * zdp::bench::best_seconds_per_call("bias_grad_gpu_bench", {body}, iters, rounds, stream)[0];
   };
   std::printf("bias_grad_gpu_bench: %s, bf16, %lld tokens, d = %lld; ms per call of a layer's backward\n", prop.name,
               static_cast<long long>(tokens), static_cast<long long>(d));

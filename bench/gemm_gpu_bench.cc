@@ -22,6 +22,7 @@
 
 #include "bench/cuda_check.h"
 #include "bench/gemm_shapes.h"
+#include "bench/gpu_timing.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -35,42 +36,11 @@ using zdp::kernels::GemmArgs;
 
 #define CHECK_CUDA(call) ZDP_BENCH_CHECK_CUDA("gemm_gpu_bench", call)
 
-// Seconds a call of each of `bodies` takes: `iters` calls between two events, the best of
-// `rounds` rounds; each round times every body in turn, so that the variants of a shape
-// see the same clocks. Exits 1 (with its message) when a body fails.
-template <typename Body>
-std::vector<double> time_variants(const std::vector<Body>& bodies, int iters, int rounds, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (const Body& body : bodies) {  // warm-up: builds and caches the plans
-    const zdp::Status st = body();
-    if (!st.ok()) {
-      std::fprintf(stderr, "gemm_gpu_bench: %s\n", st.to_string().c_str());
-      std::exit(1);
-    }
-  }
-  std::vector<double> best(bodies.size(), 1e30);
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t v = 0; v < bodies.size(); ++v) {
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int i = 0; i < iters; ++i) {
-        const zdp::Status st = bodies[v]();
-        if (!st.ok()) {
-          std::fprintf(stderr, "gemm_gpu_bench: %s\n", st.to_string().c_str());
-          std::exit(1);
-        }
-      }
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      best[v] = std::min(best[v], ms / 1e3 / iters);
-    }
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  return best;
+// A body's failure ends the benchmark with its message.
+void run_or_exit(const zdp::Status& st) {
+  if (st.ok()) return;
+  std::fprintf(stderr, "gemm_gpu_bench: %s\n", st.to_string().c_str());
+  std::exit(1);
 }
 
 // A block's output projection with the residual added: y = x W^T + b + residual, row-major
@@ -94,14 +64,12 @@ double residual_row(const char* name, zdp::kernels::Gemm& lt, int64_t d, int64_t
   plain.c.data = tmp, plain.c.ld = d;
   zdp::kernels::AddArgs add;
   add.count = d * tokens, add.dtype = DType::kBF16, add.a = residual, add.b = tmp, add.out = out;
-  using Body = std::function<zdp::Status()>;
-  const std::vector<Body> bodies = {
-      [&] {
-        const zdp::Status st = lt.run(plain, stream);
-        return st.ok() ? zdp::kernels::add_cuda(add, stream) : st;
-      },
-      [&] { return lt.run(fused, stream); }};
-  const std::vector<double> t = time_variants(bodies, iters, rounds, stream);
+  const std::vector<std::function<void()>> bodies = {[&] {
+                                                       run_or_exit(lt.run(plain, stream));
+                                                       run_or_exit(zdp::kernels::add_cuda(add, stream));
+                                                     },
+                                                     [&] { run_or_exit(lt.run(fused, stream)); }};
+  const std::vector<double> t = zdp::bench::best_seconds_per_call("gemm_gpu_bench", bodies, iters, rounds, stream);
   std::printf("%-8s %6lld %6lld %6lld %14.1f %14.1f %8.3f\n", name, static_cast<long long>(d),
               static_cast<long long>(tokens), static_cast<long long>(in), t[0] * 1e6, t[1] * 1e6, t[1] / t[0]);
   return t[1] / t[0];
@@ -182,9 +150,9 @@ int main(int argc, char** argv) {
     GemmArgs gelu = g;
     gelu.epilogue = Epilogue::kBiasGelu;
     zdp::kernels::Gemm& gemm = **lt;
-    const std::vector<std::function<zdp::Status()>> bodies = {[&] { return gemm.run(g, stream); },
-                                                               [&] { return gemm.run(gelu, stream); }};
-    const std::vector<double> best = time_variants(bodies, iters, rounds, stream);
+    const std::vector<std::function<void()>> bodies = {[&] { run_or_exit(gemm.run(g, stream)); },
+                                                       [&] { run_or_exit(gemm.run(gelu, stream)); }};
+    const std::vector<double> best = zdp::bench::best_seconds_per_call("gemm_gpu_bench", bodies, iters, rounds, stream);
     const double flops = s.flops();
     best_overall = std::max(best_overall, flops / best[0] / 1e12);
     std::printf("%-8s %6lld %6lld %6lld %2s%2s %10.1f %20.1f\n", s.name, static_cast<long long>(s.m),
