@@ -16,6 +16,7 @@
 #include "planner/plan_plot.h"
 #include "planner/plan_report.h"
 #include "planner/profile_compare.h"
+#include "planner/profile_diff.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -93,6 +94,9 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "a GPT run profiled with profile.kernels = true: its kernels.json and profile.jsonl beside the "
                  "per-kernel prediction, the efficiencies they imply, and the plan with those (--gpu defaults to "
                  "the profile's GPU)");
+  cmd.add_option("--baseline", a.baseline,
+                 "with --from-profile: another profiled run of the same config on the same kind of GPU (e.g. before a "
+                 "change); both runs' regions side by side, their ratio and which moved by 3% or more");
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -106,6 +110,11 @@ int run_plan(const PlanArgs& a) {
   // --from-profile: read and checked before anything is planned; its GPU is the default.
   std::string gpu_name = a.gpu;
   MeasuredKernels measured;
+  std::string diffed;  // --baseline's table
+  if (!a.baseline.empty() && a.from_profile.empty()) {
+    say("--baseline " + a.baseline + " is compared with the run of --from-profile DIR: give both");
+    return 2;
+  }
   if (!a.from_profile.empty()) {
     if (config->model.kind != ModelKind::kGpt) {
       say("--from-profile compares the GPT step model with a profile; " + a.config_path + " has model.kind = \"" +
@@ -122,6 +131,19 @@ int run_plan(const PlanArgs& a) {
       say("--from-profile " + a.from_profile + ": its kernels.json was measured on " + measured.device_kind +
           " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run");
       return 2;
+    }
+    if (!a.baseline.empty()) {
+      StatusOr<MeasuredKernels> b = read_measured_kernels(a.baseline);
+      if (!b.ok()) {
+        say("--baseline " + a.baseline + ": " + b.status().message());
+        return 2;
+      }
+      StatusOr<ProfileDiff> d = diff_profiles(measured, *b);
+      if (!d.ok()) {
+        say("--baseline " + a.baseline + ": " + d.status().message());
+        return 2;
+      }
+      diffed = format_profile_diff(*d, measured, *b) + "\n";
     }
     if (gpu_name.empty()) gpu_name = gpu_name_of_device(measured.device);
     if (gpu_name.empty()) {
@@ -221,7 +243,7 @@ int run_plan(const PlanArgs& a) {
           say("--from-profile " + a.from_profile + ": " + c.status().message());
           return 2;
         }
-        compared = format_comparison(*c, measured, *spec) + "\n";
+        compared = format_comparison(*c, measured, *spec) + "\n" + diffed;
         eff = c->calibrated;
       }
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);

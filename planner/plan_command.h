@@ -1,6 +1,6 @@
 // `dp-launch plan config.toml [--world 8,64] [--device-memory 80GiB] [--link GB/s,alpha_us]
 // [--flops GFLOP/s] [--calibrate] [--gpu a100-80g|h100|h200 [--gpus-per-node 8] [--nodes N]]
-// [--from-profile DIR]`: the CLI
+// [--from-profile DIR [--baseline DIR0]]`: the CLI
 // around plan_report.h. Starts no rank; prints the table and writes <launch.log_dir>/plan.jsonl.
 #pragma once
 
@@ -23,6 +23,7 @@ struct PlanArgs {
   int gpus_per_node = 0;      // --gpus-per-node (with --gpu): 0 = the GPU table's (8)
   int nodes = 0;              // --nodes N (with --gpu): also plan N x gpus_per_node ranks
   std::string from_profile;   // --from-profile DIR: compare with a profiled GPU run (profile_compare.h)
+  std::string baseline;       // --baseline DIR0 (with --from-profile): DIR against another run, region by region (profile_diff.h)
 };
 
 // Declares the subcommand's arguments on `cmd`.

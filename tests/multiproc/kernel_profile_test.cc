@@ -3,12 +3,14 @@
 // Gloo) whose kernels.json names exactly the regions the planner predicts, each entered as
 // often as the model runs it, their times inside the profile's forward + backward; and
 // `dp-launch plan --from-profile` of it: refused as a CPU profile, compared row by row when
-// labelled as a GPU's.
+// labelled as a GPU's, and beside a baseline (--baseline: a copy with other region times).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -29,6 +31,7 @@
 namespace zdp::trainer {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -193,6 +196,39 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   StatusOr<launcher::MeasuredKernels> read = launcher::read_measured_kernels(dir);
   ASSERT_TRUE(read.ok()) << read.status().to_string();
   EXPECT_EQ(read->profile_steps, kSteps - kWarmup);
+
+  // --baseline: a copy of the run whose cross-entropy took twice as long and which had a
+  // residual add region of 1 ms; beside this run, those two moved and nothing else did.
+  const std::string base = tmp.path() + "/baseline";
+  fs::create_directories(base);
+  fs::copy_file(dir + "/profile.jsonl", base + "/profile.jsonl");
+  json slower = as_gpu;
+  for (json& r : slower["regions"]) {
+    if (r["name"] == "cross-entropy (loss, dlogits)") r["ms_per_step"] = 2 * r["ms_per_step"].get<double>();
+  }
+  slower["regions"].push_back({{"name", "residual add"}, {"ms_per_step", 1.0}, {"entries_per_step", 4.0}});
+  std::ofstream(base + "/kernels.json") << slower.dump();
+  testing::CommandRun diffed = testing::run_command(plan + " --baseline " + base);
+  ASSERT_EQ(diffed.exit_code, 0) << diffed.output;
+  EXPECT_NE(diffed.output.find("MEASURED vs BASELINE (--baseline " + base + "): both on NVIDIA H200"), std::string::npos)
+      << diffed.output;
+  const size_t moved_at = diffed.output.find("moved by 3% or more: ");
+  ASSERT_NE(moved_at, std::string::npos) << diffed.output;
+  const std::string moved = diffed.output.substr(moved_at, diffed.output.find('\n', moved_at) - moved_at);
+  EXPECT_NE(moved.find("residual add 1.000 -> - ms (gone)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("cross-entropy (loss, dlogits)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("(0.50x)"), std::string::npos) << moved;
+  EXPECT_EQ(std::count(moved.begin(), moved.end(), ';'), 1) << moved;  // those two only
+  // Without --from-profile, or against another model, --baseline is refused.
+  testing::CommandRun alone = testing::run_command(std::string(ZDP_DP_LAUNCH) + " plan " + cfg + " --baseline " + base);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("give both"), std::string::npos) << alone.output;
+  json other = slower;
+  other["model"]["d_model"] = 64;
+  std::ofstream(base + "/kernels.json") << other.dump();
+  testing::CommandRun refused = testing::run_command(plan + " --baseline " + base);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("model.d_model is 64 there and 32 here"), std::string::npos) << refused.output;
 }
 
 }  // namespace
