@@ -8,6 +8,16 @@
 #   bash tests/gpu/carry.sh                  # -> gpu-carry/ (git-ignored), < 60 MiB
 #   CARRY_DIR=... CARRY_BUILD_DIR=build-carry JOBS=2 bash tests/gpu/carry.sh
 #   CARRY_FROM_BUILD=build bash tests/gpu/carry.sh   # CI: package an existing CUDA build
+#   CARRY_BASELINE=<commit>|none ...         # the baseline dp-train (below); none: without
+#
+# The baseline: dp-train built from CARRY_BASELINE (default: the last state measured on a
+# GPU, docs/gpu-notes.md) with the same build type and CUDA architectures, in
+# build-carry-baseline/ (its source from `git archive`), packed as bin/dp-train-baseline.
+# The check runs gpt2-124m with it beside the current dp-train on the same card, so a change
+# is judged by `dp-launch plan --baseline` region by region on that card, not against figures
+# another machine gave (runs on two H200s differed by 3-6% a region). A clone without the
+# commit (shallow) gets no baseline, said loudly. CI packs with CARRY_BASELINE=none: the
+# second build would add minutes to a cold CI.
 #
 # Layout of the folder: check.sh; payload.tar.xz (bin/: the stripped programs, lib/: the
 # bundled libraries, found on the GPU machine through LD_LIBRARY_PATH, which check.sh
@@ -24,6 +34,9 @@ build="${CARRY_BUILD_DIR:-$repo/build-carry}"
 jobs="${JOBS:-$(nproc)}"
 limit_mib=60
 start=$SECONDS
+# Run 4 of docs/gpu-notes.md (H200, stop 26): the kernels of 0b5b36e; 570fa2c changed only
+# the planner's table, docs and the check. Move it when a check measures a newer state.
+baseline_rev="${CARRY_BASELINE:-570fa2c}"
 
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 if ! command -v nvcc >/dev/null 2>&1; then
@@ -61,6 +74,31 @@ else
 fi
 echo "== carry: build ${#tests[@]} tests and ${#programs[@]} programs (-j $jobs)"
 cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${programs[@]}"
+
+# The baseline dp-train (see the header): same build type and architectures as $build.
+baseline=""
+baseline_info="none (CARRY_BASELINE=none)"
+if [ "$baseline_rev" != none ]; then
+  if ! commit=$(git rev-parse --verify --quiet "$baseline_rev^{commit}"); then
+    baseline_info="none: $baseline_rev is not in this clone (shallow?)"
+    echo "carry: WARNING: the baseline commit $baseline_rev is not in this clone: the check will run no baseline" >&2
+  else
+    bdir="$repo/build-carry-baseline"
+    type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
+    archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt")
+    if [ "$(cat "$bdir/COMMIT" 2>/dev/null)" != "$commit" ]; then
+      rm -rf "$bdir" && mkdir -p "$bdir/src"
+      git archive "$commit" | tar -x -C "$bdir/src"
+      echo "$commit" >"$bdir/COMMIT"
+    fi
+    echo "== carry: baseline dp-train at ${commit:0:10} ($type, CUDA architectures $archs) in $bdir"
+    cmake -S "$bdir/src" -B "$bdir/build" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+      -DZDP_CUDA=ON -DZDP_WERROR=OFF >"$bdir/configure.log" 2>&1 || { tail -n 30 "$bdir/configure.log"; exit 1; }
+    cmake --build "$bdir/build" -j "$jobs" --target dp-train
+    baseline="$bdir/build/bin/dp-train"
+    baseline_info="${commit:0:10} $(git log -1 --format=%s "$commit" | cut -c1-100)"
+  fi
+fi
 built=$((SECONDS - start))
 
 stage="$(mktemp -d)"
@@ -68,6 +106,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do strip -o "$stage/bin/$t" "$build/tests/$t"; done
 for p in dp-train dp-launch; do strip -o "$stage/bin/$p" "$build/bin/$p"; done
+[ -z "$baseline" ] || strip -o "$stage/bin/dp-train-baseline" "$baseline"
 for b in adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's
@@ -116,6 +155,7 @@ cp tests/gpu/check.sh "$carry/check.sh"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nvcc --version | tail -n 1)"
   echo "build seconds: $built ($flavour, ${#tests[@]} tests + ${#programs[@]} programs)"
+  echo "baseline: $baseline_info"
 } >"$carry/BUILD_INFO"
 size_kib=$(du -sk "$carry" | cut -f1)
 echo "carry: $carry is $((size_kib / 1024)) MiB ($(wc -l <"$carry/MANIFEST") files in the payload), built in ${built} s, done in $((SECONDS - start)) s"

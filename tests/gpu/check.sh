@@ -8,10 +8,13 @@
 #   3. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
 #      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
 #   4. configs/gpt2-124m.toml for 30 steps, profiled with per-kernel timing
-#      (profile.kernels): tokens/s, MFU, the step's breakdown; then `dp-launch plan
-#      --from-profile` of that run: the planner's prediction against it region by region
-#      and the efficiencies it implies (logs/plan-from-profile.log); then the config
-#      again for 60 steps without the profiler, as a user runs it: the headline MFU;
+#      (profile.kernels): tokens/s, MFU, the step's breakdown; the same by the baseline
+#      dp-train where the folder has one (carry.sh's CARRY_BASELINE: the last state
+#      measured on a GPU); then `dp-launch plan --from-profile` of the first run: the
+#      planner's prediction against it region by region and the efficiencies it implies,
+#      and with `--baseline` both runs region by region, which moved by 3% or more
+#      (logs/plan-from-profile.log); then the config again for 60 steps without the
+#      profiler, as a user runs it: the headline MFU, by both builds;
 #   5. the AdamW and GEMM GPU benchmarks (the latter with the residual add in the GEMM against
 #      the GEMM + add kernel), the bias gradients by cuBLASLt's epilogues against
 #      plain GEMMs + kernels/bias_grad.h (bias_grad_gpu_bench), gpt2-124m's forward + backward tokens/s and MFU
@@ -50,6 +53,10 @@ tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test quant
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
 programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench)
 runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
+# The baseline dp-train (carry.sh's CARRY_BASELINE): BUILD_INFO names its commit, or "none".
+baseline_info=$(sed -n 's/^baseline: //p' "$here/BUILD_INFO" 2>/dev/null)
+has_baseline=0
+[ -n "$baseline_info" ] && [[ "$baseline_info" != none* ]] && has_baseline=1
 budget_s=420  # no new step starts after 7 minutes: the whole stays under 8
 start=$SECONDS
 rows=()   # "check|PASS/FAIL/SKIP|figure"
@@ -133,15 +140,16 @@ missing_libraries() {
   done
   echo "$missing"
 }
-# small_gpt RUN DTYPE BACKEND: one run of the small GPT (20 steps), compared with the CPU
-# reference; adds its row.
+# small_gpt RUN DTYPE BACKEND [PROGRAM]: one run of the small GPT (20 steps) by PROGRAM
+# (default dp-train), compared with the CPU reference; adds its row.
 small_gpt() {
-  local run="$1" dtype="$2" backend="$3" name="$1-$2" stage figure
+  local run="$1" dtype="$2" backend="$3" program="${4:-dp-train}" name="$1-$2" stage figure
+  [ "$program" = dp-train ] || name="$name-${program#dp-train-}"
   stage=${run#stage}; stage=${stage%%-*}
   local args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
               --set "launch.backend=$backend" --set "launch.log_dir=$out/runs/$name")
   [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
-  if ! ZDP_LOG_LEVEL=warn timeout "$(cap 90)" "$work/bin/dp-train" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
+  if ! ZDP_LOG_LEVEL=warn timeout "$(cap 90)" "$work/bin/$program" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
     row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; return
   fi
   if figure=$(compare_losses "$run" "$out/runs/$name/train_summary.json" "$dtype"); then
@@ -161,7 +169,9 @@ if ((self_check)); then
   for f in check.sh payload.tar.xz MANIFEST BUILD_INFO configs/small_gpt.toml configs/gpt2-124m.toml ref/cpu_losses.json; do
     [ -s "$here/$f" ] || { echo "check: missing $here/$f"; ok=0; }
   done
-  expected=$( (printf 'bin/%s\n' "${tests[@]}" "${programs[@]}") | LC_ALL=C sort)
+  carried=("${programs[@]}")
+  ((has_baseline)) && carried+=(dp-train-baseline)
+  expected=$( (printf 'bin/%s\n' "${tests[@]}" "${carried[@]}") | LC_ALL=C sort)
   listed=$(grep '^bin/' "$here/MANIFEST" 2>/dev/null)
   [ "$expected" = "$listed" ] || { echo "check: MANIFEST's binaries differ from the check's list"; ok=0; }
   grep -q '^lib/libgloo' "$here/MANIFEST" && grep -q '^lib/libopenblas' "$here/MANIFEST" ||
@@ -187,6 +197,9 @@ if ((self_check)); then
     m=$(missing_libraries)
     [ -z "$m" ] || { echo "check: libraries missing:$m"; ok=0; }
     [ -z "$m" ] && small_gpt stage3-sharded fp32 gloo
+    # The baseline build reproduces it too (its CPU arithmetic may differ in summation
+    # order, well inside the comparison's 1e-3).
+    [ -z "$m" ] && ((has_baseline)) && small_gpt stage3-sharded fp32 gloo dp-train-baseline
     # The unpacked dp-launch plans gpt2-124m for an H200 (the GPU run's plan --from-profile).
     plan_dir=$(mktemp -d)
     "$work/bin/dp-launch" plan "$here/configs/gpt2-124m.toml" --gpu h200 --set "launch.log_dir=$plan_dir" \
@@ -197,7 +210,8 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   ((ok)) || failed=1
-  for c in sanity "${tests[@]}" gpt2-124m "plan --from-profile" "gpt2-124m (no profiler)" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
+  for c in sanity "${tests[@]}" gpt2-124m "gpt2-124m (baseline)" "plan --from-profile" "plan --baseline" \
+           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -243,19 +257,13 @@ done
 
 # ---- 4. GPT-2 124M ------------------------------------------------------------------
 # The planner's predictions are for the GPU the machine has (its table), h200 when unknown.
+# Each run goes twice where the folder has a baseline dp-train: the current build, then the
+# baseline's, one after the other on this card; `plan --baseline` sets their regions side by
+# side, and the unprofiled rows give both headline steps.
 case "$gpu" in *A100*) gpu_key=a100-80g ;; *H100*) gpu_key=h100 ;; *) gpu_key=h200 ;; esac
-if in_budget; then
-  timeout "$(cap 240)" bin/dp-train --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=30 \
-    --set train.log_every=10 --set train.eval_every=0 --set train.eval_samples=16 --set profile.enabled=true \
-    --set profile.kernels=true \
-    --set profile.warmup_steps=10 --set profile.active_steps=20 --set "profile.dir=$out/gpt2-124m" \
-    --set "launch.log_dir=$out/runs/gpt2-124m" >"$logs/gpt2-124m.log" 2>&1
-  rc=$?
-  line=$(grep '^step 30/30' "$logs/gpt2-124m.log" | tail -n 1)
-  if ((rc == 0)) && [ -n "$line" ]; then
-    tok=$(sed -n 's/.*| \([0-9.]*[kM]*\) tok\/s.*/\1/p' <<<"$line")
-    mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
-    parts=$(python3 - "$out/gpt2-124m/profile.jsonl" <<'EOF' 2>/dev/null
+# profile_parts DIR: the mean step's parts (ms) from DIR/profile.jsonl.
+profile_parts() {
+  python3 - "$1/profile.jsonl" <<'EOF' 2>/dev/null
 import json, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l.replace(" ", "")]
 if not steps: sys.exit(1)
@@ -263,43 +271,75 @@ keys = steps[0]["parts_ms"].keys()
 mean = {k: sum(s["parts_ms"][k] for s in steps) / len(steps) for k in keys}
 print(" ".join(f"{k} {v:.1f}" for k, v in mean.items() if v >= 0.05), "ms/step")
 EOF
-)
-    row gpt2-124m PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
-    # The planner against this run, region by region (the prediction for the GPU it ran on).
-    if timeout "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
-        --from-profile "$out/gpt2-124m" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1; then
-      fig=$(grep -E '^  regions measured:|^    matmul' "$logs/plan-from-profile.log" | sed 's/^ *//' | tr '\n' ' ')
-      row "plan --from-profile" PASS "${fig:-see logs/plan-from-profile.log}"
-    else
-      row "plan --from-profile" FAIL "logs/plan-from-profile.log"; tail -n 20 "$logs/plan-from-profile.log"
-    fi
-  else
-    row gpt2-124m FAIL "exit $rc (logs/gpt2-124m.log)"; tail -n 30 "$logs/gpt2-124m.log"
-  fi
-else
-  row gpt2-124m SKIP "time budget spent"
-fi
-# The config as a user runs it, with no profiler's events between the kernels: 60 steps,
-# each window's mean step (steps 21-40 and 41-60; the first holds the cuBLASLt plans and
-# the epilogue timings) and the MFU of it.
-if in_budget; then
-  timeout "$(cap 120)" bin/dp-train --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=60 \
-    --set train.log_every=20 --set train.eval_every=0 --set train.eval_samples=16 \
-    --set "launch.log_dir=$out/runs/gpt2-124m-plain" >"$logs/gpt2-124m-plain.log" 2>&1
+}
+# gpt2_profiled PROGRAM NAME ROW: 30 steps of gpt2-124m, the last 20 profiled with per-kernel
+# timing (profile.kernels) into $out/NAME; adds ROW; returns non-zero when it did not run.
+gpt2_profiled() {
+  local program="$1" name="$2" label="$3" line tok mfu parts rc
+  if ! in_budget; then row "$label" SKIP "time budget spent"; return 1; fi
+  timeout "$(cap 240)" "bin/$program" --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=30 \
+    --set train.log_every=10 --set train.eval_every=0 --set train.eval_samples=16 --set profile.enabled=true \
+    --set profile.kernels=true \
+    --set profile.warmup_steps=10 --set profile.active_steps=20 --set "profile.dir=$out/$name" \
+    --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
   rc=$?
-  fig=""
+  line=$(grep '^step 30/30' "$logs/$name.log" | tail -n 1)
+  if ((rc != 0)) || [ -z "$line" ]; then
+    row "$label" FAIL "exit $rc (logs/$name.log)"; tail -n 30 "$logs/$name.log"; return 1
+  fi
+  tok=$(sed -n 's/.*| \([0-9.]*[kM]*\) tok\/s.*/\1/p' <<<"$line")
+  mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
+  parts=$(profile_parts "$out/$name")
+  row "$label" PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
+}
+# gpt2_plain PROGRAM NAME ROW: the config as a user runs it, with no profiler's events between
+# the kernels: 60 steps, each window's mean step (steps 21-40 and 41-60; the first holds the
+# cuBLASLt plans and the epilogue timings) and the MFU of it.
+gpt2_plain() {
+  local program="$1" name="$2" label="$3" line ms mfu fig="" rc s
+  if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
+  timeout "$(cap 120)" "bin/$program" --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=60 \
+    --set train.log_every=20 --set train.eval_every=0 --set train.eval_samples=16 \
+    --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
+  rc=$?
   for s in 40 60; do
-    line=$(grep "^step $s/60 " "$logs/gpt2-124m-plain.log" | tail -n 1)
+    line=$(grep "^step $s/60 " "$logs/$name.log" | tail -n 1)
     [ -n "$line" ] || continue
     ms=$(sed -n 's/.*| \([0-9.]*\) ms.*/\1/p' <<<"$line")
     mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
     fig+="${fig:+; }steps $((s - 19))-$s: ${ms:-?} ms/step, MFU ${mfu:-?}"
   done
-  if ((rc == 0)) && [ -n "$fig" ]; then row "gpt2-124m (no profiler)" PASS "$fig"
-  else row "gpt2-124m (no profiler)" FAIL "exit $rc (logs/gpt2-124m-plain.log)"; tail -n 30 "$logs/gpt2-124m-plain.log"; fi
+  if ((rc == 0)) && [ -n "$fig" ]; then row "$label" PASS "$fig"
+  else row "$label" FAIL "exit $rc (logs/$name.log)"; tail -n 30 "$logs/$name.log"; fi
+}
+now_ok=0
+base_ok=0
+gpt2_profiled dp-train gpt2-124m gpt2-124m && now_ok=1
+if ((has_baseline)); then
+  gpt2_profiled dp-train-baseline gpt2-124m-baseline "gpt2-124m (baseline)" && base_ok=1
 else
-  row "gpt2-124m (no profiler)" SKIP "time budget spent"
+  row "gpt2-124m (baseline)" SKIP "no baseline dp-train in this folder (${baseline_info:-?})"
 fi
+if ((now_ok)); then
+  # The planner against this run, region by region (the prediction for the GPU it ran on),
+  # and beside the baseline's run.
+  against=()
+  ((base_ok)) && against=(--baseline "$out/gpt2-124m-baseline")
+  if timeout "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
+      --from-profile "$out/gpt2-124m" "${against[@]}" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1; then
+    fig=$(grep -E '^  regions measured:|^    matmul' "$logs/plan-from-profile.log" | sed 's/^ *//' | tr '\n' ' ')
+    row "plan --from-profile" PASS "${fig:-see logs/plan-from-profile.log}"
+    if ((base_ok)); then
+      fig=$(grep -E '^  step \(rank 0|^  moved by' "$logs/plan-from-profile.log" | sed 's/^ *//' | tr '\n' ' ')
+      row "plan --baseline" PASS "baseline ${baseline_info%% *}: ${fig:-see logs/plan-from-profile.log}"
+    fi
+  else
+    row "plan --from-profile" FAIL "logs/plan-from-profile.log"; tail -n 20 "$logs/plan-from-profile.log"
+  fi
+fi
+if ((has_baseline && !(now_ok && base_ok))); then row "plan --baseline" SKIP "a gpt2-124m run did not finish"; fi
+gpt2_plain dp-train gpt2-124m-plain "gpt2-124m (no profiler)"
+if ((has_baseline)); then gpt2_plain dp-train-baseline gpt2-124m-plain-baseline "gpt2-124m (no profiler, baseline)"; fi
 
 # ---- 5. benchmarks --------------------------------------------------------------------
 # bench NAME LIMIT_S ARGS...: FIGURE_OF (a command reading the log on stdin) gives the figure
