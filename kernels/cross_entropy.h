@@ -23,7 +23,7 @@ struct CrossEntropyArgs {
 };
 
 // From the exponential e = exp(logit - row_max) the sum was made of: exp_branchless on
-// the CPU, the special-function unit's on the GPU (cuda::exp_sfu, within (2 + 1.173 |x|)
+// the CPU, the special-function unit's on the GPU (cuda::exp_sfu, within (2.5 + 1.25 |x|)
 // ulp of each other's exact value; tests/gpu/layer_kernels_gpu_test.cc allows for it).
 ZDP_HD float cross_entropy_dlogit_from_exp(float e, float inv_sum, bool is_target, float grad_scale) {
   return grad_scale * (e * inv_sum - (is_target ? 1.0f : 0.0f));

@@ -1,6 +1,6 @@
 // Fused softmax cross-entropy on the GPU: one block per row (vocabularies of 50k), the
 // logits' gradient written once, over the logits; 16-byte loads where the rows allow.
-// The exponentials are the special-function unit's (cuda::exp_sfu, within (2 + 1.173 |x|)
+// The exponentials are the special-function unit's (cuda::exp_sfu, within (2.5 + 1.25 |x|)
 // ulp), not the CPU twin's exp_branchless: per element the rest is the twin's arithmetic.
 // Targets are not range-checked on the device (the CPU twin does, and the trainer checks
 // tokens on the host when it reads them).

@@ -103,13 +103,15 @@ __device__ __forceinline__ void store_n(T* p, const float (&x)[8]) {
 // e^x through the special-function unit: x log2(e), then ex2.approx.ftz.f32 (one FMUL and
 // one MUFU.EX2), where exp_branchless (kernels/gemm.h) takes about 25 instructions under
 // --fmad=false: in the cross-entropy's exponential pass, most of the kernel's instructions.
-// The error: MUFU.EX2's 2 ulp (the CUDA Programming Guide's bound for exp2f, which is this
-// instruction with its subnormal range scaled), plus the rounded product, which moves the
-// exponent by up to |x| log2(e) 2^-24 and so the result by |x| 2^-24 of itself (and the
-// rounded log2(e) about as much again): within (2 + 1.173 |x|) ulp, the Guide's bound for
-// __expf. Results below 2^-126 flush to 0 (ftz: a softmax term that small is below 2^-126
-// of a sum of at least 1). -inf gives 0, NaN stays NaN. The CPU twins keep exp_branchless;
-// tests/gpu/sfu_exp_gpu_test.cu checks the bound against float64.
+// The error, bounded piece by piece rather than by the Guide's (2 + floor(1.173 |x|)) for
+// __expf, which leaves a correctly rounded ex2 little room (found by a review, simulated):
+// ex2.approx is within 2 ulp of the correctly rounded 2^p (PTX ISA), so 2.5 of the exact
+// one; the product p = x log2(e) is rounded (|x| log2(e) 2^-24 of exponent, |x| 2^-24 of
+// the result) and the fp32 log2(e) is 0.224 2^-24 of itself low (0.224 |x| 2^-24 more),
+// and a relative error r is at most r 2^24 ulp: within (2.5 + 1.25 |x|) ulp of e^x.
+// Results below 2^-126 flush to 0 (ftz: a softmax term that small is below 2^-126 of a
+// sum of at least 1). -inf gives 0, NaN stays NaN. The CPU twins keep exp_branchless;
+// tests/gpu/sfu_exp_gpu_test.cu checks both bounds against float64.
 __device__ __forceinline__ float exp_sfu(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));

@@ -6,8 +6,8 @@
 // The bound (testing/tolerance.h). Both devices run the same operations in fp32,
 // differing only in summation order (cuBLASLt vs OpenBLAS, warp/block reductions vs CPU
 // loops; the element-wise kernels are bit-identical, layer_kernels_gpu_test) and in the
-// cross-entropy's exponentials (the GPU's special-function unit, within (2 + 1.173 |x|)
-// ulp: the larger errors fall on the small terms, e^-t (2 + 1.173 t) <= 2), so each
+// cross-entropy's exponentials (the GPU's special-function unit, within (2.5 + 1.25 |x|)
+// ulp: the larger errors fall on the small terms, e^-t (2.5 + 1.25 t) <= 2.5), so each
 // result is within the rule's first-order bound of the exact value and the two differ by
 // at most twice that. A result y depends on the inputs through a chain of operations;
 // along any path it passes at most N roundings, N = rounding_chain() (every sum's length

@@ -41,10 +41,10 @@ void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, 
 
 // The cross-entropy's logits here are uniform in [-8, 8]: the shifted ones x = logit -
 // max lie in [-16, 0]. Each exponential differs between the devices by at most this much
-// of its value: the GPU's exp_sfu within (2 + 1.173 |x|) ulp, the CPU's exp_branchless
+// of its value: the GPU's exp_sfu within (2.5 + 1.25 |x|) ulp, the CPU's exp_branchless
 // within 2, an ulp at most 2^-23 of the value.
 constexpr double kCrossEntropyMaxShift = 16.0;
-constexpr double kExpRelative = (2 + 1.173 * kCrossEntropyMaxShift + 2) * 0x1p-23;
+constexpr double kExpRelative = (2.5 + 1.25 * kCrossEntropyMaxShift + 2) * 0x1p-23;
 
 // loss = log(sum) + max - logit[target]: the sum of `vocab` terms each <= 1 after the
 // shift (>= 1 in all) in another order, and of exponentials kExpRelative apart, moves
