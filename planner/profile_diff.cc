@@ -74,8 +74,8 @@ StatusOr<ProfileDiff> diff_profiles(const MeasuredKernels& m, const MeasuredKern
 std::string format_profile_diff(const ProfileDiff& d, const MeasuredKernels& m, const MeasuredKernels& b) {
   std::string out = "MEASURED vs BASELINE (--baseline " + b.dir + "): both on " + m.device + ", " +
                     std::to_string(m.steps) + " and " + std::to_string(b.steps) + " measured steps, " + m.dtype +
-                    ", attention " + (m.fused_attention ? "fused" : "batched") + " and " +
-                    (b.fused_attention ? "fused" : "batched") + "\n";
+                    ", attention " + (m.fused_attention ? "fused" : "batched") + " here and " +
+                    (b.fused_attention ? "fused" : "batched") + " in the baseline\n";
   char line[320];
   std::snprintf(line, sizeof(line), "  %-38s %12s %12s %9s %10s\n", "region", "baseline ms", "measured ms", "meas/base",
                 "change ms");
