@@ -95,8 +95,9 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "per-kernel prediction, the efficiencies they imply, and the plan with those (--gpu defaults to "
                  "the profile's GPU)");
   cmd.add_option("--baseline", a.baseline,
-                 "with --from-profile: another profiled run of the same config on the same kind of GPU (e.g. before a "
-                 "change); both runs' regions side by side, their ratio and which moved by 3% or more");
+                 "with --from-profile: another profiled run of the same config on the same kind of device (e.g. "
+                 "before a change); both runs' regions side by side, their ratio and which moved by 3% or more (two "
+                 "CPU runs too, without --gpu)");
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -110,7 +111,8 @@ int run_plan(const PlanArgs& a) {
   // --from-profile: read and checked before anything is planned; its GPU is the default.
   std::string gpu_name = a.gpu;
   MeasuredKernels measured;
-  std::string diffed;  // --baseline's table
+  std::string diffed;        // --baseline's table
+  bool cpu_profile = false;  // --from-profile of CPU ranks: only --baseline's table
   if (!a.baseline.empty() && a.from_profile.empty()) {
     say("--baseline " + a.baseline + " is compared with the run of --from-profile DIR: give both");
     return 2;
@@ -127,9 +129,13 @@ int run_plan(const PlanArgs& a) {
       return 2;
     }
     measured = std::move(*m);
-    if (measured.device_kind != "cuda") {
+    // A CPU profile has no GPU step model to meet, but two CPU runs side by side
+    // (--baseline) are as telling as two GPU runs.
+    cpu_profile = measured.device_kind != "cuda";
+    if (cpu_profile && (a.baseline.empty() || !a.gpu.empty())) {
       say("--from-profile " + a.from_profile + ": its kernels.json was measured on " + measured.device_kind +
-          " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run");
+          " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run" +
+          (a.gpu.empty() ? " (or set two CPU runs side by side: --baseline DIR0)" : ", or leave out --gpu"));
       return 2;
     }
     if (!a.baseline.empty()) {
@@ -145,8 +151,8 @@ int run_plan(const PlanArgs& a) {
       }
       diffed = format_profile_diff(*d, measured, *b) + "\n";
     }
-    if (gpu_name.empty()) gpu_name = gpu_name_of_device(measured.device);
-    if (gpu_name.empty()) {
+    if (gpu_name.empty() && !cpu_profile) gpu_name = gpu_name_of_device(measured.device);
+    if (gpu_name.empty() && !cpu_profile) {
       say("--from-profile " + a.from_profile + ": the profile's device '" + measured.device +
           "' is not a GPU this planner knows (" + known_gpu_names() + "); give --gpu");
       return 2;
@@ -317,6 +323,7 @@ int run_plan(const PlanArgs& a) {
     say("cannot plan " + a.config_path + ":\n" + report.status().message());
     return 2;
   }
+  if (cpu_profile) gpu_table += diffed;  // a GPU profile's is printed beside the step model's
   return publish_report("dp-launch plan", gpu_table + format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
                         plan_json(*report, in), {"plan.svg", plan_svg(*report, in)});
 }

@@ -2,6 +2,7 @@
 // kind of device, region by region: what a change of kernels did, measured side by side
 // (the GPU check runs a baseline build beside the current one on the same card, so that
 // a change is judged against that card's figures, not against another machine's run).
+// Two CPU runs as well: `plan` then prints this table alone, there being no step model.
 // Pure arithmetic (profile_diff_test checks it by hand).
 #pragma once
 

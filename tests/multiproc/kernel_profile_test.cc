@@ -3,7 +3,8 @@
 // Gloo) whose kernels.json names exactly the regions the planner predicts, each entered as
 // often as the model runs it, their times inside the profile's forward + backward; and
 // `dp-launch plan --from-profile` of it: refused as a CPU profile, compared row by row when
-// labelled as a GPU's, and beside a baseline (--baseline: a copy with other region times).
+// labelled as a GPU's, and beside a baseline (--baseline: a copy with other region times; two
+// CPU runs side by side too).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -182,6 +183,22 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   testing::CommandRun cpu = testing::run_command(plan);
   EXPECT_EQ(cpu.exit_code, 2) << cpu.output;
   EXPECT_NE(cpu.output.find("measured on cpu ranks"), std::string::npos) << cpu.output;
+  EXPECT_NE(cpu.output.find("--baseline DIR0"), std::string::npos) << cpu.output;
+  // ... but two CPU runs side by side are compared (here the run against a copy of itself:
+  // nothing moved), with no GPU step model, and not with --gpu.
+  const std::string cpu_base = tmp.path() + "/cpu-baseline";
+  fs::create_directories(cpu_base);
+  fs::copy_file(dir + "/kernels.json", cpu_base + "/kernels.json");
+  fs::copy_file(dir + "/profile.jsonl", cpu_base + "/profile.jsonl");
+  testing::CommandRun cpus = testing::run_command(plan + " --baseline " + cpu_base);
+  ASSERT_EQ(cpus.exit_code, 0) << cpus.output;
+  EXPECT_NE(cpus.output.find("MEASURED vs BASELINE (--baseline " + cpu_base + "): both on cpu"), std::string::npos)
+      << cpus.output;
+  EXPECT_NE(cpus.output.find("moved by 3% or more: none"), std::string::npos) << cpus.output;
+  EXPECT_EQ(cpus.output.find("GPU step model vs MEASURED"), std::string::npos) << cpus.output;
+  testing::CommandRun cpus_gpu = testing::run_command(plan + " --baseline " + cpu_base + " --gpu h200");
+  EXPECT_EQ(cpus_gpu.exit_code, 2) << cpus_gpu.output;
+  EXPECT_NE(cpus_gpu.output.find("leave out --gpu"), std::string::npos) << cpus_gpu.output;
 
   json as_gpu = k;
   as_gpu["device"] = "NVIDIA H200";
