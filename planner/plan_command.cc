@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "planner/format_numbers.h"
 #include "planner/gpu_step_model.h"
 #include "planner/json_lines.h"
 #include "planner/kernel_profile_file.h"
@@ -41,12 +42,6 @@ double cheap_psi(const Config& config) {
 }
 
 void say(const std::string& line) { std::fprintf(stderr, "dp-launch plan: %s\n", line.c_str()); }
-
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, value);
-  return buf;
-}
 
 }  // namespace
 
@@ -112,7 +107,7 @@ int run_plan(const PlanArgs& a) {
   std::string gpu_name = a.gpu;
   MeasuredKernels measured;
   std::string diffed;        // --baseline's table
-  bool cpu_profile = false;  // --from-profile of CPU ranks: only --baseline's table
+  bool cpu_profile = false;  // --from-profile of CPU ranks: no step model, only --baseline's table
   if (!a.baseline.empty() && a.from_profile.empty()) {
     say("--baseline " + a.baseline + " is compared with the run of --from-profile DIR: give both");
     return 2;
@@ -249,7 +244,7 @@ int run_plan(const PlanArgs& a) {
           say("--from-profile " + a.from_profile + ": " + c.status().message());
           return 2;
         }
-        compared = format_comparison(*c, measured, *spec) + "\n" + diffed;
+        compared = format_comparison(*c, measured, *spec) + "\n";
         eff = c->calibrated;
       }
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);
@@ -323,7 +318,7 @@ int run_plan(const PlanArgs& a) {
     say("cannot plan " + a.config_path + ":\n" + report.status().message());
     return 2;
   }
-  if (cpu_profile) gpu_table += diffed;  // a GPU profile's is printed beside the step model's
+  gpu_table += diffed;  // after the step model's comparison, where there is one
   return publish_report("dp-launch plan", gpu_table + format_plan(*report, in), config->launch.log_dir, "plan.jsonl",
                         plan_json(*report, in), {"plan.svg", plan_svg(*report, in)});
 }

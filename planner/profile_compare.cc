@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "planner/format_numbers.h"
+
 namespace zdp::launcher {
 namespace {
 
@@ -12,12 +14,6 @@ using trainer::kNumKernelRegions;
 using trainer::region_name;
 
 constexpr int kMemoryClass = 3;  // after the ComputeClass values
-
-std::string fmt(const char* format, double a, double b = 0, double c = 0) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), format, a, b, c);
-  return buf;
-}
 
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : (dtype == "bf16" || dtype == "fp16" ? 2 : 0); }
 

@@ -4,18 +4,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "planner/format_numbers.h"
+
 namespace zdp::launcher {
 namespace {
 
 using trainer::KernelRegion;
 using trainer::kNumKernelRegions;
 using trainer::region_name;
-
-std::string fmt(const char* format, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), format, a, b, c);
-  return buf;
-}
 
 Status differ(const char* field, const std::string& measured, const std::string& baseline, const MeasuredKernels& m,
               const MeasuredKernels& b) {
@@ -84,8 +80,9 @@ std::string format_profile_diff(const ProfileDiff& d, const MeasuredKernels& m, 
   for (const RegionDiff& r : d.rows) {
     const std::string base = r.baseline_s >= 0 ? fmt("%.3f", r.baseline_s * 1e3) : "-";
     const std::string meas = r.measured_s >= 0 ? fmt("%.3f", r.measured_s * 1e3) : "-";
+    const bool both = r.baseline_s >= 0 && r.measured_s >= 0;
     std::string ratio = "-", change = "-";
-    if (r.baseline_s >= 0 && r.measured_s >= 0) {
+    if (both) {
       change = fmt("%+.3f", (r.measured_s - r.baseline_s) * 1e3);
       if (r.baseline_s > 0) ratio = fmt("%.2fx", r.measured_s / r.baseline_s);
     } else {
@@ -96,7 +93,6 @@ std::string format_profile_diff(const ProfileDiff& d, const MeasuredKernels& m, 
                   meas.c_str(), ratio.c_str(), change.c_str());
     out += line;
     // Moved: past the fraction, or present in one run only (with any time at all).
-    const bool both = r.baseline_s >= 0 && r.measured_s >= 0;
     const double delta = std::fabs(r.measured_s - r.baseline_s);
     const bool past = both ? delta > 0 && delta >= kMovedFraction * r.baseline_s : (r.measured_s > 0 || r.baseline_s > 0);
     if (past) {

@@ -272,16 +272,17 @@ mean = {k: sum(s["parts_ms"][k] for s in steps) / len(steps) for k in keys}
 print(" ".join(f"{k} {v:.1f}" for k, v in mean.items() if v >= 0.05), "ms/step")
 EOF
 }
+# What every gpt2-124m run shares: synthetic tokens, no evaluation.
+gpt2_args=(--config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.eval_every=0
+           --set train.eval_samples=16)
 # gpt2_profiled PROGRAM NAME ROW: 30 steps of gpt2-124m, the last 20 profiled with per-kernel
 # timing (profile.kernels) into $out/NAME; adds ROW; returns non-zero when it did not run.
 gpt2_profiled() {
   local program="$1" name="$2" label="$3" line tok mfu parts rc
   if ! in_budget; then row "$label" SKIP "time budget spent"; return 1; fi
-  timeout "$(cap 240)" "bin/$program" --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=30 \
-    --set train.log_every=10 --set train.eval_every=0 --set train.eval_samples=16 --set profile.enabled=true \
-    --set profile.kernels=true \
-    --set profile.warmup_steps=10 --set profile.active_steps=20 --set "profile.dir=$out/$name" \
-    --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
+  timeout "$(cap 240)" "bin/$program" "${gpt2_args[@]}" --set train.steps=30 --set train.log_every=10 \
+    --set profile.enabled=true --set profile.kernels=true --set profile.warmup_steps=10 --set profile.active_steps=20 \
+    --set "profile.dir=$out/$name" --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
   rc=$?
   line=$(grep '^step 30/30' "$logs/$name.log" | tail -n 1)
   if ((rc != 0)) || [ -z "$line" ]; then
@@ -298,8 +299,7 @@ gpt2_profiled() {
 gpt2_plain() {
   local program="$1" name="$2" label="$3" line ms mfu fig="" rc s
   if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
-  timeout "$(cap 120)" "bin/$program" --config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.steps=60 \
-    --set train.log_every=20 --set train.eval_every=0 --set train.eval_samples=16 \
+  timeout "$(cap 120)" "bin/$program" "${gpt2_args[@]}" --set train.steps=60 --set train.log_every=20 \
     --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
   rc=$?
   for s in 40 60; do
@@ -312,8 +312,7 @@ gpt2_plain() {
   if ((rc == 0)) && [ -n "$fig" ]; then row "$label" PASS "$fig"
   else row "$label" FAIL "exit $rc (logs/$name.log)"; tail -n 30 "$logs/$name.log"; fi
 }
-now_ok=0
-base_ok=0
+now_ok=0 base_ok=0
 gpt2_profiled dp-train gpt2-124m gpt2-124m && now_ok=1
 if ((has_baseline)); then
   gpt2_profiled dp-train-baseline gpt2-124m-baseline "gpt2-124m (baseline)" && base_ok=1
