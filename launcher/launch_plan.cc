@@ -8,17 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/internal/parse_decimal.h"
+
 namespace zdp::launcher {
 namespace {
-
-bool parse_int(const char* text, int* out) {
-  if (text == nullptr || *text == '\0') return false;
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (*end != '\0') return false;
-  *out = static_cast<int>(v);
-  return true;
-}
 
 std::string random_secret() {
   unsigned char bytes[16] = {0};

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <thread>
 
@@ -46,6 +47,9 @@ void say(const std::string& line) { std::fprintf(stderr, "dp-launch plan: %s\n",
 }  // namespace
 
 int64_t parse_byte_size(const std::string& text) {
+  // A plain decimal number first: stod alone would also take " 8", "+8", "0x10", "inf".
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.')) return -1;
+  if (text.size() > 1 && (text[1] == 'x' || text[1] == 'X')) return -1;
   size_t used = 0;
   double value = 0;
   try {
@@ -60,7 +64,8 @@ int64_t parse_byte_size(const std::string& text) {
                                                   {"gb", 1e9}, {"tb", 1e12},      {"kib", 1024.0},   {"mib", 1048576.0},
                                                   {"gib", 1073741824.0},          {"tib", 1099511627776.0}};
   for (const auto& [name, scale] : units) {
-    if (unit == name && value >= 0) return static_cast<int64_t>(value * scale);
+    // Past 2^62 bytes (4 EiB) is no device's memory, and the cast would overflow.
+    if (unit == name && value >= 0 && value * scale <= 0x1p62) return static_cast<int64_t>(value * scale);
   }
   return -1;
 }

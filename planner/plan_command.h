@@ -33,7 +33,8 @@ void add_plan_options(CLI::App& cmd, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
 // "80GiB" -> 85899345920; units B, KB/MB/GB/TB (powers of 1000) and KiB/MiB/GiB/TiB; a
-// bare number is bytes. -1 for anything else.
+// bare number is bytes. -1 for anything else: a sign, a space in front, hex, inf or nan,
+// or more than 2^62 bytes.
 int64_t parse_byte_size(const std::string& text);
 
 }  // namespace zdp::launcher

@@ -20,7 +20,14 @@ TEST(CheckpointFault, SyntaxAndErrors) {
   EXPECT_EQ(spec->attempt, 0);
   EXPECT_THAT(checkpoint::parse_fault("rank=1,at=flush").status().message(), HasSubstr("unknown point 'flush'"));
   EXPECT_THAT(checkpoint::parse_fault("at=write").status().message(), HasSubstr("rank and at are required"));
-  EXPECT_THAT(checkpoint::parse_fault("rank=x,at=write").status().message(), HasSubstr("rank 'x' is not an integer"));
+  EXPECT_THAT(checkpoint::parse_fault("rank=x,at=write").status().message(), HasSubstr("rank = 'x' is not an integer in [0, 2147483647]"));
+  // Past int's range (strtoll took it and the cast wrapped it), twice the same key (the
+  // later one used to win), a pause past a day (sleep_for's nanoseconds would overflow).
+  EXPECT_THAT(checkpoint::parse_fault("rank=4294967296,at=write").status().message(),
+              HasSubstr("rank = '4294967296' is not an integer"));
+  EXPECT_THAT(checkpoint::parse_fault("rank=0,at=write,at=commit").status().message(), HasSubstr("'at' is given twice"));
+  EXPECT_THAT(checkpoint::parse_fault("rank=0,at=write,action=slow,ms=99999999999").status().message(),
+              HasSubstr("ms = '99999999999' is not an integer in [0, 86400000]"));
   ::setenv("ZDP_CKPT_FAULT", "rank=0,at=write,step=3", 1);
   EXPECT_TRUE(checkpoint::fault_point("write", 0, 2).ok());   // another step: no fault
   EXPECT_TRUE(checkpoint::fault_point("commit", 0, 3).ok());  // another point

@@ -74,7 +74,10 @@ TEST(TestHook, SyntaxErrorsNameTheVariable) {
   EXPECT_TRUE(detail::parse_test_hook("rank=1,seq=40,desync=count").ok());
   EXPECT_TRUE(detail::parse_test_hook("rank=0,seq=3,action=slow,ms=10").ok());
   for (const char* bad : {"rank=1", "rank=1,seq=2", "rank=1,seq=2,desync=size", "rank=1,seq=2,action=stop,desync=op",
-                          "rank=1,seq=x,action=kill", "rank=1,rank=1,seq=2,action=kill"}) {
+                          "rank=1,seq=x,action=kill", "rank=1,rank=1,seq=2,action=kill",
+                          // past int (the cast wrapped it to rank 0), past int64, a pause past a day
+                          "rank=4294967296,seq=2,action=kill", "rank=1,seq=99999999999999999999,action=kill",
+                          "rank=1,seq=2,action=slow,ms=86400001", "rank=1,seq=+2,action=kill", "=1,rank=1,seq=2"}) {
     StatusOr<detail::TestHook> h = detail::parse_test_hook(bad);
     ASSERT_FALSE(h.ok()) << bad;
     EXPECT_NE(h.status().message().find(std::string("ZDP_TEST_COMM=\"") + bad), std::string::npos);

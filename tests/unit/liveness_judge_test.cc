@@ -151,7 +151,10 @@ TEST(Heartbeat, RoundTripsAndRefusesMalformedText) {
   ASSERT_EQ(back->recent.size(), 1u);
   EXPECT_EQ(back->recent[0].text, r.recent[0].text);
   for (const char* bad : {"", "beat=x\npid=1\ninterval_s=1\nstep=0\n", "beat=1\npid=1\ninterval_s=1\nstep=0\nmarks=1:2\n",
-                          "garbage", "beat=1\npid=1\ninterval_s=-1\nstep=0\n"}) {
+                          "garbage", "beat=1\npid=1\ninterval_s=-1\nstep=0\n",
+                          // 2^64 and more: strtoull saturated these to 2^64 - 1 and took them
+                          "beat=18446744073709551616\npid=1\ninterval_s=1\nstep=0\n",
+                          "beat=99999999999999999999\npid=1\ninterval_s=1\nstep=0\n"}) {
     EXPECT_FALSE(decode_heartbeat(bad).ok()) << bad;
   }
   EXPECT_FALSE(decode_heartbeat(std::string(20000, 'x')).ok());

@@ -148,6 +148,12 @@ TEST(PlanArguments, ByteSizes) {
   EXPECT_EQ(parse_byte_size("lots"), -1);
   EXPECT_EQ(parse_byte_size("8 GiBs"), -1);
   EXPECT_EQ(parse_byte_size("-1GiB"), -1);
+  EXPECT_EQ(parse_byte_size(".5KiB"), 512);
+  // What std::stod takes but no size is; the last two would overflow int64 in the cast.
+  for (const char* bad : {"", " 8GiB", "+8GiB", "0x10GiB", "inf", "nan", "1e400GiB", "1e30TB", "4TiB 4"}) {
+    EXPECT_EQ(parse_byte_size(bad), -1) << "'" << bad << "'";
+  }
+  EXPECT_EQ(parse_byte_size("4194304TiB"), int64_t{1} << 62) << "the largest size taken";
 }
 
 }  // namespace

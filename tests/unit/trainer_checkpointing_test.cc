@@ -93,7 +93,8 @@ TEST(TrainFault, ParsesRankStepAndOptionalAttempt) {
   ASSERT_TRUE(any.ok());
   EXPECT_TRUE(any->fires(0, 2, 5));
   for (const char* bad : {"rank=1", "rank=1,step=x", "rank=1,step=2,when=3", "rank=1,rank=2,step=3", "rank=-1,step=2",
-                          "rank=1;step=2"}) {
+                          "rank=1;step=2", "rank=4294967297,step=2", "rank=1,step=2,attempt=4294967296",
+                          "rank=1,step= 2"}) {
     StatusOr<TrainFault> r = parse_train_fault(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find(std::string("ZDP_TRAIN_FAULT=\"") + bad + "\""), std::string::npos)
@@ -113,7 +114,8 @@ TEST(TrainFault, PhasesAndActions) {
   EXPECT_EQ(d->action, "kill");
   EXPECT_EQ(d->phase, TrainPhase::kAfterStep);
   EXPECT_EQ(parse_train_fault("rank=0,step=4,action=slow,ms=250")->ms, 250);
-  for (const char* bad : {"rank=0,step=1,phase=backward", "rank=0,step=1,action=pause", "rank=0,step=1,ms=-5"}) {
+  for (const char* bad : {"rank=0,step=1,phase=backward", "rank=0,step=1,action=pause", "rank=0,step=1,ms=-5",
+                          "rank=0,step=1,action=slow,ms=9223372036854775807"}) {
     StatusOr<TrainFault> r = parse_train_fault(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find(std::string("ZDP_TRAIN_FAULT=\"") + bad + "\""), std::string::npos);

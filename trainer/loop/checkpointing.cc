@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+
+#include "core/internal/parse_decimal.h"
 
 namespace zdp::trainer {
 namespace {
@@ -150,7 +153,14 @@ StatusOr<std::string> Checkpointer::choose_per_node(const std::string& key, int 
     if (v.rfind(kChoiceError, 0) == 0) {
       return Status(StatusCode::kAborted, "node " + std::to_string(n) + ": " + v.substr(sizeof(kChoiceError) - 1));
     }
-    steps.push_back(std::stoll(v));
+    // Another rank wrote it (std::to_string of a step, or -1 for none): still checked, so
+    // that a damaged value is a message naming the node, not an exception.
+    int64_t step = 0;
+    if (!parse_decimal(v, -1, INT64_MAX, &step)) {
+      return Status(StatusCode::kInvalidArgument, "node " + std::to_string(n) + " reported '" + v.substr(0, 64) +
+                                                      "' as its latest checkpoint step, which is not a step number");
+    }
+    steps.push_back(step);
   }
   StatusOr<int64_t> step = common_resume_step(steps, config_.checkpoint.dir);
   if (!step.ok()) {

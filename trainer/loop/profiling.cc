@@ -1,10 +1,12 @@
 // make_profiler() and the ZDP_PROFILE_TEST_DELAY test hook (profiling.h).
 #include "trainer/loop/profiling.h"
 
+#include <cstdint>
 #include <cstdlib>
-#include <regex>
 #include <string>
+#include <vector>
 
+#include "core/internal/key_value_list.h"
 #include "kernels/gemm.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/memory_plan.h"
@@ -53,14 +55,23 @@ std::unique_ptr<Profiler> make_profiler(Context& ctx, Engine& engine, const Conf
 StatusOr<std::chrono::milliseconds> profile_test_delay(int rank) {
   const char* value = std::getenv("ZDP_PROFILE_TEST_DELAY");
   if (value == nullptr || *value == '\0') return std::chrono::milliseconds(0);
-  std::smatch m;
   const std::string text = value;
-  if (!std::regex_match(text, m, std::regex(R"(rank=(\d+),ms=(\d+))"))) {
-    return Status(StatusCode::kInvalidArgument, "ZDP_PROFILE_TEST_DELAY='" + text +
-                                                    "' is not rank=R,ms=M (a test hook: unset it outside tests)");
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "ZDP_PROFILE_TEST_DELAY='" + text + "': " + why +
+                                                    " (expected rank=R,ms=M; a test hook: unset it outside tests)");
+  };
+  StatusOr<std::vector<KeyValue>> items = split_key_values(text);
+  if (!items.ok()) return bad(items.status().message());
+  int64_t target = -1, ms = -1;
+  for (const KeyValue& item : *items) {
+    if (item.key != "rank" && item.key != "ms") return bad("unknown key '" + item.key + "'");
+    const StatusOr<int64_t> v = integer_value(item, 0, item.key == "rank" ? INT32_MAX : kMaxHookPauseMs);
+    if (!v.ok()) return bad(v.status().message());
+    (item.key == "rank" ? target : ms) = *v;
   }
-  if (std::stoi(m[1].str()) != rank) return std::chrono::milliseconds(0);
-  return std::chrono::milliseconds(std::stoll(m[2].str()));
+  if (target < 0 || ms < 0) return bad("rank and ms are required");
+  if (target != rank) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(ms);
 }
 
 }  // namespace zdp::trainer

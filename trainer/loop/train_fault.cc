@@ -4,11 +4,11 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <set>
-#include <sstream>
 #include <thread>
+
+#include "core/internal/key_value_list.h"
 
 namespace zdp::trainer {
 
@@ -29,13 +29,12 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
                       "[,action=kill|stop|slow|drop][,ms=M]\")");
   };
   TrainFault fault;
-  std::set<std::string> seen;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) return bad("'" + item + "' is not key=value");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (!seen.insert(key).second) return bad("'" + key + "' is given twice");
+  StatusOr<std::vector<KeyValue>> items = split_key_values(text);
+  if (!items.ok()) return bad(items.status().message());
+  bool has_rank = false, has_step = false;
+  for (const KeyValue& item : *items) {
+    const std::string& key = item.key;
+    const std::string& value = item.value;
     if (key == "phase") {
       if (value == "forward") fault.phase = TrainPhase::kForward;
       else if (value == "optimizer") fault.phase = TrainPhase::kOptimizer;
@@ -50,22 +49,26 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
       fault.action = value;
       continue;
     }
-    char* end = nullptr;
-    const long long v = value.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
-    if (v < 0 || (end && *end != '\0')) return bad(key + " = '" + value + "' is not a non-negative integer");
+    const int64_t max = key == "rank" || key == "attempt" ? INT32_MAX
+                        : key == "step"                  ? INT64_MAX
+                        : key == "ms"                    ? kMaxHookPauseMs
+                                                         : -1;
+    if (max < 0) return bad("unknown field '" + key + "'");
+    const StatusOr<int64_t> v = integer_value(item, 0, max);
+    if (!v.ok()) return bad(v.status().message());
     if (key == "rank") {
-      fault.rank = static_cast<int>(v);
+      fault.rank = static_cast<int>(*v);
+      has_rank = true;
     } else if (key == "step") {
-      fault.step = v;
+      fault.step = *v;
+      has_step = true;
     } else if (key == "attempt") {
-      fault.attempt = static_cast<int>(v);
-    } else if (key == "ms") {
-      fault.ms = v;
+      fault.attempt = static_cast<int>(*v);
     } else {
-      return bad("unknown field '" + key + "'");
+      fault.ms = *v;
     }
   }
-  if (!seen.count("rank") || !seen.count("step")) return bad("rank and step are required");
+  if (!has_rank || !has_step) return bad("rank and step are required");
   return fault;
 }
 

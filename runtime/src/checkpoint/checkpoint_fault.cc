@@ -6,55 +6,53 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
-#include <sstream>
+#include <thread>
+
+#include "core/internal/key_value_list.h"
+#include "core/internal/parse_decimal.h"
 
 namespace zdp::checkpoint {
-namespace {
-
-bool parse_int(const std::string& text, int64_t& out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  out = std::strtoll(text.c_str(), &end, 10);
-  return end != nullptr && *end == '\0';
-}
-
-}  // namespace
 
 StatusOr<FaultSpec> parse_fault(const std::string& text) {
   FaultSpec spec;
-  std::istringstream in(text);
   auto bad = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, "ZDP_CKPT_FAULT='" + text + "': " + why +
                                                     " (expected rank=R,at=create|write|checksum|commit|latest"
                                                     "[,step=N][,attempt=A][,action=exit|kill|stop|slow][,ms=M])");
   };
-  for (std::string part; std::getline(in, part, ',');) {
-    const size_t eq = part.find('=');
-    if (eq == std::string::npos) return bad("'" + part + "' is not key=value");
-    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
-    int64_t n = 0;
+  StatusOr<std::vector<KeyValue>> items = split_key_values(text);
+  if (!items.ok()) return bad(items.status().message());
+  for (const KeyValue& item : *items) {
+    const std::string& key = item.key;
+    const std::string& value = item.value;
     if (key == "at") {
       if (value != "create" && value != "write" && value != "checksum" && value != "commit" && value != "latest") {
         return bad("unknown point '" + value + "'");
       }
       spec.at = value;
-    } else if (key == "action") {
+      continue;
+    }
+    if (key == "action") {
       if (value != "exit" && value != "kill" && value != "stop" && value != "slow") {
         return bad("unknown action '" + value + "'");
       }
       spec.action = value;
-    } else if (key == "rank" || key == "step" || key == "attempt" || key == "ms") {
-      if (!parse_int(value, n) || n < 0) return bad(key + " '" + value + "' is not an integer >= 0");
-      if (key == "rank") spec.rank = static_cast<int>(n);
-      if (key == "step") spec.step = n;
-      if (key == "attempt") spec.attempt = static_cast<int>(n);
-      if (key == "ms") spec.ms = n;
-    } else {
-      return bad("unknown key '" + key + "'");
+      continue;
     }
+    const int64_t max = key == "rank" || key == "attempt" ? INT32_MAX
+                        : key == "step"                  ? INT64_MAX
+                        : key == "ms"                    ? kMaxHookPauseMs
+                                                         : -1;
+    if (max < 0) return bad("unknown key '" + key + "'");
+    const StatusOr<int64_t> n = integer_value(item, 0, max);
+    if (!n.ok()) return bad(n.status().message());
+    if (key == "rank") spec.rank = static_cast<int>(*n);
+    if (key == "step") spec.step = *n;
+    if (key == "attempt") spec.attempt = static_cast<int>(*n);
+    if (key == "ms") spec.ms = *n;
   }
   if (spec.rank < 0 || spec.at.empty()) return bad("rank and at are required");
   return spec;
@@ -67,7 +65,11 @@ Status fault_point(const char* point, int rank, int64_t step) {
   if (spec.rank != rank || spec.at != point || (spec.step >= 0 && spec.step != step)) return Status::Ok();
   if (spec.attempt >= 0) {
     const char* attempt = std::getenv("ZDP_ATTEMPT");
-    if (std::atoi(attempt ? attempt : "0") != spec.attempt) return Status::Ok();
+    int64_t now = 0;  // the launcher's first attempt when it is not set
+    if (attempt != nullptr && !parse_decimal(attempt, 0, INT32_MAX, &now)) {
+      return Status(StatusCode::kInvalidArgument, std::string("ZDP_ATTEMPT='") + attempt + "' is not an attempt number");
+    }
+    if (now != spec.attempt) return Status::Ok();
   }
   if (spec.action == "exit") {
     std::fprintf(stderr, "rank %d: ZDP_CKPT_FAULT: exiting with code %d at '%s' of the save of step %lld\n", rank,

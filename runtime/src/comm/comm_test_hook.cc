@@ -5,10 +5,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <set>
-#include <sstream>
 #include <thread>
+
+#include "core/internal/key_value_list.h"
 
 namespace zdp::detail {
 
@@ -22,32 +23,33 @@ StatusOr<TestHook> parse_test_hook(const std::string& text) {
   static const std::set<std::string> kDesyncs = {"op", "reduce", "count", "dtype", "tag", "order"};
   static const std::set<std::string> kActions = {"stop", "kill", "slow", "drop"};
   TestHook hook;
-  std::set<std::string> seen;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) return bad("'" + item + "' is not key=value");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (!seen.insert(key).second) return bad("'" + key + "' is given twice");
+  StatusOr<std::vector<KeyValue>> items = split_key_values(text);
+  if (!items.ok()) return bad(items.status().message());
+  bool has_rank = false, has_seq = false;
+  for (const KeyValue& item : *items) {
+    const std::string& key = item.key;
     if (key == "desync" || key == "action") {
-      if (!(key == "desync" ? kDesyncs : kActions).count(value)) return bad("unknown " + key + " '" + value + "'");
-      (key == "desync" ? hook.desync : hook.action) = value;
+      if (!(key == "desync" ? kDesyncs : kActions).count(item.value)) {
+        return bad("unknown " + key + " '" + item.value + "'");
+      }
+      (key == "desync" ? hook.desync : hook.action) = item.value;
       continue;
     }
-    char* end = nullptr;
-    const long long v = value.empty() ? -1 : std::strtoll(value.c_str(), &end, 10);
-    if (v < 0 || (end && *end != '\0')) return bad(key + " = '" + value + "' is not a non-negative integer");
+    const int64_t max = key == "rank" ? INT32_MAX : key == "seq" ? INT64_MAX : key == "ms" ? kMaxHookPauseMs : -1;
+    if (max < 0) return bad("unknown field '" + key + "'");
+    const StatusOr<int64_t> v = integer_value(item, 0, max);
+    if (!v.ok()) return bad(v.status().message());
     if (key == "rank") {
-      hook.rank = static_cast<int>(v);
+      hook.rank = static_cast<int>(*v);
+      has_rank = true;
     } else if (key == "seq") {
-      hook.seq = static_cast<uint64_t>(v);
-    } else if (key == "ms") {
-      hook.ms = v;
+      hook.seq = static_cast<uint64_t>(*v);
+      has_seq = true;
     } else {
-      return bad("unknown field '" + key + "'");
+      hook.ms = *v;
     }
   }
-  if (!seen.count("rank") || !seen.count("seq")) return bad("rank and seq are required");
+  if (!has_rank || !has_seq) return bad("rank and seq are required");
   if (hook.desync.empty() == hook.action.empty()) return bad("give one of desync and action");
   return hook;
 }

@@ -2,6 +2,7 @@
 #include "runtime/internal/heartbeat.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,10 +19,12 @@ std::string seconds(double s) {
   return buf;
 }
 
+// Digits only, within uint64 (strtoull would saturate "99999999999999999999").
 bool to_u64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = std::strtoull(s.c_str(), nullptr, 10);
-  return true;
+  if (s.empty() || s[0] == '-') return false;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && ptr == end;
 }
 
 bool to_i64(const std::string& s, int64_t* out) {

@@ -4,21 +4,11 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "core/internal/parse_decimal.h"
 #include "zdp/tcp_store.h"
 
 namespace zdp {
 namespace {
-
-// Parses a whole decimal integer; false for "", "12x", overflow.
-bool parse_int(const char* text, int* out) {
-  if (text == nullptr || *text == '\0') return false;
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v < INT32_MIN || v > INT32_MAX) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
 
 class EnvReader {
  public:

@@ -2,8 +2,10 @@
 // InMemoryStore (ranks as threads; also the table behind the TCP store server).
 #include "zdp/store.h"
 
-#include <charconv>
+#include <cstdint>
 #include <cstdio>
+
+#include "core/internal/parse_decimal.h"
 
 namespace zdp {
 namespace {
@@ -18,14 +20,6 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds t
   if (timeout.count() < 0) timeout = std::chrono::milliseconds(0);
   if (timeout > kForever) timeout = kForever;
   return std::chrono::steady_clock::now() + timeout;
-}
-
-// Parses the whole of `text` as a decimal int64 (no spaces, no "+"): the counter format.
-bool parse_counter(const std::string& text, int64_t* out) {
-  if (text.empty()) return false;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end;
 }
 
 // Replaces every `from` in `text` with `to`.
@@ -141,7 +135,7 @@ StatusOr<int64_t> InMemoryStore::add(const std::string& key, int64_t delta) {
     std::lock_guard<std::mutex> lock(mu_);
     int64_t current = 0;
     auto it = data_.find(key);
-    if (it != data_.end() && !parse_counter(it->second, &current)) {
+    if (it != data_.end() && !parse_decimal(it->second, INT64_MIN, INT64_MAX, &current)) {
       std::string shown = it->second.substr(0, 64);
       return Status(StatusCode::kInvalidArgument,
                     "add(\"" + key + "\"): the key holds \"" + shown + "\", which is not a decimal integer");
