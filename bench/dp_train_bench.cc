@@ -24,15 +24,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,26 +39,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using zdp::bench::free_port;  // bench/dp_launch_run.h
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Run {
-  bool ok = false;
-  std::string error;
-  nlohmann::json summary;
-};
+using zdp::bench::Run;  // bench/dp_launch_run.h
 
 // One dp-launch run; its console output goes to DIR/console.log.
 Run launch(const std::string& config, const std::vector<std::string>& extra, int stage, int ranks, int steps,
            int threads, bool deterministic, bool profiled, const fs::path& dir) {
   std::vector<std::string> sets = {
       "zero.stage=" + std::to_string(stage), "launch.nproc_per_node=" + std::to_string(ranks),
-      "launch.log_dir=" + (dir / "logs").string(), "launch.master_port=" + std::to_string(free_port()),
       "data.kind=synthetic", "train.steps=" + std::to_string(steps), "optim.warmup_steps=0",
       "train.log_every=" + std::to_string(steps), "train.eval_every=0", "train.eval_samples=8",
       "checkpoint.every_steps=0", "checkpoint.dir=\"\"",  // never resume from another run's checkpoint
@@ -76,31 +59,9 @@ Run launch(const std::string& config, const std::vector<std::string>& extra, int
     sets.push_back("launch.env.OMP_NUM_THREADS=" + std::to_string(threads));
     sets.push_back("launch.env.OPENBLAS_NUM_THREADS=" + std::to_string(threads));
   }
-  std::string cmd = quoted(ZDP_DP_LAUNCH) + " " + quoted(config);
-  for (const std::string& s : sets) cmd += " --set " + quoted(s);
-  const fs::path console = dir / "console.log";
-  fs::create_directories(dir);
-  const int status = std::system((cmd + " > " + quoted(console.string()) + " 2>&1").c_str());
-  Run r;
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): dp-launch failed (status " +
-              std::to_string(status) + "); see " + console.string() + "\n  " + cmd;
-    return r;
-  }
-  std::ifstream in(dir / "logs" / "train_summary.json");
-  if (!in) {
-    r.error = "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s): no " +
-              (dir / "logs" / "train_summary.json").string();
-    return r;
-  }
-  try {
-    r.summary = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    r.error = (dir / "logs" / "train_summary.json").string() + ": " + e.what();
-    return r;
-  }
-  r.ok = true;
-  return r;
+  // launch_run adds launch.log_dir = DIR/logs and a free launch.master_port.
+  return zdp::bench::launch_run(ZDP_DP_LAUNCH, config, std::move(sets), dir,
+                                "stage " + std::to_string(stage) + ", " + std::to_string(ranks) + " rank(s)");
 }
 
 }  // namespace
