@@ -21,12 +21,18 @@ struct GpuFixture {
 
   // Returns false (after recording a failure) when the device cannot be set up.
   bool init() {
+#if defined(ZDP_SIMT_EMULATION)
+    // tests/simt/: the kernels run on the host (testing/simt/simt.h), so "device" memory
+    // is the CPU device's.
+    device = create_cpu_device();
+#else
     auto d = create_cuda_device(0);
     if (!d.ok()) {
       ADD_FAILURE() << d.status().to_string();
       return false;
     }
     device = std::move(d).value();
+#endif
     auto s = device->create_stream("kernel test");
     if (!s.ok()) {
       ADD_FAILURE() << s.status().to_string();
@@ -35,7 +41,11 @@ struct GpuFixture {
     stream = std::move(s).value();
     return true;
   }
+#if defined(ZDP_SIMT_EMULATION)
+  cudaStream_t cuda_stream() const { return nullptr; }  // emulated launches run at once
+#else
   cudaStream_t cuda_stream() const { return static_cast<cudaStream_t>(stream->native_handle()); }
+#endif
   void sync() const {
     const Status st = stream->synchronize(std::chrono::seconds(60));
     ASSERT_TRUE(st.ok()) << st.to_string();
@@ -97,5 +107,9 @@ std::vector<uint16_t> raw_bits(const std::vector<T>& v) {
 
 }  // namespace zdp::testing
 
+#if defined(ZDP_SIMT_EMULATION)
+#define ZDP_SKIP_WITHOUT_GPU() (void)0  // the emulation needs none
+#else
 #define ZDP_SKIP_WITHOUT_GPU() \
   if (::zdp::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+#endif

@@ -1,0 +1,284 @@
+// The fiber scheduler behind testing/simt/simt.h. Compiled without simt.h's macros (it
+// includes the header for the declarations only, before anything that uses CUDA names).
+#include "testing/simt/simt.h"
+
+#include <ucontext.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace zdp_emu {
+namespace {
+
+constexpr size_t kStackBytes = 128 << 10;  // the kernels keep a few hundred bytes a thread
+constexpr int kMaxThreads = 1024;
+constexpr size_t kDefaultSharedBytes = 48 << 10;  // without cudaFuncSetAttribute
+constexpr int kSms = 132;
+
+enum class Wait { kNone, kBlock, kWarp };
+
+struct Fiber {
+  ucontext_t context;
+  bool done = false;
+  Wait wait = Wait::kNone;
+  uint64_t generation = 0;  // of the barrier it waits at
+};
+
+struct Warp {
+  uint64_t generation = 0;
+  int arrived = 0;
+  int live = 0;
+  std::array<uint64_t, 32> slots{};
+};
+
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<Position> positions;
+  std::vector<Warp> warps;
+  ucontext_t scheduler;
+  int current = -1;
+  int live = 0;
+  uint64_t generation = 0;
+  int arrived = 0;
+  const std::function<void()>* body = nullptr;
+};
+
+Block* g_block = nullptr;
+std::vector<std::unique_ptr<char[]>> g_stacks;
+std::vector<unsigned char> g_dynamic_shared;
+std::map<const void*, int> g_max_dynamic_shared;
+int g_optin = 232448;  // 227 KiB: sm_90's opt-in maximum a block
+cudaError_t g_last_error = cudaSuccess;
+std::string g_fault;
+int64_t g_launches = 0;
+
+void fault(const std::string& what) {
+  if (g_fault.empty()) g_fault = what;
+}
+
+int warp_of(int thread) { return thread / 32; }
+
+void release_block_if_complete(Block& b) {
+  if (b.arrived > 0 && b.arrived == b.live) {
+    ++b.generation;
+    b.arrived = 0;
+  }
+}
+
+void release_warp_if_complete(Warp& w) {
+  if (w.arrived > 0 && w.arrived == w.live) {
+    ++w.generation;
+    w.arrived = 0;
+  }
+}
+
+void yield(Block& b) { swapcontext(&b.fibers[static_cast<size_t>(b.current)].context, &b.scheduler); }
+
+void fiber_main() {
+  Block& b = *g_block;
+  (*b.body)();
+  const int me = b.current;
+  b.fibers[static_cast<size_t>(me)].done = true;
+  --b.live;
+  Warp& w = b.warps[static_cast<size_t>(warp_of(me))];
+  --w.live;
+  // A barrier that waited only for this thread is complete (exited threads count as
+  // arrived, as on the GPU).
+  release_block_if_complete(b);
+  release_warp_if_complete(w);
+}  // returns to the scheduler through uc_link
+
+void warp_barrier(Block& b) {
+  Fiber& f = b.fibers[static_cast<size_t>(b.current)];
+  Warp& w = b.warps[static_cast<size_t>(warp_of(b.current))];
+  ++w.arrived;
+  f.wait = Wait::kWarp;
+  f.generation = w.generation;
+  release_warp_if_complete(w);
+  yield(b);
+}
+
+bool runnable(const Block& b, int i) {
+  const Fiber& f = b.fibers[static_cast<size_t>(i)];
+  if (f.done) return false;
+  if (f.wait == Wait::kBlock) return f.generation != b.generation;
+  if (f.wait == Wait::kWarp) return f.generation != b.warps[static_cast<size_t>(warp_of(i))].generation;
+  return true;
+}
+
+void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index) {
+  const int n = static_cast<int>(block.x * block.y * block.z);
+  b.fibers.assign(static_cast<size_t>(n), Fiber{});
+  b.positions.resize(static_cast<size_t>(n));
+  b.warps.assign(static_cast<size_t>((n + 31) / 32), Warp{});
+  b.live = n;
+  b.generation = 0;
+  b.arrived = 0;
+  for (int i = 0; i < n; ++i) {
+    const unsigned u = static_cast<unsigned>(i);
+    b.positions[static_cast<size_t>(i)] =
+        Position{make_uint3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y)), index, block, grid};
+    ++b.warps[static_cast<size_t>(warp_of(i))].live;
+    Fiber& f = b.fibers[static_cast<size_t>(i)];
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = g_stacks[static_cast<size_t>(i)].get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+  }
+  // Poisoned at every block: a read before any thread wrote it is a NaN, not last block's.
+  std::memset(g_dynamic_shared.data(), 0xff, g_dynamic_shared.size());
+  while (true) {
+    bool any_left = false, progressed = false;
+    for (int i = 0; i < n; ++i) {
+      if (b.fibers[static_cast<size_t>(i)].done) continue;
+      any_left = true;
+      if (!runnable(b, i)) continue;
+      b.fibers[static_cast<size_t>(i)].wait = Wait::kNone;
+      b.current = i;
+      swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
+      progressed = true;
+    }
+    if (!any_left) return;
+    if (!progressed) {
+      int waiting_block = 0, waiting_warp = 0;
+      for (const Fiber& f : b.fibers) {
+        if (!f.done) (f.wait == Wait::kBlock ? waiting_block : waiting_warp) += 1;
+      }
+      fault("deadlock in block (" + std::to_string(index.x) + "," + std::to_string(index.y) + "," +
+            std::to_string(index.z) + "): " + std::to_string(waiting_block) + " thread(s) wait at __syncthreads and " +
+            std::to_string(waiting_warp) + " at a warp shuffle that the others never reach");
+      return;  // the suspended fibers are dropped; their stacks are reused
+    }
+  }
+}
+
+}  // namespace
+
+const Position& position() { return g_block->positions[static_cast<size_t>(g_block->current)]; }
+
+int lane() { return g_block->current % 32; }
+
+void check_full_warp(unsigned mask, int width, const char* what) {
+  if (mask != 0xffffffffu || width != 32) fault(std::string(what) + ": only full-warp shuffles are emulated");
+  const Block& b = *g_block;
+  if (b.positions[static_cast<size_t>(b.current)].block_dim.x % 32 != 0) {
+    fault(std::string(what) + " in a block whose x size is not a multiple of 32");
+  }
+}
+
+void sync_block() {
+  Block& b = *g_block;
+  Fiber& f = b.fibers[static_cast<size_t>(b.current)];
+  ++b.arrived;
+  f.wait = Wait::kBlock;
+  f.generation = b.generation;
+  release_block_if_complete(b);
+  yield(b);
+}
+
+uint64_t warp_exchange(uint64_t mine, int source) {
+  Block& b = *g_block;
+  const int me = b.current;
+  Warp& w = b.warps[static_cast<size_t>(warp_of(me))];
+  w.slots[static_cast<size_t>(me % 32)] = mine;
+  warp_barrier(b);
+  uint64_t got = mine;
+  if (source >= 0 && source < 32) {
+    const int from = warp_of(me) * 32 + source;
+    if (from >= static_cast<int>(b.fibers.size()) || b.fibers[static_cast<size_t>(from)].done) {
+      fault("a warp shuffle read lane " + std::to_string(source) + ", which has exited");
+    } else {
+      got = w.slots[static_cast<size_t>(source)];
+    }
+  }
+  warp_barrier(b);  // every lane has read before the slots are written again
+  return got;
+}
+
+bool warp_any(bool predicate) {
+  Block& b = *g_block;
+  const int me = b.current;
+  Warp& w = b.warps[static_cast<size_t>(warp_of(me))];
+  w.slots[static_cast<size_t>(me % 32)] = predicate ? 1 : 0;
+  warp_barrier(b);
+  bool any = false;
+  const int first = warp_of(me) * 32;
+  for (int l = 0; l < 32 && first + l < static_cast<int>(b.fibers.size()); ++l) {
+    if (!b.fibers[static_cast<size_t>(first + l)].done && w.slots[static_cast<size_t>(l)] != 0) any = true;
+  }
+  warp_barrier(b);
+  return any;
+}
+
+void* dynamic_shared() { return g_dynamic_shared.data(); }
+
+void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
+  ++g_launches;
+  g_fault.clear();
+  const int64_t threads = int64_t{block.x} * block.y * block.z;
+  if (threads < 1 || threads > kMaxThreads || grid.x < 1 || grid.y < 1 || grid.z < 1) {
+    g_last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  const auto allowed = g_max_dynamic_shared.find(kernel);
+  const size_t limit = allowed == g_max_dynamic_shared.end() ? kDefaultSharedBytes : static_cast<size_t>(allowed->second);
+  if (dynamic_shared_bytes > limit) {
+    g_last_error = cudaErrorInvalidValue;  // what CUDA says to a launch past the kernel's allowance
+    return;
+  }
+  while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.emplace_back(new char[kStackBytes]);
+  // 16-byte aligned (vector loads), one past so that a read past the end is not a crash.
+  g_dynamic_shared.assign(dynamic_shared_bytes + 16, 0);
+  Block b;
+  b.body = &body;
+  g_block = &b;
+  for (unsigned z = 0; z < grid.z && g_fault.empty(); ++z) {
+    for (unsigned y = 0; y < grid.y && g_fault.empty(); ++y) {
+      for (unsigned x = 0; x < grid.x && g_fault.empty(); ++x) run_block(b, grid, block, make_uint3(x, y, z));
+    }
+  }
+  g_block = nullptr;
+  if (!g_fault.empty()) {  // what the GPU would report as a failed kernel; the why on stderr
+    std::fprintf(stderr, "simt emulation: %s\n", g_fault.c_str());
+    g_last_error = cudaErrorLaunchFailure;
+  }
+}
+
+cudaError_t get_device(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t device_get_attribute(int* value, cudaDeviceAttr attribute, int) {
+  switch (attribute) {
+    case cudaDevAttrMultiProcessorCount: *value = kSms; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = g_optin; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreads; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > g_optin) {
+    return cudaErrorInvalidValue;
+  }
+  g_max_dynamic_shared[kernel] = value;
+  return cudaSuccess;
+}
+
+cudaError_t get_last_error() {
+  const cudaError_t e = g_last_error;
+  g_last_error = cudaSuccess;
+  return e;
+}
+
+void set_shared_memory_optin(int bytes) { g_optin = bytes; }
+int shared_memory_optin() { return g_optin; }
+std::string last_launch_fault() { return g_fault; }
+int64_t launches() { return g_launches; }
+
+}  // namespace zdp_emu

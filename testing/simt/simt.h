@@ -1,0 +1,181 @@
+// A CPU emulation of the CUDA execution model, for running the model-layer kernels'
+// own source here, where no GPU is: every thread of a block is a fiber on one OS thread,
+// switched at __syncthreads and at every warp shuffle, so that the kernels' index
+// arithmetic, shared-memory use, barriers and warp reductions run as written, against
+// the CPU twins, before any GPU is lent (tests/simt/). It emulates the programming model,
+// not the hardware: no timing, no memory model beyond "a barrier orders everything", and
+// the special-function unit's ex2.approx and the cvt instructions take their host
+// fallbacks (kernels/cuda/nn_common.cuh). What it catches: a wrong index, a read of shared
+// memory another thread has not written yet (threads run in order, each until its next
+// barrier, so a missing barrier shows), a barrier or shuffle not every thread reaches (a
+// deadlock, reported), a shuffle reading an exited lane, a launch with more dynamic shared
+// memory than the kernel was allowed, or more than 1024 threads.
+//
+// Force-included (-include) into the emulated kernel sources (.cu rewritten by
+// testing/simt/cu_to_cc.py) and the tests that call them. Its macros rename the kernels'
+// entry points *_cuda -> *_emu and their helper namespace cuda -> cuda_emu, so the
+// emulated copies link beside zdp_kernels' real ones without a clash.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace zdp_emu {
+
+// Where the running emulated thread is (CUDA's threadIdx, blockIdx, blockDim, gridDim).
+struct Position {
+  uint3 thread;
+  uint3 block;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+const Position& position();
+
+void sync_block();  // __syncthreads
+// Every live lane of the warp gives `mine` and gets lane `source`'s (a shuffle); a
+// source outside 0..31 gives the caller's own value back, as CUDA's do.
+uint64_t warp_exchange(uint64_t mine, int source);
+bool warp_any(bool predicate);
+void* dynamic_shared();  // extern __shared__
+
+// Runs `body` on every thread of every block, blocks one after another. A launch error
+// (CUDA's cudaErrorInvalidConfiguration or cudaErrorInvalidValue) is recorded for
+// cudaGetLastError and nothing runs.
+void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body);
+
+template <typename... P, typename... A>
+void launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t, void (*kernel)(P...), A&&... args) {
+  // The arguments as the kernel's parameter types, once; every thread gets its own copy,
+  // as on the GPU (a kernel may change its by-value parameters).
+  const std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  run_grid(reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, [&] {
+    std::tuple<std::decay_t<P>...> mine = params;
+    std::apply(kernel, mine);
+  });
+}
+
+// The runtime calls the kernels' launchers make, answered as an H100/H200 would.
+cudaError_t get_device(int* device);
+cudaError_t device_get_attribute(int* value, cudaDeviceAttr attribute, int device);
+cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attribute, int value);
+template <typename F>
+cudaError_t func_set_attribute(F* kernel, cudaFuncAttribute attribute, int value) {
+  return func_set_attribute(reinterpret_cast<const void*>(kernel), attribute, value);
+}
+cudaError_t get_last_error();
+
+// Test knobs: the dynamic shared memory one block may opt in to (the H100's and H200's
+// 227 KiB by default), so that a test can make a kernel take its other path.
+void set_shared_memory_optin(int bytes);
+int shared_memory_optin();
+// What went wrong inside the last launch (a deadlock, a shuffle of an exited lane), or "".
+std::string last_launch_fault();
+// Launches and fiber switches since the start: how much the emulation ran.
+int64_t launches();
+
+template <typename T>
+uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  return bits;
+}
+template <typename T>
+T from_bits(uint64_t bits) {
+  T v;
+  std::memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+int lane();
+void check_full_warp(unsigned mask, int width, const char* what);
+
+}  // namespace zdp_emu
+
+// ---- CUDA's device-side names, on the host -----------------------------------------
+#define threadIdx (::zdp_emu::position().thread)
+#define blockIdx (::zdp_emu::position().block)
+#define blockDim (::zdp_emu::position().block_dim)
+#define gridDim (::zdp_emu::position().grid_dim)
+#define __syncthreads() ::zdp_emu::sync_block()
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+// A block's shared variables: one instance for the block's fibers (blocks run one at a
+// time). Function-local statics keep their values from block to block, like a GPU's
+// uninitialised shared memory.
+#undef __shared__
+#define __shared__ static
+
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  ::zdp_emu::check_full_warp(mask, width, "__shfl_xor_sync");
+  return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), ::zdp_emu::lane() ^ lane_mask));
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  ::zdp_emu::check_full_warp(mask, width, "__shfl_down_sync");
+  return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), ::zdp_emu::lane() + static_cast<int>(delta)));
+}
+inline int __any_sync(unsigned mask, int predicate) {
+  ::zdp_emu::check_full_warp(mask, 32, "__any_sync");
+  return ::zdp_emu::warp_any(predicate != 0) ? 1 : 0;
+}
+template <typename T>
+T __ldcs(const T* p) {
+  return *p;
+}
+template <typename T>
+void __stcs(T* p, T v) {
+  *p = v;
+}
+inline float __uint_as_float(unsigned v) { return ::zdp_emu::from_bits<float>(v); }
+inline unsigned __float_as_uint(float v) { return static_cast<unsigned>(::zdp_emu::to_bits(v)); }
+// CUDA's integer min and max of device code (math_functions.h), for one type.
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+T min(T a, T b) {
+  return b < a ? b : a;
+}
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+T max(T a, T b) {
+  return a < b ? b : a;
+}
+// One OS thread runs every fiber, and a fiber switches only at a barrier: an atomic is a
+// plain read-modify-write.
+inline float atomicAdd(float* p, float v) {
+  const float old = *p;
+  *p = old + v;
+  return old;
+}
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+
+// The runtime calls of the launchers (kernels/cuda/common.cuh and the .cu files).
+#define cudaGetDevice ::zdp_emu::get_device
+#define cudaDeviceGetAttribute ::zdp_emu::device_get_attribute
+#define cudaFuncSetAttribute ::zdp_emu::func_set_attribute
+#define cudaGetLastError ::zdp_emu::get_last_error
+
+// ---- Renames: the emulated copies beside zdp_kernels' real ones ---------------------
+#define cuda cuda_emu
+#define layernorm_forward_cuda layernorm_forward_emu
+#define layernorm_backward_cuda layernorm_backward_emu
+#define cross_entropy_cuda cross_entropy_emu
+#define embedding_forward_cuda embedding_forward_emu
+#define embedding_backward_cuda embedding_backward_emu
+#define bias_grad_cuda bias_grad_emu
+#define causal_softmax_forward_cuda causal_softmax_forward_emu
+#define causal_softmax_backward_cuda causal_softmax_backward_emu
+#define add_cuda add_emu
+#define gelu_forward_cuda gelu_forward_emu
+#define gelu_backward_cuda gelu_backward_emu
+#define squared_error_cuda squared_error_emu

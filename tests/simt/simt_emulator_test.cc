@@ -1,0 +1,188 @@
+// The SIMT emulation itself (testing/simt/simt.h): that it runs CUDA's programming model
+// faithfully enough to judge the model-layer kernels (tests/CMakeLists.txt runs them under
+// the GPU tests' assertions), and that it reports what it claims to catch: a missing
+// barrier, a barrier and a shuffle waiting for each other, a shuffle of an exited lane, a
+// launch past the thread or dynamic shared memory limits. Compiled with simt.h
+// force-included, so the kernels below are written as CUDA.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace {
+
+// The sum of `n` values by one block: a shared-memory tree with a barrier per level
+// (`with_barriers` false drops them, the classic race).
+__global__ void tree_sum(const int* in, int n, int* out, bool with_barriers) {
+  __shared__ int s[256];
+  const int t = static_cast<int>(threadIdx.x);
+  s[t] = t < n ? in[t] : 0;
+  if (with_barriers) __syncthreads();
+  for (int stride = static_cast<int>(blockDim.x) / 2; stride > 0; stride /= 2) {
+    if (t < stride) s[t] += s[t + stride];
+    if (with_barriers) __syncthreads();
+  }
+  if (t == 0) *out = s[0];
+}
+
+TEST(SimtEmulator, BlockReductionWithBarriersIsExact) {
+  std::vector<int> in(256);
+  std::iota(in.begin(), in.end(), 1);
+  int out = 0;
+  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, in.data(), 256, &out, true);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out, 256 * 257 / 2);
+}
+
+TEST(SimtEmulator, AMissingBarrierGivesAWrongAnswer) {
+  // Thread 0 runs first, to its next barrier: without barriers it adds the others'
+  // slots before they are written (last launch's values, or the poison), so the sum is
+  // wrong, as it would be on a GPU some of the time.
+  std::vector<int> in(256, 1);
+  int out = 0;
+  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, in.data(), 256, &out, true);
+  ASSERT_EQ(out, 256);
+  std::vector<int> other(256, 7);
+  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, other.data(), 256, &out, false);
+  EXPECT_NE(out, 7 * 256);
+}
+
+__global__ void warp_sums(const float* in, float* out) {
+  float v = in[threadIdx.x];
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  out[threadIdx.x] = v;
+}
+
+TEST(SimtEmulator, WarpShufflesExchangeWithinEachWarp) {
+  std::vector<float> in(64), out(64, -1);
+  for (int i = 0; i < 64; ++i) in[i] = static_cast<float>(i < 32 ? 1 : i);
+  zdp_emu::launch(1, 64, 0, nullptr, warp_sums, in.data(), out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  const float second = static_cast<float>((32 + 63) * 32 / 2);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], i < 32 ? 32.0f : second) << i;
+}
+
+__global__ void shuffle_down_and_any(int* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  out[threadIdx.x] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+  out[64 + threadIdx.x] = __any_sync(0xffffffffu, threadIdx.x == 40);
+}
+
+TEST(SimtEmulator, ShuffleDownKeepsItsOwnValuePastTheWarpAndAnyIsPerWarp) {
+  std::vector<int> out(128, -1);
+  zdp_emu::launch(1, 64, 0, nullptr, shuffle_down_and_any, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t % 32;
+    EXPECT_EQ(out[t], lane + 3 < 32 ? (lane + 3) * 10 : lane * 10) << t;
+    EXPECT_EQ(out[64 + t], t >= 32 ? 1 : 0) << t;
+  }
+}
+
+__global__ void shuffle_with_half_the_warp_gone(float* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 16);
+}
+
+__global__ void warp_waits_for_block(int* out) {
+  if (threadIdx.x < 32) {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+  } else {
+    __syncthreads();
+    out[threadIdx.x] = 0;
+  }
+}
+
+TEST(SimtEmulator, AShuffleOfAnExitedLaneOrADeadlockIsAFailedLaunch) {
+  std::vector<float> f(32, 0);
+  zdp_emu::launch(1, 32, 0, nullptr, shuffle_with_half_the_warp_gone, f.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_NE(zdp_emu::last_launch_fault().find("has exited"), std::string::npos) << zdp_emu::last_launch_fault();
+
+  // Warp 0 shuffles and exits; warp 1 waits at a barrier warp 0 never reaches, which
+  // warp 0's exit completes (exited threads count as arrived, as on the GPU): no fault.
+  std::vector<int> out(64, -1);
+  zdp_emu::launch(1, 64, 0, nullptr, warp_waits_for_block, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << zdp_emu::last_launch_fault();
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], 0);
+}
+
+__global__ void shuffle_then_barrier_mismatch(int* out) {
+  // Lanes 0-15 wait at a shuffle that lanes 16-31 never reach, while those wait at a
+  // barrier: a true deadlock.
+  if (threadIdx.x < 16) {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+  } else {
+    __syncthreads();
+  }
+}
+
+TEST(SimtEmulator, ATrueDeadlockIsReportedNotHung) {
+  std::vector<int> out(32, 0);
+  zdp_emu::launch(1, 32, 0, nullptr, shuffle_then_barrier_mismatch, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_NE(zdp_emu::last_launch_fault().find("deadlock"), std::string::npos) << zdp_emu::last_launch_fault();
+}
+
+__global__ void write_dynamic(int n, int* out) {
+  // What cu_to_cc.py makes of `extern __shared__ int dyn[];` in a .cu file.
+  int* dyn = static_cast<int*>(zdp_emu::dynamic_shared());
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) dyn[i] = i;
+  __syncthreads();
+  if (threadIdx.x == 0) *out = dyn[n - 1];
+}
+
+TEST(SimtEmulator, LaunchLimitsAreCudas) {
+  int out = 0;
+  zdp_emu::launch(1, 1025, 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "read once, then cleared";
+  zdp_emu::launch(0, 32, 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+
+  // 64 KiB of dynamic shared memory: refused until the kernel is allowed that much.
+  const int n = 16384;
+  const size_t bytes = n * sizeof(int);
+  zdp_emu::launch(1, 256, bytes, nullptr, write_dynamic, n, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(write_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+            cudaSuccess);
+  zdp_emu::launch(1, 256, bytes, nullptr, write_dynamic, n, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out, n - 1);
+  EXPECT_NE(cudaFuncSetAttribute(write_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 zdp_emu::shared_memory_optin() + 1),
+            cudaSuccess)
+      << "past the device's opt-in maximum";
+}
+
+struct Counter {
+  int value;
+};
+
+__global__ void bump_by_value(Counter c, int* out) {
+  c.value += static_cast<int>(threadIdx.x);  // each thread's own copy of its parameters
+  out[threadIdx.x] = c.value;
+}
+
+__global__ void indices(int* out) {
+  const int t = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int b = static_cast<int>(blockIdx.x + gridDim.x * blockIdx.y);
+  out[b * 64 + t] = b * 1000 + t;
+}
+
+TEST(SimtEmulator, ParametersAreCopiedPerThreadAndIndicesCoverTheGrid) {
+  std::vector<int> out(32, 0);
+  zdp_emu::launch(1, 32, 0, nullptr, bump_by_value, Counter{100}, out.data());
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(out[t], 100 + t);
+
+  std::vector<int> grid(6 * 64, -1);
+  zdp_emu::launch(dim3(3, 2), dim3(4, 4, 4), 0, nullptr, indices, grid.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int b = 0; b < 6; ++b) {
+    for (int t = 0; t < 64; ++t) EXPECT_EQ(grid[b * 64 + t], b * 1000 + t);
+  }
+}
+
+}  // namespace
