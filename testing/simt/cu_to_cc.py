@@ -8,6 +8,7 @@ force-included.
 
 usage: cu_to_cc.py IN.cu OUT.cc   (fails when a launch it cannot read is left over)
 """
+import os
 import re
 import sys
 
@@ -40,10 +41,37 @@ def split_top_level(text):
     return parts
 
 
+LOCAL_INCLUDE = re.compile(r'^#include "(?P<path>kernels/cuda/[\w/]+\.cuh)"\s*$', re.M)
+
+
+def inline_local_headers(path, root, seen):
+    """The file's text with its kernels/cuda/*.cuh includes inlined, each once: a header
+    may hold launches too (slice_update.cuh), and its helpers' namespace is renamed by
+    simt.h with the rest."""
+    with open(os.path.join(root, path) if not os.path.isabs(path) else path) as f:
+        lines = f.read().split("\n")
+    out = []
+    for number, line in enumerate(lines, 1):
+        m = LOCAL_INCLUDE.match(line)
+        if m:
+            header = m.group("path")
+            if header not in seen:
+                seen.add(header)
+                out.append('#line 1 "%s"' % header)
+                out.append(inline_local_headers(header, root, seen))
+                out.append('#line %d "%s"' % (number + 1, path))
+            else:
+                out.append("")
+            continue
+        out.append("" if line.strip() == "#pragma once" else line)
+    return "\n".join(out)
+
+
 def main():
     src, out = sys.argv[1], sys.argv[2]
-    with open(src) as f:
-        text = f.read()
+    # The repository root: kernels/cuda/x.cu is two folders below it.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(src))))
+    text = inline_local_headers(src, root, set())
     text = LAUNCH.sub(launch, text)
     text = EXTERN_SHARED.sub(
         lambda m: "{t}* {n} = static_cast<{t}*>(::zdp_emu::dynamic_shared());".format(t=m.group("type"), n=m.group("name")),

@@ -1,15 +1,16 @@
-// A CPU emulation of the CUDA execution model, for running the model-layer kernels'
-// own source here, where no GPU is: every thread of a block is a fiber on one OS thread,
-// switched at __syncthreads and at every warp shuffle, so that the kernels' index
-// arithmetic, shared-memory use, barriers and warp reductions run as written, against
-// the CPU twins, before any GPU is lent (tests/simt/). It emulates the programming model,
-// not the hardware: no timing, no memory model beyond "a barrier orders everything", and
-// the special-function unit's ex2.approx and the cvt instructions take their host
-// fallbacks (kernels/cuda/nn_common.cuh). What it catches: a wrong index, a read of shared
-// memory another thread has not written yet (threads run in order, each until its next
-// barrier, so a missing barrier shows), a barrier or shuffle not every thread reaches (a
-// deadlock, reported), a shuffle reading an exited lane, a launch with more dynamic shared
-// memory than the kernel was allowed, or more than 1024 threads.
+// A CPU emulation of the CUDA execution model, for running the source of zdp's own
+// kernels (kernels/cuda/*.cu) here, where no GPU is: every thread of a block is a fiber
+// on one OS thread, switched at __syncthreads and at every warp shuffle, so that the
+// kernels' index arithmetic, shared-memory use, barriers and warp reductions run as
+// written, against the CPU twins, before any GPU is lent (tests/CMakeLists.txt,
+// simt_emulation_test). It emulates the programming model, not the hardware: no timing,
+// no memory model beyond "a barrier orders everything", and the special-function unit's
+// ex2.approx and the cvt instructions take their host fallbacks
+// (kernels/cuda/nn_common.cuh). What it catches: a wrong index, a read of shared memory
+// another thread has not written yet (threads run in order, each until its next barrier,
+// so a missing barrier shows), a barrier and a shuffle waiting for each other (a
+// deadlock, reported), a shuffle reading an exited lane, a launch with more dynamic
+// shared memory than the kernel was allowed, or more than 1024 threads.
 //
 // Force-included (-include) into the emulated kernel sources (.cu rewritten by
 // testing/simt/cu_to_cc.py) and the tests that call them. Its macros rename the kernels'
@@ -71,6 +72,9 @@ cudaError_t func_set_attribute(F* kernel, cudaFuncAttribute attribute, int value
   return func_set_attribute(reinterpret_cast<const void*>(kernel), attribute, value);
 }
 cudaError_t get_last_error();
+// Stream-ordered copies and fills: launches run at once, so these do too.
+cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
+cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
 
 // Test knobs: the dynamic shared memory one block may opt in to (the H100's and H200's
 // 227 KiB by default), so that a test can make a kernel take its other path.
@@ -148,13 +152,15 @@ T max(T a, T b) {
 }
 // One OS thread runs every fiber, and a fiber switches only at a barrier: an atomic is a
 // plain read-modify-write.
-inline float atomicAdd(float* p, float v) {
-  const float old = *p;
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
   *p = old + v;
   return old;
 }
-inline unsigned atomicMax(unsigned* p, unsigned v) {
-  const unsigned old = *p;
+template <typename T>
+T atomicMax(T* p, T v) {
+  const T old = *p;
   if (v > old) *p = v;
   return old;
 }
@@ -164,6 +170,8 @@ inline unsigned atomicMax(unsigned* p, unsigned v) {
 #define cudaDeviceGetAttribute ::zdp_emu::device_get_attribute
 #define cudaFuncSetAttribute ::zdp_emu::func_set_attribute
 #define cudaGetLastError ::zdp_emu::get_last_error
+#define cudaMemcpyAsync ::zdp_emu::memcpy_async
+#define cudaMemsetAsync ::zdp_emu::memset_async
 
 // ---- Renames: the emulated copies beside zdp_kernels' real ones ---------------------
 #define cuda cuda_emu
@@ -179,3 +187,15 @@ inline unsigned atomicMax(unsigned* p, unsigned v) {
 #define gelu_forward_cuda gelu_forward_emu
 #define gelu_backward_cuda gelu_backward_emu
 #define squared_error_cuda squared_error_emu
+#define adamw_update_cuda adamw_update_emu
+#define sgd_update_cuda sgd_update_emu
+#define grad_check_cuda grad_check_emu
+#define exact_sumsq_cuda exact_sumsq_emu
+#define decide_step_cuda decide_step_emu
+#define loss_sum_cuda loss_sum_emu
+#define cast_cuda cast_emu
+#define scale_cuda scale_emu
+#define fold_cuda fold_emu
+#define quantize_cuda quantize_emu
+#define dequant_sum_cuda dequant_sum_emu
+#define dequantize_cuda dequantize_emu
