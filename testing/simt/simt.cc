@@ -54,6 +54,7 @@ int g_optin = 232448;  // 227 KiB: sm_90's opt-in maximum a block
 cudaError_t g_last_error = cudaSuccess;
 std::string g_fault;
 int64_t g_launches = 0;
+Schedule g_schedule = Schedule::kAlternate;
 
 void fault(const std::string& what) {
   if (g_fault.empty()) g_fault = what;
@@ -109,7 +110,7 @@ bool runnable(const Block& b, int i) {
   return true;
 }
 
-void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index) {
+void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index, bool reverse) {
   const int n = static_cast<int>(block.x * block.y * block.z);
   b.fibers.assign(static_cast<size_t>(n), Fiber{});
   b.positions.resize(static_cast<size_t>(n));
@@ -131,16 +132,28 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
   }
   // Poisoned at every block: a read before any thread wrote it is a NaN, not last block's.
   std::memset(g_dynamic_shared.data(), 0xff, g_dynamic_shared.size());
+  // Warp by warp, each as far as it goes (to a block barrier, or its end) before the
+  // next starts: the most skew between warps, so that a warp that runs ahead into the
+  // next use of shared memory overwrites what a later warp has not read yet, where a
+  // barrier is missing. Within a warp, lane by lane to the next warp barrier.
+  const int warps = (n + 31) / 32;
   while (true) {
     bool any_left = false, progressed = false;
-    for (int i = 0; i < n; ++i) {
-      if (b.fibers[static_cast<size_t>(i)].done) continue;
-      any_left = true;
-      if (!runnable(b, i)) continue;
-      b.fibers[static_cast<size_t>(i)].wait = Wait::kNone;
-      b.current = i;
-      swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
-      progressed = true;
+    for (int wk = 0; wk < warps; ++wk) {
+      const int w = reverse ? warps - 1 - wk : wk;
+      for (bool again = true; again;) {
+        again = false;
+        for (int l = 0; l < 32; ++l) {
+          const int i = w * 32 + (reverse ? 31 - l : l);
+          if (i >= n || b.fibers[static_cast<size_t>(i)].done) continue;
+          any_left = true;
+          if (!runnable(b, i)) continue;
+          b.fibers[static_cast<size_t>(i)].wait = Wait::kNone;
+          b.current = i;
+          swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
+          progressed = again = true;
+        }
+      }
     }
     if (!any_left) return;
     if (!progressed) {
@@ -238,7 +251,12 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_b
   g_block = &b;
   for (unsigned z = 0; z < grid.z && g_fault.empty(); ++z) {
     for (unsigned y = 0; y < grid.y && g_fault.empty(); ++y) {
-      for (unsigned x = 0; x < grid.x && g_fault.empty(); ++x) run_block(b, grid, block, make_uint3(x, y, z));
+      for (unsigned x = 0; x < grid.x && g_fault.empty(); ++x) {
+        const int64_t linear = x + int64_t{grid.x} * (y + int64_t{grid.y} * z);
+        const bool reverse = g_schedule == Schedule::kReverse ||
+                             (g_schedule == Schedule::kAlternate && (linear + g_launches) % 2 == 1);
+        run_block(b, grid, block, make_uint3(x, y, z), reverse);
+      }
     }
   }
   g_block = nullptr;
@@ -285,6 +303,8 @@ cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t) {
   if (bytes > 0) std::memset(dst, value, bytes);
   return cudaSuccess;
 }
+
+void set_schedule(Schedule schedule) { g_schedule = schedule; }
 
 void set_shared_memory_optin(int bytes) { g_optin = bytes; }
 int shared_memory_optin() { return g_optin; }

@@ -76,6 +76,14 @@ cudaError_t get_last_error();
 cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
 
+// The order the scheduler runs a block's threads in, each until its next barrier. A read
+// of another thread's shared-memory write that no barrier orders sees the write only when
+// the writer ran first: forward order misses such a race when the writer has the lower
+// index, reverse order when it has the higher. kAlternate (the default) runs even blocks
+// of even launches forward and the others in reverse, so one run of a test tries both.
+enum class Schedule { kForward, kReverse, kAlternate };
+void set_schedule(Schedule schedule);
+
 // Test knobs: the dynamic shared memory one block may opt in to (the H100's and H200's
 // 227 KiB by default), so that a test can make a kernel take its other path.
 void set_shared_memory_optin(int bytes);

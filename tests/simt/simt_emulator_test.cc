@@ -1,5 +1,5 @@
 // The SIMT emulation itself (testing/simt/simt.h): that it runs CUDA's programming model
-// faithfully enough to judge the model-layer kernels (tests/CMakeLists.txt runs them under
+// faithfully enough to judge zdp's kernels (tests/CMakeLists.txt runs them under
 // the GPU tests' assertions), and that it reports what it claims to catch: a missing
 // barrier, a barrier and a shuffle waiting for each other, a shuffle of an exited lane, a
 // launch past the thread or dynamic shared memory limits. Compiled with simt.h
@@ -11,40 +11,70 @@
 
 namespace {
 
-// The sum of `n` values by one block: a shared-memory tree with a barrier per level
-// (`with_barriers` false drops them, the classic race).
-__global__ void tree_sum(const int* in, int n, int* out, bool with_barriers) {
+// The sum of `n` values by one block: a shared-memory tree with a barrier per level.
+__global__ void tree_sum(const int* in, int n, int* out) {
   __shared__ int s[256];
   const int t = static_cast<int>(threadIdx.x);
   s[t] = t < n ? in[t] : 0;
-  if (with_barriers) __syncthreads();
+  __syncthreads();
   for (int stride = static_cast<int>(blockDim.x) / 2; stride > 0; stride /= 2) {
     if (t < stride) s[t] += s[t + stride];
-    if (with_barriers) __syncthreads();
+    __syncthreads();
   }
   if (t == 0) *out = s[0];
 }
 
-TEST(SimtEmulator, BlockReductionWithBarriersIsExact) {
+TEST(SimtEmulator, BlockReductionWithBarriersIsExactInEveryOrder) {
   std::vector<int> in(256);
   std::iota(in.begin(), in.end(), 1);
-  int out = 0;
-  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, in.data(), 256, &out, true);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_EQ(out, 256 * 257 / 2);
+  for (const auto schedule : {zdp_emu::Schedule::kForward, zdp_emu::Schedule::kReverse}) {
+    zdp_emu::set_schedule(schedule);
+    int out = 0;
+    zdp_emu::launch(1, 256, 0, nullptr, tree_sum, in.data(), 256, &out);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(out, 256 * 257 / 2);
+  }
+  zdp_emu::set_schedule(zdp_emu::Schedule::kAlternate);
 }
 
-TEST(SimtEmulator, AMissingBarrierGivesAWrongAnswer) {
-  // Thread 0 runs first, to its next barrier: without barriers it adds the others'
-  // slots before they are written (last launch's values, or the poison), so the sum is
-  // wrong, as it would be on a GPU some of the time.
-  std::vector<int> in(256, 1);
-  int out = 0;
-  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, in.data(), 256, &out, true);
-  ASSERT_EQ(out, 256);
-  std::vector<int> other(256, 7);
-  zdp_emu::launch(1, 256, 0, nullptr, tree_sum, other.data(), 256, &out, false);
-  EXPECT_NE(out, 7 * 256);
+// Each thread writes its slot, then reads its neighbour's, `step` away (+1: the thread
+// after it, -1: the one before), with or without the barrier that orders the two.
+__global__ void read_neighbour(int base, int step, bool with_barrier, int* out) {
+  __shared__ int s[64];
+  const int t = static_cast<int>(threadIdx.x);
+  s[t] = base + t;
+  if (with_barrier) __syncthreads();
+  const int other = (t + step + 64) % 64;
+  out[blockIdx.x * 64 + t] = s[other] == base + other ? 1 : 0;
+}
+
+// How many of `blocks` x 64 threads read their neighbour's value of this launch.
+int neighbours_read(int blocks, int base, int step, bool with_barrier) {
+  std::vector<int> out(static_cast<size_t>(blocks) * 64, -1);
+  zdp_emu::launch(blocks, 64, 0, nullptr, read_neighbour, base, step, with_barrier, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  return std::accumulate(out.begin(), out.end(), 0);
+}
+
+TEST(SimtEmulator, AMissingBarrierShowsInTheOrderThatRunsTheReaderFirst) {
+  // Forward order runs thread t before t + 1: a read of the next thread's slot sees the
+  // last launch's value; reverse order, a read of the previous one's. The base changes
+  // each launch, so a stale value is never this launch's.
+  zdp_emu::set_schedule(zdp_emu::Schedule::kForward);
+  EXPECT_EQ(neighbours_read(1, 1000, +1, false), 1) << "only thread 63, whose next is thread 0";
+  EXPECT_EQ(neighbours_read(1, 2000, -1, false), 63);
+  zdp_emu::set_schedule(zdp_emu::Schedule::kReverse);
+  EXPECT_EQ(neighbours_read(1, 3000, +1, false), 63);
+  EXPECT_EQ(neighbours_read(1, 4000, -1, false), 1);
+  // The default alternates blocks, so one launch of two blocks catches either mistake.
+  zdp_emu::set_schedule(zdp_emu::Schedule::kAlternate);
+  EXPECT_LT(neighbours_read(2, 5000, +1, false), 128);
+  EXPECT_LT(neighbours_read(2, 6000, -1, false), 128);
+  for (const auto schedule : {zdp_emu::Schedule::kForward, zdp_emu::Schedule::kReverse, zdp_emu::Schedule::kAlternate}) {
+    zdp_emu::set_schedule(schedule);
+    EXPECT_EQ(neighbours_read(2, 7000, +1, true), 128);
+    EXPECT_EQ(neighbours_read(2, 8000, -1, true), 128);
+  }
 }
 
 __global__ void warp_sums(const float* in, float* out) {
