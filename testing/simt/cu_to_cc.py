@@ -5,6 +5,7 @@ force-included.
 
   kernel<T, 8><<<grid, block, smem, stream>>>(args);  ->  ::zdp_emu::launch(grid, block, smem, stream, kernel<T, 8>, args);
   extern __shared__ float4 row4[];                    ->  float4* row4 = static_cast<float4*>(::zdp_emu::dynamic_shared());
+  __shared__ float s[32];                             ->  static float s[32]; (registered for poisoning before each block)
 
 usage: cu_to_cc.py IN.cu OUT.cc   (fails when a launch it cannot read is left over)
 """
@@ -17,6 +18,7 @@ LAUNCH = re.compile(
     r"<<<(?P<config>.*?)>>>\s*\((?P<args>.*?)\);",
     re.S)
 EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?P<type>[\w:]+)\s+(?P<name>\w+)\s*\[\s*\]\s*;")
+STATIC_SHARED = re.compile(r"(?<!extern )__shared__\s+(?P<type>[\w:]+)\s+(?P<name>\w+)(?P<dims>(?:\s*\[[^\]]+\])*)\s*;")
 
 
 def launch(m):
@@ -76,7 +78,15 @@ def main():
     text = EXTERN_SHARED.sub(
         lambda m: "{t}* {n} = static_cast<{t}*>(::zdp_emu::dynamic_shared());".format(t=m.group("type"), n=m.group("name")),
         text)
-    if "<<<" in text or "extern __shared__" in text:
+    # A block's own shared variables: registered once, so that the emulation fills them
+    # with a poison pattern before every block, as a GPU gives a block memory it has not
+    # written (a read before the write shows as a NaN or -1, not the last block's value).
+    text = STATIC_SHARED.sub(
+        lambda m: "static {t} {n}{d}; static const bool {n}_simt_registered = "
+                  "::zdp_emu::register_shared(&{n}, sizeof({n})); (void){n}_simt_registered;".format(
+                      t=m.group("type"), n=m.group("name"), d=m.group("dims")),
+        text)
+    if "<<<" in text or "__shared__" in text:
         sys.exit("cu_to_cc.py: %s: a launch or extern __shared__ it cannot rewrite is left" % src)
     with open(out, "w") as f:
         f.write("// Generated from %s by testing/simt/cu_to_cc.py: do not edit.\n#line 1 \"%s\"\n" % (src, src))

@@ -49,6 +49,7 @@ struct Block {
 Block* g_block = nullptr;
 std::vector<std::unique_ptr<char[]>> g_stacks;
 std::vector<unsigned char> g_dynamic_shared;
+std::vector<std::pair<void*, size_t>> g_static_shared;  // register_shared
 std::map<const void*, int> g_max_dynamic_shared;
 int g_optin = 232448;  // 227 KiB: sm_90's opt-in maximum a block
 cudaError_t g_last_error = cudaSuccess;
@@ -130,8 +131,10 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
     f.context.uc_link = &b.scheduler;
     makecontext(&f.context, fiber_main, 0);
   }
-  // Poisoned at every block: a read before any thread wrote it is a NaN, not last block's.
+  // Poisoned at every block: a read before any thread wrote it is a NaN (or -1), not
+  // the last block's value.
   std::memset(g_dynamic_shared.data(), 0xff, g_dynamic_shared.size());
+  for (const auto& [variable, bytes] : g_static_shared) std::memset(variable, 0xff, bytes);
   // Warp by warp, each as far as it goes (to a block barrier, or its end) before the
   // next starts: the most skew between warps, so that a warp that runs ahead into the
   // next use of shared memory overwrites what a later warp has not read yet, where a
@@ -228,6 +231,11 @@ bool warp_any(bool predicate) {
 }
 
 void* dynamic_shared() { return g_dynamic_shared.data(); }
+
+bool register_shared(void* variable, size_t bytes) {
+  g_static_shared.emplace_back(variable, bytes);
+  return true;
+}
 
 void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
   ++g_launches;

@@ -8,7 +8,8 @@
 // ex2.approx and the cvt instructions take their host fallbacks
 // (kernels/cuda/nn_common.cuh). What it catches: a wrong index, a read of shared memory
 // another thread has not written yet (threads run in order, each until its next barrier,
-// so a missing barrier shows), a barrier and a shuffle waiting for each other (a
+// so a missing barrier shows; shared memory is poisoned before every block, so a read
+// before any write shows too), a barrier and a shuffle waiting for each other (a
 // deadlock, reported), a shuffle reading an exited lane, a launch with more dynamic
 // shared memory than the kernel was allowed, or more than 1024 threads.
 //
@@ -46,6 +47,9 @@ void sync_block();  // __syncthreads
 uint64_t warp_exchange(uint64_t mine, int source);
 bool warp_any(bool predicate);
 void* dynamic_shared();  // extern __shared__
+// A kernel's own __shared__ variable (a function-local static, cu_to_cc.py): poisoned
+// before every block from the next one on. Returns true, for the static that calls it once.
+bool register_shared(void* variable, size_t bytes);
 
 // Runs `body` on every thread of every block, blocks one after another. A launch error
 // (CUDA's cudaErrorInvalidConfiguration or cudaErrorInvalidValue) is recorded for

@@ -1,8 +1,9 @@
 // The SIMT emulation itself (testing/simt/simt.h): that it runs CUDA's programming model
 // faithfully enough to judge zdp's kernels (tests/CMakeLists.txt runs them under
 // the GPU tests' assertions), and that it reports what it claims to catch: a missing
-// barrier, a barrier and a shuffle waiting for each other, a shuffle of an exited lane, a
-// launch past the thread or dynamic shared memory limits. Compiled with simt.h
+// barrier, a read of shared memory before any write, a barrier and a shuffle waiting for
+// each other, a shuffle of an exited lane, a launch past the thread or dynamic shared
+// memory limits. Compiled with simt.h
 // force-included, so the kernels below are written as CUDA.
 #include <gtest/gtest.h>
 
@@ -185,6 +186,27 @@ TEST(SimtEmulator, LaunchLimitsAreCudas) {
                                  zdp_emu::shared_memory_optin() + 1),
             cudaSuccess)
       << "past the device's opt-in maximum";
+}
+
+// Reads its slot before writing it: each block but the first must see the poison, not
+// the value the block before it left (the first runs on zeroed memory: registration
+// happens on first use). What cu_to_cc.py makes of `__shared__ int s[32];`:
+__global__ void read_before_write(int* out) {
+  static int s[32];
+  static const bool registered = zdp_emu::register_shared(&s, sizeof(s));
+  (void)registered;
+  const int t = static_cast<int>(threadIdx.x);
+  out[blockIdx.x * 32 + t] = s[t];
+  s[t] = 1000 + static_cast<int>(blockIdx.x);
+}
+
+TEST(SimtEmulator, SharedMemoryIsPoisonedBeforeEveryBlock) {
+  std::vector<int> out(3 * 32, 7);
+  zdp_emu::launch(3, 32, 0, nullptr, read_before_write, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int t = 32; t < 96; ++t) EXPECT_EQ(out[t], -1) << t;  // 0xffffffff, not 1000 + the block before
+  zdp_emu::launch(1, 32, 0, nullptr, read_before_write, out.data());
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(out[t], -1) << "a launch's first block is poisoned too, once registered";
 }
 
 struct Counter {
