@@ -256,8 +256,15 @@ int run_plan(const PlanArgs& a) {
       shape.accum_steps = std::max<int64_t>(1, config->train.global_batch / (config->train.micro_batch * configured));
       gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n" + compared;
       // The world-size table's compute rate: the model's FLOPs over the predicted time of a
-      // micro-batch (its optimizer step included: an upper bound on its share).
-      in.flops_per_s = micro.model_flops / micro.step_s;
+      // micro-batch without the optimizer step, which the table adds once per step (a 1/K
+      // shard of it at stages 1-3), so that at one rank it repeats the per-kernel step.
+      double optimizer_s = 0;
+      for (const KernelCost& k : micro.kernels) {
+        if (k.per_step) optimizer_s += k.time_s;
+      }
+      in.flops_per_s = micro.model_flops / (micro.step_s - optimizer_s);
+      in.optimizer_s = optimizer_s;
+      in.optimizer_origin = "--gpu " + spec->name + ": the per-kernel model's AdamW, the table above";
       in.flops_origin = compared.empty() ? "predicted per kernel for one " + spec->name + " (the table above)"
                                          : "predicted per kernel for one " + spec->name +
                                                ", efficiencies calibrated from " + a.from_profile;

@@ -95,7 +95,8 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
     return passes * tiered_pass_s(bytes, K, links);
   };
   const double micro_s = w.flops_per_micro / w.flops_per_s;
-  p.compute_s = micro_s * static_cast<double>(w.accum_steps);
+  p.optimizer_s = w.stage >= 1 && K > 1 ? w.optimizer_s / K : w.optimizer_s;
+  p.compute_s = micro_s * static_cast<double>(w.accum_steps) + p.optimizer_s;
   const double backward_s = micro_s * 2.0 / 3.0;
 
   // Gradient reductions during the backward of each micro-batch that reduces (the last,

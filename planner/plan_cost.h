@@ -76,10 +76,14 @@ struct StepWork {
   double gather_bytes_intra = 4;
   double flops_per_micro = 0;         // forward + backward of one micro-batch on one rank
   double flops_per_s = 1;             // one rank's sustained rate
+  // The optimizer's step over all the parameters on one rank's device (0: not modelled).
+  // A rank runs all of it at stage 0 and its 1/K shard at stages 1-3.
+  double optimizer_s = 0;
 };
 
 struct StepPrediction {
-  double compute_s = 0;       // all micro-batches' forward + backward
+  double compute_s = 0;       // all micro-batches' forward + backward, and the rank's optimizer step
+  double optimizer_s = 0;     // of it, the optimizer step over the rank's parameters
   double reduce_s = 0;        // the gradient reductions, back to back
   double gather_s = 0;        // the parameter all-gathers, back to back
   double small_s = 0;         // the gradient-norm all-reduce (latency only)
@@ -104,7 +108,10 @@ struct StepPrediction {
 //  - stage 3 gathers each layer group before its forward and again before its backward,
 //    in every micro-batch, prefetched one group ahead: a group's gather hides behind the
 //    previous group's compute, the first group's is exposed;
-//  - one latency-bound all-reduce for the gradient norm; the optimizer is not modelled.
+//  - one latency-bound all-reduce for the gradient norm;
+//  - the optimizer step over the rank's parameters (all at stage 0, 1/K at stages 1-3)
+//    after the last backward, where optimizer_s gives its time (GPU plans of the GPT:
+//    the per-kernel model's AdamW); otherwise it is not modelled.
 StepPrediction predict_step(const StepWork& work, const LinkTiers& links);
 inline StepPrediction predict_step(const StepWork& work, const LinkModel& link) {
   return predict_step(work, LinkTiers{link, link, 0});

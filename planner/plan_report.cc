@@ -20,28 +20,58 @@ std::string mib(double bytes) {
   return buf;
 }
 
+// Predicted steps within this fraction of the fastest count as equal: the lower stage is
+// recommended (less memory traffic, simpler), unless a higher one is faster by more.
+constexpr double kStepTie = 0.01;
+
+// The lowest stage that fits whose predicted step is within kStepTie of the fastest that
+// fits. Where the optimizer's time is not modelled, lower stages send less or the same and
+// wait less for it, so that is the lowest stage that fits; where it is (GPU plans), a
+// higher stage's sharded optimizer step can outweigh its extra communication.
 // `compressed`: the config quantizes its communication, which stage 0 cannot (it is
 // planned uncompressed), so the recommendation starts at stage 1.
 std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
+  const auto eligible = [&](const StagePlan& s) { return s.fits && !(compressed && s.stage == 0); };
+  const StagePlan* lowest = nullptr;
+  const StagePlan* fastest = nullptr;
   for (const StagePlan& s : w.stages) {
-    if (!s.fits || (compressed && s.stage == 0)) continue;
-    w.recommended = s.stage;
-    std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage " +
-                      (compressed ? "with compressed communication " : "") + "that fits (" + format_bytes(s.total) +
-                      " of " + format_bytes(memory) + " per rank";
-    if (s.stage > 0 && !(compressed && s.stage == 1)) {
-      why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
-    }
-    why += compressed ? "): stage 0 all-reduces uncompressed; from stage 1 lower stages send less or the same"
-                      : "): lower stages send less or the same and wait less for it";
-    if (s.stage == 3) return why + ".";
-    char t[160];
-    std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
-                  w.stages[3].time.step_s * 1e3);
-    return why + t + ".";
+    if (!eligible(s)) continue;
+    if (lowest == nullptr) lowest = &s;
+    if (fastest == nullptr || s.time.step_s < fastest->time.step_s) fastest = &s;
   }
-  return "none: no stage fits in " + format_bytes(memory) + " per rank (stage 3 needs " + format_bytes(w.stages[3].total) +
-         "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
+  if (lowest == nullptr) {
+    return "none: no stage fits in " + format_bytes(memory) + " per rank (stage 3 needs " +
+           format_bytes(w.stages[3].total) + "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
+  }
+  const StagePlan* pick = lowest;
+  for (const StagePlan& s : w.stages) {
+    if (eligible(s) && s.time.step_s <= fastest->time.step_s * (1 + kStepTie)) {
+      pick = &s;
+      break;
+    }
+  }
+  const StagePlan& s = *pick;
+  w.recommended = s.stage;
+  char t[200];
+  if (pick != lowest) {
+    std::snprintf(t, sizeof(t), " (predicted %.1f ms per step; stage %d %.1f ms, stage 3 %.1f ms).",
+                  s.time.step_s * 1e3, lowest->stage, lowest->time.step_s * 1e3, w.stages[3].time.step_s * 1e3);
+    return "stage " + std::to_string(s.stage) + ", the lowest stage that fits within 1% of the fastest (" +
+           format_bytes(s.total) + " of " + format_bytes(memory) + " per rank): faster than the stages below it by its 1/K share of the " +
+           "optimizer step, with its communication" + t;
+  }
+  std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage " +
+                    (compressed ? "with compressed communication " : "") + "that fits (" + format_bytes(s.total) +
+                    " of " + format_bytes(memory) + " per rank";
+  if (s.stage > 0 && !(compressed && s.stage == 1)) {
+    why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
+  }
+  why += compressed ? "): stage 0 all-reduces uncompressed; from stage 1 lower stages send less or the same"
+                    : "): lower stages send less or the same and wait less for it";
+  if (s.stage == 3) return why + ".";
+  std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
+                w.stages[3].time.step_s * 1e3);
+  return why + t + ".";
 }
 
 // Quantized communication as the engine runs it (engine/src/quantized_exchange.h): the
@@ -135,6 +165,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.gather_bytes = work.gather_bytes_intra = c;
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
       work.flops_per_s = w.flops_per_s;
+      work.optimizer_s = in.optimizer_s;
       const bool quantized = at.zero.reduce_quant != WireQuant::kNone || at.zero.gather_quant != WireQuant::kNone;
       if (quantized) s.uncompressed = predict_step(work, in.links());
       set_quantized_wire(work, at.zero, s.memory.bucket_elems, K);
@@ -196,6 +227,11 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
   out += line + (" (" + in.flops_origin + ")\n");
+  if (in.optimizer_s > 0) {
+    std::snprintf(line, sizeof(line), "  optimizer %.2f ms per step over all parameters, a 1/K shard of it per rank at "
+                  "stages 1-3", in.optimizer_s * 1e3);
+    out += line + (" (" + in.optimizer_origin + ")\n");
+  }
   if (in.cpu_cores > 0) {
     std::snprintf(line, sizeof(line),
                   "  CPU ranks share this node's %d cores: that rate is for %d thread(s) per rank, scaled to each "
@@ -247,8 +283,9 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
          "ZeRO model states of docs/design.md (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with "
          "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "
          "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
-         "(K-1)/K of each buffer per pass); comm = communication the step waits for beyond compute; the optimizer's "
-         "own time is not modelled.\n";
+         "(K-1)/K of each buffer per pass); compute = every micro-batch's forward and backward, and the "
+         "optimizer step where its time is modelled (the \"optimizer\" assumption above; otherwise it is not); "
+         "comm = communication the step waits for beyond compute.\n";
   return out;
 }
 
@@ -275,6 +312,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                    {"inter_link_alpha_s", in.inter_link.alpha_s},
                    {"inter_link_beta_bytes_per_s", in.inter_link.beta_bytes_per_s},
                    {"flops_per_s", in.flops_per_s},
+                   {"optimizer_s", in.optimizer_s},
                    {"flops_origin", in.flops_origin}});
   for (const WorldPlan& w : rep.worlds) {
     for (const StagePlan& s : w.stages) {
@@ -311,6 +349,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                        {"inter_node_sent_bytes_per_step", s.time.inter_sent_bytes},
                        {"uncompressed_step_s", s.uncompressed.step_s},
                        {"compute_s", s.time.compute_s},
+                       {"optimizer_s", s.time.optimizer_s},
                        {"reduce_s", s.time.reduce_s},
                        {"gather_s", s.time.gather_s},
                        {"exposed_comm_s", s.time.exposed_comm_s},

@@ -31,6 +31,10 @@ struct PlannerInputs {
   LinkTiers links() const { return LinkTiers{link, inter_link, ranks_per_node}; }
   double flops_per_s = 1;         // one rank's sustained compute at the configured world size
   std::string flops_origin;
+  // The optimizer step over all parameters on one device (StepWork::optimizer_s); 0: not
+  // modelled (CPU plans, models without a per-kernel model).
+  double optimizer_s = 0;
+  std::string optimizer_origin;
   // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
   // (or assumed) with flops_threads threads, and a world of K ranks gets
   // rank_flops_per_s(K) (cores / K threads each, or a 1/K share of the cores when K > cores).

@@ -5,7 +5,9 @@
 
 #include "planner/plan_command.h"
 #include "planner/plan_cost.h"
+#include "planner/plan_report.h"
 #include "planner/scale_report.h"
+#include "zdp/config.h"
 
 namespace zdp::launcher {
 namespace {
@@ -101,6 +103,55 @@ TEST(PredictStep, ShardedAccumulationReducesEveryMicroBatch) {
   ddp.accum_steps = 2;
   ddp.sharded_accumulation = true;
   EXPECT_NEAR(predict_step(ddp, kLink).sent_bytes, 8e6, 1e-3);
+}
+
+TEST(PredictStep, TheOptimizerStepIsWholeAtStage0AndAShardAbove) {
+  // 4 ms of optimizer over all parameters: a rank runs all of it at stage 0 (or alone) and
+  // its half of it on 2 ranks at stages 1-3, after the communication the step waits for.
+  StepWork w = two_buckets(0);
+  w.optimizer_s = 4e-3;
+  const StepPrediction p0 = predict_step(w, kLink);
+  EXPECT_NEAR(p0.optimizer_s, 4e-3, 1e-15);
+  EXPECT_NEAR(p0.compute_s, 3e-3 + 4e-3, 1e-12);
+  EXPECT_NEAR(p0.step_s, 10.06e-3 + 4e-3, 1e-12);
+  EXPECT_NEAR(p0.exposed_comm_s, 7.06e-3, 1e-12) << "the optimizer does not move the reductions";
+  for (int stage : {1, 2, 3}) {
+    StepWork s = two_buckets(stage);
+    s.optimizer_s = 4e-3;
+    const StepPrediction p = predict_step(s, kLink);
+    EXPECT_NEAR(p.optimizer_s, 2e-3, 1e-15) << stage;
+    EXPECT_NEAR(p.step_s, predict_step(two_buckets(stage), kLink).step_s + 2e-3, 1e-12) << stage;
+  }
+  StepWork alone = two_buckets(2);
+  alone.world_size = 1;
+  alone.optimizer_s = 4e-3;
+  EXPECT_NEAR(predict_step(alone, kLink).optimizer_s, 4e-3, 1e-15);
+}
+
+// configs/quickstart.toml planned at 4 ranks with plenty of memory: without the optimizer's
+// time, stage 0 (the least communication) is recommended; with a slow optimizer step, the
+// lowest stage that shards it wins, and the reason says why.
+TEST(PlanReport, RecommendsTheLowestStageWithinOnePercentOfTheFastest) {
+  StatusOr<Config> config = load_config(std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml", {});
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  PlannerInputs in;
+  in.worlds = {4};
+  in.device_memory = int64_t{1} << 40;
+  in.link = {10e-6, 50e9, "test"};
+  in.flops_per_s = 1e12;
+  const PlanReport plain = build_plan_report(*config, "quickstart.toml", in).value();
+  EXPECT_EQ(plain.worlds[0].recommended, 0);
+  EXPECT_NE(plain.worlds[0].reason.find("stage 0, the lowest stage that fits"), std::string::npos)
+      << plain.worlds[0].reason;
+  in.optimizer_s = 1.0;  // a second: stages 1-3 save 0.75 s of it per rank
+  const PlanReport sharded = build_plan_report(*config, "quickstart.toml", in).value();
+  const WorldPlan& w = sharded.worlds[0];
+  EXPECT_EQ(w.recommended, 1);
+  EXPECT_NEAR(w.stages[0].time.step_s - w.stages[1].time.step_s, 0.75 - (w.stages[1].time.exposed_comm_s -
+                                                                        w.stages[0].time.exposed_comm_s),
+              1e-9);
+  EXPECT_NE(w.reason.find("stage 1, the lowest stage that fits within 1% of the fastest"), std::string::npos)
+      << w.reason;
 }
 
 TEST(AmdahlFit, RecoversAKnownSerialFraction) {
