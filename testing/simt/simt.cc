@@ -257,15 +257,19 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_b
   Block b;
   b.body = &body;
   g_block = &b;
-  for (unsigned z = 0; z < grid.z && g_fault.empty(); ++z) {
-    for (unsigned y = 0; y < grid.y && g_fault.empty(); ++y) {
-      for (unsigned x = 0; x < grid.x && g_fault.empty(); ++x) {
-        const int64_t linear = x + int64_t{grid.x} * (y + int64_t{grid.y} * z);
-        const bool reverse = g_schedule == Schedule::kReverse ||
-                             (g_schedule == Schedule::kAlternate && (linear + g_launches) % 2 == 1);
-        run_block(b, grid, block, make_uint3(x, y, z), reverse);
-      }
-    }
+  // Blocks one after another: in index order on even launches, in reverse on odd ones
+  // (kAlternate), so a kernel whose blocks depend on each other's order, which CUDA never
+  // promises, gives different results from launch to launch.
+  const int64_t blocks = int64_t{grid.x} * grid.y * grid.z;
+  const bool reverse_blocks = g_schedule == Schedule::kReverse || (g_schedule == Schedule::kAlternate && g_launches % 2 == 1);
+  for (int64_t k = 0; k < blocks && g_fault.empty(); ++k) {
+    const int64_t linear = reverse_blocks ? blocks - 1 - k : k;
+    const auto x = static_cast<unsigned>(linear % grid.x);
+    const auto y = static_cast<unsigned>(linear / grid.x % grid.y);
+    const auto z = static_cast<unsigned>(linear / (int64_t{grid.x} * grid.y));
+    const bool reverse = g_schedule == Schedule::kReverse ||
+                         (g_schedule == Schedule::kAlternate && (linear + g_launches) % 2 == 1);
+    run_block(b, grid, block, make_uint3(x, y, z), reverse);
   }
   g_block = nullptr;
   if (!g_fault.empty()) {  // what the GPU would report as a failed kernel; the why on stderr

@@ -84,7 +84,8 @@ cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream
 // of another thread's shared-memory write that no barrier orders sees the write only when
 // the writer ran first: forward order misses such a race when the writer has the lower
 // index, reverse order when it has the higher. kAlternate (the default) runs even blocks
-// of even launches forward and the others in reverse, so one run of a test tries both.
+// of even launches forward and the others in reverse, so one run of a test tries both;
+// it also runs the blocks of odd launches from the last to the first.
 enum class Schedule { kForward, kReverse, kAlternate };
 void set_schedule(Schedule schedule);
 

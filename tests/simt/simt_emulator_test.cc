@@ -201,12 +201,29 @@ __global__ void read_before_write(int* out) {
 }
 
 TEST(SimtEmulator, SharedMemoryIsPoisonedBeforeEveryBlock) {
+  zdp_emu::set_schedule(zdp_emu::Schedule::kForward);  // block 0 first, whatever ran before
   std::vector<int> out(3 * 32, 7);
   zdp_emu::launch(3, 32, 0, nullptr, read_before_write, out.data());
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   for (int t = 32; t < 96; ++t) EXPECT_EQ(out[t], -1) << t;  // 0xffffffff, not 1000 + the block before
   zdp_emu::launch(1, 32, 0, nullptr, read_before_write, out.data());
   for (int t = 0; t < 32; ++t) EXPECT_EQ(out[t], -1) << "a launch's first block is poisoned too, once registered";
+  zdp_emu::set_schedule(zdp_emu::Schedule::kAlternate);
+}
+
+__global__ void record_block_order(int* order, int* next) {
+  if (threadIdx.x == 0) order[(*next)++] = static_cast<int>(blockIdx.x);
+}
+
+TEST(SimtEmulator, AlternateLaunchesRunTheirBlocksInOppositeOrders) {
+  std::vector<int> first(4, -1), second(4, -1);
+  int n = 0;
+  zdp_emu::launch(4, 32, 0, nullptr, record_block_order, first.data(), &n);
+  n = 0;
+  zdp_emu::launch(4, 32, 0, nullptr, record_block_order, second.data(), &n);
+  std::vector<int> reversed(second.rbegin(), second.rend());
+  EXPECT_EQ(first, reversed);
+  EXPECT_TRUE(first == (std::vector<int>{0, 1, 2, 3}) || first == (std::vector<int>{3, 2, 1, 0}));
 }
 
 struct Counter {
