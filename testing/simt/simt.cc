@@ -1,5 +1,5 @@
-// The fiber scheduler behind testing/simt/simt.h. Compiled without simt.h's macros (it
-// includes the header for the declarations only, before anything that uses CUDA names).
+// The fiber scheduler behind testing/simt/simt.h. simt.h's macros are in force here too
+// (the test target force-includes it); this file uses none of the names they replace.
 #include "testing/simt/simt.h"
 
 #include <ucontext.h>

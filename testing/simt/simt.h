@@ -95,7 +95,7 @@ void set_shared_memory_optin(int bytes);
 int shared_memory_optin();
 // What went wrong inside the last launch (a deadlock, a shuffle of an exited lane), or "".
 std::string last_launch_fault();
-// Launches and fiber switches since the start: how much the emulation ran.
+// Launches since the process started (the kAlternate schedule's parity).
 int64_t launches();
 
 template <typename T>
