@@ -2,10 +2,12 @@
 // (the test target force-includes it); this file uses none of the names they replace.
 #include "testing/simt/simt.h"
 
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -46,8 +48,30 @@ struct Block {
   const std::function<void()>* body = nullptr;
 };
 
+// A fiber's stack, with an inaccessible page below it: a kernel that outgrows the stack
+// (a large local array) crashes at once instead of overwriting its neighbour's.
+class FiberStack {
+ public:
+  FiberStack() {
+    base_ = static_cast<char*>(mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED || mprotect(base_, kGuardBytes, PROT_NONE) != 0) {
+      std::fprintf(stderr, "simt emulation: cannot map a %zu-byte fiber stack\n", kStackBytes);
+      std::abort();  // a test helper with no way to go on
+    }
+  }
+  ~FiberStack() { munmap(base_, kStackBytes + kGuardBytes); }
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  char* top_region() const { return base_ + kGuardBytes; }  // kStackBytes usable
+
+ private:
+  static constexpr size_t kGuardBytes = 4096;
+  char* base_ = nullptr;
+};
+
 Block* g_block = nullptr;
-std::vector<std::unique_ptr<char[]>> g_stacks;
+std::vector<std::unique_ptr<FiberStack>> g_stacks;
 std::vector<unsigned char> g_dynamic_shared;
 std::vector<std::pair<void*, size_t>> g_static_shared;  // register_shared
 std::map<const void*, int> g_max_dynamic_shared;
@@ -126,7 +150,7 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
     ++b.warps[static_cast<size_t>(warp_of(i))].live;
     Fiber& f = b.fibers[static_cast<size_t>(i)];
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = g_stacks[static_cast<size_t>(i)].get();
+    f.context.uc_stack.ss_sp = g_stacks[static_cast<size_t>(i)]->top_region();
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = &b.scheduler;
     makecontext(&f.context, fiber_main, 0);
@@ -251,7 +275,7 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_b
     g_last_error = cudaErrorInvalidValue;  // what CUDA says to a launch past the kernel's allowance
     return;
   }
-  while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.emplace_back(new char[kStackBytes]);
+  while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.push_back(std::make_unique<FiberStack>());
   // 16-byte aligned (vector loads), one past so that a read past the end is not a crash.
   g_dynamic_shared.assign(dynamic_shared_bytes + 16, 0);
   Block b;

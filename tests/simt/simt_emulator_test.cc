@@ -254,4 +254,24 @@ TEST(SimtEmulator, ParametersAreCopiedPerThreadAndIndicesCoverTheGrid) {
   }
 }
 
+// A frame a little larger than a fiber's 128 KiB stack, in thread 0 only: without the
+// guard page it would reach just into the stack mapped below (another fiber's) and go on.
+__attribute__((noinline)) int deep_frame() {
+  volatile char big[(128 + 8) << 10];
+  big[0] = 1;
+  big[sizeof(big) - 1] = 2;
+  return big[0] + big[sizeof(big) - 1];
+}
+
+__global__ void outgrow_the_stack(int* out) { out[threadIdx.x] = threadIdx.x == 0 ? deep_frame() : 0; }
+
+TEST(SimtEmulatorDeathTest, AKernelThatOutgrowsItsStackCrashesAtOnce) {
+  // Not a quiet write into the next fiber's stack: the guard page below each stack, and
+  // the target's -fstack-clash-protection (a probe every page of a large frame), make it
+  // a crash.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<int> out(32, 0);
+  EXPECT_DEATH(zdp_emu::launch(1, 32, 0, nullptr, outgrow_the_stack, out.data()), "");
+}
+
 }  // namespace
