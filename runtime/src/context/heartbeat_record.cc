@@ -19,9 +19,10 @@ std::string seconds(double s) {
   return buf;
 }
 
-// Digits only, within uint64 (strtoull would saturate "99999999999999999999").
+// Digits only (from_chars takes no sign for an unsigned type), within uint64 (strtoull
+// would saturate "99999999999999999999").
 bool to_u64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s[0] == '-') return false;
+  if (s.empty()) return false;
   const char* end = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(s.data(), end, *out);
   return ec == std::errc() && ptr == end;
