@@ -10,6 +10,9 @@
 #   --repeat N     run each selected test N times (ctest --repeat until-fail:N)
 #   -R REGEX       only the tests whose names match (ctest -R), e.g. a flaky one
 #   --no-build     reuse the existing build directory
+#   --target NAME  build only NAME (with what it needs) instead of everything, e.g.
+#                  simt_emulation_test with -R '^simt/': zdp's CUDA kernels run by the SIMT
+#                  emulation under ASan + UBSan (what scripts/test.sh runs)
 #   --             everything after it goes to ctest as is
 # Environment: BUILD_DIR (default build-<mode>), JOBS (default nproc), CC / CXX (default
 # gcc / g++; clang works too). Any report fails the test that made it: UBSan does not
@@ -18,19 +21,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 1 ] || usage
 mode="$1"
 shift
 repeat=1
 regex=""
 build=1
+target=""
 ctest_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeat) repeat="${2:?--repeat needs a count}"; shift 2 ;;
     -R) regex="${2:?-R needs a regular expression}"; shift 2 ;;
     --no-build) build=0; shift ;;
+    --target) target="${2:?--target needs a build target}"; shift 2 ;;
     --) shift; ctest_extra=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "sanitize.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
@@ -38,12 +43,17 @@ while [ $# -gt 0 ]; do
 done
 case "$repeat" in ''|*[!0-9]*|0) echo "sanitize.sh: --repeat takes a positive count, not '$repeat'" >&2; exit 2 ;; esac
 
-# Both modes build everything and run every CPU test (GPU tests are not built: no CUDA).
+# Both modes build everything (or --target) and run every CPU test (GPU tests are not
+# built: no CUDA; the SIMT emulation's kernels are, where CUDA's headers are installed).
 case "$mode" in
   asan)
-    flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" ;;
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+    simt=ON ;;
   tsan)
-    flags="-fsanitize=thread -fno-omit-frame-pointer" ;;
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    # The SIMT emulation runs every emulated GPU thread on one OS thread (TSan has no race
+    # to find there) and switches stacks behind TSan's back.
+    simt=OFF ;;
   *) usage ;;
 esac
 
@@ -62,8 +72,13 @@ if [ "$build" = 1 ]; then
     -DCMAKE_C_COMPILER="${CC:-gcc}" -DCMAKE_CXX_COMPILER="${CXX:-g++}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DZDP_TEST_TIMEOUT=1500
-  cmake --build "$build_dir" -j "$jobs"
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DZDP_TEST_TIMEOUT=1500 \
+    -DZDP_SIMT_EMULATION="$simt"
+  if [ -n "$target" ]; then
+    cmake --build "$build_dir" -j "$jobs" --target "$target"
+  else
+    cmake --build "$build_dir" -j "$jobs"
+  fi
 fi
 
 supp="$PWD/scripts/sanitizers"

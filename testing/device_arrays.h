@@ -58,7 +58,10 @@ template <typename T>
 class DeviceArray {
  public:
   DeviceArray(Device& device, const std::vector<T>& host, int64_t pad = 0) : device_(&device), size_(host.size()) {
-    auto b = device.allocate(static_cast<int64_t>((host.size() + pad) * sizeof(T)) + 1, MemCategory::kOther);
+    // Exactly the elements (one byte for none: a real, non-null pointer), so that under the
+    // SIMT emulation built with ASan a kernel's read past the end is reported.
+    const auto bytes = static_cast<int64_t>((host.size() + pad) * sizeof(T));
+    auto b = device.allocate(bytes > 0 ? bytes : 1, MemCategory::kOther);
     EXPECT_TRUE(b.ok()) << b.status().to_string();
     if (!b.ok()) return;
     buffer_ = std::move(b).value();

@@ -3,13 +3,20 @@
 #include "testing/simt/simt.h"
 
 #include <sys/mman.h>
-#include <ucontext.h>
+
+#include "core/internal/address_sanitizer.h"
+#include "testing/simt/fiber_context.h"
+#if defined(ZDP_ADDRESS_SANITIZER)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace zdp_emu {
@@ -23,7 +30,7 @@ constexpr int kSms = 132;
 enum class Wait { kNone, kBlock, kWarp };
 
 struct Fiber {
-  ucontext_t context;
+  FiberContext context;
   bool done = false;
   Wait wait = Wait::kNone;
   uint64_t generation = 0;  // of the barrier it waits at
@@ -40,7 +47,7 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<Position> positions;
   std::vector<Warp> warps;
-  ucontext_t scheduler;
+  FiberContext scheduler;
   int current = -1;
   int live = 0;
   uint64_t generation = 0;
@@ -64,6 +71,10 @@ class FiberStack {
   FiberStack(const FiberStack&) = delete;
   FiberStack& operator=(const FiberStack&) = delete;
   char* top_region() const { return base_ + kGuardBytes; }  // kStackBytes usable
+  // Under ASan with detect_stack_use_after_return, the fake stack of the fibers that run
+  // here, kept from one fiber to the next: made and destroyed per fiber, it cost an mmap
+  // and a munmap per emulated thread (9 of 10 CPU seconds in the kernel).
+  void* fake_stack = nullptr;
 
  private:
   static constexpr size_t kGuardBytes = 4096;
@@ -72,7 +83,14 @@ class FiberStack {
 
 Block* g_block = nullptr;
 std::vector<std::unique_ptr<FiberStack>> g_stacks;
-std::vector<unsigned char> g_dynamic_shared;
+// The launch's dynamic shared memory: 16-byte aligned (vector loads), with 16 bytes of
+// slack past it so that a read past the end is not a crash; under ASan the slack is
+// poisoned, so such a read is reported. Allocated anew at every launch.
+struct AlignedDelete {
+  void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{16}); }
+};
+std::unique_ptr<unsigned char[], AlignedDelete> g_dynamic_shared;
+size_t g_dynamic_shared_bytes = 0;
 std::vector<std::pair<void*, size_t>> g_static_shared;  // register_shared
 std::map<const void*, int> g_max_dynamic_shared;
 int g_optin = 232448;  // 227 KiB: sm_90's opt-in maximum a block
@@ -80,6 +98,28 @@ cudaError_t g_last_error = cudaSuccess;
 std::string g_fault;
 int64_t g_launches = 0;
 Schedule g_schedule = Schedule::kAlternate;
+
+// Under AddressSanitizer every switch between stacks is announced, so that ASan checks
+// each fiber's accesses against that fiber's stack (and keeps a fake stack per fiber for
+// use-after-return) rather than the OS thread's (sanitizer/common_interface_defs.h: the
+// fiber protocol). Without ASan these are nothing.
+const void* g_scheduler_stack = nullptr;  // the OS thread's stack, as ASan saw it
+size_t g_scheduler_stack_bytes = 0;
+#if defined(ZDP_ADDRESS_SANITIZER)
+void start_switch(void** fake_stack_save, const void* bottom, size_t bytes) {
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, bytes);
+}
+void finish_switch(void* fake_stack_save, const void** bottom_old, size_t* bytes_old) {
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, bytes_old);
+}
+// A stack whose fibers were dropped mid-kernel (a deadlock) keeps its frames' redzones
+// poisoned; the next fibers on it start clean.
+void unpoison_stack(const void* bottom, size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(bottom, bytes); }
+#else
+void start_switch(void**, const void*, size_t) {}
+void finish_switch(void*, const void**, size_t*) {}
+void unpoison_stack(const void*, size_t) {}
+#endif
 
 void fault(const std::string& what) {
   if (g_fault.empty()) g_fault = what;
@@ -101,9 +141,16 @@ void release_warp_if_complete(Warp& w) {
   }
 }
 
-void yield(Block& b) { swapcontext(&b.fibers[static_cast<size_t>(b.current)].context, &b.scheduler); }
+// A fiber gives the OS thread back to the scheduler until the scheduler resumes it.
+void yield(Block& b) {
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, g_scheduler_stack, g_scheduler_stack_bytes);
+  switch_fiber_context(&b.fibers[static_cast<size_t>(b.current)].context, &b.scheduler);
+  finish_switch(fake_stack, nullptr, nullptr);
+}
 
-void fiber_main() {
+// One emulated thread, from its kernel's start to its end.
+void run_thread() {
   Block& b = *g_block;
   (*b.body)();
   const int me = b.current;
@@ -115,7 +162,24 @@ void fiber_main() {
   // arrived, as on the GPU).
   release_block_if_complete(b);
   release_warp_if_complete(w);
-}  // returns to the scheduler through uc_link
+}
+
+FiberContext g_finished;  // where a finished fiber's last switch saves what is never resumed
+
+// A fiber's first frame: it has no locals of its own, so that by the final switch every
+// instrumented frame on the stack has returned (under ASan, with its redzones cleared).
+[[noreturn]] void fiber_entry() {
+  // First entry from the scheduler: ASan tells where the stack it left is.
+  finish_switch(g_stacks[static_cast<size_t>(g_block->current)]->fake_stack, &g_scheduler_stack,
+                &g_scheduler_stack_bytes);
+  run_thread();
+  // The fake stack stays with the stack, for the next fiber on it (b.current is still
+  // this fiber: only the scheduler changes it).
+  start_switch(&g_stacks[static_cast<size_t>(g_block->current)]->fake_stack, g_scheduler_stack,
+               g_scheduler_stack_bytes);
+  switch_fiber_context(&g_finished, &g_block->scheduler);
+  __builtin_unreachable();
+}
 
 void warp_barrier(Block& b) {
   Fiber& f = b.fibers[static_cast<size_t>(b.current)];
@@ -148,16 +212,12 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
     b.positions[static_cast<size_t>(i)] =
         Position{make_uint3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y)), index, block, grid};
     ++b.warps[static_cast<size_t>(warp_of(i))].live;
-    Fiber& f = b.fibers[static_cast<size_t>(i)];
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = g_stacks[static_cast<size_t>(i)]->top_region();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &b.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    make_fiber_context(&b.fibers[static_cast<size_t>(i)].context, g_stacks[static_cast<size_t>(i)]->top_region(),
+                       kStackBytes, fiber_entry);
   }
   // Poisoned at every block: a read before any thread wrote it is a NaN (or -1), not
   // the last block's value.
-  std::memset(g_dynamic_shared.data(), 0xff, g_dynamic_shared.size());
+  std::memset(g_dynamic_shared.get(), 0xff, g_dynamic_shared_bytes);
   for (const auto& [variable, bytes] : g_static_shared) std::memset(variable, 0xff, bytes);
   // Warp by warp, each as far as it goes (to a block barrier, or its end) before the
   // next starts: the most skew between warps, so that a warp that runs ahead into the
@@ -177,7 +237,10 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
           if (!runnable(b, i)) continue;
           b.fibers[static_cast<size_t>(i)].wait = Wait::kNone;
           b.current = i;
-          swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
+          void* fake_stack = nullptr;
+          start_switch(&fake_stack, g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
+          switch_fiber_context(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
+          finish_switch(fake_stack, nullptr, nullptr);
           progressed = again = true;
         }
       }
@@ -191,6 +254,7 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
       fault("deadlock in block (" + std::to_string(index.x) + "," + std::to_string(index.y) + "," +
             std::to_string(index.z) + "): " + std::to_string(waiting_block) + " thread(s) wait at __syncthreads and " +
             std::to_string(waiting_warp) + " at a warp shuffle that the others never reach");
+      for (int i = 0; i < n; ++i) unpoison_stack(g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
       return;  // the suspended fibers are dropped; their stacks are reused
     }
   }
@@ -254,7 +318,7 @@ bool warp_any(bool predicate) {
   return any;
 }
 
-void* dynamic_shared() { return g_dynamic_shared.data(); }
+void* dynamic_shared() { return g_dynamic_shared.get(); }
 
 bool register_shared(void* variable, size_t bytes) {
   g_static_shared.emplace_back(variable, bytes);
@@ -276,8 +340,9 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_b
     return;
   }
   while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.push_back(std::make_unique<FiberStack>());
-  // 16-byte aligned (vector loads), one past so that a read past the end is not a crash.
-  g_dynamic_shared.assign(dynamic_shared_bytes + 16, 0);
+  g_dynamic_shared.reset(static_cast<unsigned char*>(::operator new[](dynamic_shared_bytes + 16, std::align_val_t{16})));
+  g_dynamic_shared_bytes = dynamic_shared_bytes;
+  zdp::poison_unused_bytes(g_dynamic_shared.get() + dynamic_shared_bytes, 16);
   Block b;
   b.body = &body;
   g_block = &b;
@@ -338,6 +403,26 @@ cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKin
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t) {
   if (bytes > 0) std::memset(dst, value, bytes);
   return cudaSuccess;
+}
+
+const char* error_name(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaError (not one the emulation reports)";
+  }
+}
+
+const char* error_string(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (the emulation's reason is on stderr)";
+    default: return "an error the emulation does not report";
+  }
 }
 
 void set_schedule(Schedule schedule) { g_schedule = schedule; }

@@ -79,6 +79,10 @@ cudaError_t get_last_error();
 // Stream-ordered copies and fills: launches run at once, so these do too.
 cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
+// The names and texts of the errors the emulation reports (the CUDA runtime's own are in
+// libcudart, which a build without CUDA does not link).
+const char* error_name(cudaError_t error);
+const char* error_string(cudaError_t error);
 
 // The order the scheduler runs a block's threads in, each until its next barrier. A read
 // of another thread's shared-memory write that no barrier orders sees the write only when
@@ -185,6 +189,8 @@ T atomicMax(T* p, T v) {
 #define cudaGetLastError ::zdp_emu::get_last_error
 #define cudaMemcpyAsync ::zdp_emu::memcpy_async
 #define cudaMemsetAsync ::zdp_emu::memset_async
+#define cudaGetErrorName ::zdp_emu::error_name
+#define cudaGetErrorString ::zdp_emu::error_string
 
 // ---- Renames: the emulated copies beside zdp_kernels' real ones ---------------------
 #define cuda cuda_emu

@@ -20,6 +20,7 @@ using zdp::testing::DeviceArray;
 using zdp::testing::dtype_of;
 using zdp::testing::encode;
 using zdp::testing::GpuFixture;
+using zdp::testing::raw_bits;
 using zdp::testing::TestRandom;
 using zdp::testing::unwritten;
 
@@ -40,7 +41,7 @@ void bias_grad_case(GpuFixture& gpu, TestRandom& rnd, int64_t rows, int64_t cols
   gpu.sync();
   const std::vector<T> got = ddb.download();
   const std::vector<T> before = unwritten<T>(static_cast<size_t>(db_offset));
-  EXPECT_EQ(std::memcmp(got.data(), before.data(), sizeof(T) * static_cast<size_t>(db_offset)), 0) << "wrote before db";
+  EXPECT_EQ(raw_bits(std::vector<T>(got.begin(), got.begin() + db_offset)), raw_bits(before)) << "wrote before db";
   for (int64_t c = 0; c < cols; ++c) {
     const T g = got[static_cast<size_t>(db_offset + c)], w = cpu[static_cast<size_t>(c)];
     ASSERT_EQ(std::memcmp(&g, &w, sizeof(T)), 0) << "column " << c << ": gpu " << to_f32(g) << ", cpu " << to_f32(w);

@@ -10,6 +10,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/internal/address_sanitizer.h"
+
 namespace {
 
 // The sum of `n` values by one block: a shared-memory tree with a barrier per level.
@@ -272,6 +274,27 @@ TEST(SimtEmulatorDeathTest, AKernelThatOutgrowsItsStackCrashesAtOnce) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::vector<int> out(32, 0);
   EXPECT_DEATH(zdp_emu::launch(1, 32, 0, nullptr, outgrow_the_stack, out.data()), "");
+}
+
+__global__ void read_past_dynamic_shared(int floats, float* out) {
+  const float* dynamic = static_cast<const float*>(zdp_emu::dynamic_shared());
+  out[threadIdx.x] = threadIdx.x == 0 ? dynamic[floats] : 0.0f;  // one float past the launch's
+}
+
+TEST(SimtEmulatorDeathTest, UnderAsanAReadPastTheLaunchsDynamicSharedMemoryIsReported) {
+#if !defined(ZDP_ADDRESS_SANITIZER)
+  GTEST_SKIP() << "needs AddressSanitizer (scripts/sanitize.sh asan): the slack past a launch's dynamic shared "
+                  "memory is poisoned only there";
+#else
+  // The emulation keeps 16 bytes of slack past the dynamic shared memory (so that such a
+  // read is not a crash without ASan); ASan must still see the read.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(32, 0.0f);
+  zdp_emu::launch(1, 32, 64 * sizeof(float), nullptr, read_past_dynamic_shared, 63, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "within the launch's 64 floats";
+  EXPECT_DEATH(zdp_emu::launch(1, 32, 64 * sizeof(float), nullptr, read_past_dynamic_shared, 64, out.data()),
+               "AddressSanitizer: use-after-poison");
+#endif
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/internal/address_sanitizer.h"
 #include "zdp/device.h"
 
 namespace zdp {
@@ -62,6 +63,25 @@ TEST(MemoryAccounting, ZeroAndNegativeSizes) {
   ASSERT_FALSE(neg.ok());
   EXPECT_EQ(neg.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(neg.status().message().find("workspace"), std::string::npos);
+}
+
+TEST(CpuDeviceDeathTest, UnderAsanAReadPastTheRequestedBytesIsReportedNotTheRoundingsSlack) {
+#if !defined(ZDP_ADDRESS_SANITIZER)
+  GTEST_SKIP() << "needs AddressSanitizer (scripts/sanitize.sh asan): the rounding slack is poisoned only there";
+#else
+  // Allocations are rounded up to 64 bytes; a read of byte 10 of a 10-byte buffer is a
+  // bug (on a GPU, past the cudaMalloc) even though the allocator owns that byte. The
+  // SIMT emulation's kernels read "device" memory from this allocator.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto dev = create_cpu_device();
+  auto b = dev->allocate(10, MemCategory::kOther);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  volatile char* bytes = b->as<char>();
+  bytes[9] = 7;
+  EXPECT_EQ(bytes[9], 7) << "the last requested byte is usable";
+  EXPECT_DEATH((void)bytes[10], "AddressSanitizer: use-after-poison");
+  EXPECT_DEATH((void)bytes[63], "AddressSanitizer: use-after-poison");
+#endif
 }
 
 TEST(CpuStream, RunsWorkInFifoOrderWithCopies) {

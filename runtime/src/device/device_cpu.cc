@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/internal/address_sanitizer.h"
 #include "runtime/internal/host_waits.h"
 #include "zdp/dtype.h"  // format_bytes
 #include "zdp/device.h"
@@ -270,6 +271,9 @@ class CpuDevice final : public Device {
     if (ptr == nullptr) {
       return Status(StatusCode::kOutOfMemory, "host allocation of " + format_bytes(bytes) + " failed");
     }
+    // The rounding is the allocator's, not the caller's: a read past `bytes` is a bug
+    // (on a GPU, past a cudaMalloc's end), so the sanitizer runs report it.
+    poison_unused_bytes(static_cast<char*>(ptr) + bytes, rounded - static_cast<size_t>(bytes));
     return ptr;
   }
   void raw_free(void* ptr, MemSpace) override { std::free(ptr); }
