@@ -8,7 +8,7 @@
 
 namespace zdp_emu {
 
-#if defined(__x86_64__)
+#if ZDP_SIMT_OWN_SWITCH
 
 extern "C" void zdp_emu_switch_stack(void** save_stack_pointer, void* load_stack_pointer);
 

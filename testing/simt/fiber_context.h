@@ -4,19 +4,26 @@
 // swapcontext also saves and restores the signal mask, a system call at every switch (21
 // of the emulation test's 49 CPU seconds), and under ASan its interceptor clears the shadow
 // of the whole target stack at every switch (the test ran for more than 16 minutes). Other
-// architectures keep ucontext.
+// architectures keep ucontext, and so does a build with -DZDP_SIMT_UCONTEXT (how that path
+// is tried on x86-64).
 #pragma once
 
 #include <cstddef>
 
-#if !defined(__x86_64__)
+#if defined(__x86_64__) && !defined(ZDP_SIMT_UCONTEXT)
+#define ZDP_SIMT_OWN_SWITCH 1
+#else
+#define ZDP_SIMT_OWN_SWITCH 0
+#endif
+
+#if !ZDP_SIMT_OWN_SWITCH
 #include <ucontext.h>
 #endif
 
 namespace zdp_emu {
 
 struct FiberContext {
-#if defined(__x86_64__)
+#if ZDP_SIMT_OWN_SWITCH
   void* stack_pointer = nullptr;  // where the switch pushed the saved registers
 #else
   ucontext_t context;
