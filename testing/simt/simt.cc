@@ -7,8 +7,7 @@
 #include "core/internal/address_sanitizer.h"
 #include "testing/simt/fiber_context.h"
 #if defined(ZDP_ADDRESS_SANITIZER)
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
+#include <sanitizer/common_interface_defs.h>  // the fiber protocol; asan_interface.h comes with the above
 #endif
 
 #include <array>
@@ -122,6 +121,15 @@ void finish_switch(void*, const void**, size_t*) {}
 void unpoison_stack(const void*, size_t) {}
 #endif
 
+// A switch that comes back: from `from` to `to`, whose stack is [bottom, bottom + bytes),
+// keeping the running fiber's fake stack for when it is resumed.
+void switch_and_return(FiberContext* from, FiberContext* to, const void* bottom, size_t bytes) {
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, bottom, bytes);
+  switch_fiber_context(from, to);
+  finish_switch(fake_stack, nullptr, nullptr);
+}
+
 void fault(const std::string& what) {
   if (g_fault.empty()) g_fault = what;
 }
@@ -144,10 +152,8 @@ void release_warp_if_complete(Warp& w) {
 
 // A fiber gives the OS thread back to the scheduler until the scheduler resumes it.
 void yield(Block& b) {
-  void* fake_stack = nullptr;
-  start_switch(&fake_stack, g_scheduler_stack, g_scheduler_stack_bytes);
-  switch_fiber_context(&b.fibers[static_cast<size_t>(b.current)].context, &b.scheduler);
-  finish_switch(fake_stack, nullptr, nullptr);
+  switch_and_return(&b.fibers[static_cast<size_t>(b.current)].context, &b.scheduler, g_scheduler_stack,
+                    g_scheduler_stack_bytes);
 }
 
 // One emulated thread, from its kernel's start to its end.
@@ -238,10 +244,8 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
           if (!runnable(b, i)) continue;
           b.fibers[static_cast<size_t>(i)].wait = Wait::kNone;
           b.current = i;
-          void* fake_stack = nullptr;
-          start_switch(&fake_stack, g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
-          switch_fiber_context(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context);
-          finish_switch(fake_stack, nullptr, nullptr);
+          switch_and_return(&b.scheduler, &b.fibers[static_cast<size_t>(i)].context,
+                            g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
           progressed = again = true;
         }
       }
