@@ -209,6 +209,7 @@ T atomicMax(T* p, T v) {
 #define adamw_update_cuda adamw_update_emu
 #define sgd_update_cuda sgd_update_emu
 #define grad_check_cuda grad_check_emu
+#define grad_check_workspace_bytes grad_check_workspace_bytes_emu
 #define exact_sumsq_cuda exact_sumsq_emu
 #define decide_step_cuda decide_step_emu
 #define loss_sum_cuda loss_sum_emu
@@ -218,3 +219,15 @@ T atomicMax(T* p, T v) {
 #define quantize_cuda quantize_emu
 #define dequant_sum_cuda dequant_sum_emu
 #define dequantize_cuda dequantize_emu
+// The cuBLASLt wrapper, compiled against the emulated cuBLASLt (cublaslt_emulation.h), and
+// the emulated GPU's cuDNN: none (testing/simt/emulated_gpu_device.cc), so attention runs
+// as the batched GEMMs and softmax kernels.
+#define make_cublaslt_gemm make_cublaslt_gemm_emu
+// core/internal/cuda_check.h's inline helpers call the runtime's error texts, which
+// differ here (the emulation's): renamed, so that the linker cannot give the real
+// launchers' error messages the emulated copies of the helpers, or the other way round.
+#define cuda_error_text cuda_error_text_emu
+#define cuda_error_status cuda_error_status_emu
+#define cublas_error_text cublas_error_text_emu
+#define cublas_error_status cublas_error_status_emu
+#define fused_attention_built fused_attention_built_emu

@@ -98,7 +98,7 @@ void gemm_matches_cpu(GpuFixture& gpu, Gemm& lt, TestRandom& rnd, Transpose ta, 
 class GemmGpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    ZDP_SKIP_WITHOUT_GPU();
     ASSERT_TRUE(gpu_.init());
     auto ws = gpu_.device->allocate(kGemmWorkspaceBytes, MemCategory::kWorkspace);
     ASSERT_TRUE(ws.ok()) << ws.status().to_string();

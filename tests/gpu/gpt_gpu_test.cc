@@ -129,7 +129,7 @@ double norm(const std::vector<float>& v) {
 
 void compare_with_cpu(const Config& config) {
   Side cpu(create_cpu_device(), config);
-  Side gpu(create_cuda_device(0).value(), config);
+  Side gpu(testing::test_cuda_device().value(), config);
   ASSERT_TRUE(gpu.ctx.device().kind() == DeviceKind::kCuda);
 
   // The same parameters on both: the CPU engine's initialisation, with norms and biases

@@ -1,0 +1,503 @@
+// cuBLASLt's matmul on the host: descriptors as plain structs behind cuBLASLt's opaque
+// handles, the documented conditions checked, the product in double (see the header).
+#include "testing/simt/cublaslt_emulation.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <unordered_set>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "kernels/elementwise.h"  // gelu_tanh_grad
+#include "kernels/gemm.h"         // gelu_tanh
+
+namespace zdp_emu::lt {
+namespace {
+
+struct Handle {
+  int magic = 0x4c74;
+};
+
+struct Layout {
+  cudaDataType type;
+  int64_t rows, cols, ld;
+  int32_t batch = 1;
+  int64_t stride = 0;  // elements between a batch's matrices
+  int32_t order = CUBLASLT_ORDER_COL;
+};
+
+struct Desc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  int32_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N, trans_c = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  int32_t bias_type = -1;  // -1: D's
+  int64_t bias_batch_stride = 0;
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+  int64_t aux_batch_stride = 0;
+};
+
+struct Preference {
+  uint64_t workspace = 0;
+  uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: cublasLt.h's default
+};
+
+// What an algorithm carries from the heuristic to the matmul: a tag, the alignments it may
+// assume (A, B, C, D, bias vector, aux) and the epilogue it was chosen for.
+constexpr uint64_t kAlgoTag = 0x7a64702d656d75ull;  // "zdp-emu"
+enum AlgoSlot { kTag = 0, kAlignA, kAlignB, kAlignC, kAlignD, kAlignBias, kAlignAux, kEpilogue };
+
+thread_local std::string g_last_error;
+long long g_matmuls = 0;
+
+cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
+  g_last_error = why;
+  std::fprintf(stderr, "[cuBLASLt emulation] %s: %s\n", status_name(status), why.c_str());
+  return status;
+}
+cublasStatus_t ok() {
+  g_last_error.clear();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T, typename H>
+T* from(H handle) {
+  return reinterpret_cast<T*>(handle);
+}
+
+template <typename T>
+bool read_attribute(const void* buf, size_t bytes, T* out) {
+  if (buf == nullptr || bytes != sizeof(T)) return false;
+  std::memcpy(out, buf, sizeof(T));
+  return true;
+}
+
+size_t type_bytes(int32_t t) {
+  switch (t) {
+    case CUDA_R_32F: return 4;
+    case CUDA_R_16BF:
+    case CUDA_R_16F: return 2;
+    default: return 0;
+  }
+}
+const char* type_name(int32_t t) {
+  switch (t) {
+    case CUDA_R_32F: return "fp32";
+    case CUDA_R_16BF: return "bf16";
+    case CUDA_R_16F: return "fp16";
+    default: return "an unemulated type";
+  }
+}
+
+float load(int32_t type, const void* base, int64_t index) {
+  switch (type) {
+    case CUDA_R_16BF: return zdp::kernels::bf16_to_f32(static_cast<const uint16_t*>(base)[index]);
+    case CUDA_R_16F: return zdp::kernels::f16_to_f32(static_cast<const uint16_t*>(base)[index]);
+    default: return static_cast<const float*>(base)[index];
+  }
+}
+void store(int32_t type, void* base, int64_t index, float v) {
+  switch (type) {
+    case CUDA_R_16BF: static_cast<uint16_t*>(base)[index] = zdp::kernels::f32_to_bf16(v); break;
+    case CUDA_R_16F: static_cast<uint16_t*>(base)[index] = zdp::kernels::f32_to_f16(v); break;
+    default: static_cast<float*>(base)[index] = v;
+  }
+}
+
+uint64_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a == 0) return 1ull << 62;  // unset: no constraint seen
+  return a & (~a + 1);
+}
+// The least alignment among a batch's matrices (the base's and the stride's).
+uint64_t batch_alignment(const void* p, const Layout& l) {
+  uint64_t a = alignment_of(p);
+  if (l.batch > 1 && l.stride != 0) a = std::min(a, alignment_of(reinterpret_cast<const void*>(
+                                                        static_cast<uintptr_t>(l.stride) * type_bytes(l.type))));
+  return a;
+}
+
+bool has(uint32_t epilogue, uint32_t bits) { return (epilogue & bits) == bits; }
+bool reads_bias(uint32_t e) { return has(e, CUBLASLT_EPILOGUE_BIAS) && !has(e, CUBLASLT_EPILOGUE_DGELU); }
+bool writes_bgrad(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
+}
+bool gelu_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool dgelu(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool emulated_epilogue(uint32_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+    case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_GELU:
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+    case CUBLASLT_EPILOGUE_BGRADA:
+    case CUBLASLT_EPILOGUE_BGRADB: return true;
+    default: return false;
+  }
+}
+
+std::string dims(const Layout& l) {
+  return std::to_string(l.rows) + " x " + std::to_string(l.cols) + " (ld " + std::to_string(l.ld) + ", " +
+         type_name(l.type) + (l.batch > 1 ? ", batch " + std::to_string(l.batch) : std::string()) + ")";
+}
+
+// The element offsets (from the base, in elements) a layout covers, batch by batch.
+template <typename F>
+void for_each_element(const Layout& l, F f) {
+  for (int32_t bt = 0; bt < l.batch; ++bt) {
+    for (int64_t j = 0; j < l.cols; ++j) {
+      for (int64_t i = 0; i < l.rows; ++i) f(bt * l.stride + i + j * l.ld);
+    }
+  }
+}
+
+// Whether two matrices of a strided batch share an element (heads interleaved in one
+// buffer, a stride below a matrix's extent, do not: their columns alternate).
+bool batch_overlaps(const Layout& l) {
+  std::unordered_set<int64_t> seen;
+  bool overlap = false;
+  for_each_element(l, [&](int64_t off) { overlap = !seen.insert(off).second || overlap; });
+  return overlap;
+}
+
+// The conditions that hold whatever the pointers (checked by the heuristic and the matmul).
+cublasStatus_t check_shapes(const Desc& desc, const Layout& a, const Layout& b, const Layout& c, const Layout& d) {
+  const Layout* all[] = {&a, &b, &c, &d};
+  const char* names = "ABCD";
+  for (int i = 0; i < 4; ++i) {
+    const Layout& l = *all[i];
+    if (type_bytes(l.type) == 0) return fail(CUBLAS_STATUS_NOT_SUPPORTED, std::string(1, names[i]) + ": " + type_name(l.type));
+    if (l.order != CUBLASLT_ORDER_COL) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only column-major layouts are emulated");
+    if (l.ld < std::max<int64_t>(1, l.rows)) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(1, names[i]) + " " + dims(l) + ": ld < rows");
+    }
+    if (l.batch != d.batch) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(1, names[i]) + " " + dims(l) + ": batch count differs from D's");
+    }
+  }
+  const int64_t m = d.rows, n = d.cols;
+  const bool ta = desc.trans_a == CUBLAS_OP_T, tb = desc.trans_b == CUBLAS_OP_T;
+  const int64_t k = ta ? a.rows : a.cols;
+  if ((ta ? a.cols : a.rows) != m || (tb ? b.rows : b.cols) != n || (tb ? b.cols : b.rows) != k || c.rows != m ||
+      c.cols != n) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, std::string("layouts disagree with op(A) m x k, op(B) k x n, C = D m x n: A ") +
+                                                 dims(a) + (ta ? " transposed" : "") + ", B " + dims(b) +
+                                                 (tb ? " transposed" : "") + ", C " + dims(c) + ", D " + dims(d));
+  }
+  if (d.batch > 1 && batch_overlaps(d)) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "D " + dims(d) + ": its batch stride " + std::to_string(d.stride) +
+                                                 " makes two of the batch's matrices share an element");
+  }
+  if (a.type != b.type) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "A and B of different types");
+  if (c.type != d.type) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "C and D of different types");
+  if (a.type == CUDA_R_32F && d.type != CUDA_R_32F) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "fp32 A and B need fp32 C and D");
+  if (desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a.type != CUDA_R_32F) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "TF32 compute with non-fp32 inputs");
+  }
+  if (desc.compute != CUBLAS_COMPUTE_32F && desc.compute != CUBLAS_COMPUTE_32F_FAST_TF32) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only fp32 accumulation is emulated");
+  }
+  if (desc.scale != CUDA_R_32F) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only fp32 alpha and beta are emulated");
+  if (desc.trans_c != CUBLAS_OP_N) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "TRANSC must be CUBLAS_OP_N");
+  const uint32_t e = desc.epilogue;
+  if (!emulated_epilogue(e)) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue " + std::to_string(e) + " is not emulated");
+  if ((reads_bias(e) || writes_bgrad(e)) && desc.bias_type != -1 && desc.bias_type != d.type) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, std::string("bias of type ") + type_name(desc.bias_type) + " with D of " +
+                                                 type_name(d.type) + " (cublasLt.h: the bias is D's type)");
+  }
+  if (gelu_aux(e) || dgelu(e)) {
+    if (desc.aux_ld % 8 != 0 || desc.aux_ld < m) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD " + std::to_string(desc.aux_ld) +
+                                                   ": must be a multiple of 8 and >= m = " + std::to_string(m));
+    }
+  }
+  if (e != CUBLASLT_EPILOGUE_DEFAULT && d.batch > 1 && (desc.bias_batch_stride != 0 || desc.aux_batch_stride != 0)) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "batched epilogue vectors are not emulated");
+  }
+  return ok();
+}
+
+// Whether any byte of `x`'s elements is a byte of `y`'s (exact, element by element).
+bool share_memory(const void* x, const Layout& lx, const void* y, const Layout& ly) {
+  std::unordered_set<uintptr_t> bytes;
+  const size_t xb = type_bytes(lx.type), yb = type_bytes(ly.type);
+  for_each_element(lx, [&](int64_t off) {
+    for (size_t s = 0; s < xb; ++s) bytes.insert(reinterpret_cast<uintptr_t>(x) + off * xb + s);
+  });
+  bool shared = false;
+  for_each_element(ly, [&](int64_t off) {
+    for (size_t s = 0; s < yb && !shared; ++s) shared = bytes.count(reinterpret_cast<uintptr_t>(y) + off * yb + s) > 0;
+  });
+  return shared;
+}
+
+}  // namespace
+
+cublasStatus_t create(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate: null handle pointer");
+  *handle = reinterpret_cast<cublasLtHandle_t>(new Handle());
+  return ok();
+}
+cublasStatus_t destroy(cublasLtHandle_t handle) {
+  delete from<Handle>(handle);
+  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
+}
+
+const char* status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS (another)";
+  }
+}
+const char* status_string(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "success" : "see the [cuBLASLt emulation] line above";
+}
+
+cublasStatus_t matmul_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+  if (desc == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate: null pointer");
+  auto* d = new Desc();
+  d->compute = compute;
+  d->scale = scale;
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return ok();
+}
+cublasStatus_t matmul_desc_destroy(cublasLtMatmulDesc_t desc) {
+  delete from<Desc>(desc);
+  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
+}
+
+cublasStatus_t matmul_desc_set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                                         const void* buf, size_t bytes) {
+  Desc* d = from<Desc>(desc);
+  bool read = false;
+  switch (attribute) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: read = read_attribute(buf, bytes, &d->trans_a); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: read = read_attribute(buf, bytes, &d->trans_b); break;
+    case CUBLASLT_MATMUL_DESC_TRANSC: read = read_attribute(buf, bytes, &d->trans_c); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: read = read_attribute(buf, bytes, &d->epilogue); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: read = read_attribute(buf, bytes, &d->bias); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: read = read_attribute(buf, bytes, &d->bias_type); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: read = read_attribute(buf, bytes, &d->bias_batch_stride); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: read = read_attribute(buf, bytes, &d->aux); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: read = read_attribute(buf, bytes, &d->aux_ld); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: read = read_attribute(buf, bytes, &d->aux_batch_stride); break;
+    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "matmul attribute " + std::to_string(attribute) + " is not emulated");
+  }
+  if (!read) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "matmul attribute " + std::to_string(attribute) + ": " +
+                                                 std::to_string(bytes) + " bytes is not its size");
+  }
+  return ok();
+}
+
+cublasStatus_t matrix_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
+                                    int64_t ld) {
+  if (layout == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: null pointer");
+  auto* l = new Layout{type, static_cast<int64_t>(rows), static_cast<int64_t>(cols), ld};
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+  return ok();
+}
+cublasStatus_t matrix_layout_destroy(cublasLtMatrixLayout_t layout) {
+  delete from<Layout>(layout);
+  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
+}
+cublasStatus_t matrix_layout_set_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attribute,
+                                           const void* buf, size_t bytes) {
+  Layout* l = from<Layout>(layout);
+  bool read = false;
+  switch (attribute) {
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: read = read_attribute(buf, bytes, &l->batch); break;
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: read = read_attribute(buf, bytes, &l->stride); break;
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: read = read_attribute(buf, bytes, &l->order); break;
+    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "layout attribute " + std::to_string(attribute) + " is not emulated");
+  }
+  if (!read) return fail(CUBLAS_STATUS_INVALID_VALUE, "layout attribute " + std::to_string(attribute) + ": wrong size");
+  if (l->batch < 1) return fail(CUBLAS_STATUS_INVALID_VALUE, "batch count " + std::to_string(l->batch));
+  return ok();
+}
+
+cublasStatus_t preference_create(cublasLtMatmulPreference_t* pref) {
+  if (pref == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: null pointer");
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference());
+  return ok();
+}
+cublasStatus_t preference_destroy(cublasLtMatmulPreference_t pref) {
+  delete from<Preference>(pref);
+  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
+}
+cublasStatus_t preference_set_attribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
+                                        const void* buf, size_t bytes) {
+  Preference* p = from<Preference>(pref);
+  bool read = false;
+  uint32_t ignored = 0;
+  switch (attribute) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: read = read_attribute(buf, bytes, &p->workspace); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: read = read_attribute(buf, bytes, &p->align[0]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: read = read_attribute(buf, bytes, &p->align[1]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: read = read_attribute(buf, bytes, &p->align[2]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: read = read_attribute(buf, bytes, &p->align[3]); break;
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: read = read_attribute(buf, bytes, &ignored); break;  // one order here
+    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "preference " + std::to_string(attribute) + " is not emulated");
+  }
+  if (!read) return fail(CUBLAS_STATUS_INVALID_VALUE, "preference " + std::to_string(attribute) + ": wrong size");
+  return ok();
+}
+
+cublasStatus_t algo_get_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                  cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
+                                  int* returned) {
+  if (handle == nullptr || desc == nullptr || a == nullptr || b == nullptr || c == nullptr || d == nullptr ||
+      pref == nullptr || results == nullptr || returned == nullptr || requested < 1) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: a null argument or no result requested");
+  }
+  *returned = 0;
+  const Desc& ds = *from<Desc>(desc);
+  const cublasStatus_t shapes = check_shapes(ds, *from<Layout>(a), *from<Layout>(b), *from<Layout>(c), *from<Layout>(d));
+  if (shapes != CUBLAS_STATUS_SUCCESS) return shapes;
+  const Preference& p = *from<Preference>(pref);
+  results[0] = cublasLtMatmulHeuristicResult_t{};
+  uint64_t* algo = results[0].algo.data;
+  algo[kTag] = kAlgoTag;
+  for (int i = 0; i < 4; ++i) algo[kAlignA + i] = p.align[i];
+  // cublasLt.h: routines that do not dereference the bias and aux pointers (the
+  // heuristic) take the alignment they may assume from the pointers' values.
+  algo[kAlignBias] = alignment_of(ds.bias);
+  algo[kAlignAux] = alignment_of(ds.aux);
+  algo[kEpilogue] = ds.epilogue;
+  results[0].workspaceSize = 0;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return ok();
+}
+
+cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha_ptr, const void* a_ptr,
+                      cublasLtMatrixLayout_t a, const void* b_ptr, cublasLtMatrixLayout_t b, const void* beta_ptr,
+                      const void* c_ptr, cublasLtMatrixLayout_t c, void* d_ptr, cublasLtMatrixLayout_t d,
+                      const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t) {
+  if (handle == nullptr || desc == nullptr || a == nullptr || b == nullptr || c == nullptr || d == nullptr ||
+      alpha_ptr == nullptr || beta_ptr == nullptr) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a null handle, descriptor, alpha or beta");
+  }
+  const Desc& ds = *from<Desc>(desc);
+  const Layout &la = *from<Layout>(a), &lb = *from<Layout>(b), &lc = *from<Layout>(c), &ld = *from<Layout>(d);
+  const cublasStatus_t shapes = check_shapes(ds, la, lb, lc, ld);
+  if (shapes != CUBLAS_STATUS_SUCCESS) return shapes;
+  if (algo == nullptr || algo->data[kTag] != kAlgoTag) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: no algorithm from the heuristic (the emulation picks none)");
+  }
+  if (algo->data[kEpilogue] != ds.epilogue) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another epilogue");
+  }
+  if (workspace_bytes > 0 && workspace == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "workspace size without a workspace");
+  float alpha = 0, beta = 0;
+  std::memcpy(&alpha, alpha_ptr, sizeof(float));
+  std::memcpy(&beta, beta_ptr, sizeof(float));
+  const uint32_t e = ds.epilogue;
+  const int64_t m = ld.rows, n = ld.cols;
+  const bool ta = ds.trans_a == CUBLAS_OP_T, tb = ds.trans_b == CUBLAS_OP_T;
+  const int64_t k = ta ? la.rows : la.cols;
+
+  // Pointers: present where needed, as aligned as the heuristic was told.
+  if ((m > 0 && n > 0) && (d_ptr == nullptr || (k > 0 && (a_ptr == nullptr || b_ptr == nullptr)) ||
+                           (beta != 0 && c_ptr == nullptr))) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a null A, B, C (beta != 0) or D");
+  }
+  const void* ptrs[] = {a_ptr, b_ptr, c_ptr, d_ptr};
+  const Layout* layouts[] = {&la, &lb, &lc, &ld};
+  for (int i = 0; i < 4; ++i) {
+    if (i == 2 && beta == 0) continue;  // C is not read
+    const uint64_t have = batch_alignment(ptrs[i], *layouts[i]);
+    if (have < algo->data[kAlignA + i]) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(1, "ABCD"[i]) + " is " + std::to_string(have) +
+                                                   "-byte aligned, the heuristic was told " +
+                                                   std::to_string(algo->data[kAlignA + i]));
+    }
+  }
+  if (reads_bias(e) || writes_bgrad(e)) {
+    if (ds.bias == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs BIAS_POINTER");
+    if (alignment_of(ds.bias) < algo->data[kAlignBias]) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, "the bias vector is " + std::to_string(alignment_of(ds.bias)) +
+                                                   "-byte aligned, the heuristic saw a pointer aligned to " +
+                                                   std::to_string(algo->data[kAlignBias]));
+    }
+  }
+  if (gelu_aux(e) || dgelu(e)) {
+    if (ds.aux == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs EPILOGUE_AUX_POINTER");
+    if (alignment_of(ds.aux) < algo->data[kAlignAux]) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, "aux is " + std::to_string(alignment_of(ds.aux)) +
+                                                   "-byte aligned, the heuristic saw a pointer aligned to " +
+                                                   std::to_string(algo->data[kAlignAux]));
+    }
+  }
+  // D written while A, B or C is read: a GPU reads what another block already wrote.
+  if (m > 0 && n > 0) {
+    if (k > 0 && share_memory(d_ptr, ld, a_ptr, la)) return fail(CUBLAS_STATUS_INVALID_VALUE, "D shares memory with A");
+    if (k > 0 && share_memory(d_ptr, ld, b_ptr, lb)) return fail(CUBLAS_STATUS_INVALID_VALUE, "D shares memory with B");
+    const bool in_place = c_ptr == d_ptr && lc.ld == ld.ld && lc.stride == ld.stride;
+    if (beta != 0 && !in_place && share_memory(d_ptr, ld, c_ptr, lc)) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, "D shares memory with C but is not C (same pointer and layout)");
+    }
+    const Layout aux_layout{ld.type, m, n, ds.aux_ld};
+    if ((gelu_aux(e) || dgelu(e)) && share_memory(d_ptr, ld, ds.aux, aux_layout)) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, "D shares memory with the epilogue's aux matrix");
+    }
+  }
+
+  // The product and the epilogue, matrix by matrix of the batch.
+  const int32_t vt = ld.type;  // bias, aux and the bias gradient: D's type
+  for (int32_t bt = 0; bt < ld.batch; ++bt) {
+    const int64_t oa = bt * la.stride, ob = bt * lb.stride, oc = bt * lc.stride, od = bt * ld.stride;
+    std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < m; ++i) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const float av = load(la.type, a_ptr, oa + (ta ? p + i * la.ld : i + p * la.ld));
+          const float bv = load(lb.type, b_ptr, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
+          acc += static_cast<double>(av) * bv;
+        }
+        float x = alpha * static_cast<float>(acc);
+        if (beta != 0) x += beta * load(lc.type, c_ptr, oc + i + j * lc.ld);
+        if (reads_bias(e)) x += load(vt, ds.bias, i);
+        if (gelu_aux(e)) store(vt, ds.aux, i + j * ds.aux_ld, x);
+        if (has(e, CUBLASLT_EPILOGUE_GELU) && !dgelu(e)) x = zdp::kernels::gelu_tanh(x);
+        if (dgelu(e)) x *= zdp::kernels::gelu_tanh_grad(load(vt, ds.aux, i + j * ds.aux_ld));
+        if (e == CUBLASLT_EPILOGUE_DGELU_BGRAD) bgrad[i] += x;
+        store(ld.type, d_ptr, od + i + j * ld.ld, x);
+      }
+    }
+    if (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB) {  // the sums over k of op(A)'s rows, op(B)'s columns
+      for (size_t v = 0; v < bgrad.size(); ++v) {
+        for (int64_t p = 0; p < k; ++p) {
+          const auto idx = static_cast<int64_t>(v);
+          bgrad[v] += e == CUBLASLT_EPILOGUE_BGRADA ? load(la.type, a_ptr, oa + (ta ? p + idx * la.ld : idx + p * la.ld))
+                                                     : load(lb.type, b_ptr, ob + (tb ? idx + p * lb.ld : p + idx * lb.ld));
+        }
+      }
+    }
+    if (writes_bgrad(e)) {
+      for (size_t v = 0; v < bgrad.size(); ++v) store(vt, const_cast<void*>(ds.bias), static_cast<int64_t>(v), static_cast<float>(bgrad[v]));
+    }
+  }
+  ++g_matmuls;
+  return ok();
+}
+
+std::string last_error() { return g_last_error; }
+long long matmuls() { return g_matmuls; }
+
+}  // namespace zdp_emu::lt
