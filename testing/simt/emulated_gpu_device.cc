@@ -8,6 +8,7 @@
 
 #include "core/internal/address_sanitizer.h"
 #include "kernels/fused_attention.h"
+#include "runtime/internal/host_waits.h"
 #include "zdp/dtype.h"  // format_bytes
 
 namespace zdp::testing {
@@ -20,8 +21,10 @@ constexpr size_t kAlignment = 256;  // cudaMalloc's
 class EmulatedEvent final : public Event {
  public:
   bool ready() override { return true; }
+  // Finished at the first query, so no host wait by the CUDA device's count (host_waits.h).
   Status wait(std::chrono::milliseconds) override { return status_; }
   void set_status(Status s) { status_ = std::move(s); }
+  const Status& status() const { return status_; }
 
  private:
   Status status_;
@@ -59,11 +62,11 @@ class EmulatedStream final : public Stream {
   Status wait(Event& event) override {
     auto* e = dynamic_cast<EmulatedEvent*>(&event);
     if (e == nullptr) return Status(StatusCode::kInvalidArgument, "stream '" + name_ + "': an event of another device");
-    const Status s = e->wait(std::chrono::milliseconds(0));
-    if (!s.ok() && error_.ok()) error_ = s;
+    // A stream's wait is no host wait (cudaStreamWaitEvent): the event's failure, uncounted.
+    if (!e->status().ok() && error_.ok()) error_ = e->status();
     return Status::Ok();
   }
-  Status synchronize(std::chrono::milliseconds) override { return error_; }
+  Status synchronize(std::chrono::milliseconds) override { return error_; }  // finished: not counted
   Status error() override { return error_; }
   void abort(const Status& reason) override {
     if (error_.ok()) error_ = reason;
@@ -87,6 +90,7 @@ class EmulatedGpuDevice final : public Device {
   }
   StatusOr<std::unique_ptr<Event>> create_event() override { return std::unique_ptr<Event>(new EmulatedEvent()); }
   Status memcpy(void* dst, const void* src, size_t bytes) override {
+    host_waits_detail::count_copy();  // as the CUDA device: every synchronous copy
     if (bytes > 0) std::memmove(dst, src, bytes);
     return Status::Ok();
   }

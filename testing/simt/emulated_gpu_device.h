@@ -4,7 +4,10 @@
 // its streams do their work at once, in the calling thread, as the emulated kernel
 // launches and the emulated cuBLASLt do (testing/simt/simt.h, cublaslt_emulation.h). One
 // order for everything, the order of the calls: what this device cannot show is a missing
-// wait between two streams (each wait here is already satisfied).
+// wait between two streams (each wait here is already satisfied). Host waits are counted
+// as the CUDA device counts them (runtime/internal/host_waits.h: every memcpy(), and a
+// synchronize() or Event::wait() only when the work was unfinished, which here it never
+// is): a test that a step never waits on the host passes here without showing it.
 #pragma once
 
 #include <memory>

@@ -24,13 +24,19 @@ using namespace std::chrono_literals;
 using testing::EngineRun;
 using testing::EngineRunResult;
 
-// One rank in this process: CUDA device 0 with NCCL, or the CPU with Gloo.
+// One rank in this process: CUDA device 0 with NCCL, or the CPU with Gloo. Under the SIMT
+// emulation the emulated GPU with Gloo (no NCCL there; a world of 1 reduces by copying
+// either way), so that the step's kernels are the emulated ones of kernels/cuda/.
 StatusOr<Context> one_rank_context(bool cuda, Store& store) {
   if (!cuda) return testing::make_test_context(0, 1, store);
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, create_cuda_device(0));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, testing::test_cuda_device());
   CommOptions options;
   options.timeout = 60s;
+#if defined(ZDP_SIMT_EMULATION)
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create_gloo_communicator(store, 0, 1, *device, options));
+#else
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, create_nccl_communicator(store, 0, 1, *device, options));
+#endif
   LaunchEnv env;
   env.origin = "engine_gpu_test";
   return Context::assemble(env, {}, std::make_unique<PrefixStore>("test", store), std::move(device), std::move(comm),
