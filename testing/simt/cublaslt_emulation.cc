@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -226,8 +227,19 @@ cublasStatus_t check_shapes(const Desc& desc, const Layout& a, const Layout& b, 
   return ok();
 }
 
-// Whether any byte of `x`'s elements is a byte of `y`'s (exact, element by element).
+// The bytes from a layout's first element to past its last, [first, last).
+std::pair<uintptr_t, uintptr_t> extent(const void* p, const Layout& l) {
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  const int64_t last = (l.batch - 1) * l.stride + (l.cols - 1) * l.ld + l.rows;  // elements past the end
+  const int64_t first = std::min<int64_t>(0, (l.batch - 1) * l.stride);         // a negative stride
+  return {base + first * type_bytes(l.type), base + last * type_bytes(l.type)};
+}
+
+// Whether any byte of `x`'s elements is a byte of `y`'s: exact, element by element, where
+// their extents overlap (two heads of one buffer interleave without sharing an element).
 bool share_memory(const void* x, const Layout& lx, const void* y, const Layout& ly) {
+  const auto ex = extent(x, lx), ey = extent(y, ly);
+  if (ex.second <= ey.first || ey.second <= ex.first) return false;
   std::unordered_set<uintptr_t> bytes;
   const size_t xb = type_bytes(lx.type), yb = type_bytes(ly.type);
   for_each_element(lx, [&](int64_t off) {
@@ -462,14 +474,20 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
   for (int32_t bt = 0; bt < ld.batch; ++bt) {
     const int64_t oa = bt * la.stride, ob = bt * lb.stride, oc = bt * lc.stride, od = bt * ld.stride;
     std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
+    // op(A)'s rows and op(B)'s columns as contiguous floats, read once.
+    std::vector<float> rows_a(static_cast<size_t>(m * k)), cols_b(static_cast<size_t>(n * k));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) rows_a[i * k + p] = load(la.type, a_ptr, oa + (ta ? p + i * la.ld : i + p * la.ld));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p) cols_b[j * k + p] = load(lb.type, b_ptr, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
+    }
     for (int64_t j = 0; j < n; ++j) {
       for (int64_t i = 0; i < m; ++i) {
+        const float* ra = rows_a.data() + i * k;
+        const float* cb = cols_b.data() + j * k;
         double acc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const float av = load(la.type, a_ptr, oa + (ta ? p + i * la.ld : i + p * la.ld));
-          const float bv = load(lb.type, b_ptr, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
-          acc += static_cast<double>(av) * bv;
-        }
+        for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(ra[p]) * cb[p];
         float x = alpha * static_cast<float>(acc);
         if (beta != 0) x += beta * load(lc.type, c_ptr, oc + i + j * lc.ld);
         if (reads_bias(e)) x += load(vt, ds.bias, i);
@@ -482,11 +500,8 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
     }
     if (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB) {  // the sums over k of op(A)'s rows, op(B)'s columns
       for (size_t v = 0; v < bgrad.size(); ++v) {
-        for (int64_t p = 0; p < k; ++p) {
-          const auto idx = static_cast<int64_t>(v);
-          bgrad[v] += e == CUBLASLT_EPILOGUE_BGRADA ? load(la.type, a_ptr, oa + (ta ? p + idx * la.ld : idx + p * la.ld))
-                                                     : load(lb.type, b_ptr, ob + (tb ? idx + p * lb.ld : p + idx * lb.ld));
-        }
+        const float* values = (e == CUBLASLT_EPILOGUE_BGRADA ? rows_a.data() : cols_b.data()) + v * k;
+        for (int64_t p = 0; p < k; ++p) bgrad[v] += values[p];
       }
     }
     if (writes_bgrad(e)) {
