@@ -69,8 +69,19 @@ ZDP_HD float fold_adjacent_pairs(float* partials, int64_t count) {
 // Runs on the calling thread's OpenMP team; bitwise the same for any thread count.
 Status grad_check_cpu(const GradCheckArgs& args);
 
-// Device-memory scratch the CUDA launcher needs for `count` elements.
-int64_t grad_check_workspace_bytes(int64_t count);
+// The CUDA launcher's second pass: blocks of 1024 threads fold this many chunk partials
+// each, level after level, until one is left.
+inline constexpr int64_t kGradFoldWidth = 2048;
+
+// Device-memory scratch the CUDA launcher needs for `count` elements: the chunk partials,
+// one level of folded partials (each with its flag word) and 16 bytes. Arithmetic only,
+// the same in every build, so that a machine without CUDA plans a GPU's buffers as one
+// with it does (engine/src/buffer_plan.cc).
+inline int64_t grad_check_workspace_bytes(int64_t count) {
+  const int64_t chunks = (count + kGradChunk - 1) / kGradChunk;
+  const int64_t folds = (chunks + kGradFoldWidth - 1) / kGradFoldWidth;
+  return 8 * (chunks + folds) + 16;
+}
 
 // Enqueues the check on `stream`; `workspace` is device memory of at least
 // grad_check_workspace_bytes(count). kUnavailable in builds without CUDA.

@@ -12,7 +12,8 @@ namespace zdp::kernels {
 namespace {
 
 constexpr int kFoldThreads = 1024;
-constexpr int kFoldWidth = 2 * kFoldThreads;  // partials folded per block: 11 tree levels
+constexpr int kFoldWidth = static_cast<int>(kGradFoldWidth);  // partials folded per block: 11 tree levels
+static_assert(kFoldWidth == 2 * kFoldThreads, "each fold thread starts with two partials");
 
 template <typename T>
 __device__ __forceinline__ void load_vec(const T* p, float (&x)[kGradVecWidth<T>]) {
@@ -100,11 +101,6 @@ int64_t num_chunks(int64_t count) { return (count + kGradChunk - 1) / kGradChunk
 int64_t num_folds(int64_t chunks) { return (chunks + kFoldWidth - 1) / kFoldWidth; }
 
 }  // namespace
-
-int64_t grad_check_workspace_bytes(int64_t count) {
-  const int64_t c = num_chunks(count);
-  return 8 * (c + num_folds(c)) + 16;
-}
 
 Status grad_check_cuda(const GradCheckArgs& a, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if (a.count < 0 || !a.out || (a.count > 0 && !a.grad)) {

@@ -34,7 +34,6 @@ Status quantize_cuda(const QuantizeArgs&, cudaStream_t) { return unavailable("qu
 Status dequant_sum_cuda(const DequantSumArgs&, cudaStream_t) { return unavailable("dequant_sum_cuda"); }
 Status dequantize_cuda(const DequantizeArgs&, cudaStream_t) { return unavailable("dequantize_cuda"); }
 Status scale_cuda(const ScaleArgs&, cudaStream_t) { return unavailable("scale_cuda"); }
-int64_t grad_check_workspace_bytes(int64_t) { return 0; }
 Status grad_check_cuda(const GradCheckArgs&, void*, int64_t, cudaStream_t) { return unavailable("grad_check_cuda"); }
 Status decide_step_cuda(const StepDecisionArgs&, cudaStream_t) { return unavailable("decide_step_cuda"); }
 Status exact_sumsq_cuda(const ExactSumSqArgs&, cudaStream_t) { return unavailable("exact_sumsq_cuda"); }

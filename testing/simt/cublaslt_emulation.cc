@@ -252,6 +252,17 @@ bool share_memory(const void* x, const Layout& lx, const void* y, const Layout& 
   return shared;
 }
 
+// How a set-attribute call ends: an attribute the emulation does not know, a buffer of
+// another size than the attribute's, or done.
+cublasStatus_t attribute_outcome(const char* kind, int attribute, bool known, bool read, size_t bytes) {
+  if (!known) return fail(CUBLAS_STATUS_NOT_SUPPORTED, std::string(kind) + " " + std::to_string(attribute) + " is not emulated");
+  if (!read) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                std::string(kind) + " " + std::to_string(attribute) + ": " + std::to_string(bytes) + " bytes is not its size");
+  }
+  return ok();
+}
+
 }  // namespace
 
 cublasStatus_t create(cublasLtHandle_t* handle) {
@@ -293,7 +304,7 @@ cublasStatus_t matmul_desc_destroy(cublasLtMatmulDesc_t desc) {
 cublasStatus_t matmul_desc_set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                                          const void* buf, size_t bytes) {
   Desc* d = from<Desc>(desc);
-  bool read = false;
+  bool read = false, known = true;
   switch (attribute) {
     case CUBLASLT_MATMUL_DESC_TRANSA: read = read_attribute(buf, bytes, &d->trans_a); break;
     case CUBLASLT_MATMUL_DESC_TRANSB: read = read_attribute(buf, bytes, &d->trans_b); break;
@@ -305,13 +316,9 @@ cublasStatus_t matmul_desc_set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatm
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: read = read_attribute(buf, bytes, &d->aux); break;
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: read = read_attribute(buf, bytes, &d->aux_ld); break;
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: read = read_attribute(buf, bytes, &d->aux_batch_stride); break;
-    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "matmul attribute " + std::to_string(attribute) + " is not emulated");
+    default: known = false;
   }
-  if (!read) {
-    return fail(CUBLAS_STATUS_INVALID_VALUE, "matmul attribute " + std::to_string(attribute) + ": " +
-                                                 std::to_string(bytes) + " bytes is not its size");
-  }
-  return ok();
+  return attribute_outcome("matmul attribute", attribute, known, read, bytes);
 }
 
 cublasStatus_t matrix_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
@@ -328,14 +335,15 @@ cublasStatus_t matrix_layout_destroy(cublasLtMatrixLayout_t layout) {
 cublasStatus_t matrix_layout_set_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attribute,
                                            const void* buf, size_t bytes) {
   Layout* l = from<Layout>(layout);
-  bool read = false;
+  bool read = false, known = true;
   switch (attribute) {
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: read = read_attribute(buf, bytes, &l->batch); break;
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: read = read_attribute(buf, bytes, &l->stride); break;
     case CUBLASLT_MATRIX_LAYOUT_ORDER: read = read_attribute(buf, bytes, &l->order); break;
-    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "layout attribute " + std::to_string(attribute) + " is not emulated");
+    default: known = false;
   }
-  if (!read) return fail(CUBLAS_STATUS_INVALID_VALUE, "layout attribute " + std::to_string(attribute) + ": wrong size");
+  const cublasStatus_t outcome = attribute_outcome("layout attribute", attribute, known, read, bytes);
+  if (outcome != CUBLAS_STATUS_SUCCESS) return outcome;
   if (l->batch < 1) return fail(CUBLAS_STATUS_INVALID_VALUE, "batch count " + std::to_string(l->batch));
   return ok();
 }
@@ -352,7 +360,7 @@ cublasStatus_t preference_destroy(cublasLtMatmulPreference_t pref) {
 cublasStatus_t preference_set_attribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
                                         const void* buf, size_t bytes) {
   Preference* p = from<Preference>(pref);
-  bool read = false;
+  bool read = false, known = true;
   uint32_t ignored = 0;
   switch (attribute) {
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: read = read_attribute(buf, bytes, &p->workspace); break;
@@ -361,10 +369,9 @@ cublasStatus_t preference_set_attribute(cublasLtMatmulPreference_t pref, cublasL
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: read = read_attribute(buf, bytes, &p->align[2]); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: read = read_attribute(buf, bytes, &p->align[3]); break;
     case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: read = read_attribute(buf, bytes, &ignored); break;  // one order here
-    default: return fail(CUBLAS_STATUS_NOT_SUPPORTED, "preference " + std::to_string(attribute) + " is not emulated");
+    default: known = false;
   }
-  if (!read) return fail(CUBLAS_STATUS_INVALID_VALUE, "preference " + std::to_string(attribute) + ": wrong size");
-  return ok();
+  return attribute_outcome("preference", attribute, known, read, bytes);
 }
 
 cublasStatus_t algo_get_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,

@@ -209,7 +209,6 @@ T atomicMax(T* p, T v) {
 #define adamw_update_cuda adamw_update_emu
 #define sgd_update_cuda sgd_update_emu
 #define grad_check_cuda grad_check_emu
-#define grad_check_workspace_bytes grad_check_workspace_bytes_emu
 #define exact_sumsq_cuda exact_sumsq_emu
 #define decide_step_cuda decide_step_emu
 #define loss_sum_cuda loss_sum_emu
