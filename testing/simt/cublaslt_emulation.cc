@@ -406,7 +406,7 @@ cublasStatus_t algo_get_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t 
 cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha_ptr, const void* a_ptr,
                       cublasLtMatrixLayout_t a, const void* b_ptr, cublasLtMatrixLayout_t b, const void* beta_ptr,
                       const void* c_ptr, cublasLtMatrixLayout_t c, void* d_ptr, cublasLtMatrixLayout_t d,
-                      const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t) {
+                      const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (handle == nullptr || desc == nullptr || a == nullptr || b == nullptr || c == nullptr || d == nullptr ||
       alpha_ptr == nullptr || beta_ptr == nullptr) {
     return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a null handle, descriptor, alpha or beta");
@@ -476,46 +476,55 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
     }
   }
 
-  // The product and the epilogue, matrix by matrix of the batch.
-  const int32_t vt = ld.type;  // bias, aux and the bias gradient: D's type
-  for (int32_t bt = 0; bt < ld.batch; ++bt) {
-    const int64_t oa = bt * la.stride, ob = bt * lb.stride, oc = bt * lc.stride, od = bt * ld.stride;
-    std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
-    // op(A)'s rows and op(B)'s columns as contiguous floats, read once.
-    std::vector<float> rows_a(static_cast<size_t>(m * k)), cols_b(static_cast<size_t>(n * k));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t p = 0; p < k; ++p) rows_a[i * k + p] = load(la.type, a_ptr, oa + (ta ? p + i * la.ld : i + p * la.ld));
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t p = 0; p < k; ++p) cols_b[j * k + p] = load(lb.type, b_ptr, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
-    }
-    for (int64_t j = 0; j < n; ++j) {
+  // The product and the epilogue, matrix by matrix of the batch, when the stream runs it:
+  // the descriptors, layouts and scalars as they are now (cuBLASLt reads them at the call;
+  // zdp sets a plan's bias and aux pointers before each call).
+  const Desc ds_now = ds;
+  const Layout la_now = la, lb_now = lb, lc_now = lc, ld_now = ld;
+  ::zdp_emu::submit(stream, [=]() -> std::string {
+    const Desc& ds = ds_now;
+    const Layout &la = la_now, &lb = lb_now, &lc = lc_now, &ld = ld_now;
+    const int32_t vt = ld.type;  // bias, aux and the bias gradient: D's type
+    for (int32_t bt = 0; bt < ld.batch; ++bt) {
+      const int64_t oa = bt * la.stride, ob = bt * lb.stride, oc = bt * lc.stride, od = bt * ld.stride;
+      std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
+      // op(A)'s rows and op(B)'s columns as contiguous floats, read once.
+      std::vector<float> rows_a(static_cast<size_t>(m * k)), cols_b(static_cast<size_t>(n * k));
       for (int64_t i = 0; i < m; ++i) {
-        const float* ra = rows_a.data() + i * k;
-        const float* cb = cols_b.data() + j * k;
-        double acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(ra[p]) * cb[p];
-        float x = alpha * static_cast<float>(acc);
-        if (beta != 0) x += beta * load(lc.type, c_ptr, oc + i + j * lc.ld);
-        if (reads_bias(e)) x += load(vt, ds.bias, i);
-        if (gelu_aux(e)) store(vt, ds.aux, i + j * ds.aux_ld, x);
-        if (has(e, CUBLASLT_EPILOGUE_GELU) && !dgelu(e)) x = zdp::kernels::gelu_tanh(x);
-        if (dgelu(e)) x *= zdp::kernels::gelu_tanh_grad(load(vt, ds.aux, i + j * ds.aux_ld));
-        if (e == CUBLASLT_EPILOGUE_DGELU_BGRAD) bgrad[i] += x;
-        store(ld.type, d_ptr, od + i + j * ld.ld, x);
+        for (int64_t p = 0; p < k; ++p) rows_a[i * k + p] = load(la.type, a_ptr, oa + (ta ? p + i * la.ld : i + p * la.ld));
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t p = 0; p < k; ++p) cols_b[j * k + p] = load(lb.type, b_ptr, ob + (tb ? j + p * lb.ld : p + j * lb.ld));
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t i = 0; i < m; ++i) {
+          const float* ra = rows_a.data() + i * k;
+          const float* cb = cols_b.data() + j * k;
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(ra[p]) * cb[p];
+          float x = alpha * static_cast<float>(acc);
+          if (beta != 0) x += beta * load(lc.type, c_ptr, oc + i + j * lc.ld);
+          if (reads_bias(e)) x += load(vt, ds.bias, i);
+          if (gelu_aux(e)) store(vt, ds.aux, i + j * ds.aux_ld, x);
+          if (has(e, CUBLASLT_EPILOGUE_GELU) && !dgelu(e)) x = zdp::kernels::gelu_tanh(x);
+          if (dgelu(e)) x *= zdp::kernels::gelu_tanh_grad(load(vt, ds.aux, i + j * ds.aux_ld));
+          if (e == CUBLASLT_EPILOGUE_DGELU_BGRAD) bgrad[i] += x;
+          store(ld.type, d_ptr, od + i + j * ld.ld, x);
+        }
+      }
+      if (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB) {  // the sums over k of op(A)'s rows, op(B)'s columns
+        for (size_t v = 0; v < bgrad.size(); ++v) {
+          const float* values = (e == CUBLASLT_EPILOGUE_BGRADA ? rows_a.data() : cols_b.data()) + v * k;
+          for (int64_t p = 0; p < k; ++p) bgrad[v] += values[p];
+        }
+      }
+      if (writes_bgrad(e)) {
+        for (size_t v = 0; v < bgrad.size(); ++v) store(vt, const_cast<void*>(ds.bias), static_cast<int64_t>(v), static_cast<float>(bgrad[v]));
       }
     }
-    if (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB) {  // the sums over k of op(A)'s rows, op(B)'s columns
-      for (size_t v = 0; v < bgrad.size(); ++v) {
-        const float* values = (e == CUBLASLT_EPILOGUE_BGRADA ? rows_a.data() : cols_b.data()) + v * k;
-        for (int64_t p = 0; p < k; ++p) bgrad[v] += values[p];
-      }
-    }
-    if (writes_bgrad(e)) {
-      for (size_t v = 0; v < bgrad.size(); ++v) store(vt, const_cast<void*>(ds.bias), static_cast<int64_t>(v), static_cast<float>(bgrad[v]));
-    }
-  }
-  ++g_matmuls;
+    ++g_matmuls;
+    return std::string();
+  });
   return ok();
 }
 

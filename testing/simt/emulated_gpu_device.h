@@ -1,13 +1,23 @@
 // The device the SIMT emulation's model tests run on: a zdp::Device that says it is a
 // CUDA device (kind() == kCuda), so that code which branches on the device (trainer/models'
-// Ops, the engine's buffer layout) takes its GPU path, while its memory is host memory and
-// its streams do their work at once, in the calling thread, as the emulated kernel
-// launches and the emulated cuBLASLt do (testing/simt/simt.h, cublaslt_emulation.h). One
-// order for everything, the order of the calls: what this device cannot show is a missing
-// wait between two streams (each wait here is already satisfied). Host waits are counted
-// as the CUDA device counts them (runtime/internal/host_waits.h: every memcpy(), and a
-// synchronize() or Event::wait() only when the work was unfinished, which here it never
-// is): a test that a step never waits on the host passes here without showing it.
+// Ops, the engine's Exec and buffer layout, the optimizer) takes its GPU path, while its
+// memory is host memory and its kernels are the emulated ones (testing/simt/simt.h,
+// cublaslt_emulation.h).
+//
+// Its streams are queues: a launch, an async copy, a cuBLASLt call or a host task given to
+// a stream runs only when something waits for it: the host (synchronize(), an event's
+// wait() or ready()), another stream's queued wait (Stream::wait), or a free (cudaFree waits
+// for the whole device). Work nobody waited for has not happened, the latest a GPU could
+// run it: a read that no wait orders after the write it needs sees the old bytes, and a
+// write that no wait orders after a read of the old value lands first. So a missing
+// cudaStreamWaitEvent between the engine's compute and communication streams, or a host
+// read (Device::memcpy, which as on the CUDA device waits for no stream) before the stream
+// was synchronized, changes the results here, where on a GPU it would depend on timing.
+//
+// Host waits are counted as the CUDA device counts them (runtime/internal/host_waits.h:
+// every memcpy(), a synchronize() or Event::wait() only when the work was unfinished at
+// the first query): the queued work runs at the query, so those never count, and a test
+// that a step never waits on the host passes here without showing it.
 #pragma once
 
 #include <memory>
@@ -19,5 +29,15 @@ namespace zdp::testing {
 // Allocations are 256-byte aligned, as cudaMalloc's are; under ASan the rounding slack past
 // the requested bytes is poisoned (a read past a buffer is reported, as on the CPU device).
 std::unique_ptr<Device> create_emulated_gpu_device();
+
+// What runs first when the host waits for a stream (synchronize(), an event). kLatest:
+// that stream's work alone (and what its queued waits need): the other streams' work waits
+// as long as it can, so a stream that reads another's results without waiting for them
+// reads old bytes. kOthersFirst: every other stream's queued work first, as far as its own
+// waits let it: work a GPU could run early runs early, so a stream that writes what
+// another has yet to read (or reads what it has yet to write) without a wait is overtaken.
+// kAlternate (the default): the two by turns, wait by wait, so one test run tries both.
+enum class StreamOrder { kLatest, kOthersFirst, kAlternate };
+void set_stream_order(StreamOrder order);
 
 }  // namespace zdp::testing

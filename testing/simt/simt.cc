@@ -330,20 +330,26 @@ bool register_shared(void* variable, size_t bytes) {
   return true;
 }
 
-void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
-  ++g_launches;
-  g_fault.clear();
+bool launch_configuration_ok(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
   const int64_t threads = int64_t{block.x} * block.y * block.z;
   if (threads < 1 || threads > kMaxThreads || grid.x < 1 || grid.y < 1 || grid.z < 1) {
     g_last_error = cudaErrorInvalidConfiguration;
-    return;
+    return false;
   }
   const auto allowed = g_max_dynamic_shared.find(kernel);
   const size_t limit = allowed == g_max_dynamic_shared.end() ? kDefaultSharedBytes : static_cast<size_t>(allowed->second);
   if (dynamic_shared_bytes > limit) {
     g_last_error = cudaErrorInvalidValue;  // what CUDA says to a launch past the kernel's allowance
-    return;
+    return false;
   }
+  return true;
+}
+
+void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
+  ++g_launches;
+  g_fault.clear();
+  if (!launch_configuration_ok(kernel, grid, block, dynamic_shared_bytes)) return;
+  const int64_t threads = int64_t{block.x} * block.y * block.z;
   while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.push_back(std::make_unique<FiberStack>());
   g_dynamic_shared.reset(static_cast<unsigned char*>(::operator new[](dynamic_shared_bytes + 16, std::align_val_t{16})));
   g_dynamic_shared_bytes = dynamic_shared_bytes;
@@ -400,13 +406,22 @@ cudaError_t get_last_error() {
   return e;
 }
 
-cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
-  if (bytes > 0) std::memmove(dst, src, bytes);
+// The launchers copy and fill device memory only (device to device).
+cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  submit(stream, [=] {
+    std::memmove(dst, src, bytes);
+    return std::string();
+  });
   return cudaSuccess;
 }
 
-cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t) {
-  if (bytes > 0) std::memset(dst, value, bytes);
+cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  submit(stream, [=] {
+    std::memset(dst, value, bytes);
+    return std::string();
+  });
   return cudaSuccess;
 }
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -56,14 +57,49 @@ bool register_shared(void* variable, size_t bytes);
 // cudaGetLastError and nothing runs.
 void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body);
 
+// What went wrong inside the last launch that ran (a deadlock, a shuffle of an exited
+// lane), or "".
+std::string last_launch_fault();
+
+// Whether a launch of `kernel` with this configuration is valid; if not, the launch error
+// is recorded for cudaGetLastError at once, as CUDA reports it at the launch.
+bool launch_configuration_ok(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes);
+
+// A stream of the emulated CUDA device (testing/simt/emulated_gpu_device.h) as the launchers
+// see it: that device's cudaStream_t handles point at one of these. Work given to it (a
+// launch, an async copy, a cuBLASLt matmul) is queued and runs when the host waits for it
+// or another stream's queued work does (after a cudaStreamWaitEvent). `work` returns "" or
+// why it failed (a faulted kernel): the stream then fails, as a CUDA stream after a fault.
+class StreamQueue {
+ public:
+  virtual void submit(std::function<std::string()> work) = 0;
+
+ protected:
+  ~StreamQueue() = default;
+};
+// Runs `work` at once on the null stream (the kernel tests'), else queues it on `stream`.
+inline void submit(cudaStream_t stream, std::function<std::string()> work) {
+  if (stream == nullptr) {
+    (void)work();
+    return;
+  }
+  reinterpret_cast<StreamQueue*>(stream)->submit(std::move(work));
+}
+
 template <typename... P, typename... A>
-void launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t, void (*kernel)(P...), A&&... args) {
-  // The arguments as the kernel's parameter types, once; every thread gets its own copy,
-  // as on the GPU (a kernel may change its by-value parameters).
-  const std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
-  run_grid(reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, [&] {
-    std::tuple<std::decay_t<P>...> mine = params;
-    std::apply(kernel, mine);
+void launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t stream, void (*kernel)(P...), A&&... args) {
+  const void* id = reinterpret_cast<const void*>(kernel);
+  if (!launch_configuration_ok(id, grid, block, dynamic_shared_bytes)) return;
+  // The arguments as the kernel's parameter types, taken now (a launch copies them); every
+  // thread gets its own copy when the grid runs, as on the GPU (a kernel may change its
+  // by-value parameters).
+  auto params = std::make_shared<const std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
+  submit(stream, [=] {
+    run_grid(id, grid, block, dynamic_shared_bytes, [&] {
+      std::tuple<std::decay_t<P>...> mine = *params;
+      std::apply(kernel, mine);
+    });
+    return last_launch_fault();
   });
 }
 
@@ -76,7 +112,7 @@ cudaError_t func_set_attribute(F* kernel, cudaFuncAttribute attribute, int value
   return func_set_attribute(reinterpret_cast<const void*>(kernel), attribute, value);
 }
 cudaError_t get_last_error();
-// Stream-ordered copies and fills: launches run at once, so these do too.
+// Stream-ordered copies and fills: at once on the null stream, else queued (submit()).
 cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
 // The names and texts of the errors the emulation reports (the CUDA runtime's own are in
@@ -97,8 +133,6 @@ void set_schedule(Schedule schedule);
 // 227 KiB by default), so that a test can make a kernel take its other path.
 void set_shared_memory_optin(int bytes);
 int shared_memory_optin();
-// What went wrong inside the last launch (a deadlock, a shuffle of an exited lane), or "".
-std::string last_launch_fault();
 // Launches since the process started (the kAlternate schedule's parity).
 int64_t launches();
 
