@@ -11,8 +11,8 @@
 #   -R REGEX       only the tests whose names match (ctest -R), e.g. a flaky one
 #   --no-build     reuse the existing build directory
 #   --target NAME  build only NAME (with what it needs) instead of everything, e.g.
-#                  simt_emulation_test with -R '^simt/': zdp's CUDA kernels run by the SIMT
-#                  emulation under ASan + UBSan (what scripts/test.sh runs)
+#                  simt_tests with -R '^simt/': zdp's CUDA kernels and the GPU path above
+#                  them run by the SIMT emulation under ASan + UBSan (what scripts/test.sh runs)
 #   --             everything after it goes to ctest as is
 # Environment: BUILD_DIR (default build-<mode>), JOBS (default nproc), CC / CXX (default
 # gcc / g++; clang works too). Any report fails the test that made it: UBSan does not

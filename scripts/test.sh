@@ -39,14 +39,16 @@ if grep -q "define ZDP_HAVE_CUDA 1" "$build_dir/core/include/zdp/build_config.h"
   cmake --build "$nocuda_dir" -j "$(nproc)" --target kernels_no_cuda_test
   "$nocuda_dir/tests/kernels_no_cuda_test" --gtest_brief=1
 fi
-# zdp's CUDA kernels run by the SIMT emulation again, built with ASan + UBSan
-# (scripts/sanitize.sh --target): a kernel's read past a buffer that its own mask hides,
-# which neither a GPU nor the plain emulation reports, fails here, and so does undefined
-# behaviour in its index arithmetic. Wherever CUDA's headers are (the emulation was built
-# above). About 4 minutes on 2 cores without a compiler cache, most of it the build.
+# zdp's CUDA kernels and the GPU path above them run by the SIMT emulation again, built
+# with ASan + UBSan (scripts/sanitize.sh --target simt_tests: both emulation binaries): a
+# kernel's read past a buffer that its own mask hides, which neither a GPU nor the plain
+# emulation reports, fails here, and so do undefined behaviour in its index arithmetic and
+# queued GPU work that outlives the memory it uses. Wherever CUDA's headers are (the
+# emulation was built above). About 6 minutes on 2 cores without a compiler cache, most of
+# it the build.
 if [ -x "$build_dir/tests/simt_emulation_test" ]; then
   simt_start=$SECONDS
-  BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target simt_emulation_test -R '^simt/'
+  BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target simt_tests -R '^simt/'
   echo "test.sh: the SIMT emulation under ASan + UBSan (build and run) took $((SECONDS - simt_start)) s"
 fi
 bash tests/install/check_embed.sh "$build_dir"

@@ -10,10 +10,8 @@
 #include <vector>
 
 #include "kernels/common.h"
+#include "testing/test_cuda_device.h"
 #include "zdp/device.h"
-#if defined(ZDP_SIMT_EMULATION)
-#include "testing/simt/emulated_gpu_device.h"
-#endif
 
 namespace zdp::testing {
 
@@ -54,16 +52,6 @@ struct GpuFixture {
     ASSERT_TRUE(st.ok()) << st.to_string();
   }
 };
-
-// The CUDA device a model test runs on: the GPU, or under the SIMT emulation the emulated
-// one (kind() kCuda, so the code under test takes its GPU path; testing/simt/).
-inline StatusOr<std::unique_ptr<Device>> test_cuda_device() {
-#if defined(ZDP_SIMT_EMULATION)
-  return create_emulated_gpu_device();
-#else
-  return create_cuda_device(0);
-#endif
-}
 
 // A device copy of a host vector, `pad` elements past the start of its allocation (pad 1
 // makes every pointer misaligned for 16-byte loads, exercising the scalar paths).

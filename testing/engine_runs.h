@@ -16,6 +16,7 @@
 
 #include "runtime/internal/host_waits.h"
 #include "testing/fork_ranks.h"
+#include "testing/test_cuda_device.h"
 #include "testing/tiny_mlp.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
@@ -33,7 +34,7 @@ inline StatusOr<Context> make_test_context(int rank, int world, Store& store, in
                                            const Config& config = {}, bool cuda = false) {
   std::unique_ptr<Device> device;
   if (cuda) {
-    ZDP_ASSIGN_OR_RETURN(device, create_cuda_device(0));
+    ZDP_ASSIGN_OR_RETURN(device, test_cuda_device());
   } else {
     device = create_cpu_device();
   }

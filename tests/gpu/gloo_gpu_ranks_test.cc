@@ -19,6 +19,7 @@
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
 #include "testing/gpu_probe.h"
+#include "testing/test_cuda_device.h"
 #include "zdp/comm.h"
 #include "zdp/device.h"
 
@@ -57,7 +58,7 @@ void expect_gpu_ranks_match_cpu_ranks(EngineRun run, const std::string& what) {
 class GlooGpuRanks : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::cuda_devices_without_init() == 0) GTEST_SKIP() << "no CUDA device";
+    if (!testing::test_cuda_device_without_init()) GTEST_SKIP() << "no CUDA device";
   }
 };
 
@@ -96,7 +97,7 @@ TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
 // engine's stage-3 gathers and evaluation's gather on the trainer's stream once did.
 TEST_F(GlooGpuRanks, CollectivesOnTwoStreamsRunInIssueOrder) {
   auto results = testing::fork_ranks(2, [](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, create_cuda_device(0));
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, testing::test_cuda_device());
     ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> first, device->create_stream("first"));
     ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> second, device->create_stream("second"));
     CommOptions options;
