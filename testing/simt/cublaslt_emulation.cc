@@ -1,45 +1,22 @@
 // cuBLASLt's matmul on the host: descriptors as plain structs behind cuBLASLt's opaque
-// handles, the documented conditions checked, the product in double (see the header).
+// handles, the documented conditions checked (cublaslt_contract.h), the product in double
+// (see the header).
 #include "testing/simt/cublaslt_emulation.h"
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <unordered_set>
-#include <utility>
+#include <string>
 #include <vector>
 
-#include "kernels/convert.h"
 #include "kernels/elementwise.h"  // gelu_tanh_grad
 #include "kernels/gemm.h"         // gelu_tanh
+#include "testing/simt/cublaslt_contract.h"
 
 namespace zdp_emu::lt {
 namespace {
 
 struct Handle {
   int magic = 0x4c74;
-};
-
-struct Layout {
-  cudaDataType type;
-  int64_t rows, cols, ld;
-  int32_t batch = 1;
-  int64_t stride = 0;  // elements between a batch's matrices
-  int32_t order = CUBLASLT_ORDER_COL;
-};
-
-struct Desc {
-  cublasComputeType_t compute;
-  cudaDataType_t scale;
-  int32_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N, trans_c = CUBLAS_OP_N;
-  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;
-  int32_t bias_type = -1;  // -1: D's
-  int64_t bias_batch_stride = 0;
-  void* aux = nullptr;
-  int64_t aux_ld = 0;
-  int64_t aux_batch_stride = 0;
 };
 
 struct Preference {
@@ -52,18 +29,7 @@ struct Preference {
 constexpr uint64_t kAlgoTag = 0x7a64702d656d75ull;  // "zdp-emu"
 enum AlgoSlot { kTag = 0, kAlignA, kAlignB, kAlignC, kAlignD, kAlignBias, kAlignAux, kEpilogue };
 
-thread_local std::string g_last_error;
 long long g_matmuls = 0;
-
-cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
-  g_last_error = why;
-  std::fprintf(stderr, "[cuBLASLt emulation] %s: %s\n", status_name(status), why.c_str());
-  return status;
-}
-cublasStatus_t ok() {
-  g_last_error.clear();
-  return CUBLAS_STATUS_SUCCESS;
-}
 
 template <typename T, typename H>
 T* from(H handle) {
@@ -77,181 +43,6 @@ bool read_attribute(const void* buf, size_t bytes, T* out) {
   return true;
 }
 
-size_t type_bytes(int32_t t) {
-  switch (t) {
-    case CUDA_R_32F: return 4;
-    case CUDA_R_16BF:
-    case CUDA_R_16F: return 2;
-    default: return 0;
-  }
-}
-const char* type_name(int32_t t) {
-  switch (t) {
-    case CUDA_R_32F: return "fp32";
-    case CUDA_R_16BF: return "bf16";
-    case CUDA_R_16F: return "fp16";
-    default: return "an unemulated type";
-  }
-}
-
-float load(int32_t type, const void* base, int64_t index) {
-  switch (type) {
-    case CUDA_R_16BF: return zdp::kernels::bf16_to_f32(static_cast<const uint16_t*>(base)[index]);
-    case CUDA_R_16F: return zdp::kernels::f16_to_f32(static_cast<const uint16_t*>(base)[index]);
-    default: return static_cast<const float*>(base)[index];
-  }
-}
-void store(int32_t type, void* base, int64_t index, float v) {
-  switch (type) {
-    case CUDA_R_16BF: static_cast<uint16_t*>(base)[index] = zdp::kernels::f32_to_bf16(v); break;
-    case CUDA_R_16F: static_cast<uint16_t*>(base)[index] = zdp::kernels::f32_to_f16(v); break;
-    default: static_cast<float*>(base)[index] = v;
-  }
-}
-
-uint64_t alignment_of(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  if (a == 0) return 1ull << 62;  // unset: no constraint seen
-  return a & (~a + 1);
-}
-// The least alignment among a batch's matrices (the base's and the stride's).
-uint64_t batch_alignment(const void* p, const Layout& l) {
-  uint64_t a = alignment_of(p);
-  if (l.batch > 1 && l.stride != 0) a = std::min(a, alignment_of(reinterpret_cast<const void*>(
-                                                        static_cast<uintptr_t>(l.stride) * type_bytes(l.type))));
-  return a;
-}
-
-bool has(uint32_t epilogue, uint32_t bits) { return (epilogue & bits) == bits; }
-bool reads_bias(uint32_t e) { return has(e, CUBLASLT_EPILOGUE_BIAS) && !has(e, CUBLASLT_EPILOGUE_DGELU); }
-bool writes_bgrad(uint32_t e) {
-  return e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA ||
-         e == CUBLASLT_EPILOGUE_BGRADB;
-}
-bool gelu_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-bool dgelu(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
-bool emulated_epilogue(uint32_t e) {
-  switch (e) {
-    case CUBLASLT_EPILOGUE_DEFAULT:
-    case CUBLASLT_EPILOGUE_BIAS:
-    case CUBLASLT_EPILOGUE_GELU:
-    case CUBLASLT_EPILOGUE_GELU_BIAS:
-    case CUBLASLT_EPILOGUE_GELU_AUX:
-    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
-    case CUBLASLT_EPILOGUE_DGELU:
-    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
-    case CUBLASLT_EPILOGUE_BGRADA:
-    case CUBLASLT_EPILOGUE_BGRADB: return true;
-    default: return false;
-  }
-}
-
-std::string dims(const Layout& l) {
-  return std::to_string(l.rows) + " x " + std::to_string(l.cols) + " (ld " + std::to_string(l.ld) + ", " +
-         type_name(l.type) + (l.batch > 1 ? ", batch " + std::to_string(l.batch) : std::string()) + ")";
-}
-
-// The element offsets (from the base, in elements) a layout covers, batch by batch.
-template <typename F>
-void for_each_element(const Layout& l, F f) {
-  for (int32_t bt = 0; bt < l.batch; ++bt) {
-    for (int64_t j = 0; j < l.cols; ++j) {
-      for (int64_t i = 0; i < l.rows; ++i) f(bt * l.stride + i + j * l.ld);
-    }
-  }
-}
-
-// Whether two matrices of a strided batch share an element (heads interleaved in one
-// buffer, a stride below a matrix's extent, do not: their columns alternate).
-bool batch_overlaps(const Layout& l) {
-  std::unordered_set<int64_t> seen;
-  bool overlap = false;
-  for_each_element(l, [&](int64_t off) { overlap = !seen.insert(off).second || overlap; });
-  return overlap;
-}
-
-// The conditions that hold whatever the pointers (checked by the heuristic and the matmul).
-cublasStatus_t check_shapes(const Desc& desc, const Layout& a, const Layout& b, const Layout& c, const Layout& d) {
-  const Layout* all[] = {&a, &b, &c, &d};
-  const char* names = "ABCD";
-  for (int i = 0; i < 4; ++i) {
-    const Layout& l = *all[i];
-    if (type_bytes(l.type) == 0) return fail(CUBLAS_STATUS_NOT_SUPPORTED, std::string(1, names[i]) + ": " + type_name(l.type));
-    if (l.order != CUBLASLT_ORDER_COL) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only column-major layouts are emulated");
-    if (l.ld < std::max<int64_t>(1, l.rows)) {
-      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(1, names[i]) + " " + dims(l) + ": ld < rows");
-    }
-    if (l.batch != d.batch) {
-      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(1, names[i]) + " " + dims(l) + ": batch count differs from D's");
-    }
-  }
-  const int64_t m = d.rows, n = d.cols;
-  const bool ta = desc.trans_a == CUBLAS_OP_T, tb = desc.trans_b == CUBLAS_OP_T;
-  const int64_t k = ta ? a.rows : a.cols;
-  if ((ta ? a.cols : a.rows) != m || (tb ? b.rows : b.cols) != n || (tb ? b.cols : b.rows) != k || c.rows != m ||
-      c.cols != n) {
-    return fail(CUBLAS_STATUS_INVALID_VALUE, std::string("layouts disagree with op(A) m x k, op(B) k x n, C = D m x n: A ") +
-                                                 dims(a) + (ta ? " transposed" : "") + ", B " + dims(b) +
-                                                 (tb ? " transposed" : "") + ", C " + dims(c) + ", D " + dims(d));
-  }
-  if (d.batch > 1 && batch_overlaps(d)) {
-    return fail(CUBLAS_STATUS_INVALID_VALUE, "D " + dims(d) + ": its batch stride " + std::to_string(d.stride) +
-                                                 " makes two of the batch's matrices share an element");
-  }
-  if (a.type != b.type) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "A and B of different types");
-  if (c.type != d.type) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "C and D of different types");
-  if (a.type == CUDA_R_32F && d.type != CUDA_R_32F) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "fp32 A and B need fp32 C and D");
-  if (desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a.type != CUDA_R_32F) {
-    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "TF32 compute with non-fp32 inputs");
-  }
-  if (desc.compute != CUBLAS_COMPUTE_32F && desc.compute != CUBLAS_COMPUTE_32F_FAST_TF32) {
-    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only fp32 accumulation is emulated");
-  }
-  if (desc.scale != CUDA_R_32F) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "only fp32 alpha and beta are emulated");
-  if (desc.trans_c != CUBLAS_OP_N) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "TRANSC must be CUBLAS_OP_N");
-  const uint32_t e = desc.epilogue;
-  if (!emulated_epilogue(e)) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue " + std::to_string(e) + " is not emulated");
-  if ((reads_bias(e) || writes_bgrad(e)) && desc.bias_type != -1 && desc.bias_type != d.type) {
-    return fail(CUBLAS_STATUS_NOT_SUPPORTED, std::string("bias of type ") + type_name(desc.bias_type) + " with D of " +
-                                                 type_name(d.type) + " (cublasLt.h: the bias is D's type)");
-  }
-  if (gelu_aux(e) || dgelu(e)) {
-    if (desc.aux_ld % 8 != 0 || desc.aux_ld < m) {
-      return fail(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD " + std::to_string(desc.aux_ld) +
-                                                   ": must be a multiple of 8 and >= m = " + std::to_string(m));
-    }
-  }
-  if (e != CUBLASLT_EPILOGUE_DEFAULT && d.batch > 1 && (desc.bias_batch_stride != 0 || desc.aux_batch_stride != 0)) {
-    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "batched epilogue vectors are not emulated");
-  }
-  return ok();
-}
-
-// The bytes from a layout's first element to past its last, [first, last).
-std::pair<uintptr_t, uintptr_t> extent(const void* p, const Layout& l) {
-  const auto base = reinterpret_cast<uintptr_t>(p);
-  const int64_t last = (l.batch - 1) * l.stride + (l.cols - 1) * l.ld + l.rows;  // elements past the end
-  const int64_t first = std::min<int64_t>(0, (l.batch - 1) * l.stride);         // a negative stride
-  return {base + first * type_bytes(l.type), base + last * type_bytes(l.type)};
-}
-
-// Whether any byte of `x`'s elements is a byte of `y`'s: exact, element by element, where
-// their extents overlap (two heads of one buffer interleave without sharing an element).
-bool share_memory(const void* x, const Layout& lx, const void* y, const Layout& ly) {
-  const auto ex = extent(x, lx), ey = extent(y, ly);
-  if (ex.second <= ey.first || ey.second <= ex.first) return false;
-  std::unordered_set<uintptr_t> bytes;
-  const size_t xb = type_bytes(lx.type), yb = type_bytes(ly.type);
-  for_each_element(lx, [&](int64_t off) {
-    for (size_t s = 0; s < xb; ++s) bytes.insert(reinterpret_cast<uintptr_t>(x) + off * xb + s);
-  });
-  bool shared = false;
-  for_each_element(ly, [&](int64_t off) {
-    for (size_t s = 0; s < yb && !shared; ++s) shared = bytes.count(reinterpret_cast<uintptr_t>(y) + off * yb + s) > 0;
-  });
-  return shared;
-}
-
 // How a set-attribute call ends: an attribute the emulation does not know, a buffer of
 // another size than the attribute's, or done.
 cublasStatus_t attribute_outcome(const char* kind, int attribute, bool known, bool read, size_t bytes) {
@@ -263,17 +54,26 @@ cublasStatus_t attribute_outcome(const char* kind, int attribute, bool known, bo
   return ok();
 }
 
-}  // namespace
-
-cublasStatus_t create(cublasLtHandle_t* handle) {
-  if (handle == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate: null handle pointer");
-  *handle = reinterpret_cast<cublasLtHandle_t>(new Handle());
+// A descriptor's or handle's creation and destruction: `object` behind cuBLASLt's opaque
+// type. Destruction leaves last_error() as it is: the failure a test asks about.
+template <typename H, typename T>
+cublasStatus_t hand_out(H* out, T* object, const char* call) {
+  if (out == nullptr) {
+    delete object;
+    return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": null pointer");
+  }
+  *out = reinterpret_cast<H>(object);
   return ok();
 }
-cublasStatus_t destroy(cublasLtHandle_t handle) {
-  delete from<Handle>(handle);
-  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
+template <typename T, typename H>
+cublasStatus_t take_back(H handle) {
+  delete from<T>(handle);
+  return CUBLAS_STATUS_SUCCESS;
 }
+}  // namespace
+
+cublasStatus_t create(cublasLtHandle_t* handle) { return hand_out(handle, new Handle(), "cublasLtCreate"); }
+cublasStatus_t destroy(cublasLtHandle_t handle) { return take_back<Handle>(handle); }
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {
@@ -289,17 +89,12 @@ const char* status_string(cublasStatus_t status) {
 }
 
 cublasStatus_t matmul_desc_create(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
-  if (desc == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate: null pointer");
   auto* d = new Desc();
   d->compute = compute;
   d->scale = scale;
-  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
-  return ok();
+  return hand_out(desc, d, "cublasLtMatmulDescCreate");
 }
-cublasStatus_t matmul_desc_destroy(cublasLtMatmulDesc_t desc) {
-  delete from<Desc>(desc);
-  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
-}
+cublasStatus_t matmul_desc_destroy(cublasLtMatmulDesc_t desc) { return take_back<Desc>(desc); }
 
 cublasStatus_t matmul_desc_set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                                          const void* buf, size_t bytes) {
@@ -323,15 +118,10 @@ cublasStatus_t matmul_desc_set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatm
 
 cublasStatus_t matrix_layout_create(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
                                     int64_t ld) {
-  if (layout == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: null pointer");
-  auto* l = new Layout{type, static_cast<int64_t>(rows), static_cast<int64_t>(cols), ld};
-  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
-  return ok();
+  return hand_out(layout, new Layout{type, static_cast<int64_t>(rows), static_cast<int64_t>(cols), ld},
+                  "cublasLtMatrixLayoutCreate");
 }
-cublasStatus_t matrix_layout_destroy(cublasLtMatrixLayout_t layout) {
-  delete from<Layout>(layout);
-  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
-}
+cublasStatus_t matrix_layout_destroy(cublasLtMatrixLayout_t layout) { return take_back<Layout>(layout); }
 cublasStatus_t matrix_layout_set_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attribute,
                                            const void* buf, size_t bytes) {
   Layout* l = from<Layout>(layout);
@@ -349,14 +139,9 @@ cublasStatus_t matrix_layout_set_attribute(cublasLtMatrixLayout_t layout, cublas
 }
 
 cublasStatus_t preference_create(cublasLtMatmulPreference_t* pref) {
-  if (pref == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: null pointer");
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference());
-  return ok();
+  return hand_out(pref, new Preference(), "cublasLtMatmulPreferenceCreate");
 }
-cublasStatus_t preference_destroy(cublasLtMatmulPreference_t pref) {
-  delete from<Preference>(pref);
-  return CUBLAS_STATUS_SUCCESS;  // last_error() stays the failure a test asks about
-}
+cublasStatus_t preference_destroy(cublasLtMatmulPreference_t pref) { return take_back<Preference>(pref); }
 cublasStatus_t preference_set_attribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
                                         const void* buf, size_t bytes) {
   Preference* p = from<Preference>(pref);
@@ -528,7 +313,6 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
   return ok();
 }
 
-std::string last_error() { return g_last_error; }
 long long matmuls() { return g_matmuls; }
 
 }  // namespace zdp_emu::lt
