@@ -111,8 +111,8 @@ void store(int32_t type, void* base, int64_t index, float v) {
 
 uint64_t alignment_of(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
-  if (a == 0) return 1ull << 62;  // unset: no constraint seen
-  return a & (~a + 1);
+  if (a == 0) return kMaxAlignment;  // unset: no constraint seen
+  return std::min<uint64_t>(a & (~a + 1), kMaxAlignment);
 }
 uint64_t batch_alignment(const void* p, const Layout& l) {
   uint64_t a = alignment_of(p);

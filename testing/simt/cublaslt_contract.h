@@ -41,7 +41,11 @@ const char* type_name(int32_t t);
 // Element `index` of a matrix of `type` at `base`, in fp32; a store rounds to nearest even.
 float load(int32_t type, const void* base, int64_t index);
 void store(int32_t type, void* base, int64_t index, float v);
-// The largest power of two dividing the address (a null pointer: no constraint seen).
+// The largest alignment a heuristic tells apart: the preference's minimum alignments
+// default to 256 bytes (cublasLt.h), the most any algorithm is promised.
+inline constexpr uint64_t kMaxAlignment = 256;
+// The largest power of two dividing the address, at most kMaxAlignment (a null pointer:
+// no constraint seen).
 uint64_t alignment_of(const void* p);
 // The least alignment among a batch's matrices (the base's and the stride's).
 uint64_t batch_alignment(const void* p, const Layout& l);

@@ -20,6 +20,7 @@
 #include "testing/fork_ranks.h"
 #include "testing/gpu_probe.h"
 #include "testing/temp_dir.h"
+#include "testing/test_cuda_device.h"
 #include "trainer/loop/train_loop.h"
 
 namespace zdp::trainer {
@@ -88,7 +89,7 @@ Outcome run(const Config& base, int world) {
 class DeterministicGpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::cuda_devices_without_init() == 0) GTEST_SKIP() << "no CUDA device";
+    if (!testing::test_cuda_device_without_init()) GTEST_SKIP() << "no CUDA device";
   }
 };
 
