@@ -256,6 +256,7 @@ T atomicMax(T* p, T v) {
 // the emulated GPU's cuDNN: none (testing/simt/emulated_gpu_device.cc), so attention runs
 // as the batched GEMMs and softmax kernels.
 #define make_cublaslt_gemm make_cublaslt_gemm_emu
+#define fused_attention_built fused_attention_built_emu
 // core/internal/cuda_check.h's inline helpers call the runtime's error texts, which
 // differ here (the emulation's): renamed, so that the linker cannot give the real
 // launchers' error messages the emulated copies of the helpers, or the other way round.
@@ -263,4 +264,3 @@ T atomicMax(T* p, T v) {
 #define cuda_error_status cuda_error_status_emu
 #define cublas_error_text cublas_error_text_emu
 #define cublas_error_status cublas_error_status_emu
-#define fused_attention_built fused_attention_built_emu

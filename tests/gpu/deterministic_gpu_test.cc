@@ -7,7 +7,8 @@
 // reduction, whatever K and the stage. (The CPU: dp_train_deterministic_test.)
 //
 // This binary holds only forking tests: the parent must never initialise CUDA (its
-// children could not use it), so the GPU is probed in a child (testing/gpu_probe.h).
+// children could not use it), so the GPU is probed in a child (testing/test_cuda_device.h,
+// testing/gpu_probe.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,7 +19,6 @@
 
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
-#include "testing/gpu_probe.h"
 #include "testing/temp_dir.h"
 #include "testing/test_cuda_device.h"
 #include "trainer/loop/train_loop.h"

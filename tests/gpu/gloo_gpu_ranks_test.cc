@@ -6,7 +6,8 @@
 // engine kernel gives the CPU's bits, so the masters must be equal bit for bit.
 //
 // This binary holds only forking tests: the parent must never initialise CUDA (its
-// children could not use it), so the GPU is probed in a child (testing/gpu_probe.h).
+// children could not use it), so the GPU is probed in a child (testing/test_cuda_device.h,
+// testing/gpu_probe.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +19,6 @@
 #include "testing/engine_comparisons.h"
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
-#include "testing/gpu_probe.h"
 #include "testing/test_cuda_device.h"
 #include "zdp/comm.h"
 #include "zdp/device.h"
