@@ -89,6 +89,40 @@ TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
   expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
 }
 
+// Compressed communication on GPU ranks: the gradient exchanged block-quantized (int8 with
+// error feedback, int4 without) and the parameters gathered in int8, the quantize and
+// dequantize kernels on the communication stream between Gloo's staging copies; also only
+// across "nodes" (zero.compress = "inter-node": 2 ranks as 2 nodes of 1, and as 1 node of
+// 2, where nothing is quantized). The kernels give the CPU's bits (quantize_gpu_test), so
+// every run must equal the same job on 2 CPU ranks bit for bit.
+TEST_F(GlooGpuRanks, QuantizedExchangesMatchTwoCpuRanks) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    EngineRun r;
+    r.options = testing::comparison_options(stage);
+    r.options.zero.reduce_quant = WireQuant::kInt8;
+    r.options.zero.gather_quant = WireQuant::kInt8;
+    r.steps = 6;
+    expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", int8 gradients and gathers");
+  }
+  EngineRun int4;
+  int4.options = testing::comparison_options(2);
+  int4.options.zero.reduce_quant = WireQuant::kInt4;
+  int4.options.zero.error_feedback = false;
+  int4.options.accum_steps = 2;
+  int4.options.zero.accumulate = GradAccumulation::kSharded;
+  int4.steps = 6;
+  expect_gpu_ranks_match_cpu_ranks(int4, "stage 2, int4 gradients without error feedback, sharded accumulation");
+  for (int local_world : {1, 2}) {
+    EngineRun inter;
+    inter.options = testing::comparison_options(2);
+    inter.options.zero.reduce_quant = WireQuant::kInt8;
+    inter.options.zero.compress = CompressScope::kInterNode;
+    inter.local_world = local_world;
+    inter.steps = 6;
+    expect_gpu_ranks_match_cpu_ranks(inter, "stage 2, int8 across nodes, " + std::to_string(local_world) + " rank(s) a node");
+  }
+}
+
 // Collectives issued on two streams run in issue order on every rank, whichever stream
 // reaches its collective first. Each rank holds up a different stream with a host task,
 // so rank 0's second collective is ready first and rank 1's first one is. Run where each
