@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,18 @@ Config gpt(DType dtype, int stage) {
   return c;
 }
 
-Outcome run(const Config& base, int world) {
-  testing::TempDir dir;
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The job on `world` ranks, its checkpoints under `dir`/ckpt (saved after the last step).
+Outcome run_in(const Config& base, int world, const std::string& dir) {
   Config config = base;
-  config.checkpoint.dir = dir.path() + "/ckpt";  // saved after the last step
-  const std::string printed = dir.path() + "/printed";
+  config.checkpoint.dir = dir + "/ckpt";
+  const std::string printed = dir + "/printed";
   auto results = testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
     ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config, /*cuda=*/true));
     std::FILE* quiet = std::fopen("/dev/null", "w");
@@ -86,6 +94,11 @@ Outcome run(const Config& base, int world) {
   return o;
 }
 
+Outcome run(const Config& base, int world) {
+  testing::TempDir dir;
+  return run_in(base, world, dir.path());
+}
+
 class DeterministicGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,6 +118,31 @@ TEST_F(DeterministicGpu, GptIsBitIdenticalAtOneAndTwoRanksAndEveryStage) {
       EXPECT_TRUE(two.optimizer == ref.optimizer) << what << ": optimizer.safetensors differs";
       EXPECT_EQ(two.printed, ref.printed) << what << ": the parameter hash or the losses differ";
     }
+  }
+}
+
+// Checkpoints on GPU ranks: saved from the device mid-run by one rank at stage 0, loaded
+// by two at stage 3 (sharded accumulation), the resumed run ends with the bytes of the
+// uninterrupted one (deterministic mode: the same bits at any K and stage).
+TEST_F(DeterministicGpu, AResumedRunOnOtherRanksAndStageEndsWithTheUninterruptedBytes) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    testing::TempDir full_dir;
+    Config full = gpt(dtype, 0);
+    full.checkpoint.every_steps = 3;
+    const Outcome ref = run_in(full, 1, full_dir.path());
+    Config resumed = gpt(dtype, 3);
+    resumed.zero.accumulate = GradAccumulation::kSharded;
+    resumed.checkpoint.resume = ResumeMode::kPath;
+    resumed.checkpoint.resume_path = full_dir.path() + "/ckpt/step-3";
+    const Outcome two = run(resumed, 2);
+    const std::string what = std::string(to_string(dtype)) + ", resumed at step 3 on 2 ranks, stage 3";
+    EXPECT_TRUE(two.model == ref.model) << what << ": model.safetensors differs";
+    EXPECT_TRUE(two.optimizer == ref.optimizer) << what << ": optimizer.safetensors differs";
+    // The parameter hash, then the losses: the resumed run trained steps 4-6 only (a run
+    // that ignored the checkpoint would train 6 steps and end with the same bytes too).
+    const std::vector<std::string> want = lines(ref.printed), got = lines(two.printed);
+    ASSERT_EQ(want.size(), 7u) << "the hash and 6 losses";
+    EXPECT_EQ(got, std::vector<std::string>({want[0], want[4], want[5], want[6]})) << what;
   }
 }
 
