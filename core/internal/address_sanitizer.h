@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ZDP_ADDRESS_SANITIZER 1
@@ -29,6 +30,16 @@ inline void poison_unused_bytes(const void* p, size_t bytes) {
   (void)p;
   (void)bytes;
 #endif
+}
+
+// `bytes` of host memory at `alignment` (a power of two), rounded up to a multiple of it
+// for aligned_alloc; the rounding slack is poisoned, so a read past `bytes` is reported as
+// it would be past a cudaMalloc's end. nullptr when the allocation fails; free() frees it.
+inline void* allocate_exact_bytes(size_t alignment, size_t bytes) {
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* ptr = std::aligned_alloc(alignment, rounded > 0 ? rounded : alignment);
+  if (ptr != nullptr) poison_unused_bytes(static_cast<char*>(ptr) + bytes, rounded - bytes);
+  return ptr;
 }
 
 }  // namespace zdp

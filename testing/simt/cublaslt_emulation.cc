@@ -15,21 +15,18 @@
 namespace zdp_emu::lt {
 namespace {
 
-struct Handle {
-  int magic = 0x4c74;
-};
+struct Handle {};
 
+// The minimum alignments the heuristic is told for A, B, C and D (cublasLt.h's default
+// 256 where unset); the workspace limit and reduction schemes change nothing here.
 struct Preference {
-  uint64_t workspace = 0;
-  uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: cublasLt.h's default
+  uint32_t align[4] = {256, 256, 256, 256};
 };
 
 // What an algorithm carries from the heuristic to the matmul: a tag, the alignments it may
 // assume (A, B, C, D, bias vector, aux) and the epilogue it was chosen for.
 constexpr uint64_t kAlgoTag = 0x7a64702d656d75ull;  // "zdp-emu"
 enum AlgoSlot { kTag = 0, kAlignA, kAlignB, kAlignC, kAlignD, kAlignBias, kAlignAux, kEpilogue };
-
-long long g_matmuls = 0;
 
 template <typename T, typename H>
 T* from(H handle) {
@@ -146,14 +143,15 @@ cublasStatus_t preference_set_attribute(cublasLtMatmulPreference_t pref, cublasL
                                         const void* buf, size_t bytes) {
   Preference* p = from<Preference>(pref);
   bool read = false, known = true;
-  uint32_t ignored = 0;
+  uint64_t workspace = 0;
+  uint32_t schemes = 0;
   switch (attribute) {
-    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: read = read_attribute(buf, bytes, &p->workspace); break;
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: read = read_attribute(buf, bytes, &workspace); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: read = read_attribute(buf, bytes, &p->align[0]); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: read = read_attribute(buf, bytes, &p->align[1]); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: read = read_attribute(buf, bytes, &p->align[2]); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: read = read_attribute(buf, bytes, &p->align[3]); break;
-    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: read = read_attribute(buf, bytes, &ignored); break;  // one order here
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: read = read_attribute(buf, bytes, &schemes); break;
     default: known = false;
   }
   return attribute_outcome("preference", attribute, known, read, bytes);
@@ -231,20 +229,21 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
                                                    std::to_string(algo->data[kAlignA + i]));
     }
   }
-  if (reads_bias(e) || writes_bgrad(e)) {
-    if (ds.bias == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs BIAS_POINTER");
-    if (alignment_of(ds.bias) < algo->data[kAlignBias]) {
-      return fail(CUBLAS_STATUS_INVALID_VALUE, "the bias vector is " + std::to_string(alignment_of(ds.bias)) +
+  // The epilogue's vectors: set where it uses them, as aligned as when the heuristic ran.
+  const struct {
+    bool used;
+    const void* ptr;
+    AlgoSlot slot;
+    const char* name;
+  } vectors[] = {{reads_bias(e) || writes_bgrad(e), ds.bias, kAlignBias, "BIAS_POINTER"},
+                 {gelu_aux(e) || dgelu(e), ds.aux, kAlignAux, "EPILOGUE_AUX_POINTER"}};
+  for (const auto& v : vectors) {
+    if (!v.used) continue;
+    if (v.ptr == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, std::string("the epilogue needs ") + v.name);
+    if (alignment_of(v.ptr) < algo->data[v.slot]) {
+      return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(v.name) + " is " + std::to_string(alignment_of(v.ptr)) +
                                                    "-byte aligned, the heuristic saw a pointer aligned to " +
-                                                   std::to_string(algo->data[kAlignBias]));
-    }
-  }
-  if (gelu_aux(e) || dgelu(e)) {
-    if (ds.aux == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "the epilogue needs EPILOGUE_AUX_POINTER");
-    if (alignment_of(ds.aux) < algo->data[kAlignAux]) {
-      return fail(CUBLAS_STATUS_INVALID_VALUE, "aux is " + std::to_string(alignment_of(ds.aux)) +
-                                                   "-byte aligned, the heuristic saw a pointer aligned to " +
-                                                   std::to_string(algo->data[kAlignAux]));
+                                                   std::to_string(algo->data[v.slot]));
     }
   }
   // D written while A, B or C is read: a GPU reads what another block already wrote.
@@ -307,12 +306,9 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
         for (size_t v = 0; v < bgrad.size(); ++v) store(vt, const_cast<void*>(ds.bias), static_cast<int64_t>(v), static_cast<float>(bgrad[v]));
       }
     }
-    ++g_matmuls;
     return std::string();
   });
   return ok();
 }
-
-long long matmuls() { return g_matmuls; }
 
 }  // namespace zdp_emu::lt

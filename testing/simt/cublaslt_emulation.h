@@ -59,8 +59,6 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
 
 // Why the last call of this thread failed ("" after a success): what a test asserts on.
 std::string last_error();
-// Matmuls run since the process started (a test sees that the GEMM ran here).
-long long matmuls();
 
 }  // namespace zdp_emu::lt
 

@@ -254,14 +254,12 @@ class EmulatedGpuDevice final : public Device {
 
  protected:
   StatusOr<void*> raw_allocate(int64_t bytes, MemSpace) override {
-    const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-    void* ptr = std::aligned_alloc(kAlignment, rounded > 0 ? rounded : kAlignment);
+    void* ptr = allocate_exact_bytes(kAlignment, static_cast<size_t>(bytes));
     if (ptr == nullptr) {
       return Status(StatusCode::kOutOfMemory, "emulated GPU: host allocation of " + format_bytes(bytes) + " failed");
     }
-    poison_unused_bytes(static_cast<char*>(ptr) + bytes, rounded - static_cast<size_t>(bytes));
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    allocations_[reinterpret_cast<uintptr_t>(ptr)] = rounded;
+    allocations_[reinterpret_cast<uintptr_t>(ptr)] = static_cast<size_t>(bytes);
     return ptr;
   }
   // cudaFree and cudaFreeHost wait for the whole device first; so does this.

@@ -345,10 +345,9 @@ bool launch_configuration_ok(const void* kernel, dim3 grid, dim3 block, size_t d
   return true;
 }
 
-void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
+void run_grid(dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
   ++g_launches;
   g_fault.clear();
-  if (!launch_configuration_ok(kernel, grid, block, dynamic_shared_bytes)) return;
   const int64_t threads = int64_t{block.x} * block.y * block.z;
   while (g_stacks.size() < static_cast<size_t>(threads)) g_stacks.push_back(std::make_unique<FiberStack>());
   g_dynamic_shared.reset(static_cast<unsigned char*>(::operator new[](dynamic_shared_bytes + 16, std::align_val_t{16})));

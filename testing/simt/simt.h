@@ -52,10 +52,9 @@ void* dynamic_shared();  // extern __shared__
 // before every block from the next one on. Returns true, for the static that calls it once.
 bool register_shared(void* variable, size_t bytes);
 
-// Runs `body` on every thread of every block, blocks one after another. A launch error
-// (CUDA's cudaErrorInvalidConfiguration or cudaErrorInvalidValue) is recorded for
-// cudaGetLastError and nothing runs.
-void run_grid(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body);
+// Runs `body` on every thread of every block, blocks one after another. REQUIRES:
+// launch_configuration_ok() for the launch (launch() checks it when the launch is queued).
+void run_grid(dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body);
 
 // What went wrong inside the last launch that ran (a deadlock, a shuffle of an exited
 // lane), or "".
@@ -95,7 +94,7 @@ void launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t str
   // by-value parameters).
   auto params = std::make_shared<const std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
   submit(stream, [=] {
-    run_grid(id, grid, block, dynamic_shared_bytes, [&] {
+    run_grid(grid, block, dynamic_shared_bytes, [&] {
       std::tuple<std::decay_t<P>...> mine = *params;
       std::apply(kernel, mine);
     });

@@ -16,6 +16,7 @@ namespace {
 struct Call {
   int64_t m = 8, n = 8, k = 8;
   int64_t a_ld = 8;
+  int64_t b_rows = 8;  // B is k x n: anything else disagrees with A's k
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   int64_t aux_ld = 8;
   uint32_t told_alignment = 16;  // what the heuristic is told about every matrix
@@ -43,7 +44,7 @@ struct Call {
     EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
               CUBLAS_STATUS_SUCCESS);
     EXPECT_EQ(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, a_ld), CUBLAS_STATUS_SUCCESS);
-    EXPECT_EQ(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, b_rows, n, b_rows), CUBLAS_STATUS_SUCCESS);
     EXPECT_EQ(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m), CUBLAS_STATUS_SUCCESS);
     EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -122,6 +123,10 @@ TEST(CublasLtEmulation, LayoutsThatDisagreeWithTheShapeOrLdBelowRowsAreErrors) {
   short_ld.a_ld = 7;
   EXPECT_EQ(short_ld.run(), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_NE(zdp_emu::lt::last_error().find("ld < rows"), std::string::npos) << zdp_emu::lt::last_error();
+  Call other_k;
+  other_k.b_rows = 9;  // op(B) 9 x 8 against op(A)'s k = 8
+  EXPECT_EQ(other_k.run(), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_NE(zdp_emu::lt::last_error().find("layouts disagree"), std::string::npos) << zdp_emu::lt::last_error();
 }
 
 }  // namespace

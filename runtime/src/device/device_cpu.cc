@@ -265,15 +265,13 @@ class CpuDevice final : public Device {
   }
 
  protected:
+  // The rounding is the allocator's, not the caller's: a read past `bytes` is a bug (on a
+  // GPU, past a cudaMalloc's end), so the sanitizer runs report it (allocate_exact_bytes).
   StatusOr<void*> raw_allocate(int64_t bytes, MemSpace) override {
-    const size_t rounded = (static_cast<size_t>(bytes) + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
+    void* ptr = allocate_exact_bytes(kCpuAlignment, static_cast<size_t>(bytes));
     if (ptr == nullptr) {
       return Status(StatusCode::kOutOfMemory, "host allocation of " + format_bytes(bytes) + " failed");
     }
-    // The rounding is the allocator's, not the caller's: a read past `bytes` is a bug
-    // (on a GPU, past a cudaMalloc's end), so the sanitizer runs report it.
-    poison_unused_bytes(static_cast<char*>(ptr) + bytes, rounded - static_cast<size_t>(bytes));
     return ptr;
   }
   void raw_free(void* ptr, MemSpace) override { std::free(ptr); }
