@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/internal/address_sanitizer.h"
-#include "kernels/fused_attention.h"
 #include "runtime/internal/host_waits.h"
 #include "zdp/dtype.h"  // format_bytes
 
@@ -33,6 +32,9 @@ std::vector<std::weak_ptr<Queue>> g_queues;
 StreamOrder g_order = StreamOrder::kAlternate;
 int64_t g_host_waits = 0;  // waits from the host, for kAlternate's parity
 int g_depth = 0;           // > 0 while queued work runs (a wait inside it is no host wait)
+// Every live allocation of every emulated device, start -> bytes (device and pinned memory:
+// what a kernel may touch; see in_emulated_allocation).
+std::map<uintptr_t, size_t> g_allocations;
 
 // One stream's queue: its work in order, run only when something waits for it (the host,
 // or another stream's queued wait), so that work nobody waited for has not happened yet:
@@ -241,16 +243,9 @@ class EmulatedGpuDevice final : public Device {
     if (bytes > 0) std::memmove(dst, src, bytes);
     return Status::Ok();
   }
-  // Whether `p` lies in an allocation of this device (device or pinned memory), else it is
-  // pageable host memory, which an async copy stages or waits for (memcpy_async).
-  bool owns(const void* p) const {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    auto it = allocations_.upper_bound(a);
-    if (it == allocations_.begin()) return false;
-    --it;
-    return a < it->first + it->second;
-  }
+  // Whether `p` lies in an allocation of an emulated device (device or pinned memory), else
+  // it is pageable host memory, which an async copy stages or waits for (memcpy_async).
+  bool owns(const void* p) const { return in_emulated_allocation(p, 1); }
 
  protected:
   StatusOr<void*> raw_allocate(int64_t bytes, MemSpace) override {
@@ -259,14 +254,14 @@ class EmulatedGpuDevice final : public Device {
       return Status(StatusCode::kOutOfMemory, "emulated GPU: host allocation of " + format_bytes(bytes) + " failed");
     }
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    allocations_[reinterpret_cast<uintptr_t>(ptr)] = static_cast<size_t>(bytes);
+    g_allocations[reinterpret_cast<uintptr_t>(ptr)] = static_cast<size_t>(bytes);
     return ptr;
   }
   // cudaFree and cudaFreeHost wait for the whole device first; so does this.
   void raw_free(void* ptr, MemSpace) override {
     finish_all();
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    allocations_.erase(reinterpret_cast<uintptr_t>(ptr));
+    g_allocations.erase(reinterpret_cast<uintptr_t>(ptr));
     std::free(ptr);
   }
 
@@ -283,8 +278,6 @@ class EmulatedGpuDevice final : public Device {
       }
     }
   }
-
-  std::map<uintptr_t, size_t> allocations_;  // start -> bytes
 };
 
 EmulatedStream::EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<Queue> queue)
@@ -316,6 +309,15 @@ Status EmulatedStream::memcpy_async(void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
+bool in_emulated_allocation(const void* p, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocations.upper_bound(a);
+  if (it == g_allocations.begin()) return false;
+  --it;
+  return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
 void set_stream_order(StreamOrder order) {
   std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
   g_order = order;
@@ -324,11 +326,3 @@ void set_stream_order(StreamOrder order) {
 std::unique_ptr<Device> create_emulated_gpu_device() { return std::make_unique<EmulatedGpuDevice>(); }
 
 }  // namespace zdp::testing
-
-namespace zdp::kernels {
-
-// The emulated GPU has no cuDNN (simt.h renames the query for the emulated sources): its
-// attention runs as the batched GEMMs and the softmax kernels, which the emulation runs.
-bool fused_attention_built() { return false; }
-
-}  // namespace zdp::kernels

@@ -20,6 +20,7 @@
 // that a step never waits on the host passes here without showing it.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "zdp/device.h"
@@ -29,6 +30,11 @@ namespace zdp::testing {
 // Allocations are 256-byte aligned, as cudaMalloc's are; under ASan the rounding slack past
 // the requested bytes is poisoned (a read past a buffer is reported, as on the CPU device).
 std::unique_ptr<Device> create_emulated_gpu_device();
+
+// Whether [p, p + bytes) lies inside one live allocation of an emulated device (device or
+// pinned memory: what its kernels and libraries may touch). Pageable host memory, a freed
+// buffer and a range running past its allocation's end are not.
+bool in_emulated_allocation(const void* p, size_t bytes);
 
 // What runs first when the host waits for a stream (synchronize(), an event). kLatest:
 // that stream's work alone (and what its queued waits need): the other streams' work waits

@@ -252,10 +252,10 @@ T atomicMax(T* p, T v) {
 #define dequant_sum_cuda dequant_sum_emu
 #define dequantize_cuda dequantize_emu
 // The cuBLASLt wrapper, compiled against the emulated cuBLASLt (cublaslt_emulation.h), and
-// the emulated GPU's cuDNN: none (testing/simt/emulated_gpu_device.cc), so attention runs
-// as the batched GEMMs and softmax kernels.
+// the emulated GPU's cuDNN fused attention (cudnn_attention_emulation.h).
 #define make_cublaslt_gemm make_cublaslt_gemm_emu
 #define fused_attention_built fused_attention_built_emu
+#define make_cudnn_attention make_cudnn_attention_emu
 // core/internal/cuda_check.h's inline helpers call the runtime's error texts, which
 // differ here (the emulation's): renamed, so that the linker cannot give the real
 // launchers' error messages the emulated copies of the helpers, or the other way round.

@@ -27,6 +27,7 @@
 
 #include "kernels/fused_attention.h"
 #include "testing/device_arrays.h"
+#include "testing/test_cuda_device.h"
 #include "testing/tolerance.h"
 #include "trainer/models/attention.h"
 
@@ -150,7 +151,12 @@ class FusedAttentionGpu : public ::testing::Test {
   void SetUp() override {
     ZDP_SKIP_WITHOUT_GPU();
     if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
-    ASSERT_TRUE(gpu_.init());
+    StatusOr<std::unique_ptr<Device>> device = testing::test_cuda_device();
+    ASSERT_TRUE(device.ok()) << device.status().to_string();
+    gpu_ = std::move(device).value();
+    StatusOr<std::unique_ptr<Stream>> stream = gpu_->create_stream("fused attention test");
+    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    stream_ = std::move(stream).value();
     // No libcudnn on this machine (it is loaded at run time): skip, saying so.
     StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
     if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
@@ -159,10 +165,11 @@ class FusedAttentionGpu : public ::testing::Test {
   }
   std::unique_ptr<Ops> ops(Device& device, DType dtype, AttentionImpl impl, bool deterministic = false) {
     std::unique_ptr<Ops> o = Ops::create(device, dtype, deterministic, impl).value();
-    if (device.kind() == DeviceKind::kCuda) o->set_stream(*gpu_.stream);
+    if (device.kind() == DeviceKind::kCuda) o->set_stream(*stream_);
     return o;
   }
-  testing::GpuFixture gpu_;
+  std::unique_ptr<Device> gpu_;  // the GPU, or the emulated one (testing/test_cuda_device.h)
+  std::unique_ptr<Stream> stream_;
   std::unique_ptr<Device> cpu_;
 };
 
@@ -176,13 +183,13 @@ TEST_F(FusedAttentionGpu, MatchesTheCpuReferenceAndTheBatchedPath) {
 
     std::unique_ptr<Ops> cpu = ops(*cpu_, DType::kF32, AttentionImpl::kAuto);
     const Result ref = run<float>(*cpu, nullptr, s, qkv, dy, false);
-    std::unique_ptr<Ops> batched = ops(*gpu_.device, DType::kBF16, AttentionImpl::kBatched);
+    std::unique_ptr<Ops> batched = ops(*gpu_, DType::kBF16, AttentionImpl::kBatched);
     ASSERT_FALSE(batched->use_fused_attention(fused_shape(s, DType::kBF16)).value());
-    const Result gb = run<Bf16>(*batched, gpu_.stream.get(), s, qkv, dy, false);
-    std::unique_ptr<Ops> fused = ops(*gpu_.device, DType::kBF16, AttentionImpl::kFused);
+    const Result gb = run<Bf16>(*batched, stream_.get(), s, qkv, dy, false);
+    std::unique_ptr<Ops> fused = ops(*gpu_, DType::kBF16, AttentionImpl::kFused);
     const StatusOr<bool> use = fused->use_fused_attention(fused_shape(s, DType::kBF16));
     ASSERT_TRUE(use.ok() && *use) << where << ": " << use.status().to_string();
-    const Result gf = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
+    const Result gf = run<Bf16>(*fused, stream_.get(), s, qkv, dy, true);
 
     EXPECT_LE(relative_error(gb.y, ref.y), kRelative) << where << ": batched y";
     EXPECT_LE(relative_error(gf.y, ref.y), kRelative) << where << ": fused y";
@@ -210,10 +217,10 @@ TEST_F(FusedAttentionGpu, DeterministicBackwardMatchesTheReferenceAndRepeatsItsB
   const std::vector<float> qkv = bf16_random(static_cast<size_t>(n * 3 * d), 2.0f, 5), dy = bf16_random(static_cast<size_t>(n * d), 1.0f, 6);
   std::unique_ptr<Ops> cpu = ops(*cpu_, DType::kF32, AttentionImpl::kAuto);
   const Result ref = run<float>(*cpu, nullptr, s, qkv, dy, false);
-  std::unique_ptr<Ops> fused = ops(*gpu_.device, DType::kBF16, AttentionImpl::kFused, true);
+  std::unique_ptr<Ops> fused = ops(*gpu_, DType::kBF16, AttentionImpl::kFused, true);
   ASSERT_TRUE(fused->use_fused_attention(fused_shape(s, DType::kBF16)).value());
-  const Result a = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
-  const Result b = run<Bf16>(*fused, gpu_.stream.get(), s, qkv, dy, true);
+  const Result a = run<Bf16>(*fused, stream_.get(), s, qkv, dy, true);
+  const Result b = run<Bf16>(*fused, stream_.get(), s, qkv, dy, true);
   EXPECT_LE(relative_error(a.y, ref.y), kRelative) << "deterministic fused y";
   const char* names[] = {"dq", "dk", "dv"};
   for (int w = 0; w < 3; ++w) {
@@ -226,8 +233,8 @@ TEST_F(FusedAttentionGpu, DeterministicBackwardMatchesTheReferenceAndRepeatsItsB
 // fp32 cannot run fused: "auto" takes the batched path, "fused" is refused naming why.
 TEST_F(FusedAttentionGpu, Fp32IsRefusedOrFallsBack) {
   const AttentionShape s{2, 64, 3, 64};
-  EXPECT_FALSE(ops(*gpu_.device, DType::kF32, AttentionImpl::kAuto)->use_fused_attention(fused_shape(s, DType::kF32)).value());
-  const StatusOr<bool> refused = ops(*gpu_.device, DType::kF32, AttentionImpl::kFused)->use_fused_attention(fused_shape(s, DType::kF32));
+  EXPECT_FALSE(ops(*gpu_, DType::kF32, AttentionImpl::kAuto)->use_fused_attention(fused_shape(s, DType::kF32)).value());
+  const StatusOr<bool> refused = ops(*gpu_, DType::kF32, AttentionImpl::kFused)->use_fused_attention(fused_shape(s, DType::kF32));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("model.dtype is \"fp32\""), std::string::npos) << refused.status().to_string();
 }
