@@ -44,10 +44,10 @@ using namespace std::chrono_literals;
 // Small but with no dimension a multiple of a warp: tails everywhere. Micro-batch 3 <
 // heads 4: attention's GEMMs batch over the heads, one call per sample; the second test
 // swaps that (micro-batch 5 > heads 2: batched over the samples, one call per head).
-// The bf16 test's qkv weights, 8 x the initialisation's: scores of order 1 (measured: the
-// largest difference 0.9% with it, and 2.5% -- under the bound -- for a model whose blocks
-// all read the first block's log-sum-exp at 1 x, where every block's probabilities are
-// nearly uniform; 8 x fails that model).
+// The bf16 test's qkv weights, 8 x the initialisation's: scores of order 1. At 1 x every
+// block's probabilities are nearly uniform and alike, and a model whose blocks all read the
+// first block's log-sum-exp passed (2.3%, under the bound); at 8 x it is off by 12.6 (the
+// emulated GPU; correct: 1.3-1.4%).
 constexpr float kSharpScores = 8;
 constexpr double kBf16Relative = 4e-2;  // bf16 against fp32, normwise: about 10 u (u = 2^-8)
 
@@ -273,7 +273,8 @@ TEST(GptGpu, Bf16WithFusedAndBatchedAttentionFollowsTheFp32Cpu) {
     const StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
     if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
   }
-  Config config = gpt_config(3, 2);  // head dim 24: a multiple of 8, as cuDNN's fused attention needs
+  Config config = gpt_config(3, 2);
+  config.model.d_model = 64;  // head dim 32: one cuDNN ran in fused_attention_gpu_test on the H200
   config.model.dtype = DType::kBF16;
   BothSides fused, batched;
   config.model.attention = AttentionImpl::kFused;
