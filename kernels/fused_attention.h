@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/common.h"
 
@@ -79,6 +80,28 @@ class FusedAttention {
   virtual Status backward(const FusedAttentionBackwardArgs& a, void* workspace, int64_t workspace_bytes,
                           cudaStream_t stream) = 0;
 };
+
+// One of cuDNN's execution plans for a fused-attention graph, timed
+// (time_cudnn_attention_plans).
+struct AttentionPlanTime {
+  bool backward = false;
+  int64_t index = 0;       // in the graph's list of plans
+  std::string name;        // cuDNN's engine and knobs
+  bool heuristic = false;  // the plan FusedAttention runs: the heuristics' first that builds
+  double ms = -1;          // mean per call; -1 where it did not run (`why`)
+  std::string why;
+};
+
+// A tuning aid (bench/fused_attention_gpu_bench): every plan cuDNN builds for the forward
+// and the backward graph of the arguments' shape (the heuristics' lists, mode A then
+// fallback, every one that builds), each run once and then `iters` times on `stream`, timed
+// with CUDA events. Writes the arguments' outputs. A plan that needs more than
+// `workspace_bytes` of workspace, or fails, is listed with why. kUnavailable in builds
+// without the fused path or where cuDNN cannot be loaded or refuses the shape.
+StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs& forward,
+                                                                    const FusedAttentionBackwardArgs& backward,
+                                                                    bool deterministic, void* workspace,
+                                                                    int64_t workspace_bytes, int iters, cudaStream_t stream);
 
 // cuDNN on the current CUDA device (one cudnnHandle_t; not thread-safe: one per stream or
 // thread). `deterministic` (train.deterministic): the backward runs cuDNN's deterministic

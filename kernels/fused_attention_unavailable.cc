@@ -1,9 +1,16 @@
-// make_cudnn_attention in builds without the fused path (no CUDA, or CUDA without cuDNN or
-// the cudnn-frontend headers at configure time): kUnavailable, saying which.
+// make_cudnn_attention and time_cudnn_attention_plans in builds without the fused path (no
+// CUDA, or CUDA without cuDNN or the cudnn-frontend headers at configure time):
+// kUnavailable, saying which.
 #include "kernels/fused_attention.h"
 #include "zdp/build_config.h"
 
 namespace zdp::kernels {
+
+StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs&,
+                                                                    const FusedAttentionBackwardArgs&, bool, void*,
+                                                                    int64_t, int, cudaStream_t) {
+  return make_cudnn_attention(false).status();
+}
 
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool) {
   return Status(StatusCode::kUnavailable,

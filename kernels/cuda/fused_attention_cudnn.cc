@@ -6,7 +6,8 @@
 // they need. Q, K, V are [batch, heads, seq, hd] views of qkv [batch x seq, 3d]
 // (strides: seq x 3d, hd, 3d, 1), O and dO of [batch x seq, d] (seq x d, hd, d, 1); dQ, dK,
 // dV are written into dqkv with qkv's strides. The scale is passed by value at execution,
-// so one graph serves any scale.
+// so one graph serves any scale. time_cudnn_attention_plans builds both graphs with every
+// plan that builds and times each (bench/fused_attention_gpu_bench).
 //
 // libcudnn is not linked: it is loaded when the first FusedAttention is made (dlopen of
 // libcudnn.so.<the headers' major>, found through LD_LIBRARY_PATH or the system's paths)
@@ -180,14 +181,39 @@ std::shared_ptr<fe::graph::Graph> new_graph(DType dtype) {
   return g;
 }
 
-// validate -> operation graph -> heuristics (mode A, fallback) -> support -> plans.
-Status build(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what) {
+// validate -> operation graph -> heuristics (mode A, fallback) -> support -> plans (the
+// heuristics' first that builds, or with BuildPlanPolicy_t::ALL every one that builds).
+Status build(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what, fe::BuildPlanPolicy_t policy) {
   ZDP_RETURN_IF_ERROR(fe_status(g.validate(), what + ": validate", true));
   ZDP_RETURN_IF_ERROR(fe_status(g.build_operation_graph(handle), what + ": build_operation_graph", true));
   ZDP_RETURN_IF_ERROR(
       fe_status(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), what + ": create_execution_plans", true));
   ZDP_RETURN_IF_ERROR(fe_status(g.check_support(handle), what + ": check_support", true));
-  return fe_status(g.build_plans(handle), what + ": build_plans", true);
+  return fe_status(g.build_plans(handle, policy), what + ": build_plans", true);
+}
+
+// The variant packs: Q, K, V read out of qkv (and dQ, dK, dV written into dqkv) at their
+// columns; `scale` is passed by value, so it must outlive the execution.
+using Pack = std::unordered_map<int64_t, void*>;
+Pack forward_pack(const FusedAttentionArgs& a, float* scale) {
+  char* qkv = const_cast<char*>(static_cast<const char*>(a.qkv));
+  const int64_t d = a.shape.heads * a.shape.head_dim, eb = static_cast<int64_t>(dtype_size(a.shape.dtype));
+  return {{kQ, qkv}, {kK, qkv + d * eb}, {kV, qkv + 2 * d * eb}, {kO, a.out}, {kStats, a.stats}, {kScale, scale}};
+}
+Pack backward_pack(const FusedAttentionBackwardArgs& a, float* scale) {
+  char* qkv = const_cast<char*>(static_cast<const char*>(a.qkv));
+  char* dqkv = static_cast<char*>(a.dqkv);
+  const int64_t d = a.shape.heads * a.shape.head_dim, eb = static_cast<int64_t>(dtype_size(a.shape.dtype));
+  return {{kQ, qkv},
+          {kK, qkv + d * eb},
+          {kV, qkv + 2 * d * eb},
+          {kO, const_cast<void*>(a.out)},
+          {kDO, const_cast<void*>(a.dout)},
+          {kStats, const_cast<float*>(a.stats)},
+          {kDQ, dqkv},
+          {kDK, dqkv + d * eb},
+          {kDV, dqkv + 2 * d * eb},
+          {kScale, scale}};
 }
 
 class CudnnAttention final : public FusedAttention {
@@ -210,15 +236,8 @@ class CudnnAttention final : public FusedAttention {
     if (!a.qkv || !a.out || !a.stats) return Status(StatusCode::kInvalidArgument, describe(a.shape) + " forward: null buffer");
     ZDP_ASSIGN_OR_RETURN(const Entry* e, entry(a.shape));
     ZDP_RETURN_IF_ERROR(check_workspace(a.shape, *e, workspace, workspace_bytes));
-    const char* qkv = static_cast<const char*>(a.qkv);
-    const int64_t d = a.shape.heads * a.shape.head_dim, eb = static_cast<int64_t>(dtype_size(a.shape.dtype));
     float scale = a.scale;
-    std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<char*>(qkv)},
-                                               {kK, const_cast<char*>(qkv + d * eb)},
-                                               {kV, const_cast<char*>(qkv + 2 * d * eb)},
-                                               {kO, a.out},
-                                               {kStats, a.stats},
-                                               {kScale, &scale}};
+    Pack pack = forward_pack(a, &scale);
     return run(*e->forward, pack, workspace, stream, describe(a.shape) + " forward");
   }
 
@@ -229,20 +248,8 @@ class CudnnAttention final : public FusedAttention {
     }
     ZDP_ASSIGN_OR_RETURN(const Entry* e, entry(a.shape));
     ZDP_RETURN_IF_ERROR(check_workspace(a.shape, *e, workspace, workspace_bytes));
-    char* qkv = const_cast<char*>(static_cast<const char*>(a.qkv));
-    char* dqkv = static_cast<char*>(a.dqkv);
-    const int64_t d = a.shape.heads * a.shape.head_dim, eb = static_cast<int64_t>(dtype_size(a.shape.dtype));
     float scale = a.scale;
-    std::unordered_map<int64_t, void*> pack = {{kQ, qkv},
-                                               {kK, qkv + d * eb},
-                                               {kV, qkv + 2 * d * eb},
-                                               {kO, const_cast<void*>(a.out)},
-                                               {kDO, const_cast<void*>(a.dout)},
-                                               {kStats, const_cast<float*>(a.stats)},
-                                               {kDQ, dqkv},
-                                               {kDK, dqkv + d * eb},
-                                               {kDV, dqkv + 2 * d * eb},
-                                               {kScale, &scale}};
+    Pack pack = backward_pack(a, &scale);
     return run(*e->backward, pack, workspace, stream, describe(a.shape) + " backward");
   }
 
@@ -267,7 +274,7 @@ class CudnnAttention final : public FusedAttention {
     return &it->second;
   }
 
-  Entry make_entry(const FusedAttentionShape& s) {
+  Entry make_entry(const FusedAttentionShape& s, fe::BuildPlanPolicy_t policy = fe::BuildPlanPolicy_t::HEURISTICS_CHOICE) {
     Entry e;
     const std::string what = describe(s);
     const int64_t d = s.heads * s.head_dim;
@@ -280,7 +287,7 @@ class CudnnAttention final : public FusedAttention {
     auto [o, stats] = f.sdpa(q, k, v, fwd_opts);
     o->set_output(true).set_uid(kO).set_dim(dims(s)).set_stride(strides(s, d));
     stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(stats_dims(s)).set_stride(stats_strides(s));
-    e.status = build(f, handle_, what + " forward graph");
+    e.status = build(f, handle_, what + " forward graph", policy);
     if (!e.status.ok()) return e;
 
     e.backward = new_graph(s.dtype);
@@ -302,7 +309,7 @@ class CudnnAttention final : public FusedAttention {
     dq->set_output(true).set_uid(kDQ).set_dim(dims(s)).set_stride(strides(s, 3 * d));
     dk->set_output(true).set_uid(kDK).set_dim(dims(s)).set_stride(strides(s, 3 * d));
     dv->set_output(true).set_uid(kDV).set_dim(dims(s)).set_stride(strides(s, 3 * d));
-    e.status = build(b, handle_, what + " backward graph");
+    e.status = build(b, handle_, what + " backward graph", policy);
     if (!e.status.ok()) return e;
 
     int64_t fws = 0, bws = 0;
@@ -320,7 +327,68 @@ class CudnnAttention final : public FusedAttention {
     return Status::Ok();
   }
 
-  Status run(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t stream,
+ public:
+  // time_cudnn_attention_plans: both graphs with every plan that builds, each timed.
+  StatusOr<std::vector<AttentionPlanTime>> time_plans(const FusedAttentionArgs& f, const FusedAttentionBackwardArgs& b,
+                                                      void* workspace, int64_t workspace_bytes, int iters,
+                                                      cudaStream_t stream) {
+    ZDP_RETURN_IF_ERROR(check_fused_attention_shape(f.shape));
+    Entry e;
+    try {
+      e = make_entry(f.shape, fe::BuildPlanPolicy_t::ALL);
+    } catch (const std::exception& x) {
+      return Status(StatusCode::kUnavailable, describe(f.shape) + ": cuDNN frontend: " + x.what());
+    }
+    ZDP_RETURN_IF_ERROR(e.status);
+    const cudnnStatus_t st = cudnn_library().set_stream(handle_, stream);
+    if (st != CUDNN_STATUS_SUCCESS) return Status(StatusCode::kCudaError, "cudnnSetStream failed: " + cudnn_text(st));
+    float fscale = f.scale, bscale = b.scale;
+    Pack fpack = forward_pack(f, &fscale), bpack = backward_pack(b, &bscale);
+    std::vector<AttentionPlanTime> out;
+    ZDP_RETURN_IF_ERROR(time_graph(*e.forward, fpack, false, workspace, workspace_bytes, iters, stream, &out));
+    ZDP_RETURN_IF_ERROR(time_graph(*e.backward, bpack, true, workspace, workspace_bytes, iters, stream, &out));
+    return out;
+  }
+
+ private:
+  Status time_graph(fe::graph::Graph& g, Pack& pack, bool backward, void* workspace, int64_t workspace_bytes, int iters,
+                    cudaStream_t stream, std::vector<AttentionPlanTime>* out) {
+    std::string heuristic;
+    (void)g.get_plan_name(heuristic);  // the plan execute() runs: the first that built
+    cudaEvent_t start = nullptr, stop = nullptr;
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      return Status(StatusCode::kCudaError, "time_cudnn_attention_plans: cudaEventCreate failed");
+    }
+    for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+      AttentionPlanTime t;
+      t.backward = backward, t.index = i;
+      int64_t need = 0;
+      if (!g.get_plan_name_at_index(i, t.name).is_good()) t.why = "no name: not built";
+      t.heuristic = !t.name.empty() && t.name == heuristic;
+      if (t.why.empty() && (!g.get_workspace_size_plan_at_index(i, need).is_good() || need > workspace_bytes)) {
+        t.why = "needs " + std::to_string(need) + " bytes of workspace";
+      }
+      fe::error_t run = t.why.empty() ? g.execute_plan_at_index(handle_, pack, workspace, i) : fe::error_t{};
+      if (t.why.empty() && run.is_good()) {
+        cudaEventRecord(start, stream);
+        for (int k = 0; k < iters && run.is_good(); ++k) run = g.execute_plan_at_index(handle_, pack, workspace, i);
+        cudaEventRecord(stop, stream);
+        float ms = 0;
+        if (run.is_good() && cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess) {
+          t.ms = ms / iters;
+        }
+      }
+      if (t.why.empty() && t.ms < 0) t.why = run.is_good() ? "timing failed" : run.err_msg;
+      out->push_back(t);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    const cudaError_t err = cudaStreamSynchronize(stream);
+    return err == cudaSuccess ? Status::Ok()
+                              : Status(StatusCode::kCudaError, std::string("time_cudnn_attention_plans: ") + cudaGetErrorString(err));
+  }
+
+  Status run(fe::graph::Graph& g, Pack& pack, void* workspace, cudaStream_t stream,
              const std::string& what) {
     const cudnnStatus_t st = cudnn_library().set_stream(handle_, stream);
     if (st != CUDNN_STATUS_SUCCESS) return Status(StatusCode::kCudaError, what + ": cudnnSetStream failed: " + cudnn_text(st));
@@ -357,6 +425,18 @@ StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministi
                                               std::to_string(CUDNN_VERSION) + ")");
   }
   return std::unique_ptr<FusedAttention>(new CudnnAttention(handle, deterministic));
+}
+
+StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs& forward,
+                                                                    const FusedAttentionBackwardArgs& backward,
+                                                                    bool deterministic, void* workspace,
+                                                                    int64_t workspace_bytes, int iters, cudaStream_t stream) {
+  if (iters < 1) return Status(StatusCode::kInvalidArgument, "time_cudnn_attention_plans: iters must be at least 1");
+  if (key_of(forward.shape) != key_of(backward.shape)) {
+    return Status(StatusCode::kInvalidArgument, "time_cudnn_attention_plans: the forward's and backward's shapes differ");
+  }
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<FusedAttention> made, make_cudnn_attention(deterministic));
+  return static_cast<CudnnAttention&>(*made).time_plans(forward, backward, workspace, workspace_bytes, iters, stream);
 }
 
 }  // namespace zdp::kernels

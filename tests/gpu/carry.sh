@@ -48,7 +48,7 @@ fi
 tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        fused_attention_gpu_test small_kernels_gpu_test bias_grad_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
-programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench)
+programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench fused_attention_gpu_bench comm_bench)
 
 flavour="Release, sm_90"
 if [ -n "${CARRY_FROM_BUILD:-}" ]; then
@@ -107,7 +107,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do strip -o "$stage/bin/$t" "$build/tests/$t"; done
 for p in dp-train dp-launch; do strip -o "$stage/bin/$p" "$build/bin/$p"; done
 [ -z "$baseline" ] || strip -o "$stage/bin/dp-train-baseline" "$baseline"
-for b in adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
+for b in adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench fused_attention_gpu_bench comm_bench; do strip -o "$stage/bin/$b" "$build/bench/$b"; done
 
 # Bundle every library a program needs except the C runtime and what the GPU machine's
 # image provides (the driver, CUDA's cuBLAS(Lt), NCCL and cuDNN: cuDNN's engines are

@@ -20,7 +20,8 @@
 #      and MFU next to the planner's per-kernel prediction (gpt_gpu_bench, fused attention
 #      by cuDNN), the bias gradients by cuBLASLt's epilogues against plain GEMMs +
 #      kernels/bias_grad.h (bias_grad_gpu_bench), AdamW, gpt_gpu_bench again with batched
-#      attention, and comm_bench's zdp-vs-raw NCCL table;
+#      attention, every one of cuDNN's plans for gpt2-124m's attention timed
+#      (fused_attention_gpu_bench), and comm_bench's zdp-vs-raw NCCL table;
 #   6. where the image has Nsight Compute (ncu), the hardware counters' speed of light of the
 #      kernels with the largest gaps to the step model (cross-entropy, LayerNorm's backward,
 #      GELU, the bias gradients, the embedding's backward) in gpt_gpu_bench: memory and SM
@@ -51,7 +52,7 @@ done
 tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test
        fused_attention_gpu_test small_kernels_gpu_test bias_grad_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
-programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench comm_bench)
+programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench fused_attention_gpu_bench comm_bench)
 runs=(stage0 stage1 stage2 stage3 stage2-sharded stage3-sharded)
 # The baseline dp-train (carry.sh's CARRY_BASELINE): BUILD_INFO names its commit, or "none".
 baseline_info=$(sed -n 's/^baseline: //p' "$here/BUILD_INFO" 2>/dev/null)
@@ -211,7 +212,7 @@ if ((self_check)); then
   fi
   ((ok)) || failed=1
   for c in sanity "${tests[@]}" gpt2-124m "gpt2-124m (baseline)" "plan --from-profile" "plan --baseline" \
-           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" gemm_gpu_bench gpt_gpu_bench bias_grad_gpu_bench adamw_gpu_bench "gpt_gpu_bench (batched attention)" comm_bench ncu; do
+           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" gemm_gpu_bench gpt_gpu_bench bias_grad_gpu_bench adamw_gpu_bench "gpt_gpu_bench (batched attention)" fused_attention_gpu_bench comm_bench ncu; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -373,6 +374,9 @@ bench adamw_gpu_bench 120 --params 256M
 # path above: their tokens/s ratio is what cuDNN's fused attention brings.
 ROW="gpt_gpu_bench (batched attention)" bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
   --attention batched
+# cuDNN's plans for gpt2-124m's attention, each timed: whether a plan zdp does not run is
+# faster (the summary's "fastest / zdp's" ratio per pass; docs/gpu-notes.md).
+bench fused_attention_gpu_bench 90
 FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
 
 # ---- 6. hardware counters of the slowest memory-bound kernels ----------------------------
