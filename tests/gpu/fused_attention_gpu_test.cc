@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/fused_attention.h"
+#include "testing/attention_reference.h"
 #include "testing/device_arrays.h"
 #include "testing/test_cuda_device.h"
 #include "testing/tolerance.h"
@@ -70,23 +71,13 @@ std::vector<float> bf16_random(size_t n, float scale, uint64_t seed) {
 
 // The log-sum-exp of query i's scaled scores over keys 0..i, in double.
 std::vector<float> lse_reference(const std::vector<float>& qkv, const AttentionShape& s) {
-  const int64_t d = s.width(), hd = s.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   std::vector<float> out(static_cast<size_t>(s.batch * s.heads * s.seq));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t i = 0; i < s.seq; ++i) {
-        std::vector<double> scores;
-        double m = -1e300;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < hd; ++c) {
-            dot += static_cast<double>(qkv[static_cast<size_t>((b * s.seq + i) * 3 * d + h * hd + c)]) *
-                   qkv[static_cast<size_t>((b * s.seq + j) * 3 * d + d + h * hd + c)];
-          }
-          scores.push_back(dot * scale);
-          m = std::max(m, scores.back());
-        }
+        const std::vector<double> scores = testing::causal_scores(qkv, s.seq, s.heads, s.head_dim, scale, b, h, i);
+        const double m = *std::max_element(scores.begin(), scores.end());
         double sum = 0;
         for (double x : scores) sum += std::exp(x - m);
         out[static_cast<size_t>((b * s.heads + h) * s.seq + i)] = static_cast<float>(m + std::log(sum));

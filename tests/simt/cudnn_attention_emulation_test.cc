@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "testing/attention_reference.h"
 #include "testing/simt/emulated_gpu_device.h"
 
 namespace zdp::kernels {
@@ -147,14 +149,8 @@ TEST_F(Attention, ForwardIsQueuedAndWithinItsRoundingsOfFloat64) {
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t i = 0; i < s.seq; ++i) {
-        std::vector<double> sc;
-        double m = -1e300;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < hd; ++c) dot += x[(b * s.seq + i) * 3 * d + h * hd + c] * static_cast<double>(x[(b * s.seq + j) * 3 * d + d + h * hd + c]);
-          sc.push_back(dot * scale());
-          m = std::max(m, sc.back());
-        }
+        const std::vector<double> sc = testing::causal_scores(x, s.seq, s.heads, hd, scale(), b, h, i);
+        const double m = *std::max_element(sc.begin(), sc.end());
         double l = 0;
         for (double v : sc) l += std::exp(v - m);
         const double want_lse = m + std::log(l);
