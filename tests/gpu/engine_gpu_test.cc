@@ -1,17 +1,20 @@
 // Engine::step() on the GPU against the CPU engine, on the same model (TinyMlp, computed
 // on the host from the views) and data: one rank, NCCL on CUDA device 0 vs Gloo on the
-// CPU, at every stage, fp32 and bf16 compute, with local and sharded accumulation. Every
+// CPU, at every stage, fp32, bf16 and fp16 compute, with local and sharded accumulation. Every
 // kernel of the step (fold, cast, gradient check, the step decision, AdamW) gives the
 // same bits on both devices and a world of 1 reduces by copying, so the fp32 masters
 // after 12 steps and every step's statistics must be equal bit for bit. Also: no host
 // wait inside step_async() on the GPU, and a host that runs ahead (statistics read every
 // 4th step only) through a skipped step (a NaN written into a gradient) ends in the same
-// bits as the CPU, which learns every outcome at once. Skips without a GPU.
+// bits as the CPU, which learns every outcome at once; and fp16's dynamic loss scale through
+// an overflow (the step skipped, the scale halved, the next micro-batches scaled by the new
+// value). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "testing/device_arrays.h"
 #include "testing/engine_comparisons.h"
@@ -55,8 +58,9 @@ class EngineGpu : public ::testing::Test {
     cpu_ = std::make_unique<Context>(std::move(*cpu));
   }
 
-  // The job on both devices; fails the test naming `what` unless equal bit for bit.
-  void expect_same_bits(const EngineRun& run, const std::string& what) {
+  // The job on both devices; fails the test naming `what` unless equal bit for bit. The
+  // GPU's results in `gpu_result` where given.
+  void expect_same_bits(const EngineRun& run, const std::string& what, EngineRunResult* gpu_result = nullptr) {
     EngineRunResult on_gpu, on_cpu;
     const Status g = testing::train_on(*gpu_, run, on_gpu);
     ASSERT_TRUE(g.ok()) << what << " on the GPU: " << g.to_string();
@@ -81,10 +85,12 @@ class EngineGpu : public ::testing::Test {
       EXPECT_EQ(std::memcmp(&a.grad_norm, &b.grad_norm, sizeof(double)), 0)
           << what << ", step " << s << ": grad norm GPU " << a.grad_norm << ", CPU " << b.grad_norm;
       EXPECT_EQ(a.lr, b.lr) << what << ", step " << s;
+      EXPECT_EQ(a.loss_scale, b.loss_scale) << what << ", step " << s;
     }
     for (size_t s = 0; s < on_gpu.step_host_waits.size(); ++s) {
       EXPECT_EQ(on_gpu.step_host_waits[s], 0) << what << ": step_async() of step " << s << " waited on the host";
     }
+    if (gpu_result != nullptr) *gpu_result = std::move(on_gpu);
   }
 
   InMemoryStore gpu_store_, cpu_store_;
@@ -104,7 +110,7 @@ EngineRun job(int stage, DType compute, int64_t accum, GradAccumulation how) {
 
 TEST_F(EngineGpu, EveryStageAndDtypeMatchesTheCpuBitForBit) {
   for (int stage = 0; stage <= 3; ++stage) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       const std::string what = "stage " + std::to_string(stage) + ", " + to_string(dt);
       expect_same_bits(job(stage, dt, 1, GradAccumulation::kLocal), what);
     }
@@ -132,6 +138,31 @@ TEST_F(EngineGpu, AHostRunningAheadThroughASkippedStepMatchesTheCpu) {
     r.poison_step = 5;  // skipped; steps 6 and 7 are issued before the host learns it
     r.poison = NAN;
     expect_same_bits(r, "stage " + std::to_string(stage) + ", statistics every 4th step, NaN at step 5");
+  }
+}
+
+// fp16's dynamic loss scale on the GPU: an infinite gradient skips the step and halves the
+// scale on the device; the next micro-batches' gradients are scaled by the halved value
+// (Engine::loss_scale() waits for the device's decision), as on the CPU, bit for bit.
+TEST_F(EngineGpu, Fp16OverflowSkipsTheStepAndHalvesTheLossScaleAsOnTheCpu) {
+  for (int stage : {0, 2, 3}) {
+    for (int stats_every : {1, 4}) {
+      EngineRun r = job(stage, DType::kF16, 2, GradAccumulation::kLocal);
+      r.stats_every = stats_every;
+      r.poison_rank = 0;
+      r.poison_step = 5;
+      r.poison = INFINITY;
+      const std::string what =
+          "stage " + std::to_string(stage) + ", fp16, infinity at step 5, statistics every " + std::to_string(stats_every);
+      EngineRunResult gpu;
+      expect_same_bits(r, what, &gpu);
+      if (stats_every != 1 || HasFatalFailure()) continue;
+      ASSERT_EQ(gpu.stats.size(), 12u) << what;
+      EXPECT_FALSE(gpu.stats[4].skipped) << what;
+      EXPECT_TRUE(gpu.stats[5].skipped) << what << ": the infinite gradient did not skip the step";
+      EXPECT_EQ(gpu.stats[5].loss_scale, gpu.stats[4].loss_scale / 2) << what << ": the scale did not halve";
+      EXPECT_EQ(gpu.stats[5].step, gpu.stats[4].step) << what << ": a skipped step counted";
+    }
   }
 }
 
