@@ -41,16 +41,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Small but with no dimension a multiple of a warp: tails everywhere. Micro-batch 3 <
-// heads 4: attention's GEMMs batch over the heads, one call per sample; the second test
-// swaps that (micro-batch 5 > heads 2: batched over the samples, one call per head).
-// The bf16 test's qkv weights, 8 x the initialisation's: scores of order 1. At 1 x every
+// The 16-bit test's qkv weights, 8 x the initialisation's: scores of order 1. At 1 x every
 // block's probabilities are nearly uniform and alike, and a model whose blocks all read the
 // first block's log-sum-exp passed (2.3%, under the bound); at 8 x it is off by 12.6 (the
 // emulated GPU; correct: 1.3-1.4%).
 constexpr float kSharpScores = 8;
 constexpr double kBf16Relative = 4e-2;  // bf16 against fp32, normwise: about 10 u (u = 2^-8)
 
+
+// Small but with no dimension a multiple of a warp: tails everywhere. Micro-batch 3 <
+// heads 4: attention's GEMMs batch over the heads, one call per sample; the second test
+// swaps that (micro-batch 5 > heads 2: batched over the samples, one call per head).
 Config gpt_config(int64_t micro_batch = 3, int heads = 4) {
   Config c;
   c.model.kind = ModelKind::kGpt;
@@ -101,6 +102,10 @@ Context single_rank(std::unique_ptr<Device> device, const Config& config) {
   return Context::assemble(env, config, std::move(store), std::move(device), std::move(comm), options.timeout);
 }
 
+// A 16-bit value of `dtype` (bf16 or fp16) and fp32.
+float half_to_f32(DType dtype, uint16_t h) { return dtype == DType::kF16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h); }
+uint16_t f32_to_half(DType dtype, float v) { return dtype == DType::kF16 ? kernels::f32_to_f16(v) : kernels::f32_to_bf16(v); }
+
 // One device's model: engine, ops, gpt; the forward/backward of one micro-batch.
 struct Side {
   Side(std::unique_ptr<Device> device, const Config& config) : ctx(single_rank(std::move(device), config)) {
@@ -127,7 +132,7 @@ struct Side {
     }
     std::vector<uint16_t> bits(n);
     EXPECT_TRUE(ctx.device().memcpy(bits.data(), view, n * 2).ok());
-    for (size_t i = 0; i < n; ++i) out[i] = kernels::bf16_to_f32(bits[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = half_to_f32(ops->dtype(), bits[i]);
     return out;
   }
   // Writes `values` (already representable in the compute dtype) to `view`.
@@ -137,7 +142,7 @@ struct Side {
       return;
     }
     std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bits[i] = kernels::f32_to_bf16(values[i]);
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_half(ops->dtype(), values[i]);
     EXPECT_TRUE(ctx.device().memcpy(view, bits.data(), bits.size() * 2).ok());
   }
 
@@ -190,7 +195,7 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
       if (norm_weight) v = 1 + 0.2f * u(rng);
       else if (name.find(".bias") != std::string::npos) v = 0.05f * u(rng);
       if (name.find("attn.qkv.weight") != std::string::npos) v *= qkv_scale;
-      if (config.model.dtype == DType::kBF16) v = kernels::bf16_to_f32(kernels::f32_to_bf16(v));
+      if (config.model.dtype != DType::kF32) v = half_to_f32(config.model.dtype, f32_to_half(config.model.dtype, v));
     }
     numel.push_back(values.size());
     cpu.write(cpu.engine->param(p), values);
@@ -215,6 +220,9 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
     const Param p{static_cast<int>(i)};
     out->grad_cpu.push_back(cpu.read(cpu.engine->grad(p), numel[i]));
     out->grad_gpu.push_back(gpu.read(gpu.engine->grad(p), numel[i]));
+    // fp16: the gradients of the loss times the engine's loss scale.
+    const float unscale = static_cast<float>(1.0 / gpu.engine->loss_scale());
+    for (float& g : out->grad_gpu.back()) g *= unscale;
     ASSERT_GT(norm(out->grad_cpu.back()), 0) << out->names[i] << ": a zero gradient checks nothing";
   }
 }
@@ -260,47 +268,51 @@ TEST(GptGpu, AttentionBatchedOverSamplesMatchesTheCpu) {
   compare_with_cpu(gpt_config(5, 2));
 }
 
-// The GPT as dp-train runs it on a GPU: bf16, attention fused (cuDNN's, which keeps the
-// log-sum-exp per block in place of the probabilities), and batched, each against the fp32
-// CPU model from the same bf16 parameters. No rounding bound: bf16 rounds every activation
-// and gradient to 8 bits, so each path's relative difference to fp32 is a few u = 2^-8 per
-// operation on it; normwise kBf16Relative. A block that reads another block's statistics, a
-// wrong stride, head or scale is off by the order of the values themselves.
-TEST(GptGpu, Bf16WithFusedAndBatchedAttentionFollowsTheFp32Cpu) {
+// The GPT as dp-train runs it on a GPU: bf16 (and fp16, with its loss scale), attention fused
+// (cuDNN's, which keeps the log-sum-exp per block in place of the probabilities) and batched,
+// each against the fp32 CPU model from the same 16-bit parameters. No rounding bound: bf16
+// rounds every activation and gradient to 8 bits, so each path's relative difference to fp32
+// is a few u = 2^-8 per operation on it; normwise kBf16Relative (fp16, u = 2^-11, within the
+// same). A block that reads another block's statistics, a wrong stride, head or scale is off
+// by the order of the values themselves.
+TEST(GptGpu, SixteenBitWithFusedAndBatchedAttentionFollowsTheFp32Cpu) {
   ZDP_SKIP_WITHOUT_GPU();
   if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
   {
     const StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
     if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
   }
-  Config config = gpt_config(3, 2);
-  config.model.d_model = 64;  // head dim 32: one cuDNN ran in fused_attention_gpu_test on the H200
-  config.model.dtype = DType::kBF16;
-  BothSides fused, batched;
-  config.model.attention = AttentionImpl::kFused;
-  run_both(config, &fused, kSharpScores);
-  if (::testing::Test::HasFatalFailure()) return;
-  config.model.attention = AttentionImpl::kBatched;
-  run_both(config, &batched, kSharpScores);
-  if (::testing::Test::HasFatalFailure()) return;
-  ASSERT_TRUE(fused.gpu_fused);
-  ASSERT_FALSE(batched.gpu_fused);
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    const char* name = to_string(dtype);
+    Config config = gpt_config(3, 2);
+    config.model.d_model = 64;  // head dim 32: one cuDNN ran in fused_attention_gpu_test on the H200
+    config.model.dtype = dtype;
+    BothSides fused, batched;
+    config.model.attention = AttentionImpl::kFused;
+    run_both(config, &fused, kSharpScores);
+    if (::testing::Test::HasFatalFailure()) return;
+    config.model.attention = AttentionImpl::kBatched;
+    run_both(config, &batched, kSharpScores);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(fused.gpu_fused) << name;
+    ASSERT_FALSE(batched.gpu_fused) << name;
 
-  double worst[3] = {0, 0, 0};  // fused vs CPU, batched vs CPU, fused vs batched
-  for (size_t i = 0; i < fused.names.size(); ++i) {
-    const double d[3] = {relative_difference(fused.grad_gpu[i], fused.grad_cpu[i]),
-                         relative_difference(batched.grad_gpu[i], batched.grad_cpu[i]),
-                         relative_difference(fused.grad_gpu[i], batched.grad_gpu[i])};
-    EXPECT_LE(d[0], kBf16Relative) << fused.names[i] << ": fused bf16 against the fp32 CPU";
-    EXPECT_LE(d[1], kBf16Relative) << fused.names[i] << ": batched bf16 against the fp32 CPU";
-    EXPECT_LE(d[2], kBf16Relative) << fused.names[i] << ": fused against batched";
-    for (int k = 0; k < 3; ++k) worst[k] = std::max(worst[k], d[k]);
+    double worst[3] = {0, 0, 0};  // fused vs CPU, batched vs CPU, fused vs batched
+    for (size_t i = 0; i < fused.names.size(); ++i) {
+      const double d[3] = {relative_difference(fused.grad_gpu[i], fused.grad_cpu[i]),
+                           relative_difference(batched.grad_gpu[i], batched.grad_cpu[i]),
+                           relative_difference(fused.grad_gpu[i], batched.grad_gpu[i])};
+      EXPECT_LE(d[0], kBf16Relative) << fused.names[i] << ": fused " << name << " against the fp32 CPU";
+      EXPECT_LE(d[1], kBf16Relative) << fused.names[i] << ": batched " << name << " against the fp32 CPU";
+      EXPECT_LE(d[2], kBf16Relative) << fused.names[i] << ": " << name << ", fused against batched";
+      for (int k = 0; k < 3; ++k) worst[k] = std::max(worst[k], d[k]);
+    }
+    EXPECT_NEAR(fused.loss_gpu, fused.loss_cpu, kBf16Relative * fused.loss_cpu) << name;
+    EXPECT_NEAR(batched.loss_gpu, batched.loss_cpu, kBf16Relative * batched.loss_cpu) << name;
+    std::printf("%s loss: fused %.6f batched %.6f fp32 cpu %.6f; largest relative gradient difference: fused-cpu %.3g, "
+                "batched-cpu %.3g, fused-batched %.3g (allowed %.3g)\n",
+                name, fused.loss_gpu, batched.loss_gpu, fused.loss_cpu, worst[0], worst[1], worst[2], kBf16Relative);
   }
-  EXPECT_NEAR(fused.loss_gpu, fused.loss_cpu, kBf16Relative * fused.loss_cpu);
-  EXPECT_NEAR(batched.loss_gpu, batched.loss_cpu, kBf16Relative * batched.loss_cpu);
-  std::printf("bf16 loss: fused %.6f batched %.6f fp32 cpu %.6f; largest relative gradient difference: fused-cpu %.3g, "
-              "batched-cpu %.3g, fused-batched %.3g (allowed %.3g)\n",
-              fused.loss_gpu, batched.loss_gpu, fused.loss_cpu, worst[0], worst[1], worst[2], kBf16Relative);
 }
 
 }  // namespace
