@@ -48,7 +48,6 @@ using namespace std::chrono_literals;
 constexpr float kSharpScores = 8;
 constexpr double kBf16Relative = 4e-2;  // bf16 against fp32, normwise: about 10 u (u = 2^-8)
 
-
 // Small but with no dimension a multiple of a warp: tails everywhere. Micro-batch 3 <
 // heads 4: attention's GEMMs batch over the heads, one call per sample; the second test
 // swaps that (micro-batch 5 > heads 2: batched over the samples, one call per head).
