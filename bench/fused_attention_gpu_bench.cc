@@ -8,6 +8,9 @@
 //   fused_attention_gpu_bench [--batch 16] [--seq 1024] [--heads 12] [--head-dim 64]
 //                             [--iters 20] [--deterministic]
 //
+// Each plan runs once (a plan that fails is listed with why), then every plan that ran is
+// timed by bench/gpu_timing.h: --iters back-to-back calls between two events, the best of 3
+// rounds, the plans in turn within each round (the same clocks for all).
 // FLOPs as the planner counts them (causal: half of the seq x seq products): forward
 // 2 B H T^2 hd (Q K^T and P V), backward 2.5 times that (S recomputed, dP, dV, dK, dQ).
 // The summary line: each pass's heuristic plan and the fastest, and their ratio
@@ -19,11 +22,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/cuda_check.h"
+#include "bench/gpu_timing.h"
 #include "kernels/convert.h"
 #include "kernels/fused_attention.h"
 
@@ -51,10 +56,11 @@ void* device_random_bf16(int64_t n, uint64_t seed) {
   return p;
 }
 
-// One pass's plan that zdp runs and its fastest plan.
-struct PassSummary {
-  const kernels::AttentionPlanTime* heuristic = nullptr;
-  const kernels::AttentionPlanTime* fastest = nullptr;
+// One plan's outcome: its time, or why it did not run.
+struct Timed {
+  const kernels::FusedAttentionPlans::Plan* plan;
+  double ms = -1;
+  std::string why;
 };
 
 }  // namespace
@@ -96,46 +102,75 @@ int main(int argc, char** argv) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const kernels::FusedAttentionArgs fwd{s, scale, qkv, out, stats};
   const kernels::FusedAttentionBackwardArgs bwd{s, scale, qkv, out, dout, stats, dqkv};
-  StatusOr<std::vector<kernels::AttentionPlanTime>> timed =
-      kernels::time_cudnn_attention_plans(fwd, bwd, deterministic, workspace, kWorkspaceBytes, iters, stream);
-  if (!timed.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, timed.status().to_string().c_str());
+  StatusOr<std::unique_ptr<kernels::FusedAttentionPlans>> made = kernels::make_cudnn_attention_plans(fwd, bwd, deterministic);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, made.status().to_string().c_str());
     return 1;
   }
+  kernels::FusedAttentionPlans& plans = **made;
+  // Each plan once: those that run are timed, side by side.
+  std::vector<Timed> timed;
+  std::vector<std::function<void()>> bodies;
+  std::vector<size_t> body_of;  // timed[] index of each body
+  for (const kernels::FusedAttentionPlans::Plan& p : plans.plans()) {
+    Timed t{&p, -1, ""};
+    if (p.workspace > kWorkspaceBytes) {
+      t.why = "needs " + std::to_string(p.workspace) + " bytes of workspace";
+    } else {
+      const Status ran = plans.run(p, workspace, stream);
+      const cudaError_t synced = cudaStreamSynchronize(stream);
+      if (!ran.ok()) t.why = ran.to_string();
+      else if (synced != cudaSuccess) t.why = cudaGetErrorString(synced);
+    }
+    if (t.why.empty()) {
+      body_of.push_back(timed.size());
+      bodies.push_back([&plans, &p, workspace, stream] {
+        const Status ran = plans.run(p, workspace, stream);
+        if (!ran.ok()) {
+          std::fprintf(stderr, "%s: %s\n", kProgram, ran.to_string().c_str());
+          std::exit(1);
+        }
+      });
+    }
+    timed.push_back(t);
+  }
+  const std::vector<double> seconds = bench::best_seconds_per_call(kProgram, bodies, iters, 3, stream, 0);
+  for (size_t b = 0; b < bodies.size(); ++b) timed[body_of[b]].ms = seconds[b] * 1e3;
 
   const double fwd_flops = 2.0 * static_cast<double>(s.batch * s.heads) * static_cast<double>(s.seq * s.seq) * s.head_dim;
   const double pass_flops[2] = {fwd_flops, 2.5 * fwd_flops};
-  std::printf("%s%s, %d timed runs a plan after one warm-up\n", kernels::describe(s).c_str(),
+  std::printf("%s%s, the best of 3 rounds of %d back-to-back calls a plan\n", kernels::describe(s).c_str(),
               deterministic ? ", deterministic backward" : "", iters);
-  std::printf("%-8s %5s %-9s %10s %9s  %s\n", "pass", "plan", "runs", "ms/call", "TFLOP/s", "cuDNN's name (or why it did not run)");
-  PassSummary pass[2];
-  for (const kernels::AttentionPlanTime& t : *timed) {
-    const int p = t.backward ? 1 : 0;
+  std::printf("%-8s %5s %-6s %10s %9s  %s\n", "pass", "plan", "runs", "ms/call", "TFLOP/s", "cuDNN's name (or why it did not run)");
+  const Timed* zdps[2] = {nullptr, nullptr};
+  const Timed* fastest[2] = {nullptr, nullptr};
+  for (const Timed& t : timed) {
+    const int p = t.plan->backward ? 1 : 0;
+    const char* pass = p ? "backward" : "forward";
     if (t.ms >= 0) {
-      std::printf("%-8s %5lld %-9s %10.4f %9.1f  %s\n", p ? "backward" : "forward", static_cast<long long>(t.index),
-                  t.heuristic ? "zdp's" : "", t.ms, pass_flops[p] / (t.ms * 1e-3) / 1e12, t.name.c_str());
-      if (t.heuristic) pass[p].heuristic = &t;
-      if (!pass[p].fastest || t.ms < pass[p].fastest->ms) pass[p].fastest = &t;
+      std::printf("%-8s %5lld %-6s %10.4f %9.1f  %s\n", pass, static_cast<long long>(t.plan->index),
+                  t.plan->heuristic ? "zdp's" : "", t.ms, pass_flops[p] / (t.ms * 1e-3) / 1e12, t.plan->name.c_str());
+      if (t.plan->heuristic) zdps[p] = &t;
+      if (!fastest[p] || t.ms < fastest[p]->ms) fastest[p] = &t;
     } else {
-      std::printf("%-8s %5lld %-9s %10s %9s  %s: %s\n", p ? "backward" : "forward", static_cast<long long>(t.index),
-                  t.heuristic ? "zdp's" : "", "-", "-", t.name.c_str(), t.why.c_str());
+      std::printf("%-8s %5lld %-6s %10s %9s  %s: %s\n", pass, static_cast<long long>(t.plan->index),
+                  t.plan->heuristic ? "zdp's" : "", "-", "-", t.plan->name.c_str(), t.why.c_str());
     }
   }
   std::string summary;
   for (int p = 0; p < 2; ++p) {
-    const PassSummary& ps = pass[p];
     char line[512];
-    if (!ps.heuristic || !ps.fastest) {
+    if (!zdps[p]) {
       std::snprintf(line, sizeof line, "%s: zdp's plan did not run", p ? "backward" : "forward");
     } else {
       std::snprintf(line, sizeof line, "%s: zdp's %.3f ms (%.0f TFLOP/s), fastest %.3f ms (%s) = %.2fx",
-                    p ? "backward" : "forward", ps.heuristic->ms, pass_flops[p] / (ps.heuristic->ms * 1e-3) / 1e12,
-                    ps.fastest->ms, ps.fastest->name.c_str(), ps.fastest->ms / ps.heuristic->ms);
+                    p ? "backward" : "forward", zdps[p]->ms, pass_flops[p] / (zdps[p]->ms * 1e-3) / 1e12,
+                    fastest[p]->ms, fastest[p]->plan->name.c_str(), fastest[p]->ms / zdps[p]->ms);
     }
     summary += (p ? "; " : "") + std::string(line);
   }
   std::printf("summary: %s\n", summary.c_str());
   for (void* p : {qkv, dout, out, dqkv, static_cast<void*>(stats), workspace}) cudaFree(p);
   cudaStreamDestroy(stream);
-  return pass[0].heuristic && pass[1].heuristic ? 0 : 1;
+  return zdps[0] && zdps[1] ? 0 : 1;
 }

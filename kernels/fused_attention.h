@@ -81,27 +81,28 @@ class FusedAttention {
                           cudaStream_t stream) = 0;
 };
 
-// One of cuDNN's execution plans for a fused-attention graph, timed
-// (time_cudnn_attention_plans).
-struct AttentionPlanTime {
-  bool backward = false;
-  int64_t index = 0;       // in the graph's list of plans
-  std::string name;        // cuDNN's engine and knobs
-  bool heuristic = false;  // the plan FusedAttention runs: the heuristics' first that builds
-  double ms = -1;          // mean per call; -1 where it did not run (`why`)
-  std::string why;
+// cuDNN's execution plans for one shape's forward and backward graphs, every one that
+// builds (the heuristics' lists, mode A then fallback), over the buffers given at creation:
+// a tuning aid, for bench/fused_attention_gpu_bench to time each.
+class FusedAttentionPlans {
+ public:
+  struct Plan {
+    bool backward = false;
+    int64_t index = 0;      // in its graph's list of plans
+    std::string name;       // cuDNN's engine and knobs
+    int64_t workspace = 0;  // bytes it needs
+    bool heuristic = false; // the plan FusedAttention runs: the heuristics' first that builds
+  };
+  virtual ~FusedAttentionPlans() = default;
+  virtual const std::vector<Plan>& plans() const = 0;
+  // Enqueues `plan` on `stream`; `workspace` holds at least plan.workspace bytes.
+  virtual Status run(const Plan& plan, void* workspace, cudaStream_t stream) = 0;
 };
-
-// A tuning aid (bench/fused_attention_gpu_bench): every plan cuDNN builds for the forward
-// and the backward graph of the arguments' shape (the heuristics' lists, mode A then
-// fallback, every one that builds), each run once and then `iters` times on `stream`, timed
-// with CUDA events. Writes the arguments' outputs. A plan that needs more than
-// `workspace_bytes` of workspace, or fails, is listed with why. kUnavailable in builds
-// without the fused path or where cuDNN cannot be loaded or refuses the shape.
-StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs& forward,
-                                                                    const FusedAttentionBackwardArgs& backward,
-                                                                    bool deterministic, void* workspace,
-                                                                    int64_t workspace_bytes, int iters, cudaStream_t stream);
+// kUnavailable in builds without the fused path, where cuDNN cannot be loaded or where it
+// refuses the shape; kInvalidArgument when the two arguments' shapes differ.
+StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const FusedAttentionArgs& forward,
+                                                                          const FusedAttentionBackwardArgs& backward,
+                                                                          bool deterministic);
 
 // cuDNN on the current CUDA device (one cudnnHandle_t; not thread-safe: one per stream or
 // thread). `deterministic` (train.deterministic): the backward runs cuDNN's deterministic

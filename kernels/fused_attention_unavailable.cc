@@ -1,4 +1,4 @@
-// make_cudnn_attention and time_cudnn_attention_plans in builds without the fused path (no
+// make_cudnn_attention and make_cudnn_attention_plans in builds without the fused path (no
 // CUDA, or CUDA without cuDNN or the cudnn-frontend headers at configure time):
 // kUnavailable, saying which.
 #include "kernels/fused_attention.h"
@@ -6,9 +6,8 @@
 
 namespace zdp::kernels {
 
-StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs&,
-                                                                    const FusedAttentionBackwardArgs&, bool, void*,
-                                                                    int64_t, int, cudaStream_t) {
+StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const FusedAttentionArgs&,
+                                                                          const FusedAttentionBackwardArgs&, bool) {
   return make_cudnn_attention(false).status();
 }
 

@@ -6,8 +6,8 @@
 // they need. Q, K, V are [batch, heads, seq, hd] views of qkv [batch x seq, 3d]
 // (strides: seq x 3d, hd, 3d, 1), O and dO of [batch x seq, d] (seq x d, hd, d, 1); dQ, dK,
 // dV are written into dqkv with qkv's strides. The scale is passed by value at execution,
-// so one graph serves any scale. time_cudnn_attention_plans builds both graphs with every
-// plan that builds and times each (bench/fused_attention_gpu_bench).
+// so one graph serves any scale. make_cudnn_attention_plans builds both graphs with every
+// plan that builds, for bench/fused_attention_gpu_bench to time.
 //
 // libcudnn is not linked: it is loaded when the first FusedAttention is made (dlopen of
 // libcudnn.so.<the headers' major>, found through LD_LIBRARY_PATH or the system's paths)
@@ -328,66 +328,21 @@ class CudnnAttention final : public FusedAttention {
   }
 
  public:
-  // time_cudnn_attention_plans: both graphs with every plan that builds, each timed.
-  StatusOr<std::vector<AttentionPlanTime>> time_plans(const FusedAttentionArgs& f, const FusedAttentionBackwardArgs& b,
-                                                      void* workspace, int64_t workspace_bytes, int iters,
-                                                      cudaStream_t stream) {
-    ZDP_RETURN_IF_ERROR(check_fused_attention_shape(f.shape));
+  // make_cudnn_attention_plans: both graphs of `s` with every plan that builds.
+  StatusOr<Entry> entry_with_every_plan(const FusedAttentionShape& s) {
+    ZDP_RETURN_IF_ERROR(check_fused_attention_shape(s));
     Entry e;
     try {
-      e = make_entry(f.shape, fe::BuildPlanPolicy_t::ALL);
+      e = make_entry(s, fe::BuildPlanPolicy_t::ALL);
     } catch (const std::exception& x) {
-      return Status(StatusCode::kUnavailable, describe(f.shape) + ": cuDNN frontend: " + x.what());
+      return Status(StatusCode::kUnavailable, describe(s) + ": cuDNN frontend: " + x.what());
     }
     ZDP_RETURN_IF_ERROR(e.status);
-    const cudnnStatus_t st = cudnn_library().set_stream(handle_, stream);
-    if (st != CUDNN_STATUS_SUCCESS) return Status(StatusCode::kCudaError, "cudnnSetStream failed: " + cudnn_text(st));
-    float fscale = f.scale, bscale = b.scale;
-    Pack fpack = forward_pack(f, &fscale), bpack = backward_pack(b, &bscale);
-    std::vector<AttentionPlanTime> out;
-    ZDP_RETURN_IF_ERROR(time_graph(*e.forward, fpack, false, workspace, workspace_bytes, iters, stream, &out));
-    ZDP_RETURN_IF_ERROR(time_graph(*e.backward, bpack, true, workspace, workspace_bytes, iters, stream, &out));
-    return out;
+    return e;
   }
+  cudnnHandle_t handle() const { return handle_; }
 
  private:
-  Status time_graph(fe::graph::Graph& g, Pack& pack, bool backward, void* workspace, int64_t workspace_bytes, int iters,
-                    cudaStream_t stream, std::vector<AttentionPlanTime>* out) {
-    std::string heuristic;
-    (void)g.get_plan_name(heuristic);  // the plan execute() runs: the first that built
-    cudaEvent_t start = nullptr, stop = nullptr;
-    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
-      return Status(StatusCode::kCudaError, "time_cudnn_attention_plans: cudaEventCreate failed");
-    }
-    for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
-      AttentionPlanTime t;
-      t.backward = backward, t.index = i;
-      int64_t need = 0;
-      if (!g.get_plan_name_at_index(i, t.name).is_good()) t.why = "no name: not built";
-      t.heuristic = !t.name.empty() && t.name == heuristic;
-      if (t.why.empty() && (!g.get_workspace_size_plan_at_index(i, need).is_good() || need > workspace_bytes)) {
-        t.why = "needs " + std::to_string(need) + " bytes of workspace";
-      }
-      fe::error_t run = t.why.empty() ? g.execute_plan_at_index(handle_, pack, workspace, i) : fe::error_t{};
-      if (t.why.empty() && run.is_good()) {
-        cudaEventRecord(start, stream);
-        for (int k = 0; k < iters && run.is_good(); ++k) run = g.execute_plan_at_index(handle_, pack, workspace, i);
-        cudaEventRecord(stop, stream);
-        float ms = 0;
-        if (run.is_good() && cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess) {
-          t.ms = ms / iters;
-        }
-      }
-      if (t.why.empty() && t.ms < 0) t.why = run.is_good() ? "timing failed" : run.err_msg;
-      out->push_back(t);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    const cudaError_t err = cudaStreamSynchronize(stream);
-    return err == cudaSuccess ? Status::Ok()
-                              : Status(StatusCode::kCudaError, std::string("time_cudnn_attention_plans: ") + cudaGetErrorString(err));
-  }
-
   Status run(fe::graph::Graph& g, Pack& pack, void* workspace, cudaStream_t stream,
              const std::string& what) {
     const cudnnStatus_t st = cudnn_library().set_stream(handle_, stream);
@@ -427,16 +382,62 @@ StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministi
   return std::unique_ptr<FusedAttention>(new CudnnAttention(handle, deterministic));
 }
 
-StatusOr<std::vector<AttentionPlanTime>> time_cudnn_attention_plans(const FusedAttentionArgs& forward,
-                                                                    const FusedAttentionBackwardArgs& backward,
-                                                                    bool deterministic, void* workspace,
-                                                                    int64_t workspace_bytes, int iters, cudaStream_t stream) {
-  if (iters < 1) return Status(StatusCode::kInvalidArgument, "time_cudnn_attention_plans: iters must be at least 1");
-  if (key_of(forward.shape) != key_of(backward.shape)) {
-    return Status(StatusCode::kInvalidArgument, "time_cudnn_attention_plans: the forward's and backward's shapes differ");
+// The plans of make_cudnn_attention_plans: the graphs built with every plan, the variant
+// packs made once (their scales live here).
+class CudnnAttentionPlans final : public FusedAttentionPlans {
+ public:
+  CudnnAttentionPlans(std::unique_ptr<FusedAttention> owner, Entry entry, const FusedAttentionArgs& f,
+                      const FusedAttentionBackwardArgs& b)
+      : owner_(std::move(owner)), entry_(std::move(entry)), scale_{f.scale, b.scale} {
+    pack_[0] = forward_pack(f, &scale_[0]);
+    pack_[1] = backward_pack(b, &scale_[1]);
+    for (int pass = 0; pass < 2; ++pass) {
+      fe::graph::Graph& g = graph(pass == 1);
+      std::string chosen;
+      (void)g.get_plan_name(chosen);  // the plan execute() runs: the first that built
+      for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+        Plan p{pass == 1, i, "", 0, false};
+        if (!g.get_plan_name_at_index(i, p.name).is_good() || !g.get_workspace_size_plan_at_index(i, p.workspace).is_good()) {
+          continue;  // not built
+        }
+        p.heuristic = p.name == chosen;
+        plans_.push_back(p);
+      }
+    }
   }
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<FusedAttention> made, make_cudnn_attention(deterministic));
-  return static_cast<CudnnAttention&>(*made).time_plans(forward, backward, workspace, workspace_bytes, iters, stream);
+  const std::vector<Plan>& plans() const override { return plans_; }
+  Status run(const Plan& plan, void* workspace, cudaStream_t stream) override {
+    CudnnAttention& owner = static_cast<CudnnAttention&>(*owner_);
+    const cudnnStatus_t st = cudnn_library().set_stream(owner.handle(), stream);
+    if (st != CUDNN_STATUS_SUCCESS) return Status(StatusCode::kCudaError, "cudnnSetStream failed: " + cudnn_text(st));
+    const std::string what = std::string(plan.backward ? "backward" : "forward") + " plan " + std::to_string(plan.index);
+    try {
+      return fe_status(graph(plan.backward).execute_plan_at_index(owner.handle(), pack_[plan.backward ? 1 : 0], workspace, plan.index),
+                       what, false);
+    } catch (const std::exception& x) {
+      return Status(StatusCode::kCudaError, what + ": cuDNN frontend: " + x.what());
+    }
+  }
+
+ private:
+  fe::graph::Graph& graph(bool backward) { return backward ? *entry_.backward : *entry_.forward; }
+
+  std::unique_ptr<FusedAttention> owner_;  // the handle, destroyed after the graphs (below)
+  Entry entry_;
+  float scale_[2];
+  Pack pack_[2];
+  std::vector<Plan> plans_;
+};
+
+StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const FusedAttentionArgs& forward,
+                                                                          const FusedAttentionBackwardArgs& backward,
+                                                                          bool deterministic) {
+  if (key_of(forward.shape) != key_of(backward.shape)) {
+    return Status(StatusCode::kInvalidArgument, "make_cudnn_attention_plans: the forward's and backward's shapes differ");
+  }
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<FusedAttention> owner, make_cudnn_attention(deterministic));
+  ZDP_ASSIGN_OR_RETURN(Entry entry, static_cast<CudnnAttention&>(*owner).entry_with_every_plan(forward.shape));
+  return std::unique_ptr<FusedAttentionPlans>(new CudnnAttentionPlans(std::move(owner), std::move(entry), forward, backward));
 }
 
 }  // namespace zdp::kernels
