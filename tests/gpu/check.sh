@@ -22,16 +22,17 @@
 #      deterministic loop);
 #   6. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
 #      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
-#   7. the benchmarks that inform: the bias gradients by cuBLASLt's epilogues against plain
-#      GEMMs + kernels/bias_grad.h (bias_grad_gpu_bench), AdamW, gpt_gpu_bench again with
-#      batched attention, every one of cuDNN's plans for gpt2-124m's attention timed
-#      (fused_attention_gpu_bench), and comm_bench's zdp-vs-raw NCCL table;
+#   7. every one of cuDNN's plans for gpt2-124m's attention timed (fused_attention_gpu_bench);
 #   8. where the image has Nsight Compute (ncu), the hardware counters' speed of light of the
 #      kernels with the largest gaps to the step model (cross-entropy, LayerNorm's backward,
 #      GELU, the bias gradients, the embedding's backward) in gpt_gpu_bench: memory and SM
 #      throughput as % of peak in the table, so a next change knows whether bytes or
 #      instructions bind them (docs/gpu-notes.md), and issue activity, warp stalls and
 #      occupancy in logs/ncu.log; clocks left alone (--clock-control none);
+#   9. what informs and was measured before or has not changed since: gpt_gpu_bench with
+#      batched attention, gpt2-124m with train.deterministic (what determinism costs), the
+#      bias gradients by cuBLASLt's epilogues against plain GEMMs + kernels/bias_grad.h
+#      (bias_grad_gpu_bench), AdamW, and comm_bench's zdp-vs-raw NCCL table;
 # then one table: each check, PASS/FAIL/SKIP, and its figure.
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
@@ -216,7 +217,8 @@ if ((self_check)); then
   fi
   ((ok)) || failed=1
   for c in sanity "${tests[@]}" gpt2-124m "gpt2-124m (baseline)" "plan --from-profile" "plan --baseline" \
-           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" gemm_gpu_bench gpt_gpu_bench bias_grad_gpu_bench adamw_gpu_bench "gpt_gpu_bench (batched attention)" fused_attention_gpu_bench comm_bench ncu; do
+           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" gemm_gpu_bench gpt_gpu_bench fused_attention_gpu_bench ncu "gpt_gpu_bench (batched attention)" "gpt2-124m (deterministic)" \
+           bias_grad_gpu_bench adamw_gpu_bench comm_bench; do
     row "$c" SKIP "self-check: needs a GPU"
   done
   print_table
@@ -313,14 +315,15 @@ gpt2_profiled() {
   parts=$(profile_parts "$out/$name")
   row "$label" PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
 }
-# gpt2_plain PROGRAM NAME ROW: the config as a user runs it, with no profiler's events between
-# the kernels: 60 steps, each window's mean step (steps 21-40 and 41-60; the first holds the
-# cuBLASLt plans and the epilogue timings) and the MFU of it.
+# gpt2_plain PROGRAM NAME ROW [ARGS...]: the config as a user runs it, with no profiler's events
+# between the kernels: 60 steps, each window's mean step (steps 21-40 and 41-60; the first holds
+# the cuBLASLt plans and the epilogue timings) and the MFU of it. ARGS: more of dp-train's.
 gpt2_plain() {
   local program="$1" name="$2" label="$3" line ms mfu fig="" rc s
+  shift 3
   if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
   timeout "$(cap 120)" "bin/$program" "${gpt2_args[@]}" --set train.steps=60 --set train.log_every=20 \
-    --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
+    --set "launch.log_dir=$out/runs/$name" "$@" >"$logs/$name.log" 2>&1
   rc=$?
   for s in 40 60; do
     line=$(grep "^step $s/60 " "$logs/$name.log" | tail -n 1)
@@ -360,7 +363,7 @@ if ((has_baseline && !(now_ok && base_ok))); then row "plan --baseline" SKIP "a 
 gpt2_plain dp-train gpt2-124m-plain "gpt2-124m (no profiler)"
 if ((has_baseline)); then gpt2_plain dp-train-baseline gpt2-124m-plain-baseline "gpt2-124m (no profiler, baseline)"; fi
 
-# ---- 4-7. benchmarks, the other tests, the small GPT ----------------------------------
+# ---- 4-7. benchmarks, the other tests, the small GPT, cuDNN's plans ----------------------
 # bench NAME LIMIT_S ARGS...: FIGURE_OF (a command reading the log on stdin) gives the figure
 # (default: the benchmark's "summary:" line).
 bench() {
@@ -390,16 +393,9 @@ bench gemm_gpu_bench 120
 bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
 run_tests "${later_tests[@]}"
 run_small_gpts
-bench bias_grad_gpu_bench 60
-bench adamw_gpu_bench 120 --params 256M
-# The same model with attention as strided-batched GEMMs (the fallback), beside the fused
-# path above: their tokens/s ratio is what cuDNN's fused attention brings.
-ROW="gpt_gpu_bench (batched attention)" bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
-  --attention batched
 # cuDNN's plans for gpt2-124m's attention, each timed: whether a plan zdp does not run is
 # faster (the summary's "fastest / zdp's" ratio per pass; docs/gpu-notes.md).
 bench fused_attention_gpu_bench 90
-FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
 
 # ---- 8. hardware counters of the slowest memory-bound kernels ----------------------------
 # ncu_figure: "kernel mem%/sm%; ..." from ncu's SpeedOfLight tables (stdin).
@@ -421,4 +417,16 @@ else
   fig=$(ncu_figure <"$logs/ncu.log")
   if ((rc == 0)) && [ -n "$fig" ]; then row ncu PASS "$fig"; else row ncu FAIL "exit $rc (logs/ncu.log) $fig"; tail -n 20 "$logs/ncu.log"; fi
 fi
+
+# ---- 9. what informs, measured before or unchanged since -----------------------------------
+# The same model with attention as strided-batched GEMMs (the fallback), beside the fused
+# path: their tokens/s ratio is what cuDNN's fused attention brings.
+ROW="gpt_gpu_bench (batched attention)" bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" \
+  --attention batched
+# What train.deterministic costs (pinned cuBLASLt plans, cuDNN's deterministic backward,
+# GELU's backward as the kernel), beside the unprofiled row above.
+gpt2_plain dp-train gpt2-124m-deterministic "gpt2-124m (deterministic)" --set train.deterministic=true
+bench bias_grad_gpu_bench 60
+bench adamw_gpu_bench 120 --params 256M
+FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3
 exit "$failed"
