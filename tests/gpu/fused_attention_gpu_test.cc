@@ -2,7 +2,8 @@
 // trainer/models/attention.cc) against the CPU reference (the batched path on the CPU, in
 // fp32) and against the GPU's own batched bf16 path, forward (output and log-sum-exp) and
 // backward (dq, dk, dv), on small shapes. Skips without a GPU, in a build without cuDNN, or
-// where libcudnn.so.9 cannot be loaded.
+// where libcudnn.so.9 cannot be loaded. In the SIMT emulation (testing/simt/) it runs on the
+// emulated GPU against the emulated cuDNN (cudnn_attention_emulation.h).
 //
 // Tolerance (bf16). Inputs are rounded to bf16 once and the reference computes from the
 // same rounded values in fp32, so only the GPU's own roundings count. Fused attention
