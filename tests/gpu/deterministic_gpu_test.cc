@@ -1,6 +1,6 @@
 // Deterministic mode on a GPU (train.deterministic): dp-train's loop (train()) on a
 // 2-block gpt, every rank on CUDA device 0 (Gloo over CUDA buffers: NCCL refuses two
-// ranks on one GPU), in fp32 and bf16. K = 1 at stage 0 and K = 2 at stages 1-3 (sharded
+// ranks on one GPU), in fp32, bf16 and fp16 (its loss scale in the optimizer state). K = 1 at stage 0 and K = 2 at stages 1-3 (sharded
 // accumulation at stage 3) must leave the same bytes of model.safetensors and
 // optimizer.safetensors, the same parameter SHA-256 and the same per-step losses: the
 // micro-batches' gradients come from pinned cuBLASLt algorithms and the engine's ordered
@@ -107,7 +107,7 @@ class DeterministicGpu : public ::testing::Test {
 };
 
 TEST_F(DeterministicGpu, GptIsBitIdenticalAtOneAndTwoRanksAndEveryStage) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const Outcome ref = run(gpt(dtype, 0), 1);
     for (int stage = 1; stage <= 3; ++stage) {
       Config c = gpt(dtype, stage);
@@ -125,7 +125,7 @@ TEST_F(DeterministicGpu, GptIsBitIdenticalAtOneAndTwoRanksAndEveryStage) {
 // by two at stage 3 (sharded accumulation), the resumed run ends with the bytes of the
 // uninterrupted one (deterministic mode: the same bits at any K and stage).
 TEST_F(DeterministicGpu, AResumedRunOnOtherRanksAndStageEndsWithTheUninterruptedBytes) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     testing::TempDir full_dir;
     Config full = gpt(dtype, 0);
     full.checkpoint.every_steps = 3;
