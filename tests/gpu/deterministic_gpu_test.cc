@@ -1,10 +1,10 @@
 // Deterministic mode on a GPU (train.deterministic): dp-train's loop (train()) on a
 // 2-block gpt, every rank on CUDA device 0 (Gloo over CUDA buffers: NCCL refuses two
-// ranks on one GPU), in fp32, bf16 and fp16 (its loss scale in the optimizer state). K = 1 at stage 0 and K = 2 at stages 1-3 (sharded
-// accumulation at stage 3) must leave the same bytes of model.safetensors and
-// optimizer.safetensors, the same parameter SHA-256 and the same per-step losses: the
-// micro-batches' gradients come from pinned cuBLASLt algorithms and the engine's ordered
-// reduction, whatever K and the stage. (The CPU: dp_train_deterministic_test.)
+// ranks on one GPU), in fp32, bf16 and fp16 (its loss scale in the optimizer state). K = 1
+// at stage 0 and K = 2 at stages 1-3 (sharded accumulation at stage 3) must leave the same
+// bytes of model.safetensors and optimizer.safetensors, the same parameter SHA-256 and
+// the same per-step losses: the micro-batches' gradients come from pinned cuBLASLt
+// algorithms and the engine's ordered reduction, whatever K and the stage. (The CPU: dp_train_deterministic_test.)
 //
 // This binary holds only forking tests: the parent must never initialise CUDA (its
 // children could not use it), so the GPU is probed in a child (testing/test_cuda_device.h,
