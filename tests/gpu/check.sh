@@ -21,7 +21,8 @@
 #   5. every other GPU test binary (the engine, the communicators, forked ranks, dp-train's
 #      deterministic loop);
 #   6. dp-train on the small GPT at K = 1, stages 0-3 and accumulate = "sharded" at 2-3,
-#      fp32 and bf16, 20 steps each, losses against the CPU reference (ref/);
+#      fp32 and bf16 (fp16 at stage 0 and 3-sharded), 20 steps each, losses against the CPU
+#      reference (ref/);
 #   7. every one of cuDNN's plans for gpt2-124m's attention timed (fused_attention_gpu_bench);
 #   8. where the image has Nsight Compute (ncu), the hardware counters' speed of light of the
 #      kernels with the largest gaps to the step model (cross-entropy, LayerNorm's backward,
@@ -94,8 +95,8 @@ cap() {
 # compare_losses RUN GPU_JSON DTYPE: the GPU run's losses against the CPU reference. fp32:
 # every step within 1e-3 relative (the GEMMs' and the row sums' summation orders differ
 # from OpenBLAS and the CPU loops: ~1e-6, grown over 20 steps to ~1e-5; a wrong stage or
-# a skipped update is off by far more). bf16: within 3e-2 relative (bf16 rounds
-# activations and weights to 8 bits, ~4e-3 per value). Both: the loss falls by 10%.
+# a skipped update is off by far more). bf16 and fp16: within 3e-2 relative (bf16 rounds
+# activations and weights to 8 bits, ~4e-3 per value; fp16 to 11). All: the loss falls by 10%.
 # Prints "max rel diff" and exits non-zero on a mismatch.
 compare_losses() {
   python3 - "$here/ref/cpu_losses.json" "$1" "$2" "$3" <<'EOF'
@@ -274,6 +275,10 @@ run_small_gpts() {
     for run in "${runs[@]}"; do
       if in_budget; then small_gpt "$run" "$dtype" nccl; else row "small-gpt $run-$dtype" SKIP "time budget spent"; fi
     done
+  done
+  # fp16 (its loss scale; bf16's tolerance) at the two ends: dp-train has never run it on a GPU.
+  for run in stage0 stage3-sharded; do
+    if in_budget; then small_gpt "$run" fp16 nccl; else row "small-gpt $run-fp16" SKIP "time budget spent"; fi
   done
 }
 
