@@ -8,7 +8,7 @@
 // 4th step only) through a skipped step (a NaN written into a gradient) ends in the same
 // bits as the CPU, which learns every outcome at once; and fp16's dynamic loss scale through
 // an overflow (the step skipped, the scale halved, the next micro-batches scaled by the new
-// value). Skips without a GPU.
+// value); SGD, stochastic rounding and a cosine schedule. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,6 +138,35 @@ TEST_F(EngineGpu, AHostRunningAheadThroughASkippedStepMatchesTheCpu) {
     r.poison_step = 5;  // skipped; steps 6 and 7 are issued before the host learns it
     r.poison = NAN;
     expect_same_bits(r, "stage " + std::to_string(stage) + ", statistics every 4th step, NaN at step 5");
+  }
+}
+
+// The optimizer's other paths on the GPU: SGD with momentum, bf16 parameters rounded
+// stochastically (the random bits keyed by seed, step and element, so both devices round
+// alike), and a warm-up then cosine schedule (the learning rate reaches the device each
+// step), at a stage that shards the optimizer and one that does not, bit for bit.
+TEST_F(EngineGpu, SgdStochasticRoundingAndScheduleMatchTheCpuBitForBit) {
+  for (int stage : {0, 3}) {
+    const std::string at = "stage " + std::to_string(stage);
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      EngineRun sgd = job(stage, dt, 2, GradAccumulation::kLocal);
+      sgd.options.optim.name = OptimizerKind::kSgd;
+      sgd.options.optim.beta1 = 0.9;
+      sgd.options.optim.lr = 0.05;
+      expect_same_bits(sgd, at + ", " + to_string(dt) + ", SGD with momentum");
+    }
+    EngineRun stochastic = job(stage, DType::kBF16, 1, GradAccumulation::kLocal);
+    stochastic.options.optim.rounding = ParamRounding::kStochastic;
+    EngineRunResult rounded_stochastically, rounded_to_nearest;
+    expect_same_bits(stochastic, at + ", bf16 parameters rounded stochastically", &rounded_stochastically);
+    expect_same_bits(job(stage, DType::kBF16, 1, GradAccumulation::kLocal), at + ", bf16", &rounded_to_nearest);
+    EXPECT_NE(rounded_stochastically.masters, rounded_to_nearest.masters) << at << ": the stochastic rounding changed nothing";
+    EngineRun cosine = job(stage, DType::kF32, 1, GradAccumulation::kLocal);
+    cosine.options.optim.schedule = LrSchedule::kCosine;
+    cosine.options.optim.warmup_steps = 3;
+    cosine.options.optim.min_lr = 1e-3;
+    cosine.options.total_steps = cosine.steps;
+    expect_same_bits(cosine, at + ", warm-up then cosine");
   }
 }
 
