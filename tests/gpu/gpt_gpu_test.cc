@@ -33,6 +33,7 @@
 #include "kernels/convert.h"
 #include "kernels/fused_attention.h"
 #include "testing/device_arrays.h"
+#include "testing/model_side.h"
 #include "testing/tolerance.h"
 #include "trainer/models/model.h"
 #include "zdp/context.h"
@@ -91,67 +92,9 @@ RoundingChain rounding_chain(const ModelConfig& m, int64_t tokens) {
   return {forward, forward + backward};
 }
 
-// A world of 1 on `device`: Gloo over an in-memory store (never used at stage 0 without
-// a step, but the engine needs a communicator).
-Context single_rank(std::unique_ptr<Device> device, const Config& config) {
-  auto store = std::make_unique<InMemoryStore>();
-  CommOptions options;
-  options.timeout = 60s;
-  std::unique_ptr<Communicator> comm = create_gloo_communicator(*store, 0, 1, *device, options).value();
-  LaunchEnv env;
-  env.origin = "gpt_gpu_test";
-  return Context::assemble(env, config, std::move(store), std::move(device), std::move(comm), options.timeout);
-}
-
-// A 16-bit value of `dtype` (bf16 or fp16) and fp32.
-float half_to_f32(DType dtype, uint16_t h) { return dtype == DType::kF16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h); }
-uint16_t f32_to_half(DType dtype, float v) { return dtype == DType::kF16 ? kernels::f32_to_f16(v) : kernels::f32_to_bf16(v); }
-
-// One device's model: engine, ops, gpt; the forward/backward of one micro-batch.
-struct Side {
-  Side(std::unique_ptr<Device> device, const Config& config) : ctx(single_rank(std::move(device), config)) {
-    EngineOptions o = EngineOptions::from(config, 1).value();
-    o.zero.overlap = false;  // no reduction before step(): grad(p) keeps what the model wrote
-    engine = std::make_unique<Engine>(ctx, o);
-    ops = Ops::create(ctx.device(), config.model.dtype, false, config.model.attention).value();
-    model = make_gpt(config.model, config.train.micro_batch, ops.get()).value();
-    Status s = model->register_params(*engine);
-    if (s.ok()) s = engine->finalize();
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    ops->set_stream(engine->compute_stream());
-  }
-  void sync() {
-    const Status s = engine->compute_stream().synchronize(60s);
-    ASSERT_TRUE(s.ok()) << s.to_string();
-  }
-  // n values of the compute dtype at `view`, as floats.
-  std::vector<float> read(void* view, size_t n) {
-    std::vector<float> out(n);
-    if (ops->dtype() == DType::kF32) {
-      EXPECT_TRUE(ctx.device().memcpy(out.data(), view, n * sizeof(float)).ok());
-      return out;
-    }
-    std::vector<uint16_t> bits(n);
-    EXPECT_TRUE(ctx.device().memcpy(bits.data(), view, n * 2).ok());
-    for (size_t i = 0; i < n; ++i) out[i] = half_to_f32(ops->dtype(), bits[i]);
-    return out;
-  }
-  // Writes `values` (already representable in the compute dtype) to `view`.
-  void write(void* view, const std::vector<float>& values) {
-    if (ops->dtype() == DType::kF32) {
-      EXPECT_TRUE(ctx.device().memcpy(view, values.data(), values.size() * 4).ok());
-      return;
-    }
-    std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_half(ops->dtype(), values[i]);
-    EXPECT_TRUE(ctx.device().memcpy(view, bits.data(), bits.size() * 2).ok());
-  }
-
-  Context ctx;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Ops> ops;
-  std::unique_ptr<Model> model;
-};
+using testing::ModelSide;
+using testing::half_to_f32;
+using testing::f32_to_half;
 
 double norm(const std::vector<float>& v) {
   double s = 0;
@@ -175,8 +118,8 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
   Config cpu_config = config;
   cpu_config.model.dtype = DType::kF32;
   cpu_config.model.attention = AttentionImpl::kAuto;
-  Side cpu(create_cpu_device(), cpu_config);
-  Side gpu(testing::test_cuda_device().value(), config);
+  ModelSide cpu(create_cpu_device(), cpu_config);
+  ModelSide gpu(testing::test_cuda_device().value(), config);
   ASSERT_TRUE(gpu.ctx.device().kind() == DeviceKind::kCuda);
 
   // The same parameters on both: the CPU engine's initialisation, with norms and biases

@@ -1,0 +1,122 @@
+// The dp-train MLP (trainer/models/mlp.cc) on CUDA against the same model on the CPU, as
+// gpt_gpu_test does for the GPT: one engine per device (a world of 1, stage 0, fp32 -- the
+// MLP's only dtype), the same parameters and micro-batch, for both of its tasks
+// (classification: cross-entropy; regression: squared error). Its GPU path is its own: the
+// bias epilogue of its linear layers, GELU and GELU's backward in place, the two losses.
+// Skips without a GPU.
+//
+// The bound (testing/tolerance.h), as gpt_gpu_test's: both devices run the same operations
+// in fp32, differing in summation order (and the cross-entropy's exponentials on the GPU's
+// special-function unit), so each result is within straight_line_bound(N, |y|) of the exact
+// value on each device, N the roundings along the longest path from the inputs (every
+// sum's length plus kPerStep per element-wise step), and the devices differ by at most twice
+// that, normwise per gradient tensor. A wrong index, bias or scale is off by the order of
+// the values themselves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testing/device_arrays.h"
+#include "testing/model_side.h"
+#include "testing/test_cuda_device.h"
+#include "testing/tolerance.h"
+
+namespace zdp::trainer {
+namespace {
+
+using testing::ModelSide;
+
+Config mlp_config(MlpTask task) {
+  Config c;
+  c.model.kind = ModelKind::kMlp;
+  c.model.task = task;
+  c.model.n_layers = 3;
+  c.model.d_model = 40;     // no dimension a multiple of a warp: tails everywhere
+  c.model.vocab_size = 13;  // outputs (classes, or regression targets)
+  c.model.dtype = DType::kF32;
+  c.train.micro_batch = 7;
+  c.train.global_batch = 7;
+  c.zero.stage = 0;
+  return c;
+}
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+void compare_with_cpu(const Config& config) {
+  ModelSide cpu(create_cpu_device(), config);
+  ModelSide gpu(testing::test_cuda_device().value(), config);
+  ASSERT_TRUE(gpu.ctx.device().kind() == DeviceKind::kCuda);
+  // The same parameters on both: the CPU engine's initialisation, biases moved off 0 so
+  // that the bias epilogue and its gradient carry values.
+  const std::vector<std::string> names = cpu.engine->param_names();
+  ASSERT_EQ(names, gpu.engine->param_names());
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<size_t> numel;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Param p{static_cast<int>(i)};
+    std::vector<float> values = cpu.engine->gather_master(p).value();
+    if (names[i].find(".bias") != std::string::npos) {
+      for (float& v : values) v = 0.1f * u(rng);
+    }
+    numel.push_back(values.size());
+    cpu.write(cpu.engine->param(p), values);
+    gpu.write(gpu.engine->param(p), values);
+  }
+  const ModelConfig& m = config.model;
+  Batch batch;
+  batch.count = config.train.micro_batch;
+  std::uniform_int_distribution<int32_t> label(0, static_cast<int32_t>(m.vocab_size) - 1);
+  for (int64_t s = 0; s < batch.count; ++s) {
+    for (int j = 0; j < m.d_model; ++j) batch.features.push_back(u(rng));
+    if (m.task == MlpTask::kClassification) batch.labels.push_back(label(rng));
+    else for (int k = 0; k < m.vocab_size; ++k) batch.targets.push_back(u(rng));
+  }
+  const double loss_cpu = cpu.model->train_micro(*cpu.engine, batch).value();
+  const double loss_gpu = gpu.model->train_micro(*gpu.engine, batch).value();
+  cpu.sync();
+  gpu.sync();
+
+  constexpr int kPerStep = 8;  // gelu, its derivative, exp, bias, scale: < 8 roundings each
+  const int64_t layers = m.n_layers + 1, C = m.d_model, V = m.vocab_size;
+  const int64_t forward = layers * (C + kPerStep) + V + kPerStep;                 // linears + GELUs, the loss's row sum
+  const int64_t total = forward + layers * (std::max(C, V) + kPerStep) + batch.count;  // dx sums, a weight gradient's sum over samples
+  EXPECT_TRUE(testing::within(loss_gpu, loss_cpu, 2 * testing::straight_line_bound(static_cast<int>(forward), loss_cpu)))
+      << "loss";
+  double worst = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Param p{static_cast<int>(i)};
+    const std::vector<float> g_cpu = cpu.read(cpu.engine->grad(p), numel[i]);
+    const std::vector<float> g_gpu = gpu.read(gpu.engine->grad(p), numel[i]);
+    std::vector<float> diff(numel[i]);
+    for (size_t j = 0; j < diff.size(); ++j) diff[j] = g_gpu[j] - g_cpu[j];
+    const double scale = norm(g_cpu);
+    ASSERT_GT(scale, 0) << names[i] << ": a zero gradient checks nothing";
+    const double allowed = 2 * testing::straight_line_bound(static_cast<int>(total), scale);
+    EXPECT_TRUE(testing::within(norm(diff), 0, allowed)) << names[i] << " (|| g_gpu - g_cpu ||_2; || g_cpu ||_2 = " << scale << ")";
+    worst = std::max(worst, norm(diff) / scale);
+  }
+  std::printf("%s: loss cpu %.9f gpu %.9f; largest relative gradient difference %.3g (allowed %.3g)\n", to_string(m.task),
+              loss_cpu, loss_gpu, worst, 2 * testing::straight_line_bound(static_cast<int>(total), 1.0));
+}
+
+TEST(MlpGpu, ClassificationMatchesTheCpuWithinTheRoundingBound) {
+  ZDP_SKIP_WITHOUT_GPU();
+  compare_with_cpu(mlp_config(MlpTask::kClassification));
+}
+
+TEST(MlpGpu, RegressionMatchesTheCpuWithinTheRoundingBound) {
+  ZDP_SKIP_WITHOUT_GPU();
+  compare_with_cpu(mlp_config(MlpTask::kRegression));
+}
+
+}  // namespace
+}  // namespace zdp::trainer
