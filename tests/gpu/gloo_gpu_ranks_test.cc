@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -51,6 +52,9 @@ void expect_gpu_ranks_match_cpu_ranks(EngineRun run, const std::string& what) {
     for (size_t s = 0; s < gpu.stats_by_rank[r].size(); ++s) {
       EXPECT_EQ(gpu.stats_by_rank[r][s].grad_norm, cpu.stats_by_rank[r][s].grad_norm)
           << what << ": rank " << r << ", step " << s;
+      EXPECT_EQ(gpu.stats_by_rank[r][s].skipped, cpu.stats_by_rank[r][s].skipped) << what << ": rank " << r << ", step " << s;
+      EXPECT_EQ(gpu.stats_by_rank[r][s].loss_scale, cpu.stats_by_rank[r][s].loss_scale)
+          << what << ": rank " << r << ", step " << s;
     }
   }
 }
@@ -87,6 +91,36 @@ TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
   overlap.stats_every = 3;  // the host runs ahead of the GPU between reads
   overlap.steps = 8;
   expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
+}
+
+// fp16 on two GPU ranks: an infinite gradient on rank 1 alone skips the step on both (the
+// overflow flag is all-reduced on the device) and halves both ranks' loss scale, as on
+// two CPU ranks, bit for bit; at a stage that shards the optimizer and one that shards
+// the parameters too.
+TEST_F(GlooGpuRanks, AnFp16OverflowOnOneRankSkipsTheStepOnBoth) {
+  for (int stage : {1, 3}) {
+    EngineRun r;
+    r.options = testing::comparison_options(stage);
+    r.options.compute_dtype = DType::kF16;
+    r.steps = 8;
+    r.poison_rank = 1;
+    r.poison_step = 4;
+    r.poison = INFINITY;
+    const std::string what = "stage " + std::to_string(stage) + ", fp16, infinity on rank 1 at step 4";
+    expect_gpu_ranks_match_cpu_ranks(r, what);
+    if (HasFatalFailure()) return;
+    r.cuda = true;
+    r.world = 2;
+    const EngineRunResult gpu = testing::run_engine(r);
+    ASSERT_EQ(gpu.failures, "") << what;
+    for (size_t rank = 0; rank < gpu.stats_by_rank.size(); ++rank) {
+      const std::vector<StepStats>& st = gpu.stats_by_rank[rank];
+      ASSERT_EQ(st.size(), 8u) << what;
+      EXPECT_TRUE(st[4].skipped) << what << ": rank " << rank << " did not skip";
+      EXPECT_FALSE(st[3].skipped) << what << ": rank " << rank;
+      EXPECT_EQ(st[4].loss_scale, st[3].loss_scale / 2) << what << ": rank " << rank << "'s scale did not halve";
+    }
+  }
 }
 
 // Compressed communication on GPU ranks: the gradient exchanged block-quantized (int8 with
