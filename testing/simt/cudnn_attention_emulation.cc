@@ -20,6 +20,14 @@ std::atomic<int64_t> g_forward_runs{0}, g_backward_runs{0};
 constexpr int64_t kKeyTile = 8;    // keys per dQ partial sum (the order of their adds varies)
 constexpr uintptr_t kAlign = 16;   // bytes: every tensor's address and row stride
 
+// A tensor as the checks see it: its bytes, and its row stride where it has rows.
+struct Range {
+  const char* name;
+  const void* p;
+  int64_t bytes;
+  int64_t row_elements = 0;  // between consecutive tokens (0: packed, no rows)
+};
+
 // A [batch, heads, seq, hd] view of a row-major [batch x seq, row] buffer of 16-bit values.
 struct View {
   const FusedAttentionShape* s;
@@ -28,6 +36,7 @@ struct View {
   int64_t at(int64_t b, int64_t h, int64_t t, int64_t c) const { return (b * s->seq + t) * row + h * s->head_dim + c; }
   // The bytes from the first element to one past the last.
   int64_t extent_bytes() const { return ((s->batch * s->seq - 1) * row + s->heads * s->head_dim) * 2; }
+  Range range(const char* name) const { return {name, base, extent_bytes(), row}; }
   float get(int64_t i) const {
     uint16_t h;
     std::memcpy(&h, base + 2 * i, 2);
@@ -41,30 +50,23 @@ struct View {
 
 float round_io(DType t, float v) { return t == DType::kF16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v)); }
 
-struct Range {
-  const char* name;
-  const void* p;
-  int64_t bytes;
-};
 bool overlap(const Range& a, const Range& b) {
   const auto x = reinterpret_cast<uintptr_t>(a.p), y = reinterpret_cast<uintptr_t>(b.p);
   return x < y + static_cast<uintptr_t>(b.bytes) && y < x + static_cast<uintptr_t>(a.bytes);
 }
 
-// The checks at the call: each tensor (its row stride `row` in elements, 0 for the packed
-// statistics and the workspace) in one allocation of an emulated device and aligned; no
-// output sharing bytes with an input or the workspace with anything.
+// The checks at the call: each tensor in one allocation of an emulated device, it and its
+// rows aligned; no output sharing bytes with an input, nor the workspace with anything.
 Status check_tensors(const std::string& what, const std::vector<Range>& inputs, const std::vector<Range>& outputs,
-                     const std::vector<int64_t>& rows, const Range& workspace) {
+                     const Range& workspace) {
   std::vector<Range> all = inputs;
   all.insert(all.end(), outputs.begin(), outputs.end());
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Range& r = all[i];
+  for (const Range& r : all) {
     if (!testing::in_emulated_allocation(r.p, static_cast<size_t>(r.bytes))) {
       return Status(StatusCode::kInternal, what + ": " + r.name + " (" + std::to_string(r.bytes) +
                                                " bytes) is not inside one allocation of the emulated GPU");
     }
-    if (reinterpret_cast<uintptr_t>(r.p) % kAlign != 0 || (rows[i] * 2) % static_cast<int64_t>(kAlign) != 0) {
+    if (reinterpret_cast<uintptr_t>(r.p) % kAlign != 0 || (r.row_elements * 2) % static_cast<int64_t>(kAlign) != 0) {
       return Status(StatusCode::kInternal, what + ": " + r.name + " or its row stride is not 16-byte aligned");
     }
   }
@@ -223,9 +225,8 @@ class EmulatedCudnnAttention final : public FusedAttention {
     char* qkv = const_cast<char*>(static_cast<const char*>(a.qkv));
     const View q{&s, qkv, 3 * d}, k{&s, qkv + 2 * d, 3 * d}, v{&s, qkv + 4 * d, 3 * d}, o{&s, static_cast<char*>(a.out), d};
     const int64_t stats_bytes = s.batch * s.heads * s.seq * 4;
-    ZDP_RETURN_IF_ERROR(check_tensors(what, {{"Q", q.base, q.extent_bytes()}, {"K", k.base, k.extent_bytes()}, {"V", v.base, v.extent_bytes()}},
-                                      {{"O", o.base, o.extent_bytes()}, {"stats", a.stats, stats_bytes}},
-                                      {3 * d, 3 * d, 3 * d, d, 0}, {"workspace", workspace, need}));
+    ZDP_RETURN_IF_ERROR(check_tensors(what, {q.range("Q"), k.range("K"), v.range("V")},
+                                      {o.range("O"), {"stats", a.stats, stats_bytes}}, {"workspace", workspace, need}));
     const FusedAttentionShape shape = s;
     const float scale = a.scale;
     float* stats = a.stats;
@@ -259,11 +260,10 @@ class EmulatedCudnnAttention final : public FusedAttention {
     const int64_t stats_bytes = s.batch * s.heads * s.seq * 4;
     // dQ, dK and dV interleave in dqkv: checked as one output, from dQ's first byte to dV's last.
     const int64_t dqkv_bytes = t.dv.extent_bytes() + 4 * d;
-    ZDP_RETURN_IF_ERROR(check_tensors(
-        what,
-        {{"Q", t.q.base, t.q.extent_bytes()}, {"K", t.k.base, t.k.extent_bytes()}, {"V", t.v.base, t.v.extent_bytes()},
-         {"O", t.o.base, t.o.extent_bytes()}, {"dO", t.dout.base, t.dout.extent_bytes()}, {"stats", a.stats, stats_bytes}},
-        {{"dQ, dK, dV", dqkv, dqkv_bytes}}, {3 * d, 3 * d, 3 * d, d, d, 0, 3 * d}, {"workspace", workspace, need}));
+    ZDP_RETURN_IF_ERROR(check_tensors(what,
+                                      {t.q.range("Q"), t.k.range("K"), t.v.range("V"), t.o.range("O"), t.dout.range("dO"),
+                                       {"stats", a.stats, stats_bytes}},
+                                      {{"dQ, dK, dV", dqkv, dqkv_bytes, 3 * d}}, {"workspace", workspace, need}));
     const FusedAttentionShape shape = s;
     const float scale = a.scale;
     const float* stats = a.stats;

@@ -95,12 +95,7 @@ RoundingChain rounding_chain(const ModelConfig& m, int64_t tokens) {
 using testing::ModelSide;
 using testing::half_to_f32;
 using testing::f32_to_half;
-
-double norm(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
-  return std::sqrt(s);
-}
+using testing::relative_difference;
 
 // One micro-batch's loss and every parameter's gradient on the CPU (fp32) and on the GPU
 // (the config's dtype and attention), from the same parameters.
@@ -126,14 +121,10 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
   // moved off their 1 / 0 initial values so that every term of every backward is non-zero,
   // rounded to the GPU's dtype.
   out->names = cpu.engine->param_names();
-  ASSERT_EQ(out->names, gpu.engine->param_names());
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<size_t> numel;
-  for (size_t i = 0; i < out->names.size(); ++i) {
-    const Param p{static_cast<int>(i)};
-    const std::string& name = out->names[i];
-    std::vector<float> values = cpu.engine->gather_master(p).value();
+  testing::share_parameters(cpu, gpu, [&](const std::string& name, std::vector<float>& values) {
     const bool norm_weight = name.find("norm") != std::string::npos && name.find(".weight") != std::string::npos;
     for (float& v : values) {
       if (norm_weight) v = 1 + 0.2f * u(rng);
@@ -141,11 +132,8 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
       if (name.find("attn.qkv.weight") != std::string::npos) v *= qkv_scale;
       if (config.model.dtype != DType::kF32) v = half_to_f32(config.model.dtype, f32_to_half(config.model.dtype, v));
     }
-    numel.push_back(values.size());
-    cpu.write(cpu.engine->param(p), values);
-    gpu.write(gpu.engine->param(p), values);
-    ASSERT_FALSE(::testing::Test::HasFailure()) << name;
-  }
+  }, &numel);
+  if (::testing::Test::HasFatalFailure()) return;
 
   Batch batch;
   batch.count = config.train.micro_batch;
@@ -160,22 +148,11 @@ void run_both(const Config& config, BothSides* out, float qkv_scale = 1) {
   cpu.sync();
   gpu.sync();
   out->gpu_fused = gpu.model->fused_attention();
+  out->grad_cpu = cpu.gradients(numel);
+  out->grad_gpu = gpu.gradients(numel);
   for (size_t i = 0; i < out->names.size(); ++i) {
-    const Param p{static_cast<int>(i)};
-    out->grad_cpu.push_back(cpu.read(cpu.engine->grad(p), numel[i]));
-    out->grad_gpu.push_back(gpu.read(gpu.engine->grad(p), numel[i]));
-    // fp16: the gradients of the loss times the engine's loss scale.
-    const float unscale = static_cast<float>(1.0 / gpu.engine->loss_scale());
-    for (float& g : out->grad_gpu.back()) g *= unscale;
-    ASSERT_GT(norm(out->grad_cpu.back()), 0) << out->names[i] << ": a zero gradient checks nothing";
+    ASSERT_GT(testing::norm(out->grad_cpu[i]), 0) << out->names[i] << ": a zero gradient checks nothing";
   }
-}
-
-// || a - b ||_2 / || b ||_2
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<float> diff(a.size());
-  for (size_t j = 0; j < diff.size(); ++j) diff[j] = a[j] - b[j];
-  return norm(diff) / norm(b);
 }
 
 void compare_with_cpu(const Config& config) {
@@ -190,14 +167,8 @@ void compare_with_cpu(const Config& config) {
       << "loss";
   EXPECT_GT(r.loss_cpu, 0.5 * std::log(static_cast<double>(config.model.vocab_size)));  // near ln V at this init
 
-  double worst = 0;
-  for (size_t i = 0; i < r.names.size(); ++i) {
-    const double scale = norm(r.grad_cpu[i]);
-    const double allowed = 2 * testing::straight_line_bound(static_cast<int>(n.total), scale);
-    const double diff = relative_difference(r.grad_gpu[i], r.grad_cpu[i]) * scale;
-    EXPECT_TRUE(testing::within(diff, 0, allowed)) << r.names[i] << " (|| g_gpu - g_cpu ||_2; || g_cpu ||_2 = " << scale << ")";
-    worst = std::max(worst, diff / scale);
-  }
+  const double worst =
+      testing::expect_gradients_within_rounding_bound(r.names, r.grad_gpu, r.grad_cpu, static_cast<int>(n.total));
   std::printf("loss cpu %.9f gpu %.9f; largest relative gradient difference %.3g (allowed %.3g)\n", r.loss_cpu, r.loss_gpu,
               worst, 2 * testing::straight_line_bound(static_cast<int>(n.total), 1.0));
 }

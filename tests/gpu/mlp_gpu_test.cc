@@ -44,33 +44,20 @@ Config mlp_config(MlpTask task) {
   return c;
 }
 
-double norm(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
-  return std::sqrt(s);
-}
-
 void compare_with_cpu(const Config& config) {
   ModelSide cpu(create_cpu_device(), config);
   ModelSide gpu(testing::test_cuda_device().value(), config);
   ASSERT_TRUE(gpu.ctx.device().kind() == DeviceKind::kCuda);
   // The same parameters on both: the CPU engine's initialisation, biases moved off 0 so
   // that the bias epilogue and its gradient carry values.
-  const std::vector<std::string> names = cpu.engine->param_names();
-  ASSERT_EQ(names, gpu.engine->param_names());
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<size_t> numel;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Param p{static_cast<int>(i)};
-    std::vector<float> values = cpu.engine->gather_master(p).value();
-    if (names[i].find(".bias") != std::string::npos) {
-      for (float& v : values) v = 0.1f * u(rng);
-    }
-    numel.push_back(values.size());
-    cpu.write(cpu.engine->param(p), values);
-    gpu.write(gpu.engine->param(p), values);
-  }
+  testing::share_parameters(cpu, gpu, [&](const std::string& name, std::vector<float>& values) {
+    if (name.find(".bias") == std::string::npos) return;
+    for (float& v : values) v = 0.1f * u(rng);
+  }, &numel);
+  if (::testing::Test::HasFatalFailure()) return;
   const ModelConfig& m = config.model;
   Batch batch;
   batch.count = config.train.micro_batch;
@@ -91,19 +78,8 @@ void compare_with_cpu(const Config& config) {
   const int64_t total = forward + layers * (std::max(C, V) + kPerStep) + batch.count;  // dx sums, a weight gradient's sum over samples
   EXPECT_TRUE(testing::within(loss_gpu, loss_cpu, 2 * testing::straight_line_bound(static_cast<int>(forward), loss_cpu)))
       << "loss";
-  double worst = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Param p{static_cast<int>(i)};
-    const std::vector<float> g_cpu = cpu.read(cpu.engine->grad(p), numel[i]);
-    const std::vector<float> g_gpu = gpu.read(gpu.engine->grad(p), numel[i]);
-    std::vector<float> diff(numel[i]);
-    for (size_t j = 0; j < diff.size(); ++j) diff[j] = g_gpu[j] - g_cpu[j];
-    const double scale = norm(g_cpu);
-    ASSERT_GT(scale, 0) << names[i] << ": a zero gradient checks nothing";
-    const double allowed = 2 * testing::straight_line_bound(static_cast<int>(total), scale);
-    EXPECT_TRUE(testing::within(norm(diff), 0, allowed)) << names[i] << " (|| g_gpu - g_cpu ||_2; || g_cpu ||_2 = " << scale << ")";
-    worst = std::max(worst, norm(diff) / scale);
-  }
+  const double worst = testing::expect_gradients_within_rounding_bound(cpu.engine->param_names(), gpu.gradients(numel),
+                                                                      cpu.gradients(numel), static_cast<int>(total));
   std::printf("%s: loss cpu %.9f gpu %.9f; largest relative gradient difference %.3g (allowed %.3g)\n", to_string(m.task),
               loss_cpu, loss_gpu, worst, 2 * testing::straight_line_bound(static_cast<int>(total), 1.0));
 }
