@@ -10,11 +10,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/internal/address_sanitizer.h"
 #include "runtime/internal/host_waits.h"
+#include "runtime/src/device/cuda/device_cuda.h"
 #include "zdp/dtype.h"  // format_bytes
 
 namespace zdp::testing {
@@ -32,20 +35,40 @@ std::vector<std::weak_ptr<Queue>> g_queues;
 StreamOrder g_order = StreamOrder::kAlternate;
 int64_t g_host_waits = 0;  // waits from the host, for kAlternate's parity
 int g_depth = 0;           // > 0 while queued work runs (a wait inside it is no host wait)
-// Every live allocation of every emulated device, start -> bytes (device and pinned memory:
-// what a kernel may touch; see in_emulated_allocation).
-std::map<uintptr_t, size_t> g_allocations;
+// Every live allocation of every emulated device, by start (device and pinned memory: what
+// a kernel may touch; see in_emulated_allocation).
+struct Allocation {
+  size_t bytes = 0;
+  EmulatedMemory kind = EmulatedMemory::kDevice;
+  int device = 0;
+};
+std::map<uintptr_t, Allocation> g_allocations;
+
+// How long a host wait sleeps between polls of work that waits for another rank (a
+// collective): the lock is free meanwhile, so other threads' streams and the NCCL
+// watchdog's queries go on.
+constexpr auto kPollInterval = std::chrono::microseconds(200);
+
+// One piece of queued work: std::nullopt while unfinished (a collective whose peers have not
+// all arrived), then its outcome.
+using Work = std::function<std::optional<Status>()>;
 
 // One stream's queue: its work in order, run only when something waits for it (the host,
 // or another stream's queued wait), so that work nobody waited for has not happened yet:
 // a read that no wait orders after the write it needs sees the old bytes.
 class Queue {
  public:
-  explicit Queue(std::string name) : name_(std::move(name)) {}
+  Queue(std::string name, int device) : name_(std::move(name)), device_(device) {}
 
   const std::string& name() const { return name_; }
-  // Queues `work`; the position it takes is end() before the call.
+  int device() const { return device_; }
+  // Queues `work`, which finishes at its first run; the position it takes is end() before
+  // the call.
   void submit(std::function<Status()> work) {
+    submit_polled([work = std::move(work)]() -> std::optional<Status> { return work(); });
+  }
+  // Queues work that may take several runs to finish (Work).
+  void submit_polled(Work work) {
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
     items_.push_back(std::move(work));
     ++submitted_;
@@ -57,16 +80,28 @@ class Queue {
   }
   // Runs the queued work below `position`, in order, first (by the StreamOrder of a wait
   // from the host) the other streams' queued work; after a failure the rest is skipped, as
-  // on a failed CUDA stream.
-  void run_until(uint64_t position) {
+  // on a failed CUDA stream. Returns whether all of it has run: false while a piece of it
+  // is unfinished (Work), which the next call tries again.
+  bool run_until(uint64_t position) {
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    if (position <= executed_) return;
+    if (position <= executed_) return true;
     ++g_depth;
     if (g_depth == 1 && others_first()) run_others();
-    run_own(position);
+    const bool done = run_own(position);
     --g_depth;
+    return done;
   }
-  void run_all() { run_until(end()); }
+  bool run_all() { return run_until(end()); }
+  // Runs the work below `position` to the end, polling unfinished work with the lock
+  // released in between; false when `timeout` passed first.
+  bool finish_until(uint64_t position, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!run_until(position)) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    return true;
+  }
   // The first failure of the work that has run, or OK.
   Status error() const {
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
@@ -97,56 +132,78 @@ class Queue {
       if (q && q.get() != this) q->run_own(q->end());
     }
   }
-  // This queue's work below `position`. A queued wait runs the other queue only up to work
-  // submitted before the wait was, so it never comes back to unfinished work of this one
-  // (as cudaStreamWaitEvent waits for the event's latest record before the call).
-  void run_own(uint64_t position) {
+  // This queue's work below `position`; false when a piece of it is unfinished. A queued
+  // wait runs the other queue only up to work submitted before the wait was, so it never
+  // comes back to unfinished work of this one (as cudaStreamWaitEvent waits for the event's
+  // latest record before the call). The running piece stays first in the queue until it
+  // finishes, so a wait that comes back to this queue finds it unfinished.
+  bool run_own(uint64_t position) {
+    if (running_) return executed_ >= position;  // a wait inside the running piece came back
     while (executed_ < position && !items_.empty()) {
-      std::function<Status()> work = std::move(items_.front());
-      items_.pop_front();
       if (error_.ok()) {
-        const Status s = work();
-        if (!s.ok() && error_.ok()) {
-          error_ = s;
+        running_ = true;
+        const std::optional<Status> s = items_.front()();
+        running_ = false;
+        if (!s) return false;
+        if (!s->ok() && error_.ok()) {
+          error_ = *s;
           failed_at_ = executed_;
         }
       }
+      items_.pop_front();
       ++executed_;
     }
+    return executed_ >= position;
   }
 
   std::string name_;
-  std::deque<std::function<Status()>> items_;
+  int device_;  // the index of the emulated device whose stream it is
+  std::deque<Work> items_;
   uint64_t submitted_ = 0, executed_ = 0;
+  bool running_ = false;
   Status error_;
   uint64_t failed_at_ = UINT64_MAX;
 };
 
-// A point in a queue. Waiting for it (ready(), wait()) runs the queue up to that point, as
-// a GPU would have by the time the host asks; never recorded, it is ready.
+// A point in a queue, and in its stream's error state (the CUDA device's positions:
+// runtime/src/device/stream_error_state.h). Waiting for it (ready(), wait()) runs the queue
+// up to that point, as a GPU would have by the time the host asks; never recorded, it is
+// ready.
 class EmulatedEvent final : public Event {
  public:
   // Whether it is ready is only asked to wait for it: the queued work runs now, so the
-  // answer is yes (a wait that finds the work done is no host wait, host_waits.h).
-  bool ready() override {
-    if (queue_) queue_->run_until(position_);
-    return true;
-  }
-  Status wait(std::chrono::milliseconds) override {
+  // answer is yes (a wait that finds the work done is no host wait, host_waits.h), unless a
+  // piece of it waits for another rank.
+  bool ready() override { return !queue_ || failed() || queue_->run_until(position_); }
+  Status wait(std::chrono::milliseconds timeout) override {
     if (!queue_) return Status::Ok();
-    queue_->run_until(position_);
-    return queue_->error_before(position_);
+    if (!failed() && !queue_->finish_until(position_, timeout)) {
+      return Status(StatusCode::kTimeout, "event on stream '" + queue_->name() + "' not reached after " +
+                                              std::to_string(timeout.count()) + " ms");
+    }
+    const Status queued = queue_->error_before(position_);
+    return queued.ok() ? state_->error_before(state_position_) : queued;
   }
-  void set(std::shared_ptr<Queue> queue, uint64_t position) {
+  void set(std::shared_ptr<Queue> queue, uint64_t position, std::shared_ptr<cuda::StreamErrorState> state) {
     queue_ = std::move(queue);
     position_ = position;
+    state_position_ = state->position();
+    state_ = std::move(state);
   }
   const std::shared_ptr<Queue>& queue() const { return queue_; }
   uint64_t position() const { return position_; }
+  const std::shared_ptr<cuda::StreamErrorState>& state() const { return state_; }
+  uint64_t state_position() const { return state_position_; }
 
  private:
+  // As the CUDA device's wait: a failure of the stream before the event (a collective the
+  // NCCL watchdog gave up on) is the answer, without waiting for the work.
+  bool failed() const { return !state_->error_before(state_position_).ok(); }
+
   std::shared_ptr<Queue> queue_;
   uint64_t position_ = 0;
+  std::shared_ptr<cuda::StreamErrorState> state_;
+  uint64_t state_position_ = 0;
 };
 
 class EmulatedGpuDevice;
@@ -156,8 +213,9 @@ class EmulatedGpuDevice;
 class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
  public:
   EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<Queue> queue);
-  // Queued work runs before the stream goes, as cudaStreamDestroy lets it finish.
-  ~EmulatedStream() override { queue_->run_all(); }
+  // Queued work runs before the stream goes, as cudaStreamDestroy lets it finish (a
+  // collective whose peers never come finishes when its communicator is aborted).
+  ~EmulatedStream() override { (void)queue_->finish_until(queue_->end(), std::chrono::hours(24)); }
 
   Device& device() override;
   const std::string& name() const override { return queue_->name(); }
@@ -169,17 +227,34 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
       return why.empty() ? Status::Ok() : Status(StatusCode::kCudaError, "stream '" + name + "': " + why);
     });
   }
-  Status enqueue_host(std::string what, HostTask task) override {
+  void submit_polled(std::function<std::optional<std::string>()> poll) override {
     const std::string name = queue_->name();
-    queue_->submit([name, what = std::move(what), task = std::move(task)]() -> Status {
+    queue_->submit_polled([name, poll = std::move(poll)]() -> std::optional<Status> {
+      const std::optional<std::string> why = poll();
+      if (!why) return std::nullopt;
+      return why->empty() ? Status::Ok() : Status(StatusCode::kCudaError, "stream '" + name + "': " + *why);
+    });
+  }
+  uint64_t position() override { return queue_->end(); }
+  bool reached(uint64_t position) override { return queue_->run_until(position); }
+
+  // As the CUDA device's: skipped on a stream that failed before it, and a failure is the
+  // stream's from the task's position on.
+  Status enqueue_host(std::string what, HostTask task) override {
+    if (!state_->error().ok()) return Status::Ok();
+    const uint64_t position = state_->next_position();
+    queue_->submit([state = state_, position, what = std::move(what), task = std::move(task)]() -> Status {
+      if (!state->error_before(position).ok()) return Status::Ok();
       Status s = task();
-      return s.ok() ? s : s.with_context("stream '" + name + "': " + what);
+      if (!s.ok()) state->fail(position, s.with_context("stream '" + state->name() + "': " + what));
+      return Status::Ok();
     });
     return Status::Ok();
   }
   Status memcpy_async(void* dst, const void* src, size_t bytes) override;
   Status memset_async(void* dst, int value, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
+    (void)state_->next_position();
     queue_->submit([=]() -> Status {
       std::memset(dst, value, bytes);
       return Status::Ok();
@@ -189,7 +264,7 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
   Status record(Event& event) override {
     auto* e = dynamic_cast<EmulatedEvent*>(&event);
     if (e == nullptr) return Status(StatusCode::kInvalidArgument, "stream '" + name() + "': an event of another device");
-    e->set(queue_, queue_->end());
+    e->set(queue_, queue_->end(), state_);
     return Status::Ok();
   }
   // cudaStreamWaitEvent: no host wait; this queue's later work runs after the event's.
@@ -199,36 +274,53 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
     if (!e->queue()) return Status::Ok();  // never recorded: ready
     std::shared_ptr<Queue> other = e->queue();
     const uint64_t position = e->position();
-    queue_->submit([other, position]() -> Status {
-      other->run_until(position);
+    queue_->submit_polled([other, position]() -> std::optional<Status> {
+      if (!other->run_until(position)) return std::nullopt;
       return other->error_before(position);
     });
+    state_->depend_on(e->state(), e->state_position());  // as the CUDA device's: failures travel
     return Status::Ok();
   }
   // The queued work runs now; finished by the time it is asked, it counts as no host wait.
-  Status synchronize(std::chrono::milliseconds) override {
-    queue_->run_all();
-    return queue_->error();
+  // Work that waits for another rank is polled until it finishes, the stream fails (as the
+  // CUDA device's: nothing left to wait for), or `timeout` passes.
+  Status synchronize(std::chrono::milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (state_->error().ok() && !queue_->run_all()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Status(StatusCode::kTimeout, "stream '" + name() + "': synchronize timed out after " +
+                                                std::to_string(timeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    return error();
   }
-  Status error() override { return queue_->error(); }
+  Status error() override {
+    const Status queued = queue_->error();
+    return queued.ok() ? state_->error() : queued;
+  }
   void abort(const Status& reason) override { queue_->fail(reason); }
   void* native_handle() override { return static_cast<::zdp_emu::StreamQueue*>(this); }
+  // What the NCCL communicator needs of a CUDA stream (runtime/src/device/cuda/device_cuda.h).
+  cuda::StreamHandle handle();
 
  private:
   EmulatedGpuDevice& device_;
   std::shared_ptr<Queue> queue_;
+  std::shared_ptr<cuda::StreamErrorState> state_;
 };
 
 class EmulatedGpuDevice final : public Device {
  public:
+  explicit EmulatedGpuDevice(int index) : index_(index) {}
   ~EmulatedGpuDevice() override { finish_all(); }
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
-  int index() const override { return 0; }
-  std::string name() const override { return "cuda:0 (SIMT emulation)"; }
+  int index() const override { return index_; }
+  std::string name() const override { return "cuda:" + std::to_string(index_) + " (SIMT emulation)"; }
 
   StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name, StreamPriority) override {
-    auto queue = std::make_shared<Queue>(name);
+    auto queue = std::make_shared<Queue>(name, index_);
     {
       std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
       g_queues.push_back(queue);
@@ -248,13 +340,15 @@ class EmulatedGpuDevice final : public Device {
   bool owns(const void* p) const { return in_emulated_allocation(p, 1); }
 
  protected:
-  StatusOr<void*> raw_allocate(int64_t bytes, MemSpace) override {
+  StatusOr<void*> raw_allocate(int64_t bytes, MemSpace space) override {
     void* ptr = allocate_exact_bytes(kAlignment, static_cast<size_t>(bytes));
     if (ptr == nullptr) {
       return Status(StatusCode::kOutOfMemory, "emulated GPU: host allocation of " + format_bytes(bytes) + " failed");
     }
     std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    g_allocations[reinterpret_cast<uintptr_t>(ptr)] = static_cast<size_t>(bytes);
+    g_allocations[reinterpret_cast<uintptr_t>(ptr)] =
+        Allocation{static_cast<size_t>(bytes),
+                   space == MemSpace::kDevice ? EmulatedMemory::kDevice : EmulatedMemory::kPinned, index_};
     return ptr;
   }
   // cudaFree and cudaFreeHost wait for the whole device first; so does this.
@@ -266,24 +360,39 @@ class EmulatedGpuDevice final : public Device {
   }
 
  private:
-  // Every queue of the emulated GPU runs to its end (the queues of a device gone with it).
-  static void finish_all() {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    for (auto it = g_queues.begin(); it != g_queues.end();) {
-      if (std::shared_ptr<Queue> q = it->lock()) {
-        q->run_all();
-        ++it;
-      } else {
-        it = g_queues.erase(it);
+  // Every queue of this device runs to its end, as cudaFree waits for its device (not for
+  // another device, whose collective may be waiting for this rank's next one); work that
+  // waits for another rank is polled with the lock released in between.
+  void finish_all() {
+    for (;;) {
+      bool done = true;
+      {
+        std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+        for (auto it = g_queues.begin(); it != g_queues.end();) {
+          if (std::shared_ptr<Queue> q = it->lock()) {
+            if (q->device() == index_) done = q->run_all() && done;
+            ++it;
+          } else {
+            it = g_queues.erase(it);
+          }
+        }
       }
+      if (done) return;
+      std::this_thread::sleep_for(kPollInterval);
     }
   }
+
+  const int index_;
 };
 
 EmulatedStream::EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<Queue> queue)
-    : device_(device), queue_(std::move(queue)) {}
+    : device_(device), queue_(std::move(queue)), state_(std::make_shared<cuda::StreamErrorState>(queue_->name())) {}
 
 Device& EmulatedStream::device() { return device_; }
+
+cuda::StreamHandle EmulatedStream::handle() { 
+  return cuda::StreamHandle{static_cast<cudaStream_t>(native_handle()), device_.index(), state_};
+}
 
 // As cudaMemcpyAsync: from pageable host memory the bytes are staged at the call (the
 // caller may reuse its buffer at once); to pageable host memory the call returns once the
@@ -291,6 +400,7 @@ Device& EmulatedStream::device() { return device_; }
 // queued.
 Status EmulatedStream::memcpy_async(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
+  (void)state_->next_position();
   if (!device_.owns(src)) {
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
     queue_->submit([dst, staged]() -> Status {
@@ -309,13 +419,31 @@ Status EmulatedStream::memcpy_async(void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
-bool in_emulated_allocation(const void* p, size_t bytes) {
-  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+namespace {
+
+// The live allocation holding [p, p + bytes), or null. REQUIRES: g_gpu_mu held.
+const Allocation* find_allocation(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   auto it = g_allocations.upper_bound(a);
-  if (it == g_allocations.begin()) return false;
+  if (it == g_allocations.begin()) return nullptr;
   --it;
-  return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+  const size_t offset = a - it->first;
+  return offset <= it->second.bytes && bytes <= it->second.bytes - offset ? &it->second : nullptr;
+}
+
+}  // namespace
+
+bool in_emulated_allocation(const void* p, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+  return find_allocation(p, bytes) != nullptr;
+}
+
+EmulatedMemory emulated_memory_kind(const void* p, int* device) {
+  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+  const Allocation* a = find_allocation(p, 1);
+  if (a == nullptr) return EmulatedMemory::kNone;
+  if (device != nullptr) *device = a->device;
+  return a->kind;
 }
 
 void set_stream_order(StreamOrder order) {
@@ -323,6 +451,19 @@ void set_stream_order(StreamOrder order) {
   g_order = order;
 }
 
-std::unique_ptr<Device> create_emulated_gpu_device() { return std::make_unique<EmulatedGpuDevice>(); }
+std::unique_ptr<Device> create_emulated_gpu_device(int index) { return std::make_unique<EmulatedGpuDevice>(index); }
 
 }  // namespace zdp::testing
+
+namespace zdp::cuda {
+
+StatusOr<StreamHandle> stream_handle(Stream& stream) {
+  auto* emulated = dynamic_cast<testing::EmulatedStream*>(&stream);
+  if (emulated == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "stream '" + stream.name() + "' is not a stream of the emulated GPU (it is on " +
+                                                    stream.device().name() + ")");
+  }
+  return emulated->handle();
+}
+
+}  // namespace zdp::cuda

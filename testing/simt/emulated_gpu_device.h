@@ -18,6 +18,13 @@
 // every memcpy(), a synchronize() or Event::wait() only when the work was unfinished at
 // the first query): the queued work runs at the query, so those never count, and a test
 // that a step never waits on the host passes here without showing it.
+//
+// Work that waits for other ranks (the emulated NCCL's collectives, nccl_emulation.h) stays
+// unfinished until they arrive, as a kernel spinning on a GPU: a host wait polls it with the
+// emulation's lock released, an event's ready() and a stream's queued wait say "not yet", and
+// the stream's later work waits. Each stream also keeps the CUDA device's sticky error state
+// by position (runtime/src/device/stream_error_state.h), which the NCCL communicator fails
+// when it gives up on a collective; cuda::stream_handle gives it to the communicator.
 #pragma once
 
 #include <cstddef>
@@ -29,12 +36,19 @@ namespace zdp::testing {
 
 // Allocations are 256-byte aligned, as cudaMalloc's are; under ASan the rounding slack past
 // the requested bytes is poisoned (a read past a buffer is reported, as on the CPU device).
-std::unique_ptr<Device> create_emulated_gpu_device();
+// `index` is the CUDA device index it reports (ranks on "GPUs" 0 and 1 of one process); all
+// of them share one emulated GPU's memory map and queues.
+std::unique_ptr<Device> create_emulated_gpu_device(int index = 0);
 
 // Whether [p, p + bytes) lies inside one live allocation of an emulated device (device or
 // pinned memory: what its kernels and libraries may touch). Pageable host memory, a freed
 // buffer and a range running past its allocation's end are not.
 bool in_emulated_allocation(const void* p, size_t bytes);
+// What the emulated GPUs' memory map says of `p` (cudaPointerGetAttributes): pageable host
+// memory or freed (kNone), or device or pinned memory, with the index of the device that
+// allocated it in `device` where given.
+enum class EmulatedMemory { kNone, kDevice, kPinned };
+EmulatedMemory emulated_memory_kind(const void* p, int* device = nullptr);
 
 // What runs first when the host waits for a stream (synchronize(), an event). kLatest:
 // that stream's work alone (and what its queued waits need): the other streams' work waits

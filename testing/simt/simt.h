@@ -26,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -72,6 +73,14 @@ bool launch_configuration_ok(const void* kernel, dim3 grid, dim3 block, size_t d
 class StreamQueue {
  public:
   virtual void submit(std::function<std::string()> work) = 0;
+  // Work that takes several tries, as a kernel that spins until its peers arrive (an NCCL
+  // collective, testing/simt/nccl_emulation.h): `poll` returns std::nullopt while unfinished,
+  // then "" or why it failed. The stream's later work waits for it; a host wait polls again.
+  virtual void submit_polled(std::function<std::optional<std::string>()> poll) = 0;
+  // The stream's position now (what cudaEventRecord covers), and whether its work below
+  // `position` has all run once the queue has been run as far as it can (cudaEventQuery).
+  virtual uint64_t position() = 0;
+  virtual bool reached(uint64_t position) = 0;
 
  protected:
   ~StreamQueue() = default;
