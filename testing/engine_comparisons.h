@@ -1,10 +1,13 @@
 // What the tests that compare engine runs share (engine_equivalence_test,
-// engine_precision_test, engine_checkpoint_test): the options of the compared jobs, the
-// tolerance between runs that group the gradient sums differently, and a run whose rank
-// failures fail the calling test.
+// engine_precision_test, engine_checkpoint_test, the GPU ranks' tests): the options of the
+// compared jobs, the tolerance between runs that group the gradient sums differently, a
+// run whose rank failures fail the calling test, and GPU ranks against CPU ranks.
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
 
 #include "testing/engine_runs.h"
 
@@ -48,6 +51,42 @@ inline EngineRunResult run_expecting_success(int world, const EngineOptions& o, 
   EXPECT_EQ(result.failures, "") << "world " << world << " stage " << o.zero.stage << " compute "
                                  << to_string(o.compute_dtype) << " reduce " << to_string(o.zero.reduce_dtype);
   return result;
+}
+
+// The job on 2 CPU ranks (Gloo) and on 2 GPU ranks (run.cuda; with run.comm_factory's
+// communicator, else Gloo over CUDA buffers), equal bit for bit: the masters, and every
+// rank's gradient norms, skipped steps and loss scales. The GPU ranks' results in
+// `gpu_result` where given.
+inline void expect_gpu_ranks_match_cpu_ranks(EngineRun run, const std::string& what, EngineRunResult* gpu_result = nullptr) {
+  run.world = 2;
+  EngineRun on_cpu = run;
+  on_cpu.cuda = false;
+  on_cpu.comm_factory = nullptr;
+  const EngineRunResult cpu = run_engine(on_cpu);
+  ASSERT_EQ(cpu.failures, "") << what << " on 2 CPU ranks";
+  run.cuda = true;
+  const EngineRunResult gpu = run_engine(run);
+  ASSERT_EQ(gpu.failures, "") << what << " on 2 GPU ranks";
+  ASSERT_EQ(gpu.masters.size(), cpu.masters.size()) << what;
+  for (size_t p = 0; p < cpu.masters.size(); ++p) {
+    ASSERT_EQ(gpu.masters[p].size(), cpu.masters[p].size());
+    for (size_t i = 0; i < cpu.masters[p].size(); ++i) {
+      ASSERT_EQ(std::memcmp(&gpu.masters[p][i], &cpu.masters[p][i], sizeof(float)), 0)
+          << what << ": parameter #" << p << " element " << i << ": GPU ranks " << gpu.masters[p][i] << ", CPU ranks "
+          << cpu.masters[p][i];
+    }
+  }
+  for (size_t r = 0; r < gpu.stats_by_rank.size(); ++r) {
+    ASSERT_EQ(gpu.stats_by_rank[r].size(), cpu.stats_by_rank[r].size());
+    for (size_t s = 0; s < gpu.stats_by_rank[r].size(); ++s) {
+      EXPECT_EQ(gpu.stats_by_rank[r][s].grad_norm, cpu.stats_by_rank[r][s].grad_norm)
+          << what << ": rank " << r << ", step " << s;
+      EXPECT_EQ(gpu.stats_by_rank[r][s].skipped, cpu.stats_by_rank[r][s].skipped) << what << ": rank " << r << ", step " << s;
+      EXPECT_EQ(gpu.stats_by_rank[r][s].loss_scale, cpu.stats_by_rank[r][s].loss_scale)
+          << what << ": rank " << r << ", step " << s;
+    }
+  }
+  if (gpu_result != nullptr) *gpu_result = gpu;
 }
 
 }  // namespace zdp::testing

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,22 @@ namespace zdp::testing {
 
 using namespace std::chrono_literals;
 
+// Makes a rank's communicator, as create_gloo_communicator does (its signature): another
+// backend for the engine runs (the emulated NCCL's, tests/simt/nccl_emulated_ranks_test.cc).
+using CommFactory = std::function<StatusOr<std::unique_ptr<Communicator>>(Store&, int rank, int world, Device&,
+                                                                          const CommOptions&)>;
+
 // A context around the store fork_ranks gives each rank (no launcher, no environment).
 // `local_world` > 1 groups consecutive ranks into "nodes" of that many (LOCAL_RANK,
 // LOCAL_WORLD_SIZE, node_rank), as torchrun numbers them. `config` is the context's (what dp-train's
 // train() reads besides its own argument). `cuda`: the rank's device is CUDA device 0
 // (Gloo then stages through pinned memory); REQUIRES no CUDA call before a fork.
+// `comm_factory` makes the communicator (null: Gloo), whose collectives time out after
+// `timeout`.
 inline StatusOr<Context> make_test_context(int rank, int world, Store& store, int local_world = 1,
-                                           const Config& config = {}, bool cuda = false) {
+                                           const Config& config = {}, bool cuda = false,
+                                           const CommFactory& comm_factory = nullptr,
+                                           std::chrono::milliseconds timeout = 60s) {
   std::unique_ptr<Device> device;
   if (cuda) {
     ZDP_ASSIGN_OR_RETURN(device, test_cuda_device());
@@ -39,9 +49,10 @@ inline StatusOr<Context> make_test_context(int rank, int world, Store& store, in
     device = create_cpu_device();
   }
   CommOptions options;
-  options.timeout = 60s;
+  options.timeout = timeout;
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                       create_gloo_communicator(store, rank, world, *device, options));
+                       comm_factory ? comm_factory(store, rank, world, *device, options)
+                                    : create_gloo_communicator(store, rank, world, *device, options));
   LaunchEnv env;
   env.rank = rank;
   env.world_size = world;
@@ -74,6 +85,12 @@ struct EngineRun {
   int local_world = 1;
   std::string fault;
   bool cuda = false;  // every rank on CUDA device 0, Gloo over CUDA buffers
+  CommFactory comm_factory;  // every rank's communicator (make_test_context); null: Gloo
+  std::chrono::milliseconds comm_timeout = 60s;
+  // This rank's process ends at the start of this step (0-based), as a rank that dies
+  // (fork_ranks only).
+  int exit_rank = -1;
+  int exit_step = -1;
   // Steps are issued with step_async(); step_stats() is read after every `stats_every`-th
   // one and the last (the others' StepStats have step = -1): the host runs ahead.
   int stats_every = 1;
@@ -125,6 +142,7 @@ inline Status train_on(Context& ctx, const EngineRun& run, EngineRunResult& resu
   if (run.global_batch % (world * accum) != 0) return Status(StatusCode::kInvalidArgument, "batch does not divide");
   const int64_t per_micro = run.global_batch / (world * accum);
   for (int step = first_step; step < run.steps; ++step) {
+    if (rank == run.exit_rank && step == run.exit_step) std::_Exit(17);
     for (int64_t m = 0; m < accum; ++m) {
       TinyMlp::Hooks hooks;
       hooks.backward_sleep_ms = run.backward_sleep_ms;
@@ -169,7 +187,8 @@ inline Status train_on(Context& ctx, const EngineRun& run, EngineRunResult& resu
 namespace detail {
 
 inline Status run_rank(const EngineRun& run, const std::string& path, int rank, int world, Store& store) {
-  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, run.local_world, {}, run.cuda));
+  ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, run.local_world, {}, run.cuda,
+                                                      run.comm_factory, run.comm_timeout));
   EngineRunResult result;
   ZDP_RETURN_IF_ERROR(train_on(ctx, run, result));
   std::FILE* f = std::fopen((path + "." + std::to_string(rank)).c_str(), "wb");

@@ -235,8 +235,9 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
       return why->empty() ? Status::Ok() : Status(StatusCode::kCudaError, "stream '" + name + "': " + *why);
     });
   }
-  uint64_t position() override { return queue_->end(); }
-  bool reached(uint64_t position) override { return queue_->run_until(position); }
+  std::function<bool()> mark() override {
+    return [queue = queue_, position = queue_->end()] { return queue->run_until(position); };
+  }
 
   // As the CUDA device's: skipped on a stream that failed before it, and a failure is the
   // stream's from the task's position on.

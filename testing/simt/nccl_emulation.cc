@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -301,10 +302,9 @@ ncclResult_t nccl_group_end() {
 
 namespace {
 
-// A position of an emulated stream (StreamQueue), as an event recorded there covers.
+// What an event recorded on an emulated stream covers (StreamQueue::mark).
 struct RecordedEvent {
-  StreamQueue* queue = nullptr;
-  uint64_t position = 0;
+  std::function<bool()> reached;  // null until recorded
 };
 
 }  // namespace
@@ -321,9 +321,7 @@ cudaError_t event_create_with_flags(cudaEvent_t* event, unsigned) {
 
 cudaError_t event_record(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr || stream == nullptr) return cudaErrorInvalidValue;  // the emulation has no legacy stream
-  auto* e = reinterpret_cast<RecordedEvent*>(event);
-  e->queue = reinterpret_cast<StreamQueue*>(stream);
-  e->position = e->queue->position();
+  reinterpret_cast<RecordedEvent*>(event)->reached = reinterpret_cast<StreamQueue*>(stream)->mark();
   return cudaSuccess;
 }
 
@@ -331,8 +329,7 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t event_query(cudaEvent_t event) {
   if (event == nullptr) return cudaErrorInvalidValue;
   auto* e = reinterpret_cast<RecordedEvent*>(event);
-  if (e->queue == nullptr || e->queue->reached(e->position)) return cudaSuccess;
-  return cudaErrorNotReady;
+  return !e->reached || e->reached() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t event_destroy(cudaEvent_t event) {

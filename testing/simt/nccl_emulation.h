@@ -44,17 +44,9 @@
 #include <memory>
 #include <string>
 
+#include "testing/simt/emulated_nccl_communicator.h"  // set_emulated_nccl_directory
 #include "zdp/device.h"
 #include "zdp/status.h"
-
-namespace zdp::testing {
-
-// The folder the emulated NCCL's communicators keep their exchanges in (each in a
-// subfolder of its own). REQUIRES: set before ncclGetUniqueId, which otherwise fails with
-// ncclInvalidUsage; set before forking ranks that use it.
-void set_emulated_nccl_directory(const std::string& directory);
-
-}  // namespace zdp::testing
 
 namespace zdp {
 

@@ -77,10 +77,10 @@ class StreamQueue {
   // collective, testing/simt/nccl_emulation.h): `poll` returns std::nullopt while unfinished,
   // then "" or why it failed. The stream's later work waits for it; a host wait polls again.
   virtual void submit_polled(std::function<std::optional<std::string>()> poll) = 0;
-  // The stream's position now (what cudaEventRecord covers), and whether its work below
-  // `position` has all run once the queue has been run as far as it can (cudaEventQuery).
-  virtual uint64_t position() = 0;
-  virtual bool reached(uint64_t position) = 0;
+  // What cudaEventRecord takes: a check of whether the work queued so far has all run, once
+  // the queue has been run as far as it can (cudaEventQuery); valid after the stream is
+  // destroyed, as an event is.
+  virtual std::function<bool()> mark() = 0;
 
  protected:
   ~StreamQueue() = default;

@@ -30,38 +30,6 @@ namespace {
 using testing::EngineRun;
 using testing::EngineRunResult;
 
-// The job on 2 CPU ranks and on 2 ranks on GPU 0, equal bit for bit; the GPU ranks'
-// results in `gpu_result` where given.
-void expect_gpu_ranks_match_cpu_ranks(EngineRun run, const std::string& what, EngineRunResult* gpu_result = nullptr) {
-  run.world = 2;
-  run.cuda = false;
-  const EngineRunResult cpu = testing::run_engine(run);
-  ASSERT_EQ(cpu.failures, "") << what << " on 2 CPU ranks";
-  run.cuda = true;
-  const EngineRunResult gpu = testing::run_engine(run);
-  ASSERT_EQ(gpu.failures, "") << what << " on 2 ranks on GPU 0";
-  ASSERT_EQ(gpu.masters.size(), cpu.masters.size()) << what;
-  for (size_t p = 0; p < cpu.masters.size(); ++p) {
-    ASSERT_EQ(gpu.masters[p].size(), cpu.masters[p].size());
-    for (size_t i = 0; i < cpu.masters[p].size(); ++i) {
-      ASSERT_EQ(std::memcmp(&gpu.masters[p][i], &cpu.masters[p][i], sizeof(float)), 0)
-          << what << ": parameter #" << p << " element " << i << ": GPU ranks " << gpu.masters[p][i] << ", CPU ranks "
-          << cpu.masters[p][i];
-    }
-  }
-  for (size_t r = 0; r < gpu.stats_by_rank.size(); ++r) {
-    ASSERT_EQ(gpu.stats_by_rank[r].size(), cpu.stats_by_rank[r].size());
-    for (size_t s = 0; s < gpu.stats_by_rank[r].size(); ++s) {
-      EXPECT_EQ(gpu.stats_by_rank[r][s].grad_norm, cpu.stats_by_rank[r][s].grad_norm)
-          << what << ": rank " << r << ", step " << s;
-      EXPECT_EQ(gpu.stats_by_rank[r][s].skipped, cpu.stats_by_rank[r][s].skipped) << what << ": rank " << r << ", step " << s;
-      EXPECT_EQ(gpu.stats_by_rank[r][s].loss_scale, cpu.stats_by_rank[r][s].loss_scale)
-          << what << ": rank " << r << ", step " << s;
-    }
-  }
-  if (gpu_result != nullptr) *gpu_result = gpu;
-}
-
 class GlooGpuRanks : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,7 +44,7 @@ TEST_F(GlooGpuRanks, TwoRanksOnGpu0MatchTwoCpuRanksAtEveryStage) {
       r.options = testing::comparison_options(stage);
       r.options.compute_dtype = dt;
       r.steps = 10;
-      expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", " + to_string(dt));
+      testing::expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", " + to_string(dt));
     }
   }
 }
@@ -87,13 +55,13 @@ TEST_F(GlooGpuRanks, ShardedAccumulationAndOverlappedGathers) {
   sharded.options.accum_steps = 2;
   sharded.options.zero.accumulate = GradAccumulation::kSharded;
   sharded.steps = 8;
-  expect_gpu_ranks_match_cpu_ranks(sharded, "stage 3, sharded accumulation");
+  testing::expect_gpu_ranks_match_cpu_ranks(sharded, "stage 3, sharded accumulation");
   EngineRun overlap;
   overlap.options = testing::comparison_options(2);
   overlap.options.overlap_param_gather = true;
   overlap.stats_every = 3;  // the host runs ahead of the GPU between reads
   overlap.steps = 8;
-  expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
+  testing::expect_gpu_ranks_match_cpu_ranks(overlap, "stage 2, overlap_param_gather, statistics every 3rd step");
 }
 
 // fp16 on two GPU ranks: an infinite gradient on rank 1 alone skips the step on both (the
@@ -111,7 +79,7 @@ TEST_F(GlooGpuRanks, AnFp16OverflowOnOneRankSkipsTheStepOnBoth) {
     r.poison = INFINITY;
     const std::string what = "stage " + std::to_string(stage) + ", fp16, infinity on rank 1 at step 4";
     EngineRunResult gpu;
-    expect_gpu_ranks_match_cpu_ranks(r, what, &gpu);
+    testing::expect_gpu_ranks_match_cpu_ranks(r, what, &gpu);
     if (HasFatalFailure()) return;
     for (size_t rank = 0; rank < gpu.stats_by_rank.size(); ++rank) {
       const std::vector<StepStats>& st = gpu.stats_by_rank[rank];
@@ -136,7 +104,7 @@ TEST_F(GlooGpuRanks, QuantizedExchangesMatchTwoCpuRanks) {
     r.options.zero.reduce_quant = WireQuant::kInt8;
     r.options.zero.gather_quant = WireQuant::kInt8;
     r.steps = 6;
-    expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", int8 gradients and gathers");
+    testing::expect_gpu_ranks_match_cpu_ranks(r, "stage " + std::to_string(stage) + ", int8 gradients and gathers");
   }
   EngineRun int4;
   int4.options = testing::comparison_options(2);
@@ -145,7 +113,7 @@ TEST_F(GlooGpuRanks, QuantizedExchangesMatchTwoCpuRanks) {
   int4.options.accum_steps = 2;
   int4.options.zero.accumulate = GradAccumulation::kSharded;
   int4.steps = 6;
-  expect_gpu_ranks_match_cpu_ranks(int4, "stage 2, int4 gradients without error feedback, sharded accumulation");
+  testing::expect_gpu_ranks_match_cpu_ranks(int4, "stage 2, int4 gradients without error feedback, sharded accumulation");
   for (int local_world : {1, 2}) {
     EngineRun inter;
     inter.options = testing::comparison_options(2);
@@ -153,7 +121,7 @@ TEST_F(GlooGpuRanks, QuantizedExchangesMatchTwoCpuRanks) {
     inter.options.zero.compress = CompressScope::kInterNode;
     inter.local_world = local_world;
     inter.steps = 6;
-    expect_gpu_ranks_match_cpu_ranks(inter, "stage 2, int8 across nodes, " + std::to_string(local_world) + " rank(s) a node");
+    testing::expect_gpu_ranks_match_cpu_ranks(inter, "stage 2, int8 across nodes, " + std::to_string(local_world) + " rank(s) a node");
   }
 }
 

@@ -1,0 +1,29 @@
+// zdp's NCCL communicator on the emulated NCCL (nccl_emulation.h), for tests that make it
+// without that header's renames: the engine's rank runs (testing/engine_runs.h's
+// CommFactory), whose inline helpers every test binary must compile alike.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "zdp/comm.h"
+#include "zdp/device.h"
+#include "zdp/store.h"
+
+namespace zdp {
+
+// create_nccl_communicator (runtime/src/comm/nccl/comm_nccl_init.cc) compiled against the
+// emulated NCCL: REQUIRES a device of the emulated GPU and set_emulated_nccl_directory.
+StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator_emu(Store& store, int rank, int world_size,
+                                                                     Device& device, const CommOptions& options);
+
+}  // namespace zdp
+
+namespace zdp::testing {
+
+// The folder the emulated NCCL's communicators keep their exchanges in (each in a
+// subfolder of its own). REQUIRES: set before ncclGetUniqueId, which otherwise fails with
+// ncclInvalidUsage; set before forking ranks that use it.
+void set_emulated_nccl_directory(const std::string& directory);
+
+}  // namespace zdp::testing

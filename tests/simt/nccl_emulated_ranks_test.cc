@@ -1,0 +1,125 @@
+// The engine on 2 forked ranks, each on an emulated GPU, with zdp's NCCL communicator over
+// the emulated NCCL (testing/simt/nccl_emulation.h): the engine's multi-GPU path, its
+// streams and events around NCCL's collectives, and the communicator's watchdog, which no
+// lent machine has run (one GPU each; NCCL refuses two ranks on one GPU). Compared bit for
+// bit with the same job on 2 CPU ranks (Gloo), as tests/gpu/gloo_gpu_ranks_test.cc compares
+// Gloo over GPU buffers: with two ranks every sum has one order, and the engine's kernels
+// give the CPU's bits.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "testing/engine_comparisons.h"
+#include "testing/engine_runs.h"
+#include "testing/fork_ranks.h"
+#include "testing/simt/emulated_nccl_communicator.h"
+#include "testing/temp_dir.h"
+
+namespace zdp {
+namespace {
+
+using testing::EngineRun;
+using testing::EngineRunResult;
+
+class NcclEmulatedRanks : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::set_emulated_nccl_directory(folder_.path()); }
+  void TearDown() override { testing::set_emulated_nccl_directory(""); }
+
+  static EngineRun nccl_run(int stage) {
+    EngineRun r;
+    r.options = testing::comparison_options(stage);
+    r.comm_factory = create_nccl_communicator_emu;
+    return r;
+  }
+
+  testing::TempDir folder_;
+};
+
+TEST_F(NcclEmulatedRanks, TwoRanksMatchTwoCpuRanksAtEveryStage) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      EngineRun r = nccl_run(stage);
+      r.options.compute_dtype = dt;
+      r.steps = 6;
+      testing::expect_gpu_ranks_match_cpu_ranks(r, "NCCL, stage " + std::to_string(stage) + ", " + to_string(dt));
+    }
+  }
+}
+
+// Sharded accumulation, gathers overlapped with the next forward, statistics read every
+// third step (the host runs ahead), an fp16 overflow on one rank (the flag all-reduced on
+// the device), and compression across "nodes", whose all-to-all is NCCL's grouped send and
+// receive.
+TEST_F(NcclEmulatedRanks, AccumulationOverlapOverflowAndAllToAllMatchTwoCpuRanks) {
+  EngineRun sharded = nccl_run(3);
+  sharded.options.accum_steps = 2;
+  sharded.options.zero.accumulate = GradAccumulation::kSharded;
+  sharded.steps = 6;
+  testing::expect_gpu_ranks_match_cpu_ranks(sharded, "NCCL, stage 3, sharded accumulation");
+  EngineRun overlap = nccl_run(2);
+  overlap.options.overlap_param_gather = true;
+  overlap.stats_every = 3;
+  overlap.steps = 6;
+  testing::expect_gpu_ranks_match_cpu_ranks(overlap, "NCCL, stage 2, overlap_param_gather, statistics every 3rd step");
+  EngineRun overflow = nccl_run(3);
+  overflow.options.compute_dtype = DType::kF16;
+  overflow.steps = 6;
+  overflow.poison_rank = 1;
+  overflow.poison_step = 3;
+  EngineRunResult gpu;
+  testing::expect_gpu_ranks_match_cpu_ranks(overflow, "NCCL, stage 3, fp16, infinity on rank 1 at step 3", &gpu);
+  if (HasFatalFailure()) return;
+  for (size_t rank = 0; rank < gpu.stats_by_rank.size(); ++rank) {
+    EXPECT_TRUE(gpu.stats_by_rank[rank].at(3).skipped) << "rank " << rank << " did not skip the overflowed step";
+  }
+  EngineRun inter = nccl_run(2);
+  inter.options.zero.reduce_quant = WireQuant::kInt8;
+  inter.options.zero.compress = CompressScope::kInterNode;
+  inter.steps = 4;
+  testing::expect_gpu_ranks_match_cpu_ranks(inter, "NCCL, stage 2, int8 across 2 nodes of 1 rank");
+}
+
+// A rank that dies mid-run: the other's collective is failed by the communicator's
+// watchdog after its timeout, naming the collective, and the rank returns that error
+// instead of hanging (NCCL itself would spin on the dead peer for ever).
+TEST_F(NcclEmulatedRanks, APeerThatDiesFailsTheOtherRankWithinTheTimeout) {
+  EngineRun r = nccl_run(2);
+  r.steps = 6;
+  r.exit_rank = 1;
+  r.exit_step = 2;
+  const std::string report = folder_.path() + "/rank0-status";
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = testing::fork_ranks(2, [&](int rank, int world, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, world, store, 1, {}, /*cuda=*/true,
+                                                                 r.comm_factory, std::chrono::seconds(3)));
+    EngineRunResult result;
+    const Status s = testing::train_on(ctx, r, result);
+    if (rank == 0) {
+      std::FILE* f = std::fopen(report.c_str(), "w");
+      if (f != nullptr) {
+        std::fputs(s.to_string().c_str(), f);
+        std::fclose(f);
+      }
+    }
+    return s;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 60.0);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[0].ok()) << "rank 0 finished a job its peer died in";
+  std::ifstream in(report);
+  const std::string status((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* part : {"Timeout", "rank 0: nccl", "timed out after 3 s", "a peer may have died"}) {
+    EXPECT_NE(status.find(part), std::string::npos) << "rank 0's error lacks '" << part << "': " << status;
+  }
+}
+
+}  // namespace
+}  // namespace zdp
