@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,7 +16,8 @@
 
 #include "core/internal/address_sanitizer.h"
 #include "runtime/internal/host_waits.h"
-#include "runtime/src/device/cuda/device_cuda.h"
+#include "runtime/internal/cuda_stream_handle.h"
+#include "testing/simt/emulated_stream_queue.h"
 #include "zdp/dtype.h"  // format_bytes
 
 namespace zdp::testing {
@@ -25,16 +25,6 @@ namespace {
 
 constexpr size_t kAlignment = 256;  // cudaMalloc's
 
-// Everything the emulated GPU runs, one piece at a time: the emulator is single-threaded,
-// and queued work may be run by whichever thread waits for it.
-std::recursive_mutex g_gpu_mu;
-
-class Queue;
-// Every live queue of every emulated device, for the kOthersFirst order.
-std::vector<std::weak_ptr<Queue>> g_queues;
-StreamOrder g_order = StreamOrder::kAlternate;
-int64_t g_host_waits = 0;  // waits from the host, for kAlternate's parity
-int g_depth = 0;           // > 0 while queued work runs (a wait inside it is no host wait)
 // Every live allocation of every emulated device, by start (device and pinned memory: what
 // a kernel may touch; see in_emulated_allocation).
 struct Allocation {
@@ -44,129 +34,8 @@ struct Allocation {
 };
 std::map<uintptr_t, Allocation> g_allocations;
 
-// How long a host wait sleeps between polls of work that waits for another rank (a
-// collective): the lock is free meanwhile, so other threads' streams and the NCCL
-// watchdog's queries go on.
-constexpr auto kPollInterval = std::chrono::microseconds(200);
-
-// One piece of queued work: std::nullopt while unfinished (a collective whose peers have not
-// all arrived), then its outcome.
-using Work = std::function<std::optional<Status>()>;
-
-// One stream's queue: its work in order, run only when something waits for it (the host,
-// or another stream's queued wait), so that work nobody waited for has not happened yet:
-// a read that no wait orders after the write it needs sees the old bytes.
-class Queue {
- public:
-  Queue(std::string name, int device) : name_(std::move(name)), device_(device) {}
-
-  const std::string& name() const { return name_; }
-  int device() const { return device_; }
-  // Queues `work`, which finishes at its first run; the position it takes is end() before
-  // the call.
-  void submit(std::function<Status()> work) {
-    submit_polled([work = std::move(work)]() -> std::optional<Status> { return work(); });
-  }
-  // Queues work that may take several runs to finish (Work).
-  void submit_polled(Work work) {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    items_.push_back(std::move(work));
-    ++submitted_;
-  }
-  // The position the next work takes: an event recorded now covers everything below it.
-  uint64_t end() const {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    return submitted_;
-  }
-  // Runs the queued work below `position`, in order, first (by the StreamOrder of a wait
-  // from the host) the other streams' queued work; after a failure the rest is skipped, as
-  // on a failed CUDA stream. Returns whether all of it has run: false while a piece of it
-  // is unfinished (Work), which the next call tries again.
-  bool run_until(uint64_t position) {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    if (position <= executed_) return true;
-    ++g_depth;
-    if (g_depth == 1 && others_first()) run_others();
-    const bool done = run_own(position);
-    --g_depth;
-    return done;
-  }
-  bool run_all() { return run_until(end()); }
-  // Runs the work below `position` to the end, polling unfinished work with the lock
-  // released in between; false when `timeout` passed first.
-  bool finish_until(uint64_t position, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!run_until(position)) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(kPollInterval);
-    }
-    return true;
-  }
-  // The first failure of the work that has run, or OK.
-  Status error() const {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    return error_;
-  }
-  // The failure of the work below `position` (an event recorded there reports it), or OK.
-  Status error_before(uint64_t position) const {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    return failed_at_ < position ? error_ : Status::Ok();
-  }
-  // Fails the queue now: the work not yet run is skipped.
-  void fail(const Status& reason) {
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-    if (!error_.ok()) return;
-    error_ = reason;
-    failed_at_ = executed_;
-  }
-
- private:
-  static bool others_first() {
-    const int64_t n = g_host_waits++;
-    return g_order == StreamOrder::kOthersFirst || (g_order == StreamOrder::kAlternate && n % 2 == 1);
-  }
-  // Every other queue's work, each as far as its own queued waits let it.
-  void run_others() {
-    for (size_t i = 0; i < g_queues.size(); ++i) {
-      std::shared_ptr<Queue> q = g_queues[i].lock();
-      if (q && q.get() != this) q->run_own(q->end());
-    }
-  }
-  // This queue's work below `position`; false when a piece of it is unfinished. A queued
-  // wait runs the other queue only up to work submitted before the wait was, so it never
-  // comes back to unfinished work of this one (as cudaStreamWaitEvent waits for the event's
-  // latest record before the call). The running piece stays first in the queue until it
-  // finishes, so a wait that comes back to this queue finds it unfinished.
-  bool run_own(uint64_t position) {
-    if (running_) return executed_ >= position;  // a wait inside the running piece came back
-    while (executed_ < position && !items_.empty()) {
-      if (error_.ok()) {
-        running_ = true;
-        const std::optional<Status> s = items_.front()();
-        running_ = false;
-        if (!s) return false;
-        if (!s->ok() && error_.ok()) {
-          error_ = *s;
-          failed_at_ = executed_;
-        }
-      }
-      items_.pop_front();
-      ++executed_;
-    }
-    return executed_ >= position;
-  }
-
-  std::string name_;
-  int device_;  // the index of the emulated device whose stream it is
-  std::deque<Work> items_;
-  uint64_t submitted_ = 0, executed_ = 0;
-  bool running_ = false;
-  Status error_;
-  uint64_t failed_at_ = UINT64_MAX;
-};
-
 // A point in a queue, and in its stream's error state (the CUDA device's positions:
-// runtime/src/device/stream_error_state.h). Waiting for it (ready(), wait()) runs the queue
+// runtime/internal/stream_error_state.h). Waiting for it (ready(), wait()) runs the queue
 // up to that point, as a GPU would have by the time the host asks; never recorded, it is
 // ready.
 class EmulatedEvent final : public Event {
@@ -184,13 +53,13 @@ class EmulatedEvent final : public Event {
     const Status queued = queue_->error_before(position_);
     return queued.ok() ? state_->error_before(state_position_) : queued;
   }
-  void set(std::shared_ptr<Queue> queue, uint64_t position, std::shared_ptr<cuda::StreamErrorState> state) {
+  void set(std::shared_ptr<EmulatedQueue> queue, uint64_t position, std::shared_ptr<cuda::StreamErrorState> state) {
     queue_ = std::move(queue);
     position_ = position;
     state_position_ = state->position();
     state_ = std::move(state);
   }
-  const std::shared_ptr<Queue>& queue() const { return queue_; }
+  const std::shared_ptr<EmulatedQueue>& queue() const { return queue_; }
   uint64_t position() const { return position_; }
   const std::shared_ptr<cuda::StreamErrorState>& state() const { return state_; }
   uint64_t state_position() const { return state_position_; }
@@ -200,7 +69,7 @@ class EmulatedEvent final : public Event {
   // NCCL watchdog gave up on) is the answer, without waiting for the work.
   bool failed() const { return !state_->error_before(state_position_).ok(); }
 
-  std::shared_ptr<Queue> queue_;
+  std::shared_ptr<EmulatedQueue> queue_;
   uint64_t position_ = 0;
   std::shared_ptr<cuda::StreamErrorState> state_;
   uint64_t state_position_ = 0;
@@ -208,11 +77,11 @@ class EmulatedEvent final : public Event {
 
 class EmulatedGpuDevice;
 
-// The Stream on a Queue; its cudaStream_t (native_handle) is the zdp_emu::StreamQueue the
+// The Stream on a EmulatedQueue; its cudaStream_t (native_handle) is the zdp_emu::StreamQueue the
 // emulated launchers and cuBLASLt queue their work on.
 class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
  public:
-  EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<Queue> queue);
+  EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<EmulatedQueue> queue);
   // Queued work runs before the stream goes, as cudaStreamDestroy lets it finish (a
   // collective whose peers never come finishes when its communicator is aborted).
   ~EmulatedStream() override { (void)queue_->finish_until(queue_->end(), std::chrono::hours(24)); }
@@ -273,7 +142,7 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
     auto* e = dynamic_cast<EmulatedEvent*>(&event);
     if (e == nullptr) return Status(StatusCode::kInvalidArgument, "stream '" + name() + "': an event of another device");
     if (!e->queue()) return Status::Ok();  // never recorded: ready
-    std::shared_ptr<Queue> other = e->queue();
+    std::shared_ptr<EmulatedQueue> other = e->queue();
     const uint64_t position = e->position();
     queue_->submit_polled([other, position]() -> std::optional<Status> {
       if (!other->run_until(position)) return std::nullopt;
@@ -302,12 +171,12 @@ class EmulatedStream final : public Stream, public ::zdp_emu::StreamQueue {
   }
   void abort(const Status& reason) override { queue_->fail(reason); }
   void* native_handle() override { return static_cast<::zdp_emu::StreamQueue*>(this); }
-  // What the NCCL communicator needs of a CUDA stream (runtime/src/device/cuda/device_cuda.h).
+  // What the NCCL communicator needs of a CUDA stream (runtime/internal/cuda_stream_handle.h).
   cuda::StreamHandle handle();
 
  private:
   EmulatedGpuDevice& device_;
-  std::shared_ptr<Queue> queue_;
+  std::shared_ptr<EmulatedQueue> queue_;
   std::shared_ptr<cuda::StreamErrorState> state_;
 };
 
@@ -321,11 +190,7 @@ class EmulatedGpuDevice final : public Device {
   std::string name() const override { return "cuda:" + std::to_string(index_) + " (SIMT emulation)"; }
 
   StatusOr<std::unique_ptr<Stream>> create_stream(const std::string& name, StreamPriority) override {
-    auto queue = std::make_shared<Queue>(name, index_);
-    {
-      std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-      g_queues.push_back(queue);
-    }
+    std::shared_ptr<EmulatedQueue> queue = make_queue(name, index_);
     return std::unique_ptr<Stream>(new EmulatedStream(*this, std::move(queue)));
   }
   StatusOr<std::unique_ptr<Event>> create_event() override { return std::unique_ptr<Event>(new EmulatedEvent()); }
@@ -346,7 +211,7 @@ class EmulatedGpuDevice final : public Device {
     if (ptr == nullptr) {
       return Status(StatusCode::kOutOfMemory, "emulated GPU: host allocation of " + format_bytes(bytes) + " failed");
     }
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+    std::lock_guard<std::recursive_mutex> lock(emulated_gpu_mutex());
     g_allocations[reinterpret_cast<uintptr_t>(ptr)] =
         Allocation{static_cast<size_t>(bytes),
                    space == MemSpace::kDevice ? EmulatedMemory::kDevice : EmulatedMemory::kPinned, index_};
@@ -355,38 +220,20 @@ class EmulatedGpuDevice final : public Device {
   // cudaFree and cudaFreeHost wait for the whole device first; so does this.
   void raw_free(void* ptr, MemSpace) override {
     finish_all();
-    std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+    std::lock_guard<std::recursive_mutex> lock(emulated_gpu_mutex());
     g_allocations.erase(reinterpret_cast<uintptr_t>(ptr));
     std::free(ptr);
   }
 
  private:
   // Every queue of this device runs to its end, as cudaFree waits for its device (not for
-  // another device, whose collective may be waiting for this rank's next one); work that
-  // waits for another rank is polled with the lock released in between.
-  void finish_all() {
-    for (;;) {
-      bool done = true;
-      {
-        std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-        for (auto it = g_queues.begin(); it != g_queues.end();) {
-          if (std::shared_ptr<Queue> q = it->lock()) {
-            if (q->device() == index_) done = q->run_all() && done;
-            ++it;
-          } else {
-            it = g_queues.erase(it);
-          }
-        }
-      }
-      if (done) return;
-      std::this_thread::sleep_for(kPollInterval);
-    }
-  }
+  // another device, whose collective may be waiting for this rank's next one).
+  void finish_all() { finish_device_queues(index_); }
 
   const int index_;
 };
 
-EmulatedStream::EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<Queue> queue)
+EmulatedStream::EmulatedStream(EmulatedGpuDevice& device, std::shared_ptr<EmulatedQueue> queue)
     : device_(device), queue_(std::move(queue)), state_(std::make_shared<cuda::StreamErrorState>(queue_->name())) {}
 
 Device& EmulatedStream::device() { return device_; }
@@ -414,7 +261,10 @@ Status EmulatedStream::memcpy_async(void* dst, const void* src, size_t bytes) {
       return Status::Ok();
     });
   }
-  if (!device_.owns(dst)) queue_->run_all();
+  // Until the copy is done, also when work before it waits for another rank (the host
+  // buffer may go as soon as this returns; a collective whose peer died ends when its
+  // communicator is aborted).
+  if (!device_.owns(dst)) (void)queue_->finish_until(queue_->end(), std::chrono::hours(24));
   return Status::Ok();
 }
 
@@ -422,7 +272,7 @@ Status EmulatedStream::memcpy_async(void* dst, const void* src, size_t bytes) {
 
 namespace {
 
-// The live allocation holding [p, p + bytes), or null. REQUIRES: g_gpu_mu held.
+// The live allocation holding [p, p + bytes), or null. REQUIRES: emulated_gpu_mutex() held.
 const Allocation* find_allocation(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   auto it = g_allocations.upper_bound(a);
@@ -435,21 +285,16 @@ const Allocation* find_allocation(const void* p, size_t bytes) {
 }  // namespace
 
 bool in_emulated_allocation(const void* p, size_t bytes) {
-  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+  std::lock_guard<std::recursive_mutex> lock(emulated_gpu_mutex());
   return find_allocation(p, bytes) != nullptr;
 }
 
 EmulatedMemory emulated_memory_kind(const void* p, int* device) {
-  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
+  std::lock_guard<std::recursive_mutex> lock(emulated_gpu_mutex());
   const Allocation* a = find_allocation(p, 1);
   if (a == nullptr) return EmulatedMemory::kNone;
   if (device != nullptr) *device = a->device;
   return a->kind;
-}
-
-void set_stream_order(StreamOrder order) {
-  std::lock_guard<std::recursive_mutex> lock(g_gpu_mu);
-  g_order = order;
 }
 
 std::unique_ptr<Device> create_emulated_gpu_device(int index) { return std::make_unique<EmulatedGpuDevice>(index); }

@@ -23,7 +23,7 @@
 // unfinished until they arrive, as a kernel spinning on a GPU: a host wait polls it with the
 // emulation's lock released, an event's ready() and a stream's queued wait say "not yet", and
 // the stream's later work waits. Each stream also keeps the CUDA device's sticky error state
-// by position (runtime/src/device/stream_error_state.h), which the NCCL communicator fails
+// by position (runtime/internal/stream_error_state.h), which the NCCL communicator fails
 // when it gives up on a collective; cuda::stream_handle gives it to the communicator.
 #pragma once
 

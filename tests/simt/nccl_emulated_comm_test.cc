@@ -3,7 +3,7 @@
 // the two-rank ones (ranks as threads on emulated devices 0 and 1), which no lent machine
 // has run (one GPU each): every collective and type against closed forms, and a peer that
 // never comes timing out in the watchdog, naming the collective. The emulation's own
-// checks follow (tests/simt/nccl_emulation_checks.h).
+// tests are tests/simt/nccl_emulation_test.cc.
 #include "testing/simt/nccl_emulation.h"
 // The GPU test itself, its create_cuda_device and cuda_device_count the emulated ones.
 #include "tests/gpu/nccl_comm_test.cc"

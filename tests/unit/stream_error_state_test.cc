@@ -1,4 +1,4 @@
-// The sticky error state of a stream (runtime/src/device/stream_error_state.h): failures
+// The sticky error state of a stream (runtime/internal/stream_error_state.h): failures
 // pinned to positions, and failures inherited through waits between streams, which is
 // how the CUDA device carries a communication failure to the compute stream without a
 // host callback (pure C++: tested here, on the CPU).
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "runtime/src/device/stream_error_state.h"
+#include "runtime/internal/stream_error_state.h"
 
 namespace zdp::cuda {
 namespace {

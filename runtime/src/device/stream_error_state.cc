@@ -1,5 +1,5 @@
 // StreamErrorState (stream_error_state.h): positions, sticky failures, links between streams.
-#include "runtime/src/device/stream_error_state.h"
+#include "runtime/internal/stream_error_state.h"
 
 #include <algorithm>
 #include <limits>

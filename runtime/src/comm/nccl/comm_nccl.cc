@@ -35,7 +35,7 @@
 #include "runtime/src/comm/nccl/nccl_communicator.h"
 #include "runtime/src/comm/nccl/nccl_mapping.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
-#include "runtime/src/device/cuda/device_cuda.h"
+#include "runtime/internal/cuda_stream_handle.h"
 #include "zdp/comm.h"
 #include "zdp/log.h"
 

@@ -6,7 +6,7 @@
 // cudaStreamSynchronize, which can hang forever on a collective whose peer died. A wait
 // between streams is a cudaStreamWaitEvent plus a link in the waiting stream's error
 // state (stream_error_state.h): no host callback on either stream.
-#include "runtime/src/device/cuda/device_cuda.h"
+#include "runtime/internal/cuda_stream_handle.h"
 
 #include <algorithm>
 #include <chrono>

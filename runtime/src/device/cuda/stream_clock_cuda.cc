@@ -11,7 +11,7 @@
 
 #include "core/internal/cuda_check.h"
 #include "runtime/internal/stream_clock.h"
-#include "runtime/src/device/cuda/device_cuda.h"
+#include "runtime/internal/cuda_stream_handle.h"
 #include "zdp/log.h"
 
 namespace zdp {

@@ -1,5 +1,5 @@
 // Internals of the CUDA device shared with the NCCL communicator: access to a zdp
-// Stream's cudaStream_t and its sticky error state (runtime/src/device/stream_error_state.h,
+// Stream's cudaStream_t and its sticky error state (runtime/internal/stream_error_state.h,
 // where positions and waits between streams are explained). Not part of the public API.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/src/device/stream_error_state.h"
+#include "runtime/internal/stream_error_state.h"
 #include "zdp/device.h"
 #include "zdp/status.h"
 
