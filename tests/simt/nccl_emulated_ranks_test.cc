@@ -86,6 +86,39 @@ TEST_F(NcclEmulatedRanks, AccumulationOverlapOverflowAndAllToAllMatchTwoCpuRanks
   testing::expect_gpu_ranks_match_cpu_ranks(inter, "NCCL, stage 2, int8 across 2 nodes of 1 rank");
 }
 
+// Checkpoints through NCCL: the engine's agreements between ranks (that every rank wrote
+// its files, the hashes) go through device buffers, since NCCL refuses host memory
+// (engine/src/host_collective.h), a path Gloo never takes. Saved at step 3 by two NCCL
+// ranks at stage 3, resumed by two NCCL ranks at stage 1, the job ends with the masters of
+// the uninterrupted run on NCCL ranks and on CPU ranks, bit for bit (K = 2 both times).
+TEST_F(NcclEmulatedRanks, ACheckpointSavedAndResumedOnNcclRanksContinuesBitForBit) {
+  testing::TempDir dir;
+  EngineRun first = nccl_run(3);
+  first.world = 2;
+  first.cuda = true;
+  first.steps = 6;
+  first.save_root = dir.path();
+  first.save_steps = {3};
+  const EngineRunResult full = testing::run_engine(first);
+  ASSERT_EQ(full.failures, "");
+  EngineRun on_cpu = first;
+  on_cpu.cuda = false;
+  on_cpu.comm_factory = nullptr;
+  on_cpu.save_steps.clear();
+  const EngineRunResult cpu = testing::run_engine(on_cpu);
+  ASSERT_EQ(cpu.failures, "");
+  EngineRun resume = nccl_run(1);
+  resume.world = 2;
+  resume.cuda = true;
+  resume.steps = 6;
+  resume.load_from = dir.path();
+  const EngineRunResult resumed = testing::run_engine(resume);
+  ASSERT_EQ(resumed.failures, "");
+  ASSERT_EQ(resumed.stats.size(), 3u);
+  EXPECT_EQ(testing::max_difference(resumed, full).value, 0.0) << testing::max_difference(resumed, full).where;
+  EXPECT_EQ(testing::max_difference(full, cpu).value, 0.0) << testing::max_difference(full, cpu).where;
+}
+
 // A rank that dies mid-run: the other's collective is failed by the communicator's
 // watchdog after its timeout, naming the collective, and the rank returns that error
 // instead of hanging (NCCL itself would spin on the dead peer for ever).
