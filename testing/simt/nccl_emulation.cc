@@ -6,13 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <functional>
-#include <cstdio>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <map>
+#include <functional>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>

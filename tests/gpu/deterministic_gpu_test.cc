@@ -23,6 +23,9 @@
 #include "testing/temp_dir.h"
 #include "testing/test_cuda_device.h"
 #include "trainer/loop/train_loop.h"
+#if defined(ZDP_SIMT_NCCL)
+#include "testing/simt/emulated_nccl_communicator.h"
+#endif
 
 namespace zdp::trainer {
 namespace {
@@ -66,13 +69,14 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-// The job on `world` ranks, its checkpoints under `dir`/ckpt (saved after the last step).
-Outcome run_in(const Config& base, int world, const std::string& dir) {
+// The job on `world` ranks, its checkpoints under `dir`/ckpt (saved after the last step);
+// their communicator `comm_factory`'s (null: Gloo over the GPU's buffers).
+Outcome run_in(const Config& base, int world, const std::string& dir, const testing::CommFactory& comm_factory = nullptr) {
   Config config = base;
   config.checkpoint.dir = dir + "/ckpt";
   const std::string printed = dir + "/printed";
   auto results = testing::fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config, /*cuda=*/true));
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config, /*cuda=*/true, comm_factory));
     std::FILE* quiet = std::fopen("/dev/null", "w");
     StatusOr<TrainSummary> s = train(ctx, config, {quiet});
     std::fclose(quiet);
@@ -120,6 +124,24 @@ TEST_F(DeterministicGpu, GptIsBitIdenticalAtOneAndTwoRanksAndEveryStage) {
     }
   }
 }
+
+#if defined(ZDP_SIMT_NCCL)
+// dp-train's loop on two ranks with zdp's NCCL communicator, which no lent machine could run
+// (one GPU each), here on the SIMT emulation's NCCL (testing/simt/nccl_emulation.h): the
+// GPT in bf16 at stage 3 with sharded accumulation leaves one rank's bytes, as over Gloo.
+TEST_F(DeterministicGpu, TheGptOnTwoNcclRanksLeavesTheBytesOfOneRank) {
+  const Outcome ref = run(gpt(DType::kBF16, 0), 1);
+  testing::TempDir dir, exchanges;
+  testing::set_emulated_nccl_directory(exchanges.path());
+  Config c = gpt(DType::kBF16, 3);
+  c.zero.accumulate = GradAccumulation::kSharded;
+  const Outcome nccl = run_in(c, 2, dir.path(), create_nccl_communicator_emu);
+  testing::set_emulated_nccl_directory("");
+  EXPECT_TRUE(nccl.model == ref.model) << "bf16, 2 NCCL ranks, stage 3: model.safetensors differs";
+  EXPECT_TRUE(nccl.optimizer == ref.optimizer) << "bf16, 2 NCCL ranks, stage 3: optimizer.safetensors differs";
+  EXPECT_EQ(nccl.printed, ref.printed) << "bf16, 2 NCCL ranks, stage 3: the parameter hash or the losses differ";
+}
+#endif
 
 // Checkpoints on GPU ranks: saved from the device mid-run by one rank at stage 0, loaded
 // by two at stage 3 (sharded accumulation), the resumed run ends with the bytes of the
