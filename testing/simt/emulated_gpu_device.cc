@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/internal/address_sanitizer.h"
-#include "runtime/internal/host_waits.h"
 #include "runtime/internal/cuda_stream_handle.h"
+#include "runtime/internal/host_waits.h"
 #include "testing/simt/emulated_stream_queue.h"
 #include "zdp/dtype.h"  // format_bytes
 
