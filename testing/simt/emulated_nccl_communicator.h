@@ -26,4 +26,12 @@ namespace zdp::testing {
 // ncclInvalidUsage; set before forking ranks that use it.
 void set_emulated_nccl_directory(const std::string& directory);
 
+// What the emulated NCCL does when a rank's process has died while a collective waits for
+// it. kSpin (the default): nothing, as NCCL over NVLink or shared memory, which never
+// notices; the collective stays unfinished and the communicator's watchdog must time out.
+// kRemoteError: ncclCommGetAsyncError reports ncclRemoteError, naming the rank, as NCCL's
+// network transports do when the dead peer's connection closes. Set before forking ranks.
+enum class EmulatedPeerDeath { kSpin, kRemoteError };
+void set_emulated_nccl_peer_death(EmulatedPeerDeath behaviour);
+
 }  // namespace zdp::testing

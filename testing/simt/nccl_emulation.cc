@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -35,6 +36,7 @@ std::mutex g_mu;  // guards the three below
 std::string g_directory;
 std::string g_last_error;
 int g_communicators = 0;
+std::atomic<bool> g_remote_errors{false};  // set_emulated_nccl_peer_death
 
 ncclResult_t refuse(ncclResult_t result, const std::string& why) {
   set_last_error(why);
@@ -139,6 +141,8 @@ ncclResult_t point_to_point(const char* name, bool send, const void* ptr, size_t
 
 }  // namespace
 
+bool peer_death_is_remote_error() { return zdp_emu::g_remote_errors; }
+
 void set_last_error(const std::string& why) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_last_error = "emulated NCCL: " + why;
@@ -183,7 +187,7 @@ ncclResult_t nccl_comm_init_rank_config(ncclComm_t* comm, int nranks, ncclUnique
   state->nranks = nranks;
   state->blocking = config == nullptr || config->blocking != 0;
   std::string why;
-  const std::string mine = std::to_string(nranks);
+  const std::string mine = std::to_string(nranks) + " " + std::to_string(::getpid());
   if (!write_file(state->folder + "/init.r" + std::to_string(rank), mine.data(), mine.size(), &why)) {
     return refuse(ncclSystemError, "ncclCommInitRankConfig: " + why);
   }
@@ -362,6 +366,10 @@ namespace zdp::testing {
 void set_emulated_nccl_directory(const std::string& directory) {
   std::lock_guard<std::mutex> lock(zdp_emu::g_mu);
   zdp_emu::g_directory = directory;
+}
+
+void set_emulated_nccl_peer_death(EmulatedPeerDeath behaviour) {
+  zdp_emu::g_remote_errors = behaviour == EmulatedPeerDeath::kRemoteError;
 }
 
 }  // namespace zdp::testing

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 
 #include "kernels/convert.h"
@@ -15,6 +17,15 @@
 
 namespace zdp_emu {
 namespace {
+
+// Whether process `pid` has exited (gone, or a zombie its parent has not reaped yet).
+bool process_gone(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return true;
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] == 'Z' || text[paren + 2] == 'X';
+}
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -134,12 +145,15 @@ ncclResult_t check_ready(CommState& state) {
   for (int q = 0; q < state.nranks; ++q) {
     const std::string path = state.folder + "/init.r" + std::to_string(q);
     if (!exists(path)) return ncclInProgress;
-    std::vector<char> world;
+    std::vector<char> text;
     std::string why;
-    if (!read_file(path, &world, &why) || std::string(world.begin(), world.end()) != std::to_string(state.nranks)) {
+    const bool read = read_file(path, &text, &why);
+    const std::string content(text.begin(), text.end());  // "<world size> <pid>"
+    const std::string world = content.substr(0, content.find(' '));
+    if (!read || world != std::to_string(state.nranks)) {
       if (why.empty()) {
-        why = "rank " + std::to_string(q) + " initialised a world of " + std::string(world.begin(), world.end()) +
-              ", rank " + std::to_string(state.rank) + " one of " + std::to_string(state.nranks);
+        why = "rank " + std::to_string(q) + " initialised a world of " + world + ", rank " + std::to_string(state.rank) +
+              " one of " + std::to_string(state.nranks);
       }
       std::lock_guard<std::mutex> lock(state.mu);
       state.async_error = ncclInvalidUsage;
@@ -147,8 +161,31 @@ ncclResult_t check_ready(CommState& state) {
       return state.async_error;
     }
   }
+  std::vector<long> pids;
+  for (int q = 0; q < state.nranks; ++q) {
+    std::vector<char> text;
+    std::string why;
+    (void)read_file(state.folder + "/init.r" + std::to_string(q), &text, &why);
+    const std::string content(text.begin(), text.end());
+    const size_t space = content.find(' ');
+    pids.push_back(space == std::string::npos ? 0 : std::atol(content.c_str() + space + 1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.pids = std::move(pids);
+  }
   state.ready = true;
   return ncclSuccess;
+}
+
+void Exchange::report_if_gone(int q) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->async_error != ncclSuccess || static_cast<size_t>(q) >= state_->pids.size()) return;
+  const long pid = state_->pids[static_cast<size_t>(q)];
+  if (pid <= 0 || pid == static_cast<long>(::getpid()) || !process_gone(pid)) return;
+  state_->async_error = ncclRemoteError;
+  set_last_error("rank " + std::to_string(q) + " (process " + std::to_string(pid) + ") exited before " +
+                 op_.name + " (collective #" + std::to_string(seq_) + ") reached it; its connection closed");
 }
 
 std::string Exchange::part(int from, int to) const {
@@ -177,7 +214,9 @@ std::optional<std::string> Exchange::poll() {
     deposited_ = true;
   }
   for (int q = 0; q < state_->nranks; ++q) {
-    if (!exists(part(q))) return std::nullopt;  // as NCCL's kernel, spin until every rank is here
+    if (exists(part(q))) continue;
+    if (peer_death_is_remote_error()) report_if_gone(q);
+    return std::nullopt;  // as NCCL's kernel, spin until every rank is here (or an abort)
   }
   const std::string why = combine();
   if (!why.empty()) return failed(why);

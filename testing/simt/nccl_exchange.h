@@ -28,6 +28,7 @@ struct CommState {
   std::mutex mu;                     // guards the fields below
   uint64_t issued = 0;               // collectives queued, in order
   uint64_t completed = 0;            // of them, finished on this rank (in order)
+  std::vector<long> pids;            // every rank's process, once ready
   ncclResult_t async_error = ncclSuccess;
   std::map<uint64_t, std::vector<std::string>> written;  // this rank's files, by collective
 };
@@ -67,6 +68,9 @@ class Exchange {
   std::string deposit();
   std::string combine();
   std::string failed(const std::string& why);
+  // With peer_death_is_remote_error(): rank q's process has exited, so the communicator's
+  // asynchronous error becomes ncclRemoteError, naming it.
+  void report_if_gone(int q);
   std::string part(int from, int to = -1) const;
 
   std::shared_ptr<CommState> state_;
@@ -85,5 +89,8 @@ bool write_file(const std::string& path, const void* data, size_t bytes, std::st
 ncclResult_t check_ready(CommState& state);
 // What ncclGetLastError says next (nccl_emulation.cc).
 void set_last_error(const std::string& why);
+// Whether a dead peer's process is reported as ncclRemoteError
+// (set_emulated_nccl_peer_death, nccl_emulation.cc).
+bool peer_death_is_remote_error();
 
 }  // namespace zdp_emu

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -119,19 +120,20 @@ TEST_F(NcclEmulatedRanks, ACheckpointSavedAndResumedOnNcclRanksContinuesBitForBi
   EXPECT_EQ(testing::max_difference(full, cpu).value, 0.0) << testing::max_difference(full, cpu).where;
 }
 
-// A rank that dies mid-run: the other's collective is failed by the communicator's
-// watchdog after its timeout, naming the collective, and the rank returns that error
-// instead of hanging (NCCL itself would spin on the dead peer for ever).
-TEST_F(NcclEmulatedRanks, APeerThatDiesFailsTheOtherRankWithinTheTimeout) {
-  EngineRun r = nccl_run(2);
+// Two NCCL ranks of which rank 1 exits at the start of step 2: rank 0's error (its
+// Status's to_string()), and how long the job took, in `seconds`.
+std::string status_after_peer_dies(const std::string& folder, std::chrono::seconds timeout, double* seconds) {
+  EngineRun r;
+  r.options = testing::comparison_options(2);
+  r.comm_factory = create_nccl_communicator_emu;
   r.steps = 6;
   r.exit_rank = 1;
   r.exit_step = 2;
-  const std::string report = folder_.path() + "/rank0-status";
+  const std::string report = folder + "/rank0-status";
   const auto start = std::chrono::steady_clock::now();
   const auto results = testing::fork_ranks(2, [&](int rank, int world, Store& store) -> Status {
     ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, world, store, 1, {}, /*cuda=*/true,
-                                                                 r.comm_factory, std::chrono::seconds(3)));
+                                                                 r.comm_factory, timeout));
     EngineRunResult result;
     const Status s = testing::train_on(ctx, r, result);
     if (rank == 0) {
@@ -143,15 +145,51 @@ TEST_F(NcclEmulatedRanks, APeerThatDiesFailsTheOtherRankWithinTheTimeout) {
     }
     return s;
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 60.0);
-  ASSERT_EQ(results.size(), 2u);
-  EXPECT_FALSE(results[0].ok()) << "rank 0 finished a job its peer died in";
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(results.size(), 2u);
+  if (!results.empty()) EXPECT_FALSE(results[0].ok()) << "rank 0 finished a job its peer died in";
   std::ifstream in(report);
-  const std::string status((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A rank that dies mid-run, where NCCL never notices (NVLink, shared memory: it spins):
+// the other's collective is failed by the communicator's watchdog after its timeout,
+// naming the collective, and the rank returns that error instead of hanging.
+TEST_F(NcclEmulatedRanks, APeerThatDiesFailsTheOtherRankWithinTheTimeout) {
+  double seconds = 0;
+  const std::string status = status_after_peer_dies(folder_.path(), std::chrono::seconds(3), &seconds);
+  EXPECT_LT(seconds, 60.0);
   for (const char* part : {"Timeout", "rank 0: nccl", "timed out after 3 s", "a peer may have died"}) {
     EXPECT_NE(status.find(part), std::string::npos) << "rank 0's error lacks '" << part << "': " << status;
   }
+}
+
+// Where NCCL notices the dead peer (its network transports see the connection close):
+// ncclRemoteError, from ncclCommGetAsyncError in the watchdog or from the call being
+// enqueued, fails the rank at once as the peer's failure, naming it, long before the 60 s
+// timeout. The collective the error names is the one rank 0 waits in (the emulated NCCL's
+// error says which), not an earlier one whose completion the watchdog had yet to see.
+TEST_F(NcclEmulatedRanks, APeerThatDiesIsThePeersFailureWhereNcclNoticesIt) {
+  testing::set_emulated_nccl_peer_death(testing::EmulatedPeerDeath::kRemoteError);
+  double seconds = 0;
+  const std::string status = status_after_peer_dies(folder_.path(), std::chrono::seconds(60), &seconds);
+  testing::set_emulated_nccl_peer_death(testing::EmulatedPeerDeath::kSpin);
+  EXPECT_LT(seconds, 30.0) << status;
+  for (const char* part : {"PeerFailure", "remote process exited", "rank 1 (process"}) {
+    EXPECT_NE(status.find(part), std::string::npos) << "rank 0's error lacks '" << part << "': " << status;
+  }
+  const std::string named = "rank 0: nccl ";
+  const size_t at = status.find(named);
+  ASSERT_NE(at, std::string::npos) << status;
+  const std::string op = status.substr(at + named.size(), status.find(' ', at + named.size()) - at - named.size());
+  const std::map<std::string, std::string> nccl_call = {{"all_reduce", "ncclAllReduce"},
+                                                        {"barrier", "ncclAllReduce"},
+                                                        {"reduce_scatter", "ncclReduceScatter"},
+                                                        {"all_gather", "ncclAllGather"},
+                                                        {"broadcast", "ncclBroadcast"}};
+  ASSERT_EQ(nccl_call.count(op), 1u) << "no collective named: " << status;
+  EXPECT_NE(status.find("exited before " + nccl_call.at(op)), std::string::npos)
+      << "the error names " << op << ", rank 0 waits in another collective: " << status;
 }
 
 }  // namespace

@@ -302,6 +302,16 @@ class NcclCommunicator final : public Communicator {
     return first;
   }
 
+  // REQUIRES: mu_ held. Retires the oldest pending collectives whose events are reached,
+  // up to the first that is not.
+  void retire_reached_locked() {
+    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+      note_finished(pending_.front().desc.seq, true);
+      free_events_.push_back(pending_.front().done);
+      pending_.pop_front();
+    }
+  }
+
   // REQUIRES: mu_ and launch_mu_ held (no thread inside NCCL), comm_ != nullptr.
   void abort_now_locked() {
     log_if_error(ncclCommAbort(comm_), "ncclCommAbort(comm)");
@@ -338,6 +348,7 @@ class NcclCommunicator final : public Communicator {
           const ncclResult_t r = ncclCommGetAsyncError(comm_, &async);
           if (r != ncclSuccess) async = r;
           if (async != ncclSuccess && async != ncclInProgress) {
+            retire_reached_locked();  // name the collective still waiting, not one finished since the last round
             const std::string what = pending_.empty() ? "rank " + std::to_string(rank()) + ": nccl communicator"
                                                       : context(pending_.front().desc);
             (void)fail_and_abort_locked(Status(nccl_status_code(async), what + ": asynchronous NCCL error: " +
