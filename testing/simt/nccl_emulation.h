@@ -34,8 +34,11 @@
 // - When it runs, a collective checks again that its buffers are live device memory of the
 //   emulated GPU (a freed buffer is the illegal address a GPU would fault on) and fails
 //   its stream naming the call.
-// Not emulated: NCCL's algorithms, protocols and timing; a peer's death is not detected
-// (NCCL may hang there too): the communicator's watchdog must time out.
+// - A peer whose process died: by default nothing notices (as NCCL over NVLink or shared
+//   memory: the communicator's watchdog must time out); with EmulatedPeerDeath::kRemoteError
+//   (emulated_nccl_communicator.h) the waiting rank's asynchronous error becomes
+//   ncclRemoteError, naming it, as NCCL's network transports report a closed connection.
+// Not emulated: NCCL's algorithms, protocols and timing.
 #pragma once
 
 #include <cuda_runtime.h>
