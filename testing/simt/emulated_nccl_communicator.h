@@ -22,8 +22,9 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator_emu(Store& stor
 namespace zdp::testing {
 
 // The folder the emulated NCCL's communicators keep their exchanges in (each in a
-// subfolder of its own). REQUIRES: set before ncclGetUniqueId, which otherwise fails with
-// ncclInvalidUsage; set before forking ranks that use it.
+// subfolder of its own). REQUIRES: set before ncclGetUniqueId, which otherwise takes
+// $ZDP_EMULATED_NCCL_DIR (programs a test starts) or fails with ncclInvalidUsage; set
+// before forking ranks that use it.
 void set_emulated_nccl_directory(const std::string& directory);
 
 // What the emulated NCCL does when a rank's process has died while a collective waits for

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -153,11 +154,16 @@ ncclResult_t nccl_get_unique_id(ncclUniqueId* id) {
   std::string folder;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (g_directory.empty()) {
-      g_last_error = "emulated NCCL: no folder for its exchanges (zdp::testing::set_emulated_nccl_directory)";
+    // A program the test starts (dp-launch's ranks) takes the folder from its environment.
+    const char* from_env = std::getenv("ZDP_EMULATED_NCCL_DIR");
+    const std::string directory = !g_directory.empty() ? g_directory : from_env != nullptr ? from_env : "";
+    if (directory.empty()) {
+      g_last_error =
+          "emulated NCCL: no folder for its exchanges (zdp::testing::set_emulated_nccl_directory, or "
+          "$ZDP_EMULATED_NCCL_DIR)";
       return ncclInvalidUsage;
     }
-    folder = g_directory + "/comm-" + std::to_string(::getpid()) + "-" + std::to_string(g_communicators++);
+    folder = directory + "/comm-" + std::to_string(::getpid()) + "-" + std::to_string(g_communicators++);
   }
   const std::string text = kIdPrefix + folder;
   if (text.size() >= sizeof(id->internal)) return refuse(ncclInvalidUsage, "folder name too long: " + folder);
