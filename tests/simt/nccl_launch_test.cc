@@ -52,6 +52,34 @@ TEST(NcclLaunch, TwoRanksOnTwoGpusLeaveTheBytesOfOne) {
   }
 }
 
+// Two nodes of one GPU each (two dp-launch on this host, --node-rank 0 and 1, node 0's
+// store on 127.0.0.1), NCCL between them: the bytes of one node with two GPUs.
+TEST(NcclLaunch, TwoNodesOfOneGpuLeaveTheBytesOfOneNodeWithTwo) {
+  TempDir nodes, one_node;
+  std::filesystem::create_directories(nodes.path() + "/nccl");
+  const std::string config =
+      write_job_config(nodes.path(), free_port(), 4, "nnodes = 2\nmaster_addr = \"127.0.0.1\"\n");
+  std::vector<Job> jobs;
+  for (int node : {0, 1}) {
+    jobs.push_back(start_job({ZDP_DP_LAUNCH, config, "--node-rank", std::to_string(node), "--set", "launch.backend=nccl",
+                              "--set", std::string("launch.program=") + ZDP_DP_TRAIN, "--set",
+                              "launch.nproc_per_node=1", "--set", "train.deterministic=true"},
+                             {{"ZDP_EMULATED_NCCL_DIR", nodes.path() + "/nccl"},
+                              {"ZDP_JOB_SECRET", "0123456789abcdef0123456789abcdef"}}));
+  }
+  const JobRun node0 = finish_job(jobs[0], seconds(120));
+  const JobRun node1 = finish_job(jobs[1], seconds(120));
+  ASSERT_EQ(node0.exit_code, 0) << node0.output() << "\n--- node 1:\n" << node1.output();
+  ASSERT_EQ(node1.exit_code, 0) << node1.output();
+  EXPECT_TRUE(node1.has("nccl communicator ready: rank 1/2")) << node1.output();
+  const JobRun one = launch_nccl(one_node, {"train.deterministic=true"});
+  ASSERT_EQ(one.exit_code, 0) << one.output();
+  for (int step = 1; step <= 4; ++step) {
+    const std::string s = "/ckpt/step-" + std::to_string(step);
+    EXPECT_TRUE(same_checkpoint(nodes.path() + s, one_node.path() + s)) << "step " << step;
+  }
+}
+
 // A rank stopped (SIGSTOP) inside a collective: the healthy NCCL rank's watchdog times out
 // after 5 s, and dp-launch names the stopped rank, not the one that timed out.
 TEST(NcclLaunch, AStoppedRankIsNamedAndTheHealthyPeerIsNotBlamed) {
