@@ -26,6 +26,8 @@ namespace zdp::testing {
 // $ZDP_EMULATED_NCCL_DIR (programs a test starts) or fails with ncclInvalidUsage; set
 // before forking ranks that use it.
 void set_emulated_nccl_directory(const std::string& directory);
+// The folder set last ("" when none), for a test that sets its own and restores it.
+std::string emulated_nccl_directory();
 
 // What the emulated NCCL does when a rank's process has died while a collective waits for
 // it. kSpin (the default): nothing, as NCCL over NVLink or shared memory, which never

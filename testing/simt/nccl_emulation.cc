@@ -374,6 +374,11 @@ void set_emulated_nccl_directory(const std::string& directory) {
   zdp_emu::g_directory = directory;
 }
 
+std::string emulated_nccl_directory() {
+  std::lock_guard<std::mutex> lock(zdp_emu::g_mu);
+  return zdp_emu::g_directory;
+}
+
 void set_emulated_nccl_peer_death(EmulatedPeerDeath behaviour) {
   zdp_emu::g_remote_errors = behaviour == EmulatedPeerDeath::kRemoteError;
 }

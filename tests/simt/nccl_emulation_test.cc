@@ -26,13 +26,14 @@ using std::chrono::milliseconds;
 class NcclEmulation : public ::testing::Test {
  protected:
   void SetUp() override {
+    previous_folder_ = testing::emulated_nccl_directory();  // the binary's (nccl_emulated_comm_test.cc)
     testing::set_emulated_nccl_directory(folder_.path());
     device_ = testing::create_emulated_gpu_device(0);
   }
   void TearDown() override {
     for (ncclComm_t c : comms_) (void)ncclCommAbort(c);
     streams_.clear();
-    testing::set_emulated_nccl_directory("");
+    testing::set_emulated_nccl_directory(previous_folder_);
   }
 
   // `world` communicators of one world, initialised nonblocking and then settled.
@@ -70,6 +71,7 @@ class NcclEmulation : public ::testing::Test {
   }
 
   testing::TempDir folder_;
+  std::string previous_folder_;
   std::unique_ptr<Device> device_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<std::unique_ptr<Stream>> streams_;
