@@ -212,6 +212,20 @@ inline std::string write_job_config(const std::string& dir, int port, int steps,
   return path;
 }
 
+// A job whose rank 0 was stopped (SIGSTOP) while rank 1 timed out waiting for it: it
+// failed, and dp-launch's line names rank 0 as stopped and rank 1 only as the peer most
+// likely waiting for it (the healthy rank is not blamed).
+inline void expect_stopped_rank_0_named(const JobRun& run) {
+  EXPECT_EQ(run.exit_code, 1);
+  const std::string out = run.output();
+  const size_t reason = out.find("dp-launch: rank 0 (pid");
+  ASSERT_NE(reason, std::string::npos) << out;
+  const std::string line = out.substr(reason, out.find('\n', reason) - reason);
+  EXPECT_NE(line.find("stopped responding"), std::string::npos) << line;
+  EXPECT_NE(line.find("rank 1 (node 0, pid"), std::string::npos) << line;
+  EXPECT_NE(line.find("(most likely waiting for it)"), std::string::npos) << line;
+}
+
 inline std::string file_bytes(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::ostringstream s;
