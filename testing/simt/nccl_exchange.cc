@@ -142,6 +142,7 @@ ncclResult_t check_ready(CommState& state) {
     if (state.async_error != ncclSuccess) return state.async_error;
   }
   if (state.ready) return ncclSuccess;
+  std::vector<long> pids;
   for (int q = 0; q < state.nranks; ++q) {
     const std::string path = state.folder + "/init.r" + std::to_string(q);
     if (!exists(path)) return ncclInProgress;
@@ -160,13 +161,6 @@ ncclResult_t check_ready(CommState& state) {
       set_last_error("ncclCommInitRankConfig: " + why);
       return state.async_error;
     }
-  }
-  std::vector<long> pids;
-  for (int q = 0; q < state.nranks; ++q) {
-    std::vector<char> text;
-    std::string why;
-    (void)read_file(state.folder + "/init.r" + std::to_string(q), &text, &why);
-    const std::string content(text.begin(), text.end());
     const size_t space = content.find(' ');
     pids.push_back(space == std::string::npos ? 0 : std::atol(content.c_str() + space + 1));
   }
@@ -237,25 +231,20 @@ std::optional<std::string> Exchange::poll() {
 std::string Exchange::deposit() {
   const int rank = state_->rank;
   const size_t bytes = op_.count * type_size(op_.type);
-  std::vector<std::string> written;
-  // Kept for removal two collectives later (poll), also when this fails half-way.
-  struct Keep {
-    CommState& state;
-    uint64_t seq;
-    std::vector<std::string>& paths;
-    ~Keep() {
-      std::lock_guard<std::mutex> lock(state.mu);
-      state.written[seq] = paths;
-    }
-  } keep{*state_, seq_, written};
   std::string why;
+  // Every file written is kept for removal two collectives later (poll).
+  auto put = [&](const std::string& path, const void* data, size_t n) {
+    if (!write_file(path, data, n, &why)) return false;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->written[seq_].push_back(path);
+    return true;
+  };
   for (const Transfer& t : op_.transfers) {
     if (!t.send) continue;
     if (!zdp::testing::in_emulated_allocation(t.ptr, t.bytes)) {
       return "the send buffer for rank " + std::to_string(t.peer) + " is no longer live device memory";
     }
-    if (!write_file(part(rank, t.peer), t.ptr, t.bytes, &why)) return why;
-    written.push_back(part(rank, t.peer));
+    if (!put(part(rank, t.peer), t.ptr, t.bytes)) return why;
   }
   size_t mine = 0;
   switch (op_.kind) {
@@ -268,8 +257,7 @@ std::string Exchange::deposit() {
   if (mine > 0 && !zdp::testing::in_emulated_allocation(op_.send, mine)) {
     return "its send buffer is no longer " + std::to_string(mine) + " bytes of live device memory (freed?)";
   }
-  if (!write_file(part(rank), op_.send, mine, &why)) return why;
-  written.push_back(part(rank));
+  if (!put(part(rank), op_.send, mine)) return why;
   return std::string();
 }
 
