@@ -6,7 +6,27 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(ZDP_SIMT_THREAD_SANITIZER)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace zdp_emu {
+
+#if defined(ZDP_SIMT_THREAD_SANITIZER)
+void* sanitizer_fiber_of_this_thread() { return __tsan_get_current_fiber(); }
+void* create_sanitizer_fiber() { return __tsan_create_fiber(0); }
+void destroy_sanitizer_fiber(void* fiber) { __tsan_destroy_fiber(fiber); }
+// Announced immediately before the switch, as the protocol asks; flags 0: the switch is
+// a synchronisation (what the fiber left is visible to the one that runs next).
+ZDP_SIMT_NOT_TSAN_INSTRUMENTED inline void announce_switch(const FiberContext* to) {
+  __tsan_switch_to_fiber(to->sanitizer_fiber, 0);
+}
+#else
+void* sanitizer_fiber_of_this_thread() { return nullptr; }
+void* create_sanitizer_fiber() { return nullptr; }
+void destroy_sanitizer_fiber(void*) {}
+inline void announce_switch(const FiberContext*) {}
+#endif
 
 #if ZDP_SIMT_OWN_SWITCH
 
@@ -64,7 +84,8 @@ void make_fiber_context(FiberContext* context, char* stack, size_t bytes, void (
   context->stack_pointer = slot;
 }
 
-void switch_fiber_context(FiberContext* from, FiberContext* to) {
+ZDP_SIMT_NOT_TSAN_INSTRUMENTED void switch_fiber_context(FiberContext* from, FiberContext* to) {
+  announce_switch(to);
   zdp_emu_switch_stack(&from->stack_pointer, to->stack_pointer);
 }
 
@@ -78,7 +99,10 @@ void make_fiber_context(FiberContext* context, char* stack, size_t bytes, void (
   makecontext(&context->context, entry, 0);
 }
 
-void switch_fiber_context(FiberContext* from, FiberContext* to) { swapcontext(&from->context, &to->context); }
+ZDP_SIMT_NOT_TSAN_INSTRUMENTED void switch_fiber_context(FiberContext* from, FiberContext* to) {
+  announce_switch(to);
+  swapcontext(&from->context, &to->context);
+}
 
 #endif
 

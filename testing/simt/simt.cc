@@ -66,7 +66,10 @@ class FiberStack {
       std::abort();  // a test helper with no way to go on
     }
   }
-  ~FiberStack() { munmap(base_, kStackBytes + kGuardBytes); }
+  ~FiberStack() {
+    destroy_sanitizer_fiber(sanitizer_fiber);
+    munmap(base_, kStackBytes + kGuardBytes);
+  }
   FiberStack(const FiberStack&) = delete;
   FiberStack& operator=(const FiberStack&) = delete;
   char* top_region() const { return base_ + kGuardBytes; }  // kStackBytes usable
@@ -74,6 +77,14 @@ class FiberStack {
   // here, kept from one fiber to the next: made and destroyed per fiber, it cost an mmap
   // and a munmap per emulated thread (9 of 10 CPU seconds in the kernel).
   void* fake_stack = nullptr;
+  // Under TSan, the fiber the fibers on this stack run as, one after another (each returns
+  // from everything it called before its last switch); made anew after a deadlock dropped
+  // one mid-kernel. Kept, not made per emulated thread: a TSan fiber is a TSan thread.
+  void* sanitizer_fiber = create_sanitizer_fiber();
+  void renew_sanitizer_fiber() {
+    destroy_sanitizer_fiber(sanitizer_fiber);
+    sanitizer_fiber = create_sanitizer_fiber();
+  }
 
  private:
   static constexpr size_t kGuardBytes = 4096;
@@ -174,8 +185,9 @@ void run_thread() {
 FiberContext g_finished;  // where a finished fiber's last switch saves what is never resumed
 
 // A fiber's first frame: it has no locals of its own, so that by the final switch every
-// instrumented frame on the stack has returned (under ASan, with its redzones cleared).
-[[noreturn]] void fiber_entry() {
+// instrumented frame on the stack has returned (under ASan, with its redzones cleared;
+// under TSan it pushes no frame of its own, and every other has been popped).
+[[noreturn]] ZDP_SIMT_NOT_TSAN_INSTRUMENTED void fiber_entry() {
   // First entry from the scheduler: ASan tells where the stack it left is.
   finish_switch(g_stacks[static_cast<size_t>(g_block->current)]->fake_stack, &g_scheduler_stack,
                 &g_scheduler_stack_bytes);
@@ -221,6 +233,7 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
     ++b.warps[static_cast<size_t>(warp_of(i))].live;
     make_fiber_context(&b.fibers[static_cast<size_t>(i)].context, g_stacks[static_cast<size_t>(i)]->top_region(),
                        kStackBytes, fiber_entry);
+    b.fibers[static_cast<size_t>(i)].context.sanitizer_fiber = g_stacks[static_cast<size_t>(i)]->sanitizer_fiber;
   }
   // Poisoned at every block: a read before any thread wrote it is a NaN (or -1), not
   // the last block's value.
@@ -259,7 +272,10 @@ void run_block(Block& b, const dim3& grid, const dim3& block, const uint3& index
       fault("deadlock in block (" + std::to_string(index.x) + "," + std::to_string(index.y) + "," +
             std::to_string(index.z) + "): " + std::to_string(waiting_block) + " thread(s) wait at __syncthreads and " +
             std::to_string(waiting_warp) + " at a warp shuffle that the others never reach");
-      for (int i = 0; i < n; ++i) unpoison_stack(g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
+      for (int i = 0; i < n; ++i) {
+        unpoison_stack(g_stacks[static_cast<size_t>(i)]->top_region(), kStackBytes);
+        if (!b.fibers[static_cast<size_t>(i)].done) g_stacks[static_cast<size_t>(i)]->renew_sanitizer_fiber();
+      }
       return;  // the suspended fibers are dropped; their stacks are reused
     }
   }
@@ -355,6 +371,7 @@ void run_grid(dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::fun
   zdp::poison_unused_bytes(g_dynamic_shared.get() + dynamic_shared_bytes, 16);
   Block b;
   b.body = &body;
+  b.scheduler.sanitizer_fiber = sanitizer_fiber_of_this_thread();  // whichever OS thread runs the grid
   g_block = &b;
   // Blocks one after another: in index order on even launches, in reverse on odd ones
   // (kAlternate), so a kernel whose blocks depend on each other's order, which CUDA never
