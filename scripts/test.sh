@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH), runs
 # the whole test suite with ctest, then zdp's CUDA kernels by the SIMT emulation under ASan
-# and UBSan (where CUDA's headers are), then checks the installed package: install into a
-# temporary prefix, build examples/embed against it (find_package and pkg-config) and
-# train it with dp-launch on 2 CPU ranks (tests/install/check_embed.sh), then runs each fuzz
-# target for 10 s (FUZZ_SECONDS; scripts/fuzz.sh). With nvcc, it
-# also packs the GPU check's carry folder from this build (tests/gpu/carry.sh, so that it
-# cannot rot) and runs the check's self-check. Used by the
+# and UBSan and its NCCL tests under TSan (where CUDA's headers are), then checks the
+# installed package: install into a temporary prefix, build examples/embed against it
+# (find_package and pkg-config) and train it with dp-launch on 2 CPU ranks
+# (tests/install/check_embed.sh), then runs each fuzz target for 10 s (FUZZ_SECONDS;
+# scripts/fuzz.sh). With nvcc, it also packs the GPU check's carry folder from this build
+# (tests/gpu/carry.sh, so that it cannot rot) and runs the check's self-check. Used by the
 # README and by .ci/run.
 #   BUILD_DIR=build (default)   CI=true turns warnings into errors.
 set -euo pipefail
@@ -53,6 +53,14 @@ if [ -x "$build_dir/tests/simt_emulation_test" ]; then
   BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target simt_tests -R '^simt/' -- \
     -E '^simt/DeterministicGpu\.'
   echo "test.sh: the SIMT emulation under ASan + UBSan (build and run) took $((SECONDS - simt_start)) s"
+  # zdp's NCCL communicator under ThreadSanitizer: its watchdog thread beside the thread
+  # that enqueues, with two ranks as threads (NcclComm) and as forked processes (the
+  # engine, checkpoints, dead peers, dp-launch), on the emulated NCCL. Only the NCCL
+  # tests (about 7 minutes with the build): the whole emulation takes over 20 minutes
+  # under TSan on 2 cores (README, "zdp's own kernels without a GPU", says what it found).
+  tsan_start=$SECONDS
+  BUILD_DIR="${build_dir}-simt-tsan" bash scripts/sanitize.sh tsan --target simt_tests -R '^simt/Nccl'
+  echo "test.sh: zdp's NCCL communicator on the emulation under TSan (build and run) took $((SECONDS - tsan_start)) s"
 fi
 bash tests/install/check_embed.sh "$build_dir"
 # A short run of every libFuzzer target from its seed corpus (tests/fuzz/, clang with ASan
