@@ -7,7 +7,8 @@
 #   scripts/sanitize.sh tsan   TSan, every CPU test                    -> build-tsan/
 #                              (with --target simt_tests -R '^simt/Nccl': zdp's NCCL
 #                              communicator, its watchdog and the emulated NCCL with ranks
-#                              as threads and forked, what scripts/test.sh runs)
+#                              as threads and forked, what scripts/test.sh runs with
+#                              the emulation's own TSan test)
 #
 # Options (after the mode):
 #   --repeat N     run each selected test N times (ctest --repeat until-fail:N)

@@ -59,7 +59,7 @@ if [ -x "$build_dir/tests/simt_emulation_test" ]; then
   # tests (about 7 minutes with the build): the whole emulation takes over 20 minutes
   # under TSan on 2 cores (README, "zdp's own kernels without a GPU", says what it found).
   tsan_start=$SECONDS
-  BUILD_DIR="${build_dir}-simt-tsan" bash scripts/sanitize.sh tsan --target simt_tests -R '^simt/Nccl'
+  BUILD_DIR="${build_dir}-simt-tsan" bash scripts/sanitize.sh tsan --target simt_tests -R '^simt/(Nccl|SimtEmulatorDeathTest\.UnderTsan)'
   echo "test.sh: zdp's NCCL communicator on the emulation under TSan (build and run) took $((SECONDS - tsan_start)) s"
 fi
 bash tests/install/check_embed.sh "$build_dir"

@@ -7,10 +7,14 @@
 // force-included, so the kernels below are written as CUDA.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "core/internal/address_sanitizer.h"
+#include "testing/simt/fiber_context.h"
 
 namespace {
 
@@ -294,6 +298,33 @@ TEST(SimtEmulatorDeathTest, UnderAsanAReadPastTheLaunchsDynamicSharedMemoryIsRep
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "within the launch's 64 floats";
   EXPECT_DEATH(zdp_emu::launch(1, 32, 64 * sizeof(float), nullptr, read_past_dynamic_shared, 64, out.data()),
                "AddressSanitizer: use-after-poison");
+#endif
+}
+
+__global__ void write_ones(float* out) { out[threadIdx.x] = 1.0f; }
+
+TEST(SimtEmulatorDeathTest, UnderTsanAKernelRacingAnotherOsThreadIsReported) {
+#if !defined(ZDP_SIMT_THREAD_SANITIZER)
+  GTEST_SKIP() << "needs ThreadSanitizer (scripts/sanitize.sh tsan): the emulation's fibers are announced to it "
+                  "only there";
+#else
+  // The fibers' switches synchronise the fibers of one OS thread with each other, never
+  // with another OS thread: a kernel's write and another thread's unordered read of the
+  // same buffer must still be a report (halt_on_error or not, TSan's exit code is 66).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::vector<float> out(32, 0.0f);
+        std::thread reader([&out] {
+          float sum = 0.0f;
+          for (const float v : out) sum += v;
+          std::printf("%g\n", static_cast<double>(sum));
+        });
+        zdp_emu::launch(1, 32, 0, nullptr, write_ones, out.data());
+        reader.join();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(66), "ThreadSanitizer: data race");
 #endif
 }
 
