@@ -226,8 +226,11 @@ Status Communicator::issue(CollectiveDesc desc, Buffers buffers, Stream& stream)
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!error_.ok()) {
       recorder_->finished(desc.seq, false);
+      // The first failure whole, its code included: a caller that meets this collective
+      // before it waits for the one that failed (an engine issuing ahead) must still see
+      // what the failure was (PeerFailure, Timeout), not only that this one was not started.
       return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator failed earlier: " +
-                                              error_.message());
+                                              error_.to_string());
     }
   }
   ZDP_LOG(kDebug) << backend() << ": enqueue " << desc.describe() << " on stream '" << stream.name() << "'";

@@ -214,7 +214,7 @@ class GlooCommunicator final : public Communicator {
     if (!earlier.ok()) {
       note_finished(desc.seq, false);
       return Status(StatusCode::kAborted,
-                    context(desc) + ": not run, the communicator failed earlier: " + earlier.message());
+                    context(desc) + ": not run, the communicator failed earlier: " + earlier.to_string());
     }
     const auto start = Clock::now();
     note_started(desc.seq);

@@ -131,7 +131,7 @@ class NcclCommunicator final : public Communicator {
       if (comm_ == nullptr) {
         const Status first = error();
         return Status(StatusCode::kAborted, context(desc) + ": not started, the communicator was aborted" +
-                                                (first.ok() ? std::string() : ": " + first.message()));
+                                                (first.ok() ? std::string() : ": " + first.to_string()));
       }
       comm = comm_;
       if (!free_events_.empty()) {
