@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 
@@ -150,7 +150,8 @@ ncclResult_t check_ready(CommState& state) {
     std::string why;
     const bool read = read_file(path, &text, &why);
     const std::string content(text.begin(), text.end());  // "<world size> <pid>"
-    const std::string world = content.substr(0, content.find(' '));
+    const size_t space = content.find(' ');
+    const std::string world = content.substr(0, space);
     if (!read || world != std::to_string(state.nranks)) {
       if (why.empty()) {
         why = "rank " + std::to_string(q) + " initialised a world of " + world + ", rank " + std::to_string(state.rank) +
@@ -161,7 +162,6 @@ ncclResult_t check_ready(CommState& state) {
       set_last_error("ncclCommInitRankConfig: " + why);
       return state.async_error;
     }
-    const size_t space = content.find(' ');
     pids.push_back(space == std::string::npos ? 0 : std::atol(content.c_str() + space + 1));
   }
   {

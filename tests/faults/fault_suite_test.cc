@@ -26,9 +26,6 @@ using std::chrono::seconds;
 constexpr int kSteps = 6;
 const std::vector<std::string> kPhases = {"forward", "collective", "optimizer", "after_step", "checkpoint"};
 
-// Collective #6 + 14 (s - 1) starts step s: 8 of training, then 6 of its checkpoint save.
-uint64_t first_of_step(int step) { return 6 + 14 * static_cast<uint64_t>(step - 1); }
-
 struct Fault {
   std::string action;  // kill | stop | slow | drop
   std::string phase;

@@ -20,8 +20,6 @@ namespace {
 
 using std::chrono::seconds;
 
-uint64_t first_of_step(int step) { return 6 + 14 * static_cast<uint64_t>(step - 1); }
-
 JobRun launch(const TempDir& dir, const std::string& test_comm, const std::vector<std::string>& sets = {},
               int steps = 30, seconds limit = seconds(90)) {
   std::vector<std::string> argv = {ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), steps)};

@@ -19,8 +19,6 @@ namespace {
 
 using std::chrono::seconds;
 
-uint64_t first_of_step(int step) { return 6 + 14 * static_cast<uint64_t>(step - 1); }
-
 // The fault job on NCCL ranks run by the emulated tools, its exchanges in dir/nccl.
 JobRun launch_nccl(const TempDir& dir, const std::vector<std::string>& sets, const std::string& test_comm = "",
                    int steps = 4, seconds limit = seconds(120)) {
