@@ -51,8 +51,9 @@ StatusOr<std::string> string_field(const json& j, const char* key, const std::st
   return v;
 }
 
-Status read_kernels(const std::string& path, MeasuredKernels* m) {
-  ZDP_ASSIGN_OR_RETURN(const std::string text, read_input_file(path, "kernel times", kMaxKernelsBytes));
+}  // namespace
+
+Status parse_kernel_times(const std::string& text, const std::string& path, MeasuredKernels* m) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad(path, "not a JSON object (dp-train writes it with profile.kernels)");
   ZDP_ASSIGN_OR_RETURN(const std::string format, string_field(j, "format", path));
@@ -103,11 +104,8 @@ Status read_kernels(const std::string& path, MeasuredKernels* m) {
 }
 
 // Rank 0's step lines: their mean step time, optimizer part and exposed communication.
-Status read_steps(const std::string& path, MeasuredKernels* m) {
-  StatusOr<std::string> text = read_input_file(path, "profile", kMaxProfileBytes);
-  if (text.status().code() == StatusCode::kNotFound) return Status::Ok();
-  ZDP_RETURN_IF_ERROR(text.status());
-  std::istringstream lines(*text);
+Status parse_profile_steps(const std::string& text, const std::string& path, MeasuredKernels* m) {
+  std::istringstream lines(text);
   std::string line;
   double step = 0, optimizer = 0, exposed = 0;
   int64_t n = 0, at = 0;
@@ -116,8 +114,13 @@ Status read_steps(const std::string& path, MeasuredKernels* m) {
     if (line.find("\"step\"") == std::string::npos) continue;
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return bad(path, "line " + std::to_string(at) + " is not JSON");
-    if (j.value("type", std::string()) != "step" || j.value("rank", -1) != 0) continue;
+    // Only dp-train's step lines count, and only rank 0's; a line that says it is a
+    // step line must say whose (value() would throw on a mistyped field: checked first).
+    const auto type = j.find("type");
+    if (type == j.end() || !type->is_string() || type->get_ref<const std::string&>() != "step") continue;
     const std::string where = "line " + std::to_string(at) + ": ";
+    ZDP_ASSIGN_OR_RETURN(const int64_t rank, int_field(j, "rank", 0, int64_t{1} << 30, path, where));
+    if (rank != 0) continue;
     ZDP_ASSIGN_OR_RETURN(const double s, number_field(j, "step_ms", kMaxMsPerStep, path, where));
     ZDP_ASSIGN_OR_RETURN(const double e, number_field(j, "exposed_comm_ms", kMaxMsPerStep, path, where));
     const auto parts = j.find("parts_ms");
@@ -134,19 +137,22 @@ Status read_steps(const std::string& path, MeasuredKernels* m) {
   return Status::Ok();
 }
 
-}  // namespace
-
 StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir) {
   MeasuredKernels m;
   m.dir = dir;
   const std::string kernels = dir + "/kernels.json";
-  Status s = read_kernels(kernels, &m);
-  if (s.code() == StatusCode::kNotFound) {
+  StatusOr<std::string> text = read_input_file(kernels, "kernel times", kMaxKernelsBytes);
+  if (text.status().code() == StatusCode::kNotFound) {
     return Status(StatusCode::kNotFound, kernels + " does not exist: profile a GPU run with profile.enabled = true "
                                                    "and profile.kernels = true (profile.dir = " + dir + ")");
   }
-  ZDP_RETURN_IF_ERROR(s);
-  ZDP_RETURN_IF_ERROR(read_steps(dir + "/profile.jsonl", &m));
+  ZDP_RETURN_IF_ERROR(text.status());
+  ZDP_RETURN_IF_ERROR(parse_kernel_times(*text, kernels, &m));
+  const std::string profile = dir + "/profile.jsonl";
+  text = read_input_file(profile, "profile", kMaxProfileBytes);
+  if (text.status().code() == StatusCode::kNotFound) return m;  // optional
+  ZDP_RETURN_IF_ERROR(text.status());
+  ZDP_RETURN_IF_ERROR(parse_profile_steps(*text, profile, &m));
   return m;
 }
 

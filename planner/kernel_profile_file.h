@@ -36,6 +36,15 @@ struct MeasuredKernels {
 // step and optimizer columns are empty).
 StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir);
 
+// The two files' parsers, for text already read (`path` names it in errors): what
+// read_measured_kernels does with each file, and what tests/fuzz/profile_files_fuzz.cc
+// feeds hostile text. kernels.json fills the model, device and regions of `m`;
+// profile.jsonl its step, optimizer and exposed-communication columns (left < 0 when the
+// text has no step line of rank 0). Either refuses what dp-train would not write, naming
+// the file, the line where there are lines, and the field.
+Status parse_kernel_times(const std::string& text, const std::string& path, MeasuredKernels* m);
+Status parse_profile_steps(const std::string& text, const std::string& path, MeasuredKernels* m);
+
 // The planner's GPU name for a device name ("NVIDIA H200" -> "h200"); "" when none fits.
 std::string gpu_name_of_device(const std::string& device);
 

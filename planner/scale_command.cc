@@ -12,8 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/internal/input_file.h"
 #include "planner/json_lines.h"
+#include "planner/run_summary_file.h"
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
 #include "zdp/config.h"
@@ -55,31 +55,6 @@ int run_child(const std::vector<std::string>& argv) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-StatusOr<ScalePoint> read_summary(const std::string& path) {
-  StatusOr<std::string> text = read_input_file(path, "run summary", int64_t{1} << 20);
-  if (!text.ok()) {
-    if (text.status().code() != StatusCode::kNotFound) return text.status();
-    return Status(StatusCode::kNotFound, "no run summary at " + path + " (did dp-train finish?)");
-  }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(*text);
-    ScalePoint p;
-    p.world_size = j.at("world_size").get<int>();
-    p.stage = j.at("stage").get<int>();
-    p.global_batch = j.at("global_batch").get<int64_t>();
-    p.steps = j.at("steps").get<int64_t>();
-    p.step_time_s = j.at("step_time_s_median").get<double>();
-    p.samples_per_s = j.at("samples_per_s").get<double>();
-    p.tokens_per_s = j.at("tokens_per_s").get<double>();
-    p.final_loss = j.at("final_loss").is_null() ? 0.0 : j.at("final_loss").get<double>();
-    p.summary_path = path;
-    return p;
-  } catch (const std::exception& e) {
-    return Status(StatusCode::kInvalidArgument, "run summary " + path + " is malformed: " + e.what());
-  }
 }
 
 }  // namespace
@@ -140,7 +115,7 @@ int run_scale(const ScaleArgs& a) {
           log_dir);
       return 1;
     }
-    StatusOr<ScalePoint> point = read_summary((fs::path(log_dir) / "train_summary.json").string());
+    StatusOr<ScalePoint> point = read_run_summary((fs::path(log_dir) / "train_summary.json").string());
     if (!point.ok()) {
       say(point.status().message());
       return 1;

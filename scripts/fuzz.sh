@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(config_fuzz store_core_fuzz safetensors_header_fuzz state_json_fuzz token_header_fuzz)
+[ ${#targets[@]} -eq 0 ] && targets=(config_fuzz store_core_fuzz safetensors_header_fuzz state_json_fuzz token_header_fuzz profile_files_fuzz
+                                rank_profile_fuzz job_progress_fuzz run_summary_fuzz)
 build_dir="${FUZZ_BUILD_DIR:-build-fuzz}"
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
 

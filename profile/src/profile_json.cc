@@ -1,6 +1,10 @@
 // RankProfile <-> JSON for the trip through the store, and profile.jsonl's step lines.
 #include "profile/src/profile_json.h"
 
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
 namespace zdp::profile {
 
 using nlohmann::json;
@@ -26,36 +30,87 @@ std::string rank_to_json(const RankProfile& profile) {
   return json{{"rank", profile.rank}, {"host", profile.host}, {"steps", steps}}.dump();
 }
 
+namespace {
+
+// What rank_from_json refuses: thrown inside it, where the fields are walked, and turned
+// into its kInvalidArgument with the json library's own errors.
+struct NotAProfile : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// An integer field in [lo, hi]. A float, or an integer out of range, is refused: the
+// library's get<int>() of 1e20 would be undefined behaviour, and an index out of an
+// enum's range would be read past an array later (the summary indexes by part).
+int64_t integer(const json& v, int64_t lo, int64_t hi, const char* what) {
+  if (!v.is_number_integer()) throw NotAProfile(std::string(what) + " is not an integer");
+  const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX};
+  const int64_t x = too_large ? 0 : v.get<int64_t>();
+  if (too_large || x < lo || x > hi) throw NotAProfile(std::string(what) + " = " + v.dump() + " is out of range");
+  return x;
+}
+// A time or a part's seconds: any finite number (the clock's origin is the rank's own).
+double number(const json& v, const char* what) {
+  if (!v.is_number() || !std::isfinite(v.get<double>())) throw NotAProfile(std::string(what) + " is not a finite number");
+  return v.get<double>();
+}
+const json& array(const json& v, size_t min_size, size_t max_size, const char* what) {
+  if (!v.is_array() || v.size() < min_size || v.size() > max_size) {
+    throw NotAProfile(std::string(what) + " is not an array of " + std::to_string(min_size) + " to " +
+                      std::to_string(max_size) + " elements");
+  }
+  return v;
+}
+MemoryCounters counters(const json& v) {
+  const json& a = array(v, 2, 2, "memory counters");
+  return MemoryCounters{integer(a[0], 0, INT64_MAX, "memory bytes"), integer(a[1], 0, INT64_MAX, "peak memory bytes")};
+}
+
+constexpr size_t kMaxHostChars = 255;  // a host name's longest (POSIX HOST_NAME_MAX)
+constexpr size_t kMaxEntries = size_t{1} << 24;  // the store's cap on a value bounds these long before
+
+}  // namespace
+
 StatusOr<RankProfile> rank_from_json(const std::string& text, const std::string& what) {
   try {
     const json j = json::parse(text);
+    if (!j.is_object()) throw NotAProfile("not a JSON object");
     RankProfile p;
-    p.rank = j.at("rank").get<int>();
+    p.rank = static_cast<int>(integer(j.at("rank"), 0, INT32_MAX, "rank"));
+    if (!j.at("host").is_string() || j.at("host").get_ref<const std::string&>().size() > kMaxHostChars) {
+      throw NotAProfile("host is not a string of at most " + std::to_string(kMaxHostChars) + " characters");
+    }
     p.host = j.at("host").get<std::string>();
-    for (const json& js : j.at("steps")) {
+    for (const json& js : array(j.at("steps"), 0, kMaxEntries, "steps")) {
+      if (!js.is_object()) throw NotAProfile("a step is not an object");
       StepProfile s;
-      s.step = js.at("step").get<int64_t>();
-      s.begin = js.at("begin").get<double>();
-      s.end = js.at("end").get<double>();
-      s.parts = js.at("parts").get<std::array<double, kNumStepParts>>();
-      for (const json& sp : js.at("spans")) {
-        s.spans.push_back(Span{static_cast<StepPart>(sp.at(0).get<int>()), sp.at(1).get<double>(), sp.at(2).get<double>()});
+      s.step = integer(js.at("step"), 0, INT64_MAX, "step");
+      s.begin = number(js.at("begin"), "begin");
+      s.end = number(js.at("end"), "end");
+      const json& parts = array(js.at("parts"), kNumStepParts, kNumStepParts, "parts");
+      for (size_t i = 0; i < s.parts.size(); ++i) s.parts[i] = number(parts[i], "a part's seconds");
+      for (const json& sp : array(js.at("spans"), 0, kMaxEntries, "spans")) {
+        const json& a = array(sp, 3, 3, "a span");
+        s.spans.push_back(Span{static_cast<StepPart>(integer(a[0], 0, kNumStepParts - 1, "a span's part")),
+                               number(a[1], "a span's begin"), number(a[2], "a span's end")});
       }
-      for (const json& c : js.at("collectives")) {
-        s.collectives.push_back(CollectiveTiming{c.at(0).get<int>(), static_cast<CollectiveOp>(c.at(1).get<int>()),
-                                                 c.at(2).get<int64_t>(), c.at(3).get<double>(), c.at(4).get<double>(),
-                                                 c.size() > 5 && c.at(5).get<bool>()});
+      for (const json& c : array(js.at("collectives"), 0, kMaxEntries, "collectives")) {
+        const json& a = array(c, 5, 6, "a collective");
+        if (a.size() > 5 && !a[5].is_boolean()) throw NotAProfile("a collective's reduction flag is not a boolean");
+        s.collectives.push_back(CollectiveTiming{
+            static_cast<int>(integer(a[0], -1, INT32_MAX, "a collective's bucket")),
+            static_cast<CollectiveOp>(integer(a[1], 0, kNumCollectiveOps - 1, "a collective's op")),
+            integer(a[2], 0, INT64_MAX, "a collective's bytes"), number(a[3], "a collective's begin"),
+            number(a[4], "a collective's end"), a.size() > 5 && a[5].get<bool>()});
       }
-      const json& mem = js.at("memory");
-      for (size_t i = 0; i < s.memory.size() && i < mem.size(); ++i) {
-        s.memory[i] = MemoryCounters{mem.at(i).at(0).get<int64_t>(), mem.at(i).at(1).get<int64_t>()};
-      }
-      const json& total = js.at("memory_total");
-      s.memory_total = MemoryCounters{total.at(0).get<int64_t>(), total.at(1).get<int64_t>()};
+      const json& mem = array(js.at("memory"), 0, s.memory.size(), "memory");
+      for (size_t i = 0; i < mem.size(); ++i) s.memory[i] = counters(mem[i]);
+      s.memory_total = counters(js.at("memory_total"));
       p.steps.push_back(std::move(s));
     }
     return p;
   } catch (const json::exception& e) {
+    return Status(StatusCode::kInvalidArgument, what + " is not a profile: " + e.what());
+  } catch (const NotAProfile& e) {
     return Status(StatusCode::kInvalidArgument, what + " is not a profile: " + e.what());
   }
 }

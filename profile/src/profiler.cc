@@ -207,8 +207,12 @@ StatusOr<ProfileSummary> Profiler::finish() {
     const std::string what = "rank " + std::to_string(r) + "'s measurements";
     StatusOr<std::string> text = store.get("profile/rank/" + std::to_string(r), timeout);
     if (!text.ok()) return text.status().with_context(m.who() + ": waiting for " + what);
-    ZDP_ASSIGN_OR_RETURN(RankProfile p, profile::rank_from_json(*text, what));
-    ranks.push_back(std::move(p));
+    StatusOr<RankProfile> p = profile::rank_from_json(*text, what);
+    if (!p.ok()) return p.status().with_context(m.who());
+    if (p->rank != r) {  // the key is rank r's: a profile naming another would be drawn on its lane
+      return Status(StatusCode::kInvalidArgument, m.who() + ": " + what + " name rank " + std::to_string(p->rank));
+    }
+    ranks.push_back(std::move(*p));
   }
   const profile::SummaryInputs in = m.summary_inputs();
   StatusOr<profile::Summary> summary = profile::summarize(ranks, in);

@@ -208,6 +208,13 @@ TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {
   write("kernels.json", kernels(""));
   write("profile.jsonl", R"({"type":"step","rank":0,"step_ms":"fast"})" "\n");
   EXPECT_NE(error().find("profile.jsonl: line 1: step_ms"), std::string::npos) << error();
+  // Mistyped fields are refused, not thrown (found by tests/fuzz/profile_files_fuzz.cc:
+  // json's value() threw, and dp-launch plan ended in std::terminate). A line whose type
+  // is not the string "step" is someone else's and skipped; a step line must say whose.
+  write("profile.jsonl", R"({"type":7,"step":1})" "\n" R"({"type":"step","rank":"zero","step_ms":1})" "\n");
+  EXPECT_NE(error().find("profile.jsonl: line 2: rank is missing or not an integer"), std::string::npos) << error();
+  write("profile.jsonl", R"({"type":7,"step":1})" "\n");
+  EXPECT_EQ(error(), "ok");
   fs::remove(dir_ / "profile.jsonl");
   fs::create_directory(dir_ / "profile.jsonl");  // a directory where the file should be
   EXPECT_NE(error().find("is a directory"), std::string::npos) << error();

@@ -27,5 +27,31 @@ TEST(ProfileJson, RankProfilesSurviveTheStore) {
   EXPECT_NE(bad.status().message().find("rank 1's profile is not a profile"), std::string::npos);
 }
 
+// A profile arrives from another rank through the store: what would index past an array
+// later (a part or an op outside its enum) or convert out of range (a float where an
+// integer belongs) is refused here, naming the field (tests/fuzz/rank_profile_fuzz.cc).
+TEST(ProfileJson, RefusesFieldsOutOfTheirRange) {
+  const std::string good = rank_to_json(two_ranks(1.0)[1]);
+  ASSERT_TRUE(rank_from_json(good, "rank 1's profile").ok());
+  const auto error = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " not in " << text;
+    if (at == std::string::npos) return std::string();
+    text.replace(at, from.size(), to);
+    const StatusOr<RankProfile> p = rank_from_json(text, "rank 1's profile");
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  EXPECT_NE(error("\"rank\":1", "\"rank\":1.5").find("rank is not an integer"), std::string::npos);
+  EXPECT_NE(error("\"rank\":1", "\"rank\":1e20").find("rank is not an integer"), std::string::npos);
+  EXPECT_NE(error("\"rank\":1", "\"rank\":-1").find("rank = -1 is out of range"), std::string::npos);
+  EXPECT_NE(error("\"spans\":[[", "\"spans\":[[9,0,0],[").find("a span's part = 9 is out of range"), std::string::npos);
+  EXPECT_NE(error("\"collectives\":[[", "\"collectives\":[[0,6,1,0,0],[").find("a collective's op = 6 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error("\"parts\":[", "\"parts\":[1,").find("parts is not an array of 9 to 9 elements"), std::string::npos);
+  EXPECT_NE(error("\"memory_total\":[", "\"memory_total\":[-1,0],\"was\":[").find("memory bytes = -1 is out of range"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace zdp::profile

@@ -30,6 +30,8 @@ enum class ReduceOp : uint8_t { kSum = 0, kAvg, kMax };
 const char* to_string(ReduceOp op);
 
 enum class CollectiveOp : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kBarrier, kAllToAll };
+inline constexpr int kNumCollectiveOps = 6;  // what a profile read from another rank may name
+static_assert(kNumCollectiveOps == static_cast<int>(CollectiveOp::kAllToAll) + 1, "kNumCollectiveOps counts the ops");
 const char* to_string(CollectiveOp op);
 
 struct CollectiveDesc {

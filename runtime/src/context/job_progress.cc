@@ -87,7 +87,7 @@ StatusOr<RankProgress> decode_rank_progress(const std::string& text) {
 }
 
 std::string format_eta(double seconds) {
-  if (!(seconds >= 0)) return "?";
+  if (!(seconds >= 0 && seconds < 1e9)) return "?";  // unknown, or no ETA a person could use (31 years)
   const long s = std::lround(seconds);
   char buf[32];
   if (s >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, s % 3600 / 60);
