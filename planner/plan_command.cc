@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/internal/cli_range.h"
 #include "planner/format_numbers.h"
 #include "planner/gpu_step_model.h"
 #include "planner/json_lines.h"
@@ -75,12 +76,12 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--set", a.sets, "override one key: --set section.key=value (repeatable)");
   cmd.add_option("--world", a.worlds, "more world sizes to plan, e.g. --world 8,64 (the configured one comes first)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(integer_range(1, int64_t{1} << 20));
   cmd.add_option("--device-memory", a.device_memory,
                  "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's RAM / local ranks)");
   cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)");
   cmd.add_option("--flops", a.gflops, "one rank's sustained GFLOP/s (default: assumed, or --calibrate)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(1e-3, 1e9));  // up to an exaFLOP/s a rank
   cmd.add_option("--gpu", a.gpu,
                  "plan for this GPU from any machine (" + known_gpu_names() +
                      "): its memory, NVLink, and a per-kernel predicted step time and MFU for GPT configs");
@@ -313,8 +314,11 @@ int run_plan(const PlanArgs& a) {
   if (!a.link.empty()) {
     double gbps = 0, alpha_us = -1;
     char extra = 0;
-    if (std::sscanf(a.link.c_str(), "%lf,%lf%c", &gbps, &alpha_us, &extra) != 2 || gbps <= 0 || alpha_us < 0) {
-      say("--link '" + a.link + "' is not GB/s,alpha_us (e.g. 100,10: 100 GB/s and 10 us per message)");
+    // Written so that NaN fails: 1 PB/s and 1 s per message bound what a link can be.
+    if (std::sscanf(a.link.c_str(), "%lf,%lf%c", &gbps, &alpha_us, &extra) != 2 || !(gbps > 0 && gbps <= 1e6) ||
+        !(alpha_us >= 0 && alpha_us <= 1e6)) {
+      say("--link '" + a.link + "' is not GB/s,alpha_us with GB/s in (0, 1e6] and alpha_us in [0, 1e6] (e.g. 100,10: "
+          "100 GB/s and 10 us per message)");
       return 2;
     }
     in.link = {alpha_us * 1e-6, gbps * 1e9, "--link"};

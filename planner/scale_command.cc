@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/internal/cli_range.h"
 #include "planner/json_lines.h"
 #include "planner/run_summary_file.h"
 #include "planner/scale_plot.h"
@@ -64,8 +65,9 @@ void add_scale_options(CLI::App& cmd, ScaleArgs& a) {
   cmd.add_option("--world", a.worlds, "world sizes to run, e.g. --world 1,2,4")
       ->delimiter(',')
       ->required()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--steps", a.steps, "optimizer steps per run (default: train.steps)")->check(CLI::PositiveNumber);
+      ->check(integer_range(1, int64_t{1} << 20));
+  cmd.add_option("--steps", a.steps, "optimizer steps per run (default: train.steps)")
+      ->check(integer_range(1, int64_t{1} << 40));
   cmd.add_option("--set", a.sets, "override one key in every run: --set section.key=value (repeatable)");
 }
 

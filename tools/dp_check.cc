@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/internal/cli_range.h"
 #include "zdp/comm.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -102,8 +103,10 @@ int main(int argc, char** argv) {
   if (const char* b = std::getenv("ZDP_BACKEND")) o.backend = b;
   app.add_option("--backend", o.backend, "auto | gloo | nccl (default: $ZDP_BACKEND or auto)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
-  app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective");
-  app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce");
+  app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective")
+      ->check(zdp::finite_range(1e-3, 86400));  // launch.collective_timeout_s's bounds
+  app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce")
+      ->check(zdp::integer_range(4, int64_t{1} << 34));
   CLI11_PARSE(app, argc, argv);
   // Under dp-launch the resolved config supplies the collective timeout (flags still win).
   if (const char* path = std::getenv("ZDP_CONFIG"); path != nullptr && app.count("--timeout") == 0) {

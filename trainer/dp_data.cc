@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal/cli_range.h"
 #include "core/internal/input_file.h"
 #include "trainer/data/source.h"
 #include "trainer/data/token_file.h"
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   text->add_option("files", text_files, "text files")->required()->check(CLI::ExistingFile);
   text->add_option("--out", out_dir, "output directory")->required();
   text->add_option("--val-fraction", val_fraction, "held-out fraction of each file (its tail)")
-      ->check(CLI::Range(0.0, 0.9));
+      ->check(zdp::finite_range(0.0, 0.9));
 
   std::string synth_out;
   int64_t synth_tokens = 0;
