@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -362,6 +363,34 @@ TEST(GlooFailure, ACollectiveAPeerNeverJoinsTimesOutNamingIt) {
                                                " s, configured 1.5 s");
     }
     return Status::Ok();
+  }));
+}
+
+// A collective already queued on another stream when the communicator fails is refused
+// when its turn comes (the backend's run, not Communicator::issue), and the refusal names
+// the first failure whole, its code included: the caller that waits on that stream first
+// must still learn it was a timeout. The second stream's collective is held behind a host
+// task until the first has failed, so the order is fixed, not raced.
+TEST(GlooFailure, ACollectiveQueuedWhenTheCommunicatorFailsNamesTheFailure) {
+  expect_all_ok(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Rank r, make_rank(rank, world, store, 1500ms));
+    if (rank == 1) return store.wait({"rank0_done"}, 60s);  // alive, but never joins
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> other, r.device->create_stream("other"));
+    std::atomic<bool> first_failed{false};
+    ZDP_RETURN_IF_ERROR(other->enqueue_host("the gate", [&first_failed] {
+      for (int i = 0; i < 6000 && !first_failed.load(); ++i) std::this_thread::sleep_for(10ms);
+      return first_failed.load() ? Status::Ok() : Status(StatusCode::kInternal, "the first collective never failed");
+    }));
+    Bytes a(4096), b(4096);
+    ZDP_RETURN_IF_ERROR(r.comm->reduce_scatter(a.data(), a.data(), 512, DType::kF32, ReduceOp::kSum, *r.stream, 9));
+    ZDP_RETURN_IF_ERROR(r.comm->all_reduce(b.data(), b.data(), 1024, DType::kF32, ReduceOp::kSum, *other, 3));
+    const Status first = r.stream->synchronize(60s);
+    first_failed = true;
+    const Status second = other->synchronize(60s);
+    ZDP_RETURN_IF_ERROR(store.set("rank0_done", "1"));
+    ZDP_RETURN_IF_ERROR(expect_error(first, StatusCode::kTimeout, {"reduce_scatter #0", "timed out"}));
+    return expect_error(second, StatusCode::kAborted,
+                        {"all_reduce #1", "not run, the communicator failed earlier: Timeout: ", "reduce_scatter #0"});
   }));
 }
 
