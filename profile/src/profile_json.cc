@@ -39,8 +39,9 @@ struct NotAProfile : std::runtime_error {
 };
 
 // An integer field in [lo, hi]. A float, or an integer out of range, is refused: the
-// library's get<int>() of 1e20 would be undefined behaviour, and an index out of an
-// enum's range would be read past an array later (the summary indexes by part).
+// library's get<int>() of 1e20 would be undefined behaviour, and a part or an op outside
+// its enum would be drawn as "?" and summed apart from every real one (an op of 267
+// wrapped to 11 in the uint8_t enum); StepProfile::part() indexes an array by the part.
 int64_t integer(const json& v, int64_t lo, int64_t hi, const char* what) {
   if (!v.is_number_integer()) throw NotAProfile(std::string(what) + " is not an integer");
   const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX};
