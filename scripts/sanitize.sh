@@ -72,12 +72,14 @@ fi
 build_dir="${BUILD_DIR:-build-$mode}"
 jobs="${JOBS:-$(nproc)}"
 configure() {
-  # -O1 -g: usable stacks in reports at a bearable speed. No CUDA: the sanitizers cover
-  # the host code, and nvcc-compiled objects would not be instrumented anyway.
+  # -O1 -g1: usable stacks in reports (function names, file:line) at a bearable speed;
+  # -g1 rather than -g, whose local-variable info cost a quarter of the compile time
+  # (plan_command.cc under ASan: 20.7 s at -g, 15.7 s at -g1). No CUDA: the sanitizers
+  # cover the host code, and nvcc-compiled objects would not be instrumented anyway.
   cmake -S . -B "$build_dir" -G Ninja -DZDP_CUDA=OFF -DZDP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER="${CC:-gcc}" -DCMAKE_CXX_COMPILER="${CXX:-g++}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DZDP_TEST_TIMEOUT=1500 \
     -DZDP_SIMT_EMULATION="$simt"
 }
