@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA code too when nvcc is on PATH), runs
-# the whole test suite with ctest, then zdp's CUDA kernels by the SIMT emulation under ASan
-# and UBSan and its NCCL tests under TSan (where CUDA's headers are), then checks the
+# the whole test suite with ctest, then zdp's CUDA kernels and the GPU path by the SIMT
+# emulation under ASan and UBSan (where CUDA's headers are; ZDP_TEST_SANITIZERS=all adds
+# the forked-rank tests and the NCCL tests under TSan), then checks the
 # installed package: install into a temporary prefix, build examples/embed against it
 # (find_package and pkg-config) and train it with dp-launch on 2 CPU ranks
 # (tests/install/check_embed.sh), then runs each fuzz target for 10 s (FUZZ_SECONDS;
 # scripts/fuzz.sh). With nvcc, it also packs the GPU check's carry folder from this build
 # (tests/gpu/carry.sh, so that it cannot rot) and runs the check's self-check. Used by the
 # README and by .ci/run.
-#   BUILD_DIR=build (default)   CI=true turns warnings into errors.
+#   BUILD_DIR=build (default)   CI=true turns warnings into errors.   ZDP_TEST_SANITIZERS=all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +53,7 @@ fi
 # was built above).
 #
 # CI's budget is 30 minutes on 2 cores from a clean clone with no compiler cache, and
-# each sanitizer build compiles zdp again (stop 37 measured about 37 minutes with the
+# each sanitizer build compiles zdp again (stop 37 measured about 38 minutes with the
 # steps below at their widest). So CI builds only simt_emulation_test under ASan; the
 # forked ranks (GlooGpuRanks, NcclEmulatedRanks), dp-launch on emulated GPUs (NcclLaunch)
 # and dp-train's loop (DeterministicGpu) run in the plain build above, and under the
