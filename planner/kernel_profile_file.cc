@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/json_checked.h"
 
 namespace zdp::launcher {
 namespace {
@@ -21,26 +22,14 @@ Status bad(const std::string& path, const std::string& why) {
   return Status(StatusCode::kInvalidArgument, path + ": " + why);
 }
 
-// An integer field of `j` in [lo, hi].
+// A field of `j` in [lo, hi], the error naming the file (bad()'s form) and the field.
 StatusOr<int64_t> int_field(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& path,
                             const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return bad(path, where + key + " is missing or not an integer");
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) {
-    return bad(path, where + key + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "]");
-  }
-  return v;
+  return json_checked::with_context(json_checked::integer(json_checked::member(j, key), where + key, lo, hi), path);
 }
-
 StatusOr<double> number_field(const json& j, const char* key, double hi, const std::string& path,
                               const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return bad(path, where + key + " is missing or not a number");
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0 || v > hi) return bad(path, where + key + " = " + std::to_string(v) + " is out of range");
-  return v;
+  return json_checked::with_context(json_checked::number(json_checked::member(j, key), where + key, 0, hi), path);
 }
 
 StatusOr<std::string> string_field(const json& j, const char* key, const std::string& path) {

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/json_checked.h"
 
 namespace zdp::launcher {
 namespace {
@@ -15,29 +17,20 @@ using nlohmann::json;
 
 constexpr int64_t kMaxSummaryBytes = int64_t{1} << 20;  // its loss history is bounded (loss_history.h)
 
+std::string malformed(const std::string& path) { return "run summary " + path + " is malformed"; }
 Status bad(const std::string& path, const std::string& why) {
-  return Status(StatusCode::kInvalidArgument, "run summary " + path + " is malformed: " + why);
+  return Status(StatusCode::kInvalidArgument, malformed(path) + ": " + why);
 }
 
-// An integer field in [lo, hi]; a float is refused (converting 1e20 to int is undefined).
+// A field in [lo, hi], the error naming the file and the key. An integer's float (1e20)
+// is refused: converting it to int would be undefined.
 StatusOr<int64_t> integer(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& path) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return bad(path, std::string(key) + " is missing or not an integer");
-  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) {
-    return bad(path, std::string(key) + " = " + it->dump() + " is out of range");
-  }
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) return bad(path, std::string(key) + " = " + it->dump() + " is out of range");
-  return v;
+  return json_checked::with_context(json_checked::integer(json_checked::member(j, key), key, lo, hi), malformed(path));
 }
-
 // A finite, non-negative number (times and rates).
 StatusOr<double> number(const json& j, const char* key, const std::string& path) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return bad(path, std::string(key) + " is missing or not a number");
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0) return bad(path, std::string(key) + " = " + it->dump() + " is out of range");
-  return v;
+  return json_checked::with_context(
+      json_checked::number(json_checked::member(j, key), key, 0, std::numeric_limits<double>::max()), malformed(path));
 }
 
 }  // namespace

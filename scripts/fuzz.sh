@@ -27,10 +27,17 @@ for target in "${targets[@]}"; do
   name="${target%_fuzz}"
   mkdir -p "$work/$name/corpus"
   cp tests/fuzz/corpus/"$name"/* "$work/$name/corpus/"
+  # A dictionary of each format's tokens and edge numbers (tests/fuzz/dict/) for the text
+  # readers; the store's protocol and the token header are binary.
+  case "$target" in
+    config_fuzz) dict=(-dict="$PWD/tests/fuzz/dict/toml.dict") ;;
+    store_core_fuzz|token_header_fuzz) dict=() ;;
+    *) dict=(-dict="$PWD/tests/fuzz/dict/json.dict") ;;
+  esac
   # -rss_limit_mb: an input that makes a parser allocate without bound is a finding too.
   # -max_len 65536: configs and headers are small; longer inputs only slow the search.
   if ! (cd "$work/$name" && "$OLDPWD/$build_dir/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
-          -max_len=65536 -print_final_stats=1 corpus > log.txt 2>&1); then
+          -max_len=65536 -print_final_stats=1 ${dict[@]+"${dict[@]}"} corpus > log.txt 2>&1); then
     tail -n 60 "$work/$name/log.txt"
     echo "fuzz.sh: $target FAILED after at most $seconds s; the input is in $work/$name (crash-*, leak-*, oom-*)" >&2
     exit 1

@@ -3,7 +3,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
+
+#include "runtime/internal/json_checked.h"
 
 namespace zdp::profile {
 
@@ -38,21 +41,19 @@ struct NotAProfile : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// An integer field in [lo, hi]. A float, or an integer out of range, is refused: the
-// library's get<int>() of 1e20 would be undefined behaviour, and a part or an op outside
-// its enum would be drawn as "?" and summed apart from every real one (an op of 267
-// wrapped to 11 in the uint8_t enum); StepProfile::part() indexes an array by the part.
+// An integer field in [lo, hi] (json_checked.h says why not get<int>()): a part or an op
+// outside its enum would be drawn as "?" and summed apart from every real one (an op of
+// 267 wrapped to 11 in the uint8_t enum); StepProfile::part() indexes an array by the part.
 int64_t integer(const json& v, int64_t lo, int64_t hi, const char* what) {
-  if (!v.is_number_integer()) throw NotAProfile(std::string(what) + " is not an integer");
-  const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX};
-  const int64_t x = too_large ? 0 : v.get<int64_t>();
-  if (too_large || x < lo || x > hi) throw NotAProfile(std::string(what) + " = " + v.dump() + " is out of range");
-  return x;
+  StatusOr<int64_t> x = json_checked::integer(&v, what, lo, hi);
+  if (!x.ok()) throw NotAProfile(x.status().message());
+  return *x;
 }
 // A time or a part's seconds: any finite number (the clock's origin is the rank's own).
 double number(const json& v, const char* what) {
-  if (!v.is_number() || !std::isfinite(v.get<double>())) throw NotAProfile(std::string(what) + " is not a finite number");
-  return v.get<double>();
+  StatusOr<double> x = json_checked::number(&v, what, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  if (!x.ok()) throw NotAProfile(x.status().message());
+  return *x;
 }
 const json& array(const json& v, size_t min_size, size_t max_size, const char* what) {
   if (!v.is_array() || v.size() < min_size || v.size() > max_size) {

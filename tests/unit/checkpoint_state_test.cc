@@ -94,7 +94,16 @@ TEST(CheckpointState, ErrorsNameTheField) {
     return at == std::string::npos ? t : t.replace(at, from.size(), to);
   };
   EXPECT_THAT(decode_error(replaced("\"stage\": 3", "\"stage\": \"3\"")),
-              HasSubstr("s.json: field 'engine.stage' is missing or not an integer"));
+              HasSubstr("s.json: field 'engine.stage' is not an integer"));
+  // Bounded before it is narrowed to int: 2^32 + 3 would otherwise pass as stage 3.
+  EXPECT_THAT(decode_error(replaced("\"stage\": 3", "\"stage\": 4294967299")),
+              HasSubstr("s.json: field 'engine.stage' = 4294967299 is outside [-2147483648, 2147483647]"));
+  EXPECT_THAT(decode_error(replaced("\"step\": 12", "\"step\": 18446744073709551615")),
+              HasSubstr("s.json: field 'step' = 18446744073709551615 is outside"));
+  // Bounded so that chunk_count's (data + chunk - 1) cannot overflow.
+  EXPECT_THAT(decode_error(replaced("\"chunk_bytes\": 4", "\"chunk_bytes\": 9223372036854775807")),
+              HasSubstr("s.json: field 'files[0].chunk_bytes' = 9223372036854775807 is outside "
+                        "[-9223372036854775808, 4611686018427387904]"));
   EXPECT_THAT(decode_error(replaced("\"format_version\": 1", "\"format_version\": 7")),
               HasSubstr("format_version 7 (this build reads versions 1 to 2)"));
   EXPECT_THAT(decode_error(replaced("\"0000000000000002\"", "\"2\"")),

@@ -212,7 +212,7 @@ TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {
   // json's value() threw, and dp-launch plan ended in std::terminate). A line whose type
   // is not the string "step" is someone else's and skipped; a step line must say whose.
   write("profile.jsonl", R"({"type":7,"step":1})" "\n" R"({"type":"step","rank":"zero","step_ms":1})" "\n");
-  EXPECT_NE(error().find("profile.jsonl: line 2: rank is missing or not an integer"), std::string::npos) << error();
+  EXPECT_NE(error().find("profile.jsonl: line 2: rank is not an integer"), std::string::npos) << error();
   write("profile.jsonl", R"({"type":7,"step":1})" "\n");
   EXPECT_EQ(error(), "ok");
   fs::remove(dir_ / "profile.jsonl");

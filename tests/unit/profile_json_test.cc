@@ -44,12 +44,14 @@ TEST(ProfileJson, RefusesFieldsOutOfTheirRange) {
   };
   EXPECT_NE(error("\"rank\":1", "\"rank\":1.5").find("rank is not an integer"), std::string::npos);
   EXPECT_NE(error("\"rank\":1", "\"rank\":1e20").find("rank is not an integer"), std::string::npos);
-  EXPECT_NE(error("\"rank\":1", "\"rank\":-1").find("rank = -1 is out of range"), std::string::npos);
-  EXPECT_NE(error("\"spans\":[[", "\"spans\":[[9,0,0],[").find("a span's part = 9 is out of range"), std::string::npos);
-  EXPECT_NE(error("\"collectives\":[[", "\"collectives\":[[0,6,1,0,0],[").find("a collective's op = 6 is out of range"),
+  EXPECT_NE(error("\"step\":", "\"step\":18446744073709551615,\"was\":").find("step = 18446744073709551615 is outside"),
+            std::string::npos);
+  EXPECT_NE(error("\"rank\":1", "\"rank\":-1").find("rank = -1 is outside [0, 2147483647]"), std::string::npos);
+  EXPECT_NE(error("\"spans\":[[", "\"spans\":[[9,0,0],[").find("a span's part = 9 is outside [0, 8]"), std::string::npos);
+  EXPECT_NE(error("\"collectives\":[[", "\"collectives\":[[0,6,1,0,0],[").find("a collective's op = 6 is outside [0, 5]"),
             std::string::npos);
   EXPECT_NE(error("\"parts\":[", "\"parts\":[1,").find("parts is not an array of 9 to 9 elements"), std::string::npos);
-  EXPECT_NE(error("\"memory_total\":[", "\"memory_total\":[-1,0],\"was\":[").find("memory bytes = -1 is out of range"),
+  EXPECT_NE(error("\"memory_total\":[", "\"memory_total\":[-1,0],\"was\":[").find("memory bytes = -1 is below 0"),
             std::string::npos);
 }
 

@@ -60,12 +60,14 @@ TEST(RunSummaryFile, RefusesMistypedAndOutOfRangeFields) {
         << from << " -> " << to << ": " << message;
   };
   EXPECT_NE(error("[1, 2").find("run summary logs/train_summary.json is malformed: not a JSON object"), std::string::npos);
-  refused("\"world_size\":2", "\"world_size\":1e20", "world_size is missing or not an integer");
-  refused("\"world_size\":2", "\"world_size\":0", "world_size = 0 is out of range");
-  refused("\"stage\":2", "\"stage\":4", "stage = 4 is out of range");
-  refused("\"global_batch\":8", "\"global_batch\":18446744073709551615", "global_batch = 18446744073709551615 is out of range");
-  refused("\"tokens_per_s\":512.0", "\"tokens_per_s\":\"fast\"", "tokens_per_s is missing or not a number");
-  refused("\"step_time_s_median\":", "\"step_time_s_median\":-1,\"was\":", "step_time_s_median = -1 is out of range");
+  refused("\"world_size\":2", "\"world_size\":1e20", "world_size is not an integer");
+  refused("\"world_size\":2", "\"world_size\":0", "world_size = 0 is outside [1, 16777216]");
+  refused("\"world_size\":2", "\"world_sizes\":2", "world_size is missing");
+  refused("\"stage\":2", "\"stage\":4", "stage = 4 is outside [0, 3]");
+  refused("\"global_batch\":8", "\"global_batch\":18446744073709551615",
+          "global_batch = 18446744073709551615 is outside [1, 9223372036854775807]");
+  refused("\"tokens_per_s\":512.0", "\"tokens_per_s\":\"fast\"", "tokens_per_s is not a number");
+  refused("\"step_time_s_median\":", "\"step_time_s_median\":-1,\"was\":", "step_time_s_median = -1 is below 0");
   refused("\"final_loss\":0.75", "\"final_loss\":\"low\"", "final_loss is missing or not a finite number or null");
   EXPECT_EQ(error(replaced(good, "\"final_loss\":0.75", "\"final_loss\":null")), "ok");  // a run of no steps
 }

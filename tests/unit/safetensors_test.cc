@@ -56,10 +56,40 @@ TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}"),
               HasSubstr("tensor 'a' starts at byte 4 of the data, expected 0"));
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"),
-              HasSubstr("tensor 'a': a dimension is not a non-negative integer"));
+              HasSubstr("tensor 'a': a dimension = -1 is outside [0, 4611686018427387904]"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}"),
+              HasSubstr("tensor 'a': a dimension is not an integer"));
   EXPECT_THAT(refused("[1]"), HasSubstr("not an object"));
   EXPECT_THAT(refused("{\"a\":"), HasSubstr("does not parse"));
   EXPECT_FALSE(safetensors::make_header({{"x", "F32", {1}}, {"x", "F32", {1}}}).ok());
+}
+
+// Sizes that would overflow int64 once multiplied or subtracted are refused before they
+// are: found by hand while bounding the JSON readers (UBSan: "signed integer overflow:
+// 4294967296 * 4294967296" in the element count, "9223372036854775807 - -9223372036854775808"
+// in end - begin, from offsets above INT64_MAX that get<int64_t>() wrapped).
+TEST(Safetensors, SizesThatWouldOverflowAreRefused) {
+  auto refused = [](const std::string& json) {
+    StatusOr<safetensors::Header> h = safetensors::decode_header(json, "f.safetensors");
+    return h.ok() ? std::string("accepted") : h.status().message();
+  };
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,0]}}"),
+              HasSubstr("tensor 'a': data_offsets [0, 0) do not hold F32 [4294967296, 4294967296, 4]"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F64\",\"shape\":[1152921504606846976],\"data_offsets\":[0,0]}}"),
+              HasSubstr("do not hold F64 [1152921504606846976]"));  // 2^60 elements of 8 bytes: 2^63
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+                      "\"data_offsets\":[9223372036854775808,9223372036854775807]}}"),
+              HasSubstr("tensor 'a': an offset = 9223372036854775808 is outside [0, 4611686018427387904]"));
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,18446744073709551615]}}"),
+              HasSubstr("an offset = 18446744073709551615 is outside"));
+  std::string many = "[1";
+  for (int i = 0; i < 64; ++i) many += ",1";
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":" + many + "],\"data_offsets\":[0,4]}}"),
+              HasSubstr("tensor 'a': a shape of more than 64 dimensions"));
+  // A zero dimension holds nothing, however large the others: such a tensor is valid.
+  EXPECT_EQ(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904,0],"
+                    "\"data_offsets\":[0,0]}}"),
+            "accepted");
 }
 
 TEST(Safetensors, WritersFillAFileInAnyOrderAndReadersCheckItsSize) {

@@ -2,14 +2,17 @@
 #include "runtime/internal/checkpoint_state.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/internal/input_file.h"
 #include "runtime/internal/checkpoint_hash.h"
+#include "runtime/internal/json_checked.h"
 #include "zdp/build_config.h"
 
 namespace zdp {
@@ -26,6 +29,8 @@ namespace {
 using json = nlohmann::ordered_json;
 constexpr const char* kFormatName = "zdp-checkpoint";
 constexpr const char* kHashName = "xxh3-64";
+// A checkpoint file's sizes are at most 4 EiB, so chunk_count's sum cannot overflow.
+constexpr int64_t kMaxFileBytes = int64_t{1} << 62;
 
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
@@ -49,15 +54,17 @@ class Fields {
   Status missing(const std::string& key, const char* what) const {
     return Status(StatusCode::kInvalidArgument, where_ + ": field '" + prefix_ + key + "' is missing or not " + what);
   }
-  StatusOr<int64_t> integer(const std::string& key) const {
-    const json* v = find(key);
-    if (v == nullptr || !v->is_number_integer()) return missing(key, "an integer");
-    return v->get<int64_t>();
+  // An integer in [lo, hi]: the bounds keep a later narrowing to int (world_size) or sum
+  // of sizes (chunk_count) defined; check_ranges() then refuses, all at once, what no save
+  // writes.
+  StatusOr<int64_t> integer(const std::string& key, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const {
+    return json_checked::with_context(json_checked::integer(find(key), "field '" + prefix_ + key + "'", lo, hi), where_);
   }
   StatusOr<double> number(const std::string& key) const {
-    const json* v = find(key);
-    if (v == nullptr || !v->is_number()) return missing(key, "a number");
-    return v->get<double>();
+    return json_checked::with_context(json_checked::number(find(key), "field '" + prefix_ + key + "'",
+                                                           -std::numeric_limits<double>::max(),
+                                                           std::numeric_limits<double>::max()),
+                                      where_);
   }
   StatusOr<std::string> string(const std::string& key) const {
     const json* v = find(key);
@@ -89,9 +96,9 @@ StatusOr<CheckpointFileInfo> decode_file(const json& j, const std::string& where
   Fields f(j, where, prefix);
   CheckpointFileInfo file;
   ZDP_ASSIGN_OR_RETURN(file.name, f.string("name"));
-  ZDP_ASSIGN_OR_RETURN(file.bytes, f.integer("bytes"));
-  ZDP_ASSIGN_OR_RETURN(file.header_bytes, f.integer("header_bytes"));
-  ZDP_ASSIGN_OR_RETURN(file.chunk_bytes, f.integer("chunk_bytes"));
+  ZDP_ASSIGN_OR_RETURN(file.bytes, f.integer("bytes", INT64_MIN, kMaxFileBytes));
+  ZDP_ASSIGN_OR_RETURN(file.header_bytes, f.integer("header_bytes", INT64_MIN, kMaxFileBytes));
+  ZDP_ASSIGN_OR_RETURN(file.chunk_bytes, f.integer("chunk_bytes", INT64_MIN, kMaxFileBytes));
   if (file.chunk_bytes <= 0 || file.header_bytes < 8 || file.bytes < file.header_bytes) {
     return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "': inconsistent sizes (bytes " +
                                                     std::to_string(file.bytes) + ", header_bytes " +
@@ -250,8 +257,8 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
   ZDP_ASSIGN_OR_RETURN(s.library_version, f.string("library_version"));
   ZDP_ASSIGN_OR_RETURN(const json* engine, f.object("engine"));
   Fields e(*engine, where, "engine.");
-  ZDP_ASSIGN_OR_RETURN(const int64_t world, e.integer("world_size"));
-  ZDP_ASSIGN_OR_RETURN(const int64_t stage, e.integer("stage"));
+  ZDP_ASSIGN_OR_RETURN(const int64_t world, e.integer("world_size", INT_MIN, INT_MAX));
+  ZDP_ASSIGN_OR_RETURN(const int64_t stage, e.integer("stage", INT_MIN, INT_MAX));
   s.world_size = static_cast<int>(world);
   s.stage = static_cast<int>(stage);
   ZDP_ASSIGN_OR_RETURN(s.compute_dtype, e.string("compute_dtype"));

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/json_checked.h"
 #include "zdp/dtype.h"
 
 namespace zdp::safetensors {
@@ -24,6 +26,12 @@ using json = nlohmann::ordered_json;
 
 // The Python package refuses headers above 100 MB; so do we (a corrupt length).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A tensor's dimensions, offsets and data region are at most 4 EiB: far past any file,
+// and small enough that the header's length plus the data region fits int64.
+constexpr int64_t kMaxDataBytes = int64_t{1} << 62;
+// Far more dimensions than a real tensor has; bounds what a header's shape makes us hold
+// (50 million zeros fit in 100 MB of header).
+constexpr size_t kMaxDims = 64;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -181,16 +189,26 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
     t.dtype = dtype->get<std::string>();
     const int64_t size = dtype_size(t.dtype);
     if (size == 0) return bad(tensor + "unknown dtype '" + t.dtype + "'");
+    if (shape->size() > kMaxDims) return bad(tensor + "a shape of more than " + std::to_string(kMaxDims) + " dimensions");
+    const std::string context = where + ": safetensors header: tensor '" + name + "'";
+    // Every size is bounded before it is multiplied: a hostile shape's product would
+    // overflow int64 ([4294967296, 4294967296, 4]), and so would end - begin of offsets
+    // above INT64_MAX, which json's get<int64_t>() wraps negative.
     for (const json& d : *shape) {
-      if (!d.is_number_unsigned()) return bad(tensor + "a dimension is not a non-negative integer");
-      t.shape.push_back(d.get<int64_t>());
+      ZDP_ASSIGN_OR_RETURN(const int64_t dim,
+                           json_checked::with_context(json_checked::integer(&d, "a dimension", 0, kMaxDataBytes), context));
+      t.shape.push_back(dim);
     }
     for (const json& o : *offsets) {
-      if (!o.is_number_unsigned()) return bad(tensor + "an offset is not a non-negative integer");
+      ZDP_RETURN_IF_ERROR(json_checked::integer(&o, "an offset", 0, kMaxDataBytes).status().with_context(context));
     }
     t.begin = (*offsets)[0].get<int64_t>();
     t.end = (*offsets)[1].get<int64_t>();
-    if (t.end < t.begin || t.end - t.begin != t.numel() * size) {
+    // The bytes its dtype and shape need; a zero dimension makes 0 whatever the others.
+    int64_t bytes = std::count(t.shape.begin(), t.shape.end(), 0) > 0 ? 0 : size;
+    bool overflow = false;
+    for (const int64_t dim : t.shape) overflow = overflow || __builtin_mul_overflow(bytes, dim, &bytes);
+    if (overflow || t.end < t.begin || t.end - t.begin != bytes) {
       return bad(tensor + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") do not hold " +
                  t.dtype + " " + format_shape(t.shape));
     }

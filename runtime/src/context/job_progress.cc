@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <type_traits>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/internal/json_checked.h"
 
 namespace zdp {
 namespace {
@@ -24,15 +26,27 @@ StatusOr<nlohmann::json> parse(const std::string& text, const char* what) {
   return j;
 }
 
-// Reads `key` of `j` as T into `out`, or says which key is missing or mistyped.
-template <typename T>
-Status field(const nlohmann::json& j, const char* key, const char* what, T* out) {
-  auto it = j.find(key);
-  const bool ok = it != j.end() && (std::is_same_v<T, std::string> ? it->is_string()
-                                    : std::is_integral_v<T>       ? it->is_number_integer()
-                                                                  : it->is_number());
-  if (!ok) return Status(StatusCode::kInvalidArgument, std::string(what) + " record: '" + key + "' is missing or mistyped");
-  *out = it->get<T>();
+// Reads `key` of `j` into `out`, or says which key is missing, mistyped or out of range:
+// counts in [0, INT64_MAX], other numbers finite, a string as it is (check_phase bounds it).
+Status field(const nlohmann::json& j, const char* key, const char* what, int64_t* out) {
+  StatusOr<int64_t> v = json_checked::integer(json_checked::member(j, key), std::string("'") + key + "'", 0, INT64_MAX);
+  if (!v.ok()) return v.status().with_context(std::string(what) + " record");
+  *out = *v;
+  return Status::Ok();
+}
+Status field(const nlohmann::json& j, const char* key, const char* what, double* out) {
+  StatusOr<double> v = json_checked::number(json_checked::member(j, key), std::string("'") + key + "'",
+                                            -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  if (!v.ok()) return v.status().with_context(std::string(what) + " record");
+  *out = *v;
+  return Status::Ok();
+}
+Status field(const nlohmann::json& j, const char* key, const char* what, std::string* out) {
+  const nlohmann::json* v = json_checked::member(j, key);
+  if (v == nullptr || !v->is_string()) {
+    return Status(StatusCode::kInvalidArgument, std::string(what) + " record: '" + key + "' is missing or not a string");
+  }
+  *out = v->get<std::string>();
   return Status::Ok();
 }
 
@@ -71,7 +85,6 @@ StatusOr<JobProgress> decode_job_progress(const std::string& text) {
   ZDP_RETURN_IF_ERROR(field(j, "eta_s", kWhat, &p.eta_s));
   ZDP_RETURN_IF_ERROR(field(j, "phase", kWhat, &p.phase));
   ZDP_RETURN_IF_ERROR(check_phase(p.phase, kWhat));
-  if (p.step < 0 || p.steps < 0) return Status(StatusCode::kInvalidArgument, "job progress record: negative step count");
   return p;
 }
 
