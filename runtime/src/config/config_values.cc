@@ -53,22 +53,28 @@ std::string words_text(const std::vector<std::string>& words) {
   return out;
 }
 
-// Optimal string alignment distance: a swapped pair of letters counts as one typo.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (size_t i = 1; i <= n; ++i) {
+// Optimal string alignment distance: a swapped pair of letters counts as one typo. Any
+// distance above `limit` is returned as limit + 1, found as soon as a whole row exceeds it
+// (a row's minimum never falls). Three rows rather than a matrix: a name in a config may
+// be long (the file's limit is 1 MiB).
+size_t edit_distance(const std::string& a, const std::string& b, size_t limit) {
+  const size_t m = b.size();
+  std::vector<size_t> before(m + 1), prev(m + 1), cur(m + 1);
+  for (size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    size_t row_min = cur[0];
     for (size_t j = 1; j <= m; ++j) {
       const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], before[j - 2] + 1);
+      row_min = std::min(row_min, cur[j]);
     }
+    if (row_min > limit) return limit + 1;
+    std::swap(before, prev);
+    std::swap(prev, cur);
   }
-  return d[n][m];
+  return std::min(prev[m], limit + 1);
 }
 
 }  // namespace
@@ -221,17 +227,22 @@ std::string format_float(double value) {
 }
 
 std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates) {
+  // About one typo per three letters; beyond that the hint is noise.
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
   const std::string* best = nullptr;
   size_t best_distance = 0;
   for (const std::string& c : candidates) {
-    const size_t d = edit_distance(name, c);
+    // The distance is at least the difference in length: a candidate that cannot be within
+    // the limit is not measured (a long unknown name costs nothing then, not its length
+    // times every key's).
+    const size_t gap = name.size() > c.size() ? name.size() - c.size() : c.size() - name.size();
+    if (gap > limit) continue;
+    const size_t d = edit_distance(name, c, limit);
     if (!best || d < best_distance) {
       best = &c;
       best_distance = d;
     }
   }
-  // About one typo per three letters; beyond that the hint is noise.
-  const size_t limit = std::max<size_t>(2, name.size() / 3);
   if (!best || best_distance > limit) return "";
   return "; did you mean '" + *best + "'?";
 }
