@@ -44,11 +44,13 @@ TEST(Safetensors, HeaderBytesFollowTheFormat) {
   EXPECT_EQ(safetensors::encode_header(*back), bytes);
 }
 
+// decode_header's error for `json` (named f.safetensors), or "accepted".
+std::string refused(const std::string& json) {
+  StatusOr<safetensors::Header> h = safetensors::decode_header(json, "f.safetensors");
+  return h.ok() ? std::string("accepted") : h.status().message();
+}
+
 TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
-  auto refused = [](const std::string& json) {
-    StatusOr<safetensors::Header> h = safetensors::decode_header(json, "f.safetensors");
-    return h.ok() ? std::string("accepted") : h.status().message();
-  };
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}"),
               HasSubstr("f.safetensors: safetensors header: tensor 'a': data_offsets [0, 4) do not hold F32 [2]"));
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
@@ -69,10 +71,6 @@ TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
 // 4294967296 * 4294967296" in the element count, "9223372036854775807 - -9223372036854775808"
 // in end - begin, from offsets above INT64_MAX that get<int64_t>() wrapped).
 TEST(Safetensors, SizesThatWouldOverflowAreRefused) {
-  auto refused = [](const std::string& json) {
-    StatusOr<safetensors::Header> h = safetensors::decode_header(json, "f.safetensors");
-    return h.ok() ? std::string("accepted") : h.status().message();
-  };
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,0]}}"),
               HasSubstr("tensor 'a': data_offsets [0, 0) do not hold F32 [4294967296, 4294967296, 4]"));
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F64\",\"shape\":[1152921504606846976],\"data_offsets\":[0,0]}}"),
