@@ -114,7 +114,7 @@ TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
   EXPECT_EQ(error_of("[launch]\nmaster_addr = \"\"\n"), "configs/x.toml:2:15: launch.master_addr must not be empty");
   // Beyond what the field can hold (an int).
   EXPECT_EQ(error_of("[model]\nd_model = 4294967296\n"),
-            "configs/x.toml:2:11: model.d_model = 4294967296 is out of range: must be >= 1");
+            "configs/x.toml:2:11: model.d_model = 4294967296 is out of range: must be in [1, 1048576]");
 }
 
 TEST(ConfigErrors, CrossFieldConflictsPrintEveryValueInvolved) {

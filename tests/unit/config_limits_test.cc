@@ -73,6 +73,33 @@ TEST(ConfigLimits, AbsurdGlobalBatchIsRefusedBeforeItMakesAccumulationSteps) {
             "reach");
 }
 
+// A model's shape is bounded key by key and as a whole before anything multiplies it:
+// 2e9 layers made dp-launch plan end in std::bad_alloc and dp-train allocate for minutes,
+// and a wide, deep model overflowed int64 in the parameter count.
+TEST(ConfigLimits, ModelsBeyondAnyDeviceAreRefusedBeforeTheirSizeOverflows) {
+  EXPECT_EQ(error_of("[model]\nn_layers = 2000000000\n"),
+            "configs/x.toml:2:12: model.n_layers = 2000000000 is out of range: must be in [1, 65536]");
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nseq_len = 16777217\n"),
+            "configs/x.toml:3:11: model.seq_len = 16777217 is out of range: must be in [1, 16777216]");
+  // Every key in range, the product not: about 12 x 65536 x 2^40 parameters.
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nn_layers = 65536\nd_model = 1048576\nn_heads = 16\n"),
+            "configs/x.toml:3:12: the model (gpt, model.n_layers 65536, model.d_model 1048576, model.vocab_size 256, "
+            "model.seq_len 64) has about 8.65e+17 parameters, more than zdp plans for (2^48 = 2.81e+14)");
+  EXPECT_EQ(error_of("[model]\nn_layers = 4\nd_model = 1048576\nvocab_size = 1073741824\n"),
+            "configs/x.toml:2:12: the model (mlp, model.n_layers 4, model.d_model 1048576, model.vocab_size "
+            "1073741824) has about 1.13e+15 parameters, more than zdp plans for (2^48 = 2.81e+14)");
+  // A small model with a micro-batch whose activations no device holds.
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nseq_len = 1000000\n[train]\nmicro_batch = 100000\n"
+                     "global_batch = 100000\n"),
+            "configs/x.toml:5:15: a micro-batch of 100000 keeps about 8e+17 activation values for backward "
+            "(model.n_layers 2, model.d_model 64, model.seq_len 1000000), more than zdp plans for (2^50 = 1.13e+15)");
+  // GPT-2 XL's shape at its own batch passes, and so does a long context at micro-batch 1.
+  EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\nn_layers = 48\nd_model = 1600\nn_heads = 25\nvocab_size = 50304\n"
+                     "seq_len = 1024\n[train]\nmicro_batch = 16\nglobal_batch = 512\n"));
+  EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\nn_layers = 32\nd_model = 4096\nn_heads = 32\nseq_len = 131072\n"
+                     "[train]\nmicro_batch = 1\nglobal_batch = 8\n"));
+}
+
 TEST(ConfigLimits, KeysTheModelOrDataKindIgnoresAreRefused) {
   // A path with the default kind: the user expected tokens and forgot data.kind.
   EXPECT_EQ(error_of("[data]\npath = \"train.bin\"\n"),

@@ -1,5 +1,6 @@
 // Checks across config keys (batch geometry, node ranks, schedules) and the ones that need
 // the world size; every message prints all the values involved, torchtitan-style.
+#include <cstdio>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -65,6 +66,48 @@ class CrossChecker {
   std::vector<std::string>* out_;
 };
 
+// The model's size, estimated in double before any int64 product of its keys is taken:
+// the models, the planner and the engine's layout multiply them (a d_model of 2^20 squared
+// times 12 times 65536 layers overflows int64). Estimates, not plans: what the models
+// declare and keep (trainer/models/) is a little less. A model of more than 2^48
+// parameters, or a micro-batch keeping more than 2^50 activation values, is far past any
+// device and any model trained; it is refused here rather than overflowed later.
+constexpr double kMaxParams = 281474976710656.0;       // 2^48
+constexpr double kMaxActivations = 1125899906842624.0;  // 2^50
+
+std::string approx(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+void model_size_checks(const Config& c, CrossChecker& check) {
+  const ModelConfig& m = c.model;
+  const double L = m.n_layers, C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_heads;
+  const double B = static_cast<double>(c.train.micro_batch);
+  const bool gpt = m.kind == ModelKind::kGpt;
+  // gpt: embeddings and 12 d^2 per block; activations per token: 16 d per block, the
+  // attention probabilities (H x T, kept on the batched path) and the logits. mlp: L
+  // d x d layers and the head; per sample a few d per layer and the outputs.
+  const double params = gpt ? (V + T) * C + 12.0 * L * C * C : L * C * C + C * V;
+  const double activations = gpt ? B * T * (L * (16.0 * C + H * T) + V) : B * (4.0 * L * C + 4.0 * (C + V));
+  check.require(params <= kMaxParams, {"model.n_layers", "model.d_model", "model.vocab_size", "model.seq_len"}, [&] {
+    return "the model (" + std::string(to_string(m.kind)) + ", model.n_layers " + str(m.n_layers) + ", model.d_model " +
+           str(m.d_model) + ", model.vocab_size " + str(m.vocab_size) + (gpt ? ", model.seq_len " + str(m.seq_len) : "") +
+           ") has about " + approx(params) + " parameters, more than zdp plans for (2^48 = " +
+           approx(kMaxParams) + ")";
+  });
+  check.require(params > kMaxParams || activations <= kMaxActivations,
+                {"train.micro_batch", "model.seq_len", "model.n_layers", "model.d_model", "model.n_heads",
+                 "model.vocab_size"},
+                [&] {
+                  return "a micro-batch of " + str(c.train.micro_batch) + " keeps about " + approx(activations) +
+                         " activation values for backward (model.n_layers " + str(m.n_layers) + ", model.d_model " +
+                         str(m.d_model) + (gpt ? ", model.seq_len " + str(m.seq_len) : "") +
+                         "), more than zdp plans for (2^50 = " + approx(kMaxActivations) + ")";
+                });
+}
+
 }  // namespace
 
 std::string Config::where(const std::string& key) const {
@@ -105,6 +148,7 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
              str(c.model.n_heads) + ") (model.kind = \"gpt\")";
     });
   }
+  model_size_checks(c, check);
   // The mlp initialises with 1/sqrt(d_model) (unit-variance pre-activations at any width):
   // another init_std would be silently ignored, so it is refused.
   check.require(c.model.kind != ModelKind::kMlp || c.model.init_std == ModelConfig{}.init_std,

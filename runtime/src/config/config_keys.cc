@@ -65,6 +65,17 @@ constexpr double kMinTimeoutS = 0.001;
 constexpr double kMaxGlobalBatch = 1073741824;
 // A learning rate above 1000 diverges at the first step with any optimizer here.
 constexpr double kMaxLr = 1000;
+// A model's shape, far past any model trained (the deepest have about a thousand layers,
+// the widest a d_model near 2^15, vocabularies near 2^18, contexts near 2^20); the same
+// bounds as a profile's model in the planner (planner/kernel_profile_file.cc). Beyond
+// them the model spec alone would not fit in memory: 2e9 layers made dp-train allocate
+// for minutes and dp-launch plan end in std::bad_alloc. Their products are bounded too
+// (config_checks.cc, "the model's size").
+constexpr double kMaxLayers = 65536;
+constexpr double kMaxWidth = 1 << 20;
+constexpr double kMaxHeads = 65536;
+constexpr double kMaxVocab = 1 << 30;
+constexpr double kMaxSeqLen = 1 << 24;
 
 // Struct field <-> Value. Integers travel as int64 (the range keeps them in the field's type).
 template <typename T>
@@ -284,11 +295,12 @@ std::vector<KeyInfo> build_table() {
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
       field("model.n_layers", &C::model, &M::n_layers,
-            "blocks (layer groups: stage 3 gathers one at a time)", at_least(1)),
-      field("model.d_model", &C::model, &M::d_model, "hidden width", at_least(1)),
-      field("model.n_heads", &C::model, &M::n_heads, "attention heads (gpt); must divide d_model", at_least(1)),
-      field("model.vocab_size", &C::model, &M::vocab_size, "token vocabulary (gpt) or classes (mlp)", at_least(1)),
-      field("model.seq_len", &C::model, &M::seq_len, "tokens per sample (gpt)", at_least(1)),
+            "blocks (layer groups: stage 3 gathers one at a time)", between(1, kMaxLayers)),
+      field("model.d_model", &C::model, &M::d_model, "hidden width", between(1, kMaxWidth)),
+      field("model.n_heads", &C::model, &M::n_heads, "attention heads (gpt); must divide d_model", between(1, kMaxHeads)),
+      field("model.vocab_size", &C::model, &M::vocab_size, "token vocabulary (gpt) or classes (mlp)",
+            between(1, kMaxVocab)),
+      field("model.seq_len", &C::model, &M::seq_len, "tokens per sample (gpt)", between(1, kMaxSeqLen)),
       enum_field("model.dtype", &C::model, &M::dtype, kComputeDTypeWords,
                  "compute dtype of parameters; fp32 masters are always kept"),
       field("model.init_std", &C::model, &M::init_std,
