@@ -251,6 +251,21 @@ TEST(PlannedActivations, FollowTheAttentionPath) {
   EXPECT_EQ(model_spec(c).value().attention_workspace_bytes, 0);
 }
 
+// A vocabulary x width past 2^31 (2^20 x 4096, a shape the config allows) is planned in
+// full: the fp32 head gradient alone is V x C x 4 = 2^34 bytes. When the gpt kept its
+// sizes in int, V x C wrapped to 0 (undefined behaviour; UBSan named gpt.cc) and so did
+// (V + 1) x 4 for V >= 2^29.
+TEST(PlannedActivations, LargeVocabularyTimesWidthIsCountedInFull) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 1, c.model.d_model = 4096, c.model.n_heads = 32, c.model.seq_len = 8;
+  c.model.vocab_size = 1 << 20;
+  c.train.micro_batch = 1;
+  const ModelSpec spec = model_spec(c).value();
+  EXPECT_EQ(spec.psi, int64_t{(1 << 20) + 8} * 4096 + 12 * 4096 * 4096 + 13 * 4096 + 2 * 4096);
+  EXPECT_GE(spec.activation_bytes, (int64_t{1} << 20) * 4096 * 4);
+}
+
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {
   const int rows = 6, vocab = 11;
   const Vec logits = random(rows * vocab, 3.0);

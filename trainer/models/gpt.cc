@@ -304,7 +304,10 @@ class Gpt : public Model {
     return 0.0;
   }
 
-  int L_, C_, H_, V_, T_;
+  // int64: their products size buffers (V x C, H x T, (V + 1) x 4 bytes), and in int they
+  // overflowed for shapes the config allows (V x C past 2^31: a vocabulary of 2^20 at
+  // d_model 4096).
+  int64_t L_, C_, H_, V_, T_;
   float std_;
   int64_t B_;
   AttentionImpl attention_;
