@@ -6,12 +6,15 @@
 #include <limits>
 
 #include "runtime/src/config/config_keys.h"
+#include "runtime/src/config/config_limits.h"
 #include "zdp/checkpoint.h"
 
 namespace zdp {
 namespace {
 
 using config_internal::KeyInfo;
+using config_internal::kMaxActivations;
+using config_internal::kMaxParams;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -66,21 +69,15 @@ class CrossChecker {
   std::vector<std::string>* out_;
 };
 
-// The model's size, estimated in double before any int64 product of its keys is taken:
-// the models, the planner and the engine's layout multiply them (a d_model of 2^20 squared
-// times 12 times 65536 layers overflows int64). Estimates, not plans: what the models
-// declare and keep (trainer/models/) is a little less. A model of more than 2^48
-// parameters, or a micro-batch keeping more than 2^50 activation values, is far past any
-// device and any model trained; it is refused here rather than overflowed later.
-constexpr double kMaxParams = 281474976710656.0;       // 2^48
-constexpr double kMaxActivations = 1125899906842624.0;  // 2^50
-
 std::string approx(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
   return buf;
 }
 
+// The model's size (config_limits.h), estimated in double before any int64 product of its
+// keys is taken. Estimates, not plans: what the models declare and keep (trainer/models/)
+// is a little less.
 void model_size_checks(const Config& c, CrossChecker& check) {
   const ModelConfig& m = c.model;
   const double L = m.n_layers, C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_heads;

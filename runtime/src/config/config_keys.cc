@@ -1,6 +1,7 @@
 // The config key table: every key of every section, its type, range, default (read from
 // the default-constructed structs of zdp/config.h) and --help line, in one place.
 #include "runtime/src/config/config_keys.h"
+#include "runtime/src/config/config_limits.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -55,27 +56,6 @@ Range above(double lo) { return Range{lo, Range{}.hi, true, false}; }
 Range between(double lo, double hi) { return Range{lo, hi, false, false}; }
 Range unit_interval() { return Range{0.0, 1.0, false, true}; }  // [0, 1)
 Range off_or_between(double lo, double hi) { return Range{lo, hi, false, false, true}; }  // 0, or [lo, hi]
-
-// Longer than a day, a timeout is a typo (1e300 s would overflow the milliseconds it is
-// kept in); shorter than a millisecond, it rounds to 0, which means "no deadline".
-constexpr double kMaxTimeoutS = 86400;
-constexpr double kMinTimeoutS = 0.001;
-// 2^30 samples per step (a billion) is beyond any real batch; larger ones came from typos
-// and made 4.6e18 accumulation steps.
-constexpr double kMaxGlobalBatch = 1073741824;
-// A learning rate above 1000 diverges at the first step with any optimizer here.
-constexpr double kMaxLr = 1000;
-// A model's shape, far past any model trained (the deepest have about a thousand layers,
-// the widest a d_model near 2^15, vocabularies near 2^18, contexts near 2^20); the same
-// bounds as a profile's model in the planner (planner/kernel_profile_file.cc). Beyond
-// them the model spec alone would not fit in memory: 2e9 layers made dp-train allocate
-// for minutes and dp-launch plan end in std::bad_alloc. Their products are bounded too
-// (config_checks.cc, "the model's size").
-constexpr double kMaxLayers = 65536;
-constexpr double kMaxWidth = 1 << 20;
-constexpr double kMaxHeads = 65536;
-constexpr double kMaxVocab = 1 << 30;
-constexpr double kMaxSeqLen = 1 << 24;
 
 // Struct field <-> Value. Integers travel as int64 (the range keeps them in the field's type).
 template <typename T>

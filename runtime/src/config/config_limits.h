@@ -1,0 +1,36 @@
+// The bounds of the config's values, in one place: each far past any real job, so that
+// a typo is refused with its key at load (and at --dry-run) instead of overflowing,
+// allocating without end or waiting forever later. The key table (config_keys.cc) applies
+// them key by key, the cross checks (config_checks.cc) to products of keys.
+#pragma once
+
+namespace zdp::config_internal {
+
+// Longer than a day, a timeout is a typo (1e300 s would overflow the milliseconds it is
+// kept in); shorter than a millisecond, it rounds to 0, which means "no deadline".
+constexpr double kMaxTimeoutS = 86400;
+constexpr double kMinTimeoutS = 0.001;
+// 2^30 samples per step (a billion) is beyond any real batch; larger ones came from typos
+// and made 4.6e18 accumulation steps.
+constexpr double kMaxGlobalBatch = 1073741824;
+// A learning rate above 1000 diverges at the first step with any optimizer here.
+constexpr double kMaxLr = 1000;
+// A model's shape, far past any model trained (the deepest have about a thousand layers,
+// the widest a d_model near 2^15, vocabularies near 2^18, contexts of 2^20-2^23 tokens); the same
+// bounds as a profile's model in the planner (planner/kernel_profile_file.cc). Beyond
+// them the model spec alone would not fit in memory: 2e9 layers made dp-train allocate
+// for minutes and dp-launch plan end in std::bad_alloc. Their products are bounded too
+// (config_checks.cc, "the model's size").
+constexpr double kMaxLayers = 65536;
+constexpr double kMaxWidth = 1 << 20;
+constexpr double kMaxHeads = 65536;
+constexpr double kMaxVocab = 1 << 30;
+constexpr double kMaxSeqLen = 1 << 24;
+// The model's size across its keys: the models, the planner and the engine's layout
+// multiply them (a d_model of 2^20 squared times 12 times 65536 layers overflows int64).
+// More than 2^48 parameters, or a micro-batch keeping more than 2^50 activation values,
+// is far past any device and any model trained.
+constexpr double kMaxParams = 281474976710656.0;        // 2^48
+constexpr double kMaxActivations = 1125899906842624.0;  // 2^50
+
+}  // namespace zdp::config_internal
