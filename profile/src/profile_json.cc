@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <stdexcept>
 
 #include "runtime/internal/json_checked.h"
@@ -51,7 +50,7 @@ int64_t integer(const json& v, int64_t lo, int64_t hi, const char* what) {
 }
 // A time or a part's seconds: any finite number (the clock's origin is the rank's own).
 double number(const json& v, const char* what) {
-  StatusOr<double> x = json_checked::number(&v, what, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  StatusOr<double> x = json_checked::finite_number(&v, what);
   if (!x.ok()) throw NotAProfile(x.status().message());
   return *x;
 }

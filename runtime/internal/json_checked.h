@@ -80,6 +80,12 @@ StatusOr<double> number(const Json* v, const std::string& name, double lo, doubl
   return x;
 }
 
+// `*v` as any finite number (a time, a loss: negative ones included).
+template <typename Json>
+StatusOr<double> finite_number(const Json* v, const std::string& name) {
+  return number(v, name, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+}
+
 // `v`, or its error with `context` before it: "<context>: <name> is not an integer", so a
 // reader names its file or record.
 template <typename T>

@@ -58,6 +58,10 @@ TEST(JsonChecked, NumbersAreFiniteAndInTheirBounds) {
   EXPECT_EQ(number_error(json(std::numeric_limits<double>::infinity()), -max, max), "t is not a finite number");
   EXPECT_EQ(number_error(json(std::nan("")), -max, max), "t is not a finite number");
   EXPECT_EQ(json_checked::number<json>(nullptr, "t", 0, 1).status().message(), "t is missing");
+  EXPECT_EQ(number_error(json::parse("-1e300"), -max, max), "ok " + std::to_string(-1e300));
+  const json negative(-2.5);
+  EXPECT_EQ(*json_checked::finite_number(&negative, "t"), -2.5);
+  EXPECT_EQ(json_checked::finite_number<json>(nullptr, "t").status().message(), "t is missing");
 }
 
 TEST(JsonChecked, MembersAndContext) {

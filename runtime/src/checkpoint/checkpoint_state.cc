@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -61,10 +60,7 @@ class Fields {
     return json_checked::with_context(json_checked::integer(find(key), "field '" + prefix_ + key + "'", lo, hi), where_);
   }
   StatusOr<double> number(const std::string& key) const {
-    return json_checked::with_context(json_checked::number(find(key), "field '" + prefix_ + key + "'",
-                                                           -std::numeric_limits<double>::max(),
-                                                           std::numeric_limits<double>::max()),
-                                      where_);
+    return json_checked::with_context(json_checked::finite_number(find(key), "field '" + prefix_ + key + "'"), where_);
   }
   StatusOr<std::string> string(const std::string& key) const {
     const json* v = find(key);

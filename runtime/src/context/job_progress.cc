@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -35,8 +34,7 @@ Status field(const nlohmann::json& j, const char* key, const char* what, int64_t
   return Status::Ok();
 }
 Status field(const nlohmann::json& j, const char* key, const char* what, double* out) {
-  StatusOr<double> v = json_checked::number(json_checked::member(j, key), std::string("'") + key + "'",
-                                            -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  StatusOr<double> v = json_checked::finite_number(json_checked::member(j, key), std::string("'") + key + "'");
   if (!v.ok()) return v.status().with_context(std::string(what) + " record");
   *out = *v;
   return Status::Ok();
