@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/config_limits.h"
 #include "runtime/internal/json_checked.h"
 
 namespace zdp::launcher {
@@ -59,11 +60,12 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
   const auto model = j.find("model");
   if (model == j.end() || !model->is_object()) return bad(path, "model is missing or not an object");
   const std::string w = "model.";
-  ZDP_ASSIGN_OR_RETURN(m->layers, int_field(*model, "layers", 1, 1 << 16, path, w));
-  ZDP_ASSIGN_OR_RETURN(m->d_model, int_field(*model, "d_model", 1, 1 << 20, path, w));
-  ZDP_ASSIGN_OR_RETURN(m->heads, int_field(*model, "heads", 1, 1 << 16, path, w));
-  ZDP_ASSIGN_OR_RETURN(m->vocab, int_field(*model, "vocab", 1, 1 << 30, path, w));
-  ZDP_ASSIGN_OR_RETURN(m->seq, int_field(*model, "seq", 1, 1 << 24, path, w));
+  // The config's own bounds on a model: a profile's model is one a config described.
+  ZDP_ASSIGN_OR_RETURN(m->layers, int_field(*model, "layers", 1, config_internal::kMaxLayers, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->d_model, int_field(*model, "d_model", 1, config_internal::kMaxWidth, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->heads, int_field(*model, "heads", 1, config_internal::kMaxHeads, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->vocab, int_field(*model, "vocab", 1, config_internal::kMaxVocab, path, w));
+  ZDP_ASSIGN_OR_RETURN(m->seq, int_field(*model, "seq", 1, config_internal::kMaxSeqLen, path, w));
   ZDP_ASSIGN_OR_RETURN(m->micro_batch, int_field(*model, "micro_batch", 1, 1 << 24, path, w));
   ZDP_ASSIGN_OR_RETURN(m->accum_steps, int_field(*model, "accum_steps", 1, 1 << 24, path, w));
   ZDP_ASSIGN_OR_RETURN(m->dtype, string_field(*model, "dtype", path));

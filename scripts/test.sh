@@ -64,19 +64,20 @@ fi
 # the enqueuing thread; README, "zdp's own kernels without a GPU").
 if [ -x "$build_dir/tests/simt_emulation_test" ]; then
   simt_start=$SECONDS
+  # CI: only simt_emulation_test is built, so its tests alone are asked for.
+  asan_target=simt_emulation_test
+  asan_skip='^simt/(DeterministicGpu|GlooGpuRanks|NcclEmulatedRanks|NcclLaunch)\.'
   if [ "${ZDP_TEST_SANITIZERS:-}" = all ]; then
-    BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target simt_tests -R '^simt/' -- \
-      -E '^simt/DeterministicGpu\.'
-    echo "test.sh: the SIMT emulation under ASan + UBSan (build and run) took $((SECONDS - simt_start)) s"
+    asan_target=simt_tests
+    asan_skip='^simt/DeterministicGpu\.'
+  fi
+  BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target "$asan_target" -R '^simt/' -- -E "$asan_skip"
+  echo "test.sh: the SIMT emulation under ASan + UBSan (build and run) took $((SECONDS - simt_start)) s"
+  if [ "${ZDP_TEST_SANITIZERS:-}" = all ]; then
     tsan_start=$SECONDS
     BUILD_DIR="${build_dir}-simt-tsan" bash scripts/sanitize.sh tsan --target simt_tests \
       -R '^simt/(Nccl|SimtEmulatorDeathTest\.UnderTsan)'
     echo "test.sh: zdp's NCCL communicator on the emulation under TSan (build and run) took $((SECONDS - tsan_start)) s"
-  else
-    # Only simt_emulation_test is built, so its tests alone are asked for.
-    BUILD_DIR="${build_dir}-simt-asan" bash scripts/sanitize.sh asan --target simt_emulation_test -R '^simt/' -- \
-      -E '^simt/(DeterministicGpu|GlooGpuRanks|NcclEmulatedRanks|NcclLaunch)\.'
-    echo "test.sh: the SIMT emulation under ASan + UBSan (build and run) took $((SECONDS - simt_start)) s"
   fi
 fi
 bash tests/install/check_embed.sh "$build_dir"

@@ -199,11 +199,10 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
                            json_checked::with_context(json_checked::integer(&d, "a dimension", 0, kMaxDataBytes), context));
       t.shape.push_back(dim);
     }
-    for (const json& o : *offsets) {
-      ZDP_RETURN_IF_ERROR(json_checked::integer(&o, "an offset", 0, kMaxDataBytes).status().with_context(context));
-    }
-    t.begin = (*offsets)[0].get<int64_t>();
-    t.end = (*offsets)[1].get<int64_t>();
+    ZDP_ASSIGN_OR_RETURN(t.begin, json_checked::with_context(
+                                      json_checked::integer(&(*offsets)[0], "an offset", 0, kMaxDataBytes), context));
+    ZDP_ASSIGN_OR_RETURN(t.end, json_checked::with_context(
+                                    json_checked::integer(&(*offsets)[1], "an offset", 0, kMaxDataBytes), context));
     // The bytes its dtype and shape need; a zero dimension makes 0 whatever the others.
     int64_t bytes = std::count(t.shape.begin(), t.shape.end(), 0) > 0 ? 0 : size;
     bool overflow = false;

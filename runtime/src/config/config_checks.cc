@@ -5,8 +5,8 @@
 #include <initializer_list>
 #include <limits>
 
+#include "runtime/internal/config_limits.h"
 #include "runtime/src/config/config_keys.h"
-#include "runtime/src/config/config_limits.h"
 #include "zdp/checkpoint.h"
 
 namespace zdp {
@@ -75,7 +75,7 @@ std::string approx(double v) {
   return buf;
 }
 
-// The model's size (config_limits.h), estimated in double before any int64 product of its
+// The model's size (runtime/internal/config_limits.h), estimated in double before any int64 product of its
 // keys is taken. Estimates, not plans: what the models declare and keep (trainer/models/)
 // is a little less.
 void model_size_checks(const Config& c, CrossChecker& check) {

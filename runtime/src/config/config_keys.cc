@@ -1,11 +1,12 @@
 // The config key table: every key of every section, its type, range, default (read from
 // the default-constructed structs of zdp/config.h) and --help line, in one place.
 #include "runtime/src/config/config_keys.h"
-#include "runtime/src/config/config_limits.h"
 
 #include <algorithm>
 #include <type_traits>
 #include <utility>
+
+#include "runtime/internal/config_limits.h"
 
 namespace zdp {
 namespace config_internal {

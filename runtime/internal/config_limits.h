@@ -1,8 +1,12 @@
 // The bounds of the config's values, in one place: each far past any real job, so that
 // a typo is refused with its key at load (and at --dry-run) instead of overflowing,
-// allocating without end or waiting forever later. The key table (config_keys.cc) applies
-// them key by key, the cross checks (config_checks.cc) to products of keys.
+// allocating without end or waiting forever later. The key table
+// (runtime/src/config/config_keys.cc) applies them key by key, the cross checks
+// (config_checks.cc) to products of keys, and the planner the model's to a profile's model
+// (planner/kernel_profile_file.cc).
 #pragma once
+
+#include <cstdint>
 
 namespace zdp::config_internal {
 
@@ -16,16 +20,15 @@ constexpr double kMaxGlobalBatch = 1073741824;
 // A learning rate above 1000 diverges at the first step with any optimizer here.
 constexpr double kMaxLr = 1000;
 // A model's shape, far past any model trained (the deepest have about a thousand layers,
-// the widest a d_model near 2^15, vocabularies near 2^18, contexts of 2^20-2^23 tokens); the same
-// bounds as a profile's model in the planner (planner/kernel_profile_file.cc). Beyond
-// them the model spec alone would not fit in memory: 2e9 layers made dp-train allocate
-// for minutes and dp-launch plan end in std::bad_alloc. Their products are bounded too
-// (config_checks.cc, "the model's size").
-constexpr double kMaxLayers = 65536;
-constexpr double kMaxWidth = 1 << 20;
-constexpr double kMaxHeads = 65536;
-constexpr double kMaxVocab = 1 << 30;
-constexpr double kMaxSeqLen = 1 << 24;
+// the widest a d_model near 2^15, vocabularies near 2^18, contexts of 2^20-2^23 tokens).
+// Beyond them the model spec alone would not fit in memory: 2e9 layers made dp-train
+// allocate for minutes and dp-launch plan end in std::bad_alloc. Their products are
+// bounded too (config_checks.cc, "the model's size").
+constexpr int64_t kMaxLayers = 65536;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxHeads = 65536;
+constexpr int64_t kMaxVocab = int64_t{1} << 30;
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
 // The model's size across its keys: the models, the planner and the engine's layout
 // multiply them (a d_model of 2^20 squared times 12 times 65536 layers overflows int64).
 // More than 2^48 parameters, or a micro-batch keeping more than 2^50 activation values,
