@@ -71,5 +71,48 @@ TEST(LossHistory, MalformedJsonIsRefusedNamingTheField) {
   EXPECT_FALSE(LossHistory::from_json(nlohmann::json::array()).ok());
 }
 
+// A checkpoint a user edited: every integer is bounded before it is used (a stride near
+// 2^63 overflowed when a long resumed run doubled it; a step above INT64_MAX wrapped).
+TEST(LossHistory, OutOfRangeIntegersAreRefusedNamingTheField) {
+  auto message = [](nlohmann::json j) { return LossHistory::from_json(j).status().message(); };
+  nlohmann::json j = LossHistory().to_json();
+  j["stride"] = 0;
+  EXPECT_NE(message(j).find("'stride' = 0 is outside [1, 1099511627776]"), std::string::npos) << message(j);
+  j["stride"] = 9223372036854775808ull;
+  EXPECT_NE(message(j).find("'stride' = 9223372036854775808 is outside"), std::string::npos) << message(j);
+  j["stride"] = 2.0;
+  EXPECT_NE(message(j).find("'stride' is not an integer"), std::string::npos) << message(j);
+  j = LossHistory().to_json();
+  j["step"] = {18446744073709551615ull};
+  j["loss"] = {1.0};
+  j["tokens_per_s"] = {1.0};
+  EXPECT_NE(message(j).find("step of point 0 = 18446744073709551615 is outside"), std::string::npos) << message(j);
+  j["step"] = {-1};
+  EXPECT_NE(message(j).find("step of point 0 = -1 is outside"), std::string::npos) << message(j);
+  j = LossHistory().to_json();
+  j["eval_step"] = {5, 3};
+  j["eval_loss"] = {1.0, 1.0};
+  EXPECT_NE(message(j).find("evaluation steps out of order at evaluation 1"), std::string::npos) << message(j);
+  j["eval_step"] = {5, 1e20};
+  EXPECT_NE(message(j).find("step of evaluation 1 is not an integer"), std::string::npos) << message(j);
+  j["eval_step"] = {5, 5};  // the last step's evaluation after a periodic one at the same step
+  EXPECT_TRUE(LossHistory::from_json(j).ok());
+}
+
+TEST(LossHistory, LastStepIsTheLatestPointOrEvaluation) {
+  LossHistory h;
+  EXPECT_EQ(h.last_step(), -1);
+  h.add_step(1, 1.0, 1.0);
+  h.add_step(2, 1.0, 1.0);
+  EXPECT_EQ(h.last_step(), 2);
+  h.add_eval(7, 1.0);
+  EXPECT_EQ(h.last_step(), 7);
+  LossHistory coarse = LossHistory::from_json({{"stride", 4}, {"step", {4}}, {"loss", {1.0}}, {"tokens_per_s", {1.0}},
+                                               {"eval_step", nlohmann::json::array()}, {"eval_loss", nlohmann::json::array()}})
+                           .value();
+  coarse.add_step(5, 1.0, 1.0);  // a group of 4 not yet complete still counts
+  EXPECT_EQ(coarse.last_step(), 5);
+}
+
 }  // namespace
 }  // namespace zdp::trainer

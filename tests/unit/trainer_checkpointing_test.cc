@@ -69,6 +69,24 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   EXPECT_EQ(resume_notes(saved, other, 2, 5).size(), 1u);
 }
 
+TEST(TrainerCheckpointing, SavedHistoryContinuesTheCurveOrIsRefusedWhenItRunsPastTheStep) {
+  LossHistory history;
+  for (int s = 1; s <= 3; ++s) history.add_step(s, 1.0 / s, 100);
+  const std::string trainer = trainer_state(Config(), 1000, history).dump();
+  StatusOr<LossHistory> back = saved_history(trainer, 3);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->points().size(), 3u);
+  EXPECT_TRUE(saved_history("", 3).value().points().empty());         // another trainer's checkpoint
+  EXPECT_TRUE(saved_history("{\"seed\": 1}", 3).value().points().empty());  // an older dp-train's
+  // Edited to run past the step it was saved at: the resumed steps would run it backwards.
+  const StatusOr<LossHistory> past = saved_history(trainer, 2);
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.status().message(), "loss history: it runs to step 3, past the checkpoint's step 2");
+  nlohmann::json edited = nlohmann::json::parse(trainer);
+  edited["history"]["stride"] = -4;
+  EXPECT_NE(saved_history(edited.dump(), 3).status().message().find("'stride' = -4 is outside"), std::string::npos);
+}
+
 TEST(TrainerCheckpointing, PerNodeResumeTakesTheNewestStepEveryNodeHas) {
   EXPECT_EQ(common_resume_step({}, "d").value(), -1);
   EXPECT_EQ(common_resume_step({-1, -1}, "d").value(), -1);  // a fresh job

@@ -82,6 +82,18 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
   return notes;
 }
 
+StatusOr<LossHistory> saved_history(const std::string& trainer_json, int64_t step) {
+  const nlohmann::json trainer = trainer_json.empty() ? nlohmann::json() : nlohmann::json::parse(trainer_json, nullptr, false);
+  const nlohmann::json history = field(trainer, "history");
+  if (history.is_null()) return LossHistory();
+  StatusOr<LossHistory> h = LossHistory::from_json(history);
+  if (h.ok() && h->last_step() > step) {
+    return Status(StatusCode::kInvalidArgument, "loss history: it runs to step " + std::to_string(h->last_step()) +
+                                                    ", past the checkpoint's step " + std::to_string(step));
+  }
+  return h;
+}
+
 bool checkpoint_due(const Config& config, int64_t done) {
   const CheckpointConfig& c = config.checkpoint;
   if (c.dir.empty()) return false;
@@ -232,15 +244,10 @@ StatusOr<ResumePoint> Checkpointer::resume() {
   for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_size_)) {
     console_.line("checkpoint: note: " + note);
   }
-  // The loss curve so far; a checkpoint of another trainer (or an older dp-train) has none.
-  const nlohmann::json trainer = loaded->trainer_json.empty() ? nlohmann::json()
-                                                               : nlohmann::json::parse(loaded->trainer_json, nullptr, false);
-  const nlohmann::json history = field(trainer, "history");
-  if (!history.is_null()) {
-    StatusOr<LossHistory> h = LossHistory::from_json(history);
-    if (h.ok()) point.history = std::move(*h);
-    else console_.line("checkpoint: note: " + h.status().message() + ": loss.svg starts at step " + std::to_string(point.step));
-  }
+  // The loss curve so far, continued by this run's steps.
+  StatusOr<LossHistory> history = saved_history(loaded->trainer_json, point.step);
+  if (history.ok()) point.history = std::move(*history);
+  else console_.line("checkpoint: note: " + history.status().message() + ": loss.svg starts at step " + std::to_string(point.step));
   return point;
 }
 

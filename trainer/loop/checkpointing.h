@@ -39,6 +39,12 @@ nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const L
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
                                       int64_t dataset_size);
 
+// The loss history (trainer_state's "history") of a checkpoint saved at `step`: empty
+// when it has none (another trainer's, or an older dp-train's); kInvalidArgument, for a
+// console note, when it is malformed or runs past `step` (an edited file: the resumed
+// steps would run the curve backwards).
+StatusOr<LossHistory> saved_history(const std::string& trainer_json, int64_t step);
+
 // checkpoint.storage = "per-node": the step to resume from given each node's newest step
 // (-1: none on that node): the oldest of them when every node has one (a crash during a
 // save may have left some nodes a step ahead; keep_last >= 2 keeps the older one there),

@@ -1,9 +1,12 @@
 // LossHistory (loss_history.h).
 #include "trainer/loop/loss_history.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+
+#include "runtime/internal/json_checked.h"
 
 namespace zdp::trainer {
 namespace {
@@ -83,7 +86,10 @@ StatusOr<LossHistory> LossHistory::from_json(const nlohmann::json& j) {
   for (const char* key : {"stride", "step", "loss", "tokens_per_s", "eval_step", "eval_loss"}) {
     if (!j.contains(key)) return bad(std::string("'") + key + "' is missing");
   }
-  if (!j.at("stride").is_number_integer() || j.at("stride").get<int64_t>() < 1) return bad("'stride' is not a positive integer");
+  // The history comes from a checkpoint a user may have edited: its integers are bounded
+  // before they are used (a stride near 2^63 would overflow when halve() doubles it).
+  StatusOr<int64_t> stride = json_checked::integer(&j.at("stride"), "'stride'", 1, kMaxStride);
+  if (!stride.ok()) return bad(stride.status().message());
   const nlohmann::json &steps = j.at("step"), &losses = j.at("loss"), &rates = j.at("tokens_per_s");
   const nlohmann::json &eval_steps = j.at("eval_step"), &eval_losses = j.at("eval_loss");
   for (const nlohmann::json* a : {&steps, &losses, &rates, &eval_steps, &eval_losses}) {
@@ -93,24 +99,32 @@ StatusOr<LossHistory> LossHistory::from_json(const nlohmann::json& j) {
     return bad("arrays of different lengths");
   }
   LossHistory h;
-  h.stride_ = j.at("stride").get<int64_t>();
+  h.stride_ = *stride;
   int64_t last = -1;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (!steps[i].is_number_integer() || !number_or_null(losses[i]) || !number_or_null(rates[i])) {
-      return bad("point " + std::to_string(i) + " is not numeric");
-    }
-    const int64_t step = steps[i].get<int64_t>();
-    if (step <= last) return bad("steps out of order at point " + std::to_string(i));
-    last = step;
-    h.points_.push_back({step, value(losses[i]), value(rates[i])});
+    StatusOr<int64_t> step = json_checked::integer(&steps[i], "step of point " + std::to_string(i), 0, kMaxStep);
+    if (!step.ok()) return bad(step.status().message());
+    if (!number_or_null(losses[i]) || !number_or_null(rates[i])) return bad("point " + std::to_string(i) + " is not numeric");
+    if (*step <= last) return bad("steps out of order at point " + std::to_string(i));
+    last = *step;
+    h.points_.push_back({*step, value(losses[i]), value(rates[i])});
   }
+  last = -1;
   for (size_t i = 0; i < eval_steps.size(); ++i) {
-    if (!eval_steps[i].is_number_integer() || !number_or_null(eval_losses[i])) {
-      return bad("evaluation " + std::to_string(i) + " is not numeric");
-    }
-    h.evals_.emplace_back(eval_steps[i].get<int64_t>(), value(eval_losses[i]));
+    StatusOr<int64_t> step = json_checked::integer(&eval_steps[i], "step of evaluation " + std::to_string(i), 0, kMaxStep);
+    if (!step.ok()) return bad(step.status().message());
+    if (!number_or_null(eval_losses[i])) return bad("evaluation " + std::to_string(i) + " is not numeric");
+    if (*step < last) return bad("evaluation steps out of order at evaluation " + std::to_string(i));
+    last = *step;
+    h.evals_.emplace_back(*step, value(eval_losses[i]));
   }
   return h;
+}
+
+int64_t LossHistory::last_step() const {
+  int64_t last = pending_n_ > 0 ? pending_.step : points_.empty() ? -1 : points_.back().step;
+  if (!evals_.empty()) last = std::max(last, evals_.back().first);
+  return last;
 }
 
 }  // namespace zdp::trainer

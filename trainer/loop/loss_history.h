@@ -19,6 +19,9 @@ namespace zdp::trainer {
 class LossHistory {
  public:
   static constexpr size_t kMaxPoints = 4096;
+  // Bounds on what from_json() takes: a trillion steps a point, 2^62 steps.
+  static constexpr int64_t kMaxStride = int64_t{1} << 40;
+  static constexpr int64_t kMaxStep = int64_t{1} << 62;
 
   void add_step(int64_t step, double loss, double tokens_per_s);
   void add_eval(int64_t step, double loss);
@@ -35,8 +38,11 @@ class LossHistory {
   // {"stride": s, "step": [...], "loss": [...], "tokens_per_s": [...], "eval_step": [...], "eval_loss": [...]}
   nlohmann::json to_json() const;
   // kInvalidArgument naming the field when `j` is not such an object (arrays of different
-  // lengths, non-numbers, more than kMaxPoints points, steps out of order).
+  // lengths, non-numbers, more than kMaxPoints points, steps out of order or outside
+  // [0, kMaxStep], a stride outside [1, kMaxStride]).
   static StatusOr<LossHistory> from_json(const nlohmann::json& j);
+  // The latest step it holds (a point's or an evaluation's), -1 when empty.
+  int64_t last_step() const;
 
  private:
   void halve();
