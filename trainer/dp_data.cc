@@ -28,26 +28,30 @@ namespace trainer = zdp::trainer;
 Status make_text_shards(const std::vector<std::string>& files, const std::string& out_dir, double val_fraction) {
   // Every file is opened (and refused if it is a directory, a FIFO, a device or too large)
   // before anything is read, and the total is checked against the format's int32 count
-  // before a byte is allocated.
+  // before a byte is allocated. Each is closed again at once: a corpus of more files than
+  // the descriptor limit (ulimit -n, often 1024) must not fail with "Too many open files".
   constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
-  std::vector<zdp::InputFile> inputs;
   int64_t total = 0;
   for (const std::string& path : files) {
     zdp::StatusOr<zdp::InputFile> in = zdp::InputFile::open(path, "text file", kMaxTextBytes);
     if (!in.ok()) return in.status();
     total += in->size();
-    inputs.push_back(std::move(*in));
   }
-  if (total > INT32_MAX) {
+  auto too_many = [&](int64_t bytes) {
     return Status(StatusCode::kInvalidArgument,
-                  std::to_string(files.size()) + " text files hold " + std::to_string(total) +
+                  std::to_string(files.size()) + " text files hold " + std::to_string(bytes) +
                       " bytes, more than the " + std::to_string(INT32_MAX) +
                       " tokens one token file can count; split them over several dp-data runs");
-  }
+  };
+  if (total > INT32_MAX) return too_many(total);
   std::vector<uint16_t> train, val;
-  for (const zdp::InputFile& in : inputs) {
-    zdp::StatusOr<std::string> text = in.read_all();
+  int64_t read = 0;
+  for (const std::string& path : files) {
+    // Opened again (each is checked again; one that grew since is counted as it is now).
+    zdp::StatusOr<std::string> text = zdp::read_input_file(path, "text file", kMaxTextBytes);
     if (!text.ok()) return text.status();
+    read += static_cast<int64_t>(text->size());
+    if (read > INT32_MAX) return too_many(read);
     const std::vector<uint16_t> tokens = trainer::byte_tokens(*text);
     const size_t cut = tokens.size() - static_cast<size_t>(static_cast<double>(tokens.size()) * val_fraction);
     train.insert(train.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(cut));

@@ -17,6 +17,9 @@ constexpr double kMinTimeoutS = 0.001;
 // 2^30 samples per step (a billion) is beyond any real batch; larger ones came from typos
 // and made 4.6e18 accumulation steps.
 constexpr double kMaxGlobalBatch = 1073741824;
+// A synthetic epoch of 2^62 samples is more than any run reads (its data position stops
+// at 2^62, the checkpoint format's bound); a larger one hung the sampler's shuffle.
+constexpr double kMaxSyntheticSamples = 4611686018427387904.0;  // 2^62
 // A learning rate above 1000 diverges at the first step with any optimizer here.
 constexpr double kMaxLr = 1000;
 // A model's shape, far past any model trained (the deepest have about a thousand layers,

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdint>
+#include <fstream>
 #include <string>
 
 #include "testing/run_command.h"
@@ -84,6 +86,29 @@ TEST(HostileInput, DpDataRefusesFifoDeviceAndDirectoryInputs) {
     EXPECT_EQ(r.exit_code, 1) << c.command << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, c.expected)) << c.command << "\n" << r.output;
   }
+}
+
+// A corpus of more files than the descriptor limit: dp-data held every file open until
+// the end and stopped at "Too many open files" (ulimit -n is often 1024).
+TEST(HostileInput, DpDataTextReadsMoreFilesThanItMayHoldOpen) {
+  TempDir dir;
+  std::string list;
+  int64_t bytes = 0;
+  for (int i = 0; i < 100; ++i) {
+    const std::string path = dir.path() + "/" + std::to_string(i) + ".txt";
+    const std::string text = "file " + std::to_string(i) + " of a corpus\n";
+    std::ofstream(path) << text;
+    bytes += static_cast<int64_t>(text.size());
+    list += " " + path;
+  }
+  const CommandRun r = run_command("ulimit -n 32 && timeout 30 " + std::string(ZDP_DP_DATA) + " text --out " +
+                                   dir.path() + "/o" + list);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "dp-data: 100 files")) << r.output;
+  struct stat train {}, val {};
+  ASSERT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &train), 0);
+  ASSERT_EQ(::stat((dir.path() + "/o/val.bin").c_str(), &val), 0);
+  EXPECT_EQ((train.st_size - 1024) / 2 + (val.st_size - 1024) / 2, bytes) << "every byte of every file, once";
 }
 
 // Before: the option allowed 2^31, 4.2 GB of tokens were made over 38 s, then the writer

@@ -73,6 +73,15 @@ TEST(ConfigLimits, AbsurdGlobalBatchIsRefusedBeforeItMakesAccumulationSteps) {
             "reach");
 }
 
+// A synthetic epoch past 2^62 samples (more than any run reads) hung every rank in the
+// sampler's shuffle before the first step; it is refused at load.
+TEST(ConfigLimits, SyntheticEpochBeyondAnyRunIsRefused) {
+  EXPECT_EQ(error_of("[data]\nsynthetic_samples = 4611686018427387905\n"),
+            "configs/x.toml:2:21: data.synthetic_samples = 4611686018427387905 is out of range: must be in "
+            "[1, 4611686018427387904]");
+  EXPECT_TRUE(parses("[data]\nsynthetic_samples = 4611686018427387904\n"));
+}
+
 // A model's shape is bounded key by key and as a whole before anything multiplies it:
 // 2e9 layers made dp-launch plan end in std::bad_alloc and dp-train allocate for minutes,
 // and a wide, deep model overflowed int64 in the parameter count.

@@ -86,6 +86,23 @@ TEST(TokenFile, MissingAndMalformedFilesAreNamed) {
   }
 }
 
+// Sizes past 2^62 (data.synthetic_samples is bounded there, but the permutation takes
+// any int64): sizing its domain shifted 1 by 64, undefined, and on x86 the loop never
+// ended. Distinct inputs must give distinct outputs in [0, n).
+TEST(Permutation, SizesUpToInt64MaxTerminateInRange) {
+  for (int64_t n : {int64_t{1} << 62, (int64_t{1} << 62) + 1, std::numeric_limits<int64_t>::max()}) {
+    Permutation p(n, 7);
+    std::set<int64_t> seen;
+    for (int64_t i : {int64_t{0}, int64_t{1}, n / 2, n - 2, n - 1}) {
+      const int64_t v = p(i);
+      ASSERT_GE(v, 0) << n;
+      ASSERT_LT(v, n) << n;
+      seen.insert(v);
+    }
+    EXPECT_EQ(seen.size(), 5u) << n;
+  }
+}
+
 TEST(Permutation, IsABijectionForOddSizes) {
   for (int64_t n : {1, 2, 3, 7, 100, 1000, 4097}) {
     for (uint64_t key : {0ull, 1ull, 99ull}) {
@@ -205,8 +222,8 @@ TEST(DistributedSampler, ExtremePositionsAreRefusedNotOverflowed) {
   ASSERT_FALSE(long_run.ok());
   EXPECT_NE(long_run.status().message().find("would read beyond position 2^62"), std::string::npos)
       << long_run.status().message();
-  o.start_position = kMaxPosition - 8;  // the last step fits exactly
-  o.last_step = 10;
+  o.start_position = kMaxPosition - 8;  // the last step fits exactly: it ends at 2^62
+  o.last_step = 11;
   DistributedSampler s = DistributedSampler::create(o).value();
   for (int64_t m = 0; m < s.accum_steps(); ++m) {
     for (int64_t i : s.micro_batch(10, m)) EXPECT_TRUE(i >= 0 && i < 1000) << i;
@@ -258,6 +275,54 @@ TEST(Sources, TokenFileWindowsShiftTargetsByOne) {
   StatusOr<std::unique_ptr<DataSource>> missing = make_source(c, Split::kTrain);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("missing.bin"), std::string::npos);
+}
+
+// data.path as a glob of shards (llm.c's fineweb_train_*.bin): the shards in name order,
+// each sample a window inside one shard, every error naming the shard it is about.
+TEST(Sources, ShardsByAGlobNumberTheirWindowsInNameOrder) {
+  TempDir dir;
+  auto shard = [&](const std::string& name, uint16_t first, size_t count) {
+    std::vector<uint16_t> tokens(count);
+    for (size_t i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>(first + i);
+    ASSERT_TRUE(write_token_file(dir.file(name), tokens).ok());
+  };
+  shard("s_10.bin", 200, 9);  // "s_10" sorts before "s_2": the name's bytes decide
+  shard("s_2.bin", 100, 14);
+  shard("other.bin", 0, 100);  // not matched
+  Config c = gpt_config();      // seq_len 4: windows of 5 tokens every 4
+  c.data.kind = DataKind::kTokens;
+  c.data.path = dir.file("s_*.bin");
+  std::unique_ptr<DataSource> src = make_source(c, Split::kTrain).value();
+  ASSERT_EQ(src->size(), 2 + 3);  // (9 - 1) / 4 + (14 - 1) / 4
+  EXPECT_NE(src->describe().find("2 files, 23 tokens, 5 samples of 4"), std::string::npos) << src->describe();
+  Batch b;
+  ASSERT_TRUE(src->fill({1, 2, 4}, &b).ok());
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{204, 205, 206, 207, 100, 101, 102, 103, 108, 109, 110, 111}));
+  EXPECT_EQ(b.labels, (std::vector<int32_t>{205, 206, 207, 208, 101, 102, 103, 104, 109, 110, 111, 112}));
+  // A token outside the vocabulary names its shard and its position there.
+  c.model.vocab_size = 205;
+  Status s = make_source(c, Split::kTrain).value()->fill({0, 1}, &b);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("token file '" + dir.file("s_10.bin") + "': token 205 at position 5"), std::string::npos)
+      << s.message();
+  c.model.vocab_size = gpt_config().model.vocab_size;
+  // A shard shorter than one sample, and a pattern matching nothing, are named.
+  shard("s_3.bin", 0, 4);
+  StatusOr<std::unique_ptr<DataSource>> short_shard = make_source(c, Split::kTrain);
+  ASSERT_FALSE(short_shard.ok());
+  EXPECT_NE(short_shard.status().message().find("token file '" + dir.file("s_3.bin") + "': 4 tokens, fewer than"),
+            std::string::npos) << short_shard.status().message();
+  c.data.path = dir.file("t_*.bin");
+  StatusOr<std::unique_ptr<DataSource>> none = make_source(c, Split::kTrain);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("token files '" + dir.file("t_*.bin") + "': no file matches"),
+            std::string::npos) << none.status().message();
+  c.data.path = dir.file("missing/*.bin");
+  none = make_source(c, Split::kTrain);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("cannot read the folder '" + dir.file("missing") + "'"), std::string::npos)
+      << none.status().message();
 }
 
 TEST(Sources, SyntheticSamplesArePureFunctionsOfTheIndex) {

@@ -19,7 +19,10 @@ constexpr int kRounds = 4;  // Luby-Rackoff: 4 rounds of a good function look ra
 }  // namespace
 
 Permutation::Permutation(int64_t n, uint64_t key) : n_(n), key_(mix(key)) {
-  while ((int64_t{1} << (2 * half_bits_)) < n_) ++half_bits_;
+  // The smallest 4^h >= n; h = 32 (the whole uint64 range) holds any int64 n. Without the
+  // cap, n above 2^62 shifted 1 by 64, which is undefined (on x86 a shift by 0: the loop
+  // never ended and every rank hung before its first step).
+  while (half_bits_ < 32 && (uint64_t{1} << (2 * half_bits_)) < static_cast<uint64_t>(n_)) ++half_bits_;
 }
 
 uint64_t Permutation::half(uint64_t v, int round) const {
@@ -65,9 +68,11 @@ StatusOr<DistributedSampler> DistributedSampler::create(const SamplerOptions& o)
   } else if (o.start_position > kMaxPosition) {
     add("resume position " + std::to_string(o.start_position) + " is beyond 2^62, the last position a run can read");
   } else if (o.last_step > o.start_step && o.global_batch >= 1) {
-    // The position of the step after the last one, in checked arithmetic.
+    // The position after the last step (steps start_step .. last_step - 1 are read; the
+    // final checkpoint stores this one), in checked arithmetic: the config's bound on
+    // train.steps x train.global_batch is the same.
     int64_t span = 0, end = 0;
-    if (__builtin_mul_overflow(o.last_step - o.start_step + 1, o.global_batch, &span) ||
+    if (__builtin_mul_overflow(o.last_step - o.start_step, o.global_batch, &span) ||
         __builtin_add_overflow(o.start_position, span, &end) || end > kMaxPosition) {
       add("steps " + std::to_string(o.start_step) + " to " + std::to_string(o.last_step) + " of global_batch " +
           std::to_string(o.global_batch) + " from position " + std::to_string(o.start_position) +

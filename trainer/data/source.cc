@@ -3,8 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
-#include "trainer/data/token_file.h"
+#include "trainer/data/token_shards.h"
 
 namespace zdp::trainer {
 namespace {
@@ -142,24 +143,31 @@ class SyntheticTokens : public DataSource {
 
 class TokenFileSource : public DataSource {
  public:
-  TokenFileSource(TokenFile file, int vocab, int seq_len)
-      : file_(std::move(file)), vocab_(vocab), seq_len_(seq_len), size_((file_.size() - 1) / seq_len) {}
-  int64_t size() const override { return size_; }
+  TokenFileSource(TokenShards shards, std::string path, int vocab, int seq_len)
+      : shards_(std::move(shards)), path_(std::move(path)), vocab_(vocab), seq_len_(seq_len) {}
+  int64_t size() const override { return shards_.samples(); }
   std::string describe() const override {
-    return "tokens " + file_.path() + " (" + std::to_string(file_.size()) + " tokens, " + std::to_string(size_) +
-           " samples of " + std::to_string(seq_len_) + ")";
+    const std::string files =
+        shards_.shard_count() == 1 ? "" : std::to_string(shards_.shard_count()) + " files, ";
+    return "tokens " + path_ + " (" + files + std::to_string(shards_.tokens()) + " tokens, " +
+           std::to_string(size()) + " samples of " + std::to_string(seq_len_) + ")";
   }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
+    const TokenFile* bad_file = nullptr;
     int64_t bad_at = -1;
+    int64_t cached = -1;
+    TokenShards::Where where{0, 0};
     fill_windows(indices, seq_len_, b, [&](int64_t index, int t) {
-      const int64_t at = index * seq_len_ + t;
-      const int32_t token = file_.tokens()[at];
-      if (token >= vocab_ && bad_at < 0) bad_at = at;
+      if (index != cached) where = shards_.locate(index), cached = index;
+      const TokenFile& file = shards_.shard(where.shard);
+      const int64_t at = where.offset + t;
+      const int32_t token = file.tokens()[at];
+      if (token >= vocab_ && bad_at < 0) bad_file = &file, bad_at = at;
       return token;
     });
     if (bad_at >= 0) {
-      return Status(StatusCode::kInvalidArgument, "token file '" + file_.path() + "': token " +
-                                                      std::to_string(file_.tokens()[bad_at]) + " at position " +
+      return Status(StatusCode::kInvalidArgument, "token file '" + bad_file->path() + "': token " +
+                                                      std::to_string(bad_file->tokens()[bad_at]) + " at position " +
                                                       std::to_string(bad_at) + " is outside model.vocab_size (" +
                                                       std::to_string(vocab_) + ")");
     }
@@ -167,9 +175,9 @@ class TokenFileSource : public DataSource {
   }
 
  private:
-  TokenFile file_;
+  TokenShards shards_;
+  std::string path_;  // as the config gives it: a file or a pattern
   int vocab_, seq_len_;
-  int64_t size_;
 };
 
 }  // namespace
@@ -186,14 +194,9 @@ StatusOr<std::unique_ptr<DataSource>> make_source(const Config& c, Split split) 
   if (c.data.kind == DataKind::kSynthetic) return std::unique_ptr<DataSource>(new SyntheticTokens(c, split));
   const std::string& path = split == Split::kTrain ? c.data.path : c.data.val_path;
   if (path.empty()) return std::unique_ptr<DataSource>();
-  StatusOr<TokenFile> file = TokenFile::open(path);
-  if (!file.ok()) return file.status().with_context(c.where(split == Split::kTrain ? "data.path" : "data.val_path"));
-  if (file->size() < c.model.seq_len + 1) {
-    return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + std::to_string(file->size()) +
-                                                    " tokens, fewer than model.seq_len + 1 = " +
-                                                    std::to_string(c.model.seq_len + 1) + " (one sample)");
-  }
-  return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*file), c.model.vocab_size, c.model.seq_len));
+  StatusOr<TokenShards> shards = TokenShards::open(path, c.model.seq_len);
+  if (!shards.ok()) return shards.status().with_context(c.where(split == Split::kTrain ? "data.path" : "data.val_path"));
+  return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*shards), path, c.model.vocab_size, c.model.seq_len));
 }
 
 std::vector<uint16_t> byte_tokens(const std::string& text) {

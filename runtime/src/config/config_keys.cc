@@ -295,12 +295,13 @@ std::vector<KeyInfo> build_table() {
 
       enum_field("data.kind", &C::data, &D::kind, kDataKindWords,
                  "synthetic: seeded random samples; tokens: a token file"),
-      field("data.path", &C::data, &D::path, "token file; required when kind = \"tokens\""),
+      field("data.path", &C::data, &D::path,
+            "token file, or shards by a glob (\"data/fineweb_train_*.bin\"); required when kind = \"tokens\""),
       field("data.shuffle", &C::data, &D::shuffle, "per-epoch seeded shuffle of the sample order"),
       field("data.val_path", &C::data, &D::val_path,
-            "held-out token file (kind = \"tokens\", e.g. dp-data's val.bin); empty = no evaluation"),
+            "held-out token file or glob (kind = \"tokens\", e.g. dp-data's val.bin); empty = no evaluation"),
       field("data.synthetic_samples", &C::data, &D::synthetic_samples,
-            "samples in one epoch of the synthetic training split", at_least(1)),
+            "samples in one epoch of the synthetic training split", between(1, kMaxSyntheticSamples)),
 
       field("train.global_batch", &C::train, &T::global_batch,
             "samples per optimizer step over all ranks = micro_batch x accum_steps x world size",

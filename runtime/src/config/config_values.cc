@@ -22,9 +22,10 @@ std::string format_bound(double v, bool integer) {
 // "in [1, 65535]", ">= 1", "> 0", "in [0, 1)"; "" when unbounded.
 std::string range_text(const Range& r, bool integer) {
   const bool has_lo = std::isfinite(r.lo);
-  // An integer field's own limits are not worth printing: nobody means 2^31.
-  const bool has_hi = std::isfinite(r.hi) && !(integer && r.hi >= 2147483647.0);
-  const bool lo_shown = has_lo && !(integer && r.lo <= -2147483648.0);
+  // An integer field's own limits (int's or int64's, where field() clipped the range) are
+  // not worth printing: nobody means 2^31. A bound chosen that large is (2^62).
+  const bool has_hi = std::isfinite(r.hi) && !(integer && (r.hi == 2147483647.0 || r.hi >= 9223372036854775807.0));
+  const bool lo_shown = has_lo && !(integer && (r.lo == -2147483648.0 || r.lo <= -9223372036854775807.0));
   if (r.zero_off) {
     Range on = r;
     on.zero_off = false;
@@ -44,6 +45,27 @@ bool in_range(const Range& r, double v) {
   // Written so that NaN is out of every range.
   const bool lo_ok = r.lo_open ? v > r.lo : v >= r.lo;
   const bool hi_ok = r.hi_open ? v < r.hi : v <= r.hi;
+  return lo_ok && hi_ok;
+}
+
+// An integer key's range, exact: a double holds integers only up to 2^53, so
+// 4611686018427387905 (2^62 + 1) converted to double is 2^62 and would pass a bound of
+// 2^62. Conversion is monotonic, so the double decides unless it lands on a bound; there,
+// the bound (an integer that large) is compared as an integer.
+bool in_int_range(const Range& r, int64_t v) {
+  if (r.zero_off && v == 0) return true;
+  const double d = static_cast<double>(v);
+  constexpr double kTwo63 = 9223372036854775808.0;
+  auto compare = [&](double bound) {  // -1, 0 or 1: v against an integral bound equal to d
+    if (bound >= kTwo63) return -1;
+    if (bound < -kTwo63) return 1;
+    const int64_t b = static_cast<int64_t>(bound);
+    return v < b ? -1 : v > b ? 1 : 0;
+  };
+  const bool lo_ok = d != r.lo ? in_range(Range{r.lo, std::numeric_limits<double>::infinity(), r.lo_open, false}, d)
+                               : (r.lo_open ? compare(r.lo) > 0 : compare(r.lo) >= 0);
+  const bool hi_ok = d != r.hi ? in_range(Range{-std::numeric_limits<double>::infinity(), r.hi, false, r.hi_open}, d)
+                               : (r.hi_open ? compare(r.hi) < 0 : compare(r.hi) <= 0);
   return lo_ok && hi_ok;
 }
 
@@ -88,7 +110,7 @@ std::string check_value(const KeyInfo& info, const Value& value) {
         return info.name + " = " + toml_quote(*word) + " is not allowed: must be " + describe_type(info);
       }
       const int64_t v = std::get<int64_t>(value);
-      if (in_range(info.range, static_cast<double>(v))) return "";
+      if (in_int_range(info.range, v)) return "";
       return info.name + " = " + std::to_string(v) + " is out of range: must be " + range_text(info.range, true) +
              (info.type == KeyType::kIntOrAuto ? " or \"auto\"" : "");
     }

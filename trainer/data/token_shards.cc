@@ -1,0 +1,83 @@
+// TokenShards: glob expansion and the sample -> (shard, offset) map (token_shards.h).
+#include "trainer/data/token_shards.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace zdp::trainer {
+
+namespace {
+
+// glob()'s error callback has no context argument: the first folder it could not read.
+thread_local std::string glob_failed_dir;
+thread_local int glob_failed_errno = 0;
+
+int note_glob_error(const char* dir, int err) {
+  if (glob_failed_dir.empty()) glob_failed_dir = dir, glob_failed_errno = err;
+  return 1;  // stop: a folder of the pattern that cannot be read is an error, not "no match"
+}
+
+}  // namespace
+
+bool is_shard_pattern(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
+
+StatusOr<std::vector<std::string>> match_shards(const std::string& pattern) {
+  glob_t found{};
+  glob_failed_dir.clear();
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, note_glob_error, &found);
+  std::vector<std::string> paths;
+  if (rc == 0) {
+    for (size_t i = 0; i < found.gl_pathc && paths.size() <= kMaxTokenShards; ++i) paths.emplace_back(found.gl_pathv[i]);
+  }
+  const size_t matched = rc == 0 ? found.gl_pathc : 0;
+  ::globfree(&found);
+  if (rc == GLOB_NOMATCH) return Status(StatusCode::kNotFound, "token files '" + pattern + "': no file matches the pattern");
+  if (rc == GLOB_NOSPACE) return Status(StatusCode::kOutOfMemory, "token files '" + pattern + "': out of memory matching the pattern");
+  if (rc != 0) {
+    return Status(glob_failed_errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  "token files '" + pattern + "': cannot read the folder '" + glob_failed_dir +
+                      "': " + std::strerror(glob_failed_errno));
+  }
+  if (matched > kMaxTokenShards) {
+    return Status(StatusCode::kInvalidArgument, "token files '" + pattern + "': the pattern matches " +
+                                                    std::to_string(matched) + " files, more than " +
+                                                    std::to_string(kMaxTokenShards) + " shards");
+  }
+  std::sort(paths.begin(), paths.end());  // glob sorts by the locale's collation; the name's bytes decide here
+  return paths;
+}
+
+StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
+  std::vector<std::string> paths{path};
+  if (is_shard_pattern(path)) {
+    ZDP_ASSIGN_OR_RETURN(paths, match_shards(path));
+  }
+  TokenShards s;
+  s.seq_len_ = seq_len;
+  s.files_.reserve(paths.size());
+  for (const std::string& p : paths) {
+    ZDP_ASSIGN_OR_RETURN(TokenFile file, TokenFile::open(p));  // mapped: its descriptor is closed
+    if (file.size() < int64_t{seq_len} + 1) {
+      return Status(StatusCode::kInvalidArgument, "token file '" + p + "': " + std::to_string(file.size()) +
+                                                      " tokens, fewer than model.seq_len + 1 = " +
+                                                      std::to_string(seq_len + 1) + " (one sample)");
+    }
+    s.tokens_ += file.size();
+    s.first_sample_.push_back(s.first_sample_.back() + (file.size() - 1) / seq_len);
+    s.files_.push_back(std::move(file));
+  }
+  return s;
+}
+
+TokenShards::Where TokenShards::locate(int64_t index) const {
+  // The last shard whose first sample is <= index.
+  const auto after = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
+  const size_t shard = static_cast<size_t>(after - first_sample_.begin()) - 1;
+  return {shard, (index - first_sample_[shard]) * seq_len_};
+}
+
+}  // namespace zdp::trainer
