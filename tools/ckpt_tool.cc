@@ -183,11 +183,23 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   }
   ZDP_ASSIGN_OR_RETURN(const std::string dir, resolve_checkpoint(path_or_root));
   std::error_code ec;
-  if (fs::weakly_canonical(fs::absolute(options.out).parent_path(), ec) == fs::weakly_canonical(dir, ec)) {
-    return Status(StatusCode::kInvalidArgument, "export: the output " + options.out +
-                                                    " is inside the checkpoint " + dir + ": write it elsewhere");
-  }
+  // Never into a checkpoint, this one or another (a folder holding state.json, or a
+  // node's folder in one), whose files --force would replace: checked on the path given,
+  // then on where the write lands (a link resolved).
+  auto refuse_inside = [&](const std::string& path) -> Status {
+    const fs::path parent = fs::weakly_canonical(fs::absolute(path).parent_path(), ec);
+    if (parent == fs::weakly_canonical(dir, ec) || fs::exists(parent / kCheckpointStateFile, ec) ||
+        fs::exists(parent.parent_path() / kCheckpointStateFile, ec)) {
+      return Status(StatusCode::kInvalidArgument, "export: the output " + options.out +
+                                                      (path == options.out ? "" : " (a link to " + path + ")") +
+                                                      " is inside a checkpoint (" + parent.string() +
+                                                      "): write it elsewhere");
+    }
+    return Status::Ok();
+  };
+  ZDP_RETURN_IF_ERROR(refuse_inside(options.out));
   ZDP_ASSIGN_OR_RETURN(const std::string target, export_target(options.out, options.force));
+  ZDP_RETURN_IF_ERROR(refuse_inside(target));
   if (options.verify) ZDP_RETURN_IF_ERROR(verify_checkpoint(dir).status());
 
   ZDP_ASSIGN_OR_RETURN(const safetensors::Reader in, safetensors::Reader::open(model_path(dir)));

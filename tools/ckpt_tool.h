@@ -53,7 +53,7 @@ struct ExportReport {
 // (round to nearest even: kernels/cast.h, the same function the engine uses), under the
 // same names, in the same order, with the source's metadata plus "format": "pt" (what
 // transformers' loaders expect). Refuses a source tensor that is not F32 and an output
-// path inside the checkpoint, naming them. The output is never something the user did not
+// inside a checkpoint (this one or another, a symlink's target included), naming them. The output is never something the user did not
 // ask to replace: an existing regular file only with `force`; a symlink is followed to the
 // regular file it names (written through) or refused; a device, directory, FIFO or socket
 // is refused.

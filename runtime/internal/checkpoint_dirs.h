@@ -11,6 +11,10 @@
 
 namespace zdp::checkpoint {
 
+// The largest step a checkpoint directory's name spells (step_of reads at most 18 digits):
+// a save refuses a larger one, which find_latest and prune would never see.
+inline constexpr int64_t kMaxStep = 999999999999999999;
+
 // mkdir -p.
 Status make_dirs(const std::string& path);
 // fsync of a directory: a rename or a new entry in it is durable afterwards.
@@ -25,11 +29,13 @@ Status write_file_synced(const std::string& path, const std::string& text);
 // Steps of the complete checkpoints under root (step-<N> directories holding state.json),
 // ascending. A missing root has none.
 std::vector<int64_t> complete_steps(const std::string& root);
-// Removes what interrupted saves leave under root: step-<N>.tmp and step-<N>.old.
+// Removes what interrupted saves leave under root: step-<N>.tmp, and step-<N>.old where
+// step-<N> exists (a complete step-<N>.old without it is renamed back to step-<N>).
 Status remove_leftovers(const std::string& root);
-// Moves root/<tmp_name> to root/step-<step> durably. An existing step-<step> is first
-// renamed to step-<step>.old and removed after the new one is in place, so a crash in
-// between leaves one of them complete.
+// Moves root/<tmp_name> to root/step-<step> durably. An existing step-<step> is exchanged
+// with it atomically (renameat2) and then removed; where the file system cannot exchange,
+// it is renamed to step-<step>.old first and removed after the new one is in place, and
+// remove_leftovers() restores it after a crash in between.
 Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t step);
 // Removes the complete checkpoints older than the `keep` newest by step (keep <= 0:
 // none), except step `protect` (the one just written, even when a directory holds

@@ -146,7 +146,10 @@ TEST(CheckpointState, FieldsOutOfRangeAreRefused) {
   EXPECT_THAT(refused(info), HasSubstr("data_position 9223372036854775807 is not in [0, 2^62]"));
   info = sample_info();
   info.state.step = -1;
-  EXPECT_THAT(refused(info), HasSubstr("step -1 is negative"));
+  EXPECT_THAT(refused(info), HasSubstr("step -1 is not in [0, 10^18)"));
+  info.state.step = 1000000000000000000;  // 19 digits: a directory name find_latest would not read
+  info.state.optimizer_steps = 0;
+  EXPECT_THAT(refused(info), HasSubstr("step 1000000000000000000 is not in [0, 10^18)"));
   info = sample_info();
   info.state.world_size = 0;
   info.state.stage = 7;

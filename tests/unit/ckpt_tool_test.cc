@@ -182,8 +182,27 @@ TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
   StatusOr<ckpt_tool::ExportReport> inside =
       ckpt_tool::export_model(checkpoint(), {DType::kBF16, checkpoint() + "/model.safetensors"});
   ASSERT_FALSE(inside.ok());
-  EXPECT_NE(inside.status().message().find("inside the checkpoint"), std::string::npos) << inside.status().message();
+  EXPECT_NE(inside.status().message().find("inside a checkpoint"), std::string::npos) << inside.status().message();
   EXPECT_TRUE(fs::exists(checkpoint() + "/model.safetensors"));
+  // --force through a link to the checkpoint's own file, or into another checkpoint: both
+  // used to replace a checkpoint's file (a bf16 export destroyed an fp32 checkpoint).
+  const std::string model = checkpoint() + "/model.safetensors";
+  const auto model_bytes = fs::file_size(model);
+  fs::create_symlink(model, out("link-into-checkpoint"));
+  ckpt_tool::ExportOptions through{DType::kBF16, out("link-into-checkpoint")};
+  through.force = true;
+  StatusOr<ckpt_tool::ExportReport> linked = ckpt_tool::export_model(checkpoint(), through);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.status().message().find("(a link to " + fs::canonical(model).string() + ") is inside a checkpoint"),
+            std::string::npos) << linked.status().message();
+  EXPECT_EQ(fs::file_size(model), model_bytes);
+  fs::create_directories(out("other-step"));
+  { std::ofstream(out("other-step/state.json")) << "{}"; }
+  ckpt_tool::ExportOptions other{DType::kBF16, out("other-step/model.safetensors")};
+  other.force = true;
+  StatusOr<ckpt_tool::ExportReport> sibling = ckpt_tool::export_model(checkpoint(), other);
+  ASSERT_FALSE(sibling.ok());
+  EXPECT_NE(sibling.status().message().find("is inside a checkpoint"), std::string::npos) << sibling.status().message();
   StatusOr<ckpt_tool::ExportReport> missing = ckpt_tool::export_model(out("nowhere"), {DType::kF32, out("x")});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(out("nowhere")), std::string::npos) << missing.status().message();

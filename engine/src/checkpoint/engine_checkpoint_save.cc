@@ -257,7 +257,8 @@ Status combine_hashes(const std::vector<int64_t>& hashes, std::vector<Checkpoint
 }
 
 // Commit, by the creating rank(s): state.json (the engine's fields filled in), the rename
-// of step-N.tmp to step-N, `latest`, and pruning to options.keep.
+// of step-N.tmp to step-N and `latest` (pruning to options.keep follows once every
+// creator has committed).
 Status commit(const CheckpointParts& c, const std::string& root, const CheckpointState& state,
               const std::string& trainer_json, const SaveOptions& options,
               const std::vector<CheckpointFileInfo>& files) {
@@ -284,9 +285,7 @@ Status commit(const CheckpointParts& c, const std::string& root, const Checkpoin
   ZDP_RETURN_IF_ERROR(checkpoint::sync_dir(tmp));
   ZDP_RETURN_IF_ERROR(checkpoint::commit_dir(root, tmp_name, state.step));
   ZDP_RETURN_IF_ERROR(checkpoint::fault_point("latest", c.env.rank, state.step));
-  ZDP_RETURN_IF_ERROR(
-      checkpoint::write_file_atomic(root, kCheckpointLatestFile, checkpoint_dir_name(state.step) + "\n"));
-  return checkpoint::prune(root, options.keep, state.step);
+  return checkpoint::write_file_atomic(root, kCheckpointLatestFile, checkpoint_dir_name(state.step) + "\n");
 }
 
 }  // namespace
@@ -304,7 +303,17 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   // Arguments, identical on every rank; checked by every rank so all agree.
   Status valid;
   if (root.empty()) valid = c.env.invalid("save_checkpoint: empty root directory");
-  if (state.step < 0) valid = c.env.invalid("save_checkpoint: step " + std::to_string(state.step) + " is negative");
+  if (state.step < 0 || state.step > checkpoint::kMaxStep) {
+    valid = c.env.invalid("save_checkpoint: step " + std::to_string(state.step) + " is not in [0, 10^18)");
+  } else if (state.step < c.state.steps()) {
+    // Every reader refuses such a checkpoint (check_ranges: the optimizer cannot have
+    // stepped more often than the run): refused here, before a checkpoint nothing could
+    // load is written.
+    valid = c.env.invalid("save_checkpoint: step " + std::to_string(state.step) + " is below the " +
+                          std::to_string(c.state.steps()) +
+                          " optimizer steps taken: CheckpointState::step counts the run's steps (at least the "
+                          "optimizer's), not epochs");
+  }
   if (state.data_position < 0) {
     valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
   }
@@ -343,6 +352,11 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
 
   const Status committed = roles->creator ? commit(c, root, state, *trainer, options, infos) : Status::Ok();
   ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: commit", committed.with_context(where)));
+  // Pruning only once every creator has committed: with per-node storage, a node that
+  // pruned while another failed its commit kept only the new step, the other only the
+  // old one, and no step was left that every node had (keep_last = 1 could not resume).
+  const Status pruned = roles->creator ? checkpoint::prune(root, options.keep, state.step) : Status::Ok();
+  ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: prune", pruned.with_context(where)));
   const std::string final_path = root + "/" + checkpoint_dir_name(state.step);
   if (c.env.rank == 0) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

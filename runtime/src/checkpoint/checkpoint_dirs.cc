@@ -130,7 +130,19 @@ std::vector<int64_t> complete_steps(const std::string& root) {
 
 Status remove_leftovers(const std::string& root) {
   for (const std::string& name : entries(root)) {
-    if (step_of(name, ".tmp") >= 0 || step_of(name, ".old") >= 0) {
+    const int64_t old_step = step_of(name, ".old");
+    // A save that replaced step-N and stopped between its two renames (where the file
+    // system cannot exchange them) left step-N.old complete and no step-N: put it back.
+    if (old_step >= 0 && !is_dir(root + "/" + checkpoint_dir_name(old_step)) &&
+        is_file(root + "/" + name + "/" + kCheckpointStateFile)) {
+      const std::string back = root + "/" + checkpoint_dir_name(old_step);
+      ZDP_LOG(kInfo) << "checkpoint: restoring " << root << "/" << name << " to " << back
+                     << " (an interrupted save was replacing it)";
+      if (::rename((root + "/" + name).c_str(), back.c_str()) != 0) return io_error("rename " + name + " to " + back, errno);
+      ZDP_RETURN_IF_ERROR(sync_dir(root));
+      continue;
+    }
+    if (step_of(name, ".tmp") >= 0 || old_step >= 0) {
       ZDP_LOG(kInfo) << "checkpoint: removing " << root << "/" << name << " (left by an interrupted save)";
       ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + name));
     }
@@ -140,17 +152,29 @@ Status remove_leftovers(const std::string& root) {
 
 Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t step) {
   const std::string final_path = root + "/" + checkpoint_dir_name(step);
-  const std::string old_path = final_path + ".old";
-  const bool replacing = is_dir(final_path);
-  if (replacing && ::rename(final_path.c_str(), old_path.c_str()) != 0) {
-    return io_error("rename " + final_path + " to " + old_path + " (to replace it)", errno);
-  }
   const std::string tmp_path = root + "/" + tmp_name;
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0)
-    return io_error("rename " + tmp_path + " to " + final_path, errno);
-  ZDP_RETURN_IF_ERROR(sync_dir(root));
-  if (replacing) ZDP_RETURN_IF_ERROR(remove_tree(old_path));
-  return Status::Ok();
+  if (is_dir(final_path)) {
+    // Replacing a step: one atomic exchange, so that step-N is complete at every moment;
+    // the old one is then under the temporary name and removed.
+    if (::renameat2(AT_FDCWD, tmp_path.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
+      ZDP_RETURN_IF_ERROR(sync_dir(root));
+      return remove_tree(tmp_path);
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+      return io_error("exchange " + tmp_path + " with " + final_path, errno);
+    }
+    // A file system without the exchange (NFS, some parallel ones): two renames, and
+    // remove_leftovers() puts step-N.old back if a crash comes between them.
+    const std::string old_path = final_path + ".old";
+    if (::rename(final_path.c_str(), old_path.c_str()) != 0) {
+      return io_error("rename " + final_path + " to " + old_path + " (to replace it)", errno);
+    }
+    if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) return io_error("rename " + tmp_path + " to " + final_path, errno);
+    ZDP_RETURN_IF_ERROR(sync_dir(root));
+    return remove_tree(old_path);
+  }
+  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) return io_error("rename " + tmp_path + " to " + final_path, errno);
+  return sync_dir(root);
 }
 
 Status prune(const std::string& root, int keep, int64_t protect) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/checkpoint_dirs.h"
 #include "runtime/internal/checkpoint_hash.h"
 #include "runtime/internal/json_checked.h"
 #include "zdp/build_config.h"
@@ -150,7 +151,7 @@ Status check_ranges(const CheckpointInfo& info, const std::string& where) {
   auto check = [&](bool ok, const std::string& what) {
     if (!ok) bad += (bad.empty() ? "" : "; ") + what;
   };
-  check(s.step >= 0, "step " + std::to_string(s.step) + " is negative");
+  check(s.step >= 0 && s.step <= kMaxStep, "step " + std::to_string(s.step) + " is not in [0, 10^18)");
   check(s.data_position >= 0 && s.data_position <= kMaxDataPosition,
         "data_position " + std::to_string(s.data_position) + " is not in [0, 2^62]");
   check(s.world_size >= 1 && s.world_size <= (1 << 24), "engine.world_size " + std::to_string(s.world_size) +
