@@ -6,6 +6,7 @@
 // bit for bit where the uninterrupted job ends. Wrong or damaged checkpoints are refused.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -275,6 +276,37 @@ TEST_F(CheckpointResume, PerNodeStorageResumesFromTheStepEveryNodeHas) {
   const TrainRun lacking = run_train(c, 4, 2, node_dir);
   EXPECT_NE(lacking.failures, "");
   EXPECT_NE(lacking.error.find("node(s) 1 have no checkpoint"), std::string::npos) << lacking.error;
+}
+
+// Per-node storage with keep_last = 1: node 1's creator dies while committing step 20.
+// Each node pruned on its own before every node had committed, so node 0 kept only step
+// 20 and node 1 only step 10, and no resume could work; pruning now waits for every
+// node's commit, and the job resumes from step 10 on both.
+TEST_F(CheckpointResume, PerNodeKeepOneSurvivesANodeThatFailedItsCommit) {
+  ASSERT_EQ(full_->failures, "");
+  Config c = mlp_config();
+  c.zero.stage = 2;
+  c.checkpoint.storage = CheckpointStorage::kPerNode;
+  c.checkpoint.keep_last = 1;
+  auto node_dir = [&](int rank, Config& config) {
+    config.checkpoint.dir = (*dir_ / ("keep1-node" + std::to_string(rank / 2))).string();
+  };
+  const TrainRun crashed = run_train(c, 4, 2, [&](int rank, Config& config) {
+    node_dir(rank, config);
+    if (rank == 2) ::setenv("ZDP_CKPT_FAULT", "rank=2,at=commit,step=20", 1);  // in its own process
+  });
+  EXPECT_NE(crashed.failures, "");
+  EXPECT_TRUE(fs::exists(*dir_ / "keep1-node0" / "step-10" / "state.json")) << "pruned before node 1 committed";
+  EXPECT_TRUE(fs::exists(*dir_ / "keep1-node1" / "step-10" / "state.json"));
+  EXPECT_FALSE(fs::exists(*dir_ / "keep1-node1" / "step-20"));
+  const TrainRun resumed = run_train(c, 4, 2, node_dir);
+  ASSERT_EQ(resumed.failures, "") << resumed.error;
+  EXPECT_EQ(resumed.first_step, 10);
+  for (const char* node : {"keep1-node0", "keep1-node1"}) {
+    const Tensors end = read_tensors((*dir_ / node / "step-20/model.safetensors").string());
+    EXPECT_TRUE(bitwise_equal(end, read_tensors(full("step-20/model.safetensors")))) << node;
+    EXPECT_FALSE(fs::exists(*dir_ / node / "step-10")) << "keep_last = 1 once every node has step 20";
+  }
 }
 
 // ---- Through dp-launch: restarts resume from `latest`.

@@ -236,6 +236,35 @@ TEST(Checkpoint, RanksSavingDifferentStepsAreRefused) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // refused before anything was written
 }
 
+// A step below the optimizer's (a trainer numbering its checkpoints by epoch) wrote a
+// checkpoint every reader refused ("engine.optimizer_steps 3 is not in [0, step 1]"): it
+// is refused at save, before anything is written.
+TEST(Checkpoint, AStepBelowTheOptimizersStepsIsRefusedBeforeWriting) {
+  TempDir dir, out;
+  const std::string failures = testing::describe_failures(
+      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
+        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
+        Engine engine(ctx, options(2));
+        ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+        ZDP_RETURN_IF_ERROR(engine.finalize());
+        for (int step = 0; step < 3; ++step) {
+          ZDP_RETURN_IF_ERROR(model.train_micro<float>(engine, step, rank * 12, 12).status());
+          ZDP_RETURN_IF_ERROR(engine.step().status());
+        }
+        CheckpointState state;
+        state.step = 1;
+        StatusOr<std::string> saved = engine.save_checkpoint(dir.path(), state);
+        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
+        return Status::Ok();
+      }));
+  ASSERT_EQ(failures, "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(file_bytes(out.path() + "/" + std::to_string(r)),
+                HasSubstr("save_checkpoint: step 1 is below the 3 optimizer steps taken"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {
   TempDir dir;
   EngineRun run = job(2, 2);

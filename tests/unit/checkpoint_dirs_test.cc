@@ -61,5 +61,30 @@ TEST(CheckpointDirs, LatestLeftoversAndKeep) {
   EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
 }
 
+// Where the file system cannot exchange two directories, replacing step-N takes two
+// renames; a crash between them left step-N.old (complete) and no step-N, and the next
+// save's cleanup deleted both copies. The cleanup now puts step-N.old back.
+TEST(CheckpointDirs, AnInterruptedReplacementIsRestoredNotDeleted) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  make_checkpoint_dir(root, 10);
+  std::filesystem::create_directories(root + "/step-20.old");
+  std::ofstream(root + "/step-20.old/state.json") << "{\"old\": 1}";
+  std::filesystem::create_directories(root + "/step-20.tmp");
+  std::ofstream(root + "/step-20.tmp/state.json") << "{\"new\": 1}";
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{10}));
+  ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(checkpoint::read_small_file(root + "/step-20/state.json").value(), "{\"old\": 1}");
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-20.old"));
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-20.tmp"));
+  // Beside its step-N (the crash came after both renames), a step-N.old is a leftover.
+  std::filesystem::create_directories(root + "/step-10.old");
+  std::ofstream(root + "/step-10.old/state.json") << "{}";
+  ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-10.old"));
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-10/state.json"));
+}
+
 }  // namespace
 }  // namespace zdp
