@@ -42,14 +42,27 @@ std::string launcher_dir() {
   return ec ? std::string() : self.parent_path().string();
 }
 
+// Ctrl-C, a kill and a closed terminal or ssh session (SIGHUP) all stop the ranks, their
+// process groups included: without a SIGHUP handler the launcher died at once, and what
+// the ranks had started outlived it. What the launcher may have inherited is undone: a
+// blocked signal mask, and SIGCHLD ignored (then the kernel reaps the ranks itself,
+// waitpid() never reports their exit, and the launcher waited forever).
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGCHLD, SIG_DFL);
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, sig);
+  sigprocmask(SIG_UNBLOCK, &handled, nullptr);
 }
+
+bool interrupted() { return g_interrupt.load() != 0; }
 
 void report_failure(const GroupResult& r) {
   say(r.reason);
@@ -122,8 +135,15 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     server = std::move(*started);
   }
   const auto startup = std::chrono::milliseconds(static_cast<int64_t>(config->launch.startup_timeout_s * 1000));
-  zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> client = zdp::TcpStoreClient::connect(
-      plan->master_addr, plan->master_port, std::max(startup, std::chrono::milliseconds(10000)), plan->secret);
+  zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> client =
+      zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, std::max(startup, std::chrono::milliseconds(10000)),
+                                   plan->secret,
+                                   plan->hosts_store() ? "" : "the dp-launch of node 0 hosts it: launch.master_addr", interrupted);
+  if (interrupted()) {
+    say("node " + std::to_string(plan->node_rank) + ": stopped by signal " + std::to_string(g_interrupt.load()) +
+        " while connecting to the store of node 0");
+    return 128 + g_interrupt.load();
+  }
   if (!client.ok()) {
     say("node " + std::to_string(plan->node_rank) + ": cannot reach the store of node 0: " + client.status().message());
     return 2;
@@ -158,11 +178,19 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         wait_for_other_nodes(store, plan->nnodes,
                              std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
       }
+      if (interrupted()) {  // node 0's ranks were done, the other nodes' may not be: not a success
+        const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
+                                std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
+        (void)store.set(zdp::job_keys::kJobFailed, why);
+        say(why);
+        return 128 + g_interrupt.load();
+      }
       say("node " + std::to_string(plan->node_rank) + ": " + result.reason);
       return 0;
     }
     report_failure(result);
-    if (result.outcome == GroupOutcome::kInterrupted) return 128 + g_interrupt.load();
+    // A signal that came while the group failed (or during a spawn) stops the job: no restart.
+    if (result.outcome == GroupOutcome::kInterrupted || interrupted()) return 128 + g_interrupt.load();
     if (attempt >= config->launch.max_restarts) {
       if (config->launch.max_restarts > 0) {
         say("giving up after " + std::to_string(attempt + 1) + " attempts (launch.max_restarts = " +

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/internal/parse_decimal.h"
+#include "runtime/internal/store_bind.h"
 
 namespace zdp::launcher {
 namespace {
@@ -109,8 +110,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   }
   p.threads_per_rank = std::max(1, in.cpu_cores / std::max(1, p.nproc_per_node));
 
-  // The store is reachable from other machines only when the job spans nodes.
-  p.bind_host = p.nnodes > 1 ? "0.0.0.0" : "127.0.0.1";
+  // The store is reachable from other machines only when the job spans nodes
+  // (runtime/internal/store_bind.h).
+  p.bind_host = store_bind_host(p.master_addr, p.nnodes > 1);
   if (const char* s = env("ZDP_JOB_SECRET"); s != nullptr && *s != '\0') {
     p.secret = s;
     p.secret_origin = "from ZDP_JOB_SECRET";

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/terminal.h"
@@ -17,6 +18,11 @@ namespace zdp::launcher {
 
 class OutputPump {
  public:
+  // A line longer than this (or output without newlines) is passed on in pieces.
+  static constexpr size_t kMaxLine = 64 * 1024;
+  // Bytes read from one rank per pump() call, so that a flood cannot hold the loop.
+  static constexpr size_t kMaxReadPerPump = 1024 * 1024;
+
   // `console` receives prefixed lines; logs go to `log_dir` (created if missing).
   OutputPump(Terminal& console, std::string log_dir, size_t tail_lines = 20);
   ~OutputPump();
@@ -25,9 +31,12 @@ class OutputPump {
 
   // Starts reading `fd` (non-blocking) for `rank`; appends to its log, starting with
   // `header` (e.g. "=== attempt 1 ==="). `fd` stays the caller's: the pump stops reading
-  // it at end of file and never closes it.
+  // it at end of file and never closes it. When the log cannot be opened (a file of that
+  // name another user owns, a directory) kIoError says so, and `fd` is read all the same, its
+  // lines on the console only.
   Status add(int rank, int fd, const std::string& header);
-  // Reads what is available, waiting at most `timeout` for something to arrive.
+  // Reads what is available (at most kMaxReadPerPump bytes of each rank), waiting at most
+  // `timeout` for something to arrive.
   void pump(std::chrono::milliseconds timeout);
   // True when every added pipe has reached end of file.
   bool drained() const;
@@ -44,7 +53,7 @@ class OutputPump {
     std::deque<std::string> tail;
   };
   void write_log(int rank, Source& src, const std::string& text);
-  void emit_line(int rank, Source& src, const std::string& line);
+  void emit_lines(int rank, Source& src, const std::vector<std::string_view>& lines);
   void read_from(int rank, Source& src);
 
   Terminal& console_;

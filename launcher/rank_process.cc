@@ -122,7 +122,15 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
   // exec follows fork within microseconds; a child that has not got there is stuck on a
   // lock it inherited (the rule above was broken): kill it rather than hang the launcher.
   pollfd exec_poll{exec_fds[0], POLLIN, 0};
-  const int ready = ::poll(&exec_poll, 1, static_cast<int>(kExecDeadline.count()));
+  // A signal to the launcher (Ctrl-C) interrupts the poll: that is no verdict on the
+  // child, so the wait goes on until the deadline (the supervisor then acts on the signal).
+  const auto exec_deadline = std::chrono::steady_clock::now() + kExecDeadline;
+  int ready = 0;
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(exec_deadline - std::chrono::steady_clock::now());
+    ready = ::poll(&exec_poll, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (!(ready < 0 && errno == EINTR)) break;
+  }
   int exec_errno = 0;
   const ssize_t n = ready > 0 ? ::read(exec_fds[0], &exec_errno, sizeof(exec_errno)) : -1;
   ::close(exec_fds[0]);
@@ -162,7 +170,9 @@ RankProcess& RankProcess::operator=(RankProcess&& other) noexcept {
 RankProcess::~RankProcess() {
   if (running()) {
     signal_group(SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    // Reaped if it goes within a second; one SIGKILL cannot stop (uninterruptible sleep)
+    // is left to init rather than blocking the launcher's exit.
+    for (int i = 0; i < 100 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) ::usleep(10000);
   }
   close_output();
 }

@@ -22,6 +22,8 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 constexpr auto kStoreCheckInterval = std::chrono::milliseconds(250);
 // Before stopping the ranks, give them this long to print their flight recorders.
 constexpr auto kFlightRecordWait = std::chrono::seconds(2);
+// How long a rank may take to go after SIGKILL before the launcher stops waiting for it.
+constexpr auto kKillWait = std::chrono::milliseconds(10000);
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -55,16 +57,20 @@ class Group {
                                                       "; stopped the ranks");
       }
       bool all_done = true;
+      const RankProcess* failed = nullptr;
       for (RankProcess& p : procs_) {
         const ExitInfo& e = p.poll();
         if (!e.exited) {
           all_done = false;
         } else if (!e.ok()) {
-          return rank_failed(p);
+          // Of the ranks seen failing in one pass, one killed by a signal is blamed before
+          // one that exited with an error: the latter most likely lost its connection to it.
+          if (failed == nullptr || (failed->exit_info().signal == 0 && e.signal != 0)) failed = &p;
         } else if (liveness_) {
           liveness_->exited(p.rank());
         }
       }
+      if (failed != nullptr) return rank_failed(*failed);
       if (all_done) {
         if (o_.store) (void)o_.store->set(job_keys::node_done(o_.node_rank), "ok");
         drain();
@@ -158,10 +164,19 @@ class Group {
     return nullptr;
   }
 
-  // Another node's launcher stopped the job: stop ours too.
+  // Another node's launcher stopped the job: stop ours too. So does losing the store:
+  // node 0's launcher is gone (the connection is never remade), and this node's ranks
+  // would otherwise run on with nobody to meet, or finish and report success alone.
   bool check_other_nodes() {
     StatusOr<bool> failed = o_.store->check({job_keys::kJobFailed});
-    if (!failed.ok() || !*failed) return false;
+    if (!failed.ok()) {
+      const std::string why = "lost the job's store (node 0's launcher is gone?): " + failed.status().message();
+      console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + why + "; stopping the job");
+      stop_all(SIGTERM);
+      finish(GroupOutcome::kOtherNodeFailed, why);
+      return true;
+    }
+    if (!*failed) return false;
     StatusOr<std::string> why = o_.store->get(job_keys::kJobFailed, std::chrono::milliseconds(1000));
     stop_all(SIGTERM);
     finish(GroupOutcome::kOtherNodeFailed, "the job was stopped: " + (why.ok() ? *why : std::string("(unknown)")));
@@ -224,7 +239,18 @@ class Group {
         p.signal_group(SIGKILL);
       }
     }
-    while (any_running()) pump_.pump(std::chrono::milliseconds(10));
+    // A rank SIGKILL cannot stop (in uninterruptible sleep: a device driver, a hung
+    // network file system) is left to init after a bounded wait rather than hanging the
+    // launcher: named, with its pid, so that someone can look at it.
+    const auto kill_deadline = Clock::now() + kKillWait;
+    while (any_running() && Clock::now() < kill_deadline) pump_.pump(std::chrono::milliseconds(10));
+    for (RankProcess& p : procs_) {
+      if (p.running()) {
+        console_.line("dp-launch: rank " + std::to_string(p.rank()) + " (pid " + std::to_string(p.pid()) +
+                      ") is still there " + seconds_text(kKillWait) +
+                      " after SIGKILL (uninterruptible sleep: a device driver or file system?); leaving it");
+      }
+    }
     drain();
   }
 

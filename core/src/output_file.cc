@@ -28,7 +28,13 @@ Status write_file_atomically(const std::string& path, const std::string& text, c
     std::remove(tmp.c_str());
     return Status(StatusCode::kIoError, "cannot " + action + " " + what + " '" + tmp + "': " + std::strerror(err));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL: in a folder others can write to (a log_dir under /tmp), a link planted at the
+  // temporary name must not make this write truncate another file. A leftover of the same
+  // name (a crashed process had this pid) is unlinked, which removes a link, not its target.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   if (fd < 0) {
     const int err = errno;
     return Status(StatusCode::kIoError, "cannot create " + what + " '" + tmp + "': " + std::strerror(err));

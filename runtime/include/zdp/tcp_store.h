@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,11 +52,15 @@ class TcpStoreClient : public Store {
   // `secret` when it is not empty (a refusal is kInvalidArgument naming the store; a
   // connection closed before the answer is retried). While the store cannot be reached,
   // a warning says so after 3 s and every 10 s, with `host_note` (who hosts the store,
-  // e.g. "rank 0 hosts it"); the final error names it too.
+  // e.g. "rank 0 hosts it"); the final error names it too. Each of the host's addresses
+  // gets at most 5 s a try, so one that drops packets (an IPv6 route a firewall
+  // blackholes) does not keep the next from being tried. `stop`, when given, is asked
+  // between tries: true gives up at once with kAborted (a launcher's Ctrl-C).
   static StatusOr<std::unique_ptr<TcpStoreClient>> connect(const std::string& host, int port,
                                                           std::chrono::milliseconds connect_timeout,
                                                           const std::string& secret = "",
-                                                          const std::string& host_note = "");
+                                                          const std::string& host_note = "",
+                                                          const std::function<bool()>& stop = nullptr);
 };
 
 }  // namespace zdp

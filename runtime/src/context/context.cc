@@ -7,6 +7,7 @@
 #include "runtime/src/context/heartbeat_publisher.h"
 #include "runtime/src/context/rank_progress.h"
 #include "runtime/internal/rank_address.h"
+#include "runtime/internal/store_bind.h"
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
 
@@ -21,7 +22,7 @@ std::string finished_key(int rank) { return "zdp/finished/" + std::to_string(ran
 // Without dp-launch, rank 0 hosts the job's store (launch_env.h, LaunchEnv::store_host).
 StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
   TcpStoreServerOptions o;
-  o.bind_host = env.store_host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0";
+  o.bind_host = store_bind_host(env.store_host, env.store_host != "127.0.0.1");  // launch_env: one node is 127.0.0.1
   o.port = env.store_port;
   o.secret = env.job_secret;
   StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start(o);

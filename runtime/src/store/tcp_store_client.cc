@@ -36,6 +36,9 @@ constexpr std::chrono::milliseconds kReplySlack{5000};
 // Connect retries back off from the first to the last value, doubling.
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{250};
+// One address's try: a refused connect fails at once, one whose packets are dropped would
+// otherwise take the whole timeout and the host's other addresses would never be tried.
+constexpr std::chrono::milliseconds kPerAddressTimeout{5000};
 // A store that cannot be reached is reported after this long, then this often.
 constexpr std::chrono::milliseconds kFirstWaitingNote{3000};
 constexpr std::chrono::milliseconds kWaitingNoteEvery{10000};
@@ -212,7 +215,8 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::string& host, int port,
                                                                   std::chrono::milliseconds connect_timeout,
                                                                   const std::string& secret,
-                                                                  const std::string& host_note) {
+                                                                  const std::string& host_note,
+                                                                  const std::function<bool()>& stop) {
   const std::string address = host + ":" + std::to_string(port);
   if (port <= 0 || port > 65535) {
     return Status(StatusCode::kInvalidArgument, "store at " + address + ": port is not in 1..65535");
@@ -232,7 +236,9 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
     const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addrs);
     if (rc == 0) {
       int fd = -1;
-      for (addrinfo* a = addrs; a != nullptr && fd < 0; a = a->ai_next) fd = connect_once(*a, deadline, &last_error);
+      for (addrinfo* a = addrs; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = connect_once(*a, std::min(deadline, Clock::now() + kPerAddressTimeout), &last_error);
+      }
       ::freeaddrinfo(addrs);
       if (fd >= 0) {
         auto client = std::make_unique<TcpStoreClientImpl>(fd, address);
@@ -252,6 +258,10 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
       return Status(StatusCode::kIoError, "store at " + address + ": cannot resolve host: " + ::gai_strerror(rc));
     }
     // Refused or unreachable: the server may not be up yet (ranks can start before it).
+    if (stop && stop()) {
+      return Status(StatusCode::kAborted, "stopped connecting to the store at " + address + " after " +
+                                              std::to_string(attempts) + " attempts (last error: " + last_error + ")");
+    }
     const auto now = Clock::now();
     if (now >= deadline) break;
     if (now >= next_note) {

@@ -1,0 +1,246 @@
+// dp-launch against what its environment and its ranks can do to it: a rank that prints as
+// fast as it can, a SIGCHLD the launcher inherited as ignored, a closed terminal (SIGHUP)
+// with ranks that started processes of their own, Ctrl-C while a node waits for node 0's
+// store or node 0 waits for the others, and an IPv6 master_addr. Each used to hang the
+// launcher, leave processes behind or report success; each must now end within seconds.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/free_port.h"
+#include "testing/temp_dir.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using zdp::testing::TempDir;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Processes whose command line mentions `tag` (what a job left behind).
+std::vector<int> processes_with(const std::string& tag) {
+  std::vector<int> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmd = read_file((entry.path() / "cmdline").string());
+    if (cmd.find(tag) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+struct Exit {
+  int code = -1;       // -1: killed by a signal, or still running at the limit
+  bool hung = false;   // still running at the limit (then killed)
+  double seconds = 0;
+  std::string output;  // stdout and stderr, from a file (a flood must not fill memory)
+};
+
+class Launcher {
+ public:
+  // `argv` run with its output to `log`, with `env` added to the environment.
+  Launcher(const std::vector<std::string>& argv, const std::string& log,
+           const std::map<std::string, std::string>& env = {})
+      : log_(log), start_(Clock::now()) {
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
+    for (const auto& [k, v] : env) environment.push_back(k + "=" + v);
+    std::vector<std::string> args = argv;
+    std::vector<char*> a, e;
+    for (std::string& s : args) a.push_back(s.data());
+    a.push_back(nullptr);
+    for (std::string& s : environment) e.push_back(s.data());
+    e.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    EXPECT_EQ(::posix_spawn(&pid_, a[0], &actions, nullptr, a.data(), e.data()), 0) << argv[0];
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit, at most `limit` from the start (then SIGKILL: hung).
+  Exit wait(std::chrono::seconds limit) {
+    Exit x;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (Clock::now() - start_ > limit) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        x.hung = true;
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    x.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (!x.hung && WIFEXITED(status)) x.code = WEXITSTATUS(status);
+    const std::string out = read_file(log_);
+    x.output = out.size() > 20000 ? out.substr(0, 10000) + "\n...\n" + out.substr(out.size() - 10000) : out;
+    return x;
+  }
+
+ private:
+  std::string log_;
+  Clock::time_point start_;
+  pid_t pid_ = -1;
+};
+
+class LauncherSignals : public ::testing::Test {
+ protected:
+  // A job of `nproc` ranks of `program` with `args`; no rendezvous deadline or heartbeats
+  // (the programs here do not call zdp::init).
+  std::string config(int nproc, const std::string& program, const std::vector<std::string>& args,
+                     const std::string& extra = "", int startup_timeout_s = 0) {
+    std::ostringstream c;
+    c << "[launch]\nnproc_per_node = " << nproc << "\nprogram = \"" << program << "\"\nargs = [";
+    for (size_t i = 0; i < args.size(); ++i) c << (i ? ", " : "") << "'" << args[i] << "'";
+    c << "]\nlog_dir = \"" << dir_.path() << "/logs\"\nmaster_port = " << port_
+      << "\nstartup_timeout_s = " << startup_timeout_s << "\nheartbeat_timeout_s = 0\n" << extra << "\n[train]\nglobal_batch = 12\n";
+    const std::string path = dir_.path() + "/job-" + std::to_string(++configs_) + ".toml";
+    std::ofstream(path) << c.str();
+    return path;
+  }
+  std::string out(const std::string& name) const { return dir_.path() + "/" + name; }
+  // Waits until `path` has at least `bytes` bytes (the ranks are up), at most 20 s.
+  static void await_output(const std::string& path, size_t bytes = 1) {
+    const auto limit = Clock::now() + 20s;
+    while (Clock::now() < limit && (!fs::exists(path) || fs::file_size(path) < bytes)) std::this_thread::sleep_for(50ms);
+  }
+  void TearDown() override {
+    std::this_thread::sleep_for(200ms);  // what the kernel still has to reap
+    EXPECT_TRUE(processes_with(dir_.path()).empty()) << "processes left behind";
+  }
+
+  TempDir dir_;
+  int port_ = zdp::testing::free_port();
+  int configs_ = 0;
+};
+
+// A rank printing as fast as it can kept its pipe full, and the launcher read it until it
+// was empty, which never happened: SIGTERM went unseen until the rank stopped on its own.
+TEST_F(LauncherSignals, AFloodingRankDoesNotKeepTheLauncherFromStopping) {
+  Launcher l({ZDP_DP_LAUNCH, config(1, "/usr/bin/yes", {dir_.path()})}, out("launch.log"));
+  await_output(out("logs/rank-0.log"), 1 << 20);
+  ::kill(l.pid(), SIGTERM);
+  const auto signalled = Clock::now();
+  const Exit x = l.wait(60s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 128 + SIGTERM) << x.output;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - signalled).count(), 3.0) << x.output;  // 8-9 s before
+}
+
+// SIGCHLD inherited as ignored (a parent that set it so, as some job schedulers and
+// Python programs do): the kernel reaped the ranks itself, waitpid() never reported their
+// exit, and the launcher waited forever for ranks that were long gone.
+TEST_F(LauncherSignals, AnInheritedIgnoredSigchldDoesNotHideTheRanksExits) {
+  const std::string job = config(2, "/bin/sh", {"-c", "echo done; : " + dir_.path()});
+  // bash: dash's trap '' CHLD leaves SIGCHLD at its default.
+  Launcher l({"/bin/bash", "-c", std::string("trap '' CHLD; exec ") + ZDP_DP_LAUNCH + " " + job}, out("launch.log"));
+  const Exit x = l.wait(30s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 0) << x.output;
+  EXPECT_NE(x.output.find("all 2 ranks exited 0"), std::string::npos) << x.output;
+}
+
+// A closed terminal or ssh session: SIGHUP killed the launcher at once, and what its ranks
+// had started (here a shell each rank runs in the background) outlived it. Now it stops
+// the ranks' process groups as for SIGTERM.
+TEST_F(LauncherSignals, SighupStopsTheRanksAndWhatTheyStarted) {
+  const std::string child = "sleep 1000; : child of a rank " + dir_.path();
+  Launcher l({ZDP_DP_LAUNCH, config(2, "/bin/sh", {"-c", "sh -c \"" + child + "\" & echo up; wait"})},
+             out("launch.log"));
+  await_output(out("logs/rank-1.log"), std::strlen("=== attempt 0 ===\nup\n"));
+  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(processes_with("child of a rank " + dir_.path()).empty()) << "the ranks' children never started";
+  ::kill(l.pid(), SIGHUP);
+  const Exit x = l.wait(30s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 128 + SIGHUP) << x.output;
+  // TearDown: nothing of the job is left, the ranks' children included.
+}
+
+// A node other than 0 retrying node 0's store: Ctrl-C went unseen for as long as
+// launch.startup_timeout_s (up to a day).
+TEST_F(LauncherSignals, CtrlCWhileWaitingForNodeZerosStoreStopsAtOnce) {
+  const std::string job = config(1, "/bin/true", {dir_.path()}, "nnodes = 2", 600);
+  Launcher l({ZDP_DP_LAUNCH, job, "--node-rank", "1"}, out("launch.log"), {{"ZDP_JOB_SECRET", "0123456789abcdef0123"}});
+  std::this_thread::sleep_for(1500ms);
+  ::kill(l.pid(), SIGINT);
+  const Exit x = l.wait(60s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 128 + SIGINT) << x.output;
+  EXPECT_LT(x.seconds, 10.0) << x.output;
+  EXPECT_NE(x.output.find("stopped by signal 2 while connecting to the store of node 0"), std::string::npos)
+      << x.output;
+}
+
+// Node 0's ranks are done and it waits for node 1's: Ctrl-C there ended with "all ranks
+// exited 0" and exit 0, the store gone under node 1. Now it is a failure node 1 hears of.
+TEST_F(LauncherSignals, CtrlCWhileNodeZeroWaitsForTheOthersIsNotASuccess) {
+  const std::string job =
+      config(1, "/bin/sh", {"-c", "test \"$GROUP_RANK\" = 0 || sleep 60; : " + dir_.path()}, "nnodes = 2");
+  const std::map<std::string, std::string> secret = {{"ZDP_JOB_SECRET", "0123456789abcdef0123"}};
+  Launcher node0({ZDP_DP_LAUNCH, job, "--node-rank", "0"}, out("node0.log"), secret);
+  Launcher node1({ZDP_DP_LAUNCH, job, "--node-rank", "1"}, out("node1.log"), secret);
+  await_output(out("logs/rank-1.log"));  // node 1's rank is up (and sleeping)
+  std::this_thread::sleep_for(1s);       // node 0's rank has exited 0 by now
+  ::kill(node0.pid(), SIGINT);
+  const Exit x0 = node0.wait(30s);
+  EXPECT_FALSE(x0.hung) << x0.output;
+  EXPECT_EQ(x0.code, 128 + SIGINT) << x0.output;
+  EXPECT_NE(x0.output.find("stopped by signal 2 while waiting for the other nodes"), std::string::npos) << x0.output;
+  const Exit x1 = node1.wait(60s);
+  EXPECT_FALSE(x1.hung) << x1.output;
+  EXPECT_NE(x1.code, 0) << x1.output;
+}
+
+bool ipv6_loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// master_addr = "::1": the store listened on 127.0.0.1 only, and the ranks retried
+// "connection refused" on ::1 until their timeout.
+TEST_F(LauncherSignals, AnIpv6MasterAddrIsWhereTheStoreListens) {
+  if (!ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  const Exit x = Launcher({ZDP_DP_LAUNCH, config(2, ZDP_RANK_PROBE, {"--tag", dir_.path()},
+                                                 "master_addr = \"::1\"", 60)},
+                          out("launch.log"))
+                     .wait(60s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 0) << x.output;
+  EXPECT_NE(x.output.find("probe rank 1/2 ok"), std::string::npos) << x.output;
+}
+
+}  // namespace
