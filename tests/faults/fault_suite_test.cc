@@ -78,7 +78,7 @@ class FaultSuite : public ::testing::Test {
     if (phase == "collective") f.seq = first_of_step(f.step) + static_cast<uint64_t>(random_.integer(0, 7));
     // The checkpoint write has no communicator of its own to drop: drop inside one of
     // the save's collectives instead.
-    if (phase == "checkpoint" && action == "drop") f.seq = first_of_step(f.step) + 8 + static_cast<uint64_t>(random_.integer(0, 5));
+    if (phase == "checkpoint" && action == "drop") f.seq = first_of_step(f.step) + 8 + static_cast<uint64_t>(random_.integer(0, kSaveCollectives - 1));
     return f;
   }
 
