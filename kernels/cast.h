@@ -36,8 +36,24 @@ ZDP_HD T scale_element(T x, float scale) {
   return from_f32<T>(to_f32(x) * scale);
 }
 
+// fp32 -> bf16 or fp16 rounded stochastically exactly as the optimizer's update rounds
+// its output (kernels/slice_update.h, optim.rounding = "stochastic"): element k with the
+// Philox bits of (seed, step, first_index + k) (kernels/philox.h). What the engine needs
+// when it rounds a checkpoint's masters back into the parameters: the bits the run had
+// after that optimizer step. CPU only (the engine rounds on the host: once per load).
+struct StochasticCastArgs {
+  const float* src = nullptr;
+  void* dst = nullptr;
+  DType dst_dtype = DType::kBF16;  // bf16 or fp16
+  int64_t count = 0;
+  uint64_t seed = 0;
+  uint64_t step = 0;         // the optimizer step that wrote the parameters (t, from 1)
+  uint64_t first_index = 0;  // element index (among all parameter elements) of src[0]
+};
+
 // Any of fp32, bf16, fp16 to any of them (same dtype copies).
 Status cast_cpu(const CastArgs& args);
+Status cast_stochastic_cpu(const StochasticCastArgs& args);
 Status scale_cpu(const ScaleArgs& args);
 
 // CUDA launchers on `stream`; kUnavailable in builds without CUDA.

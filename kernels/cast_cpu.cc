@@ -1,11 +1,13 @@
 // Casts and in-place scaling on the CPU: OpenMP blocks of plain loops over cast_element()
 // and scale_element() (kernels/cast.h).
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "kernels/cast.h"
 #include "kernels/cpu_parallel.h"
+#include "kernels/philox.h"
 
 namespace zdp::kernels {
 
@@ -65,6 +67,29 @@ Status cast_cpu(const CastArgs& a) {
       });
       return Status::Ok();
     });
+  });
+}
+
+Status cast_stochastic_cpu(const StochasticCastArgs& a) {
+  if (a.count < 0) return invalid("stochastic cast: count " + std::to_string(a.count) + " < 0");
+  if (a.count > 0 && (!a.src || !a.dst)) return invalid("stochastic cast: null src or dst");
+  if (a.dst_dtype != DType::kBF16 && a.dst_dtype != DType::kF16) {
+    return invalid(std::string("stochastic cast: fp32 -> ") + to_string(a.dst_dtype) + " (only bf16 and fp16)");
+  }
+  if (a.count == 0) return Status::Ok();
+  return dispatch_float(a.dst_dtype, "stochastic cast dst", [&](auto d) {
+    using D = decltype(d);
+    D* __restrict dst = static_cast<D*>(a.dst);
+    // Tiles of cpu::kRandomTile, so that each block draws its bits as the update loop does.
+    cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
+      uint32_t bits[cpu::kRandomTile];
+      for (int64_t t0 = begin; t0 < end; t0 += cpu::kRandomTile) {
+        const int64_t len = std::min(cpu::kRandomTile, end - t0);
+        cpu::fill_random_bits(a.seed, a.step, a.first_index + static_cast<uint64_t>(t0), len, bits);
+        for (int64_t k = 0; k < len; ++k) dst[t0 + k] = round_param<D>(a.src[t0 + k], bits[k], Rounding::kStochastic);
+      }
+    });
+    return Status::Ok();
   });
 }
 

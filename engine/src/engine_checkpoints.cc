@@ -27,7 +27,7 @@ StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_roo
   checkpoint::CheckpointParts parts{m.env, m.opt, m.layout, *m.state};
   ZDP_ASSIGN_OR_RETURN(CheckpointState saved, checkpoint::load(parts, store, path_or_root, options));
   const std::string where = m.env.who + ": load_checkpoint from " + path_or_root;
-  ZDP_RETURN_IF_ERROR(m.env.failure.fail(m.params->restore_from_masters(m.state->master(), where)));
+  ZDP_RETURN_IF_ERROR(m.env.failure.fail(m.params->restore_from_masters(m.state->master(), m.state->steps(), where)));
   m.grads->reset_step();
   if (m.quant->error() != nullptr) {
     // Checkpoints do not keep the error feedback: it is at most half a quantization step

@@ -68,13 +68,22 @@ Status ParamGatherer::wait_all(const std::string& where) {
   return Status::Ok();
 }
 
-Status ParamGatherer::restore_from_masters(const float* master, const std::string& where) {
+Status ParamGatherer::restore_from_masters(const float* master, int64_t steps, const std::string& where) {
   Exec& exec = *env_.exec;
   const DType cdt = opt_.compute_dtype;
+  const bool stochastic = opt_.optim.rounding == ParamRounding::kStochastic && cdt != DType::kF32 && steps > 0;
+  int64_t first_element = 0;  // of the bucket, among all parameter elements (OptimizerState::update's key)
   for (int b = 0; b < static_cast<int>(layout_.buckets().size()); ++b) {
     const OwnedRange o = owned_range(layout_, opt_, env_.rank, b);
     void* dst = owned(o);
-    ZDP_RETURN_IF_ERROR(exec.cast(kernels::CastArgs{master + o.state, DType::kF32, dst, cdt, o.count}));
+    const Bucket& bk = bucket(b);
+    if (stochastic) {
+      ZDP_RETURN_IF_ERROR(round_stochastic(master + o.state, dst, o.count, static_cast<uint64_t>(steps),
+                                           static_cast<uint64_t>(first_element + (o.flat - bk.begin)), where));
+    } else {
+      ZDP_RETURN_IF_ERROR(exec.cast(kernels::CastArgs{master + o.state, DType::kF32, dst, cdt, o.count}));
+    }
+    first_element += bk.payload;
     if (opt_.zero.shards_optimizer() && !opt_.zero.shards_params()) {
       ZDP_RETURN_IF_ERROR(exec.comm_after_compute());
       ZDP_RETURN_IF_ERROR(
@@ -85,6 +94,33 @@ Status ParamGatherer::restore_from_masters(const float* master, const std::strin
   std::fill(pending_.begin(), pending_.end(), 0);
   if (opt_.zero.shards_params()) invalidate();
   return Status::Ok();
+}
+
+// On the host, where the bits are drawn as the CPU twin of the update draws them: a CUDA
+// engine copies the owned masters out and the rounded parameters back (once per load).
+Status ParamGatherer::round_stochastic(const float* master, void* dst, int64_t count, uint64_t step,
+                                       uint64_t first_index, const std::string& where) {
+  Exec& exec = *env_.exec;
+  kernels::StochasticCastArgs a;
+  a.dst_dtype = opt_.compute_dtype;
+  a.count = count;
+  a.seed = static_cast<uint64_t>(opt_.seed);
+  a.step = step;
+  a.first_index = first_index;
+  if (!exec.cuda()) {
+    a.src = master;
+    a.dst = dst;
+    return kernels::cast_stochastic_cpu(a);
+  }
+  std::vector<float> host_master(static_cast<size_t>(count));
+  std::vector<uint16_t> host_param(static_cast<size_t>(count));
+  ZDP_RETURN_IF_ERROR(exec.copy(host_master.data(), master, count * static_cast<int64_t>(sizeof(float))));
+  ZDP_RETURN_IF_ERROR(exec.synchronize(where + ": masters to the host for stochastic rounding"));
+  a.src = host_master.data();
+  a.dst = host_param.data();
+  ZDP_RETURN_IF_ERROR(kernels::cast_stochastic_cpu(a));
+  ZDP_RETURN_IF_ERROR(exec.copy(dst, host_param.data(), count * static_cast<int64_t>(sizeof(uint16_t))));
+  return exec.synchronize(where + ": stochastically rounded parameters to the device");
 }
 
 int ParamGatherer::index_of(int layer) const {

@@ -42,8 +42,10 @@ class ParamGatherer {
   // The parameters changed (a step, a load): stage-3 buffers no longer hold them.
   void invalidate();
   // After a load: the parameters from the fp32 masters (indexed like the optimizer
-  // state), all-gathered at stages 1-2, as the end of step() leaves them; waits.
-  Status restore_from_masters(const float* master, const std::string& where);
+  // state), all-gathered at stages 1-2, as the end of step() leaves them; waits. With
+  // optim.rounding = "stochastic" they are rounded as optimizer step `steps` rounded them
+  // (its Philox key), so a resumed run computes with the bits the uninterrupted one had.
+  Status restore_from_masters(const float* master, int64_t steps, const std::string& where);
   // Stage 3 with overlap_param_gather: gathers the first layer groups for the next forward.
   Status prefetch_after_step(int64_t steps);
 
@@ -60,6 +62,8 @@ class ParamGatherer {
   void count_memory(int64_t* measured) const;
 
  private:
+  Status round_stochastic(const float* master, void* dst, int64_t count, uint64_t step, uint64_t first_index,
+                          const std::string& where);
   ParamGatherer(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline,
                 QuantizedExchange& quant)
       : env_(env), opt_(options), layout_(layout), timeline_(timeline), quant_(quant) {}

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -110,6 +111,51 @@ int64_t run_and_check(const std::string& dtype, const std::string& rounding, int
   }
   std::remove(path.c_str());
   return failures.empty() ? differ : -1;
+}
+
+// A resume rounds the checkpoint's masters into the parameters as the run's last step
+// did (the same Philox key), so the resumed run computes with the uninterrupted one's
+// bits: a load rounded them to nearest, and a deterministic run diverged after a resume.
+// Saved by K = 2 at stage 1, loaded by K = 1 at stage 3 and by K = 4 at stage 0.
+template <typename T>
+std::string resume_and_check(const std::string& dtype, int load_stage, int load_world) {
+  const std::string dir = ::testing::TempDir() + "zdp_rounding_ckpt_" + std::to_string(::getpid());
+  std::string failures = testing::describe_failures(fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, "stochastic", 1, k));
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
+    ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
+    options.loss_scale.initial = 1024;
+    Engine engine(ctx, options);
+    ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+    ZDP_RETURN_IF_ERROR(engine.finalize());
+    for (int step = 0; step < kSteps; ++step) {
+      ZDP_RETURN_IF_ERROR(model.train_micro<T>(engine, step, rank * 12, 12).status());
+      ZDP_RETURN_IF_ERROR(engine.step().status());
+    }
+    CheckpointState state;
+    state.step = kSteps;
+    return engine.save_checkpoint(dir, state).status();
+  }));
+  failures += testing::describe_failures(fork_ranks(load_world, [&](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, "stochastic", load_stage, k));
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
+    ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
+    Engine engine(ctx, options);
+    ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+    ZDP_RETURN_IF_ERROR(engine.finalize());
+    ZDP_RETURN_IF_ERROR(engine.load_checkpoint(dir).status());
+    int64_t differ = 0;
+    ZDP_RETURN_IF_ERROR(check_rank0<T>(engine, model, /*stochastic_rounding=*/true, &differ));
+    return differ > 916 / 10 ? Status::Ok() : Status(StatusCode::kInternal, "too few elements rounded away from nearest");
+  }));
+  std::filesystem::remove_all(dir);
+  return failures;
+}
+
+TEST(EngineRounding, AResumeRoundsTheMastersAsTheRunsLastStepDid) {
+  EXPECT_EQ(resume_and_check<kernels::Bf16>("bf16", 3, 1), "");
+  EXPECT_EQ(resume_and_check<kernels::Bf16>("bf16", 0, 4), "");
+  EXPECT_EQ(resume_and_check<kernels::Half>("fp16", 2, 2), "");
 }
 
 // Every K and stage rounds each element by the same key: the check holds in all of them.
