@@ -19,6 +19,7 @@
 #include "testing/device_arrays.h"
 #include "testing/engine_comparisons.h"
 #include "testing/engine_runs.h"
+#include "testing/temp_dir.h"
 
 namespace zdp {
 namespace {
@@ -167,6 +168,32 @@ TEST_F(EngineGpu, SgdStochasticRoundingAndScheduleMatchTheCpuBitForBit) {
     cosine.options.optim.min_lr = 1e-3;
     cosine.options.total_steps = cosine.steps;
     expect_same_bits(cosine, at + ", warm-up then cosine");
+  }
+}
+
+// A resume with bf16 parameters rounded stochastically: the load rounds the masters on the
+// host with the key of the step that wrote them (copied out of and back to the device),
+// so the run that saved at step 4 and resumed ends where the uninterrupted run ends, bit
+// for bit, on the GPU as on the CPU.
+TEST_F(EngineGpu, AResumeWithStochasticRoundingEndsWhereTheUninterruptedRunEnds) {
+  testing::TempDir dir;
+  for (Context* ctx : {gpu_.get(), cpu_.get()}) {
+    const std::string at = ctx == gpu_.get() ? "GPU" : "CPU";
+    EngineRun whole = job(1, DType::kBF16, 1, GradAccumulation::kLocal);
+    whole.options.optim.rounding = ParamRounding::kStochastic;
+    whole.steps = 8;
+    EngineRunResult uninterrupted, first, resumed;
+    ASSERT_TRUE(testing::train_on(*ctx, whole, uninterrupted).ok()) << at;
+    EngineRun saving = whole;
+    saving.steps = 4;
+    saving.save_steps = {4};
+    saving.save_root = dir.path() + "/" + at;
+    ASSERT_TRUE(testing::train_on(*ctx, saving, first).ok()) << at;
+    EngineRun resuming = whole;
+    resuming.load_from = saving.save_root;
+    const Status r = testing::train_on(*ctx, resuming, resumed);
+    ASSERT_TRUE(r.ok()) << at << ": " << r.to_string();
+    EXPECT_EQ(resumed.masters, uninterrupted.masters) << at << ": the resumed run's masters differ";
   }
 }
 

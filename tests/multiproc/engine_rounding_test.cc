@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/philox.h"
+#include "testing/engine_comparisons.h"
 #include "testing/engine_runs.h"
 
 namespace zdp {
@@ -156,6 +157,32 @@ TEST(EngineRounding, AResumeRoundsTheMastersAsTheRunsLastStepDid) {
   EXPECT_EQ(resume_and_check<kernels::Bf16>("bf16", 3, 1), "");
   EXPECT_EQ(resume_and_check<kernels::Bf16>("bf16", 0, 4), "");
   EXPECT_EQ(resume_and_check<kernels::Half>("fp16", 2, 2), "");
+}
+
+// The whole run, as users see it: with bf16 parameters rounded stochastically, a run saved
+// at step 4 and resumed ends where the uninterrupted run ends, bit for bit (the GPU check
+// runs the same job on a GPU: EngineGpu.AResumeWithStochasticRounding...).
+TEST(EngineRounding, AStochasticRunResumedEndsWhereTheUninterruptedOneEnds) {
+  const std::string dir = ::testing::TempDir() + "zdp_rounding_resume_" + std::to_string(::getpid());
+  testing::EngineRun whole;
+  whole.world = 2;
+  whole.options = testing::comparison_options(1);
+  whole.options.compute_dtype = DType::kBF16;
+  whole.options.optim.rounding = ParamRounding::kStochastic;
+  whole.steps = 8;
+  const testing::EngineRunResult uninterrupted = testing::run_engine(whole);
+  ASSERT_EQ(uninterrupted.failures, "");
+  testing::EngineRun saving = whole;
+  saving.steps = 4;
+  saving.save_steps = {4};
+  saving.save_root = dir;
+  ASSERT_EQ(testing::run_engine(saving).failures, "");
+  testing::EngineRun resuming = whole;
+  resuming.load_from = dir;
+  const testing::EngineRunResult resumed = testing::run_engine(resuming);
+  ASSERT_EQ(resumed.failures, "");
+  EXPECT_EQ(testing::max_difference(resumed, uninterrupted).value, 0.0);
+  std::filesystem::remove_all(dir);
 }
 
 // Every K and stage rounds each element by the same key: the check holds in all of them.
