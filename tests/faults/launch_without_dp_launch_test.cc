@@ -147,5 +147,25 @@ TEST(WithoutDpLaunchStore, ARankWhoseStoreNeverComesSaysSoAndGivesUpAtTheStartup
   EXPECT_LT(run.seconds, 15.0);
 }
 
+// launch.startup_timeout_s = 0 is no rendezvous deadline: a rank started before rank 0
+// hosts the store waits for it (as long as a collective waits, collective_timeout_s), where
+// it used to try once and fail at once.
+TEST(WithoutDpLaunchStore, WithoutAStartupDeadlineARankWaitsForTheStore) {
+  TempDir dir;
+  const int port = free_port();
+  const std::string config = write_job_config(dir.path(), port, kSteps);
+  const JobRun run = finish_job(start_job({ZDP_DP_TRAIN, "--config", config, "--set", "launch.startup_timeout_s=0",
+                                           "--set", "launch.collective_timeout_s=12"},
+                                          {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
+                                           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}},
+                                          true),
+                                seconds(60));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_TRUE(run.has("waiting for the store at 127.0.0.1:" + std::to_string(port))) << run.output();
+  EXPECT_TRUE(run.has("cannot connect to the store at 127.0.0.1:" + std::to_string(port))) << run.output();
+  EXPECT_GE(run.seconds, 12.0) << run.output();
+  EXPECT_LT(run.seconds, 25.0);
+}
+
 }  // namespace
 }  // namespace zdp::testing

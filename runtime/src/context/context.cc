@@ -1,6 +1,7 @@
 // zdp::init: environment -> config -> store -> device -> communicator -> ready.
 #include "zdp/context.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -102,9 +103,14 @@ StatusOr<Context> init(const InitOptions& options) {
       ZDP_ASSIGN_OR_RETURN(ctx.hosted_store_, host_store(ctx.env_));
     }
     // The store may come up after this rank (its host starts later): wait as long as the
-    // launcher waits for every rank to join.
+    // launcher waits for every rank to join. startup_timeout_s = 0 means no such deadline,
+    // not "give up at once" (a connect deadline of 0 tried once: under torchrun or srun
+    // every rank that started before rank 0 bound its port failed): then as long as a
+    // collective waits for a peer, and at least 10 s, as dp-launch's own connection.
     const LaunchConfig& launch = ctx.config_.launch;
-    const auto connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(launch.startup_timeout_s * 1000));
+    const double connect_s =
+        launch.startup_timeout_s > 0 ? launch.startup_timeout_s : std::max(launch.collective_timeout_s, 10.0);
+    const auto connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_s * 1000));
     StatusOr<std::unique_ptr<Store>> store = connect_job_store(ctx.env_, connect_timeout);
     if (!store.ok()) return store.status();
     ctx.store_ = std::move(*store);
