@@ -74,16 +74,29 @@ void report_failure(const GroupResult& r) {
   }
 }
 
-// Node 0 stays up (its store serves the others) until every node has finished.
-void wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::milliseconds limit) {
+// Node 0 stays up (its store serves the others) until every node has finished. Returns
+// "" when they all did; otherwise why the job did not finish everywhere: another node's
+// failure (the job-failed key) or nodes that never reported done within `limit`, so
+// that node 0 does not report success for a job that failed elsewhere.
+std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::milliseconds limit) {
   std::vector<std::string> keys;
   for (int n = 1; n < nnodes; ++n) keys.push_back(zdp::job_keys::node_done(n));
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline && g_interrupt.load() == 0) {
-    if (store.wait(keys, std::chrono::milliseconds(500)).ok()) return;
+    if (store.wait(keys, std::chrono::milliseconds(500)).ok()) return "";
     zdp::StatusOr<bool> failed = store.check({zdp::job_keys::kJobFailed});
-    if (failed.ok() && *failed) return;
+    if (failed.ok() && *failed) {
+      zdp::StatusOr<std::string> why = store.get(zdp::job_keys::kJobFailed, std::chrono::milliseconds(1000));
+      return "another node stopped the job: " + (why.ok() ? *why : std::string("(reason unknown)"));
+    }
   }
+  if (g_interrupt.load() != 0) return "";  // the caller reports the signal
+  std::string missing;
+  for (int n = 1; n < nnodes; ++n) {
+    zdp::StatusOr<bool> done = store.check({zdp::job_keys::node_done(n)});
+    if (!done.ok() || !*done) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+  }
+  return "node(s) " + missing + " did not report their ranks done within launch.collective_timeout_s after node 0's";
 }
 
 int run(const std::string& config_path, const std::vector<std::string>& sets, bool dry_run,
@@ -174,9 +187,10 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.store = &store;
     const GroupResult result = run_group(g, g_interrupt);
     if (result.ok()) {
+      std::string elsewhere;
       if (plan->hosts_store() && plan->nnodes > 1) {
-        wait_for_other_nodes(store, plan->nnodes,
-                             std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
+        elsewhere = wait_for_other_nodes(
+            store, plan->nnodes, std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
       }
       if (interrupted()) {  // node 0's ranks were done, the other nodes' may not be: not a success
         const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
@@ -184,6 +198,10 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         (void)store.set(zdp::job_keys::kJobFailed, why);
         say(why);
         return 128 + g_interrupt.load();
+      }
+      if (!elsewhere.empty()) {  // node 0's ranks succeeded, the job did not
+        say("node " + std::to_string(plan->node_rank) + ": " + result.reason + ", but " + elsewhere);
+        return 1;
       }
       say("node " + std::to_string(plan->node_rank) + ": " + result.reason);
       return 0;

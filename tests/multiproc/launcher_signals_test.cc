@@ -219,6 +219,22 @@ TEST_F(LauncherSignals, CtrlCWhileNodeZeroWaitsForTheOthersIsNotASuccess) {
   EXPECT_NE(x1.code, 0) << x1.output;
 }
 
+// Node 0's ranks are done when a rank of node 1 fails: node 0 said "all ranks exited 0",
+// exited 0 and took the store away. Now the job's failure is node 0's exit status too.
+TEST_F(LauncherSignals, NodeZeroDoesNotReportSuccessForAJobThatFailedElsewhere) {
+  const std::string job =
+      config(1, "/bin/sh", {"-c", "test \"$GROUP_RANK\" = 0 || { sleep 1; exit 3; }; : " + dir_.path()}, "nnodes = 2");
+  const std::map<std::string, std::string> secret = {{"ZDP_JOB_SECRET", "0123456789abcdef0123"}};
+  Launcher node0({ZDP_DP_LAUNCH, job, "--node-rank", "0"}, out("node0.log"), secret);
+  Launcher node1({ZDP_DP_LAUNCH, job, "--node-rank", "1"}, out("node1.log"), secret);
+  const Exit x1 = node1.wait(60s);
+  EXPECT_EQ(x1.code, 1) << x1.output;
+  const Exit x0 = node0.wait(60s);
+  EXPECT_FALSE(x0.hung) << x0.output;
+  EXPECT_EQ(x0.code, 1) << x0.output;
+  EXPECT_NE(x0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << x0.output;
+}
+
 bool ipv6_loopback() {
   const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   if (fd < 0) return false;
