@@ -30,17 +30,24 @@ class OwningPrefixStore final : public PrefixStore {
 StatusOr<std::unique_ptr<HeartbeatPublisher>> HeartbeatPublisher::start(
     const LaunchEnv& env, std::chrono::milliseconds timeout, std::shared_ptr<RankProgress> progress) {
   // The store answered this rank a moment ago: a few seconds are plenty.
-  StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::connect(env.store_host, env.store_port, std::chrono::seconds(10), env.job_secret);
-  if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank) + ": heartbeat");
-  auto store = std::make_unique<OwningPrefixStore>(attempt_prefix(env.attempt), std::move(*client));
+  auto connect = [env](std::chrono::milliseconds within) -> StatusOr<std::unique_ptr<Store>> {
+    StatusOr<std::unique_ptr<TcpStoreClient>> client =
+        TcpStoreClient::connect(env.store_host, env.store_port, within, env.job_secret);
+    if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank) + ": heartbeat");
+    return std::unique_ptr<Store>(new OwningPrefixStore(attempt_prefix(env.attempt), std::move(*client)));
+  };
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, connect(std::chrono::seconds(10)));
   return std::make_unique<HeartbeatPublisher>(std::move(store), env.rank, heartbeat_interval(timeout),
-                                              std::move(progress));
+                                              std::move(progress), [connect] { return connect(std::chrono::seconds(2)); });
 }
 
 HeartbeatPublisher::HeartbeatPublisher(std::unique_ptr<Store> store, int rank, std::chrono::milliseconds interval,
-                                       std::shared_ptr<RankProgress> progress)
-    : store_(std::move(store)), rank_(rank), interval_(interval), progress_(std::move(progress)) {
+                                       std::shared_ptr<RankProgress> progress, Reconnect reconnect)
+    : store_(std::move(store)),
+      rank_(rank),
+      interval_(interval),
+      progress_(std::move(progress)),
+      reconnect_(std::move(reconnect)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -79,10 +86,29 @@ void HeartbeatPublisher::loop() {
     if (failed.ok()) {
       print_flight_record(*failed);
       printed = true;
-    } else if (failed.status().code() != StatusCode::kTimeout) {
-      ZDP_LOG(kDebug) << "heartbeat: the store is gone (" << failed.status().message() << "); no more heartbeats";
+    } else if (failed.status().code() != StatusCode::kTimeout && !reconnect_after(failed.status())) {
       return;
     }
+  }
+}
+
+bool HeartbeatPublisher::reconnect_after(const Status& failure) {
+  if (!reconnect_) {
+    ZDP_LOG(kWarn) << "heartbeat: the store failed (" << failure.message() << "); no more heartbeats from this rank";
+    return false;
+  }
+  ZDP_LOG(kWarn) << "heartbeat: the store connection failed (" << failure.message() << "); connecting again";
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    StatusOr<std::unique_ptr<Store>> fresh = reconnect_();
+    if (fresh.ok()) {
+      store_ = std::move(*fresh);
+      ZDP_LOG(kInfo) << "heartbeat: connected to the store again after "
+                     << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
+      return true;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) return false;
   }
 }
 
