@@ -14,6 +14,7 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
+#include "launcher/reconnecting_store.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
@@ -171,8 +172,24 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         " to their peers; launch.rank_addr or launch.socket_ifname choose another");
   }
 
+  // Connected again when a network blip breaks the connection (reconnecting_store.h).
+  ReconnectingStore job_store(
+      std::move(*client),
+      [&plan](std::chrono::milliseconds within) -> zdp::StatusOr<std::unique_ptr<zdp::Store>> {
+        zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> again =
+            zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, within, plan->secret, "", interrupted);
+        if (!again.ok()) return again.status();
+        return std::unique_ptr<zdp::Store>(std::move(*again));
+      },
+      std::chrono::seconds(30));
+  // Node 0's store goes with its launcher: after a failure, it stays a second, so that
+  // the other nodes' launchers (which read the job-failed key every 0.25 s) learn why.
+  auto leave = [&plan](int code) {
+    if (code != 0 && plan->hosts_store() && plan->nnodes > 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+    return code;
+  };
   for (int attempt = 0;; ++attempt) {
-    zdp::PrefixStore store(zdp::attempt_prefix(attempt), **client);
+    zdp::PrefixStore store(zdp::attempt_prefix(attempt), job_store);
     GroupOptions g;
     g.ranks = plan->local_ranks(*config, attempt);
     g.world_size = plan->world_size;
@@ -197,7 +214,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
                                 std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
         (void)store.set(zdp::job_keys::kJobFailed, why);
         say(why);
-        return 128 + g_interrupt.load();
+        return leave(128 + g_interrupt.load());
       }
       if (!elsewhere.empty()) {  // node 0's ranks succeeded, the job did not
         say("node " + std::to_string(plan->node_rank) + ": " + result.reason + ", but " + elsewhere);
@@ -208,13 +225,13 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     }
     report_failure(result);
     // A signal that came while the group failed (or during a spawn) stops the job: no restart.
-    if (result.outcome == GroupOutcome::kInterrupted || interrupted()) return 128 + g_interrupt.load();
+    if (result.outcome == GroupOutcome::kInterrupted || interrupted()) return leave(128 + g_interrupt.load());
     if (attempt >= config->launch.max_restarts) {
       if (config->launch.max_restarts > 0) {
         say("giving up after " + std::to_string(attempt + 1) + " attempts (launch.max_restarts = " +
             std::to_string(config->launch.max_restarts) + ")");
       }
-      return 1;
+      return leave(1);
     }
     say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " +
         std::to_string(config->launch.max_restarts + 1) + " (reason: " + result.reason + ")");

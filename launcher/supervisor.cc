@@ -52,6 +52,10 @@ class Group {
     while (true) {
       pump_.pump(kPollInterval);
       if (const int sig = interrupt_.load()) {
+        // The other nodes stop too (within their next check of the key), not when they
+        // find node 0's store gone.
+        report_job_failed("node " + std::to_string(o_.node_rank) + "'s launcher received signal " +
+                          std::to_string(sig));
         stop_all(sig == SIGINT ? SIGINT : SIGTERM);
         return finish(GroupOutcome::kInterrupted, "the launcher received signal " + std::to_string(sig) +
                                                       "; stopped the ranks");
