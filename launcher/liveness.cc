@@ -165,10 +165,11 @@ Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local
   return straggler(beats, local, now, timeout, reported_slow);
 }
 
-std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now) {
+std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
+                    const std::vector<bool>& exited) {
   int worst = -1;
   for (size_t r = 0; r < beats.size(); ++r) {
-    if (static_cast<int>(r) == failed || !beats[r].seen) continue;
+    if (static_cast<int>(r) == failed || !beats[r].seen || (r < exited.size() && exited[r])) continue;
     if (fresh(beats[r], now)) continue;
     if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
   }
@@ -211,13 +212,23 @@ Finding LivenessWatch::poll(LivenessClock::time_point now) {
 }
 
 void LivenessWatch::exited(int rank) {
-  if (rank >= 0 && static_cast<size_t>(rank) < local_.size()) local_[static_cast<size_t>(rank)] = false;
+  if (rank < 0 || static_cast<size_t>(rank) >= local_.size() || !local_[static_cast<size_t>(rank)]) return;
+  local_[static_cast<size_t>(rank)] = false;
+  (void)store_.set(heartbeat_keys::exited(rank), "0");
 }
 
 std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now) {
   if (!enabled()) return "";
   read(now);
-  return culprit(beats_, failed, now);
+  // A rank that exited 0 (on any node) stopped beating by finishing, e.g. before rank 0's
+  // own end-of-run work failed: not the cause.
+  std::vector<bool> exited(beats_.size(), false);
+  for (size_t r = 0; r < beats_.size(); ++r) {
+    if (static_cast<int>(r) == failed || !beats_[r].seen || fresh(beats_[r], now)) continue;
+    StatusOr<bool> mark = store_.check({heartbeat_keys::exited(static_cast<int>(r))});
+    exited[r] = mark.ok() && *mark;
+  }
+  return culprit(beats_, failed, now, exited);
 }
 
 void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit) {

@@ -46,10 +46,12 @@ struct Finding {
 Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
               std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow);
 
-// The rank (other than `failed`) whose heartbeat has been still for at least three of
-// its beats (and 1 s), the longest: "rank 0 (pid 7, host h) stopped responding 4.1 s ago
-// in step 3, at all_reduce #12 (...)". Empty when there is none.
-std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now);
+// The rank (other than `failed`, and other than those `exited` marks: they exited 0)
+// whose heartbeat has been still for at least three of its beats (and 1 s), the longest:
+// "rank 0 (pid 7, host h) stopped responding 4.1 s ago in step 3, at all_reduce #12
+// (...)". Empty when there is none.
+std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
+                    const std::vector<bool>& exited = {});
 
 class LivenessWatch {
  public:
@@ -59,7 +61,8 @@ class LivenessWatch {
 
   // Reads the heartbeats when a read is due, then judges them.
   Finding poll(LivenessClock::time_point now);
-  // A local rank that exited: its heartbeat stops, and that is no stall.
+  // A local rank that exited 0: its heartbeat stops, and that is no stall; marked in the
+  // store too, so that no node's launcher names it as the culprit of a later failure.
   void exited(int rank);
   // Reads the heartbeats now and names the likely cause of `failed`'s failure (culprit()).
   std::string culprit_of(int failed, LivenessClock::time_point now);

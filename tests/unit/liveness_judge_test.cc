@@ -117,6 +117,9 @@ TEST(Liveness, CulpritIsTheRankWhoseHeartbeatStoppedNotTheOneThatFailed) {
   const std::string c = culprit(beats, 1, kT0 + seconds(5));
   EXPECT_NE(c.find("rank 0 (pid 1, host h) stopped responding 5.0 s ago"), std::string::npos) << c;
   EXPECT_EQ(culprit(beats, 0, kT0 + seconds(5)), "") << "the failed rank itself is never its own culprit";
+  // A rank that exited 0 stopped beating by finishing: it was named as the cause of a
+  // later failure of rank 1 (rank 0's end-of-run work, say).
+  EXPECT_EQ(culprit(beats, 1, kT0 + seconds(5), {true, false}), "") << "a rank that exited 0 is no culprit";
 }
 
 TEST(Heartbeat, RoundTripsAndRefusesMalformedText) {

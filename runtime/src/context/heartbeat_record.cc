@@ -152,4 +152,5 @@ std::string describe_position(const HeartbeatRecord& r) {
 namespace zdp::heartbeat_keys {
 std::string beat(int rank) { return "zdp/heartbeat/" + std::to_string(rank); }
 std::string flight_printed(int rank) { return "zdp/flight_printed/" + std::to_string(rank); }
+std::string exited(int rank) { return "zdp/exited/" + std::to_string(rank); }
 }  // namespace zdp::heartbeat_keys
