@@ -59,6 +59,30 @@ std::vector<std::string> load_messages(
   return messages;
 }
 
+// What each rank's save_checkpoint(root, step_of(rank)) returned ("saved" or the error)
+// after `steps` optimizer steps of TinyMlp on 2 ranks, brought back through files.
+std::vector<std::string> save_messages(const std::string& root, int steps, const std::function<int64_t(int)>& step_of) {
+  TempDir out;
+  const std::string failures = testing::describe_failures(
+      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
+        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
+        Engine engine(ctx, options(2));
+        ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+        ZDP_RETURN_IF_ERROR(engine.finalize());
+        for (int step = 0; step < steps; ++step) {
+          ZDP_RETURN_IF_ERROR(model.train_micro<float>(engine, step, rank * 12, 12).status());
+          ZDP_RETURN_IF_ERROR(engine.step().status());
+        }
+        CheckpointState state;
+        state.step = step_of(rank);
+        StatusOr<std::string> saved = engine.save_checkpoint(root, state);
+        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
+        return Status::Ok();
+      }));
+  EXPECT_EQ(failures, "");
+  return {file_bytes(out.path() + "/0"), file_bytes(out.path() + "/1")};
+}
+
 // A checkpoint of another optimizer's state is refused, naming both, unless only the
 // weights are loaded.
 TEST(Checkpoint, AnotherOptimizersStateIsRefusedUnlessWeightsOnly) {
@@ -214,22 +238,10 @@ TEST(Checkpoint, ARankKilledDuringASaveLeavesThePreviousCheckpoint) {
 
 // A rank with a step counter of its own would write another checkpoint's directory.
 TEST(Checkpoint, RanksSavingDifferentStepsAreRefused) {
-  TempDir dir, out;
-  const std::string failures = testing::describe_failures(
-      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
-        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
-        Engine engine(ctx, options(2));
-        ZDP_RETURN_IF_ERROR(testing::TinyMlp::create(engine).status());
-        ZDP_RETURN_IF_ERROR(engine.finalize());
-        CheckpointState state;
-        state.step = 5 + rank;
-        StatusOr<std::string> saved = engine.save_checkpoint(dir.path(), state);
-        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
-        return Status::Ok();
-      }));
-  ASSERT_EQ(failures, "");
+  TempDir dir;
+  const std::vector<std::string> messages = save_messages(dir.path(), 0, [](int rank) { return 5 + rank; });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_THAT(file_bytes(out.path() + "/" + std::to_string(r)),
+    EXPECT_THAT(messages[static_cast<size_t>(r)],
                 HasSubstr("the ranks called save_checkpoint with different arguments (this rank: step " +
                           std::to_string(5 + r)));
   }
@@ -240,27 +252,9 @@ TEST(Checkpoint, RanksSavingDifferentStepsAreRefused) {
 // checkpoint every reader refused ("engine.optimizer_steps 3 is not in [0, step 1]"): it
 // is refused at save, before anything is written.
 TEST(Checkpoint, AStepBelowTheOptimizersStepsIsRefusedBeforeWriting) {
-  TempDir dir, out;
-  const std::string failures = testing::describe_failures(
-      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
-        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store));
-        Engine engine(ctx, options(2));
-        ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
-        ZDP_RETURN_IF_ERROR(engine.finalize());
-        for (int step = 0; step < 3; ++step) {
-          ZDP_RETURN_IF_ERROR(model.train_micro<float>(engine, step, rank * 12, 12).status());
-          ZDP_RETURN_IF_ERROR(engine.step().status());
-        }
-        CheckpointState state;
-        state.step = 1;
-        StatusOr<std::string> saved = engine.save_checkpoint(dir.path(), state);
-        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
-        return Status::Ok();
-      }));
-  ASSERT_EQ(failures, "");
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_THAT(file_bytes(out.path() + "/" + std::to_string(r)),
-                HasSubstr("save_checkpoint: step 1 is below the 3 optimizer steps taken"));
+  TempDir dir;
+  for (const std::string& m : save_messages(dir.path(), 3, [](int) { return 1; })) {
+    EXPECT_THAT(m, HasSubstr("save_checkpoint: step 1 is below the 3 optimizer steps taken"));
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }

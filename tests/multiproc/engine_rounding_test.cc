@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -74,35 +75,45 @@ Status check_rank0(Engine& engine, testing::TinyMlp& model, bool stochastic_roun
   return Status::Ok();
 }
 
+// On rank `rank` of `k`: the config's engine with TinyMlp, trained kSteps steps (with
+// `train`) or not, then `then(engine, model)`.
+template <typename T>
+Status with_engine(const std::string& dtype, const std::string& rounding, int stage, int rank, int k, Store& store,
+                   bool train, const std::function<Status(Engine&, testing::TinyMlp&)>& then) {
+  ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, rounding, stage, k));
+  ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
+  ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
+  // fp16: this model's scaled gradients overflow at the default scale 2^16; a skipped
+  // step would not count, and the check keys the bits by kSteps.
+  options.loss_scale.initial = 1024;
+  Engine engine(ctx, options);
+  ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+  ZDP_RETURN_IF_ERROR(engine.finalize());
+  const int64_t per_rank = config.train.micro_batch;
+  for (int step = 0; train && step < kSteps; ++step) {
+    ZDP_RETURN_IF_ERROR(model.train_micro<T>(engine, step, rank * per_rank, per_rank).status());
+    ZDP_RETURN_IF_ERROR(engine.step().status());
+  }
+  return then(engine, model);
+}
+
 // Trains kSteps steps of TinyMlp on `world` ranks with the config's engine and checks the
 // parameters on rank 0; returns how many elements differ from round-to-nearest (-1: failed).
 template <typename T>
 int64_t run_and_check(const std::string& dtype, const std::string& rounding, int stage, int world) {
   const std::string path = ::testing::TempDir() + "zdp_rounding_" + std::to_string(::getpid());
   const std::string failures = testing::describe_failures(fork_ranks(world, [&](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, rounding, stage, k));
-    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
-    ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
-    // fp16: this model's scaled gradients overflow at the default scale 2^16; a skipped
-    // step would not count, and the check keys the bits by kSteps.
-    options.loss_scale.initial = 1024;
-    Engine engine(ctx, options);
-    ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
-    ZDP_RETURN_IF_ERROR(engine.finalize());
-    const int64_t per_rank = config.train.micro_batch;
-    for (int step = 0; step < kSteps; ++step) {
-      ZDP_RETURN_IF_ERROR(model.train_micro<T>(engine, step, rank * per_rank, per_rank).status());
-      ZDP_RETURN_IF_ERROR(engine.step().status());
-    }
-    int64_t differ = 0;
-    ZDP_RETURN_IF_ERROR(check_rank0<T>(engine, model, rounding == "stochastic", &differ));
-    if (rank == 0) {
-      std::FILE* f = std::fopen(path.c_str(), "w");
-      if (f == nullptr) return Status(StatusCode::kIoError, "cannot write " + path);
-      std::fprintf(f, "%lld\n", static_cast<long long>(differ));
-      std::fclose(f);
-    }
-    return Status::Ok();
+    return with_engine<T>(dtype, rounding, stage, rank, k, store, true, [&](Engine& engine, testing::TinyMlp& model) {
+      int64_t differ = 0;
+      ZDP_RETURN_IF_ERROR(check_rank0<T>(engine, model, rounding == "stochastic", &differ));
+      if (rank == 0) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) return Status(StatusCode::kIoError, "cannot write " + path);
+        std::fprintf(f, "%lld\n", static_cast<long long>(differ));
+        std::fclose(f);
+      }
+      return Status::Ok();
+    });
   }));
   EXPECT_EQ(failures, "") << dtype << " " << rounding << ", stage " << stage << ", K = " << world;
   long long differ = -1;
@@ -122,32 +133,22 @@ template <typename T>
 std::string resume_and_check(const std::string& dtype, int load_stage, int load_world) {
   const std::string dir = ::testing::TempDir() + "zdp_rounding_ckpt_" + std::to_string(::getpid());
   std::string failures = testing::describe_failures(fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, "stochastic", 1, k));
-    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
-    ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
-    options.loss_scale.initial = 1024;
-    Engine engine(ctx, options);
-    ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
-    ZDP_RETURN_IF_ERROR(engine.finalize());
-    for (int step = 0; step < kSteps; ++step) {
-      ZDP_RETURN_IF_ERROR(model.train_micro<T>(engine, step, rank * 12, 12).status());
-      ZDP_RETURN_IF_ERROR(engine.step().status());
-    }
-    CheckpointState state;
-    state.step = kSteps;
-    return engine.save_checkpoint(dir, state).status();
+    return with_engine<T>(dtype, "stochastic", 1, rank, k, store, true, [&](Engine& engine, testing::TinyMlp&) {
+      CheckpointState state;
+      state.step = kSteps;
+      return engine.save_checkpoint(dir, state).status();
+    });
   }));
   failures += testing::describe_failures(fork_ranks(load_world, [&](int rank, int k, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(const Config config, rounding_config(dtype, "stochastic", load_stage, k));
-    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, 1, config));
-    ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(config, k));
-    Engine engine(ctx, options);
-    ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
-    ZDP_RETURN_IF_ERROR(engine.finalize());
-    ZDP_RETURN_IF_ERROR(engine.load_checkpoint(dir).status());
-    int64_t differ = 0;
-    ZDP_RETURN_IF_ERROR(check_rank0<T>(engine, model, /*stochastic_rounding=*/true, &differ));
-    return differ > 916 / 10 ? Status::Ok() : Status(StatusCode::kInternal, "too few elements rounded away from nearest");
+    return with_engine<T>(dtype, "stochastic", load_stage, rank, k, store, false,
+                          [&](Engine& engine, testing::TinyMlp& model) {
+                            ZDP_RETURN_IF_ERROR(engine.load_checkpoint(dir).status());
+                            int64_t differ = 0;
+                            ZDP_RETURN_IF_ERROR(check_rank0<T>(engine, model, /*stochastic_rounding=*/true, &differ));
+                            return differ > 916 / 10 ? Status::Ok()
+                                                     : Status(StatusCode::kInternal,
+                                                              "too few elements rounded away from nearest");
+                          });
   }));
   std::filesystem::remove_all(dir);
   return failures;
