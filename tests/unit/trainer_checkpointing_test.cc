@@ -64,6 +64,18 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   EXPECT_EQ(notes[0], "saved by 4 rank(s) at ZeRO stage 2, loaded by 2 rank(s) at stage 3 (re-sharded)");
   EXPECT_EQ(notes[1], "train.global_batch 8 at save, 16 now: the data continues at sample 320 with the new batch");
   EXPECT_NE(notes[2].find("train.seed 1234 -> 7"), std::string::npos) << notes[2];
+  // Another end for a decaying schedule moves the learning rate: said. A constant one: not.
+  Config longer = c;
+  longer.train.steps = c.train.steps * 2;
+  longer.optim.schedule = LrSchedule::kCosine;
+  const std::vector<std::string> stretched = resume_notes(saved, longer, 4, 1000);
+  ASSERT_EQ(stretched.size(), 1u);
+  EXPECT_EQ(stretched[0], "train.steps " + std::to_string(c.train.steps) + " at save, " +
+                              std::to_string(longer.train.steps) +
+                              " now: the cosine schedule now ends at step " + std::to_string(longer.train.steps) +
+                              ", so the learning rate continues from its value there, not from the saved run's");
+  longer.optim.schedule = LrSchedule::kConstant;
+  EXPECT_TRUE(resume_notes(saved, longer, 4, 1000).empty());
   // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
   saved.trainer_json.clear();
   EXPECT_EQ(resume_notes(saved, other, 2, 5).size(), 1u);

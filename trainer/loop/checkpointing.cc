@@ -67,6 +67,18 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
                     std::to_string(config.train.global_batch) + " now: the data continues at sample " +
                     std::to_string(saved.data_position) + " with the new batch");
   }
+  // A decaying schedule runs from warmup_steps to train.steps: another end stretches or
+  // shrinks it, so the learning rate continues from the new schedule's value at the saved
+  // optimizer step, not from the saved run's (raising train.steps to continue a finished
+  // run raises the learning rate from its floor).
+  const nlohmann::json steps = field(trainer, "steps");
+  if (steps.is_number_integer() && steps.get<int64_t>() != config.train.steps &&
+      config.optim.schedule != LrSchedule::kConstant) {
+    notes.push_back("train.steps " + std::to_string(steps.get<int64_t>()) + " at save, " +
+                    std::to_string(config.train.steps) + " now: the " + to_string(config.optim.schedule) +
+                    " schedule now ends at step " + std::to_string(config.train.steps) +
+                    ", so the learning rate continues from its value there, not from the saved run's");
+  }
   const nlohmann::json samples = field(trainer, "dataset_samples");
   const nlohmann::json shuffle = field(trainer, "shuffle");
   const nlohmann::json seed = field(trainer, "seed");

@@ -326,7 +326,7 @@ std::vector<KeyInfo> build_table() {
       field("optim.beta1", &C::optim, &O::beta1, "AdamW first-moment decay (SGD: momentum)", unit_interval()),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
       field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", above(0)),
-      field("optim.weight_decay", &C::optim, &O::weight_decay, "decoupled weight decay", at_least(0)),
+      field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch", at_least(0)),
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
       enum_field("optim.schedule", &C::optim, &O::schedule,
                  words_of({LrSchedule::kConstant, LrSchedule::kCosine, LrSchedule::kLinear}),
