@@ -209,7 +209,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         elsewhere = wait_for_other_nodes(
             store, plan->nnodes, std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
       }
-      if (interrupted()) {  // node 0's ranks were done, the other nodes' may not be: not a success
+      if (interrupted() && plan->hosts_store() && plan->nnodes > 1) {  // the other nodes' ranks may not be done
         const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
                                 std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
         (void)store.set(zdp::job_keys::kJobFailed, why);

@@ -168,9 +168,9 @@ class Group {
     return nullptr;
   }
 
-  // Another node's launcher stopped the job: stop ours too. So does losing the store:
-  // node 0's launcher is gone (the connection is never remade), and this node's ranks
-  // would otherwise run on with nobody to meet, or finish and report success alone.
+  // Another node's launcher stopped the job: stop ours too. So does losing the store
+  // (no new connection for 30 s, launcher/reconnecting_store.h: node 0's launcher is
+  // gone), else this node's ranks would run on with nobody to meet, or report success alone.
   bool check_other_nodes() {
     StatusOr<bool> failed = o_.store->check({job_keys::kJobFailed});
     if (!failed.ok()) {
