@@ -165,6 +165,29 @@ Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local
   return straggler(beats, local, now, timeout, reported_slow);
 }
 
+// With every heartbeat fresh: the rank, alive, that had not yet issued the collective
+// `failed` was waiting in (slower than the collective timeout: a long checkpoint commit
+// on a slow file system, say), furthest behind. Its peer timed out waiting for it and
+// must not take the blame alone.
+std::string behind(const std::vector<RankBeat>& beats, int failed, const std::vector<bool>& exited) {
+  if (failed < 0 || static_cast<size_t>(failed) >= beats.size()) return "";
+  const RankBeat& f = beats[static_cast<size_t>(failed)];
+  if (!f.seen || !f.record.has_comm || !f.record.comm.in_flight) return "";
+  const uint64_t awaited = f.record.comm.current.seq;
+  int slowest = -1;
+  for (size_t r = 0; r < beats.size(); ++r) {
+    const HeartbeatRecord& rec = beats[r].record;
+    if (static_cast<int>(r) == failed || !beats[r].seen || !rec.has_comm || (r < exited.size() && exited[r])) continue;
+    if (rec.comm.issued > awaited) continue;  // it issued that collective
+    if (slowest < 0 || rec.comm.issued < beats[static_cast<size_t>(slowest)].record.comm.issued) slowest = static_cast<int>(r);
+  }
+  if (slowest < 0) return "";
+  const HeartbeatRecord& s = beats[static_cast<size_t>(slowest)].record;
+  return describe_rank(slowest, s) + " was alive but had not reached collective #" + std::to_string(awaited) +
+         " (" + f.record.current + ") that rank " + std::to_string(failed) + " waited for (its last heartbeat: " +
+         describe_position(s) + ")";
+}
+
 std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
                     const std::vector<bool>& exited) {
   int worst = -1;
@@ -173,7 +196,7 @@ std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessCloc
     if (fresh(beats[r], now)) continue;
     if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
   }
-  if (worst < 0) return "";
+  if (worst < 0) return behind(beats, failed, exited);
   const RankBeat& b = beats[static_cast<size_t>(worst)];
   return describe_rank(worst, b.record) + " stopped responding " + secs(since(b.changed, now)) +
          " ago (its last heartbeat: " + describe_position(b.record) + ")";
@@ -224,7 +247,7 @@ std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now)
   // own end-of-run work failed: not the cause.
   std::vector<bool> exited(beats_.size(), false);
   for (size_t r = 0; r < beats_.size(); ++r) {
-    if (static_cast<int>(r) == failed || !beats_[r].seen || fresh(beats_[r], now)) continue;
+    if (static_cast<int>(r) == failed || !beats_[r].seen) continue;
     StatusOr<bool> mark = store_.check({heartbeat_keys::exited(static_cast<int>(r))});
     exited[r] = mark.ok() && *mark;
   }

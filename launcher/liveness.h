@@ -49,7 +49,9 @@ Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local
 // The rank (other than `failed`, and other than those `exited` marks: they exited 0)
 // whose heartbeat has been still for at least three of its beats (and 1 s), the longest:
 // "rank 0 (pid 7, host h) stopped responding 4.1 s ago in step 3, at all_reduce #12
-// (...)". Empty when there is none.
+// (...)". When every heartbeat is fresh, the living rank furthest behind the collective
+// `failed` was waiting in: "rank 0 (...) was alive but had not reached collective #12
+// (...) that rank 1 waited for (...)". Empty when there is none.
 std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
                     const std::vector<bool>& exited = {});
 

@@ -64,6 +64,25 @@ TEST(Liveness, TheHealthyPeerThatTimesOutIsNotBlamed) {
   EXPECT_LT(run.seconds, 30.0);
 }
 
+// A rank alive but slower than the collective timeout (20 s after issuing a collective,
+// as a checkpoint commit on a slow file system): its peer times out waiting for the next
+// one. Its heartbeat is fresh, so it used to go unnamed and only the peer was reported.
+TEST(Liveness, ALivingRankSlowerThanTheCollectiveTimeoutIsNamedNotOnlyItsPeer) {
+  TempDir dir;
+  const JobRun run = launch(dir, "rank=0,seq=" + std::to_string(first_of_step(2)) + ",action=slow,ms=20000",
+                            {"launch.collective_timeout_s=5", "launch.heartbeat_timeout_s=60"});
+  EXPECT_EQ(run.exit_code, 1);
+  const std::string out = run.output();
+  const size_t reason = out.find("dp-launch: rank 0 (pid");
+  ASSERT_NE(reason, std::string::npos) << out;
+  const std::string line = out.substr(reason, out.find('\n', reason) - reason);
+  EXPECT_NE(line.find("was alive but had not reached collective #" + std::to_string(first_of_step(2) + 1)),
+            std::string::npos) << line;
+  EXPECT_NE(line.find("rank 1 (node 0, pid"), std::string::npos) << line;
+  EXPECT_NE(line.find("(most likely waiting for it)"), std::string::npos) << line;
+  EXPECT_LT(run.seconds, 30.0);
+}
+
 TEST(Liveness, ASlowRankIsReportedAndTheJobFinishes) {
   TempDir dir;
   const JobRun run = launch(dir, "rank=1,seq=" + std::to_string(first_of_step(2)) + ",action=slow,ms=3000",

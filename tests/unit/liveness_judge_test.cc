@@ -122,6 +122,22 @@ TEST(Liveness, CulpritIsTheRankWhoseHeartbeatStoppedNotTheOneThatFailed) {
   EXPECT_EQ(culprit(beats, 1, kT0 + seconds(5), {true, false}), "") << "a rank that exited 0 is no culprit";
 }
 
+// Every heartbeat fresh, rank 1 timed out in all_reduce #30 while rank 0, alive, had not
+// issued it (slower than the collective timeout: a checkpoint commit on a slow file
+// system). Rank 0 is named, not left out because its heartbeat was fresh.
+TEST(Liveness, ALivingRankBehindTheCollectiveItsPeerTimedOutInIsNamed) {
+  std::vector<RankBeat> beats = {beat(1, 3, 28, kT0 + seconds(9)), beat(2, 3, 31, kT0 + seconds(9)),
+                                 beat(3, 3, 31, kT0 + seconds(9))};
+  waiting(beats[1], 30, 9, "all_reduce #30 (sum, 4 x int64)", 5.0);
+  const std::string c = culprit(beats, 1, kT0 + seconds(10));
+  EXPECT_NE(c.find("rank 0 (pid 1, host h) was alive but had not reached collective #30 (all_reduce #30 (sum, 4 x "
+                   "int64)) that rank 1 waited for"),
+            std::string::npos)
+      << c;
+  beats[0].record.comm.issued = 31;  // it had issued #30 too: nobody behind
+  EXPECT_EQ(culprit(beats, 1, kT0 + seconds(10)), "");
+}
+
 TEST(Heartbeat, RoundTripsAndRefusesMalformedText) {
   HeartbeatRecord r;
   r.beat = 12;
