@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -64,6 +65,17 @@ void install_signal_handlers() {
 }
 
 bool interrupted() { return g_interrupt.load() != 0; }
+
+// The soft limit on open files up to the hard one, for the launcher and (inherited) its
+// ranks: node 0's store holds two connections a rank, and each rank one Gloo connection a
+// peer, so the usual soft limit of 1024 stopped a job of a few hundred ranks with
+// "Too many open files" (torchrun and mpirun leave it to the user; most never raise it).
+void raise_open_file_limit() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
+  files.rlim_cur = files.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &files);
+}
 
 void report_failure(const GroupResult& r) {
   say(r.reason);
@@ -126,6 +138,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   }
 
   install_signal_handlers();
+  raise_open_file_limit();
   std::error_code ec;
   std::filesystem::create_directories(config->launch.log_dir, ec);
   Status written = zdp::write_config_file(*config, plan->config_file);

@@ -235,6 +235,23 @@ TEST_F(LauncherSignals, NodeZeroDoesNotReportSuccessForAJobThatFailedElsewhere) 
   EXPECT_NE(x0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << x0.output;
 }
 
+// The ranks get the hard limit on open files as their soft one: two store connections a
+// rank on node 0 and a Gloo connection a peer passed a soft limit of 1024 at a few
+// hundred ranks.
+TEST_F(LauncherSignals, RanksMayOpenAsManyFilesAsTheHardLimitAllows) {
+  const std::string job = config(1, "/bin/sh", {"-c", "echo soft=$(ulimit -Sn) hard=$(ulimit -Hn); : " + dir_.path()});
+  const Exit x = Launcher({"/bin/bash", "-c", std::string("ulimit -Sn 256 && exec ") + ZDP_DP_LAUNCH + " " + job},
+                          out("launch.log"))
+                     .wait(30s);
+  EXPECT_EQ(x.code, 0) << x.output;
+  const size_t at = x.output.find("soft=");
+  ASSERT_NE(at, std::string::npos) << x.output;
+  const std::string line = x.output.substr(at, x.output.find('\n', at) - at);
+  const std::string soft = line.substr(5, line.find(' ') - 5), hard = line.substr(line.find("hard=") + 5);
+  EXPECT_EQ(soft, hard) << line;
+  EXPECT_NE(soft, "256") << line;
+}
+
 bool ipv6_loopback() {
   const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   if (fd < 0) return false;
