@@ -309,6 +309,20 @@ TEST_F(CheckpointResume, PerNodeKeepOneSurvivesANodeThatFailedItsCommit) {
   }
 }
 
+// Every rank must read the same data: a node whose glob matched other shards (here rank
+// 1's synthetic set is smaller) is refused at the start, naming both sizes, instead of
+// training on another dataset without a word.
+TEST_F(CheckpointResume, RanksThatSeeDifferentDataAreRefusedAtTheStart) {
+  Config c = mlp_config();
+  c.checkpoint.every_steps = 0;
+  const TrainRun run = run_train(c, 2, 0, [](int rank, Config& config) {
+    if (rank == 1) config.data.synthetic_samples = 900;
+  });
+  // Rank 1 stops with the message (DataAgreement tests its text); rank 0 with its peer gone.
+  EXPECT_NE(run.failures.find("rank 1"), std::string::npos) << run.failures;
+  EXPECT_EQ(run.first_step, -1) << "trained on different data";
+}
+
 // ---- Through dp-launch: restarts resume from `latest`.
 
 class DpLaunchRestart : public ::testing::Test {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/same_data.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
 #include "trainer/data/token_file.h"
@@ -365,6 +366,27 @@ TEST(Sources, ByteTokensAndMarkovTokens) {
   for (auto& p : pairs) firsts.insert(p.first);
   EXPECT_LE(pairs.size(), firsts.size() * 4);  // at most 4 successors per token
   EXPECT_EQ(markov_tokens(1000, 50, 1), m);
+}
+
+// Every rank trains on the same dataset (trainer/data/same_data.h).
+TEST(DataAgreement, RanksThatSeeTheSameDataPassAndOneThatDiffersIsNamedWithBothSizes) {
+  InMemoryStore store;
+  ASSERT_TRUE(check_same_data(store, 0, 1000, 200, "data.path", std::chrono::seconds(1)).ok());
+  EXPECT_TRUE(check_same_data(store, 1, 1000, 200, "data.path", std::chrono::seconds(1)).ok());
+  const Status differs = check_same_data(store, 2, 900, -1, "data.path = \"d/*.bin\"", std::chrono::seconds(1));
+  ASSERT_FALSE(differs.ok());
+  EXPECT_EQ(differs.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(differs.message(),
+            "rank 2 sees 900 training samples and no held-out set, rank 0 sees 1000 training samples and 200 held-out "
+            "samples (data.path = \"d/*.bin\"): every rank must read the same data; a glob matched different files on "
+            "their nodes, or a node's copy differs");
+}
+
+TEST(DataAgreement, ARankWhoseRankZeroNeverPublishesTimesOutNamingWhat) {
+  InMemoryStore store;
+  const Status s = check_same_data(store, 1, 1000, 200, "data.path", std::chrono::milliseconds(50));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1: rank 0's data sizes"), std::string::npos) << s.message();
 }
 
 }  // namespace
