@@ -15,10 +15,10 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
-#include "launcher/reconnecting_store.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
+#include "runtime/internal/reconnecting_store.h"
 #include "launcher/supervisor.h"
 #include "launcher/terminal.h"
 #include "zdp/config.h"
@@ -186,7 +186,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   }
 
   // Connected again when a network blip breaks the connection (reconnecting_store.h).
-  ReconnectingStore job_store(
+  zdp::ReconnectingStore job_store(
       std::move(*client),
       [&plan](std::chrono::milliseconds within) -> zdp::StatusOr<std::unique_ptr<zdp::Store>> {
         zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> again =
@@ -194,7 +194,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         if (!again.ok()) return again.status();
         return std::unique_ptr<zdp::Store>(std::move(*again));
       },
-      std::chrono::seconds(30));
+      std::chrono::seconds(30), "dp-launch");
   // Node 0's store goes with its launcher: after a failure, it stays a second, so that
   // the other nodes' launchers (which read the job-failed key every 0.25 s) learn why.
   auto leave = [&plan](int code) {

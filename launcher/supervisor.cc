@@ -169,7 +169,7 @@ class Group {
   }
 
   // Another node's launcher stopped the job: stop ours too. So does losing the store
-  // (no new connection for 30 s, launcher/reconnecting_store.h: node 0's launcher is
+  // (no new connection for 30 s, runtime/internal/reconnecting_store.h: node 0's launcher is
   // gone), else this node's ranks would run on with nobody to meet, or report success alone.
   bool check_other_nodes() {
     StatusOr<bool> failed = o_.store->check({job_keys::kJobFailed});

@@ -1,7 +1,7 @@
 // A rank's heartbeat thread when its store connection breaks. One transport timeout breaks
 // a TCP store connection for good; the thread used to end there, saying so only at debug
 // level, and the launcher then declared a healthy rank stalled. It now connects again and
-// goes on beating; without a way to reconnect it stops, saying why.
+// goes on beating; a store that stays broken is tried every second.
 #include "runtime/src/context/heartbeat_publisher.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "runtime/internal/heartbeat.h"
+#include "runtime/internal/reconnecting_store.h"
 #include "zdp/store.h"
 
 namespace zdp::detail {
@@ -61,12 +62,16 @@ TEST(HeartbeatPublisher, ABrokenConnectionIsReplacedAndTheBeatsGoOn) {
   int attempts = 0;
   auto progress = std::make_shared<RankProgress>();
   {
-    HeartbeatPublisher beating(std::make_unique<BrokenStore>(), 3, 50ms, progress,
-                               [&]() -> StatusOr<std::unique_ptr<Store>> {
-                                 // The first try fails too (the store is still unreachable).
-                                 if (++attempts == 1) return Status(StatusCode::kTimeout, "cannot connect yet");
-                                 return std::unique_ptr<Store>(new Connection(job));
-                               });
+    // As start() makes it: the broken connection inside a ReconnectingStore.
+    auto store = std::make_unique<ReconnectingStore>(
+        std::make_unique<BrokenStore>(),
+        [&](std::chrono::milliseconds) -> StatusOr<std::unique_ptr<Store>> {
+          // The first try fails too (the store is still unreachable).
+          if (++attempts == 1) return Status(StatusCode::kTimeout, "cannot connect yet");
+          return std::unique_ptr<Store>(new Connection(job));
+        },
+        2s, "rank 3's heartbeat");
+    HeartbeatPublisher beating(std::move(store), 3, 50ms, progress);
     EXPECT_TRUE(beats_within(job, 3, 10s)) << "no beat reached the store after the connection broke";
   }
   EXPECT_EQ(attempts, 2);
@@ -75,11 +80,15 @@ TEST(HeartbeatPublisher, ABrokenConnectionIsReplacedAndTheBeatsGoOn) {
   EXPECT_TRUE(decode_heartbeat(*beat).ok());
 }
 
-TEST(HeartbeatPublisher, WithoutAWayToReconnectItStopsAndIsJoined) {
+// A store that stays broken is tried every second; the thread still stops at once.
+TEST(HeartbeatPublisher, AStoreThatStaysBrokenIsRetriedAndTheThreadStopsAtOnce) {
   auto progress = std::make_shared<RankProgress>();
   const auto start = std::chrono::steady_clock::now();
-  { HeartbeatPublisher beating(std::make_unique<BrokenStore>(), 0, 50ms, progress); }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  {
+    HeartbeatPublisher beating(std::make_unique<BrokenStore>(), 0, 50ms, progress);
+    std::this_thread::sleep_for(1500ms);  // in its wait between tries
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms + 500ms) << "the destructor waited out a retry";
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
-// dp-launch's job-store connection after a break (launcher/reconnecting_store.h): a
+// A job-store connection after a break (runtime/internal/reconnecting_store.h): a
 // request that finds the connection broken connects again and runs once more; add is not
 // run twice; a store that cannot be reached again is an error naming both failures.
-#include "launcher/reconnecting_store.h"
+#include "runtime/internal/reconnecting_store.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 
-namespace zdp::launcher {
+namespace zdp {
 namespace {
 
 using namespace std::chrono_literals;
@@ -48,7 +48,7 @@ TEST(ReconnectingStore, ABrokenConnectionIsMadeAgainAndTheRequestRunsOnce) {
   ReconnectingStore store(std::make_unique<Connection>(job, 1), [&](std::chrono::milliseconds) {
     ++connects;
     return StatusOr<std::unique_ptr<Store>>(std::unique_ptr<Store>(new Connection(job, 1000)));
-  }, 5s);
+  }, 5s, "test");
   ASSERT_TRUE(store.set("a", "1").ok());     // the first connection's one good request
   ASSERT_TRUE(store.set("b", "2").ok());     // breaks, connects again, runs on the new one
   EXPECT_EQ(store.get("b", 0ms).value(), "2");
@@ -64,7 +64,7 @@ TEST(ReconnectingStore, AddIsNotRunTwice) {
   InMemoryStore job;
   ReconnectingStore store(std::make_unique<Connection>(job, 0), [&](std::chrono::milliseconds) {
     return StatusOr<std::unique_ptr<Store>>(std::unique_ptr<Store>(new Connection(job, 1000)));
-  }, 5s);
+  }, 5s, "test");
   EXPECT_EQ(store.add("n", 1).status().code(), StatusCode::kIoError);  // may have been applied: not retried
   EXPECT_EQ(store.reconnections(), 1);
   EXPECT_EQ(store.add("n", 1).value(), 1);
@@ -75,7 +75,7 @@ TEST(ReconnectingStore, AStoreThatCannotBeReachedAgainIsAnErrorNamingBoth) {
   ReconnectingStore store(std::make_unique<Connection>(job, 0), [&](std::chrono::milliseconds within) {
     return StatusOr<std::unique_ptr<Store>>(Status(StatusCode::kTimeout, "cannot connect within " +
                                                                              std::to_string(within.count()) + " ms"));
-  }, 1500ms);
+  }, 1500ms, "test");
   const Status s = store.check({"a"}).status();
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("the connection is broken; connecting again failed too: cannot connect within 1500 ms"),
@@ -83,4 +83,4 @@ TEST(ReconnectingStore, AStoreThatCannotBeReachedAgainIsAnErrorNamingBoth) {
 }
 
 }  // namespace
-}  // namespace zdp::launcher
+}  // namespace zdp

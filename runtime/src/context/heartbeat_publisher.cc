@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "runtime/internal/heartbeat.h"
+#include "runtime/internal/reconnecting_store.h"
 #include "zdp/launch_env.h"
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
@@ -36,18 +37,17 @@ StatusOr<std::unique_ptr<HeartbeatPublisher>> HeartbeatPublisher::start(
     if (!client.ok()) return client.status().with_context("rank " + std::to_string(env.rank) + ": heartbeat");
     return std::unique_ptr<Store>(new OwningPrefixStore(attempt_prefix(env.attempt), std::move(*client)));
   };
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, connect(std::chrono::seconds(10)));
+  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> first, connect(std::chrono::seconds(10)));
+  // A connection that breaks is made again (runtime/internal/reconnecting_store.h).
+  auto store = std::make_unique<ReconnectingStore>(std::move(first), connect, std::chrono::seconds(2),
+                                                   "rank " + std::to_string(env.rank) + "'s heartbeat");
   return std::make_unique<HeartbeatPublisher>(std::move(store), env.rank, heartbeat_interval(timeout),
-                                              std::move(progress), [connect] { return connect(std::chrono::seconds(2)); });
+                                              std::move(progress));
 }
 
 HeartbeatPublisher::HeartbeatPublisher(std::unique_ptr<Store> store, int rank, std::chrono::milliseconds interval,
-                                       std::shared_ptr<RankProgress> progress, Reconnect reconnect)
-    : store_(std::move(store)),
-      rank_(rank),
-      interval_(interval),
-      progress_(std::move(progress)),
-      reconnect_(std::move(reconnect)) {
+                                       std::shared_ptr<RankProgress> progress)
+    : store_(std::move(store)), rank_(rank), interval_(interval), progress_(std::move(progress)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -86,29 +86,18 @@ void HeartbeatPublisher::loop() {
     if (failed.ok()) {
       print_flight_record(*failed);
       printed = true;
-    } else if (failed.status().code() != StatusCode::kTimeout && !reconnect_after(failed.status())) {
-      return;
+    } else if (failed.status().code() != StatusCode::kTimeout) {
+      // The store failed (and could not be reached again, when it can reconnect): said
+      // once, then tried every second, so that beats resume when it is back.
+      if (!store_failed_) {
+        ZDP_LOG(kWarn) << "heartbeat: the store failed (" << failed.status().message() << "); trying every second";
+      }
+      store_failed_ = true;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) return;
+    } else {
+      store_failed_ = false;
     }
-  }
-}
-
-bool HeartbeatPublisher::reconnect_after(const Status& failure) {
-  if (!reconnect_) {
-    ZDP_LOG(kWarn) << "heartbeat: the store failed (" << failure.message() << "); no more heartbeats from this rank";
-    return false;
-  }
-  ZDP_LOG(kWarn) << "heartbeat: the store connection failed (" << failure.message() << "); connecting again";
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    StatusOr<std::unique_ptr<Store>> fresh = reconnect_();
-    if (fresh.ok()) {
-      store_ = std::move(*fresh);
-      ZDP_LOG(kInfo) << "heartbeat: connected to the store again after "
-                     << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
-      return true;
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) return false;
   }
 }
 

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -26,16 +25,12 @@ class HeartbeatPublisher {
   static StatusOr<std::unique_ptr<HeartbeatPublisher>> start(const LaunchEnv& env, std::chrono::milliseconds timeout,
                                                             std::shared_ptr<RankProgress> progress);
 
-  // A new connection like the first (scoped to the attempt), for when that one breaks.
-  using Reconnect = std::function<StatusOr<std::unique_ptr<Store>>()>;
-
-  // REQUIRES: `store` is this rank's own connection, scoped to the attempt. When a request
-  // fails other than by timing out (one transport timeout breaks a TCP store connection
-  // for good), the thread says so and connects again with `reconnect`, every second until
-  // it can: a healthy rank whose beats stopped would be declared stalled. Without
-  // `reconnect` it stops beating, saying why.
+  // REQUIRES: `store` is this rank's own connection, scoped to the attempt (start()'s is
+  // made again when it breaks: a ReconnectingStore). A request that fails other than by
+  // timing out is said once and the thread tries again every second: it used to stop, and
+  // a healthy rank whose beats stopped was declared stalled.
   HeartbeatPublisher(std::unique_ptr<Store> store, int rank, std::chrono::milliseconds interval,
-                     std::shared_ptr<RankProgress> progress, Reconnect reconnect = nullptr);
+                     std::shared_ptr<RankProgress> progress);
   ~HeartbeatPublisher();  // stops the thread (within ~0.1 s)
   HeartbeatPublisher(const HeartbeatPublisher&) = delete;
   HeartbeatPublisher& operator=(const HeartbeatPublisher&) = delete;
@@ -44,16 +39,13 @@ class HeartbeatPublisher {
   void loop();
   void publish();
   void print_flight_record(const std::string& reason);
-  // After a failed request: a new connection, retried every second until one works or
-  // the publisher stops (false: stop, or no way to reconnect).
-  bool reconnect_after(const Status& failure);
 
   std::unique_ptr<Store> store_;
   const int rank_;
   const std::chrono::milliseconds interval_;
   std::shared_ptr<RankProgress> progress_;
-  Reconnect reconnect_;
   uint64_t beat_ = 0;
+  bool store_failed_ = false;  // the last request failed (said once)
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;

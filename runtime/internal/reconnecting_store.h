@@ -1,10 +1,11 @@
-// The launcher's connection to the job store, connected again when it breaks. One
-// transport timeout (a network blip of a few seconds between a node and node 0) breaks a
-// TCP store client for good; the launcher then could no longer read the heartbeats or the
-// job-failed key, and stopped a healthy job as having lost its store. A request that
-// finds the connection broken (kIoError) connects again (for up to `patience`) and is
-// retried once: the launcher's requests (set, get, check, wait) may run twice; add, which may
-// not, is passed through after the reconnection without a retry.
+// A job-store connection that is made again when it breaks. One transport timeout (a
+// network blip of a few seconds between a node and node 0) breaks a TCP store client for
+// good: dp-launch could then no longer read the heartbeats or the job-failed key and
+// stopped a healthy job as having lost its store, and a rank's heartbeat thread stopped,
+// so that the rank was declared stalled. A request that finds the connection broken
+// (kIoError) connects again (for up to `patience`) and runs once more: set, get, check and
+// wait may run twice; add, which may not, is passed through after the reconnection
+// without a retry.
 #pragma once
 
 #include <chrono>
@@ -16,14 +17,16 @@
 
 #include "zdp/store.h"
 
-namespace zdp::launcher {
+namespace zdp {
 
 class ReconnectingStore final : public Store {
  public:
   // `connect(within)`: a new connection, giving up after `within`.
   using Connect = std::function<StatusOr<std::unique_ptr<Store>>(std::chrono::milliseconds within)>;
 
-  ReconnectingStore(std::unique_ptr<Store> first, Connect connect, std::chrono::milliseconds patience);
+  // `who` names the connection in the warning ("dp-launch", "rank 3's heartbeat").
+  ReconnectingStore(std::unique_ptr<Store> first, Connect connect, std::chrono::milliseconds patience,
+                    std::string who);
 
   Status set(const std::string& key, const std::string& value) override;
   StatusOr<std::string> get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -44,7 +47,8 @@ class ReconnectingStore final : public Store {
   std::unique_ptr<Store> store_;
   Connect connect_;
   const std::chrono::milliseconds patience_;
+  const std::string who_;
   int reconnections_ = 0;
 };
 
-}  // namespace zdp::launcher
+}  // namespace zdp

@@ -1,12 +1,12 @@
 // ReconnectingStore (reconnecting_store.h).
-#include "launcher/reconnecting_store.h"
+#include "runtime/internal/reconnecting_store.h"
 
 #include <type_traits>
 #include <utility>
 
 #include "zdp/log.h"
 
-namespace zdp::launcher {
+namespace zdp {
 namespace {
 
 template <typename T>
@@ -20,11 +20,12 @@ Status status_of(const T& result) {
 
 }  // namespace
 
-ReconnectingStore::ReconnectingStore(std::unique_ptr<Store> first, Connect connect, std::chrono::milliseconds patience)
-    : store_(std::move(first)), connect_(std::move(connect)), patience_(patience) {}
+ReconnectingStore::ReconnectingStore(std::unique_ptr<Store> first, Connect connect, std::chrono::milliseconds patience,
+                                     std::string who)
+    : store_(std::move(first)), connect_(std::move(connect)), patience_(patience), who_(std::move(who)) {}
 
 Status ReconnectingStore::reconnect(const Status& failure) {
-  ZDP_LOG(kWarn) << "dp-launch: the job store connection failed (" << failure.message()
+  ZDP_LOG(kWarn) << who_ << ": the job store connection failed (" << failure.message()
                  << "); connecting again (for up to " << patience_.count() / 1000 << " s)";
   StatusOr<std::unique_ptr<Store>> fresh = connect_(patience_);
   if (!fresh.ok()) {
@@ -32,7 +33,7 @@ Status ReconnectingStore::reconnect(const Status& failure) {
   }
   store_ = std::move(*fresh);
   ++reconnections_;
-  ZDP_LOG(kInfo) << "dp-launch: connected to the job store again";
+  ZDP_LOG(kInfo) << who_ << ": connected to the job store again";
   return Status::Ok();
 }
 
@@ -69,4 +70,4 @@ StatusOr<bool> ReconnectingStore::check(const std::vector<std::string>& keys) {
   return call<StatusOr<bool>>([&](Store& s) { return s.check(keys); }, true);
 }
 
-}  // namespace zdp::launcher
+}  // namespace zdp
