@@ -1,13 +1,11 @@
 // Casts and in-place scaling on the CPU: OpenMP blocks of plain loops over cast_element()
 // and scale_element() (kernels/cast.h).
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "kernels/cast.h"
 #include "kernels/cpu_parallel.h"
-#include "kernels/philox.h"
 
 namespace zdp::kernels {
 
@@ -80,14 +78,11 @@ Status cast_stochastic_cpu(const StochasticCastArgs& a) {
   return dispatch_float(a.dst_dtype, "stochastic cast dst", [&](auto d) {
     using D = decltype(d);
     D* __restrict dst = static_cast<D*>(a.dst);
-    // Tiles of cpu::kRandomTile, so that each block draws its bits as the update loop does.
+    // The optimizer's own update loop with the identity as its update: the same tiles,
+    // bits and rounding as the step that wrote the parameters, by construction.
     cpu::parallel_blocks(a.count, cpu::kBlockElements, [&](int64_t begin, int64_t end) {
-      uint32_t bits[cpu::kRandomTile];
-      for (int64_t t0 = begin; t0 < end; t0 += cpu::kRandomTile) {
-        const int64_t len = std::min(cpu::kRandomTile, end - t0);
-        cpu::fill_random_bits(a.seed, a.step, a.first_index + static_cast<uint64_t>(t0), len, bits);
-        for (int64_t k = 0; k < len; ++k) dst[t0 + k] = round_param<D>(a.src[t0 + k], bits[k], Rounding::kStochastic);
-      }
+      cpu::update_loop<float, D>(a.src, dst, begin, end, Rounding::kStochastic, a.seed, a.step,
+                                 static_cast<int64_t>(a.first_index), [](int64_t, float p) { return p; });
     });
     return Status::Ok();
   });
