@@ -24,6 +24,7 @@
 #include "testing/engine_runs.h"
 #include "testing/free_port.h"
 #include "testing/run_command.h"
+#include "trainer/data/token_file.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/checkpoint.h"
 #include "zdp/context.h"
@@ -320,6 +321,40 @@ TEST_F(CheckpointResume, RanksThatSeeDifferentDataAreRefusedAtTheStart) {
   });
   // Rank 1 stops with the message (DataAgreement tests its text); rank 0 with its peer gone.
   EXPECT_NE(run.failures.find("rank 1"), std::string::npos) << run.failures;
+  EXPECT_EQ(run.first_step, -1) << "trained on different data";
+}
+
+// Token files of the same length but other contents (a node's stale copy of a shard)
+// are refused as well: the start-up check compares a sampled digest, not only the sizes.
+TEST_F(CheckpointResume, RanksWhoseTokenFilesDifferOnlyInContentsAreRefusedAtTheStart) {
+  const fs::path dir = fs::temp_directory_path() / ("zdp_ckpt_same_data_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<uint16_t> tokens(4096);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i * 7 % 64);
+  ASSERT_TRUE(write_token_file((dir / "node0.bin").string(), tokens).ok());
+  tokens[0] ^= 1;  // the first token: always in the sampled windows
+  ASSERT_TRUE(write_token_file((dir / "node1.bin").string(), tokens).ok());
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 1;
+  c.model.d_model = 16;
+  c.model.n_heads = 2;
+  c.model.vocab_size = 64;
+  c.model.seq_len = 8;
+  c.data.kind = DataKind::kTokens;
+  c.train.global_batch = 4;
+  c.train.micro_batch = 2;
+  c.train.steps = 2;
+  c.train.log_every = 1000;
+  ::testing::internal::CaptureStderr();  // the ranks' logs: fork_ranks reports only exit codes
+  const TrainRun run = run_train(c, 2, 0, [&](int rank, Config& config) {
+    config.data.path = (dir / ("node" + std::to_string(rank) + ".bin")).string();
+  });
+  const std::string logs = ::testing::internal::GetCapturedStderr();
+  fs::remove_all(dir);
+  EXPECT_NE(run.failures.find("rank 1: exit 1"), std::string::npos) << run.failures;
+  EXPECT_NE(logs.find("rank 1's training data has as many samples as rank 0's (511) but other contents"),
+            std::string::npos) << logs;
   EXPECT_EQ(run.first_step, -1) << "trained on different data";
 }
 

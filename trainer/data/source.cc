@@ -43,6 +43,7 @@ class SyntheticFeatures : public DataSource {
            std::to_string(out_) + (task_ == MlpTask::kClassification ? " classes, " : " outputs, ") +
            std::to_string(size_) + " " + to_string(split_) + " samples)";
   }
+  std::string fingerprint() const override { return describe() + ", seed " + std::to_string(seed_); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     const int64_t n = static_cast<int64_t>(indices.size());
     b->count = n;
@@ -117,6 +118,7 @@ class SyntheticTokens : public DataSource {
     return "synthetic Markov tokens (vocab " + std::to_string(vocab_) + ", " + std::to_string(kMarkovSuccessors) +
            " successors each, " + std::to_string(size_) + " " + to_string(split_) + " samples)";
   }
+  std::string fingerprint() const override { return describe() + ", seed " + std::to_string(seed_); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     // Each sample walks the chain from a start token of its own; positions are generated
     // in order, so cache the walk of the current sample.
@@ -152,6 +154,7 @@ class TokenFileSource : public DataSource {
     return "tokens " + path_ + " (" + files + std::to_string(shards_.tokens()) + " tokens, " +
            std::to_string(size()) + " samples of " + std::to_string(seq_len_) + ")";
   }
+  std::string fingerprint() const override { return shards_.fingerprint(); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     const TokenFile* bad_file = nullptr;
     int64_t bad_at = -1;

@@ -39,6 +39,9 @@ class DataSource {
   // Replaces `batch` with the samples at `indices` (each < size()). kInvalidArgument names
   // the file and position of a token outside the vocabulary.
   virtual Status fill(const std::vector<int64_t>& indices, Batch* batch) const = 0;
+  // What every rank must agree on beyond size() (same_data.h): a token file's sampled
+  // digest (TokenShards::fingerprint); a synthetic source's describe() and seed.
+  virtual std::string fingerprint() const = 0;
 };
 
 // The source of `split` for config.model/config.data. The held-out split of a token file

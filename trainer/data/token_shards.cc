@@ -8,6 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/internal/sha256.h"
+
 namespace zdp::trainer {
 
 namespace {
@@ -71,6 +73,24 @@ StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
     s.files_.push_back(std::move(file));
   }
   return s;
+}
+
+std::string TokenShards::fingerprint() const {
+  constexpr int64_t kWindow = 1024;  // tokens
+  Sha256 digest;
+  for (const TokenFile& file : files_) {
+    const int64_t count = file.size();
+    digest.update(&count, sizeof(count));
+    const int64_t window = std::min(kWindow, count);
+    for (int w = 0; w < kFingerprintWindows; ++w) {
+      // Window w starts at w/(n-1) of the way to the last full window: the first and the
+      // last tokens are always read.
+      const int64_t start = (count - window) / (kFingerprintWindows - 1) * w +
+                            (w == kFingerprintWindows - 1 ? (count - window) % (kFingerprintWindows - 1) : 0);
+      digest.update(file.tokens() + start, static_cast<size_t>(window) * sizeof(uint16_t));
+    }
+  }
+  return digest.finish_hex().substr(0, 16);
 }
 
 TokenShards::Where TokenShards::locate(int64_t index) const {

@@ -146,7 +146,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ops->set_stream(engine.compute_stream());
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> train_data, make_source(config, Split::kTrain));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> val_data, make_source(config, Split::kVal));
-  ZDP_RETURN_IF_ERROR(check_same_data(ctx.store(), ctx.rank(), train_data->size(), val_data ? val_data->size() : -1,
+  ZDP_RETURN_IF_ERROR(check_same_data(ctx.store(), ctx.rank(), DataIdentity::of(train_data.get()),
+                                      DataIdentity::of(val_data.get()),
                                       "data.path = \"" + config.data.path + "\", data.val_path = \"" +
                                           config.data.val_path + "\"",
                                       ctx.collective_timeout()));
