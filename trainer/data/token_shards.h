@@ -44,7 +44,7 @@ class TokenShards {
 
   // A digest of the shards' contents that every rank can compute in milliseconds: each
   // shard's token count and kFingerprintWindows windows of 1024 tokens spread evenly over
-  // it (a 10B-token corpus is read for about 2 MB a hundred shards), SHA-256 over all of
+  // it (32 KiB read a shard, whatever its length), SHA-256 over all of
   // it in shard order, as 16 hex digits. Two nodes holding different copies of a shard of
   // the same length differ here unless every sampled window agrees.
   std::string fingerprint() const;
