@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/internal/parse_decimal.h"
+#include "runtime/internal/config_limits.h"
 #include "runtime/internal/store_bind.h"
 
 namespace zdp::launcher {
@@ -52,6 +53,11 @@ std::string resolve_program(const std::string& program, const std::string& launc
 StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const EnvLookup& env) {
   const LaunchConfig& l = config.launch;
   std::vector<std::string> errors;
+  auto refusal = [&] {
+    std::string all;
+    for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+    return Status(StatusCode::kInvalidArgument, all);
+  };
   LaunchPlan p;
   p.nnodes = l.nnodes;
   p.node_rank = l.node_rank;
@@ -92,7 +98,15 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   }
 
   p.nproc_per_node = resolve_nproc_per_node(l, in.cuda_devices);
-  p.world_size = p.nnodes * p.nproc_per_node;
+  // In int64: SLURM_NNODES and "auto" are not bounded by the config's cross check.
+  const int64_t ranks = int64_t{p.nnodes} * p.nproc_per_node;
+  if (ranks > config_internal::kMaxWorldSize) {
+    errors.push_back("nnodes (" + std::to_string(p.nnodes) + ") x nproc_per_node (" + std::to_string(p.nproc_per_node) +
+                     ") = " + std::to_string(ranks) + " ranks, more than a job may have (" +
+                     std::to_string(config_internal::kMaxWorldSize) + ")");
+    return refusal();
+  }
+  p.world_size = static_cast<int>(ranks);
   const bool use_cuda = in.cuda_devices > 0 && l.backend != Backend::kGloo;
   p.backend = resolve_backend(l.backend, use_cuda);
   if (p.backend == Backend::kNccl && in.cuda_devices == 0) {
@@ -171,11 +185,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   if (!world.ok()) errors.push_back(world.message());
   const Status dirs = check_output_dirs(config);
   if (!dirs.ok()) errors.push_back(dirs.message());
-  if (!errors.empty()) {
-    std::string all;
-    for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
-    return Status(StatusCode::kInvalidArgument, all);
-  }
+  if (!errors.empty()) return refusal();
   return p;
 }
 

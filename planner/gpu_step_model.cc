@@ -1,48 +1,14 @@
-// The per-kernel GPU step model (gpu_step_model.h): the GPU table, the GPT step's kernels
-// with their FLOPs and bytes, and the table `dp-launch plan --gpu` prints.
+// The per-kernel GPU step model (gpu_step_model.h): the GPT step's kernels with their
+// FLOPs and bytes, and the table `dp-launch plan --gpu` prints.
 #include "planner/gpu_step_model.h"
 
 #include <algorithm>
 #include <cstdio>
 
 namespace zdp::launcher {
-namespace {
 
 using trainer::KernelRegion;
 using trainer::region_name;
-
-// Datasheet numbers (dense, no sparsity; one direction of each link per GPU):
-//  - A100 SXM 80GB: NVIDIA A100 datasheet (312 TFLOP/s bf16, 19.5 fp32, 2,039 GB/s HBM2e;
-//    NVLink 3 600 GB/s both directions); HDR InfiniBand 200 Gb/s per GPU (DGX A100).
-//  - H100 SXM 80GB: NVIDIA H100 datasheet (989 TFLOP/s bf16, 67 fp32, 3.35 TB/s HBM3;
-//    NVLink 4 900 GB/s both directions); NDR InfiniBand 400 Gb/s per GPU (DGX H100).
-//  - H200 SXM 141GB: NVIDIA H200 datasheet (the H100's rates, 4.8 TB/s HBM3e, same links);
-//    /work/.library/device/H200.md, which also records 788 TFLOP/s (bf16 8192^3 GEMM) and
-//    ~4.3 TB/s (device copy) measured on one here: the efficiencies' sources.
-//  - Nodes: 8 GPUs each (DGX A100, DGX H100/H200 and HGX 8-GPU boards), with one NIC per
-//    GPU in the rail-optimised fabric of NVIDIA's DGX SuperPOD reference architectures:
-//    ConnectX-6 HDR 200 Gb/s = 25 GB/s per GPU (A100), ConnectX-7 NDR 400 Gb/s = 50 GB/s
-//    per GPU (H100, H200), one direction.
-const GpuSpec kGpus[] = {
-    {"a100-80g", "NVIDIA A100 SXM 80GB", 80e9, 312e12, 19.5e12, 2.039e12, 300e9, 25e9, 8},
-    {"h100", "NVIDIA H100 SXM 80GB", 80e9, 989e12, 67e12, 3.35e12, 450e9, 50e9, 8},
-    {"h200", "NVIDIA H200 SXM 141GB", 141e9, 989e12, 67e12, 4.8e12, 450e9, 50e9, 8},
-};
-
-}  // namespace
-
-const GpuSpec* find_gpu(const std::string& name) {
-  for (const GpuSpec& g : kGpus) {
-    if (g.name == name) return &g;
-  }
-  return nullptr;
-}
-
-std::string known_gpu_names() {
-  std::string out;
-  for (const GpuSpec& g : kGpus) out += (out.empty() ? "" : ", ") + g.name;
-  return out;
-}
 
 double compute_efficiency(const GpuEfficiency& eff, ComputeClass c) {
   switch (c) {
@@ -167,11 +133,17 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   }
   add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
   add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
-  add(KernelRegion::kEmbeddingBwd, 1, 0, 4 * N + 3 * N * d * e);
-  // AdamW once per step: fp32 master, m and v read and written, the fp32 gradient read, the
-  // compute-dtype copy of the parameters written.
+  // kernels/embedding.h: the token index read (offsets, order), dout read for dwte's rows
+  // and again for dwpe's sums over the batch, dwpe written, and the whole tied V x d table
+  // written from the LM head's fp32 gradient (dwte_base read, dwte written).
+  add(KernelRegion::kEmbeddingBwd, 1, 0, 8 * N + 2 * N * d * e + T * d * e + V * d * (4 + e));
+  // The optimizer once per step: the fp32 master and each moment read and written (AdamW's
+  // m and v, SGD's momentum), the fp32 gradient read, the compute-dtype copy of the
+  // parameters written. Its region is the profile's "adamw" whichever optimizer runs.
   const double psi = static_cast<double>(s.params);
-  KernelCost adam{region_name(KernelRegion::kAdamW), 1, 0, psi * (3 * 8 + 4 + e), 0.0, "", eff.host_kernel_s, true, KernelRegion::kAdamW};
+  const double state_bytes = 8.0 * static_cast<double>(1 + s.optimizer_moments);
+  KernelCost adam{s.adamw ? region_name(KernelRegion::kAdamW) : "sgd", 1, 0, psi * (state_bytes + 4 + e), 0.0, "",
+                  eff.host_kernel_s, true, KernelRegion::kAdamW};
   adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
   p.kernels.push_back(adam);
 

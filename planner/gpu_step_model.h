@@ -18,27 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "runtime/internal/gpu_datasheets.h"
 #include "trainer/models/kernel_regions.h"
 
 namespace zdp::launcher {
 
-// A GPU as the datasheets give it (sources in gpu_step_model.cc).
-struct GpuSpec {
-  std::string name;           // "h200"
-  std::string description;    // "NVIDIA H200 SXM, 141 GB HBM3e"
-  double memory_bytes = 0;
-  double bf16_flops = 0;      // dense tensor-core peak (fp16 the same on these parts)
-  double fp32_flops = 0;      // plain fp32 (no TF32)
-  double hbm_bytes_per_s = 0;
-  double nvlink_bytes_per_s = 0;     // per GPU, one direction, inside a node
-  double internode_bytes_per_s = 0;  // per GPU, one direction (its NIC)
-  int gpus_per_node = 8;             // the DGX/HGX node's: what --gpus-per-node defaults to
-};
-
-// The table: a100-80g, h100, h200. Null for a name not in it.
-const GpuSpec* find_gpu(const std::string& name);
-// "a100-80g, h100, h200": for error messages and --help.
-std::string known_gpu_names();
+// The GPU table lives with the devices (runtime/internal/gpu_datasheets.h): dp-train's
+// MFU reads the same peaks.
+using zdp::find_gpu;
+using zdp::GpuSpec;
+using zdp::known_gpu_names;
 
 // What fraction of the datasheet each kind of work reaches; the defaults are assumptions
 // stated in gpu_step_model.cc (and replaced by a lent GPU's profile when one exists).
@@ -74,6 +63,10 @@ struct GptShape {
   int64_t micro_batch = 1, accum_steps = 1;
   int64_t elem_bytes = 2;  // 2 for bf16/fp16, 4 for fp32 (then fp32_flops is the peak)
   int64_t params = 0;      // psi, for the optimizer's traffic
+  // fp32 state tensors besides the master: 2 for AdamW (m, v), 1 for SGD with momentum, 0
+  // without (engine/src/buffer_plan.cc optimizer_moments).
+  int64_t optimizer_moments = 2;
+  bool adamw = true;  // names the optimizer's row
   bool fused_attention = false;  // cuDNN's fused attention (trainer: Ops::use_fused_attention)
 };
 

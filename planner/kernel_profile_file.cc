@@ -7,6 +7,7 @@
 
 #include "core/internal/input_file.h"
 #include "runtime/internal/config_limits.h"
+#include "runtime/internal/gpu_datasheets.h"
 #include "runtime/internal/json_checked.h"
 
 namespace zdp::launcher {
@@ -148,10 +149,8 @@ StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir) {
 }
 
 std::string gpu_name_of_device(const std::string& device) {
-  if (device.find("A100") != std::string::npos) return "a100-80g";
-  if (device.find("H100") != std::string::npos) return "h100";
-  if (device.find("H200") != std::string::npos) return "h200";
-  return "";
+  const GpuSpec* gpu = gpu_of_device(device);
+  return gpu ? gpu->name : "";
 }
 
 }  // namespace zdp::launcher

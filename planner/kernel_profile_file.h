@@ -45,7 +45,8 @@ StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir);
 Status parse_kernel_times(const std::string& text, const std::string& path, MeasuredKernels* m);
 Status parse_profile_steps(const std::string& text, const std::string& path, MeasuredKernels* m);
 
-// The planner's GPU name for a device name ("NVIDIA H200" -> "h200"); "" when none fits.
+// The planner's GPU name for a device's exact CUDA name ("NVIDIA H200" -> "h200",
+// gpu_of_device); "" for any other ("NVIDIA H100 PCIe" is not the h100 of the table).
 std::string gpu_name_of_device(const std::string& device);
 
 }  // namespace zdp::launcher

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/internal/cli_range.h"
+#include "runtime/internal/config_limits.h"
 #include "planner/format_numbers.h"
 #include "planner/gpu_step_model.h"
 #include "planner/json_lines.h"
@@ -36,6 +37,9 @@ constexpr double kInterNodeAlphaS = 20e-6;
 // And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
 // of an H100's dense bf16 peak.
 constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
+// Of a GPU's memory, what zdp's buffers cannot have: the CUDA context (a few hundred MiB
+// with lazy module loading), the library handles and NCCL's channel buffers. Assumed.
+constexpr int64_t kCudaReservedBytes = int64_t{1} << 30;
 
 // Parameters of config's model, without building anything (for the calibration guard).
 double cheap_psi(const Config& config) {
@@ -152,7 +156,21 @@ int run_plan(const PlanArgs& a) {
       }
       diffed = format_profile_diff(*d, measured, *b) + "\n";
     }
-    if (gpu_name.empty() && !cpu_profile) gpu_name = gpu_name_of_device(measured.device);
+    const std::string measured_gpu = cpu_profile ? "" : gpu_name_of_device(measured.device);
+    if (!a.gpu.empty() && !cpu_profile && measured_gpu != a.gpu) {
+      // The efficiencies a profile implies are the measured times over --gpu's datasheet:
+      // another part's (an H200 run read against an A100) gave "matmul 297%".
+      if (!measured_gpu.empty()) {
+        say("--from-profile " + a.from_profile + " was measured on '" + measured.device + "' (" + measured_gpu +
+            "), not on --gpu " + a.gpu + ": its efficiencies are that GPU's; leave out --gpu, or give --gpu " +
+            measured_gpu);
+        return 2;
+      }
+      say("note: --from-profile " + a.from_profile + " was measured on '" + measured.device +
+          "', which the GPU table does not know: its efficiencies are read against --gpu " + a.gpu +
+          "'s datasheet, so they are only as right as that part is like it");
+    }
+    if (gpu_name.empty() && !cpu_profile) gpu_name = measured_gpu;
     if (gpu_name.empty() && !cpu_profile) {
       say("--from-profile " + a.from_profile + ": the profile's device '" + measured.device +
           "' is not a GPU this planner knows (" + known_gpu_names() + "); give --gpu");
@@ -167,7 +185,8 @@ int run_plan(const PlanArgs& a) {
       return 2;
     }
     if (config->launch.backend == Backend::kGloo) {
-      say("--gpu " + gpu_name + " with launch.backend = \"gloo\" in " + a.config_path +
+      say(std::string(a.gpu.empty() ? "a profile of a GPU (" + gpu_name + ")" : "--gpu " + gpu_name) +
+          " with launch.backend = \"gloo\" in " + a.config_path +
           ": Gloo ranks run on CPUs; use a nccl config (or --set launch.backend=nccl)");
       return 2;
     }
@@ -179,9 +198,24 @@ int run_plan(const PlanArgs& a) {
     say("--gpus-per-node and --nodes need --gpu (its table gives the NVLink and inter-node links)");
     return 2;
   }
-  const int cuda_devices = spec ? 1 : cuda_device_count();
+  // With --gpu, "auto" ranks per node are the planned node's GPUs.
+  const int gpus_per_node = spec ? (a.gpus_per_node > 0 ? a.gpus_per_node : spec->gpus_per_node) : 0;
+  const int cuda_devices = spec ? gpus_per_node : cuda_device_count();
   const int local = resolve_nproc_per_node(config->launch, cuda_devices);
-  const int configured = local * config->launch.nnodes;
+  const int64_t configured_world = int64_t{local} * config->launch.nnodes;
+  if (configured_world > config_internal::kMaxWorldSize) {
+    say(a.config_path + ": " + std::to_string(local) + " ranks per node x launch.nnodes (" +
+        std::to_string(config->launch.nnodes) + ") = " + std::to_string(configured_world) +
+        " ranks, more than a job may have (" + std::to_string(config_internal::kMaxWorldSize) + ")");
+    return 2;
+  }
+  const int configured = static_cast<int>(configured_world);
+  // The configured job as dp-launch would refuse it: a global batch that the configured
+  // world does not divide was planned as a smaller one.
+  if (const Status valid = validate_for_world(*config, configured); !valid.ok()) {
+    say("invalid configuration for its " + std::to_string(configured) + " ranks:\n" + valid.message());
+    return 2;
+  }
   const bool gpu = cuda_devices > 0 && config->launch.backend != Backend::kGloo;
 
   PlannerInputs in;
@@ -199,16 +233,19 @@ int run_plan(const PlanArgs& a) {
     }
     in.memory_origin = "--device-memory";
   } else if (spec) {
-    in.device_memory = static_cast<int64_t>(spec->memory_bytes);
-    in.memory_origin = "--gpu " + spec->name + ": " + spec->description;
+    in.device_memory = static_cast<int64_t>(spec->memory_bytes) - kCudaReservedBytes;
+    in.memory_origin = "--gpu " + spec->name + ": " + spec->description + ", " +
+                       format_bytes(static_cast<int64_t>(spec->memory_bytes)) + " as nvidia-smi counts it, less " +
+                       format_bytes(kCudaReservedBytes) + " assumed for the CUDA context and NCCL";
   } else if (gpu) {
     StatusOr<int64_t> bytes = cuda_device_memory(0);
     if (!bytes.ok()) {
       say("cannot read the GPU's memory (give --device-memory): " + bytes.status().message());
       return 2;
     }
-    in.device_memory = *bytes;
-    in.memory_origin = "cuda:0's memory";
+    in.device_memory = *bytes - kCudaReservedBytes;
+    in.memory_origin = "cuda:0's memory, " + format_bytes(*bytes) + ", less " + format_bytes(kCudaReservedBytes) +
+                       " assumed for the CUDA context and NCCL";
   } else {
     const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
     in.device_memory = ram / local;
@@ -222,11 +259,17 @@ int run_plan(const PlanArgs& a) {
   std::string gpu_table;
   if (spec) {
     in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
-    in.ranks_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : spec->gpus_per_node;
+    in.ranks_per_node = gpus_per_node;
     in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
                      "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
     const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;
-    if (a.nodes > 0 && nodes_world <= (1 << 20) &&
+    if (nodes_world > config_internal::kMaxWorldSize) {
+      say("--nodes " + std::to_string(a.nodes) + " x " + std::to_string(in.ranks_per_node) + " GPUs per node = " +
+          std::to_string(nodes_world) + " ranks, more than a job may have (" +
+          std::to_string(config_internal::kMaxWorldSize) + ")");
+      return 2;
+    }
+    if (a.nodes > 0 &&
         std::find(in.worlds.begin(), in.worlds.end(), static_cast<int>(nodes_world)) == in.worlds.end()) {
       in.worlds.push_back(static_cast<int>(nodes_world));
     }
@@ -241,6 +284,9 @@ int run_plan(const PlanArgs& a) {
       shape.layers = m.n_layers, shape.d_model = m.d_model, shape.heads = m.n_heads, shape.vocab = m.vocab_size;
       shape.seq = m.seq_len, shape.micro_batch = config->train.micro_batch, shape.accum_steps = 1;
       shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = model->psi;
+      // As the engine sizes the optimizer's state (engine/src/buffer_plan.cc optimizer_moments).
+      shape.adamw = config->optim.name == OptimizerKind::kAdamW;
+      shape.optimizer_moments = shape.adamw ? 2 : (config->optim.beta1 != 0.0 ? 1 : 0);
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
       GpuEfficiency eff;
       std::string compared;
@@ -265,7 +311,9 @@ int run_plan(const PlanArgs& a) {
       }
       in.flops_per_s = micro.model_flops / (micro.step_s - optimizer_s);
       in.optimizer_s = optimizer_s;
-      in.optimizer_origin = "--gpu " + spec->name + ": the per-kernel model's AdamW, the table above";
+      in.optimizer_origin = compared.empty() ? "--gpu " + spec->name + ": the per-kernel model's optimizer, the table above"
+                                             : "--gpu " + spec->name + ": the per-kernel model's optimizer at the "
+                                               "efficiencies calibrated from " + a.from_profile;
       in.flops_origin = compared.empty() ? "predicted per kernel for one " + spec->name + " (the table above)"
                                          : "predicted per kernel for one " + spec->name +
                                                ", efficiencies calibrated from " + a.from_profile;
@@ -278,6 +326,7 @@ int run_plan(const PlanArgs& a) {
   if (!gpu && config->launch.nnodes == 1) {
     in.cpu_cores = cores;
     in.flops_threads = std::max(1, cores / local);
+    in.node_ranks = local;
   }
   if (a.calibrate) {
     if (gpu) {
@@ -314,11 +363,12 @@ int run_plan(const PlanArgs& a) {
   if (!a.link.empty()) {
     double gbps = 0, alpha_us = -1;
     char extra = 0;
-    // Written so that NaN fails: 1 PB/s and 1 s per message bound what a link can be.
-    if (std::sscanf(a.link.c_str(), "%lf,%lf%c", &gbps, &alpha_us, &extra) != 2 || !(gbps > 0 && gbps <= 1e6) ||
+    // Written so that NaN fails: 1 MB/s to 1 PB/s and up to 1 s per message bound what a
+    // link can be (1e-300 GB/s printed 300-digit times that overran the table's lines).
+    if (std::sscanf(a.link.c_str(), "%lf,%lf%c", &gbps, &alpha_us, &extra) != 2 || !(gbps >= 1e-3 && gbps <= 1e6) ||
         !(alpha_us >= 0 && alpha_us <= 1e6)) {
-      say("--link '" + a.link + "' is not GB/s,alpha_us with GB/s in (0, 1e6] and alpha_us in [0, 1e6] (e.g. 100,10: "
-          "100 GB/s and 10 us per message)");
+      say("--link '" + a.link + "' is not GB/s,alpha_us with GB/s in [0.001, 1e6] and alpha_us in [0, 1e6] (e.g. "
+          "100,10: 100 GB/s and 10 us per message)");
       return 2;
     }
     in.link = {alpha_us * 1e-6, gbps * 1e9, "--link"};

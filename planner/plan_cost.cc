@@ -102,7 +102,9 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
   // Gradient reductions during the backward of each micro-batch that reduces (the last,
   // or all of them with sharded accumulation), last bucket first. Times count from the
   // start of the last backward: micro-batch m's starts (accum_steps - 1 - m) micro_s earlier.
-  const int64_t reducing = w.sharded_accumulation && w.stage >= 2 ? std::max<int64_t>(1, w.accum_steps) : 1;
+  const int64_t reducing = (w.sharded_accumulation && w.stage >= 2) || w.deterministic
+                               ? std::max<int64_t>(1, w.accum_steps)
+                               : 1;
   double total_elems = 0;
   for (int64_t e : w.bucket_elems) total_elems += static_cast<double>(e);
   double stream_free = -std::numeric_limits<double>::infinity();
@@ -110,8 +112,11 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
     const double backward_begin = -static_cast<double>(m) * micro_s;
     double covered = 0;
     for (size_t i = w.bucket_elems.size(); i-- > 0;) {
-      const double t = exchange(static_cast<double>(w.bucket_elems[i]), w.stage >= 1 && w.reduce_all_to_all,
-                                w.reduce_bytes, w.reduce_bytes_intra, w.stage == 0 ? 2 : 1);
+      const double elems = static_cast<double>(w.bucket_elems[i]);
+      const double t = w.deterministic
+                           ? exchange(elems * K, false, w.leaf_bytes, w.leaf_bytes, 1)  // the ranks' leaves gathered
+                           : exchange(elems, w.stage >= 1 && w.reduce_all_to_all, w.reduce_bytes, w.reduce_bytes_intra,
+                                      w.stage == 0 ? 2 : 1);
       p.reduce_s += t;
       covered += static_cast<double>(w.bucket_elems[i]);
       const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;

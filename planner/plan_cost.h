@@ -58,6 +58,10 @@ struct StepWork {
   bool overlap = true;                // reductions overlap the backward that produced them
   bool sharded_accumulation = false;  // stages 2-3 (zero.accumulate = "sharded"): every
                                       // micro-batch reduced, not only the last
+  // train.deterministic: every micro-batch's bucket is all-gathered (K x the bucket, in the
+  // compute dtype: leaf_bytes per element) instead of reduced (docs/design.md "Cost").
+  bool deterministic = false;
+  double leaf_bytes = 4;
   std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
   std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
   // Bytes per element on the wire: the reduce dtype's, or a quantized chunk's (scales and
@@ -104,6 +108,9 @@ struct StepPrediction {
 //    micro-batch's reductions hide behind the compute that follows it (the stream is
 //    serial: a backlog delays the later ones), only what runs past the last backward is
 //    exposed;
+//  - deterministic: every micro-batch's backward all-gathers each bucket from all K ranks
+//    (a rank receives (K-1) x the bucket) in place of the reduction, hidden as sharded
+//    accumulation's are;
 //  - stages 1-2 all-gather every bucket's parameters after the optimizer: exposed;
 //  - stage 3 gathers each layer group before its forward and again before its backward,
 //    in every micro-batch, prefetched one group ahead: a group's gather hides behind the

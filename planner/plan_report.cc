@@ -40,8 +40,20 @@ std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
     if (fastest == nullptr || s.time.step_s < fastest->time.step_s) fastest = &s;
   }
   if (lowest == nullptr) {
-    return "none: no stage fits in " + format_bytes(memory) + " per rank (stage 3 needs " +
-           format_bytes(w.stages[3].total) + "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
+    // The stage that comes closest (stage 3 is not always the smallest: its gathered layer
+    // groups can outweigh what sharding saves on a small model).
+    const StagePlan* smallest = &w.stages[0];
+    for (const StagePlan& s : w.stages) {
+      if (s.total < smallest->total) smallest = &s;
+    }
+    if (compressed && smallest->fits) {
+      return "none with compressed communication: only stage 0 fits in " + format_bytes(memory) +
+             " per rank, and it all-reduces uncompressed; leave out zero.reduce_dtype/zero.gather_dtype's "
+             "quantization to run it, or use more ranks.";
+    }
+    return "none: no stage fits in " + format_bytes(memory) + " per rank (the smallest, stage " +
+           std::to_string(smallest->stage) + ", needs " + format_bytes(smallest->total) +
+           "); use more ranks, a smaller train.micro_batch, or a device with more memory.";
   }
   const StagePlan* pick = lowest;
   for (const StagePlan& s : w.stages) {
@@ -104,8 +116,9 @@ double PlannerInputs::rank_flops_per_s(int world_size) const {
   if (cpu_cores <= 0 || world_size < 1) return flops_per_s;
   const double per_thread = flops_per_s / std::max(1, flops_threads);
   // The launcher gives each of K local ranks cores / K threads (at least one).
-  const double share = world_size <= cpu_cores ? static_cast<double>(cpu_cores / world_size)
-                                                : static_cast<double>(cpu_cores) / world_size;
+  const int here = std::min(world_size, std::max(1, node_ranks));
+  const double share = here <= cpu_cores ? static_cast<double>(cpu_cores / here)
+                                         : static_cast<double>(cpu_cores) / here;
   return per_thread * share;
 }
 
@@ -129,6 +142,14 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       at.zero.stage = stage;
       at.train.global_batch = w.global_batch;
       at.train.accum_steps = accum;
+      if (K != configured) {
+        // The global batch here is the planner's (K x micro_batch x accum_steps): an error
+        // names it so, not the line of the config that set the configured world's.
+        at.origins.erase("train.global_batch");
+        at.origins.erase("train.accum_steps");
+        at.source = "world size " + std::to_string(K) + " (global batch " + std::to_string(K) + " x micro_batch " +
+                    std::to_string(config.train.micro_batch) + " x accum_steps " + std::to_string(accum) + ")";
+      }
       // zero.accumulate = "sharded" is a stage 2-3 choice: stages 0-1 are planned local.
       if (stage < 2) at.zero.accumulate = GradAccumulation::kLocal;
       // Quantized communication is a stage 1-3 choice: stage 0 is planned uncompressed.
@@ -148,10 +169,11 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       ZDP_ASSIGN_OR_RETURN(s.memory, plan_memory(report.model.params, *eopts, K, in.device));
       s.formula_bytes = s.memory.formula;
       s.activations = report.model.activation_bytes;
-      s.total = s.memory.total() + s.activations +
-                (in.device == DeviceKind::kCuda
-                     ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) + report.model.attention_workspace_bytes
-                     : 0);
+      s.library_workspace =
+          in.device == DeviceKind::kCuda
+              ? static_cast<int64_t>(kernels::kGemmWorkspaceBytes) + report.model.attention_workspace_bytes
+              : 0;
+      s.total = s.memory.total() + s.activations + s.library_workspace;
       s.fits = s.total <= in.device_memory;
       StepWork work;
       work.stage = stage;
@@ -159,6 +181,8 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.accum_steps = accum;
       work.overlap = config.zero.overlap;
       work.sharded_accumulation = at.zero.accumulate == GradAccumulation::kSharded;
+      work.deterministic = config.train.deterministic;
+      work.leaf_bytes = c;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
       work.reduce_bytes = work.reduce_bytes_intra = r;
@@ -235,8 +259,8 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   if (in.cpu_cores > 0) {
     std::snprintf(line, sizeof(line),
                   "  CPU ranks share this node's %d cores: that rate is for %d thread(s) per rank, scaled to each "
-                  "world size's share\n",
-                  in.cpu_cores, in.flops_threads);
+                  "world size's share; world sizes above %d are planned as more nodes like this one\n",
+                  in.cpu_cores, in.flops_threads, in.node_ranks);
     out += line;
   }
   for (const WorldPlan& w : rep.worlds) {
@@ -259,7 +283,9 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
       std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f\n",
                     s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum + p.states.error_feedback).c_str(),
                     mib(p.states.master).c_str(), mib(p.states.m).c_str(), mib(p.states.v).c_str(),
-                    mib(p.bytes(MemCategory::kBuckets)).c_str(), mib(p.buffers.workspace).c_str(), mib(s.activations).c_str(),
+                    mib(p.bytes(MemCategory::kBuckets)).c_str(),
+                    mib(static_cast<double>(p.buffers.workspace + s.library_workspace)).c_str(),
+                    mib(s.activations).c_str(),
                     mib(s.total).c_str(), mib(s.formula_bytes).c_str(), s.fits ? "yes" : "NO",
                     mib(s.time.sent_bytes).c_str(), s.time.compute_s * 1e3, s.time.exposed_comm_s * 1e3,
                     s.time.step_s * 1e3);
@@ -279,7 +305,8 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
          "\"local\" (\"sharded\", stages 2-3: none, the owned shard is fp32) and a reduce-dtype copy at "
-         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); formula = the "
+         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); workspace = the "
+         "engine's, and on GPUs cuBLASLt's and cuDNN's fused attention's; formula = the "
          "ZeRO model states of docs/design.md (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with "
          "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "
          "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
@@ -340,6 +367,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                          {"param_gather", p.buffers.param_gather},
                          {"wire", p.buffers.wire},
                          {"workspace", p.buffers.workspace},
+                         {"library_workspace", s.library_workspace},
                          {"activations", s.activations},
                          {"engine_total", p.total()},
                          {"total", s.total},

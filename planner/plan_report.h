@@ -36,10 +36,13 @@ struct PlannerInputs {
   double optimizer_s = 0;
   std::string optimizer_origin;
   // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
-  // (or assumed) with flops_threads threads, and a world of K ranks gets
-  // rank_flops_per_s(K) (cores / K threads each, or a 1/K share of the cores when K > cores).
+  // (or assumed) with flops_threads threads. A world of K ranks runs min(K, node_ranks) of
+  // them on each node like this one (larger worlds are more such nodes, as the memory per
+  // rank assumes: this machine's RAM / node_ranks), each with cores / those ranks threads,
+  // or a share of the cores when they outnumber them: rank_flops_per_s(K).
   int cpu_cores = 0;
   int flops_threads = 1;
+  int node_ranks = 1;
   double rank_flops_per_s(int world_size) const;
 };
 
@@ -49,7 +52,8 @@ struct StagePlan {
   MemoryPlan memory;              // the engine's buffers
   int64_t formula_bytes = 0;      // the ZeRO formula (docs/design.md "Memory per rank"; model states, no padding)
   int64_t activations = 0;        // the model's activation and scratch buffers
-  int64_t total = 0;              // memory.total() + activations (+ GPUs' GEMM and fused-attention workspaces)
+  int64_t library_workspace = 0;  // GPUs: cuBLASLt's and cuDNN's fused-attention workspaces
+  int64_t total = 0;              // memory.total() + activations + library_workspace
   bool fits = false;
   StepPrediction time;
   // The same stage with the compute dtype's ring collectives, when the config quantizes

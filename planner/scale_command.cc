@@ -17,7 +17,9 @@
 #include "planner/run_summary_file.h"
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
+#include "runtime/internal/config_limits.h"
 #include "zdp/config.h"
+#include "zdp/device.h"
 
 extern char** environ;
 
@@ -77,7 +79,21 @@ int run_scale(const ScaleArgs& a) {
     say("invalid configuration:\n" + config.status().message());
     return 2;
   }
-  const int configured = resolve_nproc_per_node(config->launch, 0) * config->launch.nnodes;
+  // As dp-launch resolves it: "auto" is this machine's CUDA devices.
+  const int64_t configured_world = int64_t{resolve_nproc_per_node(config->launch, cuda_device_count())} *
+                                   config->launch.nnodes;
+  if (configured_world > config_internal::kMaxWorldSize) {
+    say("the configured world of " + std::to_string(configured_world) + " ranks is more than a job may have (" +
+        std::to_string(config_internal::kMaxWorldSize) + ")");
+    return 2;
+  }
+  const int configured = static_cast<int>(configured_world);
+  // Its batch geometry as the launch would check it (a global batch that the world does
+  // not divide gave accum_steps 0 and a child refused for a value no one typed).
+  if (const Status valid = validate_for_world(*config, configured); !valid.ok()) {
+    say("invalid configuration for its " + std::to_string(configured) + " ranks:\n" + valid.message());
+    return 2;
+  }
   const int64_t micro = config->train.micro_batch;
   const int64_t accum = resolved_accum_steps(config->train, configured);
   const int64_t steps = a.steps > 0 ? a.steps : config->train.steps;

@@ -20,6 +20,11 @@ constexpr double kMaxGlobalBatch = 1073741824;
 // A synthetic epoch of 2^62 samples is more than any run reads (its data position stops
 // at 2^62, the checkpoint format's bound); a larger one hung the sampler's shuffle.
 constexpr double kMaxSyntheticSamples = 4611686018427387904.0;  // 2^62
+// A job of more than 2^20 ranks (a million GPUs), or a node of more than 4096 ranks, is
+// a typo: nproc_per_node x nnodes overflowed int and wrapped to 0 or below, which made
+// dp-launch plan divide by zero.
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+constexpr int64_t kMaxRanksPerNode = 4096;
 // A learning rate above 1000 diverges at the first step with any optimizer here.
 constexpr double kMaxLr = 1000;
 // A model's shape, far past any model trained (the deepest have about a thousand layers,

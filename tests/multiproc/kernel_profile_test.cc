@@ -210,6 +210,22 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   EXPECT_EQ(gpu.output.find("not measured"), std::string::npos) << gpu.output;
   EXPECT_EQ(gpu.output.find("prediction has no kernel"), std::string::npos) << gpu.output;
   EXPECT_NE(gpu.output.find("calibrated from " + dir), std::string::npos) << gpu.output;
+  // An H200's profile read against another GPU's datasheet gave efficiencies of 297%.
+  testing::CommandRun other_gpu = testing::run_command(plan + " --gpu a100-80g");
+  EXPECT_EQ(other_gpu.exit_code, 2) << other_gpu.output;
+  EXPECT_NE(other_gpu.output.find("was measured on 'NVIDIA H200' (h200), not on --gpu a100-80g"), std::string::npos)
+      << other_gpu.output;
+  // A part the table does not know is not planned as its family's SXM part.
+  json pcie = as_gpu;
+  pcie["device"] = "NVIDIA H100 PCIe";
+  const std::string pcie_dir = tmp.path() + "/pcie";
+  fs::create_directories(pcie_dir);
+  std::ofstream(pcie_dir + "/kernels.json") << pcie.dump();
+  testing::CommandRun unknown =
+      testing::run_command(std::string(ZDP_DP_LAUNCH) + " plan " + cfg + " --from-profile " + pcie_dir);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("the profile's device 'NVIDIA H100 PCIe' is not a GPU this planner knows"),
+            std::string::npos) << unknown.output;
   StatusOr<launcher::MeasuredKernels> read = launcher::read_measured_kernels(dir);
   ASSERT_TRUE(read.ok()) << read.status().to_string();
   EXPECT_EQ(read->profile_steps, kSteps - kWarmup);

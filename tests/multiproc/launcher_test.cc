@@ -309,6 +309,67 @@ TEST_F(LauncherTest, AMissingProgramIsAClearError) {
 
 // `dp-launch plan` starts nothing and prints, for the configured world size and each
 // --world, one row per ZeRO stage and a recommendation, and the same as JSON lines.
+// The "sent MiB" column of `stage`'s row in the first world size's table of a plan.
+double planned_sent_mib(const std::string& plan, int stage) {
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > 3 && line.compare(0, 2, "  ") == 0 && line[2] == '0' + stage && line[3] == ' ') {
+      const size_t bar = line.find('|');
+      return bar == std::string::npos ? -1 : std::stod(line.substr(bar + 1));
+    }
+  }
+  return -1;
+}
+
+// What the launch would refuse, plan refuses too; what the job would run, it plans.
+TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
+  const std::string configs = std::string(ZDP_SOURCE_DIR) + "/configs/";
+  const std::string logs = "launch.log_dir=\"" + (dir_ / "plan-checks").string() + "\"";
+  auto plan = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "plan");
+    args.insert(args.end(), {"--set", logs});
+    return launch(args);
+  };
+  // nproc_per_node x nnodes wrapped int to 0 (a division by zero) or below.
+  LaunchRun r = plan({configs + "quickstart.toml", "--set", "launch.nproc_per_node=4096", "--set",
+                      "launch.nnodes=65536"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("launch.nproc_per_node (4096) x launch.nnodes (65536) = 268435456 ranks, more than a job "
+                          "may have (1048576)"),
+            std::string::npos) << r.output;
+  // A global batch its world does not divide was planned as a smaller one.
+  r = plan({configs + "quickstart.toml", "--set", "train.global_batch=30"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.global_batch (30) is not divisible by train.micro_batch (8) x world size (2)"),
+            std::string::npos) << r.output;
+  // --gpu: "auto" ranks per node are the planned node's GPUs (it planned one rank).
+  r = plan({configs + "gpu-gpt2.toml", "--gpu", "h200", "--set", "launch.nproc_per_node=auto"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("world size 8 (configured)"), std::string::npos) << r.output;
+  // No stage fits: the message names the smallest (here stage 0), not stage 3.
+  r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--device-memory", "9500MiB"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("recommended: none: no stage fits in 9.28 GiB per rank (the smallest, stage 0, needs"),
+            std::string::npos) << r.output;
+  // Deterministic mode all-gathers every micro-batch's buckets: a rank sends (K - 1) x the
+  // bucket a micro-batch, accum_steps (2) x 3 / (2 x 3/4) = 4x the all-reduce's bytes at K = 4.
+  const std::vector<std::string> k4 = {configs + "quickstart.toml", "--set", "launch.nproc_per_node=4",
+                                       "--set", "train.global_batch=64"};
+  r = plan(k4);
+  const double all_reduce = planned_sent_mib(r.output, 0);
+  std::vector<std::string> deterministic = k4;
+  deterministic.insert(deterministic.end(), {"--set", "train.deterministic=true"});
+  const LaunchRun d = plan(deterministic);
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NEAR(planned_sent_mib(d.output, 0), 4 * all_reduce, 0.02) << r.output << d.output;
+  // Links and node counts past any machine are refused, not printed as 300-digit times.
+  r = plan({configs + "quickstart.toml", "--link", "1e-300,0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = plan({configs + "gpu-gpt2.toml", "--gpu", "h200", "--nodes", "200000"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--nodes 200000 x 8 GPUs per node = 1600000 ranks"), std::string::npos) << r.output;
+}
+
 TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {
   const std::string quickstart = std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml";
   const fs::path logs = dir_ / "plan";

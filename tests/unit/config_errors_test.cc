@@ -84,7 +84,7 @@ TEST(ConfigErrors, WrongTypeNamesPositionKeyExpectedTypeAndValue) {
   EXPECT_EQ(error_of("[launch]\nbackend = 3\n"),
             "configs/x.toml:2:11: launch.backend: expected one of \"auto\", \"nccl\", \"gloo\", found integer 3");
   EXPECT_EQ(error_of("[launch]\nnproc_per_node = true\n"),
-            "configs/x.toml:2:18: launch.nproc_per_node: expected integer >= 1, or \"auto\", found boolean true");
+            "configs/x.toml:2:18: launch.nproc_per_node: expected integer in [1, 4096], or \"auto\", found boolean true");
   EXPECT_EQ(error_of("[launch]\nargs = \"--x\"\n"),
             "configs/x.toml:2:8: launch.args: expected array of strings, found string \"--x\"");
   // Elements are checked one by one, at their own position.
@@ -100,11 +100,11 @@ TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
             "configs/x.toml:2:15: launch.master_port = 70000 is out of range: must be in [1, 65535]");
   EXPECT_EQ(error_of("[zero]\nstage = 5\n"), "configs/x.toml:2:9: zero.stage = 5 is out of range: must be in [0, 3]");
   EXPECT_EQ(error_of("[launch]\nnproc_per_node = -1\n"),
-            "configs/x.toml:2:18: launch.nproc_per_node = -1 is out of range: must be >= 1 or \"auto\"");
+            "configs/x.toml:2:18: launch.nproc_per_node = -1 is out of range: must be in [1, 4096] or \"auto\"");
   EXPECT_EQ(error_of("[launch]\nnproc_per_node = 0\n"),
-            "configs/x.toml:2:18: launch.nproc_per_node = 0 is out of range: must be >= 1 or \"auto\"");
+            "configs/x.toml:2:18: launch.nproc_per_node = 0 is out of range: must be in [1, 4096] or \"auto\"");
   EXPECT_EQ(error_of("[launch]\nnproc_per_node = \"all\"\n"),
-            "configs/x.toml:2:18: launch.nproc_per_node = \"all\" is not allowed: must be integer >= 1, or \"auto\"");
+            "configs/x.toml:2:18: launch.nproc_per_node = \"all\" is not allowed: must be integer in [1, 4096], or \"auto\"");
   EXPECT_EQ(error_of("[launch]\nbackend = \"mpi\"\n"),
             "configs/x.toml:2:11: launch.backend = \"mpi\" is not allowed: "
             "must be one of \"auto\", \"nccl\", \"gloo\"");

@@ -99,6 +99,18 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   const KernelCost& adam = row(p, "adamw (once per step)");
   EXPECT_EQ(adam.calls, 1);
   EXPECT_DOUBLE_EQ(adam.time_s, 60e-6);
+  // Plain SGD keeps no moment: psi (8 + 4 + 2) = 14,000 bytes -> 28 us; with momentum one:
+  // psi (2 x 8 + 4 + 2) -> 44 us (it was AdamW's 60 us whatever the optimizer).
+  GptShape sgd = s;
+  sgd.adamw = false, sgd.optimizer_moments = 0;
+  const GpuStepPrediction plain = predict_gpt_step(sgd, g, halves());
+  EXPECT_DOUBLE_EQ(row(plain, "sgd").time_s, 28e-6);
+  sgd.optimizer_moments = 1;
+  const GpuStepPrediction momentum = predict_gpt_step(sgd, g, halves());
+  EXPECT_DOUBLE_EQ(row(momentum, "sgd").time_s, 44e-6);
+  // The embedding's backward writes the whole tied table from the LM head's fp32 gradient:
+  // 8 N + 2 N d e + T d e + V d (4 + e) = 64 + 128 + 32 + 192 = 416 bytes at 0.5 GB/s.
+  EXPECT_DOUBLE_EQ(row(p, "embedding bwd").bytes, 416);
   // With no host issue cost the step is the sum of the rows; tokens/s and MFU follow from it.
   double sum = 0;
   int64_t launches = 0;
@@ -257,10 +269,26 @@ TEST(GpuStepModel, AGpt2StepHidesItsLaunchesAndATinyOneIsLaunchBound) {
 }
 
 TEST(GpuStepModel, GpuTable) {
-  EXPECT_EQ(known_gpu_names(), "a100-80g, h100, h200");
+  EXPECT_EQ(known_gpu_names(), "a100-40g, a100-80g, h100, h200");
   EXPECT_EQ(find_gpu("h300"), nullptr);
   EXPECT_DOUBLE_EQ(find_gpu("h200")->bf16_flops, find_gpu("h100")->bf16_flops);  // same chip
   EXPECT_GT(find_gpu("h200")->hbm_bytes_per_s, find_gpu("h100")->hbm_bytes_per_s);
+  // Memory as nvidia-smi counts it (KINDS.md: 81559 MiB and 143771 MiB), not 80e9 bytes.
+  EXPECT_DOUBLE_EQ(find_gpu("h100")->memory_bytes, 81559.0 * 1048576);
+  EXPECT_DOUBLE_EQ(find_gpu("h200")->memory_bytes, 143771.0 * 1048576);
+}
+
+// A device is one of the table's parts by its exact CUDA name only: another part of the
+// family has other rates and memory (an H100 PCIe was planned as the SXM part).
+TEST(GpuStepModel, DevicesAreKnownByTheirExactNames) {
+  EXPECT_EQ(gpu_of_device("NVIDIA H200"), find_gpu("h200"));
+  EXPECT_EQ(gpu_of_device("cuda:3 (NVIDIA H100 80GB HBM3)"), find_gpu("h100"));
+  EXPECT_EQ(gpu_of_device("NVIDIA A100-SXM4-40GB"), find_gpu("a100-40g"));
+  EXPECT_EQ(gpu_of_device("NVIDIA A100-SXM4-80GB"), find_gpu("a100-80g"));
+  for (const char* other : {"NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB",
+                            "NVIDIA A100 80GB PCIe", "cuda:0 (NVIDIA H200 NVL)", "cpu", ""}) {
+    EXPECT_EQ(gpu_of_device(other), nullptr) << other;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/internal/gpu_datasheets.h"
 #include "trainer/data/same_data.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
@@ -33,15 +34,15 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // One rank's peak FLOP/s for MFU, in the step lines and the profile summary alike:
-// profile.peak_tflops when set, else the dense bf16 tensor-core peak of the GPUs we know
-// (their datasheets); other devices (and the CPU) get no MFU.
+// profile.peak_tflops when set, else the datasheet peak of a GPU known by its exact name
+// (runtime/internal/gpu_datasheets.h) for the model's dtype: dense bf16/fp16 tensor cores,
+// or plain fp32. Other devices (an H100 PCIe, the CPU) get no MFU without peak_tflops.
 double peak_flops(const Config& config, const Device& device) {
   if (config.profile.peak_tflops > 0) return config.profile.peak_tflops * 1e12;
   if (device.kind() != DeviceKind::kCuda) return 0;
-  const std::string name = device.name();
-  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
-  if (name.find("A100") != std::string::npos) return 312e12;
-  return 0;
+  const GpuSpec* gpu = gpu_of_device(device.name());
+  if (gpu == nullptr) return 0;
+  return config.model.dtype == DType::kF32 ? gpu->fp32_flops : gpu->bf16_flops;
 }
 
 // Sums `values` over the ranks (fp32; scalars of logging, not of training).

@@ -129,6 +129,12 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
     return "launch.node_rank (" + str(l.node_rank) + ") must be less than launch.nnodes (" + str(l.nnodes) + ")";
   });
+  // "auto" (0) is resolved later, from the CUDA device count (at most kMaxRanksPerNode).
+  const int64_t world = checked_mul(l.nproc_per_node > 0 ? l.nproc_per_node : 1, l.nnodes);
+  check.require(world <= config_internal::kMaxWorldSize, {"launch.nproc_per_node", "launch.nnodes"}, [&] {
+    return "launch.nproc_per_node (" + str(l.nproc_per_node) + ") x launch.nnodes (" + str(l.nnodes) + ") = " +
+           str(world) + " ranks, more than a job may have (" + str(config_internal::kMaxWorldSize) + ")";
+  });
   // With the world size known, the check below names all four numbers instead.
   if (t.accum_steps > 0 && t.micro_batch > 0 && world_size <= 0) {
     const int64_t per_rank = checked_mul(t.micro_batch, t.accum_steps);

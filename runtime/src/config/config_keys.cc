@@ -127,8 +127,8 @@ KeyInfo non_empty(KeyInfo k) {
 
 // An integer >= 1, or "auto": the Value is the string "auto", the field holds 0.
 template <typename S>
-KeyInfo auto_int_field(const char* name, S Config::*section, int S::*member, const char* doc) {
-  KeyInfo k = field(name, section, member, doc, at_least(1));
+KeyInfo auto_int_field(const char* name, S Config::*section, int S::*member, const char* doc, Range range) {
+  KeyInfo k = field(name, section, member, doc, range);
   k.type = KeyType::kIntOrAuto;
   k.get = [section, member](const Config& c) {
     const int v = c.*section.*member;
@@ -240,8 +240,10 @@ std::vector<KeyInfo> build_table() {
   using P = ProfileConfig;
   return {
       auto_int_field("launch.nproc_per_node", &C::launch, &L::nproc_per_node,
-                     "rank processes on this node; \"auto\": the CUDA device count, or 2 without CUDA devices"),
-      field("launch.nnodes", &C::launch, &L::nnodes, "nodes in the job, each running one dp-launch", at_least(1)),
+                     "rank processes on this node; \"auto\": the CUDA device count, or 2 without CUDA devices",
+                     between(1, static_cast<double>(kMaxRanksPerNode))),
+      field("launch.nnodes", &C::launch, &L::nnodes, "nodes in the job, each running one dp-launch",
+            between(1, static_cast<double>(kMaxWorldSize))),
       field("launch.node_rank", &C::launch, &L::node_rank,
             "this node's index, 0 <= node_rank < nnodes; node 0 hosts the store; --node-rank beats it, and under "
             "Slurm it must agree with SLURM_NODEID", at_least(0)),
@@ -390,8 +392,8 @@ std::vector<KeyInfo> build_table() {
       field("profile.dir", &C::profile, &P::dir,
             "where profile.jsonl, trace.json and memory.svg go; empty = launch.log_dir"),
       field("profile.peak_tflops", &C::profile, &P::peak_tflops,
-            "per-rank peak TFLOP/s for MFU (the step lines and the profile summary); 0 = known GPUs (A100, "
-            "H100, H200 bf16), none on CPU", at_least(0)),
+            "per-rank peak TFLOP/s for MFU (the step lines and the profile summary); 0 = the datasheet's for "
+            "GPUs known by their exact name (A100 SXM, H100 SXM, H200; bf16/fp16, or fp32), none elsewhere", at_least(0)),
       field("profile.kernels", &C::profile, &P::kernels,
             "gpt: time each kernel region (a linear layer, a layernorm, attention...) on rank 0's compute stream "
             "and write <dir>/kernels.json, which `dp-launch plan --from-profile DIR` compares with its prediction"),
