@@ -110,8 +110,10 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   if (options.zero.shards_params()) {
     const std::vector<int64_t> groups = layer_group_elems(layout);
     const int64_t largest_layer = groups.empty() ? 0 : *std::max_element(groups.begin(), groups.end());
-    // The group in use plus the prefetched ones.
-    z.param_gather = {largest_layer * c, 1 + options.zero.prefetch_layers};
+    // The group in use plus the prefetched ones: at most every other group (a
+    // prefetch_layers of 1000 over 2 groups allocated 1001 buffers).
+    const int64_t others = std::max<int64_t>(0, static_cast<int64_t>(groups.size()) - 1);
+    z.param_gather = {largest_layer * c, static_cast<int>(1 + std::min<int64_t>(options.zero.prefetch_layers, others))};
   }
   // Compressed communication: each rank's error feedback is element for element with the
   // flat buffer (its own slices stay zero: they never travel, so they are never

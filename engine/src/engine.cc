@@ -158,6 +158,13 @@ void* Engine::param(Param p) {
     m.env.defer(view.status());
     return nullptr;
   }
+  if (*view == nullptr && !m.warned_param_outside_scope) {
+    // Documented (nullptr outside the scope), so not a failure of the engine; said once,
+    // because a trainer that does not expect it dereferences null next.
+    m.warned_param_outside_scope = true;
+    ZDP_LOG(kWarn) << m.env.who << ": param(" << m.registry.label(p.index)
+                   << "): stage 3 parameters exist only inside an open scope of their layer group; nullptr";
+  }
   return *view;
 }
 

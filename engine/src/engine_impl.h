@@ -34,6 +34,7 @@ struct Engine::Impl {
   EngineOptions opt;
   ParamRegistry registry;
   bool finalized = false;
+  bool warned_param_outside_scope = false;  // param() at stage 3 outside its scope, said once
   Layout layout;
   Timeline timeline;
   // Made by finalize(), in this order; each refers to env, opt, layout and timeline.

@@ -65,6 +65,7 @@ Status GradReducer::allocate(const BufferSizes& z) {
 
 void GradReducer::reset_step() {
   micro_.ready.assign(static_cast<size_t>(registry_.size()), 0);
+  micro_.viewed.assign(static_cast<size_t>(registry_.size()), 0);
   micro_.ready_count = 0;
   micro_.index = 0;
   reset_reductions();
@@ -118,6 +119,18 @@ StatusOr<void*> GradReducer::view(int p, int64_t step) {
     }
     return elem_ptr(mem_.full.data(), pl.offset, cdt);
   }
+  // Stages 2-3: the staging buffer is this micro-batch's, until its group is folded or
+  // reduced; a view after that would take a slot that nothing releases.
+  const std::string call = "grad(" + registry_.label(p) + ")";
+  if (micro_.index >= opt_.accum_steps) {
+    return env_.invalid(call + ": all " + std::to_string(opt_.accum_steps) + " micro-batches of step " +
+                        std::to_string(step) + " are complete; call step()");
+  }
+  if (micro_.ready[static_cast<size_t>(p)]) {
+    return env_.invalid(call + ": called after grad_ready() in micro-batch " + std::to_string(micro_.index) +
+                        " of step " + std::to_string(step));
+  }
+  micro_.viewed[static_cast<size_t>(p)] = 1;
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
   if (g.slot < 0) {
     StatusOr<int> slot = mem_.grad_slots.acquire(static_cast<int>(&g - groups_.data()));
@@ -150,7 +163,11 @@ Status GradReducer::mark_ready(int p, int64_t step) {
   if (micro_.ready[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
-  if (opt_.zero.shards_grads() && g.slot < 0) return env_.invalid(call + ": grad() was not called for it" + at);
+  // Stages 2-3: another parameter's grad() may have taken the group's slot, but this one's
+  // range then holds what the slot's last user left (a stale gradient, applied silently).
+  if (opt_.zero.shards_grads() && (g.slot < 0 || !micro_.viewed[static_cast<size_t>(p)])) {
+    return env_.invalid(call + ": grad() was not called for it" + at);
+  }
   micro_.ready[static_cast<size_t>(p)] = 1;
   ++micro_.ready_count;
 
@@ -184,6 +201,7 @@ Status GradReducer::mark_ready(int p, int64_t step) {
     }
     ++micro_.index;
     micro_.ready.assign(static_cast<size_t>(registry_.size()), 0);
+    micro_.viewed.assign(static_cast<size_t>(registry_.size()), 0);
     micro_.ready_count = 0;
     for (GradGroup& gg : groups_) gg.unfolded = gg.params;
   }

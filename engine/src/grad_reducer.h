@@ -123,7 +123,8 @@ class GradReducer {
   // The micro-batch in progress: its index in the step and the parameters marked ready.
   struct {
     int64_t index = 0;
-    std::vector<char> ready;  // per parameter
+    std::vector<char> ready;   // per parameter
+    std::vector<char> viewed;  // per parameter: grad() called (stages 2-3 check it)
     int ready_count = 0;
   } micro_;
   // The gradient memory (plan_buffers()).

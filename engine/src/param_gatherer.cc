@@ -248,10 +248,15 @@ StatusOr<void*> ParamGatherer::view(int p, const std::string& label) {
     }
     return elem_ptr(full_.data(), pl.offset, cdt);
   }
-  const int slot = gather_slots_.find(index_of(pl.layer));
+  // Inside an open scope only: a layer group that is merely prefetched also holds its slot,
+  // but its all-gather may still be writing it, and only entering the scope orders the
+  // compute stream after it.
+  const int li = index_of(pl.layer);
+  const int slot = gather_slots_.find(li);
+  if (li < 0 || scope_depth_[static_cast<size_t>(li)] == 0) return static_cast<void*>(nullptr);
   if (slot < 0 || !gather_slots_.held(slot)) {
-    return env_.invalid("param(" + label + "): stage 3 parameters exist only inside a scope of their layer group (" +
-                        std::to_string(pl.layer) + ")");
+    return env_.invalid("param(" + label + "): layer group " + std::to_string(pl.layer) +
+                        " is in scope but holds no gathered buffer");
   }
   const int64_t base = bucket(layout_.layer_buckets(pl.layer).first).begin;
   return elem_ptr(gather_slots_.data(slot), pl.offset - base, cdt);

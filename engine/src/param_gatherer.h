@@ -49,8 +49,9 @@ class ParamGatherer {
   // Stage 3 with overlap_param_gather: gathers the first layer groups for the next forward.
   Status prefetch_after_step(int64_t steps);
 
-  // The trainer's view of parameter p. Stage 3: only inside a scope of its layer group.
-  // `label` names it in errors.
+  // The trainer's view of parameter p. Stage 3: only inside an open scope of its layer
+  // group; nullptr (no failure) outside one, a prefetched group included. `label` names
+  // it in errors.
   StatusOr<void*> view(int p, const std::string& label);
   // Stage 3: a scope of `layer` opens (gathers it if needed, waits, prefetches) / closes.
   Status enter(int layer, bool forward);

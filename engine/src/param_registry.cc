@@ -2,6 +2,7 @@
 #include "engine/src/param_registry.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "engine/src/host_collective.h"
@@ -53,14 +54,64 @@ std::string ParamRegistry::label(int p) const {
   return "'" + s.name + "' " + format_shape(s.shape);
 }
 
+namespace {
+
+// Every option that decides what a rank computes or communicates, one "key = value" line
+// each (doubles to 17 digits: they round-trip). Only the layout's options were compared:
+// ranks with another optim.lr trained apart without a word, and ranks with another
+// zero.accumulate issued other collectives and hung. Left out: trace (recording only).
+std::vector<std::string> option_lines(const EngineOptions& o) {
+  auto num = [](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return std::string(buf);
+  };
+  auto i64 = [](int64_t v) { return std::to_string(v); };
+  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  const ZeroConfig& z = o.zero;
+  const OptimConfig& p = o.optim;
+  const LossScaleOptions& l = o.loss_scale;
+  return {
+      "zero.stage = " + i64(z.stage),
+      "zero.bucket_mb = " + num(z.bucket_mb),
+      "zero.reduce_dtype = " + std::string(to_string(z.reduce_dtype)) + " (wire " + to_string(z.reduce_quant) + ")",
+      "zero.error_feedback = " + flag(z.error_feedback),
+      "zero.gather_dtype wire = " + std::string(to_string(z.gather_quant)),
+      "zero.compress = " + std::string(to_string(z.compress)),
+      "zero.overlap = " + flag(z.overlap),
+      "zero.prefetch_layers = " + i64(z.prefetch_layers),
+      "zero.accumulate = " + std::string(to_string(z.accumulate)),
+      "compute dtype = " + std::string(to_string(o.compute_dtype)),
+      "overlap_param_gather = " + flag(o.overlap_param_gather),
+      "accum_steps = " + i64(o.accum_steps),
+      "optim.name = " + std::string(to_string(p.name)),
+      "optim.lr = " + num(p.lr),
+      "optim.beta1 = " + num(p.beta1),
+      "optim.beta2 = " + num(p.beta2),
+      "optim.eps = " + num(p.eps),
+      "optim.weight_decay = " + num(p.weight_decay),
+      "optim.grad_clip = " + num(p.grad_clip),
+      "optim.schedule = " + std::string(to_string(p.schedule)),
+      "optim.warmup_steps = " + i64(p.warmup_steps),
+      "optim.min_lr = " + num(p.min_lr),
+      "optim.lr_scaling = " + std::string(to_string(p.lr_scaling)),
+      "optim.base_batch = " + i64(p.base_batch),
+      "optim.rounding = " + std::string(to_string(p.rounding)),
+      "total_steps = " + i64(o.total_steps),
+      "global_batch = " + i64(o.global_batch),
+      "seed = " + i64(o.seed),
+      "loss_scale = " + num(l.initial) + ", growth every " + i64(l.growth_interval) + " x " + num(l.growth_factor) +
+          ", backoff " + num(l.backoff) + ", min " + num(l.min_scale),
+      "deterministic = " + flag(o.deterministic),
+  };
+}
+
+}  // namespace
+
 Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt) const {
-  // Entry 0 is the options that shape the layout; entry i + 1 is parameter i.
-  std::vector<std::string> mine;
-  mine.push_back("options: stage " + std::to_string(opt.zero.stage) + ", compute " + to_string(opt.compute_dtype) +
- ", reduce " + to_string(opt.zero.reduce_dtype) + " (wire " + to_string(opt.zero.reduce_quant) +
-                 ", gather " + to_string(opt.zero.gather_quant) + ", " + to_string(opt.zero.compress) + ")" +
-                 ", accum_steps " + std::to_string(opt.accum_steps) +
-                 ", bucket_mb " + std::to_string(opt.zero.bucket_mb));
+  // The options first, one entry each; then parameter i.
+  std::vector<std::string> mine = option_lines(opt);
+  const size_t options = mine.size();
   for (size_t i = 0; i < registered_.size(); ++i) {
     const Registration& r = registered_[i];
     mine.push_back(label(static_cast<int>(i)) + " layer " + std::to_string(r.spec.layer) + " decay " +
@@ -76,8 +127,9 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
   if (!theirs_text.ok()) return theirs_text.status().with_context(env.who + ": finalize: rank 0's parameter list");
   const std::vector<std::string> theirs = split_lines(*theirs_text);
 
-  auto entry = [](const std::vector<std::string>& list, size_t i) {
-    return i < list.size() ? list[i] : "nothing (" + std::to_string(list.size() - 1) + " parameters in all)";
+  auto entry = [&](const std::vector<std::string>& list, size_t i) {
+    return i < list.size() ? list[i]
+                           : "nothing (" + std::to_string(list.size() - options) + " parameters in all)";
   };
   int64_t diff = -1;
   for (size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
@@ -99,8 +151,10 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
     StatusOr<std::string> other = store.get("differs/" + std::to_string(q), env.timeout);
     const std::string theirs_entry = other.ok() ? *other : "(unknown: " + other.status().message() + ")";
     const std::string what =
-        d == 0 ? "engine options differ between ranks"
-               : "parameter registration differs between ranks at parameter #" + std::to_string(d - 1);
+        d < static_cast<int64_t>(options)
+            ? "engine options differ between ranks"
+            : "parameter registration differs between ranks at parameter #" +
+                  std::to_string(d - static_cast<int64_t>(options));
     return Status(StatusCode::kInvalidArgument, env.who + ": finalize: " + what + ": rank 0 has " +
                                                     entry(theirs, static_cast<size_t>(d)) + ", rank " +
                                                     std::to_string(q) + " has " + theirs_entry);

@@ -86,8 +86,34 @@ TEST(Registration, DifferentOptionsAreCaught) {
               ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
               Engine engine(ctx, options(rank == 0 ? 2 : 3));
               ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
-              return expect_contains(engine.finalize(), {"engine options differ", "rank 0 has options: stage 2",
-                                                         "rank 1 has options: stage 3"});
+              return expect_contains(engine.finalize(), {"engine options differ", "rank 0 has zero.stage = 2",
+                                                         "rank 1 has zero.stage = 3"});
+            })),
+            "");
+}
+
+// Beyond the layout's options: a learning rate that differs trained the replicas apart
+// without a word, an accumulation mode that differs issued other collectives and hung.
+TEST(Registration, OptimizerAndAccumulationOptionsThatDifferAreCaught) {
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              EngineOptions o = options(0);
+              if (rank == 1) o.optim.lr = 0.5;
+              Engine engine(ctx, o);
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              return expect_contains(engine.finalize(), {"engine options differ", "rank 0 has optim.lr = ",
+                                                         "rank 1 has optim.lr = 0.5"});
+            })),
+            "");
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              EngineOptions o = options(2);
+              o.accum_steps = 2;
+              if (rank == 1) o.zero.accumulate = GradAccumulation::kSharded;
+              Engine engine(ctx, o);
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              return expect_contains(engine.finalize(), {"rank 0 has zero.accumulate = local",
+                                                         "rank 1 has zero.accumulate = sharded"});
             })),
             "");
 }

@@ -98,15 +98,19 @@ TEST(BufferPlan, StagingIsTwoOfTheLargestGradientGroup) {
 }
 
 TEST(BufferPlan, StageThreeGathersOnePlusPrefetchOfTheLargestLayerGroup) {
-  for (int prefetch : {0, 1, 5}) {
+  for (int prefetch : {0, 1, 5, 65536}) {
     EngineOptions o = options(3, 64);
     o.zero.prefetch_layers = prefetch;
     const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
     EXPECT_EQ(p.group_elems, (std::vector<int64_t>{128, 64}));
-    // One buffer per gathered group, each the size of the largest (slots are reused
-    // by any group), even when more are prefetched than there are groups.
-    EXPECT_EQ(p.buffers.param_gather, (1 + prefetch) * 128 * 4) << prefetch;
+    // One buffer per gathered group, each the size of the largest (slots are reused by
+    // any group); no more than the groups there are (2 here: 5 gave 6 buffers, and
+    // INT_MAX a negative count).
+    EXPECT_EQ(p.buffers.param_gather, (1 + std::min(prefetch, 1)) * 128 * 4) << prefetch;
   }
+  EngineOptions huge = options(3, 64);
+  huge.zero.prefetch_layers = 65537;  // past kMaxLayers: refused with its key
+  EXPECT_FALSE(plan_memory(kTwoGroups, huge, 2, DeviceKind::kCpu).ok());
   for (int stage = 0; stage <= 2; ++stage) {
     const MemoryPlan p = plan_ok(kTwoGroups, options(stage, 64), 2);
     EXPECT_EQ(p.buffers.param_gather, 0) << stage;

@@ -170,11 +170,43 @@ TEST(Steps, StageThreeViewsExistOnlyInsideTheirLayerScope) {
     ASSERT_TRUE(scope.ok());
     ASSERT_NE(t.engine.param_as<float>(t.p), nullptr);
     EXPECT_EQ(t.engine.param_as<float>(t.p)[5], 1.0f);
+  }
+  // nullptr outside, as documented, and not a failure: the engine goes on (it was sticky,
+  // and the rank's next step failed while its peers waited for it).
+  EXPECT_EQ(t.engine.param(t.p), nullptr);
+  EXPECT_TRUE(t.engine.error().ok()) << t.engine.error().to_string();
+  {
+    StatusOr<Engine::LayerScope> scope = t.engine.layer(0);
+    ASSERT_TRUE(scope.ok()) << scope.status().to_string();
+    EXPECT_NE(t.engine.param(t.p), nullptr);
     expect_error(t.engine.step().status(), "inside a scope of layer group 0");
   }
-  EXPECT_EQ(t.engine.param(t.p), nullptr);
-  // The failure of a call that returns a pointer comes back from the next Status call.
-  expect_error(t.engine.grad_ready(t.p), "stage 3 parameters exist only inside a scope of their layer group");
+}
+
+// A layer group that is only prefetched holds its gather buffer while the all-gather may
+// still be writing it: no view until its own scope orders the compute stream after it.
+TEST(Steps, StageThreeGivesNoViewOfAPrefetchedLayerGroup) {
+  Context ctx = single();
+  EngineOptions o;
+  o.zero.stage = 3;
+  o.zero.prefetch_layers = 1;
+  Engine engine(ctx, o);
+  const Param first = *engine.add_param("l0.w", {8}, Init::constant(1.0f), 0);
+  const Param second = *engine.add_param("l1.w", {8}, Init::constant(2.0f), 1);
+  ASSERT_TRUE(engine.finalize().ok());
+  {
+    StatusOr<Engine::LayerScope> scope = engine.layer(0);  // prefetches layer group 1
+    ASSERT_TRUE(scope.ok()) << scope.status().to_string();
+    EXPECT_NE(engine.param(first), nullptr);
+    EXPECT_EQ(engine.param(second), nullptr) << "a view of a buffer its all-gather may still be writing";
+  }
+  {
+    StatusOr<Engine::LayerScope> scope = engine.layer(1);
+    ASSERT_TRUE(scope.ok()) << scope.status().to_string();
+    ASSERT_NE(engine.param_as<float>(second), nullptr);
+    EXPECT_EQ(engine.param_as<float>(second)[7], 2.0f);
+  }
+  EXPECT_TRUE(engine.error().ok()) << engine.error().to_string();
 }
 
 TEST(Steps, GradReadyWithoutAGradViewAtStageTwo) {
@@ -183,6 +215,34 @@ TEST(Steps, GradReadyWithoutAGradViewAtStageTwo) {
   o.zero.stage = 2;
   Tiny t(ctx, o);
   expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
+}
+
+// The same when another parameter of its gradient group took the group's staging slot:
+// 'w''s range then held the slot's last gradient, and it was applied without a word.
+TEST(Steps, GradReadyWithoutAGradViewIsCaughtWhenItsGroupHasASlot) {
+  for (int stage : {2, 3}) {
+    Context ctx = single();
+    EngineOptions o;
+    o.zero.stage = stage;
+    Tiny t(ctx, o);
+    ASSERT_TRUE(t.micro(1.0f).ok());
+    ASSERT_TRUE(t.engine.step().ok());
+    ASSERT_NE(t.engine.grad(t.q), nullptr);  // the group's slot is taken, for 'v' only
+    ASSERT_TRUE(t.engine.grad_ready(t.q).ok());
+    expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
+  }
+}
+
+TEST(Steps, AGradViewAfterGradReadyIsRefused) {
+  Context ctx = single();
+  EngineOptions o;
+  o.zero.stage = 2;
+  o.accum_steps = 2;
+  Tiny t(ctx, o);
+  ASSERT_NE(t.engine.grad(t.p), nullptr);
+  ASSERT_TRUE(t.engine.grad_ready(t.p).ok());
+  EXPECT_EQ(t.engine.grad(t.p), nullptr);
+  expect_error(t.engine.error(), "grad('w' [2, 3]): called after grad_ready() in micro-batch 0 of step 1");
 }
 
 TEST(Decay, ByNameAndForcedRules) {

@@ -213,8 +213,9 @@ class Engine {
   enum class Pass { kForward, kBackward };
   StatusOr<LayerScope> layer(int layer, Pass pass = Pass::kForward);
 
-  // The parameter in the compute dtype, on the engine's device. Stage 3: valid inside its
-  // layer's scope (nullptr outside). With overlap_param_gather the call orders the compute
+  // The parameter in the compute dtype, on the engine's device. Stage 3: valid inside an
+  // open scope of its layer group (nullptr outside, a prefetched group included; not a
+  // failure). With overlap_param_gather the call orders the compute
   // stream after the all-gather of the parameter's buckets. nullptr after a failure, which
   // the next grad_ready()/step() returns.
   void* param(Param p);

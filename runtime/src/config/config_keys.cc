@@ -364,7 +364,8 @@ std::vector<KeyInfo> build_table() {
                  "nodes; same-node peers get full precision)"),
       field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
-            "stage 3: layer groups gathered ahead of use", at_least(0)),
+            "stage 3: layer groups gathered ahead of use (at most the model's other groups are)",
+            between(0, kMaxLayers)),
       enum_field("zero.accumulate", &C::zero, &Z::accumulate, kAccumulateWords,
                  "micro-batches (accum_steps > 1): local = fp32 buffer of all gradients, reduced once; "
                  "sharded (stages 2-3) = reduce-scatter each into the fp32 gradient shard"),
