@@ -15,7 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxSummaryBytes = int64_t{1} << 20;  // its loss history is bounded (loss_history.h)
+// Its loss history is bounded (loss_history.h: 4096 points) and so are its losses
+// (run_summary.h: the last 16384 steps'): about 1 MiB of indented JSON at most.
+constexpr int64_t kMaxSummaryBytes = int64_t{4} << 20;
 
 std::string malformed(const std::string& path) { return "run summary " + path + " is malformed"; }
 Status bad(const std::string& path, const std::string& why) {
@@ -53,7 +55,9 @@ StatusOr<ScalePoint> parse_run_summary(const std::string& text, const std::strin
   if (loss == j.end() || !(loss->is_null() || (loss->is_number() && std::isfinite(loss->get<double>())))) {
     return bad(path, "final_loss is missing or not a finite number or null");
   }
-  p.final_loss = loss->is_null() ? 0.0 : loss->get<double>();
+  // null: no step (steps 0), or a loss that was not finite (JSON has no NaN): NaN either
+  // way, which the report prints as "-" or "not finite" (a diverged run read as 0.0000).
+  p.final_loss = loss->is_null() ? std::numeric_limits<double>::quiet_NaN() : loss->get<double>();
   p.summary_path = path;
   return p;
 }

@@ -73,10 +73,12 @@ std::string format_scale(const ScaleReport& report, const std::string& heading) 
     const ScalePoint& p = r.point;
     char fitted[32] = "-";
     if (r.amdahl > 0) std::snprintf(fitted, sizeof(fitted), "%.2f", r.amdahl);
-    std::snprintf(line, sizeof(line), "  %5d %5d %12lld %12.1f %12.1f %12.0f %9.2f %13.2f %11s %10.4f\n", p.world_size,
+    char loss[32];
+    if (std::isfinite(p.final_loss)) std::snprintf(loss, sizeof(loss), "%.4f", p.final_loss);
+    else std::snprintf(loss, sizeof(loss), "%s", p.steps > 0 ? "not finite" : "-");
+    std::snprintf(line, sizeof(line), "  %5d %5d %12lld %12.1f %12.1f %12.0f %9.2f %13.2f %11s %10s\n", p.world_size,
                   p.stage, static_cast<long long>(p.global_batch), p.step_time_s * 1e3, p.samples_per_s, p.tokens_per_s,
-                  r.speedup, r.efficiency, fitted,
-                  p.final_loss);
+                  r.speedup, r.efficiency, fitted, loss);
     out += line;
   }
   if (report.fit) {

@@ -42,11 +42,17 @@ Picture line_chart(const LineChart& c) {
     }
   }
   Ticks xt = axis_ticks(xr, false);
-  if (c.x_integer && xt.step < 1) xt = nice_ticks(std::floor(xt.lo), std::max(std::ceil(xt.hi), std::floor(xt.lo) + 1));
-  if (c.x_integer && xt.step < 1) {  // a range of one whole number: ticks at it and the next
+  if (c.x_integer && xt.step < 1) {
+    // A short range of whole numbers (steps 1-3, world sizes 1 and 3): a tick at each, the
+    // axis from the first to the last (at least two). Ticks of 0.5 were forced to
+    // {lo, lo + 1} before, and the points past lo + 1 fell outside the picture.
+    const double lo = std::floor(xr.empty() ? 0.0 : xr.lo);
+    const double hi = std::max(std::ceil(xr.empty() ? 1.0 : xr.hi), lo + 1);
     xt.step = 1;
-    xt.values = {xt.lo, xt.lo + 1};
-    xt.hi = xt.lo + 1;
+    xt.lo = lo;
+    xt.hi = hi;
+    xt.values.clear();
+    for (double v = lo; v <= hi; v += 1) xt.values.push_back(v);
   }
   const Ticks yt = axis_ticks(yr, c.y_from_zero);
   const Ticks y2t = axis_ticks(y2r, c.y2_from_zero);

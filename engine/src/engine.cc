@@ -206,7 +206,7 @@ std::vector<TimelineEvent> Engine::take_timeline() { return impl_->timeline.take
 
 Status Engine::mark(TimelineEvent::Kind kind) {
   Impl& m = *impl_;
-  if (kind < TimelineEvent::Kind::kIterationBegin || kind > TimelineEvent::Kind::kIterationEnd) {
+  if (kind < TimelineEvent::Kind::kIterationBegin || kind > TimelineEvent::Kind::kOutsideEnd) {
     return m.env.invalid("mark(): kind " + std::to_string(static_cast<int>(kind)) +
                          " is one of the engine's own timeline points, not a trainer's");
   }

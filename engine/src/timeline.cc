@@ -22,13 +22,18 @@ void Timeline::mark(Stream& stream, const TimelineEvent& event, bool now) {
 
 void Timeline::collective(TimelineEvent::Kind kind, int bucket, CollectiveOp op, int64_t bytes) {
   if (!enabled_ || exec_ == nullptr) return;
-  mark(exec_->comm(), TimelineEvent{kind, bucket, iteration_, 0.0, op, bytes}, /*now=*/false);
+  mark(exec_->comm(), TimelineEvent{kind, bucket, outside_ ? -1 : iteration_, 0.0, op, bytes}, /*now=*/false);
 }
 
 void Timeline::compute(TimelineEvent::Kind kind, int bucket, CollectiveOp op) {
+  if (kind == TimelineEvent::Kind::kOutsideBegin || kind == TimelineEvent::Kind::kOutsideEnd) {
+    outside_ = kind == TimelineEvent::Kind::kOutsideBegin;  // whether or not recording
+    return;
+  }
   if (!enabled_ || exec_ == nullptr) return;
-  const TimelineEvent e{kind, bucket, kind == TimelineEvent::Kind::kIterationEnd ? iteration_ - 1 : iteration_, 0.0,
-                        op};
+  const int64_t step =
+      outside_ ? -1 : (kind == TimelineEvent::Kind::kIterationEnd ? iteration_ - 1 : iteration_);
+  const TimelineEvent e{kind, bucket, step, 0.0, op};
   mark(exec_->compute(), e, /*now=*/!exec_->cuda());
 }
 

@@ -6,6 +6,7 @@
 // a point appears once its stream has reached it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,9 @@ class Timeline {
   Exec* exec_ = nullptr;
   std::unique_ptr<StreamClock> clock_;
   int64_t iteration_ = 0;
+  // Between the trainer's kOutsideBegin and kOutsideEnd: points are tagged step -1. Set on
+  // the trainer's thread, read where collectives are issued.
+  std::atomic<bool> outside_{false};
   std::mutex mu_;
   uint64_t next_id_ = 0;
   std::unordered_map<uint64_t, TimelineEvent> marked_;  // not reached yet

@@ -136,7 +136,7 @@ json step_line(const StepProfile& s, int rank, int world_size, double origin) {
   memory["total"] = {{"current", s.memory_total.current_bytes}, {"peak", s.memory_total.peak_bytes}};
   return json{{"type", "step"},
               {"rank", rank},
-              {"step", s.step},
+              {"step", s.step + 1},  // counted from 1, as the console, the summary and the trace do
               {"start_ms", (s.begin - origin) * 1e3},
               {"step_ms", s.seconds() * 1e3},
               {"parts_ms", parts},

@@ -37,7 +37,12 @@ struct Profiler::Impl {
   Engine& engine;
   ProfileOptions opt;
   int64_t iteration = 0;               // end_step() calls so far
-  std::vector<TimelineEvent> events;   // of the measured steps
+  // The measured steps' points, by step: at most opt.max_kept_points in all, the oldest
+  // whole steps dropped first. A run profiled over all its steps (active_steps = 0) kept
+  // every point in memory and, past 48 MiB of them, failed at its end without a summary.
+  std::map<int64_t, std::vector<TimelineEvent>> events;
+  int64_t kept = 0;
+  int64_t dropped_steps = 0;
   struct MemorySample {
     std::array<MemoryCounters, kNumMemCategories> categories{};
     MemoryCounters total;
@@ -49,7 +54,16 @@ struct Profiler::Impl {
   }
   void keep(const std::vector<TimelineEvent>& taken) {
     for (const TimelineEvent& e : taken) {
-      if (measured(e.step)) events.push_back(e);
+      if (!measured(e.step)) continue;  // warm-up, past the active steps, or outside any step (-1)
+      events[e.step].push_back(e);
+      ++kept;
+    }
+    // Whole steps only, never the newest (it may still be filling).
+    while (kept > opt.max_kept_points && events.size() > 1) {
+      kept -= static_cast<int64_t>(events.begin()->second.size());
+      memory.erase(events.begin()->first);
+      events.erase(events.begin());
+      ++dropped_steps;
     }
   }
   std::string who() const { return "rank " + std::to_string(ctx.rank()) + ": profile"; }
@@ -90,7 +104,15 @@ StatusOr<RankProfile> Profiler::Impl::collect() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "?");
   me.host = host;
-  me.steps = profile::steps_from_timeline(events);
+  std::vector<TimelineEvent> all;
+  all.reserve(static_cast<size_t>(kept));
+  for (const auto& [step, points] : events) all.insert(all.end(), points.begin(), points.end());
+  me.steps = profile::steps_from_timeline(all);
+  if (dropped_steps > 0) {
+    ZDP_LOG(kInfo) << who() << ": kept the last " << events.size() << " measured steps (" << kept
+                   << " timeline points; the " << dropped_steps
+                   << " before them were dropped to bound memory: set profile.active_steps to choose)";
+  }
   for (StepProfile& s : me.steps) {
     const auto it = memory.find(s.step);
     if (it != memory.end()) {
@@ -217,7 +239,20 @@ StatusOr<ProfileSummary> Profiler::finish() {
   const profile::SummaryInputs in = m.summary_inputs();
   StatusOr<profile::Summary> summary = profile::summarize(ranks, in);
   if (!summary.ok()) {  // e.g. a resumed run with fewer steps left than the warm-up
-    if (m.opt.out != nullptr) std::fprintf(m.opt.out, "%s\n", summary.status().message().c_str());
+    if (m.opt.out != nullptr) {
+      // Files an earlier run wrote there are not this run's: say so (they were taken for it).
+      std::string earlier;
+      for (const char* name : {"profile.jsonl", "trace.json", "memory.svg"}) {
+        std::error_code exists_ec;
+        if (std::filesystem::exists(std::filesystem::path(m.opt.dir) / name, exists_ec)) {
+          earlier += std::string(earlier.empty() ? "" : ", ") + name;
+        }
+      }
+      std::fprintf(m.opt.out, "%s%s\n", summary.status().message().c_str(),
+                   earlier.empty() ? ""
+                                   : ("; " + earlier + " in " + m.opt.dir + " are an earlier run's, left as they were")
+                                         .c_str());
+    }
     return ProfileSummary{};
   }
 

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!p.ok()) return 0;
   const bool ok = p->world_size >= 1 && p->stage >= 0 && p->stage <= 3 && p->global_batch >= 1 && p->steps >= 0 &&
                   std::isfinite(p->step_time_s) && p->step_time_s >= 0 && std::isfinite(p->samples_per_s) &&
-                  std::isfinite(p->tokens_per_s) && std::isfinite(p->final_loss);
+                  std::isfinite(p->tokens_per_s) && !std::isinf(p->final_loss);  // NaN: null, no finite loss
   if (!ok) std::abort();
   return 0;
 }

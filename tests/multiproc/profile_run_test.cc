@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -75,8 +76,9 @@ class ProfiledRun : public ::testing::Test {
 
   // Trains on K = 2 forked ranks; rank 1 sleeps `delay_ms` per micro-batch's backward.
   // Returns rank 0's console.
-  std::string run(int delay_ms) {
-    const Config config = profiled_config(dir_);
+  std::string run(int delay_ms, const std::function<void(Config&)>& edit = nullptr) {
+    Config config = profiled_config(dir_);
+    if (edit) edit(config);
     const fs::path console = dir_ / "console.txt";
     auto results = testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
       ::setenv("ZDP_PROFILE_TEST_DELAY", ("rank=1,ms=" + std::to_string(delay_ms)).c_str(), 1);
@@ -177,6 +179,69 @@ TEST_F(ProfiledRun, TraceSummaryAndStragglerAtK2) {
   const std::string svg = read_file(dir_ / "memory.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   for (const char* label : {"stage 0", "stage 3", "rank 0", "rank 1"}) EXPECT_NE(svg.find(label), std::string::npos) << label;
+}
+
+// At stage 3 an evaluation gathers every layer group; its collectives were counted in the
+// next step's communication (34 collectives instead of 10, "communication 33.7 ms per step"
+// for a 16 ms step). Now every measured step has the same collectives, evaluated after or not.
+TEST_F(ProfiledRun, EvaluationsAreNoStepsCommunication) {
+  run(/*delay_ms=*/0, [](Config& c) { c.train.eval_every = 2; });
+  std::map<int64_t, size_t> collectives;  // rank 0's, per step
+  std::ifstream in(dir_ / "profile.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json l = json::parse(line);
+    if (l["type"] == "step" && l["rank"] == 0) collectives[l["step"].get<int64_t>()] = l["collectives"].size();
+  }
+  ASSERT_EQ(collectives.size(), static_cast<size_t>(kSteps - kWarmup));
+  EXPECT_EQ(collectives.begin()->first, kWarmup + 1) << "steps are counted from 1";
+  for (const auto& [step, n] : collectives) {
+    EXPECT_EQ(n, collectives.begin()->second) << "step " << step << " (evaluated after steps 2, 4, 6)";
+  }
+}
+
+// A run measured over all its steps keeps the newest whole steps within max_kept_points
+// (it kept every point, and past 48 MiB of them failed at its end without a summary).
+TEST(ProfilerWindow, KeepsTheNewestWholeStepsWithinItsBound) {
+  const fs::path dir = fs::temp_directory_path() / ("zdp_profile_window_" + std::to_string(::getpid()));
+  InitOptions init_options;
+  init_options.backend = Backend::kGloo;
+  StatusOr<Context> ctx = init(init_options);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EngineOptions o;
+  o.trace = true;
+  Engine engine(*ctx, o);
+  const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
+  ASSERT_TRUE(engine.finalize().ok());
+  ProfileOptions po;
+  po.dir = dir.string();
+  po.warmup_steps = 0;
+  po.trace = false;
+  po.out = nullptr;
+  po.max_kept_points = 40;
+  Profiler profiler(*ctx, engine, po);
+  constexpr int kRun = 30;
+  for (int step = 0; step < kRun; ++step) {
+    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());
+    float* g = engine.grad_as<float>(p);
+    ASSERT_NE(g, nullptr);
+    for (int i = 0; i < 64; ++i) g[i] = 0.01f;
+    ASSERT_TRUE(engine.grad_ready(p).ok());
+    ASSERT_TRUE(engine.step().ok());
+    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationEnd).ok());
+    profiler.end_step();
+  }
+  ASSERT_TRUE(profiler.finish().ok());
+  std::vector<int64_t> steps;
+  std::ifstream in(dir / "profile.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json l = json::parse(line);
+    if (l["type"] == "step") steps.push_back(l["step"].get<int64_t>());
+  }
+  fs::remove_all(dir);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_LT(steps.size(), static_cast<size_t>(kRun)) << "every step was kept";
+  EXPECT_EQ(steps.back(), kRun) << "the newest step is kept";
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 1) << "whole steps, in order";
 }
 
 TEST(ProfileTestHook, ParsesRankAndMillisecondsAndRefusesAnythingElse) {

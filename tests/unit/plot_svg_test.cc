@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <sstream>
 
 #include "planner/plan_plot.h"
 #include "planner/scale_plot.h"
@@ -65,6 +66,39 @@ TEST(PlotLineChart, SeriesKeepTheirFinitePointsOnBothAxes) {
   const testing::CommandRun wrong = testing::check_svg(ZDP_SOURCE_DIR, dir.path() + "/line.svg", {"--series", "left=5"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("series 'left' has 4 points, expected 5"), std::string::npos) << wrong.output;
+}
+
+// Whole-number x values over a short range (steps 1-3, world sizes 1 and 3) were put on
+// an axis from lo to lo + 1: the last point was drawn at x = 1110 in a 600-wide plot.
+TEST(PlotLineChart, WholeNumbersOnAShortRangeStayInsideThePlot) {
+  for (const std::vector<double>& xs : std::vector<std::vector<double>>{{1, 2, 3}, {1, 3}, {2, 4}, {1, 2}, {7}, {0, 5}}) {
+    plot::LineChart c;
+    c.x_integer = true;
+    c.series.push_back({"s", xs, std::vector<double>(xs.size(), 1.0), plot::Axis::kLeft, plot::Mark::kLineAndPoints, ""});
+    const std::string svg = plot::to_document(plot::line_chart(c));
+    // Every coordinate pair of the series' polyline and markers lies within the plot's
+    // x extent: 70 (left axis) to 590 (its right end).
+    // The series' own group (the legend's marker lies right of the plot, as it should).
+    const size_t open = svg.find("class=\"series\"");
+    ASSERT_NE(open, std::string::npos) << svg;
+    const std::string group = svg.substr(open, svg.find("</g>", open) - open);
+    std::vector<double> drawn;
+    const std::regex polyline(" points=\"([^\"]*)\""), circle(" cx=\"([0-9.]+)\"");
+    for (auto it = std::sregex_iterator(group.begin(), group.end(), polyline); it != std::sregex_iterator(); ++it) {
+      std::istringstream pairs((*it)[1].str());
+      for (std::string xy; pairs >> xy;) drawn.push_back(std::stod(xy.substr(0, xy.find(','))));
+    }
+    for (auto it = std::sregex_iterator(group.begin(), group.end(), circle); it != std::sregex_iterator(); ++it) {
+      drawn.push_back(std::stod((*it)[1].str()));
+    }
+    int seen = 0;
+    for (const double x : drawn) {
+      EXPECT_GE(x, 70.0) << svg;
+      EXPECT_LE(x, 590.0 + 1e-9) << "x values " << xs.front() << ".." << xs.back() << "\n" << svg;
+      ++seen;
+    }
+    EXPECT_GT(seen, 0) << svg;
+  }
 }
 
 TEST(PlotBarChart, AReferenceLineFarAboveTheBarsIsNamedNotDrawn) {

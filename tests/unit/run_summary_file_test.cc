@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
+#include "planner/scale_report.h"
 #include "trainer/loop/run_summary.h"
 
 namespace zdp::launcher {
@@ -70,6 +72,22 @@ TEST(RunSummaryFile, RefusesMistypedAndOutOfRangeFields) {
   refused("\"step_time_s_median\":", "\"step_time_s_median\":-1,\"was\":", "step_time_s_median = -1 is below 0");
   refused("\"final_loss\":0.75", "\"final_loss\":\"low\"", "final_loss is missing or not a finite number or null");
   EXPECT_EQ(error(replaced(good, "\"final_loss\":0.75", "\"final_loss\":null")), "ok");  // a run of no steps
+}
+
+// A run whose loss went to NaN wrote null (JSON has no NaN): it was reported as 0.0000,
+// the best loss there is; now as "not finite" (and a run of no steps as "-").
+TEST(RunSummaryFile, ALossThatWasNotFiniteIsNotReportedAsZero) {
+  StatusOr<ScalePoint> p = parse_run_summary(replaced(written_summary(), "\"final_loss\":0.75", "\"final_loss\":null"),
+                                             "logs/train_summary.json");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_TRUE(std::isnan(p->final_loss));
+  StatusOr<ScaleReport> report = make_scale_report({*p});
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_NE(format_scale(*report, "scale").find("not finite"), std::string::npos) << format_scale(*report, "scale");
+  p->steps = 0;
+  report = make_scale_report({*p});
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(format_scale(*report, "scale").find("not finite"), std::string::npos) << format_scale(*report, "scale");
 }
 
 TEST(RunSummaryFile, AMissingFileSaysTheRunMayNotHaveFinished) {

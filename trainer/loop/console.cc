@@ -48,8 +48,10 @@ void Console::progress(int64_t done, int64_t total, double eta_s, double last_lo
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  std::fprintf(out_, "\r\033[K[%s] %lld/%lld loss %.4f ETA %s", bar.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total), last_loss, format_eta(eta_s).c_str());
+  char loss[32] = "?";  // none read yet (a resumed run's first steps)
+  if (last_loss >= 0) std::snprintf(loss, sizeof(loss), "%.4f", last_loss);
+  std::fprintf(out_, "\r\033[K[%s] %lld/%lld loss %s ETA %s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), loss, format_eta(eta_s).c_str());
   bar_shown_ = true;
   std::fflush(out_);
 }

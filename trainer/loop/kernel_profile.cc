@@ -44,6 +44,15 @@ Status KernelProfile::finish(std::FILE* out) {
   const RegionTimes& t = timer_->times();
   const ModelConfig& m = config_.model;
   const ProfileOptions where = ProfileOptions::from(config_);
+  if (t.steps == 0) {
+    // A resumed run with no step past the warm-up: an empty kernels.json replaced the
+    // earlier run's, and plan --from-profile refused it.
+    if (out != nullptr) {
+      std::fprintf(out, "kernels: no step measured (profile.warmup_steps leaves none of this run's); %s/kernels.json "
+                        "is left as it was\n", where.dir.c_str());
+    }
+    return Status::Ok();
+  }
   const double steps = static_cast<double>(std::max<int64_t>(1, t.steps));
   nlohmann::json regions = nlohmann::json::array();
   for (int r = 0; r < kNumKernelRegions; ++r) {

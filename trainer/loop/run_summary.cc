@@ -48,7 +48,12 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["samples_per_s"] = step_s > 0 ? static_cast<double>(t.global_batch) / step_s : 0.0;
   j["peak_lr"] = run.peak_lr;
   j["final_loss"] = run.losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.losses.back());
-  j["losses"] = run.losses;  // every step's, in full precision (the GPU check compares them)
+  // Every step's, in full precision (the GPU check compares them), up to the last
+  // kMaxSummaryLosses: a 40,000-step run wrote more than the 1 MiB that dp-launch scale
+  // reads; loss_history keeps the whole run's curve, bounded.
+  const size_t skip = run.losses.size() > kMaxSummaryLosses ? run.losses.size() - kMaxSummaryLosses : 0;
+  j["losses"] = std::vector<double>(run.losses.begin() + static_cast<std::ptrdiff_t>(skip), run.losses.end());
+  j["losses_first_step"] = run.first_step + static_cast<int64_t>(skip) + 1;  // of losses[0], counted from 1
   j["eval_loss"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().second);
   j["eval_step"] = run.evals.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.evals.back().first);
   j["first_step"] = run.first_step;

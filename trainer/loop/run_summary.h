@@ -28,6 +28,8 @@
 namespace zdp::trainer {
 
 inline constexpr size_t kWarmupSteps = 2;
+// train_summary.json's "losses": the last this many steps' (with "losses_first_step").
+inline constexpr size_t kMaxSummaryLosses = 16384;
 
 // The steps whose times count: all but the first kWarmupSteps when more than that remain.
 std::vector<double> timed_steps(const std::vector<double>& step_seconds);

@@ -191,7 +191,11 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   const auto eval_and_log = [&](int64_t done) -> Status {
     const auto eval_start = Clock::now();
     progress.phase("eval");
-    ZDP_ASSIGN_OR_RETURN(const double v, evaluate(ctx, engine, *model, *ops, *val_data, config));
+    // No step counts the evaluation's work (at stage 3 its gathers were the next step's).
+    ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kOutsideBegin));
+    StatusOr<double> evaluated = evaluate(ctx, engine, *model, *ops, *val_data, config);
+    ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kOutsideEnd));
+    ZDP_ASSIGN_OR_RETURN(const double v, std::move(evaluated));
     eta.eval_done(seconds_since(eval_start));
     summary.evals.emplace_back(done, v);
     summary.history.add_eval(done, v);
@@ -282,10 +286,13 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     ++window_steps;
     const int64_t done = step + 1;
     // The loss and rate of the last window read (the live status never makes the host wait).
-    const double last_loss = summary.losses.empty() ? 0.0 : summary.losses.back();
+    // -1 until a loss was read (a resumed run's first steps): the status line shows none.
+    const double last_loss = summary.losses.empty() ? -1.0 : summary.losses.back();
     progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done), "train"},
                   compute_s);
-    if (done % t.log_every == 0 || done == 1 || done == t.steps) {
+    // The first step this process runs is logged too (step 1, or a resumed run's first):
+    // it also times the first window, without which the ETA stayed "?" until a log_every.
+    if (done % t.log_every == 0 || done == resumed.step + 1 || done == t.steps) {
       // The one place the host reads what the device computed (it waits for it here).
       ZDP_ASSIGN_OR_RETURN(const StepStats stats, engine.step_stats());
       ZDP_RETURN_IF_ERROR(close_window());
@@ -295,7 +302,11 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       line.samples_per_s = static_cast<double>(t.global_batch) / step_s;
       line.tokens_per_s = tokens_per_s();
       if (peak > 0) line.mfu = model->flops_per_sample() * line.samples_per_s / K / peak;
-      console.line(Console::format(line) + (stats.skipped ? " | skipped (fp16 overflow)" : ""));
+      // A step skipped for a non-finite gradient: in fp16 an overflow the loss scale backs off
+      // from, in fp32/bf16 a gradient that diverged.
+      const char* skipped = eopts.compute_dtype == DType::kF16 ? " | skipped (fp16 overflow)"
+                                                               : " | skipped (non-finite gradient)";
+      console.line(Console::format(line) + (stats.skipped ? skipped : ""));
     }
     const bool eval_due = val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps);
     const bool save_due = checkpoint_due(config, done);
@@ -309,7 +320,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       eta.save_done(seconds_since(save_start));
     }
     if (eval_due || save_due) window_start = Clock::now();
-    console.progress(done, t.steps, eta.eta_s(done), summary.losses.empty() ? 0.0 : summary.losses.back());
+    console.progress(done, t.steps, eta.eta_s(done), summary.losses.empty() ? -1.0 : summary.losses.back());
   }
   if (eopts.deterministic) {  // one line to compare runs by (param_hash.h says what is hashed)
     ZDP_ASSIGN_OR_RETURN(summary.param_sha256, param_sha256(engine));

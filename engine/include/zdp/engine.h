@@ -157,11 +157,16 @@ struct TimelineEvent {
     // backward begins, its backward ends (every grad_ready called), the iteration ends
     // (after step() and the trainer's own per-step work).
     kIterationBegin, kForward, kBackward, kMicroEnd, kIterationEnd,
+    // The trainer's work between steps that no step should count (an evaluation): every
+    // point and collective issued between kOutsideBegin and kOutsideEnd has step -1 (a
+    // stage-3 evaluation's gathers were counted in the next step's communication).
+    kOutsideBegin, kOutsideEnd,
   };
   Kind kind = Kind::kReduceStart;
   int bucket = -1;
   // The iteration it belongs to: step() calls before it (skipped steps count), except
-  // kIterationEnd, which comes after the step() it ends.
+  // kIterationEnd, which comes after the step() it ends; -1 between kOutsideBegin and
+  // kOutsideEnd.
   int64_t step = 0;
   double seconds = 0.0;
   CollectiveOp op = CollectiveOp::kAllReduce;  // collective points: the operation
