@@ -282,6 +282,14 @@ int main(int argc, char** argv) {
   calibrate_peer->add_option("--large-bytes", peer.large_bytes)->required();
   app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
+  if ((plan->parsed() || scale->parsed()) && (!sets.empty() || dry_run || node_rank || !config_path.empty())) {
+    // The launch's own options before the subcommand were parsed, then dropped: a plan of
+    // another config than the user meant, without a word.
+    std::fprintf(stderr, "dp-launch: --set, --dry-run, --node-rank and the config go after '%s' (dp-launch %s "
+                         "CONFIG --set k=v ...)\n",
+                 plan->parsed() ? "plan" : "scale", plan->parsed() ? "plan" : "scale");
+    return 2;
+  }
   if (plan->parsed()) return run_plan(plan_args);
   if (scale->parsed()) return run_scale(scale_args);
   if (calibrate_peer->parsed()) {

@@ -138,6 +138,12 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   } else if (p.nnodes == 1) {
     p.secret = random_secret();
     p.secret_origin = "generated for this job";
+  } else if (in.dry_run) {
+    // A dry run on a login node plans the job before anyone exported the secret: say it.
+    p.secret_origin = "not set";
+    p.notes.push_back("a job of " + std::to_string(p.nnodes) + " nodes needs the same ZDP_JOB_SECRET in the "
+                      "environment of every node's dp-launch (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16)); "
+                      "the launch itself would stop here");
   } else {
     errors.push_back("a job of " + std::to_string(p.nnodes) + " nodes needs the same ZDP_JOB_SECRET in the "
                      "environment of every node's dp-launch (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16))");

@@ -102,12 +102,20 @@ int main(int argc, char** argv) {
   Options o;
   if (const char* b = std::getenv("ZDP_BACKEND")) o.backend = b;
   app.add_option("--backend", o.backend, "auto | gloo | nccl (default: $ZDP_BACKEND or auto)")
-      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
+      ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective")
-      ->check(zdp::finite_range(1e-3, 86400));  // launch.collective_timeout_s's bounds
+      ->check(zdp::finite_range(1e-3, 86400))  // launch.collective_timeout_s's bounds
+      ->capture_default_str();
   app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce")
-      ->check(zdp::integer_range(4, int64_t{1} << 34));
+      ->check(zdp::integer_range(4, int64_t{1} << 34))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // $ZDP_BACKEND is the default, so CLI11's check never saw it.
+  if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl") {
+    std::fprintf(stderr, "dp-check: ZDP_BACKEND='%s' is not auto, gloo or nccl\n", o.backend.substr(0, 64).c_str());
+    return 2;
+  }
   // Under dp-launch the resolved config supplies the collective timeout (flags still win).
   if (const char* path = std::getenv("ZDP_CONFIG"); path != nullptr && app.count("--timeout") == 0) {
     zdp::StatusOr<zdp::Config> config = zdp::load_config(path);

@@ -90,20 +90,23 @@ int main(int argc, char** argv) {
   text->add_option("files", text_files, "text files")->required()->check(CLI::ExistingFile);
   text->add_option("--out", out_dir, "output directory")->required();
   text->add_option("--val-fraction", val_fraction, "held-out fraction of each file (its tail)")
-      ->check(zdp::finite_range(0.0, 0.9));
+      ->check(zdp::finite_range(0.0, 0.9))
+      ->capture_default_str();
 
   std::string synth_out;
   int64_t synth_tokens = 0;
   int vocab = 256;
-  uint64_t seed = 1;
+  int64_t seed = 1;  // train.seed's range: -1 and 2^64 saturated to the same chain
   CLI::App* synth = app.add_subcommand("synthetic", "a token file from a seeded Markov chain (4 successors per token)");
   synth->add_option("--out", synth_out, "output file")->required();
   // The format counts tokens in an int32: a larger count is refused before anything is allocated.
   synth->add_option("--tokens", synth_tokens, "token count (at most 2147483647, the format's int32 count)")
       ->required()
       ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
-  synth->add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(1, 65536));
-  synth->add_option("--seed", seed, "seed of the chain");
+  synth->add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(1, 65536))->capture_default_str();
+  synth->add_option("--seed", seed, "seed of the chain")
+      ->check(zdp::integer_range(0, INT64_MAX))
+      ->capture_default_str();
 
   std::vector<std::string> info_files;
   CLI::App* info = app.add_subcommand("info", "print the header and token statistics of token files");
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
   if (text->parsed()) {
     s = make_text_shards(text_files, out_dir, val_fraction);
   } else if (synth->parsed()) {
-    s = trainer::write_token_file(synth_out, trainer::markov_tokens(synth_tokens, vocab, seed));
+    s = trainer::write_token_file(synth_out, trainer::markov_tokens(synth_tokens, vocab, static_cast<uint64_t>(seed)));
     if (s.ok()) std::printf("dp-data: %s (%lld synthetic tokens, vocab %d)\n", synth_out.c_str(),
                             static_cast<long long>(synth_tokens), vocab);
   } else {

@@ -368,6 +368,10 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   r = plan({configs + "gpu-gpt2.toml", "--gpu", "h200", "--nodes", "200000"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--nodes 200000 x 8 GPUs per node = 1600000 ranks"), std::string::npos) << r.output;
+  // The launch's options before the subcommand were parsed and dropped: another plan.
+  r = launch({"--set", "model.d_model=128", "plan", configs + "quickstart.toml", "--set", logs});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("go after 'plan'"), std::string::npos) << r.output;
 }
 
 TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {

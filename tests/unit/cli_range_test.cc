@@ -67,7 +67,7 @@ TEST(CliRange, DpLaunchPlanRefusesNonFiniteFlagsBeforePlanning) {
     const char* says;
   } cases[] = {{"--flops nan", "--flops: nan is not a finite number in [0.001, 1e+09]"},
                {"--flops 1e308", "--flops: 1e308 is not a finite number"},
-               {"--link nan,1", "--link 'nan,1' is not GB/s,alpha_us with GB/s in (0, 1e6]"},
+               {"--link nan,1", "--link 'nan,1' is not GB/s,alpha_us with GB/s in [0.001, 1e6]"},
                {"--link 100,inf", "--link '100,inf' is not GB/s,alpha_us"},
                {"--world 0", "--world: 0 is not in [1, 1048576]"}};
   for (const auto& c : cases) {

@@ -227,6 +227,37 @@ TEST(ConfigErrors, KeysThatCannotApplyAreRefusedNamingTheKey) {
       << engine.message();
 }
 
+// Text that a rank could not use as given: a NUL (the path or argument ends there), bytes
+// that are not UTF-8 (the resolved config written for the ranks would not parse), and
+// environment names that set another variable or one dp-launch sets itself.
+TEST(ConfigErrors, TextThatCannotReachTheRanksAsWrittenIsRefused) {
+  EXPECT_EQ(error_of("[launch]\nlog_dir = \"logs\\u0000zzz\"\n"),
+            "configs/x.toml:2:11: launch.log_dir contains a NUL byte");
+  EXPECT_EQ(error_of("", {"checkpoint.dir=ck\xff"}),
+            "--set checkpoint.dir=ck\xff: checkpoint.dir is not valid UTF-8 (byte 2)");
+  EXPECT_EQ(error_of("[launch]\nargs = [\"a\\u0000b\"]\n"), "configs/x.toml:2:8: launch.args[0] contains a NUL byte");
+  EXPECT_NE(error_of("[launch.env]\n\"A=B\" = \"c\"\n").find("the name \"A=B\" is not a variable name"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"launch.env.=x"}).find("the name \"\" is not a variable name"), std::string::npos);
+  EXPECT_NE(error_of("[launch.env]\nRANK = \"7\"\n").find("launch.env.RANK: dp-launch sets RANK for each rank"),
+            std::string::npos);
+  EXPECT_TRUE(parse_config("[launch.env]\nZDP_TEST = \"ok\"\nOMP_NUM_THREADS = \"4\"\n", "configs/x.toml").ok());
+}
+
+// Values whose combination a rank would refuse (or misread) are refused at load.
+TEST(ConfigErrors, DerivedValuesAreCheckedBeforeAnythingStarts) {
+  // The learning rate after its batch-size rule, refused only inside the ranks before.
+  EXPECT_NE(error_of("[optim]\nlr = 1.0\nlr_scaling = \"linear\"\nbase_batch = 1\n[train]\nglobal_batch = 2048\n"
+                     "micro_batch = 2048\n")
+                .find("optim.lr (1.0) scaled by optim.lr_scaling = \"linear\" from optim.base_batch (1) to "
+                      "train.global_batch (2048) is 2048.0, above optim.lr's bound (1000.0)"),
+            std::string::npos);
+  // warmup + active overflowed int64 and passed, and the profile measured nothing.
+  EXPECT_NE(error_of("[profile]\nenabled = true\nwarmup_steps = 1\nactive_steps = 9223372036854775807\n")
+                .find("= more than 9223372036854775807 exceeds train.steps"),
+            std::string::npos);
+}
+
 TEST(ConfigErrors, ARefusedValueDoesNotCauseCrossFieldNoise) {
   // global_batch keeps its default after the type error; checks that involve it are skipped.
   EXPECT_EQ(error_of("[train]\nglobal_batch = \"x\"\nmicro_batch = 3\naccum_steps = 1\n"),

@@ -213,6 +213,20 @@ TEST(Config, WriteConfigFileThenLoadItBack) {
   EXPECT_EQ(*back, c);
   EXPECT_EQ(back->source, path);
   EXPECT_EQ(back->origins.at("train.steps").source, ValueSource::kFile);
+  // A rank reads what dp-launch resolved, but its errors name where the user gave each
+  // value (they named the resolved file's line, which the user never wrote).
+  EXPECT_EQ(back->where("train.steps"), c.where("train.steps"));
+  EXPECT_EQ(back->where("train.steps"), "test.toml:2:9");
+  EXPECT_EQ(back->where("launch.env"), "--set launch.env.X=1");
+  EXPECT_EQ(back->where("train.micro_batch").rfind(path + ":", 0), 0u) << "a default names the resolved file's line";
+  std::filesystem::remove(path);
+  // A value whose text holds a '#' keeps its own origin.
+  const Config hashed = parse_ok("[launch]\nlog_dir = \"logs/a#b  # c\"\n");
+  ASSERT_TRUE(write_config_file(hashed, path).ok());
+  back = load_config(path);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->launch.log_dir, "logs/a#b  # c");
+  EXPECT_EQ(back->where("launch.log_dir"), "test.toml:2:11");
   std::filesystem::remove(path);
 
   StatusOr<Config> missing = load_config("/nonexistent/zdp.toml");

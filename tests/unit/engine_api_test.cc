@@ -35,6 +35,21 @@ TEST(Init, WithoutALauncherIsAWorldOfOne) {
   EXPECT_EQ(ctx.config(), *parse_config("", "<defaults>"));
 }
 
+// ZDP_BACKEND is auto, gloo or nccl: "NCCL" or a typo ran Gloo without a word.
+TEST(Init, AnUnknownZdpBackendIsRefused) {
+  ::setenv("ZDP_BACKEND", "NCCL", 1);
+  StatusOr<Context> ctx = init(InitOptions{});
+  ::unsetenv("ZDP_BACKEND");
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_NE(ctx.status().message().find("ZDP_BACKEND='NCCL' is not auto, gloo or nccl"), std::string::npos)
+      << ctx.status().to_string();
+  ::setenv("ZDP_BACKEND", "gloo", 1);
+  StatusOr<Context> gloo = init(InitOptions{});
+  ::unsetenv("ZDP_BACKEND");
+  ASSERT_TRUE(gloo.ok()) << gloo.status().to_string();
+  EXPECT_STREQ(gloo->comm().backend(), "gloo");
+}
+
 TEST(Options, ValidateNamesEveryBadField) {
   EngineOptions o;
   o.zero.stage = 4;

@@ -63,12 +63,37 @@ TEST(LaunchEnv, NodeRank) {
 
 TEST(LaunchEnv, WhoHostsTheStore) {
   const std::map<std::string, std::string> five = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
-                                                   {"MASTER_ADDR", "gpu07"}, {"MASTER_PORT", "29500"}};
+                                                   {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "gpu07"},
+                                                   {"MASTER_PORT", "29500"}};
   auto plain = read_launch_env(fake(five));
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_TRUE(plain->rank0_hosts_store);
   EXPECT_EQ(plain->store_host, "127.0.0.1") << "one node: loopback, whatever MASTER_ADDR says";
   EXPECT_EQ(plain->store_port, 29500);
+  // Without LOCAL_WORLD_SIZE a MASTER_ADDR that is not loopback may be another node: it
+  // was taken as one node, rank 0's store on loopback, and the other nodes' ranks hung.
+  std::map<std::string, std::string> unsized = five;
+  unsized.erase("LOCAL_WORLD_SIZE");
+  auto refused = read_launch_env(fake(unsized));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("LOCAL_WORLD_SIZE is not set, and MASTER_ADDR=gpu07 is not loopback"),
+            std::string::npos) << refused.status().message();
+  unsized.erase("LOCAL_RANK");  // a process per node (a pod each): each rank its own node
+  unsized["ZDP_JOB_SECRET"] = "0123456789abcdef";
+  auto pods = read_launch_env(fake(unsized));
+  ASSERT_TRUE(pods.ok()) << pods.status().to_string();
+  EXPECT_EQ(pods->local_world_size, 1);
+  EXPECT_EQ(pods->node_rank, 1);
+  EXPECT_EQ(pods->store_host, "gpu07");
+  unsized["MASTER_ADDR"] = "127.0.0.1";  // loopback: one node
+  unsized["LOCAL_RANK"] = "1";
+  auto loopback = read_launch_env(fake(unsized));
+  ASSERT_TRUE(loopback.ok()) << loopback.status().to_string();
+  EXPECT_EQ(loopback->local_world_size, 2);
+  // A world of one needs no MASTER_PORT (its store is in memory).
+  auto alone = read_launch_env(fake({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+  EXPECT_EQ(alone->store_port, 0);
 
   auto with = [&](std::map<std::string, std::string> extra) {
     extra.insert(five.begin(), five.end());
@@ -126,6 +151,8 @@ TEST(SlurmNodelist, FirstHost) {
   EXPECT_EQ(*first_slurm_host("gpu[07-09,12],cpu1"), "gpu07");
   EXPECT_EQ(*first_slurm_host("node3,node4"), "node3");
   EXPECT_EQ(*first_slurm_host("a[1,3]-ib"), "a1-ib");
+  EXPECT_EQ(*first_slurm_host("rack[1-2]-n[01-04],x"), "rack1-n01");  // every bracket group (was rack1-n[01-04])
+  EXPECT_FALSE(first_slurm_host("a[1]-b[").ok());
   EXPECT_FALSE(first_slurm_host("").ok());
   EXPECT_FALSE(first_slurm_host("x[").ok());
 }
@@ -328,6 +355,19 @@ TEST(LaunchPlan, DryRunOfAGpuJobWorksWithoutGpus) {
                                                    "for a node with 4 GPU(s)"),
             std::string::npos)
       << launcher::describe_plan(*plan, c);
+}
+
+// A multi-node dry run on a login node (the gpu-gpt2 config's recipe) needs no secret
+// yet: the launch would stop, the dry run says so and prints the plan.
+TEST(LaunchPlan, AMultiNodeDryRunWithoutASecretIsANote) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nprogram = \"/bin/true\"\n");
+  launcher::PlanInputs dry = inputs();
+  dry.dry_run = true;
+  auto plan = launcher::make_plan(c, dry, fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_NE(launcher::describe_plan(*plan, c).find("# note: a job of 2 nodes needs the same ZDP_JOB_SECRET"),
+            std::string::npos) << launcher::describe_plan(*plan, c);
+  EXPECT_FALSE(launcher::make_plan(c, inputs(), fake({})).ok()) << "the launch itself still refuses";
 }
 
 TEST(LaunchPlan, ProblemsAreListedTogether) {

@@ -189,6 +189,10 @@ struct KeyOrigin {
   int line = 0;                        // kFile: position of the value in Config::source
   int column = 0;
   std::string override_text;           // kOverride: "section.key=value" as given to --set
+  // A config dp-launch resolved for its ranks (write_config_file) says in each key's
+  // comment where the value came from: the user's "file:line:col" or "--set k=v". Read
+  // back, errors name that place, not the resolved file's line. Empty otherwise.
+  std::string forwarded;
 };
 
 struct Config {
@@ -247,8 +251,10 @@ Backend resolve_backend(Backend backend, bool ranks_use_cuda);
 
 // The full resolved config as TOML (every key): parse_config(to_toml(c), ...) == c.
 std::string to_toml(const Config& config);
-// Writes to_toml(config) to `path` through a temporary file and a rename (what dp-launch
-// passes to its ranks as ZDP_CONFIG). kIoError names the path.
+// Writes describe_resolved(config) (to_toml with each value's origin in its comment) to
+// `path` through a temporary file and a rename (what dp-launch passes to its ranks as
+// ZDP_CONFIG): parsed back, each key's KeyOrigin::forwarded is that origin, so a rank's
+// error names the user's file and line. kIoError names the path.
 Status write_config_file(const Config& config, const std::string& path);
 // For --dry-run: to_toml with each value's origin (default | file:line:col | --set ...)
 // as a trailing comment; still valid TOML.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -147,6 +148,7 @@ class ConfigParser {
       if (it != entries_.end()) apply(info, it->second);
     }
     for (const MapEntryOverride& m : map_entries_) apply_map_entry(m);
+    if (syntax_ok) read_forwarded_origins(text);
     if (syntax_ok) {
       std::vector<std::string> cross;
       config_internal::cross_checks(config_, 0, failed_, nullptr, &cross);
@@ -364,8 +366,43 @@ class ConfigParser {
   void apply_map_entry(const MapEntryOverride& m) {
     config_internal::StringMap map = std::get<config_internal::StringMap>(m.info->get(config_));
     map[m.entry] = m.node->as_string()->get();
+    // The map's checks (names, NULs, UTF-8) for the entry a --set adds, as for a file's.
+    const std::string problem = config_internal::check_value(*m.info, Value(map));
+    if (!problem.empty()) {
+      error(m.place, problem);
+      failed_.insert(m.info->name);
+      return;
+    }
     m.info->set(config_, Value(std::move(map)));
     record_origin(m.info->name, m.place);
+  }
+
+  // A config dp-launch resolved (describe_resolved's header): each file key's comment,
+  // after its value on the same line, is where the user gave it ("default" for none).
+  void read_forwarded_origins(const std::string& text) {
+    static const std::string kHeader = "# zdp config resolved from ";
+    if (text.compare(0, kHeader.size(), kHeader) != 0) return;
+    std::vector<std::string_view> lines;
+    for (size_t begin = 0; begin <= text.size();) {
+      const size_t end = std::min(text.find('\n', begin), text.size());
+      lines.push_back(std::string_view(text).substr(begin, end - begin));
+      begin = end + 1;
+    }
+    for (const auto& [name, entry] : entries_) {
+      if (entry.place.source != ValueSource::kFile) continue;
+      const auto it = config_.origins.find(name);
+      if (it == config_.origins.end() || it->second.source != ValueSource::kFile) continue;  // a --set beat it
+      const toml::source_position end = entry.node->source().end;
+      if (end.line == 0 || end.line > lines.size()) continue;
+      const std::string_view line = lines[end.line - 1];
+      const size_t after = std::min<size_t>(end.column > 0 ? end.column - 1 : 0, line.size());
+      const size_t hash = line.find('#', after);
+      if (hash == std::string_view::npos) continue;
+      std::string_view origin = line.substr(hash + 1);
+      while (!origin.empty() && origin.front() == ' ') origin.remove_prefix(1);
+      while (!origin.empty() && (origin.back() == ' ' || origin.back() == '\r')) origin.remove_suffix(1);
+      if (!origin.empty() && origin != "default") it->second.forwarded = std::string(origin);
+    }
   }
 
   void record_origin(const std::string& name, const Place& place) {

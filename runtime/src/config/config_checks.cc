@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "optim/lr_scaling.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/src/config/config_keys.h"
 #include "zdp/checkpoint.h"
@@ -111,6 +112,7 @@ std::string Config::where(const std::string& key) const {
   auto it = origins.find(key);
   if (it == origins.end()) return source;
   const KeyOrigin& o = it->second;
+  if (!o.forwarded.empty()) return o.forwarded;
   switch (o.source) {
     case ValueSource::kFile: return source + ":" + std::to_string(o.line) + ":" + std::to_string(o.column);
     case ValueSource::kOverride: return "--set " + o.override_text;
@@ -277,16 +279,33 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
     return std::string("profile.kernels = true times the gpt model's kernel regions (what the planner's GPU step "
                        "model predicts); the mlp has none: leave it out");
   });
+  // The learning rate the run uses: a batch-size rule scales it (EngineOptions::from), and
+  // a scaled rate past optim.lr's bound was refused only inside the ranks, naming a value
+  // no one typed.
+  if (c.optim.lr_scaling != LrScalingRule::kNone && t.global_batch > 0) {
+    const int64_t base = c.optim.base_batch > 0 ? c.optim.base_batch : t.global_batch;
+    const StatusOr<double> scaled = optim::scale_lr(c.optim.lr, c.optim.lr_scaling, base, t.global_batch);
+    check.require(!scaled.ok() || *scaled <= config_internal::kMaxLr,
+                  {"optim.lr", "optim.lr_scaling", "optim.base_batch", "train.global_batch"}, [&] {
+                    return "optim.lr (" + format_float(c.optim.lr) + ") scaled by optim.lr_scaling = \"" +
+                           to_string(c.optim.lr_scaling) + "\" from optim.base_batch (" + str(base) +
+                           ") to train.global_batch (" + str(t.global_batch) + ") is " + format_float(*scaled) +
+                           ", above optim.lr's bound (" + format_float(config_internal::kMaxLr) + ")";
+                  });
+  }
   if (c.profile.enabled) {
-    const int64_t last = c.profile.warmup_steps + c.profile.active_steps;
+    // Both are >= 0 (the key table): only the sum can overflow, and it wrapped below
+    // train.steps (a profile that measured nothing).
+    int64_t last = 0;
+    if (__builtin_add_overflow(c.profile.warmup_steps, c.profile.active_steps, &last)) last = -1;
     check.require(c.profile.warmup_steps < t.steps, {"profile.warmup_steps", "train.steps", "profile.enabled"}, [&] {
       return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") leaves no step of train.steps (" +
              str(t.steps) + ") to measure";
     });
-    check.require(last <= t.steps, {"profile.warmup_steps", "profile.active_steps", "train.steps", "profile.enabled"},
-                  [&] {
+    check.require(last >= 0 && last <= t.steps,
+                  {"profile.warmup_steps", "profile.active_steps", "train.steps", "profile.enabled"}, [&] {
                     return "profile.warmup_steps (" + str(c.profile.warmup_steps) + ") + profile.active_steps (" +
-                           str(c.profile.active_steps) + ") = " + str(last) + " exceeds train.steps (" +
+                           str(c.profile.active_steps) + ") = " + product_text(last) + " exceeds train.steps (" +
                            str(t.steps) + ")";
                   });
   }

@@ -88,7 +88,7 @@ std::string key_reference() {
 
 Status write_config_file(const Config& config, const std::string& path) {
   // A temporary file and a rename: a rank never reads a half-written config.
-  return write_file_atomically(path, to_toml(config), "config file");
+  return write_file_atomically(path, describe_resolved(config), "config file");
 }
 
 }  // namespace zdp

@@ -101,6 +101,34 @@ size_t edit_distance(const std::string& a, const std::string& b, size_t limit) {
 
 }  // namespace
 
+namespace {
+
+// Why `text` cannot be a config string: a NUL byte (a path or argument ends there, and
+// the rest is silently dropped), or bytes that are not UTF-8 (TOML allows none: the
+// resolved config dp-launch writes for its ranks would not parse). "" when it can.
+std::string text_problem(const std::string& name, const std::string& text) {
+  if (text.find('\0') != std::string::npos) return name + " contains a NUL byte";
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size() && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n == 3) {  // no overlong forms, no UTF-16 surrogates
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+    }
+    if (ok && n == 4) {  // no overlong forms, nothing past U+10FFFF
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (!ok) return name + " is not valid UTF-8 (byte " + std::to_string(i) + ")";
+    i += n;
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string check_value(const KeyInfo& info, const Value& value) {
   switch (info.type) {
     case KeyType::kInt:
@@ -132,12 +160,43 @@ std::string check_value(const KeyInfo& info, const Value& value) {
       }
       return info.name + " = " + toml_quote(v) + " is not allowed: must be one of " + words_text(info.words);
     }
-    case KeyType::kString:
-      if (info.non_empty && std::get<std::string>(value).empty()) return info.name + " must not be empty";
+    case KeyType::kString: {
+      const std::string& v = std::get<std::string>(value);
+      if (info.non_empty && v.empty()) return info.name + " must not be empty";
+      return text_problem(info.name, v);
+    }
+    case KeyType::kStringList: {
+      const StringList& list = std::get<StringList>(value);
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string problem = text_problem(info.name + "[" + std::to_string(i) + "]", list[i]);
+        if (!problem.empty()) return problem;
+      }
+      return "";
+    }
+    case KeyType::kStringMap:
+      for (const auto& [name, v] : std::get<StringMap>(value)) {
+        // launch.env is the only map: its names become environment variables.
+        if (name.empty() || name.find('=') != std::string::npos) {
+          return info.name + ": the name " + toml_quote(name) +
+                 " is not a variable name (empty, or with '=': it would set another variable)";
+        }
+        // What dp-launch sets for each rank after launch.env: a value here was dropped silently.
+        static const char* const kSetByTheLauncher[] = {
+            "RANK",       "LOCAL_RANK",     "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",  "MASTER_ADDR",
+            "MASTER_PORT", "ZDP_CONFIG",    "ZDP_JOB_SECRET", "ZDP_ATTEMPT",   "ZDP_BACKEND", "ZDP_LAUNCHER"};
+        for (const char* reserved : kSetByTheLauncher) {
+          if (name == reserved) {
+            return info.name + "." + name + ": dp-launch sets " + name +
+                   " for each rank itself (the launch section's keys, or dp-launch's environment for "
+                   "ZDP_JOB_SECRET, decide it)";
+          }
+        }
+        std::string problem = text_problem(info.name + " name " + toml_quote(name), name);
+        if (problem.empty()) problem = text_problem(info.name + "." + name, v);
+        if (!problem.empty()) return problem;
+      }
       return "";
     case KeyType::kBool:
-    case KeyType::kStringList:
-    case KeyType::kStringMap:
       return "";
   }
   return "";

@@ -128,7 +128,16 @@ StatusOr<Context> init(const InitOptions& options) {
   Backend backend = options.backend;
   if (backend == Backend::kAuto) backend = ctx.config_.launch.backend;
   if (backend == Backend::kAuto) {
-    if (const char* b = std::getenv("ZDP_BACKEND")) backend = std::string(b) == "nccl" ? Backend::kNccl : Backend::kGloo;
+    // auto | gloo | nccl, as launch.backend: anything else (a typo, "NCCL") silently ran Gloo.
+    if (const char* b = std::getenv("ZDP_BACKEND"); b != nullptr && *b != '\0') {
+      const std::string word = b;
+      if (word == "nccl") backend = Backend::kNccl;
+      else if (word == "gloo") backend = Backend::kGloo;
+      else if (word != "auto") {
+        return Status(StatusCode::kInvalidArgument,
+                      who + ": ZDP_BACKEND='" + word.substr(0, 64) + "' is not auto, gloo or nccl");
+      }
+    }
   }
   const bool has_gpu = cuda_device_count() > 0;
   backend = resolve_backend(backend, has_gpu);

@@ -70,15 +70,29 @@ StatusOr<std::string> first_slurm_host(const std::string& nodelist) {
     if (entry.empty()) return Status(StatusCode::kInvalidArgument, "empty Slurm node list");
     return entry;
   }
-  const size_t close = entry.find(']', open);
-  if (close == std::string::npos || close == open + 1) {
-    return Status(StatusCode::kInvalidArgument, "malformed Slurm node list \"" + nodelist + "\"");
+  // "gpu[07-09,12]": the first number of the first range, zero padding kept; every group
+  // of "rack[1-2]-n[01-04]" (rack1-n01: the first group alone gave rack1-n[01-04]).
+  std::string host;
+  size_t at = 0;
+  for (size_t group = entry.find('['); group != std::string::npos; group = entry.find('[', at)) {
+    const size_t close = entry.find(']', group);
+    if (close == std::string::npos || close == group + 1) {
+      return Status(StatusCode::kInvalidArgument, "malformed Slurm node list \"" + nodelist + "\"");
+    }
+    std::string first = entry.substr(group + 1, close - group - 1);
+    host += entry.substr(at, group - at) + first.substr(0, first.find_first_of(",-"));
+    at = close + 1;
   }
-  // "gpu[07-09,12]": the first number of the first range, zero padding kept.
-  std::string first = entry.substr(open + 1, close - open - 1);
-  first = first.substr(0, first.find_first_of(",-"));
-  return entry.substr(0, open) + first + entry.substr(close + 1);
+  return host + entry.substr(at);
 }
+
+namespace {
+
+bool is_loopback_address(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
+
+}  // namespace
 
 StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
   EnvReader env(lookup);
@@ -96,14 +110,26 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     out.origin = dp_launch ? "dp-launch" : torchrun ? "torchrun" : "RANK/WORLD_SIZE";
     env.integer("RANK", &out.rank);
     env.integer("WORLD_SIZE", &out.world_size);
-    out.local_rank = out.rank;
-    out.local_world_size = out.world_size;
+    out.master_addr = env.text("MASTER_ADDR", out.master_addr);
+    // Without LOCAL_WORLD_SIZE (a launcher other than torchrun, or by hand) the node layout
+    // is not given: a loopback MASTER_ADDR is one node; otherwise, when LOCAL_RANK is not
+    // given either, each rank is a node of its own (a pod each); with LOCAL_RANK it is
+    // refused. Taking WORLD_SIZE for it made a job over nodes one node: rank 0's store on
+    // loopback, every other node's ranks waiting for their own loopback until the timeout.
+    const bool loopback = is_loopback_address(out.master_addr);
+    if (!env.has("LOCAL_WORLD_SIZE") && !loopback && env.has("LOCAL_RANK") && out.world_size > 1) {
+      env.error("LOCAL_WORLD_SIZE is not set, and MASTER_ADDR=" + out.master_addr +
+                " is not loopback: the ranks may be on several nodes; export LOCAL_WORLD_SIZE (the ranks on each "
+                "node), as torchrun does");
+    }
+    out.local_world_size = loopback ? out.world_size : 1;
+    out.local_rank = loopback ? out.rank : 0;
     env.integer("LOCAL_RANK", &out.local_rank);
     env.integer("LOCAL_WORLD_SIZE", &out.local_world_size);
     out.node_rank = out.local_world_size > 0 ? out.rank / out.local_world_size : 0;
     env.integer("GROUP_RANK", &out.node_rank);
-    out.master_addr = env.text("MASTER_ADDR", out.master_addr);
-    if (!env.has("MASTER_PORT")) env.error("MASTER_PORT is not set (RANK/WORLD_SIZE are)");
+    // A world of one needs no store (init() keeps it in memory).
+    if (!env.has("MASTER_PORT") && out.world_size > 1) env.error("MASTER_PORT is not set (RANK/WORLD_SIZE are)");
     env.integer("MASTER_PORT", &out.master_port);
   } else if (env.has("SLURM_PROCID")) {
     out.origin = "slurm";
@@ -138,10 +164,12 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
       env.error("node rank " + std::to_string(out.node_rank) + " (GROUP_RANK / SLURM_NODEID) is not in [0, " +
                 std::to_string(out.world_size) + ")");
     }
-    if (out.master_port < 1 || out.master_port > 65535) {
+    if ((out.master_port < 1 || out.master_port > 65535) && !(out.world_size == 1 && out.master_port == 0)) {
       env.error("MASTER_PORT " + std::to_string(out.master_port) + " is not in 1..65535");
     }
   }
+  // RANK=0 WORLD_SIZE=1 without MASTER_PORT: a world of one, its store in memory.
+  if (out.world_size == 1 && out.master_port == 0 && env.errors().empty()) return out;
   out.store_host = out.master_addr;
   out.store_port = out.master_port;
   if (!dp_launch && env.errors().empty()) {
