@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/internal/cli_range.h"
+#include "runtime/internal/rank_address.h"
 #include "zdp/comm.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
@@ -45,6 +46,23 @@ Status check(const Options& o) {
   }
   zdp::CommOptions copts;
   copts.timeout = timeout;
+  if (!nccl && env.world_size > 1) {
+    // The address Gloo peers on other hosts connect to, chosen as dp-train's ranks choose
+    // it (launch.rank_addr, launch.socket_ifname, GLOO_SOCKET_IFNAME, else the interface
+    // that routes to MASTER_ADDR): left to Gloo, it advertised 127.0.0.1, and a multi-node
+    // check failed where the job would work.
+    zdp::LaunchConfig launch;
+    if (!env.config_path.empty()) {
+      ZDP_ASSIGN_OR_RETURN(const zdp::Config config, zdp::load_config(env.config_path));
+      launch = config.launch;
+    }
+    const zdp::EnvLookup lookup = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+    ZDP_ASSIGN_OR_RETURN(const zdp::RankAddress address,
+                         zdp::choose_rank_address(launch, env.master_addr, env.master_port, lookup));
+    if (address.explicit_choice) ZDP_RETURN_IF_ERROR(zdp::check_rank_address(address));
+    copts.iface = address.iface;
+    copts.hostname = address.address;
+  }
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<zdp::Communicator> comm,
                        nccl ? zdp::create_nccl_communicator(*store, env.rank, env.world_size, *device, copts)
                             : zdp::create_gloo_communicator(*store, env.rank, env.world_size, *device, copts));

@@ -2,6 +2,7 @@
 #include "engine/src/param_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -22,6 +23,20 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 StatusOr<Param> ParamRegistry::add(const EngineEnv& env, const std::string& name, const std::vector<int64_t>& shape,
                                    Init init, int layer, Decay decay) {
+  // Refused here, naming the parameter, as api.md says (they reached finalize() before).
+  const std::string call = "add_param('" + name + "' " + format_shape(shape) + ")";
+  if (name.empty()) return env.invalid(call + ": the name is empty");
+  if (shape.empty()) return env.invalid(call + ": the shape has no dimension");
+  for (const int64_t d : shape) {
+    if (d < 1) return env.invalid(call + ": dimension " + std::to_string(d) + " is not positive");
+  }
+  if (layer < 0) return env.invalid(call + ": layer group " + std::to_string(layer) + " is negative");
+  const bool finite = std::isfinite(init.a) && std::isfinite(init.b);
+  if (!finite || (init.kind == Init::Kind::kNormal && init.a < 0) ||
+      (init.kind == Init::Kind::kUniform && init.a > init.b)) {
+    return env.invalid(call + ": init (" + std::to_string(init.a) + ", " + std::to_string(init.b) +
+                       ") is not a finite constant, a normal with std >= 0, or a uniform with low <= high");
+  }
   if (!registered_.empty() && layer < registered_.back().spec.layer) {
     return env.invalid("add_param('" + name + "'): layer group " + std::to_string(layer) + " after '" +
                        registered_.back().spec.name + "' in layer group " +

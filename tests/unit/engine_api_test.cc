@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "zdp/context.h"
 #include "zdp/engine.h"
@@ -130,8 +131,7 @@ TEST(Registration, ErrorsNameTheParameter) {
   expect_error(engine.add_param("a.weight", {4}, Init::zeros(), 1).status(), "add_param('a.weight'): the name is taken by parameter #0");
   expect_error(engine.add_param("b.weight", {4}, Init::zeros(), 0).status(), "layer group 0 after 'a.weight'");
   Engine bad_shape(ctx, EngineOptions());
-  ASSERT_TRUE(bad_shape.add_param("c", {0, 4}, Init::zeros()).ok());
-  expect_error(bad_shape.finalize(), "'c'");  // the layout refuses the empty dimension
+  expect_error(bad_shape.add_param("c", {0, 4}, Init::zeros()).status(), "add_param('c' [0, 4]): dimension 0");
   ASSERT_TRUE(engine.finalize().ok());
   expect_error(engine.add_param("late", {1}, Init::zeros()).status(), "finalized already");
   expect_error(engine.finalize(), "called twice");
@@ -157,6 +157,29 @@ struct Tiny {
     return Status::Ok();
   }
 };
+
+// add_param refuses what finalize() used to find, naming the parameter (api.md).
+TEST(Registration, AddParamRefusesShapesLayersAndInitsItCannotHold) {
+  Context ctx = single();
+  Engine engine(ctx, EngineOptions{});
+  auto refused = [&](const std::string& name, const std::vector<int64_t>& shape, Init init, int layer,
+                     const std::string& says) {
+    StatusOr<Param> p = engine.add_param(name, shape, init, layer);
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(says), std::string::npos) << p.status().message();
+  };
+  refused("", {3}, Init::zeros(), 0, "the name is empty");
+  refused("a", {}, Init::zeros(), 0, "add_param('a' []): the shape has no dimension");
+  refused("b", {4, 0}, Init::zeros(), 0, "dimension 0 is not positive");
+  refused("c", {-1}, Init::zeros(), 0, "dimension -1 is not positive");
+  refused("d", {3}, Init::zeros(), -1, "layer group -1 is negative");
+  refused("e", {3}, Init::uniform(1, 0), 0, "a uniform with low <= high");
+  refused("f", {3}, Init::normal(-1), 0, "a normal with std >= 0");
+  refused("g", {3}, Init::constant(std::numeric_limits<float>::quiet_NaN()), 0, "not a finite constant");
+  EXPECT_TRUE(engine.add_param("ok", {3}, Init::uniform(0, 0), 0).ok());
+  EXPECT_TRUE(engine.finalize().ok()) << "a refused add_param is no failure of the engine";
+}
 
 TEST(Steps, MisuseIsReportedWithTheParameterAndTheMicroBatch) {
   Context ctx = single();

@@ -301,7 +301,10 @@ Status Ops::input_grad_through_gelu(const void* w, const void* dy, const void* p
   auto known = dgelu_fused_.find(key);
   if (known == dgelu_fused_.end()) {
     // First use of the shape: both ways write dpre from the same inputs, so each can run
-    // a few times and the faster one stays (a step's result does not depend on which).
+    // a few times and the faster one stays. Their bits differ (the separate path rounds
+    // the GEMM's output to the compute dtype before GELU's derivative; the epilogue rounds
+    // once, with cuBLASLt's own derivative), so outside deterministic mode (which always
+    // takes the separate path, above) two runs, or two ranks, may differ by that rounding.
     ZDP_ASSIGN_OR_RETURN(const bool available, try_fused(f));  // also makes its plan
     bool use_fused = false;
     if (available) {

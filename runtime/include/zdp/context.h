@@ -71,6 +71,9 @@ class Context {
  private:
   friend StatusOr<Context> init(const InitOptions& options);
   Context() = default;
+  // Tears down in order: heartbeat, communicator, device, store (the destructor's and
+  // the move assignment's).
+  void release();
   LaunchEnv env_;
   Config config_;
   std::chrono::milliseconds timeout_{0};

@@ -41,9 +41,28 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
 }  // namespace
 
 Context::Context(Context&&) noexcept = default;
-Context& Context::operator=(Context&&) noexcept = default;
 
-Context::~Context() {
+// By hand: the defaulted assignment replaced the members in declaration order, freeing the
+// old device before the old communicator on it, while the old heartbeat thread still read
+// the communicator's progress.
+Context& Context::operator=(Context&& other) noexcept {
+  if (this == &other) return *this;
+  release();
+  env_ = std::move(other.env_);
+  config_ = std::move(other.config_);
+  timeout_ = other.timeout_;
+  hosted_store_ = std::move(other.hosted_store_);
+  store_ = std::move(other.store_);
+  device_ = std::move(other.device_);
+  comm_ = std::move(other.comm_);
+  progress_ = std::move(other.progress_);
+  heartbeat_ = std::move(other.heartbeat_);
+  return *this;
+}
+
+Context::~Context() { release(); }
+
+void Context::release() {
   heartbeat_.reset();  // it reads the communicator's progress
   if (progress_) progress_->set_comm(nullptr);
   comm_.reset();       // before the device its streams live on and the store it met through
