@@ -283,11 +283,19 @@ run_small_gpts() {
 }
 
 # ---- 3. GPT-2 124M ------------------------------------------------------------------
-# The planner's predictions are for the GPU the machine has (its table), h200 when unknown.
+# The planner's predictions are for the GPU the machine has, known by its exact name as the
+# planner knows it (runtime/internal/gpu_datasheets.h: an H100 PCIe is not the SXM part),
+# h200 when unknown. $gpu is "name, memory, driver".
+gpu_name=${gpu%%,*}
 # Each run goes twice where the folder has a baseline dp-train: the current build, then the
 # baseline's, one after the other on this card; `plan --baseline` sets their regions side by
 # side, and the unprofiled rows give both headline steps.
-case "$gpu" in *A100*) gpu_key=a100-80g ;; *H100*) gpu_key=h100 ;; *) gpu_key=h200 ;; esac
+case "$gpu_name" in
+  "NVIDIA A100-SXM4-40GB") gpu_key=a100-40g ;;
+  "NVIDIA A100-SXM4-80GB") gpu_key=a100-80g ;;
+  "NVIDIA H100 80GB HBM3") gpu_key=h100 ;;
+  *) gpu_key=h200 ;;
+esac
 # profile_parts DIR: the mean step's parts (ms) from DIR/profile.jsonl.
 profile_parts() {
   python3 - "$1/profile.jsonl" <<'EOF' 2>/dev/null
