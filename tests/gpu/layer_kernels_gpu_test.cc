@@ -88,31 +88,38 @@ TEST_F(LayerKernelsGpu, AddAndGeluAreBitIdentical) {
 }
 
 // The 16-byte vector path (aligned pointers: 8 elements per iteration, then the tail)
-// and the scalar path (pointers one element off) give the CPU's bits, in bf16 too.
+// and the scalar path (pointers one element off) give the CPU's bits, in bf16 and fp16
+// (fp16's loads and stores ran on a GPU only inside gpt_gpu_test's 16-bit case before).
 TEST_F(LayerKernelsGpu, VectorisedAddAndGeluMatchTheCpuAlignedOrNot) {
   const int64_t n = 4099;  // 512 groups of 8 and a tail of 3
   const std::vector<float> af = random(static_cast<size_t>(n + 1), 4, 30), bf = random(static_cast<size_t>(n + 1), 4, 31);
-  std::vector<Bf16> a(af.size()), b(bf.size());
-  for (size_t i = 0; i < af.size(); ++i) a[i] = from_f32<Bf16>(af[i]), b[i] = from_f32<Bf16>(bf[i]);
-  for (const int64_t off : {int64_t{0}, int64_t{1}}) {
-    std::vector<Bf16> add(static_cast<size_t>(n)), y(add.size()), dx(add.size());
-    ASSERT_TRUE(add_cpu({n, DType::kBF16, a.data() + off, b.data() + off, add.data()}).ok());
-    ASSERT_TRUE(gelu_forward_cpu({n, DType::kBF16, a.data() + off, nullptr, y.data()}).ok());
-    ASSERT_TRUE(gelu_backward_cpu({n, DType::kBF16, a.data() + off, b.data() + off, dx.data()}).ok());
-    DeviceArray<Bf16> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, unwritten_like(a)),
-        o2(*gpu_.device, unwritten_like(a)), o3(*gpu_.device, unwritten_like(a));
-    ASSERT_TRUE(add_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o1.data() + off}, gpu_.cuda_stream()).ok());
-    ASSERT_TRUE(gelu_forward_cuda({n, DType::kBF16, da.data() + off, nullptr, o2.data() + off}, gpu_.cuda_stream()).ok());
-    ASSERT_TRUE(gelu_backward_cuda({n, DType::kBF16, da.data() + off, db.data() + off, o3.data() + off}, gpu_.cuda_stream()).ok());
-    gpu_.sync();
-    auto part = [&](const DeviceArray<Bf16>& d) {
-      const std::vector<Bf16> all = d.download();
-      return std::vector<Bf16>(all.begin() + off, all.begin() + off + n);
-    };
-    EXPECT_TRUE(testing::bitwise_equal(part(o1), add, "bf16 add")) << "offset " << off;
-    EXPECT_TRUE(testing::bitwise_equal(part(o2), y, "bf16 gelu")) << "offset " << off;
-    EXPECT_TRUE(testing::bitwise_equal(part(o3), dx, "bf16 gelu_backward")) << "offset " << off;
-  }
+  auto check = [&](auto zero, DType dtype, const char* name) {
+    using T = decltype(zero);
+    std::vector<T> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) a[i] = from_f32<T>(af[i]), b[i] = from_f32<T>(bf[i]);
+    for (const int64_t off : {int64_t{0}, int64_t{1}}) {
+      std::vector<T> add(static_cast<size_t>(n)), y(add.size()), dx(add.size());
+      ASSERT_TRUE(add_cpu({n, dtype, a.data() + off, b.data() + off, add.data()}).ok());
+      ASSERT_TRUE(gelu_forward_cpu({n, dtype, a.data() + off, nullptr, y.data()}).ok());
+      ASSERT_TRUE(gelu_backward_cpu({n, dtype, a.data() + off, b.data() + off, dx.data()}).ok());
+      DeviceArray<T> da(*gpu_.device, a), db(*gpu_.device, b), o1(*gpu_.device, unwritten_like(a)),
+          o2(*gpu_.device, unwritten_like(a)), o3(*gpu_.device, unwritten_like(a));
+      ASSERT_TRUE(add_cuda({n, dtype, da.data() + off, db.data() + off, o1.data() + off}, gpu_.cuda_stream()).ok());
+      ASSERT_TRUE(gelu_forward_cuda({n, dtype, da.data() + off, nullptr, o2.data() + off}, gpu_.cuda_stream()).ok());
+      ASSERT_TRUE(
+          gelu_backward_cuda({n, dtype, da.data() + off, db.data() + off, o3.data() + off}, gpu_.cuda_stream()).ok());
+      gpu_.sync();
+      auto part = [&](const DeviceArray<T>& d) {
+        const std::vector<T> all = d.download();
+        return std::vector<T>(all.begin() + off, all.begin() + off + n);
+      };
+      EXPECT_TRUE(testing::bitwise_equal(part(o1), add, std::string(name) + " add")) << "offset " << off;
+      EXPECT_TRUE(testing::bitwise_equal(part(o2), y, std::string(name) + " gelu")) << "offset " << off;
+      EXPECT_TRUE(testing::bitwise_equal(part(o3), dx, std::string(name) + " gelu_backward")) << "offset " << off;
+    }
+  };
+  check(Bf16{}, DType::kBF16, "bf16");
+  check(Half{}, DType::kF16, "fp16");
 }
 
 // The 16-byte vector path (8 elements a lane and step) with the row in registers: cols
@@ -183,38 +190,44 @@ TEST_F(LayerKernelsGpu, LayerNormForwardAndBackward) {
 // bounds of the plain forward above; bf16 rows of 768, 264 and 1000 (vector path, in
 // 3, 2 and 4 register chunks), 2048 (vector, not) and 100 (scalar).
 TEST_F(LayerKernelsGpu, ResidualAddFusedIntoLayerNorm) {
-  for (const int64_t cols : {int64_t{768}, int64_t{264}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
-    SCOPED_TRACE(cols);
+  // In bf16 and in fp16, whose 16-byte loads and stores are the same path with another type.
+  auto check = [&](auto zero, DType dtype, double unit, int64_t cols) {
+    using T = decltype(zero);
+    SCOPED_TRACE(std::string(to_string(dtype)) + ", cols " + std::to_string(cols));
     const int64_t rows = 300;
     const std::vector<float> xf = random(rows * cols, 1, 40), rf = random(rows * cols, 1, 41), wf = random(cols, 1, 42);
-    std::vector<Bf16> x(xf.size()), r(rf.size()), w(wf.size()), b(wf.size());
-    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<Bf16>(xf[i]), r[i] = from_f32<Bf16>(rf[i]);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<Bf16>(wf[i]), b[i] = from_f32<Bf16>(0.5f * wf[i]);
-    std::vector<Bf16> sum = x, y(x.size());
+    std::vector<T> x(xf.size()), r(rf.size()), w(wf.size()), b(wf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<T>(xf[i]), r[i] = from_f32<T>(rf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = from_f32<T>(wf[i]), b[i] = from_f32<T>(0.5f * wf[i]);
+    std::vector<T> sum = x, y(x.size());
     std::vector<float> mean(rows), rstd(rows);
-    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kBF16, sum.data(), w.data(), b.data(), y.data(), mean.data(),
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, dtype, sum.data(), w.data(), b.data(), y.data(), mean.data(),
                                        rstd.data(), 1e-5f, r.data(), sum.data()}).ok());
-    DeviceArray<Bf16> gx(*gpu_.device, x), gr(*gpu_.device, r), gw(*gpu_.device, w), gb(*gpu_.device, b),
+    DeviceArray<T> gx(*gpu_.device, x), gr(*gpu_.device, r), gw(*gpu_.device, w), gb(*gpu_.device, b),
         gy(*gpu_.device, unwritten_like(y));
     DeviceArray<float> gmean(*gpu_.device, unwritten_like(mean)), grstd(*gpu_.device, unwritten_like(rstd));
-    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, DType::kBF16, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(),
+    ASSERT_TRUE(layernorm_forward_cuda({rows, cols, dtype, gx.data(), gw.data(), gb.data(), gy.data(), gmean.data(),
                                         grstd.data(), 1e-5f, gr.data(), gx.data()}, gpu_.cuda_stream()).ok());
     gpu_.sync();
     EXPECT_TRUE(testing::bitwise_equal(gx.download(), sum, "x + residual"));
     // |sum| <= 2: the mean's terms up to 2, the variance's (x - mean)^2 up to 16 (rstd
     // O(1)), as the plain forward's bounds above; y is then the plain forward's bound plus
-    // its rounding to bf16 (2^-8 relative, |y| <= ~4, on either side: 2^-7 x 4). The y
+    // its rounding to the 16-bit type (`unit` relative, |y| <= ~4, on either side). The y
     // bound was the mean's sum bound without its / cols: 1.03 at cols 2048 for |y| <= ~3,
     // which passed a kernel that dropped the bias.
     const double mean_bound = testing::straight_line_bound(cols, 2.0 * cols) / cols;
     const double rstd_bound = testing::straight_line_bound(2 * cols, 16.0 * cols) / cols;
     expect_close(gmean.download(), mean, mean_bound, "mean");
     expect_close(grstd.download(), rstd, rstd_bound, "rstd");
-    const double y_bound = 0x1p-7 * 4 + mean_bound + 4.0 * rstd_bound + testing::straight_line_bound(4, 5.0);
-    const std::vector<Bf16> got = gy.download();
+    const double y_bound = 2 * unit * 4 + mean_bound + 4.0 * rstd_bound + testing::straight_line_bound(4, 5.0);
+    const std::vector<T> got = gy.download();
     for (size_t i = 0; i < y.size(); ++i) {
       ASSERT_TRUE(testing::within(to_f32(got[i]), to_f32(y[i]), y_bound, static_cast<int64_t>(i))) << "y";
     }
+  };
+  for (const int64_t cols : {int64_t{768}, int64_t{264}, int64_t{1000}, int64_t{2048}, int64_t{100}}) {
+    check(Bf16{}, DType::kBF16, 0x1p-8, cols);
+    check(Half{}, DType::kF16, 0x1p-11, cols);
   }
 }
 
