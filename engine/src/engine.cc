@@ -103,6 +103,14 @@ Status Engine::finalize() {
   ZDP_RETURN_IF_ERROR(m.timeline.attach(*env.exec));
   ZDP_RETURN_IF_ERROR(m.registry.check_same_on_every_rank(env, m.opt));
   Status built = m.build();
+  // The initial values' staging too: every allocation of finalize() happens before the
+  // agreement below.
+  DeviceBuffer staging;
+  if (built.ok()) {
+    StatusOr<DeviceBuffer> made = env.device.allocate(initial_values_staging_bytes(m.layout), MemCategory::kWorkspace);
+    if (made.ok()) staging = std::move(*made);
+    else built = made.status().with_context("initial values' staging");
+  }
   // Every rank learns whether any rank failed here, so none waits for a peer that left.
   std::vector<int64_t> failed = {built.ok() ? 0 : 1};
   ZDP_RETURN_IF_ERROR(all_reduce_i64(env, failed, ReduceOp::kMax, "finalize"));
@@ -114,7 +122,8 @@ Status Engine::finalize() {
   // After the failure flag: a collective every rank reaches, and whose verdict (the node
   // map) every rank computes alike.
   ZDP_RETURN_IF_ERROR(env.failure.fail(m.quant->setup_nodes()));
-  ZDP_RETURN_IF_ERROR(env.failure.fail(write_initial_values(env, m.opt, m.layout, m.registry, *m.state, *m.params)));
+  ZDP_RETURN_IF_ERROR(env.failure.fail(write_initial_values(env, m.opt, m.layout, m.registry, *m.state, *m.params,
+                                                            std::move(staging))));
   m.finalized = true;
   m.grads->reset_step();
   if (env.rank == 0) {

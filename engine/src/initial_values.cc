@@ -36,8 +36,11 @@ float init_value(const Init& init, uint64_t key, int64_t i) {
 
 }  // namespace
 
+int64_t initial_values_staging_bytes(const Layout& layout) { return layout.max_bucket_elems() * 4; }
+
 Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layout& layout,
-                            const ParamRegistry& registry, OptimizerState& state, ParamGatherer& params) {
+                            const ParamRegistry& registry, OptimizerState& state, ParamGatherer& params,
+                            DeviceBuffer staging) {
   Device& device = env.device;
   Exec& exec = *env.exec;
   const std::string& who = env.who;
@@ -48,7 +51,6 @@ Status write_initial_values(EngineEnv& env, const EngineOptions& opt, const Layo
     const std::string& name = registry.at(static_cast<int>(p)).spec.name;
     keys[p] = fnv1a(kFnvOffset, name.data(), name.size()) ^ (static_cast<uint64_t>(opt.seed) * 0x9E3779B97F4A7C15ull);
   }
-  ZDP_ASSIGN_OR_RETURN(DeviceBuffer staging, device.allocate(layout.max_bucket_elems() * 4, MemCategory::kWorkspace));
   std::vector<float> host(static_cast<size_t>(layout.max_bucket_elems()));
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];

@@ -12,7 +12,12 @@
 
 namespace zdp {
 
+// `staging`: initial_values_staging_bytes(layout) of device memory, allocated before
+// finalize()'s failure agreement (an allocation that failed after it left the peers
+// waiting in the first broadcast until the collective timeout).
+int64_t initial_values_staging_bytes(const Layout& layout);
 Status write_initial_values(EngineEnv& env, const EngineOptions& options, const Layout& layout,
-                            const ParamRegistry& registry, OptimizerState& state, ParamGatherer& params);
+                            const ParamRegistry& registry, OptimizerState& state, ParamGatherer& params,
+                            DeviceBuffer staging);
 
 }  // namespace zdp
