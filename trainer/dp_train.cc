@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/mapped_file_faults.h"
 #include "trainer/loop/loss_plot.h"
 #include "trainer/loop/run_summary.h"
 #include "trainer/loop/train_fault.h"
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", init.config_path, "config file (default: $ZDP_CONFIG, else the defaults)");
   app.add_option("--set", init.overrides, "section.key=value override (repeatable)");
   CLI11_PARSE(app, argc, argv);
+  // A token file truncated under the run is named before the rank dies of SIGBUS.
+  zdp::trainer::report_mapped_file_faults();
 
   zdp::StatusOr<zdp::Context> ctx = zdp::init(init);
   if (!ctx.ok()) {

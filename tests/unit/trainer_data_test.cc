@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/mapped_file_faults.h"
 #include "trainer/data/same_data.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
@@ -90,6 +93,26 @@ TEST(TokenFile, MissingAndMalformedFilesAreNamed) {
 // Sizes past 2^62 (data.synthetic_samples is bounded there, but the permutation takes
 // any int64): sizing its domain shifted 1 by 64, undefined, and on x86 the loop never
 // ended. Distinct inputs must give distinct outputs in [0, n).
+// A token file truncated in place under a run (a script that opens it with "wb" again):
+// the next read past its new end raises SIGBUS. The rank still dies of it, but names the
+// file first (it died as "killed by signal 7" and nothing more).
+TEST(TokenFileDeathTest, ATruncatedFileIsNamedWhenItsPagesFault) {
+  TempDir dir;
+  const std::string path = dir.file("shrinks.bin");
+  ASSERT_TRUE(write_token_file(path, std::vector<uint16_t>(1 << 16, 7)).ok());
+  EXPECT_EXIT(
+      {
+        report_mapped_file_faults();
+        StatusOr<TokenFile> f = TokenFile::open(path);
+        if (!f.ok()) std::_Exit(3);
+        if (::truncate(path.c_str(), 0) != 0) std::_Exit(4);
+        volatile uint16_t last = f->tokens()[f->size() - 1];  // a page past the new end: SIGBUS
+        (void)last;
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "token file '" + path + "' became shorter while it was read");
+}
+
 TEST(Permutation, SizesUpToInt64MaxTerminateInRange) {
   for (int64_t n : {int64_t{1} << 62, (int64_t{1} << 62) + 1, std::numeric_limits<int64_t>::max()}) {
     Permutation p(n, 7);

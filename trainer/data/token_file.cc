@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/internal/input_file.h"
+#include "trainer/data/mapped_file_faults.h"
 
 namespace zdp::trainer {
 namespace {
@@ -39,7 +40,10 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
 }
 
 TokenFile::~TokenFile() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (map_ != nullptr) {
+    forget_mapping(map_);
+    ::munmap(map_, map_bytes_);
+  }
   map_ = nullptr;
 }
 
@@ -77,6 +81,7 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path) {
   f.path_ = path;
   f.map_ = map;
   f.map_bytes_ = static_cast<size_t>(bytes);
+  remember_mapping(map, f.map_bytes_, path);  // a SIGBUS in it names the file (mapped_file_faults.h)
   ZDP_ASSIGN_OR_RETURN(f.count_, decode_token_header(map, bytes, path));
   f.tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kTokenFileHeaderBytes);
   return f;
