@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   const double fc_proj = residual_row("fc2", **lt, residual_d, 4 * residual_d, residual_tokens, iters, rounds, stream,
                                       a, b, bias, residual, tmp, c);
   std::printf("\nsummary: gpu cuBLASLt bf16 best %.0f TFLOP/s at transformer shapes (d=%lld, T=%lld); residual in "
-              "GEMM / GEMM + add: fc2 %.2f, proj %.2f (d=%lld, T=%lld)\n",
+              "GEMM / GEMM + add: fc2 %.3f, proj %.3f (d=%lld, T=%lld)\n",
               best_overall, static_cast<long long>(d), static_cast<long long>(tokens), fc_proj, attn_proj,
               static_cast<long long>(residual_d), static_cast<long long>(residual_tokens));
   return 0;

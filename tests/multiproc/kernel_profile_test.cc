@@ -250,7 +250,7 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   const std::string moved = diffed.output.substr(moved_at, diffed.output.find('\n', moved_at) - moved_at);
   EXPECT_NE(moved.find("residual add 1.000 -> - ms (gone)"), std::string::npos) << moved;
   EXPECT_NE(moved.find("cross-entropy (loss, dlogits)"), std::string::npos) << moved;
-  EXPECT_NE(moved.find("(0.50x)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("(0.500x)"), std::string::npos) << moved;
   EXPECT_EQ(std::count(moved.begin(), moved.end(), ';'), 1) << moved;  // those two only
   // Without --from-profile, or against another model, --baseline is refused.
   testing::CommandRun alone = testing::run_command(std::string(ZDP_DP_LAUNCH) + " plan " + cfg + " --baseline " + base);

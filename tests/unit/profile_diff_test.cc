@@ -60,7 +60,7 @@ TEST(ProfileDiff, RegionsSideBySide) {
 
   const std::string text = format_profile_diff(*d, m, b);
   EXPECT_NE(text.find("cross-entropy"), std::string::npos) << text;
-  EXPECT_NE(text.find("0.50x"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.500x"), std::string::npos) << text;
   EXPECT_NE(text.find("-2.500"), std::string::npos) << text;
   EXPECT_NE(text.find("gone"), std::string::npos) << text;
   EXPECT_NE(text.find("step (rank 0's mean, profile.jsonl): baseline 60.000 ms, measured 57.000 ms (0.950x)"),
@@ -71,10 +71,10 @@ TEST(ProfileDiff, RegionsSideBySide) {
   const size_t at = text.find("moved by 3% or more: ");
   ASSERT_NE(at, std::string::npos) << text;
   const std::string moved = text.substr(at);
-  EXPECT_NE(moved.find("fc proj linear fwd 3.000 -> 3.200 ms (1.07x)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("fc proj linear fwd 3.000 -> 3.200 ms (1.067x)"), std::string::npos) << moved;
   EXPECT_NE(moved.find("residual add 1.000 -> - ms (gone)"), std::string::npos) << moved;
-  EXPECT_NE(moved.find("cross-entropy (loss, dlogits) 5.000 -> 2.500 ms (0.50x)"), std::string::npos) << moved;
-  EXPECT_NE(moved.find("embedding bwd 0.400 -> 0.384 ms (0.96x)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("cross-entropy (loss, dlogits) 5.000 -> 2.500 ms (0.500x)"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("embedding bwd 0.400 -> 0.384 ms (0.960x)"), std::string::npos) << moved;
   EXPECT_EQ(moved.find("layernorm bwd"), std::string::npos) << moved;
   EXPECT_EQ(moved.find("adamw"), std::string::npos) << moved;
 }

@@ -40,7 +40,10 @@ void KernelProfile::end_step() {
 }
 
 Status KernelProfile::finish(std::FILE* out) {
-  ZDP_RETURN_IF_ERROR(engine_.compute_stream().synchronize(std::chrono::minutes(5)));
+  // Past the collective timeout, as every host wait (engine/src/exec.h).
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(config_.launch.collective_timeout_s * 1000)) +
+                    std::chrono::seconds(30);
+  ZDP_RETURN_IF_ERROR(engine_.compute_stream().synchronize(wait));
   const RegionTimes& t = timer_->times();
   const ModelConfig& m = config_.model;
   const ProfileOptions where = ProfileOptions::from(config_);

@@ -144,7 +144,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
-  ops->set_stream(engine.compute_stream());
+  ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> train_data, make_source(config, Split::kTrain));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> val_data, make_source(config, Split::kVal));
   ZDP_RETURN_IF_ERROR(check_same_data(ctx.store(), ctx.rank(), DataIdentity::of(train_data.get()),

@@ -72,7 +72,7 @@ Status Ops::download(void* dst, const void* src, size_t bytes) {
   if (!on_gpu()) return device_.memcpy(dst, src, bytes);
   if (!stream_) return Status(StatusCode::kInternal, "Ops: no stream set");
   ZDP_RETURN_IF_ERROR(stream_->memcpy_async(dst, src, bytes));
-  return stream_->synchronize(std::chrono::minutes(5));
+  return stream_->synchronize(host_wait_);
 }
 
 // A grown buffer replaces one that work already queued on the stream may still read: wait
@@ -80,7 +80,7 @@ Status Ops::download(void* dst, const void* src, size_t bytes) {
 // device-wide wait, which has no deadline and may not happen at all. Buffers grow only at
 // the first use of a larger shape, never in a steady-state step.
 Status Ops::release_after_queued_work(DeviceBuffer& old) {
-  if (on_gpu() && !old.empty() && stream_) ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  if (on_gpu() && !old.empty() && stream_) ZDP_RETURN_IF_ERROR(stream_->synchronize(host_wait_));
   old.reset();  // before the new one: the peak stays the larger
   return Status::Ok();
 }
@@ -318,16 +318,21 @@ Status Ops::input_grad_through_gelu(const void* w, const void* dy, const void* p
     }
     known = dgelu_fused_.emplace(key, use_fused).first;
   }
-  return known->second ? fused() : separate();
+  if (!known->second) return separate();
+  // Through try_fused, not the GEMM alone: the choice was made at the first call's pointer
+  // alignment, and another layer's weight (parameters lie back to back at stages 0-1) may
+  // have no DGELU algorithm; that shape then takes the separate path, as at the first call.
+  ZDP_ASSIGN_OR_RETURN(const bool ran, try_fused(f));
+  return ran ? Status::Ok() : separate();
 }
 
 StatusOr<double> Ops::seconds_per_run(const std::function<Status()>& run) {
   if (stream_ == nullptr) return Status(StatusCode::kInternal, "Ops: timing without a stream (set_stream first)");
   constexpr int kRuns = 5;
-  ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  ZDP_RETURN_IF_ERROR(stream_->synchronize(host_wait_));
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kRuns; ++i) ZDP_RETURN_IF_ERROR(run());
-  ZDP_RETURN_IF_ERROR(stream_->synchronize(std::chrono::minutes(5)));
+  ZDP_RETURN_IF_ERROR(stream_->synchronize(host_wait_));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRuns;
 }
 

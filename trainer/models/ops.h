@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,7 +44,13 @@ class Ops {
                                                AttentionImpl attention = AttentionImpl::kAuto);
   // Where the work goes: the engine's compute stream, which exists once the engine is
   // finalized. REQUIRES: called before any operation; `stream` outlives the Ops.
-  void set_stream(Stream& stream) { stream_ = &stream; }
+  // `host_wait`: the longest the host waits for it (a download, a workspace's release,
+  // the first-use timings); longer than the collective timeout, so that a collective's own
+  // error comes first (engine/src/exec.h's rule; 5 minutes was the default timeout itself).
+  void set_stream(Stream& stream, std::chrono::milliseconds host_wait = std::chrono::minutes(10)) {
+    stream_ = &stream;
+    host_wait_ = host_wait;
+  }
   // Profiling runs with profile.kernels: the models mark their kernel regions through
   // region() and end_region() (kernel_regions.h); without a timer both do nothing.
   // REQUIRES: `timer` outlives its use (nullptr detaches it).
@@ -151,6 +158,7 @@ class Ops {
 
   Device& device_;
   Stream* stream_ = nullptr;
+  std::chrono::milliseconds host_wait_ = std::chrono::minutes(10);
   KernelTimer* timer_ = nullptr;
   DType dtype_;
   std::unique_ptr<kernels::Gemm> gemm_;
