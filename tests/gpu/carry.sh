@@ -19,10 +19,10 @@
 # commit (shallow) gets no baseline, said loudly. CI packs with CARRY_BASELINE=none: the
 # second build would add minutes to a cold CI.
 #
-# Layout of the folder: check.sh; payload.tar.xz (bin/: the stripped programs, lib/: the
-# bundled libraries, found on the GPU machine through LD_LIBRARY_PATH, which check.sh
-# sets; xz because OpenBLAS alone is 36 MiB); MANIFEST (the payload's files, which the
-# self-check compares); configs/; ref/cpu_losses.json; BUILD_INFO. Libraries the image has
+# Layout of the folder: check.sh and check_gpt2.sh (its gpt2-124m runs); payload.tar.xz
+# (bin/: the stripped programs, lib/: the bundled libraries, found on the GPU machine
+# through LD_LIBRARY_PATH, which check.sh sets; xz because OpenBLAS alone is 36 MiB);
+# MANIFEST (the payload's files, which the self-check compares); configs/; ref/cpu_losses.json; BUILD_INFO. Libraries the image has
 # (CUDA's cuBLASLt, NCCL and cuDNN, hundreds of MiB, from its CUDA or its Python's nvidia
 # packages; glibc and the C++ runtime) are not bundled: check.sh finds them there.
 set -euo pipefail
@@ -150,7 +150,7 @@ rm -rf "$runs"
 
 (cd "$stage" && find bin lib -type f | LC_ALL=C sort) >"$carry/MANIFEST"
 tar -C "$stage" -cf - bin lib | xz -6 -T "$jobs" >"$carry/payload.tar.xz"
-cp tests/gpu/check.sh "$carry/check.sh"
+cp tests/gpu/check.sh tests/gpu/check_gpt2.sh "$carry/"
 {
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nvcc --version | tail -n 1)"

@@ -1,0 +1,64 @@
+# The GPU check's gpt2-124m runs (sourced by check.sh, which defines here, out, logs,
+# row, cap and in_budget): the profiled and the unprofiled run of a dp-train build, each
+# adding its row to the table.
+# shellcheck shell=bash
+# profile_parts DIR: the mean step's parts (ms) from DIR/profile.jsonl.
+profile_parts() {
+  python3 - "$1/profile.jsonl" <<'EOF' 2>/dev/null
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l.replace(" ", "")]
+if not steps: sys.exit(1)
+keys = steps[0]["parts_ms"].keys()
+mean = {k: sum(s["parts_ms"][k] for s in steps) / len(steps) for k in keys}
+print(" ".join(f"{k} {v:.1f}" for k, v in mean.items() if v >= 0.05), "ms/step")
+EOF
+}
+# What every gpt2-124m run shares: synthetic tokens, no evaluation, and cuDNN's fused
+# attention required ("auto" fell back to the batched path where cuDNN is missing or
+# refuses the graph, and every row then passed measuring the other attention).
+gpt2_args=(--config "$here/configs/gpt2-124m.toml" --set data.kind=synthetic --set train.eval_every=0
+           --set train.eval_samples=16 --set model.attention=fused)
+# finite_run LOG: no step line of LOG was skipped or has a loss that is not a number (the
+# rows' figures are of such a run otherwise).
+finite_run() { ! grep -Eq '^step .*(skipped|loss (nan|-?inf))' "$1"; }
+# gpt2_profiled PROGRAM NAME ROW: 30 steps of gpt2-124m, the last 20 profiled with per-kernel
+# timing (profile.kernels) into $out/NAME; adds ROW; returns non-zero when it did not run.
+gpt2_profiled() {
+  local program="$1" name="$2" label="$3" line tok mfu parts rc
+  if ! in_budget; then row "$label" SKIP "time budget spent"; return 1; fi
+  timeout "$(cap 240)" "bin/$program" "${gpt2_args[@]}" --set train.steps=30 --set train.log_every=10 \
+    --set profile.enabled=true --set profile.kernels=true --set profile.warmup_steps=10 --set profile.active_steps=20 \
+    --set "profile.dir=$out/$name" --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
+  rc=$?
+  line=$(grep '^step 30/30' "$logs/$name.log" | tail -n 1)
+  if ((rc != 0)) || [ -z "$line" ]; then
+    row "$label" FAIL "exit $rc (logs/$name.log)"; tail -n 30 "$logs/$name.log"; return 1
+  fi
+  if ! finite_run "$logs/$name.log"; then
+    row "$label" FAIL "a skipped step or a loss that is not finite (logs/$name.log)"; return 1
+  fi
+  tok=$(sed -n 's/.*| \([0-9.]*[kM]*\) tok\/s.*/\1/p' <<<"$line")
+  mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
+  parts=$(profile_parts "$out/$name")
+  row "$label" PASS "${tok:-?} tok/s, MFU ${mfu:-?}; ${parts:-no profile breakdown}"
+}
+# gpt2_plain PROGRAM NAME ROW [ARGS...]: the config as a user runs it, with no profiler's events
+# between the kernels: 60 steps, each window's mean step (steps 21-40 and 41-60; the first holds
+# the cuBLASLt plans and the epilogue timings) and the MFU of it. ARGS: more of dp-train's.
+gpt2_plain() {
+  local program="$1" name="$2" label="$3" line ms mfu fig="" rc s
+  shift 3
+  if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
+  timeout "$(cap 120)" "bin/$program" "${gpt2_args[@]}" --set train.steps=60 --set train.log_every=20 \
+    --set "launch.log_dir=$out/runs/$name" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  for s in 40 60; do
+    line=$(grep "^step $s/60 " "$logs/$name.log" | tail -n 1)
+    [ -n "$line" ] || continue
+    ms=$(sed -n 's/.*| \([0-9.]*\) ms.*/\1/p' <<<"$line")
+    mfu=$(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line")
+    fig+="${fig:+; }steps $((s - 19))-$s: ${ms:-?} ms/step, MFU ${mfu:-?}"
+  done
+  if ((rc == 0)) && [ -n "$fig" ] && finite_run "$logs/$name.log"; then row "$label" PASS "$fig"
+  else row "$label" FAIL "exit $rc (logs/$name.log; a skipped step or a non-finite loss fails too)"; tail -n 30 "$logs/$name.log"; fi
+}
