@@ -6,6 +6,17 @@
 #include "engine/src/quantized_exchange.h"
 
 namespace zdp {
+namespace {
+
+// The context of a wait for a bucket's all-gather. The comm stream runs one collective at a
+// time, so the failure the wait reports may be an earlier one's (a reduce-scatter that
+// timed out): the words say it was a wait, not that the gather failed.
+std::string gather_wait(int bucket) {
+  return ": waiting for the all-gather of bucket " + std::to_string(bucket) +
+         " (the comm stream's failure that follows may be an earlier collective's)";
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<ParamGatherer>> ParamGatherer::create(EngineEnv& env, const EngineOptions& options,
                                                                const Layout& layout, Timeline& timeline,
@@ -62,7 +73,7 @@ Status ParamGatherer::gather_bucket(int b, const OwnedRange& o) {
 Status ParamGatherer::wait_all(const std::string& where) {
   for (size_t b = 0; b < pending_.size(); ++b) {
     if (!pending_[b]) continue;
-    ZDP_RETURN_IF_ERROR(env_.exec->compute_after(*gathered_[b], where + ": all-gather of bucket " + std::to_string(b)));
+    ZDP_RETURN_IF_ERROR(env_.exec->compute_after(*gathered_[b], where + gather_wait(b)));
     pending_[b] = 0;
   }
   return Status::Ok();
@@ -182,7 +193,7 @@ Status ParamGatherer::enter(int layer, bool forward) {
     timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, first, CollectiveOp::kAllGather);
     for (int b = first; b < end; ++b) {
       ZDP_RETURN_IF_ERROR(env_.failure.fail(env_.exec->compute_after(
-          *gathered_[static_cast<size_t>(b)], what + ": all-gather of bucket " + std::to_string(b))));
+          *gathered_[static_cast<size_t>(b)], what + gather_wait(b))));
     }
     timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, first, CollectiveOp::kAllGather);
   }

@@ -22,9 +22,10 @@
 # Layout of the folder: check.sh and check_gpt2.sh (its gpt2-124m runs); payload.tar.xz
 # (bin/: the stripped programs, lib/: the bundled libraries, found on the GPU machine
 # through LD_LIBRARY_PATH, which check.sh sets; xz because OpenBLAS alone is 36 MiB);
-# MANIFEST (the payload's files, which the self-check compares); configs/; ref/cpu_losses.json; BUILD_INFO. Libraries the image has
-# (CUDA's cuBLASLt, NCCL and cuDNN, hundreds of MiB, from its CUDA or its Python's nvidia
-# packages; glibc and the C++ runtime) are not bundled: check.sh finds them there.
+# MANIFEST (the payload's files, which the self-check compares); configs/;
+# ref/cpu_losses.json; BUILD_INFO. Libraries the image has (CUDA's cuBLASLt, NCCL and
+# cuDNN, hundreds of MiB, from its CUDA or its Python's nvidia packages; glibc and the C++
+# runtime) are not bundled: check.sh finds them there.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
