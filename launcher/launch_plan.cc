@@ -100,10 +100,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   p.nproc_per_node = resolve_nproc_per_node(l, in.cuda_devices);
   // In int64: SLURM_NNODES and "auto" are not bounded by the config's cross check.
   const int64_t ranks = int64_t{p.nnodes} * p.nproc_per_node;
-  if (ranks > config_internal::kMaxWorldSize) {
+  if (const std::string excess = config_internal::world_size_excess(ranks); !excess.empty()) {
     errors.push_back("nnodes (" + std::to_string(p.nnodes) + ") x nproc_per_node (" + std::to_string(p.nproc_per_node) +
-                     ") = " + std::to_string(ranks) + " ranks, more than a job may have (" +
-                     std::to_string(config_internal::kMaxWorldSize) + ")");
+                     ")" + excess);
     return refusal();
   }
   p.world_size = static_cast<int>(ranks);

@@ -203,10 +203,9 @@ int run_plan(const PlanArgs& a) {
   const int cuda_devices = spec ? gpus_per_node : cuda_device_count();
   const int local = resolve_nproc_per_node(config->launch, cuda_devices);
   const int64_t configured_world = int64_t{local} * config->launch.nnodes;
-  if (configured_world > config_internal::kMaxWorldSize) {
+  if (const std::string excess = config_internal::world_size_excess(configured_world); !excess.empty()) {
     say(a.config_path + ": " + std::to_string(local) + " ranks per node x launch.nnodes (" +
-        std::to_string(config->launch.nnodes) + ") = " + std::to_string(configured_world) +
-        " ranks, more than a job may have (" + std::to_string(config_internal::kMaxWorldSize) + ")");
+        std::to_string(config->launch.nnodes) + ")" + excess);
     return 2;
   }
   const int configured = static_cast<int>(configured_world);
@@ -263,10 +262,8 @@ int run_plan(const PlanArgs& a) {
     in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
                      "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
     const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;
-    if (nodes_world > config_internal::kMaxWorldSize) {
-      say("--nodes " + std::to_string(a.nodes) + " x " + std::to_string(in.ranks_per_node) + " GPUs per node = " +
-          std::to_string(nodes_world) + " ranks, more than a job may have (" +
-          std::to_string(config_internal::kMaxWorldSize) + ")");
+    if (const std::string excess = config_internal::world_size_excess(nodes_world); !excess.empty()) {
+      say("--nodes " + std::to_string(a.nodes) + " x " + std::to_string(in.ranks_per_node) + " GPUs per node" + excess);
       return 2;
     }
     if (a.nodes > 0 &&

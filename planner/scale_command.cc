@@ -82,9 +82,8 @@ int run_scale(const ScaleArgs& a) {
   // As dp-launch resolves it: "auto" is this machine's CUDA devices.
   const int64_t configured_world = int64_t{resolve_nproc_per_node(config->launch, cuda_device_count())} *
                                    config->launch.nnodes;
-  if (configured_world > config_internal::kMaxWorldSize) {
-    say("the configured world of " + std::to_string(configured_world) + " ranks is more than a job may have (" +
-        std::to_string(config_internal::kMaxWorldSize) + ")");
+  if (const std::string excess = config_internal::world_size_excess(configured_world); !excess.empty()) {
+    say("launch.nproc_per_node x launch.nnodes (" + std::to_string(config->launch.nnodes) + ")" + excess);
     return 2;
   }
   const int configured = static_cast<int>(configured_world);

@@ -263,8 +263,8 @@ StatusOr<void*> ParamGatherer::view(int p, const std::string& label) {
   // but its all-gather may still be writing it, and only entering the scope orders the
   // compute stream after it.
   const int li = index_of(pl.layer);
-  const int slot = gather_slots_.find(li);
   if (li < 0 || scope_depth_[static_cast<size_t>(li)] == 0) return static_cast<void*>(nullptr);
+  const int slot = gather_slots_.find(li);
   if (slot < 0 || !gather_slots_.held(slot)) {
     return env_.invalid("param(" + label + "): layer group " + std::to_string(pl.layer) +
                         " is in scope but holds no gathered buffer");

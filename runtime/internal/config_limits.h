@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace zdp::config_internal {
 
@@ -25,6 +26,14 @@ constexpr double kMaxSyntheticSamples = 4611686018427387904.0;  // 2^62
 // dp-launch plan divide by zero.
 constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 constexpr int64_t kMaxRanksPerNode = 4096;
+// "" for a job of `ranks` ranks within kMaxWorldSize; else what follows the caller's
+// "a (..) x b (..)": " = 268435456 ranks, more than a job may have (1048576)" (a negative
+// count is a product that overflowed int64).
+inline std::string world_size_excess(int64_t ranks) {
+  if (ranks >= 0 && ranks <= kMaxWorldSize) return "";
+  return " = " + (ranks < 0 ? std::string("more than 9223372036854775807") : std::to_string(ranks)) +
+         " ranks, more than a job may have (" + std::to_string(kMaxWorldSize) + ")";
+}
 // A learning rate above 1000 diverges at the first step with any optimizer here.
 constexpr double kMaxLr = 1000;
 // A model's shape, far past any model trained (the deepest have about a thousand layers,

@@ -2,14 +2,12 @@
 // sample counts and a sampled digest of its data, every other rank compares its own.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "testing/temp_dir.h"
 #include "trainer/data/same_data.h"
 #include "trainer/data/source.h"
 #include "trainer/data/token_file.h"
@@ -18,19 +16,7 @@
 namespace zdp::trainer {
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("zdp_same_data_test_" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 Config gpt_config() {
   Config c;

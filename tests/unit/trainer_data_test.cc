@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/temp_dir.h"
 #include "trainer/data/mapped_file_faults.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
@@ -26,17 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("zdp_data_test_" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 void write_raw(const std::string& path, const std::vector<int32_t>& header, size_t extra_bytes) {
   std::ofstream f(path, std::ios::binary);

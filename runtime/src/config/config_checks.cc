@@ -133,9 +133,9 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   });
   // "auto" (0) is resolved later, from the CUDA device count (at most kMaxRanksPerNode).
   const int64_t world = checked_mul(l.nproc_per_node > 0 ? l.nproc_per_node : 1, l.nnodes);
-  check.require(world <= config_internal::kMaxWorldSize, {"launch.nproc_per_node", "launch.nnodes"}, [&] {
-    return "launch.nproc_per_node (" + str(l.nproc_per_node) + ") x launch.nnodes (" + str(l.nnodes) + ") = " +
-           str(world) + " ranks, more than a job may have (" + str(config_internal::kMaxWorldSize) + ")";
+  const std::string excess = config_internal::world_size_excess(world);
+  check.require(excess.empty(), {"launch.nproc_per_node", "launch.nnodes"}, [&] {
+    return "launch.nproc_per_node (" + str(l.nproc_per_node) + ") x launch.nnodes (" + str(l.nnodes) + ")" + excess;
   });
   // With the world size known, the check below names all four numbers instead.
   if (t.accum_steps > 0 && t.micro_batch > 0 && world_size <= 0) {
