@@ -18,14 +18,6 @@ namespace {
 
 using testing::TempDir;
 
-Config gpt_config() {
-  Config c;
-  c.model.kind = ModelKind::kGpt;
-  c.model.seq_len = 4;
-  c.model.vocab_size = 256;
-  return c;
-}
-
 // Every rank trains on the same dataset (trainer/data/same_data.h).
 TEST(DataAgreement, RanksThatSeeTheSameDataPassAndOneThatDiffersIsNamedWithBothSizes) {
   InMemoryStore store;
@@ -72,7 +64,9 @@ TEST(DataAgreement, TheFingerprintOfTokenShardsFollowsTheirSampledContents) {
   std::vector<uint16_t> tokens(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<uint16_t>(i * 7 % 251);
   auto fingerprint = [&](const std::string& pattern) {
-    Config c = gpt_config();
+    Config c;  // a GPT on token windows of 4 + 1
+    c.model.kind = ModelKind::kGpt;
+    c.model.seq_len = 4;
     c.data.kind = DataKind::kTokens;
     c.data.path = dir.file(pattern);
     return make_source(c, Split::kTrain).value()->fingerprint();
