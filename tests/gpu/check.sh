@@ -220,7 +220,8 @@ if ((self_check)); then
   fi
   ((ok)) || failed=1
   for c in sanity "${tests[@]}" gpt2-124m "gpt2-124m (baseline)" "plan --from-profile" "plan --baseline" \
-           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" gemm_gpu_bench gpt_gpu_bench fused_attention_gpu_bench ncu "gpt_gpu_bench (batched attention)" "gpt2-124m (deterministic)" \
+           "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" \
+           "gpt2-124m (no profiler, repeat)" "gpt2-124m (no profiler, baseline repeat)" "gpt2-124m: current / baseline" gemm_gpu_bench gpt_gpu_bench fused_attention_gpu_bench ncu "gpt_gpu_bench (batched attention)" "gpt2-124m (deterministic)" \
            bias_grad_gpu_bench adamw_gpu_bench comm_bench; do
     row "$c" SKIP "self-check: needs a GPU"
   done
@@ -343,6 +344,13 @@ if ((has_baseline && !(now_ok && base_ok))); then row "plan --baseline" SKIP "a 
 # up or caps its power during the pair favours neither build (A B B A).
 if ((has_baseline)); then gpt2_plain dp-train-baseline gpt2-124m-plain-baseline "gpt2-124m (no profiler, baseline)"; fi
 gpt2_plain dp-train gpt2-124m-plain "gpt2-124m (no profiler)"
+# Each build a second time (B A A B): the same build's two runs are this card's spread,
+# which a difference between the builds must exceed to count (METHOD.md).
+if ((has_baseline)); then
+  gpt2_plain dp-train gpt2-124m-plain-2 "gpt2-124m (no profiler, repeat)"
+  gpt2_plain dp-train-baseline gpt2-124m-plain-baseline-2 "gpt2-124m (no profiler, baseline repeat)"
+  gpt2_plain_versus
+fi
 
 # ---- 4-7. benchmarks, the other tests, the small GPT, cuDNN's plans ----------------------
 # bench NAME LIMIT_S ARGS...: FIGURE_OF (a command reading the log on stdin) gives the figure

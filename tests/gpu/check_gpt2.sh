@@ -62,3 +62,29 @@ gpt2_plain() {
   if ((rc == 0)) && [ -n "$fig" ] && finite_run "$logs/$name.log"; then row "$label" PASS "$fig"
   else row "$label" FAIL "exit $rc (logs/$name.log; a skipped step or a non-finite loss fails too)"; tail -n 30 "$logs/$name.log"; fi
 }
+# plain_ms NAME: the mean step (ms) of steps 41-60 in logs/NAME.log; empty without one.
+plain_ms() { sed -n 's/^step 60\/60 .*| \([0-9.]*\) ms.*/\1/p' "$logs/$1.log" 2>/dev/null | tail -n 1; }
+# gpt2_plain_versus: the row that judges the builds from the four unprofiled runs (B A A B):
+# current / baseline of the mean step over both runs each, beside each build's own spread
+# (its second run / its first). A ratio whose distance from 1 is within the larger spread
+# is noise on this card.
+gpt2_plain_versus() {
+  local a1 a2 b1 b2 fig
+  a1=$(plain_ms gpt2-124m-plain) a2=$(plain_ms gpt2-124m-plain-2)
+  b1=$(plain_ms gpt2-124m-plain-baseline) b2=$(plain_ms gpt2-124m-plain-baseline-2)
+  if [ -z "$a1" ] || [ -z "$a2" ] || [ -z "$b1" ] || [ -z "$b2" ]; then
+    row "gpt2-124m: current / baseline" SKIP "an unprofiled run has no step 60 (ms: ${a1:-?} ${a2:-?} / ${b1:-?} ${b2:-?})"
+    return
+  fi
+  fig=$(python3 - "$a1" "$a2" "$b1" "$b2" <<'PY'
+import sys
+a1, a2, b1, b2 = map(float, sys.argv[1:])
+ratio = (a1 + a2) / (b1 + b2)
+spread = max(abs(a2 / a1 - 1), abs(b2 / b1 - 1))
+verdict = "within" if abs(ratio - 1) <= spread else "beyond"
+print(f"{ratio:.3f}x (steps 41-60, ms {a1:g} {a2:g} / {b1:g} {b2:g}); same-build spread "
+      f"{a2 / a1:.3f}x current, {b2 / b1:.3f}x baseline: {verdict} the spread")
+PY
+  )
+  row "gpt2-124m: current / baseline" PASS "${fig:-?}"
+}
