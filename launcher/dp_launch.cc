@@ -137,6 +137,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     return 0;
   }
 
+  for (const std::string& note : plan->inert) say("note: " + note);
   install_signal_handlers();
   raise_open_file_limit();
   std::error_code ec;

@@ -183,6 +183,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
                      (l.backend == Backend::kAuto ? std::string(", as launch.backend = \"auto\" resolves here") : "") +
                      "): the CPU GEMM computes in fp32; use model.dtype = \"fp32\"");
   }
+  // What the config says about dp-train's models, data and loop; another program reads
+  // those keys (or not) as it likes.
+  if (runs_dp_train) p.inert = inert_settings(config);
   p.args = l.args;
   p.config_file = in.config_file;
 
@@ -236,6 +239,7 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
     << "; job secret " << p.secret_origin << "\n";
   s << "# threads per rank (OMP/OpenBLAS): " << p.threads_per_rank << "\n";
   for (const std::string& note : p.notes) s << "# note: " << note << "\n";
+  for (const std::string& note : p.inert) s << "# note: " << note << "\n";
   if (p.backend == Backend::kGloo) {
     const RankAddress& a = p.rank_address;
     s << "# ranks advertise to their peers: "

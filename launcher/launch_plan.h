@@ -46,6 +46,9 @@ struct LaunchPlan {
   int threads_per_rank = 1;          // OMP/OpenBLAS threads: cores / local ranks
   std::string config_file;
   std::vector<std::string> notes;    // dry-run: what the launch itself would refuse here
+  // dp-train's ranks: the settings that do nothing in this config (inert_settings), said
+  // before the launch and in --dry-run.
+  std::vector<std::string> inert;
 
   bool hosts_store() const { return node_rank == 0; }
   // This node's ranks for `attempt`: argv and the torchrun + zdp environment.

@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), dirs.to_string().c_str());
     return 1;
   }
+  // Keys that do nothing in this config: dp-launch said them before it started the ranks;
+  // started otherwise (torchrun, Slurm, alone), rank 0 says them.
+  if (ctx->rank() == 0 && std::getenv("ZDP_LAUNCHER") == nullptr) {
+    for (const std::string& note : zdp::inert_settings(ctx->config())) std::fprintf(stderr, "dp-train: note: %s\n", note.c_str());
+  }
   const std::string summary_path = zdp::trainer::run_summary_path(ctx->config());
   if (ctx->rank() == 0) {
     std::error_code ignored;  // a stale summary must not pass for this run's if it fails

@@ -247,6 +247,8 @@ TEST(Config, EveryExampleConfigParsesAndValidates) {
     EXPECT_TRUE(validate_for_world(*config, world).ok()) << validate_for_world(*config, world).to_string();
     EXPECT_EQ(parse_ok(to_toml(*config)), *config);
     EXPECT_FALSE(config->origins.empty());
+    // Nothing an example config sets is inert in it (zdp/config.h inert_settings).
+    EXPECT_EQ(inert_settings(*config), std::vector<std::string>{});
     ++checked;
   }
   EXPECT_GE(checked, 2);

@@ -370,6 +370,29 @@ TEST(LaunchPlan, AMultiNodeDryRunWithoutASecretIsANote) {
   EXPECT_FALSE(launcher::make_plan(c, inputs(), fake({})).ok()) << "the launch itself still refuses";
 }
 
+// Keys that do nothing for dp-train in this config are said before the launch (and in
+// --dry-run); another program reads the model, data and loop keys as it likes.
+TEST(LaunchPlan, DpTrainsInertSettingsAreNotes) {
+  const std::string dir = ::testing::TempDir() + "/inert-plan";
+  std::filesystem::create_directories(dir);
+  const std::string dp_train = dir + "/dp-train";
+  std::filesystem::copy_file("/bin/true", dp_train, std::filesystem::copy_options::overwrite_existing);
+  const std::string rest = "nproc_per_node = 2\n[zero]\nstage = 2\nprefetch_layers = 3\n";
+  Config c = parsed("[launch]\nprogram = \"" + dp_train + "\"\n" + rest);
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->inert.size(), 1u);
+  EXPECT_EQ(plan->inert[0], "test.toml:6:19: zero.prefetch_layers has no effect: only zero.stage = 3 gathers "
+                            "parameters ahead of use (zero.stage is 2)");
+  EXPECT_NE(launcher::describe_plan(*plan, c).find("# note: " + plan->inert[0]), std::string::npos)
+      << launcher::describe_plan(*plan, c);
+  Config other = parsed("[launch]\nprogram = \"/bin/true\"\n" + rest);
+  auto other_plan = launcher::make_plan(other, inputs(), fake({}));
+  ASSERT_TRUE(other_plan.ok()) << other_plan.status().to_string();
+  EXPECT_TRUE(other_plan->inert.empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LaunchPlan, ProblemsAreListedTogether) {
   Config c = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nnode_rank = 1\nprogram = \"/no/such\"\n");
   launcher::PlanInputs in = inputs();

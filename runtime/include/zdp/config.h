@@ -241,6 +241,14 @@ Status validate_keys(const Config& config, const std::vector<std::string>& prefi
 // Each must be a writable directory, or not exist yet under a writable one (it is created
 // then). kInvalidArgument lists every problem as "file:line:col: key (\"dir\") ...".
 Status check_output_dirs(const Config& config);
+// The settings of `config` that do nothing in it: keys the file or --set gave (defaults
+// are never listed) for a feature that is off or does not apply, e.g. zero.prefetch_layers
+// below stage 3, train.eval_every without held-out data. Each "where: key has no effect:
+// why". Not errors: a config may keep them for another setup (a stage-3 config run with
+// --set zero.stage=2). Keys that can only be a mistake are refused by the checks above
+// instead. dp-launch prints these as notes for dp-train's ranks (--dry-run too), and
+// dp-train's rank 0 when no dp-launch started it.
+std::vector<std::string> inert_settings(const Config& config);
 // accum_steps, or global_batch / (micro_batch x world_size) when it is 0.
 // REQUIRES: validate_for_world(config, world_size).ok().
 int64_t resolved_accum_steps(const TrainConfig& train, int world_size);
