@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/internal/output_file.h"
 #include "kernels/cast.h"
 #include "zdp/safetensors.h"
 
@@ -140,38 +141,17 @@ StatusOr<std::string> verify(const std::string& path_or_root) {
          human_bytes(r.bytes) + ": every checksum matches";
 }
 
+// Where the export lands: output_target's file (a device, FIFO, folder or a link to one
+// refused), which must not exist yet without --force.
 StatusOr<std::string> export_target(const std::string& out, bool force) {
+  StatusOr<std::string> target = output_target(out, "output");
+  if (!target.ok()) return Status(target.status().code(), "export: " + target.status().message());
   struct stat st {};
-  if (::lstat(out.c_str(), &st) != 0) {
-    if (errno == ENOENT) return out;  // a new file
-    return Status(StatusCode::kIoError, "export: cannot inspect the output " + out + ": " + std::strerror(errno));
-  }
-  std::string target = out;
-  if (S_ISLNK(st.st_mode)) {
-    std::error_code ec;
-    const fs::path resolved = fs::canonical(out, ec);
-    if (ec || ::stat(resolved.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return Status(StatusCode::kInvalidArgument, "export: the output " + out +
-                                                      " is a symbolic link to something that is not a regular file (" +
-                                                      (ec ? ec.message() : resolved.string()) + "): refused");
-    }
-    target = resolved.string();
-  }
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    return Status(StatusCode::kInvalidArgument,
-                  "export: the output " + out + " exists and is " + kind + ": refused (give a file path)");
-  }
-  if (!force) {
+  if (::lstat(target->c_str(), &st) == 0 && !force) {
     return Status(StatusCode::kInvalidArgument, "export: the output " + out +
                                                     " exists: refused (pass --force to replace it)");
   }
-  return target;
+  return *target;
 }
 
 StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options) {
@@ -188,8 +168,11 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   // then on where the write lands (a link resolved).
   auto refuse_inside = [&](const std::string& path) -> Status {
     const fs::path parent = fs::weakly_canonical(fs::absolute(path).parent_path(), ec);
+    // ... or the folder of checkpoints itself, whose `latest` pointer --force would replace.
     if (parent == fs::weakly_canonical(dir, ec) || fs::exists(parent / kCheckpointStateFile, ec) ||
-        fs::exists(parent.parent_path() / kCheckpointStateFile, ec)) {
+        fs::exists(parent.parent_path() / kCheckpointStateFile, ec) ||
+        parent == fs::weakly_canonical(fs::absolute(dir).parent_path(), ec) ||
+        fs::exists(parent / kCheckpointLatestFile, ec)) {
       return Status(StatusCode::kInvalidArgument, "export: the output " + options.out +
                                                       (path == options.out ? "" : " (a link to " + path + ")") +
                                                       " is inside a checkpoint (" + parent.string() +
@@ -218,7 +201,8 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   // A temporary name of our own beside the target (never an existing file), renamed over
   // the target only when complete.
   const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
-  if (::access(tmp.c_str(), F_OK) == 0) {
+  struct stat tmp_stat {};
+  if (::lstat(tmp.c_str(), &tmp_stat) == 0) {  // lstat: a dangling link there counts too
     return Status(StatusCode::kInvalidArgument, "export: the temporary file " + tmp + " exists: remove it first");
   }
   ExportReport report;

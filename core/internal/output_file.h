@@ -3,7 +3,9 @@
 // than "cannot write", and no temporary file is left behind.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "zdp/status.h"
 
@@ -12,7 +14,19 @@ namespace zdp {
 // Writes `text` to `path` through `path`.tmp.<pid> and a rename. `what` names the file's
 // role in messages ("run summary"). kIoError: "cannot write run summary 'x.tmp.12':
 // No space left on device" (errno's text from the write, close or rename that failed).
+// The data reaches the disk (fsync) before the rename, and the rename before the return
+// (the folder's fsync), so a crash leaves the old file or the whole new one.
 Status write_file_atomically(const std::string& path, const std::string& text, const std::string& what);
+// The same for a file of several parts (a header and a payload) written one after another.
+Status write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts,
+                             const std::string& what);
+
+// Where a program writes a file the user named (an --out): `path` when nothing is there
+// or it is a regular file; the file a symbolic link points to, when that is a regular
+// file (the rename then replaces that file, not the link). kInvalidArgument naming `what`
+// for a directory, device, FIFO or socket, or a link to one or to nothing: replacing one
+// by a rename would turn /dev/null into a regular file.
+StatusOr<std::string> output_target(const std::string& path, const std::string& what);
 
 // Writes all of `text` to `fd`, retrying short writes and EINTR. 0, or the errno of the
 // write that failed (ENOSPC, EPIPE, ...): callers decide whether that is fatal.

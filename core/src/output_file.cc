@@ -1,16 +1,22 @@
-// write_file_atomically and write_fully: POSIX writes, so the errno of a failure survives.
+// write_file_atomically, output_target and write_fully: POSIX calls, so the errno of a
+// failure survives.
 #include "core/internal/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace zdp {
 
-int write_fully(int fd, const std::string& text) {
+namespace {
+
+int write_fully(int fd, std::string_view text) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -22,7 +28,32 @@ int write_fully(int fd, const std::string& text) {
   return 0;
 }
 
-Status write_file_atomically(const std::string& path, const std::string& text, const std::string& what) {
+// The folder holding `path`, synced so that a rename into it survives a crash. Errors are
+// ignored: some filesystems refuse to fsync a directory, and the file itself is synced.
+void sync_parent(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+const char* kind_of(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "not a regular file";
+}
+
+}  // namespace
+
+int write_fully(int fd, const std::string& text) { return write_fully(fd, std::string_view(text)); }
+
+Status write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts,
+                             const std::string& what) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const auto failed = [&](const std::string& action, int err) {
     std::remove(tmp.c_str());
@@ -39,10 +70,16 @@ Status write_file_atomically(const std::string& path, const std::string& text, c
     const int err = errno;
     return Status(StatusCode::kIoError, "cannot create " + what + " '" + tmp + "': " + std::strerror(err));
   }
-  const int write_err = write_fully(fd, text);
+  int write_err = 0;
+  for (std::string_view part : parts) {
+    if (write_err == 0) write_err = write_fully(fd, part);
+  }
+  // fsync before the rename: otherwise a crash can leave the new name on an empty file.
+  const int sync_err = write_err == 0 && ::fsync(fd) != 0 && errno != EINVAL ? errno : 0;
   // close() reports what a network file system kept for it (EDQUOT, ENOSPC).
   const int close_err = ::close(fd) != 0 ? errno : 0;
   if (write_err != 0) return failed("write", write_err);
+  if (sync_err != 0) return failed("sync", sync_err);
   if (close_err != 0) return failed("write", close_err);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
@@ -50,7 +87,42 @@ Status write_file_atomically(const std::string& path, const std::string& text, c
     return Status(StatusCode::kIoError, "cannot rename " + what + " '" + tmp + "' to '" + path + "': " +
                                             std::strerror(err));
   }
+  sync_parent(path);
   return Status::Ok();
+}
+
+Status write_file_atomically(const std::string& path, const std::string& text, const std::string& what) {
+  return write_file_atomically(path, {std::string_view(text)}, what);
+}
+
+StatusOr<std::string> output_target(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return path;  // a new file
+    const int err = errno;
+    return Status(StatusCode::kIoError, "cannot inspect the " + what + " " + path + ": " + std::strerror(err));
+  }
+  std::string target = path;
+  if (S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (::realpath(path.c_str(), resolved) == nullptr || ::stat(resolved, &st) != 0) {
+      const int err = errno;
+      return Status(StatusCode::kInvalidArgument, "the " + what + " " + path +
+                                                      " is a symbolic link to nothing that exists (" +
+                                                      std::strerror(err) + "): refused");
+    }
+    target = resolved;
+    if (!S_ISREG(st.st_mode)) {
+      return Status(StatusCode::kInvalidArgument, "the " + what + " " + path + " is a symbolic link to " + target +
+                                                      ", which is " + kind_of(st.st_mode) + ": refused");
+    }
+    return target;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status(StatusCode::kInvalidArgument, "the " + what + " " + path + " exists and is " +
+                                                    kind_of(st.st_mode) + ": refused (give a file path)");
+  }
+  return target;
 }
 
 }  // namespace zdp

@@ -203,6 +203,15 @@ TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
   StatusOr<ckpt_tool::ExportReport> sibling = ckpt_tool::export_model(checkpoint(), other);
   ASSERT_FALSE(sibling.ok());
   EXPECT_NE(sibling.status().message().find("is inside a checkpoint"), std::string::npos) << sibling.status().message();
+  // The folder of checkpoints itself: --force would replace its `latest` pointer.
+  ASSERT_TRUE(fs::exists(root() + "/latest"));
+  const std::vector<unsigned char> pointer = file_bytes(root() + "/latest");
+  ckpt_tool::ExportOptions over_latest{DType::kBF16, root() + "/latest"};
+  over_latest.force = true;
+  StatusOr<ckpt_tool::ExportReport> at_root = ckpt_tool::export_model(checkpoint(), over_latest);
+  ASSERT_FALSE(at_root.ok());
+  EXPECT_NE(at_root.status().message().find("is inside a checkpoint"), std::string::npos) << at_root.status().message();
+  EXPECT_EQ(file_bytes(root() + "/latest"), pointer);
   StatusOr<ckpt_tool::ExportReport> missing = ckpt_tool::export_model(out("nowhere"), {DType::kF32, out("x")});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(out("nowhere")), std::string::npos) << missing.status().message();
@@ -250,9 +259,16 @@ TEST_F(CkptTool, ExportNeverReplacesWhatItWasNotAskedTo) {
   const std::string to_dir = out("link-to-dir"), dangling = out("dangling");
   fs::create_directory_symlink(dir, to_dir);
   fs::create_symlink(out("nothing-here"), dangling);
-  EXPECT_NE(refusal(to_dir, true).find("symbolic link to something that is not a regular file"), std::string::npos);
-  EXPECT_NE(refusal(dangling, true).find("symbolic link to something that is not a regular file"), std::string::npos);
+  EXPECT_NE(refusal(to_dir, true).find("which is a directory: refused"), std::string::npos) << refusal(to_dir, true);
+  EXPECT_NE(refusal(dangling, true).find("symbolic link to nothing that exists"), std::string::npos)
+      << refusal(dangling, true);
   EXPECT_FALSE(fs::exists(out("nothing-here")));
+  // A link planted at the temporary name (dangling: access() saw nothing there) is refused,
+  // and the file it names is not created.
+  const std::string fresh = out("fresh.safetensors");
+  fs::create_symlink(out("planted-target"), fresh + ".tmp-" + std::to_string(::getpid()));
+  EXPECT_NE(refusal(fresh).find("the temporary file"), std::string::npos) << refusal(fresh);
+  EXPECT_FALSE(fs::exists(out("planted-target")));
 }
 
 // `dp-ckpt info` of a regular file says it is a file, not that a directory is missing.

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/internal/input_file.h"
+#include "core/internal/output_file.h"
 #include "trainer/data/mapped_file_faults.h"
 
 namespace zdp::trainer {
@@ -92,21 +93,19 @@ Status write_token_file(const std::string& path, const std::vector<uint16_t>& to
     return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + std::to_string(tokens.size()) +
                                                     " tokens exceed the format's int32 count; write several shards");
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return Status(StatusCode::kIoError, "token file '" + tmp + "': cannot create: " + std::strerror(errno));
+  // A device, FIFO or folder at `path` is refused (the rename would replace it: /dev/null
+  // became a token file); a link to a token file writes that file.
+  ZDP_ASSIGN_OR_RETURN(const std::string target, output_target(path, "token file"));
   int32_t header[kTokenFileHeaderInts] = {};
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  bool ok = std::fwrite(header, sizeof(header), 1, f) == 1;
-  if (ok && !tokens.empty()) ok = std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status(StatusCode::kIoError, "token file '" + path + "': write failed: " + std::strerror(errno));
-  }
-  return Status::Ok();
+  // Through a temporary name of this process's own, synced before the rename.
+  return write_file_atomically(
+      target,
+      {std::string_view(reinterpret_cast<const char*>(header), sizeof(header)),
+       std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t))},
+      "token file");
 }
 
 }  // namespace zdp::trainer

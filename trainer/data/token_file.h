@@ -50,8 +50,11 @@ class TokenFile {
 // with the size. Pure (the fuzz target tests/fuzz/token_header_fuzz.cc calls it).
 StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path);
 
-// Writes `tokens` as a token file at `path`, through a temporary file and a rename, so a
-// reader never sees half a file. kIoError names the path.
+// Writes `tokens` as a token file at `path`, through a temporary file of this process's
+// own (never through a link planted at its name), synced, then renamed, so a reader never
+// sees half a file and a crash leaves the old file or the whole new one. A link at `path`
+// to a regular file writes that file; kInvalidArgument for a directory, device or FIFO
+// there (or a link to one). kIoError names the path.
 Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 
 }  // namespace zdp::trainer

@@ -128,10 +128,10 @@ class Reader {
 // Write access. Move-only; closes the file when destroyed (without fsync: call sync()).
 class Writer {
  public:
-  // Creates or truncates `path`, writes the encoded header and extends the file to its
-  // final size (posix_fallocate where the filesystem supports it, so a later pwrite
-  // cannot run out of space half way; ftruncate otherwise). The data region reads as
-  // zeros until written.
+  // Creates or truncates `path` (a symbolic link there is refused, not followed), writes
+  // the encoded header and extends the file to its final size (posix_fallocate where the
+  // filesystem supports it, so a later pwrite cannot run out of space half way; ftruncate
+  // otherwise). The data region reads as zeros until written.
   static StatusOr<Writer> create(const std::string& path, const Header& header);
   // Opens a file that another process created with create() and the same header (the
   // parallel save): checks that its size and its first bytes match. kNotFound when the

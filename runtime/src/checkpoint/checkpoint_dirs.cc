@@ -206,8 +206,15 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     const int64_t step = checkpoint::step_of(name, "");
     if (step >= 0 && std::binary_search(steps.begin(), steps.end(), step)) return root + "/" + name;
-    ZDP_LOG(kWarn) << "checkpoint: " << root << "/latest names '" << name
-                   << "', which is not a complete checkpoint; using the newest complete one, "
+    // The name is shown only when it looks like one: the file may hold anything (a binary
+    // written over it), and the log is a terminal.
+    const bool printable = name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char ch) {
+                             return ch >= 0x20 && ch < 0x7f;
+                           });
+    ZDP_LOG(kWarn) << "checkpoint: " << root << "/latest "
+                   << (printable ? "names '" + name + "'"
+                                 : "holds " + std::to_string(latest->size()) + " bytes that are not a step-<N> name")
+                   << ", which is not a complete checkpoint; using the newest complete one, "
                    << checkpoint_dir_name(steps.back());
   }
   return root + "/" + checkpoint_dir_name(steps.back());

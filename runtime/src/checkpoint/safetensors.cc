@@ -293,7 +293,8 @@ Writer::Writer(int fd, std::string path, const std::string& head, const Header& 
       data_bytes_(header.data_bytes()) {}
 
 StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
-  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_WRONLY | O_CREAT | O_TRUNC, "writing"));
+  // O_NOFOLLOW: a link planted at `path` must not make the write land elsewhere.
+  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, "writing"));
   const std::string head = encode_header(header);
   Writer w(fd, path, head, header);
   ZDP_RETURN_IF_ERROR(pwrite_all(fd, head.data(), w.data_start_, 0, "write the header of " + path));
