@@ -56,7 +56,18 @@ Status GradReducer::launch_ordered(int b) {
   }
   if (ordered_.sum.complete()) {  // the step's sum, rounded once into the reduce dtype
     void* out = whole ? reduced(bk.begin, 0) : reduced_slice(b);
-    ZDP_RETURN_IF_ERROR(exec.fold_on_comm(kernels::FoldArgs{entry(0), DType::kF32, nullptr, out, reduced_dtype(), count}));
+    const DType wire = opt_.zero.reduce_dtype;
+    if (reduced_dtype() == wire) {
+      ZDP_RETURN_IF_ERROR(exec.fold_on_comm(kernels::FoldArgs{entry(0), DType::kF32, nullptr, out, wire, count}));
+    } else {
+      // Sharded accumulation's shard is fp32, but the sum must be the other modes' bits:
+      // rounded into the reduce dtype (through the gather buffer, whose leaves the folds
+      // above, earlier on this stream, have consumed; it holds K x the bucket in the
+      // compute dtype, at least 2 bytes, so the range fits), then widened into the shard.
+      void* rounded = mem_.gathered.data();
+      ZDP_RETURN_IF_ERROR(exec.fold_on_comm(kernels::FoldArgs{entry(0), DType::kF32, nullptr, rounded, wire, count}));
+      ZDP_RETURN_IF_ERROR(exec.fold_on_comm(kernels::FoldArgs{rounded, wire, nullptr, out, reduced_dtype(), count}));
+    }
   }
   ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
   timeline_.collective(TimelineEvent::Kind::kReduceEnd, b, CollectiveOp::kAllGather, bytes);

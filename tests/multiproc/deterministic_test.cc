@@ -133,7 +133,14 @@ TEST(Deterministic, BitIdenticalInBf16) {
   reduce16.zero.reduce_dtype = DType::kBF16;
   EngineOptions reduce16_one = det_options(0, DType::kBF16);
   reduce16_one.zero.reduce_dtype = DType::kBF16;
-  expect_identical(run(3, reduce16), run(1, reduce16_one), "bf16 reduce dtype, 3 ranks, stage 1");
+  const Outcome reduce16_ref = run(1, reduce16_one);
+  expect_identical(run(3, reduce16), reduce16_ref, "bf16 reduce dtype, 3 ranks, stage 1");
+  // Sharded accumulation keeps an fp32 gradient shard; the step's sum is still rounded
+  // once into the reduce dtype (it was left in fp32: the bf16 reduce dtype was ignored).
+  EngineOptions reduce16_sharded = det_options(2, DType::kBF16);
+  reduce16_sharded.zero.reduce_dtype = DType::kBF16;
+  reduce16_sharded.zero.accumulate = GradAccumulation::kSharded;
+  expect_identical(run(2, reduce16_sharded), reduce16_ref, "bf16 reduce dtype, sharded accumulation, 2 ranks, stage 2");
 }
 
 TEST(Deterministic, ResumeAtAnotherWorldSizeAndStageContinuesBitForBit) {
