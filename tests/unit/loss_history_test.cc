@@ -54,6 +54,43 @@ TEST(LossHistory, RoundTripsThroughJson) {
   EXPECT_EQ(back.evals(), h.evals());
 }
 
+// A checkpoint taken inside a group of a merged history (stride > 1): the resumed run
+// completes that group, so its curve is the uninterrupted run's, point for point (the
+// group was read back as a whole point, and every later point shifted by a step).
+TEST(LossHistory, AResumeInsideAMergedGroupContinuesTheSameCurve) {
+  const int64_t total = 2 * static_cast<int64_t>(LossHistory::kMaxPoints) + 301;
+  auto loss = [](int64_t s) { return 1.0 + static_cast<double>(s % 7) / 8.0; };
+  LossHistory whole;
+  for (int64_t s = 1; s <= total; ++s) whole.add_step(s, loss(s), 100.0 + static_cast<double>(s));
+  for (int64_t cut : {int64_t{4097}, int64_t{4098}, 2 * static_cast<int64_t>(LossHistory::kMaxPoints) + 3}) {
+    SCOPED_TRACE(cut);
+    LossHistory first;
+    for (int64_t s = 1; s <= cut; ++s) first.add_step(s, loss(s), 100.0 + static_cast<double>(s));
+    ASSERT_GT(first.stride(), 1);
+    LossHistory resumed = LossHistory::from_json(nlohmann::json::parse(first.to_json().dump())).value();
+    EXPECT_EQ(resumed.points().size(), first.points().size());
+    for (int64_t s = cut + 1; s <= total; ++s) resumed.add_step(s, loss(s), 100.0 + static_cast<double>(s));
+    const std::vector<LossHistory::Point> a = whole.points(), b = resumed.points();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].step, b[i].step) << i;
+      EXPECT_NEAR(a[i].loss, b[i].loss, 1e-12) << i;
+      EXPECT_NEAR(a[i].tokens_per_s, b[i].tokens_per_s, 1e-9) << i;
+    }
+  }
+  // A pending count the stride cannot hold, or one without a point, is refused.
+  nlohmann::json j = LossHistory().to_json();
+  j["pending"] = 1;
+  EXPECT_NE(LossHistory::from_json(j).status().message().find("'pending' = 1 is outside [0, 0]"), std::string::npos)
+      << LossHistory::from_json(j).status().message();
+  j["stride"] = 4;
+  EXPECT_NE(LossHistory::from_json(j).status().message().find("no points"), std::string::npos);
+  // A history written before "pending" existed still reads.
+  j = LossHistory().to_json();
+  j.erase("pending");
+  EXPECT_TRUE(LossHistory::from_json(j).ok());
+}
+
 TEST(LossHistory, MalformedJsonIsRefusedNamingTheField) {
   nlohmann::json j = LossHistory().to_json();
   j["loss"] = {1.0};  // one loss, no step

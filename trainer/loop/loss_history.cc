@@ -74,8 +74,10 @@ nlohmann::json LossHistory::to_json() const {
     eval_steps.push_back(step);
     eval_losses.push_back(number(loss));
   }
-  return {{"stride", stride_}, {"step", steps},          {"loss", losses},
-          {"tokens_per_s", rates}, {"eval_step", eval_steps}, {"eval_loss", eval_losses}};
+  // "pending": how many steps the last point holds of a group not yet complete (0: none),
+  // so that a resumed run completes that group instead of starting a new one.
+  return {{"stride", stride_},         {"step", steps},          {"loss", losses}, {"tokens_per_s", rates},
+          {"eval_step", eval_steps}, {"eval_loss", eval_losses}, {"pending", pending_n_}};
 }
 
 StatusOr<LossHistory> LossHistory::from_json(const nlohmann::json& j) {
@@ -108,6 +110,20 @@ StatusOr<LossHistory> LossHistory::from_json(const nlohmann::json& j) {
     if (*step <= last) return bad("steps out of order at point " + std::to_string(i));
     last = *step;
     h.points_.push_back({*step, value(losses[i]), value(rates[i])});
+  }
+  // Optional (histories written before it have none): the last point as the sums of its
+  // group, pending_n_ steps of stride_.
+  if (j.contains("pending")) {
+    StatusOr<int64_t> pending = json_checked::integer(&j.at("pending"), "'pending'", 0, *stride - 1);
+    if (!pending.ok()) return bad(pending.status().message());
+    if (*pending > 0) {
+      if (h.points_.empty()) return bad("'pending' is " + std::to_string(*pending) + " but there are no points");
+      const Point p = h.points_.back();
+      h.points_.pop_back();
+      const double n = static_cast<double>(*pending);
+      h.pending_ = {p.step, p.loss * n, p.tokens_per_s * n};
+      h.pending_n_ = *pending;
+    }
   }
   last = -1;
   for (size_t i = 0; i < eval_steps.size(); ++i) {

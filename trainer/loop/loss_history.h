@@ -35,7 +35,9 @@ class LossHistory {
   const std::vector<std::pair<int64_t, double>>& evals() const { return evals_; }
   int64_t stride() const { return stride_; }  // steps per point
 
-  // {"stride": s, "step": [...], "loss": [...], "tokens_per_s": [...], "eval_step": [...], "eval_loss": [...]}
+  // {"stride": s, "step": [...], "loss": [...], "tokens_per_s": [...], "eval_step": [...], "eval_loss": [...],
+  //  "pending": n}: n > 0 when the last point is the mean of n < s steps of a group not yet
+  //  complete (from_json restores it as that group; a history without "pending" reads as 0).
   nlohmann::json to_json() const;
   // kInvalidArgument naming the field when `j` is not such an object (arrays of different
   // lengths, non-numbers, more than kMaxPoints points, steps out of order or outside
