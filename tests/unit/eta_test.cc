@@ -45,6 +45,10 @@ TEST(Eta, StepsEvaluationsAndSavesAsMeasured) {
   // + 2 evaluations (5 and 10) at 4 s + 1 save (10) at 0.5 s.
   EXPECT_DOUBLE_EQ(e.eta_s(3), 14 + 8 + 0.5);
   EXPECT_EQ(e.eta_s(10), 0);
+  // The step line comes before its step's evaluation and save: they count while pending.
+  EXPECT_DOUBLE_EQ(e.eta_s(5, true), 5 * 2.0 + 2 * 4.0 + 0.5);  // 5 steps, evaluations 5 and 10, save 10
+  EXPECT_DOUBLE_EQ(e.eta_s(6, true), 4 * 2.0 + 4.0 + 0.5);      // nothing due at 6
+  EXPECT_DOUBLE_EQ(e.eta_s(10, true), 4.0 + 0.5);               // the last step: the final evaluation and save
 }
 
 }  // namespace

@@ -45,13 +45,16 @@ int64_t EtaEstimator::evals_left(int64_t done) const { return has_eval_ ? due_af
 
 int64_t EtaEstimator::saves_left(int64_t done) const { return has_saves_ ? due_after(done, steps_, save_every_) : 0; }
 
-double EtaEstimator::eta_s(int64_t done) const {
-  if (done >= steps_) return 0;
+double EtaEstimator::eta_s(int64_t done, bool work_at_done_pending) const {
+  // The work still due is what falls in (after, steps]: from step done + 1 on, or from
+  // step done itself while its evaluation and save are pending.
+  const int64_t after = work_at_done_pending && done > 0 ? done - 1 : done;
+  if (after >= steps_) return 0;
   if (first_step_s_ < 0) return -1;
   const double per_step = timed_steps_ > 0 ? steps_s_ / static_cast<double>(timed_steps_) : first_step_s_;
-  double eta = per_step * static_cast<double>(steps_ - done);
-  if (evals_ > 0) eta += evals_s_ / static_cast<double>(evals_) * static_cast<double>(evals_left(done));
-  if (saves_ > 0) eta += saves_s_ / static_cast<double>(saves_) * static_cast<double>(saves_left(done));
+  double eta = per_step * static_cast<double>(steps_ > done ? steps_ - done : 0);
+  if (evals_ > 0) eta += evals_s_ / static_cast<double>(evals_) * static_cast<double>(evals_left(after));
+  if (saves_ > 0) eta += saves_s_ / static_cast<double>(saves_) * static_cast<double>(saves_left(after));
   return eta;
 }
 

@@ -21,7 +21,10 @@ class EtaEstimator {
   void save_done(double seconds);
 
   // Seconds left after `done` of train.steps steps; 0 when done, -1 before any step was timed.
-  double eta_s(int64_t done) const;
+  // `work_at_done_pending`: the evaluation and save due at step `done` itself have not run
+  // yet (the step line, printed before them), so they count too; the last step's ETA is
+  // then the final evaluation and save, not 0.
+  double eta_s(int64_t done, bool work_at_done_pending = false) const;
   // Evaluations and saves due after step `done` (the run's schedule: every eval_every /
   // checkpoint.every_steps steps and after the last one).
   int64_t evals_left(int64_t done) const;

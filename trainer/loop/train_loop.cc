@@ -9,6 +9,7 @@
 #include "trainer/loop/train_loop.h"
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -163,9 +164,11 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.zero.stage) + " on " +
                std::to_string(K) + " rank(s) (" + ctx.device().name() + ")");
   console.line("dp-train: data " + train_data->describe() + (val_data ? "; held out: " + val_data->describe() : ""));
+  char peak_lr[32];  // %g: std::to_string printed 4e-7 as 0.000000
+  std::snprintf(peak_lr, sizeof(peak_lr), "%g", eopts.optim.lr);
   console.line("dp-train: global batch " + std::to_string(t.global_batch) + " = " + std::to_string(K) +
                " ranks x micro_batch " + std::to_string(t.micro_batch) + " x accum_steps " +
-               std::to_string(engine.accum_steps()) + "; peak lr " + std::to_string(eopts.optim.lr) + " (" +
+               std::to_string(engine.accum_steps()) + "; peak lr " + peak_lr + " (" +
                to_string(config.optim.lr_scaling) + " scaling), " + to_string(config.optim.schedule) + " schedule");
 
   // Resuming restores the engine (weights, AdamW state, optimizer step = LR schedule
@@ -288,7 +291,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     // The loss and rate of the last window read (the live status never makes the host wait).
     // -1 until a loss was read (a resumed run's first steps): the status line shows none.
     const double last_loss = summary.losses.empty() ? -1.0 : summary.losses.back();
-    progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done), "train"},
+    // Both ETAs below come before this step's evaluation and save, which they count.
+    progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done, true), "train"},
                   compute_s);
     // The first step this process runs is logged too (step 1, or a resumed run's first):
     // it also times the first window, without which the ETA stayed "?" until a log_every.
@@ -298,7 +302,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       ZDP_RETURN_IF_ERROR(close_window());
       window_start = Clock::now();
       StepLine line{done, t.steps, summary.losses.back(), stats.lr, stats.grad_norm, 0, 0, step_s * 1e3, -1,
-                    eta.eta_s(done)};
+                    eta.eta_s(done, true)};
       line.samples_per_s = static_cast<double>(t.global_batch) / step_s;
       line.tokens_per_s = tokens_per_s();
       if (peak > 0) line.mfu = model->flops_per_sample() * line.samples_per_s / K / peak;
