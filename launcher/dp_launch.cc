@@ -144,7 +144,10 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   std::filesystem::create_directories(config->launch.log_dir, ec);
   Status written = zdp::write_config_file(*config, plan->config_file);
   if (!written.ok()) {
-    say(written.message());
+    // check_output_dirs passed, and still the folder refused (a filesystem that looks
+    // writable and is not, e.g. /proc for root): named as the key that chose it.
+    say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +
+        written.message());
     return 2;
   }
 

@@ -230,6 +230,21 @@ std::vector<RankSpec> LaunchPlan::local_ranks(const Config& config, int attempt)
   return out;
 }
 
+namespace {
+
+// A word as a POSIX shell reads it back: as it is when it holds only characters no shell
+// treats specially, else in single quotes (an argument "bar baz" printed bare read as two).
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789_@%+=:,./-") == std::string::npos;
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+}  // namespace
+
 std::string describe_plan(const LaunchPlan& p, const Config& config) {
   std::ostringstream s;
   s << "# world: " << p.nnodes << " node(s) x " << p.nproc_per_node << " rank(s) = " << p.world_size
@@ -254,9 +269,9 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
   }
   for (RankSpec& spec : p.local_ranks(config, 0)) {
     s << "# rank " << spec.rank << ":";
-    for (const std::string& a : spec.argv) s << " " << a;
+    for (const std::string& a : spec.argv) s << " " << shell_word(a);
     s << "\n#   env:";
-    for (auto& [k, v] : spec.env) s << " " << k << "=" << (k == "ZDP_JOB_SECRET" ? "<secret>" : v);
+    for (auto& [k, v] : spec.env) s << " " << k << "=" << (k == "ZDP_JOB_SECRET" ? "<secret>" : shell_word(v));
     s << "\n";
   }
   return s.str();

@@ -46,6 +46,7 @@ TEST(ConfigQuant, RefusedWhereItCannotApply) {
   EXPECT_NE(e.find("zero.reduce_dtype = \"int8\""), std::string::npos) << e;
   e = problems("[train]\ndeterministic = true\n[zero]\ngather_dtype = \"int8\"\n");
   EXPECT_NE(e.find("zero.gather_dtype = \"int8\""), std::string::npos) << e;
+  EXPECT_NE(e.find("zero.reduce_dtype = \"fp32\""), std::string::npos) << e;  // the dtype in effect, not "none"
   // Stage 0 all-reduces: there is no reduce-scatter to quantize and nothing to gather.
   e = problems("[zero]\nstage = 0\nreduce_dtype = \"int4\"\n");
   EXPECT_NE(e.find("configs/q.toml:3:"), std::string::npos) << e;

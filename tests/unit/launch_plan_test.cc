@@ -393,6 +393,18 @@ TEST(LaunchPlan, DpTrainsInertSettingsAreNotes) {
   std::filesystem::remove_all(dir);
 }
 
+// --dry-run prints each rank's command as a shell reads it back: an argument with a space
+// or a quote stays one word.
+TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
+  Config c = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nargs = [\"--foo\", \"bar baz\", \"it's\", \"\"]\n"
+                    "env = { GREETING = \"hello world\" }\n");
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::string text = launcher::describe_plan(*plan, c);
+  EXPECT_NE(text.find("# rank 0: /bin/true --foo 'bar baz' 'it'\\''s' ''\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" GREETING='hello world' "), std::string::npos) << text;
+}
+
 TEST(LaunchPlan, ProblemsAreListedTogether) {
   Config c = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nnode_rank = 1\nprogram = \"/no/such\"\n");
   launcher::PlanInputs in = inputs();

@@ -255,7 +255,8 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(!c.train.deterministic || (!quant_reduce && c.zero.gather_quant == WireQuant::kNone),
                 {"train.deterministic", "zero.reduce_dtype", "zero.gather_dtype"}, [&] {
                   return "train.deterministic = true promises bit-identical results at any world size; quantized "
-                         "communication (zero.reduce_dtype = \"" + std::string(to_string(c.zero.reduce_quant)) +
+                         "communication (zero.reduce_dtype = \"" +
+                         std::string(quant_reduce ? to_string(c.zero.reduce_quant) : to_string(c.zero.reduce_dtype)) +
                          "\", zero.gather_dtype = \"" + (c.zero.gather_quant == WireQuant::kNone ? "auto" : "int8") +
                          "\") rounds each rank's chunk with its own scales, which depends on the world size: "
                          "use one or the other";
