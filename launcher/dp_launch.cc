@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/internal/cli_range.h"
 #include "launcher/launch_plan.h"
 #include "launcher/output_pump.h"
 #include "planner/plan_calibrate.h"
@@ -267,7 +268,8 @@ int main(int argc, char** argv) {
   app.add_option("--set", sets, "override one key: --set section.key=value (repeatable; beats the file)");
   app.add_flag("--dry-run", dry_run, "print the resolved config, the world layout and each rank's command "
                                      "line and environment; start nothing");
-  app.add_option("--node-rank", node_rank, "this node's rank in a multi-node job (beats the config and Slurm)");
+  app.add_option("--node-rank", node_rank, "this node's rank in a multi-node job (beats the config and Slurm)")
+      ->check(zdp::integer_range(0, (1 << 20) - 1));  // below the largest world (config_limits.h)
   app.require_subcommand(0, 1);
   PlanArgs plan_args;
   CLI::App* plan = app.add_subcommand("plan", "predict memory per rank (stages 0-3), communication and step time; "

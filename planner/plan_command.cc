@@ -92,9 +92,9 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--gpus-per-node", a.gpus_per_node,
                  "with --gpu: ranks sharing a node's NVLink; more ranks meet over the inter-node link (default: the "
                  "GPU table's, 8)")
-      ->check(CLI::Range(1, 1024));
+      ->check(zdp::integer_range(1, 1024));
   cmd.add_option("--nodes", a.nodes, "with --gpu: also plan this many nodes of --gpus-per-node ranks")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(zdp::integer_range(1, 1 << 20));
   cmd.add_option("--from-profile", a.from_profile,
                  "a GPT run profiled with profile.kernels = true: its kernels.json and profile.jsonl beside the "
                  "per-kernel prediction, the efficiencies they imply, and the plan with those (--gpu defaults to "

@@ -104,11 +104,18 @@ Status check(const Options& o) {
     ZDP_RETURN_IF_ERROR(stream->synchronize(timeout));
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const double busbw = (k > 1 ? 2.0 * (k - 1) / k : 1.0) * static_cast<double>(o.bench_bytes) / seconds / 1e9;
+  // The bytes reduced (whole fp32 elements), and nccl-tests' bus bandwidth, 2(k-1)/k x
+  // bytes / time: a world of one moves nothing between ranks, so it has none.
+  const int64_t bytes = count * 4;
+  char bus[64] = "no bus bandwidth in a world of 1";
+  if (k > 1) {
+    std::snprintf(bus, sizeof(bus), "busbw %.2f GB/s",
+                  2.0 * static_cast<double>(k - 1) / static_cast<double>(k) * static_cast<double>(bytes) / seconds / 1e9);
+  }
   std::printf("dp-check: rank %d/%lld (local %d/%d, %s, %s on %s): store, all_reduce and broadcast OK; "
-              "all_reduce of %s: %.2f ms, busbw %.2f GB/s\n",
+              "all_reduce of %s: %.2f ms, %s\n",
               env.rank, static_cast<long long>(k), env.local_rank, env.local_world_size, env.origin.c_str(),
-              comm->backend(), device->name().c_str(), zdp::format_bytes(o.bench_bytes).c_str(), seconds * 1e3, busbw);
+              comm->backend(), device->name().c_str(), zdp::format_bytes(bytes).c_str(), seconds * 1e3, bus);
   std::fflush(stdout);
   return Status::Ok();
 }
@@ -125,7 +132,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "seconds for the store and each collective")
       ->check(zdp::finite_range(1e-3, 86400))  // launch.collective_timeout_s's bounds
       ->capture_default_str();
-  app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce")
+  app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce (rounded down to whole fp32 elements)")
       ->check(zdp::integer_range(4, int64_t{1} << 34))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

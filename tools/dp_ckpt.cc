@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "core/internal/cli_range.h"
 #include "tools/ckpt_tool.h"
 
 namespace {
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   exp->add_option("--out", ex.out, "the safetensors file to write (a new file; see --force)")->required();
   exp->add_flag("--force", ex.force, "replace --out when it is an existing regular file");
   exp->add_option("--buffer-elems", ex.buffer_elems, "elements converted per pass (memory ~6 bytes each)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))
+      ->check(zdp::integer_range(1, int64_t{1} << 32))
       ->capture_default_str();
   exp->add_flag("--no-verify", no_verify, "skip checking the checkpoint's checksums first");
 

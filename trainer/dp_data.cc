@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
   // The format counts tokens in an int32: a larger count is refused before anything is allocated.
   synth->add_option("--tokens", synth_tokens, "token count (at most 2147483647, the format's int32 count)")
       ->required()
-      ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
-  synth->add_option("--vocab", vocab, "vocabulary size")->check(CLI::Range(1, 65536))->capture_default_str();
+      ->check(zdp::integer_range(1, INT32_MAX));
+  synth->add_option("--vocab", vocab, "vocabulary size")->check(zdp::integer_range(1, 65536))->capture_default_str();
   synth->add_option("--seed", seed, "seed of the chain")
       ->check(zdp::integer_range(0, INT64_MAX))
       ->capture_default_str();

@@ -32,7 +32,9 @@ inline CLI::Validator finite_range(double lo, double hi) {
       "NUMBER in " + range);
 }
 
-// An integer in [lo, hi] (CLI::Range's, with the bounds said as integers).
+// A decimal integer in [lo, hi] (CLI::Range's, with the bounds said as integers). A
+// leading 0 is refused: CLI11 converts integers with strtoll's base 0, which reads "0100"
+// as octal 64 and "010" as 8 (--vocab 0100 made a vocabulary of 64), and "0x10" as hex.
 inline CLI::Validator integer_range(int64_t lo, int64_t hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return CLI::Validator(
@@ -41,6 +43,10 @@ inline CLI::Validator integer_range(int64_t lo, int64_t hi) {
         errno = 0;
         const long long v = std::strtoll(text.c_str(), &end, 10);
         if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE) return "'" + text + "' is not an integer";
+        const size_t digits = text.find_first_not_of("+-");
+        if (digits != std::string::npos && text[digits] == '0' && text.size() > digits + 1) {
+          return "'" + text + "' has a leading 0 (which some tools read as octal): write " + std::to_string(v);
+        }
         if (v < lo || v > hi) return text + " is not in " + range;
         return std::string();
       },

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -183,6 +184,21 @@ TEST_F(LauncherTest, DpCheckCompletesACollectiveRound) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("[rank 1] dp-check: rank 1/2"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("all_reduce and broadcast OK"), std::string::npos) << run.output;
+}
+
+// Alone (a world of one), with a size that is not whole fp32 elements: the figure names the
+// bytes reduced, and no bus bandwidth (nothing moves between ranks; it printed 600 GB/s).
+TEST(DpCheck, AloneItNamesTheBytesItReducedAndNoBusBandwidth) {
+  std::FILE* p = ::popen((std::string("env -u ZDP_CONFIG -u RANK -u WORLD_SIZE ") + ZDP_DP_CHECK +
+                          " --bench-bytes 5 2>&1").c_str(),
+                         "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("all_reduce of 4 B"), std::string::npos) << out;
+  EXPECT_NE(out.find("no bus bandwidth in a world of 1"), std::string::npos) << out;
 }
 
 TEST_F(LauncherTest, AKilledRankStopsTheJobWithinSecondsNamingIt) {

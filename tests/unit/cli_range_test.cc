@@ -54,6 +54,15 @@ TEST(CliRange, IntegerRangeSaysItsBoundsAsIntegers) {
   EXPECT_NE(parsed(integer_range(1, 1 << 20), "1048577", &v).find("is not in [1, 1048576]"), std::string::npos);
   EXPECT_NE(parsed(integer_range(1, 1 << 20), "99999999999999999999", &v).find("is not an integer"), std::string::npos);
   EXPECT_NE(parsed(integer_range(1, 1 << 20), "2.5", &v).find("'2.5' is not an integer"), std::string::npos);
+  // CLI11 converts with strtoll's base 0: "0100" would have been 64, "0x10" 16.
+  EXPECT_NE(parsed(integer_range(1, 1 << 20), "0100", &v).find("'0100' has a leading 0 (which some tools read as octal): "
+                                                                "write 100"),
+            std::string::npos)
+      << parsed(integer_range(1, 1 << 20), "0100", &v);
+  EXPECT_NE(parsed(integer_range(-5, 5), "-03", &v).find("has a leading 0"), std::string::npos);
+  EXPECT_NE(parsed(integer_range(1, 1 << 20), "0x10", &v).find("'0x10' is not an integer"), std::string::npos);
+  EXPECT_EQ(parsed(integer_range(0, 5), "0", &v), "ok");
+  EXPECT_EQ(v, 0);
 }
 
 // dp-launch plan with a flag out of its range: a non-zero exit naming the flag, and no
