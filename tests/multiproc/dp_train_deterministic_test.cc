@@ -12,6 +12,7 @@
 // deterministic_gpu_test.cc; the engine's bf16 on the CPU: deterministic_test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -214,6 +215,34 @@ TEST_F(DpTrainDeterministic, TwoBlockGptIsBitIdenticalAtAnyWorldSizeAndStage) {
   const Outcome one = run("quickstart.toml", 1, off, dir_.path() + "/off1", false);
   const Outcome two = run("quickstart.toml", 2, off, dir_.path() + "/off2", false);
   EXPECT_NE(one.model_sha, two.model_sha) << "without train.deterministic the runs should differ";
+}
+
+}  // namespace
+}  // namespace zdp
+
+namespace zdp {
+namespace {
+
+// README's "Deterministic mode" section prints what configs/mlp-cpu.toml with the mode
+// ends with, at 1 and at 2 ranks: the step-60 line, the held-out loss and the parameter
+// digest. This runs the config as it is (2 ranks, and checkpoints in a folder of the
+// test's own) and compares with README's own lines, so that the digest cannot go stale
+// unnoticed (it had, across 258 commits that touched the data path).
+TEST_F(DpTrainDeterministic, ReadmesDigestIsWhatTheConfigPrints) {
+  std::ifstream readme(std::string(ZDP_SOURCE_DIR) + "/README.md");
+  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(\[rank 0\] dp-train: parameter sha256 ([0-9a-f]{64}) )")))
+      << "README.md lost its deterministic-mode digest line";
+  const std::string documented = m[1];
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(\[rank 0\] (step 60/60 \| loss [0-9.]+ \| lr \S+ \| grad norm [0-9.]+) \|)")));
+  const std::string step_line = m[1];
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(\[rank 0\] (eval step 60 \| held-out loss [0-9.]+) )")));
+  const std::string eval_line = m[1];
+  const Outcome o = run("mlp-cpu.toml", 2, {"checkpoint.resume=never"}, dir_.path() + "/readme-ckpt");
+  EXPECT_EQ(o.printed_sha, documented) << "README.md's digest differs from what the run prints\n" << o.output;
+  EXPECT_NE(std::find(o.lines.begin(), o.lines.end(), step_line), o.lines.end()) << step_line << "\n" << o.output;
+  EXPECT_NE(std::find(o.lines.begin(), o.lines.end(), eval_line), o.lines.end()) << eval_line << "\n" << o.output;
 }
 
 }  // namespace
