@@ -115,20 +115,23 @@ std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::mil
 
 int run(const std::string& config_path, const std::vector<std::string>& sets, bool dry_run,
         std::optional<int> node_rank) {
-  zdp::StatusOr<zdp::Config> config = zdp::load_config(config_path, sets);
-  if (!config.ok()) {
-    say("invalid configuration:\n" + config.status().message());
-    return 2;
-  }
   PlanInputs in;
   in.node_rank = node_rank;
   in.launcher_dir = launcher_dir();
   in.cuda_devices = zdp::cuda_device_count();
   in.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml").string();
   in.dry_run = dry_run;
-  zdp::StatusOr<LaunchPlan> plan =
-      make_plan(*config, in, [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+  const zdp::EnvLookup env = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+  // The world the launch will have, so that the checks needing it (the global batch's
+  // divisibility) are listed with every other problem of the file, not after they are fixed.
+  zdp::StatusOr<zdp::Config> config = zdp::load_config(
+      config_path, sets, [&in, &env](const zdp::Config& c) { return planned_world_size(c, in, env); });
+  if (!config.ok()) {
+    say("invalid configuration:\n" + config.status().message());
+    return 2;
+  }
+  in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml").string();
+  zdp::StatusOr<LaunchPlan> plan = make_plan(*config, in, env);
   if (!plan.ok()) {
     say("cannot launch " + config_path + ":\n" + plan.status().message());
     return 2;

@@ -50,6 +50,12 @@ std::string resolve_program(const std::string& program, const std::string& launc
 
 }  // namespace
 
+int64_t planned_world_size(const Config& config, const PlanInputs& in, const EnvLookup& env) {
+  int slurm_nodes = 0, slurm_node = 0;
+  const bool slurm = parse_int(env("SLURM_NNODES"), &slurm_nodes) && parse_int(env("SLURM_NODEID"), &slurm_node);
+  return int64_t{slurm ? slurm_nodes : config.launch.nnodes} * resolve_nproc_per_node(config.launch, in.cuda_devices);
+}
+
 StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const EnvLookup& env) {
   const LaunchConfig& l = config.launch;
   std::vector<std::string> errors;
@@ -98,8 +104,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   }
 
   p.nproc_per_node = resolve_nproc_per_node(l, in.cuda_devices);
-  // In int64: SLURM_NNODES and "auto" are not bounded by the config's cross check.
-  const int64_t ranks = int64_t{p.nnodes} * p.nproc_per_node;
+  // In int64: SLURM_NNODES and "auto" are not bounded by the config's cross check. The
+  // same product the config's load was checked with (planned_world_size).
+  const int64_t ranks = planned_world_size(config, in, env);
   if (const std::string excess = config_internal::world_size_excess(ranks); !excess.empty()) {
     errors.push_back("nnodes (" + std::to_string(p.nnodes) + ") x nproc_per_node (" + std::to_string(p.nproc_per_node) +
                      ")" + excess);

@@ -55,6 +55,12 @@ struct LaunchPlan {
   std::vector<RankSpec> local_ranks(const Config& config, int attempt) const;
 };
 
+// The job's world size: nodes (SLURM_NNODES under Slurm, else launch.nnodes) x the ranks
+// of each (launch.nproc_per_node, "auto" resolved from the CUDA devices). dp-launch loads
+// the config with it (load_config's world_size_of), so that the checks needing it are
+// listed with every other problem.
+int64_t planned_world_size(const Config& config, const PlanInputs& inputs, const EnvLookup& env);
+
 // kInvalidArgument lists every problem (e.g. node_rank outside nnodes, a multi-node job
 // without ZDP_JOB_SECRET, a program that cannot be found, a launch.node_rank that
 // contradicts SLURM_NODEID, a launch.socket_ifname or launch.rank_addr this host lacks).

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "launcher/launch_plan.h"
+#include "testing/temp_dir.h"
 #include "zdp/launch_env.h"
 
 namespace zdp {
@@ -415,6 +416,43 @@ TEST(LaunchPlan, ProblemsAreListedTogether) {
   EXPECT_NE(m.find("node rank 5 is not in [0, nnodes = 2)"), std::string::npos) << m;
   EXPECT_NE(m.find("ZDP_JOB_SECRET"), std::string::npos) << m;
   EXPECT_NE(m.find("/no/such"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace zdp
+
+namespace zdp {
+namespace {
+
+// dp-launch loads the config with the world it will launch (planned_world_size), so the
+// checks that need one are listed with the file's other problems: the global batch's
+// divisibility used to show only once an unknown key and a bad warmup were fixed.
+TEST(LaunchPlan, WorldSizeChecksAreListedWithEveryOtherProblem) {
+  testing::TempDir dir;
+  const std::string path = dir.file("bad.toml");
+  std::ofstream(path) << "[launch]\nnproc_per_node = 2\n[model]\nn_layer = 3\n"
+                         "[train]\nsteps = 100\nglobal_batch = 30\nmicro_batch = 4\n[optim]\nwarmup_steps = 500\n";
+  launcher::PlanInputs in;
+  const EnvLookup no_env = fake({});
+  StatusOr<Config> c = load_config(path, {}, [&](const Config& config) {
+    return launcher::planned_world_size(config, in, no_env);
+  });
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  EXPECT_NE(m.find("bad.toml:4:1: unknown key 'model.n_layer'"), std::string::npos) << m;
+  EXPECT_NE(m.find("optim.warmup_steps (500) exceeds train.steps (100)"), std::string::npos) << m;
+  EXPECT_NE(m.find("bad.toml:7:16: train.global_batch (30) is not divisible by train.micro_batch (4) x world size (2) = 8"),
+            std::string::npos)
+      << m;
+  // Without the world the divisibility waits (the ranks check it with theirs).
+  StatusOr<Config> plain = load_config(path);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().message().find("is not divisible"), std::string::npos) << plain.status().message();
+  // Slurm's node count is the launch's: 3 nodes x 2 ranks.
+  Config three;
+  three.launch.nproc_per_node = 2;
+  EXPECT_EQ(launcher::planned_world_size(three, in, fake({{"SLURM_NNODES", "3"}, {"SLURM_NODEID", "1"}})), 6);
+  EXPECT_EQ(launcher::planned_world_size(three, in, no_env), 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -223,10 +224,16 @@ inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 // line, each "file:line:col: ..." or "--set k=v: ...".
 StatusOr<Config> parse_config(const std::string& text, const std::string& source_name,
                               const std::vector<std::string>& overrides = {});
+// The world size a parsed config will run at (dp-launch derives it from the launch keys,
+// the CUDA devices and Slurm); 0 when unknown.
+using WorldSizeOf = std::function<int64_t(const Config&)>;
 // Reads `path` and parses it as parse_config does; kNotFound when it does not exist;
 // kInvalidArgument, naming the path and what it is, for a directory, a FIFO, a device or a
-// file over 1 MiB (the read never blocks and never reads more).
-StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// file over 1 MiB (the read never blocks and never reads more). With `world_size_of`, the
+// checks that need the world size (validate_for_world's: the global batch's divisibility,
+// accum_steps) run in the same pass, so every problem is listed together.
+StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                             const WorldSizeOf& world_size_of = nullptr);
 
 // Every range and cross-field check, plus those that need the world size (global_batch
 // divisible by micro_batch x world, accum_steps consistent). All problems in one Status.

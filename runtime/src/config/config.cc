@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -131,7 +132,10 @@ bool is_section(const std::string& name) {
 
 class ConfigParser {
  public:
-  explicit ConfigParser(const std::string& source) { config_.source = source; }
+  explicit ConfigParser(const std::string& source, WorldSizeOf world_of = nullptr)
+      : world_of_(std::move(world_of)) {
+    config_.source = source;
+  }
 
   StatusOr<Config> run(const std::string& text, const std::vector<std::string>& overrides) {
     bool syntax_ok = true;
@@ -151,7 +155,7 @@ class ConfigParser {
     if (syntax_ok) read_forwarded_origins(text);
     if (syntax_ok) {
       std::vector<std::string> cross;
-      config_internal::cross_checks(config_, 0, failed_, nullptr, &cross);
+      config_internal::cross_checks(config_, world_size(), failed_, nullptr, &cross);
       for (std::string& c : cross) problems_.push_back(Problem{2, 0, 0, std::move(c)});
     }
     if (problems_.empty()) return std::move(config_);
@@ -420,6 +424,15 @@ class ConfigParser {
   std::deque<toml::table> override_docs_;  // owns the nodes of --set values
   std::set<std::string> failed_;           // keys whose value was refused: no cross-checks on them
   std::vector<Problem> problems_;
+  WorldSizeOf world_of_;
+
+  // The world the checks that need one use (0: none), when the caller knows how to derive
+  // it and the keys it derives it from parsed.
+  int world_size() const {
+    if (!world_of_ || failed_.count("launch.nproc_per_node") || failed_.count("launch.nnodes")) return 0;
+    const int64_t world = world_of_(config_);
+    return world >= 1 && world <= std::numeric_limits<int>::max() ? static_cast<int>(world) : 0;
+  }
 };
 
 }  // namespace
@@ -429,11 +442,12 @@ StatusOr<Config> parse_config(const std::string& text, const std::string& source
   return ConfigParser(source_name).run(text, overrides);
 }
 
-StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides) {
+StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides,
+                             const WorldSizeOf& world_size_of) {
   // Configs are a few KiB; the limit only stops /dev/zero-like inputs from eating memory.
   constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
   ZDP_ASSIGN_OR_RETURN(const std::string text, read_input_file(path, "config file", kMaxConfigFileBytes));
-  return parse_config(text, path, overrides);
+  return ConfigParser(path, world_size_of).run(text, overrides);
 }
 
 }  // namespace zdp
