@@ -19,6 +19,7 @@
 #include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
+#include "runtime/internal/lifeline.h"
 #include "runtime/internal/reconnecting_store.h"
 #include "launcher/supervisor.h"
 #include "launcher/terminal.h"
@@ -45,23 +46,37 @@ std::string launcher_dir() {
   return ec ? std::string() : self.parent_path().string();
 }
 
+// What every dp-launch command may have inherited is undone first: SIGCHLD ignored (then
+// the kernel reaps children itself, waitpid() never reports their exit: the launcher
+// waited forever, plan --calibrate timed out after 120 s, and scale read a failed run as
+// a success) and SIGCHLD blocked.
+void reset_inherited_signals() {
+  signal(SIGCHLD, SIG_DFL);
+  sigset_t child;
+  sigemptyset(&child);
+  sigaddset(&child, SIGCHLD);
+  sigprocmask(SIG_UNBLOCK, &child, nullptr);
+}
+
 // Ctrl-C, a kill and a closed terminal or ssh session (SIGHUP) all stop the ranks, their
 // process groups included: without a SIGHUP handler the launcher died at once, and what
-// the ranks had started outlived it. What the launcher may have inherited is undone: a
-// blocked signal mask, and SIGCHLD ignored (then the kernel reaps the ranks itself,
-// waitpid() never reports their exit, and the launcher waited forever).
+// the ranks had started outlived it. A blocked signal mask is undone. SIGHUP and SIGINT
+// inherited as ignored stay ignored: that is how `nohup dp-launch ...` outlives the
+// session, and how a shell's background job `dp-launch ... &` ignores Ctrl-C.
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  for (int sig : {SIGINT, SIGHUP}) {
+    struct sigaction inherited {};
+    if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
   signal(SIGPIPE, SIG_IGN);
-  signal(SIGCHLD, SIG_DFL);
   sigset_t handled;
   sigemptyset(&handled);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
   sigprocmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
@@ -143,6 +158,17 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
 
   for (const std::string& note : plan->inert) say("note: " + note);
   install_signal_handlers();
+  // Run by dp-launch scale: when it is gone, this launch stops as on SIGTERM.
+  if (const int parent_lifeline = zdp::lifeline::from_env(); parent_lifeline >= 0) {
+    zdp::lifeline::watch(parent_lifeline, [] { ::kill(::getpid(), SIGTERM); });
+  }
+  // The ranks' lifeline (runtime/internal/lifeline.h): its write end lives as long as
+  // this process, however it ends.
+  zdp::StatusOr<zdp::lifeline::Pipe> lifeline = zdp::lifeline::create();
+  if (!lifeline.ok()) {
+    say(lifeline.status().message());
+    return 2;
+  }
   raise_open_file_limit();
   std::error_code ec;
   std::filesystem::create_directories(config->launch.log_dir, ec);
@@ -218,6 +244,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.log_dir = config->launch.log_dir;
     g.attempt = attempt;
     g.console_fd = STDOUT_FILENO;
+    g.lifeline_fd = lifeline->read_fd;
     g.live_status = is_live_terminal(STDOUT_FILENO);
     g.watch_progress = plan->hosts_store();  // node 0's launcher shows the whole job
     g.startup_timeout = startup;
@@ -291,6 +318,7 @@ int main(int argc, char** argv) {
   calibrate_peer->add_option("--large-bytes", peer.large_bytes)->required();
   app.footer(zdp::key_reference());
   CLI11_PARSE(app, argc, argv);
+  reset_inherited_signals();
   if ((plan->parsed() || scale->parsed()) && (!sets.empty() || dry_run || node_rank || !config_path.empty())) {
     // The launch's own options before the subcommand were parsed, then dropped: a plan of
     // another config than the user meant, without a word.

@@ -85,29 +85,35 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
+  // The rank's stdin: never the launcher's terminal. A rank in its own process group that
+  // read it (a breakpoint, input()) was stopped by SIGTTIN without a word.
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) return Status(StatusCode::kIoError, what + ": /dev/null: " + std::strerror(errno));
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    ::close(null_fd);
     return Status(StatusCode::kIoError, what + ": pipe: " + std::strerror(errno));
   }
   // An exec failure is reported through a second close-on-exec pipe: EOF means exec worked.
   int exec_fds[2];
   if (::pipe2(exec_fds, O_CLOEXEC) != 0) {
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
+    for (int fd : {pipe_fds[0], pipe_fds[1], null_fd}) ::close(fd);
     return Status(StatusCode::kIoError, what + ": pipe: " + std::strerror(errno));
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
-    for (int fd : {pipe_fds[0], pipe_fds[1], exec_fds[0], exec_fds[1]}) ::close(fd);
+    for (int fd : {pipe_fds[0], pipe_fds[1], exec_fds[0], exec_fds[1], null_fd}) ::close(fd);
     return Status(StatusCode::kIoError, what + ": fork: " + std::strerror(errno));
   }
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
+    ::dup2(null_fd, STDIN_FILENO);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
+    if (spec.inherited_fd >= 0) ::fcntl(spec.inherited_fd, F_SETFD, 0);  // kept across exec
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
@@ -117,6 +123,7 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also from the parent: no race with an early signal_group()
+  ::close(null_fd);
   ::close(pipe_fds[1]);
   ::close(exec_fds[1]);
   // exec follows fork within microseconds; a child that has not got there is stuck on a

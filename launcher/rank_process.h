@@ -17,6 +17,9 @@ struct RankSpec {
   int rank = 0;
   std::vector<std::string> argv;              // argv[0] is the program
   std::map<std::string, std::string> env;     // set on top of the launcher's environment
+  // A close-on-exec descriptor of the launcher's that the rank inherits (the lifeline's
+  // read end, runtime/internal/lifeline.h); -1: none.
+  int inherited_fd = -1;
 };
 
 // How a rank ended.

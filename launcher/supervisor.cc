@@ -11,6 +11,7 @@
 #include "launcher/output_pump.h"
 #include "launcher/progress_watch.h"
 #include "launcher/terminal.h"
+#include "runtime/internal/lifeline.h"
 #include "zdp/launch_env.h"
 #include "zdp/log.h"
 
@@ -92,7 +93,11 @@ class Group {
 
  private:
   bool spawn_all() {
-    for (const RankSpec& spec : o_.ranks) {
+    for (RankSpec spec : o_.ranks) {
+      if (o_.lifeline_fd >= 0) {
+        spec.inherited_fd = o_.lifeline_fd;
+        spec.env[lifeline::kEnv] = std::to_string(o_.lifeline_fd);
+      }
       StatusOr<RankProcess> p = RankProcess::spawn(spec);
       if (!p.ok()) {
         report_job_failed("node " + std::to_string(o_.node_rank) + ": " + p.status().message());

@@ -34,6 +34,9 @@ struct GroupOptions {
   // Ranks that publish heartbeats (zdp::init) and stop doing so for this long are named
   // and the job stopped; desync and stragglers are reported (launcher/liveness.h). 0: off.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
+  // The lifeline's read end (runtime/internal/lifeline.h) every rank inherits as
+  // $ZDP_LIFELINE_FD; -1: none.
+  int lifeline_fd = -1;
   // The job's store, scoped to this attempt (for ready keys and the job-failed key).
   // May be null for tests of a single node without rendezvous.
   Store* store = nullptr;

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 
 #include <algorithm>
@@ -193,7 +194,15 @@ StatusOr<std::array<std::pair<double, double>, 2>> time_link(const CalibrateOpti
     for (int r = 0; r < 2; ++r) {
       const pid_t pid = pids[static_cast<size_t>(r)];
       int status = 0;
-      if (pid <= 0 || ::waitpid(pid, &status, WNOHANG) != pid) continue;
+      if (pid <= 0) continue;
+      const pid_t waited = ::waitpid(pid, &status, WNOHANG);
+      if (waited < 0 && errno != EINTR) {  // ECHILD: reaped by the kernel, its exit unknown
+        const int err = errno;
+        stop_peers();
+        return Status(StatusCode::kInternal, "calibration all-reduce: cannot wait for rank " + std::to_string(r) +
+                                                 " (pid " + std::to_string(pid) + "): " + std::strerror(err));
+      }
+      if (waited != pid) continue;
       pids[static_cast<size_t>(r)] = -1;
       --running;
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {  // the first failure is the cause

@@ -3,10 +3,12 @@
 // `dp-launch config.toml --set ...` would do, supervision and logs included.
 #include "planner/scale_command.h"
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include "planner/scale_plot.h"
 #include "planner/scale_report.h"
 #include "runtime/internal/config_limits.h"
+#include "runtime/internal/lifeline.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
 
@@ -39,23 +42,67 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+std::atomic<int> g_stop_signal{0};
+void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
 // Runs `argv` with our stdout/stderr; its exit code, or 128 + signal, or -1 when it could
-// not start. posix_spawn, not fork: nothing of ours runs in the child before exec
-// (docs/design.md, "Fork safety").
+// not start or be waited for. posix_spawn, not fork: nothing of ours runs in the child
+// before exec (docs/design.md, "Fork safety"). The child (a dp-launch) gets a lifeline
+// (runtime/internal/lifeline.h): when this process is gone, even by SIGKILL, it stops its
+// ranks. A SIGINT, SIGTERM or SIGHUP sent to this process alone (kill PID, not Ctrl-C at
+// the terminal, which reaches both) is passed on to it, and its end is waited for.
 int run_child(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  StatusOr<lifeline::Pipe> line = lifeline::create();
+  if (!line.ok()) {
+    say(line.status().message());
+    return -1;
+  }
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind(std::string(lifeline::kEnv) + "=", 0) != 0) env_strings.push_back(*e);
+  }
+  env_strings.push_back(std::string(lifeline::kEnv) + "=" + std::to_string(line->read_fd));
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // The same descriptor: glibc (2.29 on) then clears its close-on-exec flag in the child.
+  posix_spawn_file_actions_adddup2(&actions, line->read_fd, line->read_fd);
   pid_t pid = -1;
-  const int err = ::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ);
+  const int err = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(line->read_fd);
   if (err != 0) {
+    ::close(line->write_fd);
     say("cannot run " + argv[0] + ": " + std::strerror(err));
     return -1;
   }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  int passed_on = 0;
+  pid_t waited = -1;
+  while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    const int sig = g_stop_signal.load();
+    if (sig != 0 && sig != passed_on) {
+      say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
+      ::kill(pid, sig);
+      passed_on = sig;
+    }
+  }
+  const int wait_errno = errno;
+  ::close(line->write_fd);
+  if (waited != pid) {
+    say("cannot wait for the run (pid " + std::to_string(pid) + "): " + std::strerror(wait_errno));
+    return -1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -126,7 +173,13 @@ int run_scale(const ScaleArgs& a) {
     say("world size " + std::to_string(K) + ": global batch " + std::to_string(K * micro * accum) + " = " +
         std::to_string(K) + " x " + std::to_string(micro) + " x " + std::to_string(accum) + ", " +
         std::to_string(steps) + " steps, logs in " + log_dir);
+    // A summary left by an earlier run must not pass for this one's.
+    fs::remove(fs::path(log_dir) / "train_summary.json", ec);
     const int code = run_child(argv);
+    if (g_stop_signal.load() != 0) {
+      say("stopped by signal " + std::to_string(g_stop_signal.load()) + " at world size " + std::to_string(K));
+      return 128 + g_stop_signal.load();
+    }
     if (code != 0) {
       say("the run at world size " + std::to_string(K) + " failed (exit " + std::to_string(code) + "); its logs: " +
           log_dir);

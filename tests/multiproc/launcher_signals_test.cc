@@ -276,4 +276,79 @@ TEST_F(LauncherSignals, AnIpv6MasterAddrIsWhereTheStoreListens) {
   EXPECT_NE(x.output.find("probe rank 1/2 ok"), std::string::npos) << x.output;
 }
 
+// A rank run through a wrapper script: PR_SET_PDEATHSIG kills the script when the launcher
+// is SIGKILLed, not the dp-train it started, which trained on (and wrote checkpoints) for
+// minutes. Now every rank watches the launcher's lifeline (runtime/internal/lifeline.h)
+// and stops its process group when the launcher is gone.
+TEST_F(LauncherSignals, ASigkilledLaunchersWrappedRanksStopToo) {
+  const std::string wrapper = out("wrap.sh");
+  std::ofstream(wrapper) << "#!/bin/sh\n" << ZDP_DP_TRAIN << " \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  // The ranks' command lines name this test's folder (TearDown finds what is left).
+  const std::string job = config(2, wrapper, {"--set", "launch.log_dir=" + dir_.path() + "/logs"});
+  std::ofstream(job, std::ios::app) << "steps = 1000000\nlog_every = 1\n";
+  Launcher l({ZDP_DP_LAUNCH, job}, out("launch.log"));
+  const auto limit = Clock::now() + 60s;
+  while (Clock::now() < limit && read_file(out("logs/rank-0.log")).find("step ") == std::string::npos) {
+    std::this_thread::sleep_for(50ms);
+  }
+  // Killed below either way: an assertion here would leave the job running.
+  EXPECT_NE(read_file(out("logs/rank-0.log")).find("step "), std::string::npos) << read_file(out("launch.log"));
+  ::kill(l.pid(), SIGKILL);
+  l.wait(10s);
+  const auto gone_by = Clock::now() + 10s;
+  while (Clock::now() < gone_by && !processes_with(dir_.path()).empty()) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(processes_with(dir_.path()).empty()) << "the wrapped ranks outlived their launcher";
+}
+
+// The ranks' stdin is /dev/null, not the launcher's terminal: a rank (in its own process
+// group) that read it was stopped by SIGTTIN without a word.
+TEST_F(LauncherSignals, TheRanksReadNothingFromTheLaunchersTerminal) {
+  const Exit x = Launcher({ZDP_DP_LAUNCH, config(1, "/bin/sh", {"-c", "echo stdin=$(readlink /proc/self/fd/0); : " +
+                                                                          dir_.path()})},
+                          out("launch.log"))
+                     .wait(30s);
+  EXPECT_EQ(x.code, 0) << x.output;
+  EXPECT_NE(x.output.find("stdin=/dev/null"), std::string::npos) << x.output;
+}
+
+// nohup (SIGHUP ignored from the start) keeps a job through a closed session: the
+// launcher installed its handler over it and stopped the job on SIGHUP.
+TEST_F(LauncherSignals, SighupIgnoredFromTheStartStaysIgnored) {
+  const std::string job = config(1, "/bin/sh", {"-c", "sleep 60; : " + dir_.path()});
+  Launcher l({"/bin/bash", "-c", std::string("trap '' HUP; exec ") + ZDP_DP_LAUNCH + " " + job}, out("launch.log"));
+  await_output(out("logs/rank-0.log"));
+  std::this_thread::sleep_for(300ms);
+  ::kill(l.pid(), SIGHUP);
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(::waitpid(l.pid(), nullptr, WNOHANG), 0) << "SIGHUP stopped a launcher that inherited it ignored";
+  ::kill(l.pid(), SIGTERM);
+  const Exit x = l.wait(30s);
+  EXPECT_EQ(x.code, 128 + SIGTERM) << x.output;
+}
+
+// dp-launch scale runs each world size through a dp-launch of its own. With SIGCHLD
+// inherited as ignored, a failed run read as exit 0 (and an earlier run's summary as its
+// figures); a SIGTERM to scale alone left that dp-launch and its ranks running.
+TEST_F(LauncherSignals, ScaleSeesAFailedRunAndPassesItsStopOn) {
+  const std::string job = config(1, "/bin/sh", {"-c", "exit 3; : " + dir_.path()});
+  const Exit failed = Launcher({"/bin/bash", "-c", std::string("trap '' CHLD; exec ") + ZDP_DP_LAUNCH + " scale " + job +
+                                                       " --world 1 --steps 3"},
+                               out("scale-failed.log"))
+                          .wait(60s);
+  EXPECT_EQ(failed.code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("the run at world size 1 failed"), std::string::npos) << failed.output;
+
+  const std::string sleeper = config(2, "/bin/sh", {"-c", "sleep 60; : " + dir_.path()});
+  Launcher scale({ZDP_DP_LAUNCH, "scale", sleeper, "--world", "2", "--steps", "3"}, out("scale.log"));
+  await_output(out("logs/scale/world-2/rank-1.log"));
+  std::this_thread::sleep_for(300ms);
+  ::kill(scale.pid(), SIGTERM);
+  const Exit x = scale.wait(30s);
+  EXPECT_FALSE(x.hung) << x.output;
+  EXPECT_EQ(x.code, 128 + SIGTERM) << x.output;
+  EXPECT_NE(x.output.find("passed on to the run"), std::string::npos) << x.output;
+  // TearDown: the run's dp-launch and ranks are gone too.
+}
+
 }  // namespace

@@ -132,8 +132,7 @@ bool is_section(const std::string& name) {
 
 class ConfigParser {
  public:
-  explicit ConfigParser(const std::string& source, WorldSizeOf world_of = nullptr)
-      : world_of_(std::move(world_of)) {
+  explicit ConfigParser(const std::string& source, WorldSizeOf world_of = nullptr) : world_of_(std::move(world_of)) {
     config_.source = source;
   }
 
@@ -425,9 +424,8 @@ class ConfigParser {
   std::set<std::string> failed_;           // keys whose value was refused: no cross-checks on them
   std::vector<Problem> problems_;
   WorldSizeOf world_of_;
-
-  // The world the checks that need one use (0: none), when the caller knows how to derive
-  // it and the keys it derives it from parsed.
+  // The world for the checks that need one (0: none): when the caller derives it and the
+  // keys it derives it from parsed.
   int world_size() const {
     if (!world_of_ || failed_.count("launch.nproc_per_node") || failed_.count("launch.nnodes")) return 0;
     const int64_t world = world_of_(config_);
@@ -444,8 +442,7 @@ StatusOr<Config> parse_config(const std::string& text, const std::string& source
 
 StatusOr<Config> load_config(const std::string& path, const std::vector<std::string>& overrides,
                              const WorldSizeOf& world_size_of) {
-  // Configs are a few KiB; the limit only stops /dev/zero-like inputs from eating memory.
-  constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
+  constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;  // configs are a few KiB: only /dev/zero-likes stop
   ZDP_ASSIGN_OR_RETURN(const std::string text, read_input_file(path, "config file", kMaxConfigFileBytes));
   return ConfigParser(path, world_size_of).run(text, overrides);
 }

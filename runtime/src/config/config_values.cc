@@ -183,7 +183,8 @@ std::string check_value(const KeyInfo& info, const Value& value) {
         // What dp-launch sets for each rank after launch.env: a value here was dropped silently.
         static const char* const kSetByTheLauncher[] = {
             "RANK",       "LOCAL_RANK",     "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",  "MASTER_ADDR",
-            "MASTER_PORT", "ZDP_CONFIG",    "ZDP_JOB_SECRET", "ZDP_ATTEMPT",   "ZDP_BACKEND", "ZDP_LAUNCHER"};
+            "MASTER_PORT", "ZDP_CONFIG",    "ZDP_JOB_SECRET", "ZDP_ATTEMPT",   "ZDP_BACKEND", "ZDP_LAUNCHER",
+            "ZDP_LIFELINE_FD"};
         for (const char* reserved : kSetByTheLauncher) {
           if (name == reserved) {
             return info.name + "." + name + ": dp-launch sets " + name +

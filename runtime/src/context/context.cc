@@ -1,12 +1,17 @@
 // zdp::init: environment -> config -> store -> device -> communicator -> ready.
 #include "zdp/context.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 #include "runtime/src/context/heartbeat_publisher.h"
 #include "runtime/src/context/rank_progress.h"
+#include "runtime/internal/lifeline.h"
 #include "runtime/internal/rank_address.h"
 #include "runtime/internal/store_bind.h"
 #include "zdp/log.h"
@@ -104,6 +109,20 @@ StatusOr<Context> init(const InitOptions& options) {
   ZDP_ASSIGN_OR_RETURN(ctx.env_, read_launch_env());
   const std::string who = "rank " + std::to_string(ctx.env_.rank);
   set_process_identity(ctx.env_.rank, ctx.env_.world_size);
+  // Started by dp-launch: when it is gone, however it died, this rank and what it or its
+  // wrapper started stop with it (runtime/internal/lifeline.h).
+  if (const int lifeline_fd = lifeline::from_env(); lifeline_fd >= 0) {
+    const std::string why = "[zdp] " + who + ": its launcher (dp-launch) is gone; stopping this rank's process group\n";
+    lifeline::watch(lifeline_fd, [why] {
+      sigset_t pipe_signal;  // the launcher read our output: a write may meet a closed pipe
+      sigemptyset(&pipe_signal);
+      sigaddset(&pipe_signal, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+      (void)!::write(STDERR_FILENO, why.data(), why.size());
+      ::kill(0, SIGKILL);
+      ::_exit(128 + SIGKILL);
+    });
+  }
 
   std::string path = options.config_path.empty() ? ctx.env_.config_path : options.config_path;
   if (!path.empty()) {

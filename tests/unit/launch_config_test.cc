@@ -1,0 +1,104 @@
+// The launch plan's view of the config (launcher/launch_plan.h): the world size the config
+// is loaded with, the settings dp-train's ranks will not use, and --dry-run's command
+// lines as a shell reads them back.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "launcher/launch_plan.h"
+#include "testing/temp_dir.h"
+#include "zdp/launch_env.h"
+
+namespace zdp {
+namespace {
+
+EnvLookup fake(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+Config parsed(const std::string& text) {
+  StatusOr<Config> c = parse_config(text, "test.toml");
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? *c : Config{};
+}
+
+launcher::PlanInputs inputs() {
+  launcher::PlanInputs in;
+  in.cpu_cores = 8;
+  in.config_file = "/tmp/x/config.toml";
+  return in;
+}
+
+// Keys that do nothing for dp-train in this config are said before the launch (and in
+// --dry-run); another program reads the model, data and loop keys as it likes.
+TEST(LaunchPlan, DpTrainsInertSettingsAreNotes) {
+  testing::TempDir dir;
+  const std::string dp_train = dir.file("dp-train");
+  std::filesystem::copy_file("/bin/true", dp_train, std::filesystem::copy_options::overwrite_existing);
+  const std::string rest = "nproc_per_node = 2\n[zero]\nstage = 2\nprefetch_layers = 3\n";
+  Config c = parsed("[launch]\nprogram = \"" + dp_train + "\"\n" + rest);
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->inert.size(), 1u);
+  EXPECT_EQ(plan->inert[0], "test.toml:6:19: zero.prefetch_layers has no effect: only zero.stage = 3 gathers "
+                            "parameters ahead of use (zero.stage is 2)");
+  EXPECT_NE(launcher::describe_plan(*plan, c).find("# note: " + plan->inert[0]), std::string::npos)
+      << launcher::describe_plan(*plan, c);
+  Config other = parsed("[launch]\nprogram = \"/bin/true\"\n" + rest);
+  auto other_plan = launcher::make_plan(other, inputs(), fake({}));
+  ASSERT_TRUE(other_plan.ok()) << other_plan.status().to_string();
+  EXPECT_TRUE(other_plan->inert.empty());
+}
+
+// --dry-run prints each rank's command as a shell reads it back: an argument with a space
+// or a quote stays one word.
+TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
+  Config c = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nargs = [\"--foo\", \"bar baz\", \"it's\", \"\"]\n"
+                    "env = { GREETING = \"hello world\" }\n");
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::string text = launcher::describe_plan(*plan, c);
+  EXPECT_NE(text.find("# rank 0: /bin/true --foo 'bar baz' 'it'\\''s' ''\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" GREETING='hello world' "), std::string::npos) << text;
+}
+
+
+// dp-launch loads the config with the world it will launch (planned_world_size), so the
+// checks that need one are listed with the file's other problems: the global batch's
+// divisibility used to show only once an unknown key and a bad warmup were fixed.
+TEST(LaunchPlan, WorldSizeChecksAreListedWithEveryOtherProblem) {
+  testing::TempDir dir;
+  const std::string path = dir.file("bad.toml");
+  std::ofstream(path) << "[launch]\nnproc_per_node = 2\n[model]\nn_layer = 3\n"
+                         "[train]\nsteps = 100\nglobal_batch = 30\nmicro_batch = 4\n[optim]\nwarmup_steps = 500\n";
+  launcher::PlanInputs in;
+  const EnvLookup no_env = fake({});
+  StatusOr<Config> c = load_config(path, {}, [&](const Config& config) {
+    return launcher::planned_world_size(config, in, no_env);
+  });
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  EXPECT_NE(m.find("bad.toml:4:1: unknown key 'model.n_layer'"), std::string::npos) << m;
+  EXPECT_NE(m.find("optim.warmup_steps (500) exceeds train.steps (100)"), std::string::npos) << m;
+  EXPECT_NE(m.find("bad.toml:7:16: train.global_batch (30) is not divisible by train.micro_batch (4) x world size (2) = 8"),
+            std::string::npos)
+      << m;
+  // Without the world the divisibility waits (the ranks check it with theirs).
+  StatusOr<Config> plain = load_config(path);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().message().find("is not divisible"), std::string::npos) << plain.status().message();
+  // Slurm's node count is the launch's: 3 nodes x 2 ranks.
+  Config three;
+  three.launch.nproc_per_node = 2;
+  EXPECT_EQ(launcher::planned_world_size(three, in, fake({{"SLURM_NNODES", "3"}, {"SLURM_NODEID", "1"}})), 6);
+  EXPECT_EQ(launcher::planned_world_size(three, in, no_env), 2);
+}
+
+
+}  // namespace
+}  // namespace zdp
