@@ -194,6 +194,52 @@ TEST_F(CoreTest, AWaitTimesOutAtItsDeadlineNamingTheMissingKeys) {
   EXPECT_EQ(decode(Op::kSet, actions[1].second.send).reply, Reply::kOk);
 }
 
+// A pass that answers several waits runs each answered connection's pipelined requests,
+// which can start another wait on a connection later in the pass: that wait was answered
+// at once, an empty value for a key never set, or a timeout long before its deadline.
+TEST_F(CoreTest, AWaitStartedDuringAPassIsNotAnsweredByIt) {
+  open_authenticated(2);
+  open_authenticated(3);
+  open_authenticated(4);
+  core_.receive(2, request(Op::kGet, "k1", "", 3000) + request(Op::kSet, "kz", "z"), now_);
+  core_.receive(3, request(Op::kGet, "k1", "", 3000) + request(Op::kGet, "never", "", 3000), now_);
+  EXPECT_TRUE(core_.take_actions().empty());
+  core_.receive(4, request(Op::kSet, "k1", "v"), now_);
+  // 4's ack, 2's get, 2's set (whose wake answers 3's get): 3's pipelined get of a key
+  // nobody set waits.
+  auto actions = core_.take_actions();
+  ASSERT_EQ(actions.size(), 4u);
+  EXPECT_EQ(actions[0].first, 4u);
+  EXPECT_EQ(actions[1].first, 2u);
+  EXPECT_EQ(decode(Op::kGet, actions[1].second.send).value, "v");
+  EXPECT_EQ(actions[2].first, 2u);
+  EXPECT_EQ(decode(Op::kSet, actions[2].second.send).reply, Reply::kOk);
+  EXPECT_EQ(actions[3].first, 3u);
+  EXPECT_EQ(decode(Op::kGet, actions[3].second.send).value, "v");
+  EXPECT_EQ(core_.next_deadline(), now_ + milliseconds(3000));
+  core_.tick(now_ + milliseconds(3000));
+  actions = core_.take_actions();
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(decode(Op::kGet, actions[0].second.send).reply, Reply::kTimeout);
+}
+
+TEST_F(CoreTest, AWaitStartedDuringATimeoutPassKeepsItsOwnDeadline) {
+  open_authenticated(2);
+  open_authenticated(3);
+  core_.receive(2, request(Op::kGet, "never1", "", 500) + request(Op::kSet, "kz", "z"), now_);
+  core_.receive(3, request(Op::kGet, "kz", "", 500) + request(Op::kGet, "never2", "", 10000), now_);
+  core_.tick(now_ + milliseconds(500));
+  // 2's timeout, its set's ack, 3's get of kz (woken by that set); 3's next get waits 10 s.
+  auto actions = core_.take_actions();
+  ASSERT_EQ(actions.size(), 3u);
+  EXPECT_EQ(decode(Op::kGet, actions[0].second.send).reply, Reply::kTimeout);
+  EXPECT_EQ(actions[2].first, 3u);
+  EXPECT_EQ(decode(Op::kGet, actions[2].second.send).value, "z");
+  EXPECT_EQ(core_.next_deadline(), now_ + milliseconds(10500));
+  core_.tick(now_ + milliseconds(10499));
+  EXPECT_TRUE(core_.take_actions().empty());
+}
+
 TEST_F(CoreTest, FramesFedOneByteAtATimeAreServed) {
   core_.open(2, "p", now_);
   const std::string bytes = auth(kSecret) + request(Op::kAdd, "n", "", 5) + request(Op::kAdd, "n", "", 2);

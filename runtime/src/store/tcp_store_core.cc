@@ -160,6 +160,7 @@ bool ServerCore::handle(Id id, Conn& c, const Request& request, Clock::time_poin
     case Op::kGet:
     case Op::kWait:
       c.waiting = true;
+      ++c.wait_serial;
       c.wait_op = request.op;
       c.wait_keys = request.op == Op::kGet ? std::vector<std::string>{request.key} : request.keys;
       c.wait_deadline = time_after(now, request.number);
@@ -172,13 +173,13 @@ bool ServerCore::handle(Id id, Conn& c, const Request& request, Clock::time_poin
 
 void ServerCore::wake_waiters(Clock::time_point now) {
   // Ids first: answering may process more requests, which may close connections.
-  std::vector<Id> ready;
+  std::vector<std::pair<Id, uint64_t>> ready;
   for (const auto& [id, c] : conns_) {
-    if (c.waiting && all_present(data_, c.wait_keys)) ready.push_back(id);
+    if (c.waiting && all_present(data_, c.wait_keys)) ready.emplace_back(id, c.wait_serial);
   }
-  for (const Id id : ready) {
+  for (const auto& [id, serial] : ready) {
     const auto it = conns_.find(id);
-    if (it == conns_.end() || !it->second.waiting) continue;
+    if (it == conns_.end() || !it->second.waiting || it->second.wait_serial != serial) continue;
     answer_wait(id, it->second, false);
     process(id, it->second, now);  // bytes that came behind the request (a pipelining client)
   }
@@ -204,17 +205,18 @@ void ServerCore::answer_wait(Id id, Conn& c, bool timed_out) {
 
 void ServerCore::tick(Clock::time_point now) {
   // Ids first: acting on one may close others (see wake_waiters).
-  std::vector<Id> timed_out, expired;
+  std::vector<std::pair<Id, uint64_t>> timed_out;
+  std::vector<Id> expired;
   for (const auto& [id, c] : conns_) {
-    if (c.waiting && now >= c.wait_deadline) timed_out.push_back(id);
+    if (c.waiting && now >= c.wait_deadline) timed_out.emplace_back(id, c.wait_serial);
     if ((!c.authenticated && now >= c.opened + limits_.auth_timeout) ||
         (c.frame_deadline != Clock::time_point::max() && now >= c.frame_deadline)) {
       expired.push_back(id);
     }
   }
-  for (const Id id : timed_out) {
+  for (const auto& [id, serial] : timed_out) {
     const auto it = conns_.find(id);
-    if (it == conns_.end() || !it->second.waiting) continue;
+    if (it == conns_.end() || !it->second.waiting || it->second.wait_serial != serial) continue;
     answer_wait(id, it->second, true);
     process(id, it->second, now);
   }

@@ -89,6 +89,10 @@ class ServerCore {
     std::string in;  // received bytes not yet handled
     // A get or wait that waits for keys.
     bool waiting = false;
+    // Which wait this is: a wait answered while others are answered in one pass may run
+    // the client's next, pipelined, request, which can start another wait on the same
+    // connection; the pass must not answer that one (as woken or timed out) too.
+    uint64_t wait_serial = 0;
     Op wait_op = Op::kWait;
     std::vector<std::string> wait_keys;
     Clock::time_point wait_deadline;
