@@ -168,6 +168,35 @@ TEST(TcpStore, ConnectWithoutServerFailsAfterTheTimeoutNamingTheAddress) {
   EXPECT_LT(waited, 2.0);
 }
 
+// A store that accepts and never answers (a stopped or hung host: the kernel completes
+// the TCP handshake from the listen backlog): the secret's answer was awaited a fixed
+// 60 s whatever the connect's timeout, and Ctrl-C (`stop`) went unseen meanwhile.
+TEST(TcpStore, AMuteStoreHoldsAConnectNoLongerThanItsTimeoutOrItsStop) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted, never answered
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  const std::string secret = "0123456789abcdef0123";
+  auto start = Clock::now();
+  auto timed = TcpStoreClient::connect("127.0.0.1", port, milliseconds(1500), secret);
+  ASSERT_FALSE(timed.ok());
+  EXPECT_THAT(timed.status().message(), HasSubstr("auth: no reply within"));
+  EXPECT_LT(seconds_since(start), 5.0) << timed.status().to_string();
+  start = Clock::now();
+  auto stopped = TcpStoreClient::connect("127.0.0.1", port, milliseconds(30000), secret, "",
+                                         [&] { return seconds_since(start) > 0.3; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), StatusCode::kAborted) << stopped.status().to_string();
+  EXPECT_LT(seconds_since(start), 2.0) << stopped.status().to_string();
+  ::close(listener);
+}
+
 TEST(TcpStore, StartOnABusyPortFails) {
   auto first = start_server();
   ASSERT_NE(first, nullptr);

@@ -139,13 +139,17 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     return Status::Ok();
   }
 
-  // Presents the job secret; the server answers OK or refuses and hangs up.
-  Status authenticate(const std::string& secret) {
+  // Presents the job secret; the server answers OK or refuses and hangs up. The answer is
+  // awaited until `deadline` (the connection's own, not a fixed minute: a store that
+  // accepts and never answers held a connect with a 10 s timeout for 60 s), and no longer
+  // once `stop` says so (Ctrl-C).
+  Status authenticate(const std::string& secret, Clock::time_point deadline, const std::function<bool()>& stop) {
     Request request;
     request.op = Op::kAuth;
     request.value = secret;
     sent_secret_ = true;
-    ZDP_ASSIGN_OR_RETURN(Response response, call("auth", request, kRequestTimeout));
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    ZDP_ASSIGN_OR_RETURN(Response response, call("auth", request, std::max(left, std::chrono::milliseconds(1)), &stop));
     if (response.reply == Reply::kInvalidArgument) {
       return Status(StatusCode::kInvalidArgument, context() + " refused this client: " + response.message +
                                                       " (check ZDP_JOB_SECRET)");
@@ -172,7 +176,8 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   // One request and its reply. A transport or protocol error leaves the stream at an
   // unknown position, so it breaks the connection for every later call too.
-  StatusOr<Response> call(const std::string& what, const Request& request, std::chrono::milliseconds reply_timeout) {
+  StatusOr<Response> call(const std::string& what, const Request& request, std::chrono::milliseconds reply_timeout,
+                          const std::function<bool()>* stop = nullptr) {
     ZDP_RETURN_IF_ERROR(tcp_store::check_request_limits(request).with_context(context() + ": " + what));
     const std::string frame = tcp_store::encode_request(request);
     std::lock_guard<std::mutex> lock(mu_);
@@ -182,6 +187,14 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     }
     const Clock::time_point deadline = tcp_store::deadline_after(reply_timeout);
     Status s = tcp_store::send_all(fd_, frame, deadline);
+    // With `stop`: the reply awaited in slices that look at it.
+    while (s.ok() && stop != nullptr && *stop) {
+      pollfd p{fd_, POLLIN, 0};
+      const auto slice = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()),
+                                  std::chrono::milliseconds(200));
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(slice.count(), 0))) != 0 || Clock::now() >= deadline) break;
+      if ((*stop)()) s = Status(StatusCode::kAborted, "stopped while waiting for the reply");
+    }
     std::string payload;
     if (s.ok()) s = tcp_store::read_frame(fd_, tcp_store::kMaxResponseBytes, deadline, reply_timeout, &payload);
     Response response;
@@ -199,8 +212,9 @@ class TcpStoreClientImpl final : public TcpStoreClient {
                                              " bytes; the server may refuse requests over its max_message_bytes)";
     broken_ = what + ": " + message;
     ::shutdown(fd_, SHUT_RDWR);
-    return Status(s.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kIoError,
-                  context() + ": " + broken_);
+    const StatusCode code = s.code() == StatusCode::kTimeout || s.code() == StatusCode::kAborted ? s.code()
+                                                                                                  : StatusCode::kIoError;
+    return Status(code, context() + ": " + broken_);
   }
 
   const std::string address_;  // "host:port", in every error
@@ -242,7 +256,13 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
       ::freeaddrinfo(addrs);
       if (fd >= 0) {
         auto client = std::make_unique<TcpStoreClientImpl>(fd, address);
-        const Status auth = secret.empty() ? Status::Ok() : client->authenticate(secret);
+        // At least a second for the answer, however little of the connect's time is left.
+        const Clock::time_point auth_deadline =
+            std::max(std::min(deadline, Clock::now() + kRequestTimeout), Clock::now() + std::chrono::seconds(1));
+        const Status auth = secret.empty() ? Status::Ok() : client->authenticate(secret, auth_deadline, stop);
+        if (auth.code() == StatusCode::kAborted) {
+          return Status(StatusCode::kAborted, "stopped connecting to the store at " + address + ": " + auth.message());
+        }
         if (auth.ok()) {
           ZDP_LOG(kDebug) << "connected to the store at " << address << " after " << attempts << " attempt(s)";
           return std::unique_ptr<TcpStoreClient>(std::move(client));
