@@ -231,7 +231,16 @@ void LivenessWatch::read(LivenessClock::time_point now) {
 Finding LivenessWatch::poll(LivenessClock::time_point now) {
   if (!enabled() || now < next_read_) return {};
   read(now);
-  return judge(beats_, local_, now, timeout_, reported_slow_);
+  Finding f = judge(beats_, local_, now, timeout_, reported_slow_);
+  // A rank that released its Context (zdp::Context's end) stops beating on purpose and
+  // says so with the exited mark: no longer watched, not a stall.
+  while (f.verdict == Verdict::kStalled && f.rank >= 0 && static_cast<size_t>(f.rank) < local_.size()) {
+    StatusOr<bool> released = store_.check({heartbeat_keys::exited(f.rank)});
+    if (!released.ok() || !*released) break;
+    local_[static_cast<size_t>(f.rank)] = false;
+    f = judge(beats_, local_, now, timeout_, reported_slow_);
+  }
+  return f;
 }
 
 void LivenessWatch::exited(int rank) {

@@ -25,6 +25,10 @@ constexpr auto kStoreCheckInterval = std::chrono::milliseconds(250);
 constexpr auto kFlightRecordWait = std::chrono::seconds(2);
 // How long a rank may take to go after SIGKILL before the launcher stops waiting for it.
 constexpr auto kKillWait = std::chrono::milliseconds(10000);
+// How long a node waits for another node's word on the job-failed key before it blames
+// its own rank that exited with an error: a rank killed on another node makes its peers
+// here fail within milliseconds, and that node's launcher posts the cause right after.
+constexpr auto kOtherNodesWord = std::chrono::milliseconds(1000);
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -114,6 +118,21 @@ class Group {
 
   GroupResult rank_failed(const RankProcess& failed) {
     const int others = static_cast<int>(procs_.size()) - 1;
+    // Ranks on other nodes: one that died there may be why this one failed (an error exit,
+    // not a signal), and its launcher names it on the job-failed key; node 0 blamed its own
+    // healthy rank, and its reason replaced the other node's on the key.
+    if (o_.store && failed.exit_info().signal == 0 && o_.world_size > static_cast<int>(procs_.size())) {
+      StatusOr<std::string> elsewhere = o_.store->get(job_keys::kJobFailed, kOtherNodesWord);
+      if (elsewhere.ok()) {
+        const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " + std::to_string(failed.rank()) +
+                                   " here failed: " + failed.exit_info().describe();
+        console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
+                      std::to_string(others) + " local rank(s)");
+        stop_all(SIGTERM);
+        finish(GroupOutcome::kOtherNodeFailed, reason);
+        return result_;
+      }
+    }
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
                          ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
     // A rank that exits with an error may only have timed out waiting for a stopped one:
@@ -228,8 +247,13 @@ class Group {
     return true;
   }
 
+  // The first node's reason stays: a later one (a rank that failed because of the first)
+  // must not replace it for everyone who reads the key afterwards.
   void report_job_failed(const std::string& reason) {
-    if (o_.store) (void)o_.store->set(job_keys::kJobFailed, reason);
+    if (!o_.store) return;
+    StatusOr<bool> posted = o_.store->check({job_keys::kJobFailed});
+    if (posted.ok() && *posted) return;
+    (void)o_.store->set(job_keys::kJobFailed, reason);
   }
 
   // SIGTERM (or SIGINT) to every running rank's process group, SIGKILL after the grace.

@@ -65,7 +65,8 @@ std::string describe_position(const HeartbeatRecord& record);
 namespace zdp::heartbeat_keys {
 // Within the attempt's prefix: rank r's heartbeat, the mark a rank sets once it has
 // printed its flight recorder after the job-failed key appeared, and the mark its node's
-// launcher sets when it exited 0 (its heartbeat stopped for good: no stall, no culprit).
+// launcher sets when it exited 0, or the rank itself when it released its Context (its
+// heartbeat stopped for good: no stall, no culprit).
 std::string beat(int rank);
 std::string flight_printed(int rank);
 std::string exited(int rank);

@@ -235,6 +235,28 @@ TEST_F(LauncherSignals, NodeZeroDoesNotReportSuccessForAJobThatFailedElsewhere) 
   EXPECT_NE(x0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << x0.output;
 }
 
+// A rank killed on node 1 makes node 0's rank fail, often before node 1's launcher has
+// posted why (here node 0's rank exits 1 at 0.5 s, node 1's is killed at 0.7 s): node 0
+// named its own rank as the job's failure. Now node 0 waits a second for another node's
+// word before blaming its own, and a reason on the job-failed key is not replaced.
+TEST_F(LauncherSignals, ARankKilledOnAnotherNodeIsBlamedNotTheRankThatFailedBecauseOfIt) {
+  const std::string job = config(
+      1, "/bin/sh", {"-c", "if test \"$GROUP_RANK\" = 1; then sleep 0.7; kill -9 $$; else sleep 0.5; exit 1; fi; : " +
+                               dir_.path()},
+      "nnodes = 2");
+  const std::map<std::string, std::string> secret = {{"ZDP_JOB_SECRET", "0123456789abcdef0123"}};
+  Launcher node0({ZDP_DP_LAUNCH, job, "--node-rank", "0"}, out("node0.log"), secret);
+  Launcher node1({ZDP_DP_LAUNCH, job, "--node-rank", "1"}, out("node1.log"), secret);
+  const Exit x1 = node1.wait(60s);
+  const Exit x0 = node0.wait(60s);
+  EXPECT_EQ(x0.code, 1) << x0.output;
+  EXPECT_NE(x0.output.find("the job was stopped: rank 1 (node 1"), std::string::npos) << x0.output;
+  EXPECT_NE(x0.output.find("killed by signal 9"), std::string::npos) << x0.output;
+  EXPECT_EQ(x0.output.find("dp-launch: rank 0 (node 0"), std::string::npos) << "node 0 blamed its own rank:\n"
+                                                                           << x0.output;
+  EXPECT_EQ(x1.code, 1) << x1.output;
+}
+
 // The ranks get the hard limit on open files as their soft one: two store connections a
 // rank on node 0 and a Gloo connection a peer passed a soft limit of 1024 at a few
 // hundred ranks.

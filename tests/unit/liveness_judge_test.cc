@@ -8,6 +8,9 @@
 
 #include <map>
 
+#include "runtime/internal/heartbeat.h"
+#include "zdp/store.h"
+
 namespace zdp::launcher {
 namespace {
 
@@ -136,6 +139,31 @@ TEST(Liveness, ALivingRankBehindTheCollectiveItsPeerTimedOutInIsNamed) {
       << c;
   beats[0].record.comm.issued = 31;  // it had issued #30 too: nobody behind
   EXPECT_EQ(culprit(beats, 1, kT0 + seconds(10)), "");
+}
+
+// A program that releases its Context (and goes on: post-processing) stops beating on
+// purpose; the rank marks that, and the launcher no longer reads the silence as a stall.
+TEST(Liveness, ARankThatReleasedItsContextIsNotAStall) {
+  for (const bool released : {false, true}) {
+    SCOPED_TRACE(released);
+    InMemoryStore store;
+    HeartbeatRecord r;
+    r.beat = 1;
+    r.pid = 10;
+    r.host = "h";
+    for (int rank : {0, 1}) {
+      ASSERT_TRUE(store.set(heartbeat_keys::beat(rank), encode_heartbeat(r)).ok());
+    }
+    LivenessWatch watch(store, 2, {0, 1}, milliseconds(1000));
+    EXPECT_EQ(watch.poll(kT0).verdict, Verdict::kNone);
+    if (released) {
+      ASSERT_TRUE(store.set(heartbeat_keys::exited(1), "released").ok());
+    }
+    r.beat = 2;  // rank 0 beats on; rank 1 is silent
+    ASSERT_TRUE(store.set(heartbeat_keys::beat(0), encode_heartbeat(r)).ok());
+    const Finding f = watch.poll(kT0 + seconds(2));
+    EXPECT_EQ(f.verdict, released ? Verdict::kNone : Verdict::kStalled) << f.message;
+  }
 }
 
 TEST(Heartbeat, RoundTripsAndRefusesMalformedText) {

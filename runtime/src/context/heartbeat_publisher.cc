@@ -58,6 +58,10 @@ HeartbeatPublisher::~HeartbeatPublisher() {
   }
   wake_.notify_all();
   thread_.join();
+  // The heartbeat stops on purpose (the Context is released; the process may go on, e.g.
+  // post-processing): the mark a launcher also sets for a rank that exited 0, so that the
+  // silence is not read as a stall. Skipped with a store already failing (no wait on it).
+  if (!store_failed_) (void)store_->set(heartbeat_keys::exited(rank_), "released");
 }
 
 void HeartbeatPublisher::loop() {
