@@ -38,7 +38,8 @@ class ReconnectingStore final : public Store {
 
  private:
   // `request` on the current connection; when it fails other than by timing out, a new
-  // connection and (when `retry`) the request once more.
+  // connection and (when `retry`) the request once more. When that connection cannot be
+  // made, the calls of the next `patience` fail at once with its error.
   template <typename T>
   T call(const std::function<T(Store&)>& request, bool retry);
   Status reconnect(const Status& failure);
@@ -49,6 +50,9 @@ class ReconnectingStore final : public Store {
   const std::chrono::milliseconds patience_;
   const std::string who_;
   int reconnections_ = 0;
+  // After a failed reconnection: its error, answered without another attempt until then.
+  Status last_failure_ = Status::Ok();
+  std::chrono::steady_clock::time_point retry_after_;
 };
 
 }  // namespace zdp

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace zdp {
 namespace {
@@ -80,6 +81,27 @@ TEST(ReconnectingStore, AStoreThatCannotBeReachedAgainIsAnErrorNamingBoth) {
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("the connection is broken; connecting again failed too: cannot connect within 1500 ms"),
             std::string::npos) << s.message();
+}
+
+// After a failed reconnection, the calls of the next `patience` fail at once with its
+// error: the launcher reads a heartbeat per rank, and each waited `patience` (30 s) again.
+TEST(ReconnectingStore, AFailedReconnectionIsNotTriedAgainAtOnce) {
+  InMemoryStore job;
+  int attempts = 0;
+  bool reachable = false;
+  ReconnectingStore store(std::make_unique<Connection>(job, 0), [&](std::chrono::milliseconds) {
+    ++attempts;
+    if (reachable) return StatusOr<std::unique_ptr<Store>>(std::make_unique<Connection>(job, 1000));
+    return StatusOr<std::unique_ptr<Store>>(Status(StatusCode::kTimeout, "cannot connect"));
+  }, 200ms, "test");
+  for (int rank = 0; rank < 8; ++rank) EXPECT_FALSE(store.check({"beat/" + std::to_string(rank)}).ok());
+  EXPECT_EQ(attempts, 1);
+  // Once `patience` has passed, the next call tries again (the store may be back).
+  reachable = true;
+  std::this_thread::sleep_for(250ms);
+  EXPECT_TRUE(store.set("a", "1").ok());
+  EXPECT_EQ(attempts, 2);
+  EXPECT_TRUE(store.check({"a"}).value());
 }
 
 }  // namespace

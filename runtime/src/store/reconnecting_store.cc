@@ -45,8 +45,17 @@ T ReconnectingStore::call(const std::function<T(Store&)>& request, bool retry) {
   // kIoError is what a broken connection answers (the request that broke it, by timing
   // out, answers kTimeout: the next one finds it broken).
   if (s.code() != StatusCode::kIoError) return result;
+  // A reconnection that failed a moment ago is not tried again at once: a caller making
+  // many requests (the launcher reads one heartbeat per rank) waited `patience` for each.
+  const auto now = std::chrono::steady_clock::now();
+  if (!last_failure_.ok() && now < retry_after_) return T(last_failure_);
   const Status again = reconnect(s);
-  if (!again.ok()) return T(again);
+  if (!again.ok()) {
+    last_failure_ = again;
+    retry_after_ = std::chrono::steady_clock::now() + patience_;
+    return T(again);
+  }
+  last_failure_ = Status::Ok();
   return retry ? request(*store_) : result;
 }
 
