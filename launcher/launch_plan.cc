@@ -1,11 +1,13 @@
 // make_plan / describe_plan: deriving the job layout and the ranks' environment.
 #include "launcher/launch_plan.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/internal/parse_decimal.h"
@@ -15,10 +17,17 @@
 namespace zdp::launcher {
 namespace {
 
+// 128 random bits as hex, or "" when the kernel gives none (a read of /dev/urandom that
+// failed unnoticed gave the secret "000...0").
 std::string random_secret() {
   unsigned char bytes[16] = {0};
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
   char hex[33];
   for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
   return hex;
@@ -144,6 +153,10 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   } else if (p.nnodes == 1) {
     p.secret = random_secret();
     p.secret_origin = "generated for this job";
+    if (p.secret.empty()) {
+      errors.push_back(std::string("cannot generate a job secret (getrandom: ") + std::strerror(errno) +
+                       "): export ZDP_JOB_SECRET=<16 or more characters>");
+    }
   } else if (in.dry_run) {
     // A dry run on a login node plans the job before anyone exported the secret: say it.
     p.secret_origin = "not set";
