@@ -4,8 +4,11 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <thread>
 
 #include "launcher/output_pump.h"
 
@@ -16,14 +19,62 @@ constexpr const char* kEraseLine = "\r\033[K";
 
 }  // namespace
 
+// What the console thread writes, in order; `bytes` is what the queue holds.
+struct Terminal::Queue {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<std::string> pending;
+  size_t bytes = 0;
+  size_t dropped = 0;        // lines dropped so far
+  size_t dropped_told = 0;   // of which the console was told
+  bool writing = false;      // the thread holds an item it is writing
+  bool closing = false;
+};
+
 bool is_live_terminal(int fd) {
   const char* term = std::getenv("TERM");
   return ::isatty(fd) == 1 && !(term != nullptr && std::strcmp(term, "dumb") == 0);
 }
 
-Terminal::Terminal(int fd, bool live) : fd_(fd), live_(live) {}
+Terminal::Terminal(int fd, bool live) : fd_(fd), live_(live), queue_(std::make_shared<Queue>()) {
+  // Detached: one blocked on a console nobody reads must not hold the launcher's exit. It
+  // owns the queue with this object, so it may outlive it.
+  std::thread([fd, q = queue_] {
+    std::unique_lock<std::mutex> lock(q->mu);
+    for (;;) {
+      q->changed.wait(lock, [&] { return !q->pending.empty() || q->closing; });
+      if (q->pending.empty()) return;  // closing, and all written
+      std::string next = std::move(q->pending.front());
+      q->pending.pop_front();
+      q->bytes -= next.size();
+      if (q->dropped > q->dropped_told) {  // the console drains again: say what it missed
+        next = "dp-launch: " + std::to_string(q->dropped - q->dropped_told) +
+               " line(s) not shown: the console was not read (every rank's lines are in its log)\n" + next;
+        q->dropped_told = q->dropped;
+      }
+      q->writing = true;
+      lock.unlock();
+      write_all(fd, next);
+      lock.lock();
+      q->writing = false;
+      q->changed.notify_all();
+    }
+  }).detach();
+}
 
-Terminal::~Terminal() { status(""); }
+Terminal::~Terminal() {
+  status("");
+  std::unique_lock<std::mutex> lock(queue_->mu);
+  queue_->closing = true;
+  queue_->changed.notify_all();
+  queue_->changed.wait_for(lock, std::chrono::seconds(2),
+                           [&] { return queue_->pending.empty() && !queue_->writing; });
+}
+
+size_t Terminal::dropped() const {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  return queue_->dropped;
+}
 
 size_t Terminal::columns() const {
   winsize ws{};
@@ -31,9 +82,20 @@ size_t Terminal::columns() const {
   return 80;
 }
 
+void Terminal::enqueue(const std::string& bytes, bool droppable) {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  if (droppable && queue_->bytes + bytes.size() > kMaxQueuedBytes) {
+    ++queue_->dropped;
+    return;
+  }
+  queue_->bytes += bytes.size();
+  queue_->pending.push_back(bytes);
+  queue_->changed.notify_all();
+}
+
 void Terminal::line(const std::string& text) {
   // One write: the erased status, the line, the status again (no flicker, no interleaving).
-  write_all(fd_, status_.empty() ? text + "\n" : kEraseLine + text + "\n" + status_);
+  enqueue(status_.empty() ? text + "\n" : kEraseLine + text + "\n" + status_, true);
 }
 
 void Terminal::status(const std::string& text) {
@@ -41,7 +103,7 @@ void Terminal::status(const std::string& text) {
   std::string cut = text.substr(0, columns() > 1 ? columns() - 1 : 0);  // the cursor's column stays free
   if (cut == status_) return;
   status_ = cut;
-  write_all(fd_, kEraseLine + status_);
+  enqueue(kEraseLine + status_, false);  // small, and the last one must be drawn
 }
 
 }  // namespace zdp::launcher

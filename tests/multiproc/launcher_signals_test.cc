@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,27 @@ TEST_F(LauncherSignals, AFloodingRankDoesNotKeepTheLauncherFromStopping) {
   EXPECT_FALSE(x.hung) << x.output;
   EXPECT_EQ(x.code, 128 + SIGTERM) << x.output;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - signalled).count(), 3.0) << x.output;  // 8-9 s before
+}
+
+// A console nobody reads (`dp-launch ... | less`, not scrolled): the supervisor blocked in
+// write() on the full pipe and answered no signal until the reader went away. The console
+// now writes from a thread of its own through a bounded queue.
+TEST_F(LauncherSignals, AConsoleNobodyReadsDoesNotKeepTheLauncherFromStopping) {
+  const std::string console = out("console.fifo");
+  ASSERT_EQ(::mkfifo(console.c_str(), 0600), 0);
+  const int never_read = ::open(console.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // held open, never read
+  ASSERT_GE(never_read, 0);
+  Launcher l({"/bin/bash", "-c", std::string("exec ") + ZDP_DP_LAUNCH + " " + config(1, "/usr/bin/yes", {dir_.path()}) +
+                                     " >" + console + " 2>" + out("stderr.log")},
+             out("bash.log"));
+  await_output(out("logs/rank-0.log"), 1 << 20);  // the console's pipe (64 KiB) is long full
+  ::kill(l.pid(), SIGTERM);
+  const auto signalled = Clock::now();
+  const Exit x = l.wait(60s);
+  ::close(never_read);
+  EXPECT_FALSE(x.hung) << read_file(out("stderr.log"));
+  EXPECT_EQ(x.code, 128 + SIGTERM) << read_file(out("stderr.log"));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - signalled).count(), 10.0) << read_file(out("stderr.log"));
 }
 
 // SIGCHLD inherited as ignored (a parent that set it so, as some job schedulers and
