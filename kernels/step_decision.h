@@ -75,6 +75,10 @@ ZDP_HD void decide_step(const StepDecisionArgs& a) {
     bool bad = false;
     d.grad_norm = sqrt(exact_sum_to_double(a.exact, a.exact_records, &bad));
     nonfinite = bad ? 1.0f : 0.0f;
+    // The exact sum leaves the non-finite values out: a skipped step's norm is not the
+    // finite rest's but infinite, as the default mode's sum makes it (deterministic mode
+    // printed "skipped" beside a finite norm).
+    if (bad) d.grad_norm = static_cast<double>(INFINITY);
   }
   if (nonfinite > 0.0f || !is_finite_double(d.grad_norm)) {
     d.skip = 1;

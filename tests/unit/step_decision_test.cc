@@ -6,6 +6,7 @@
 // step after a skipped one. Also the loss sum dp-train keeps on the device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -67,6 +68,30 @@ TEST(StepDecision, NonFiniteAnywhereSkipsAndTheNextDecisionRemembersIt) {
   EXPECT_EQ(d.prev_skip, 1) << "the step after a skipped one: the update takes alt_step";
   EXPECT_EQ(decide_step_cpu({stats.data(), 3, 0.0, 1.0, &d}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(decide_step_cpu({stats.data(), 3, 1.0, 1.0, nullptr}).code(), StatusCode::kInvalidArgument);
+}
+
+// Deterministic mode's exact sum leaves a non-finite value out of the squares: the skipped
+// step's norm is infinite, as the default mode's (it printed the finite rest's).
+TEST(StepDecision, ASkipFromTheExactSumReportsAnInfiniteNorm) {
+  const std::vector<float> grad = {3.0f, std::numeric_limits<float>::quiet_NaN(), 4.0f};
+  ExactSumSq exact{};
+  ASSERT_TRUE(exact_sumsq_cpu({grad.data(), DType::kF32, 3, 1.0f, &exact}).ok());
+  StepDecision d;
+  StepDecisionArgs a;
+  a.inv_scale = 1.0;
+  a.max_norm = 1.0;
+  a.out = &d;
+  a.exact = &exact;
+  a.exact_records = 1;
+  ASSERT_TRUE(decide_step_cpu(a).ok());
+  EXPECT_EQ(d.skip, 1);
+  EXPECT_TRUE(std::isinf(d.grad_norm)) << d.grad_norm;
+  const std::vector<float> finite = {3.0f, 4.0f};
+  exact = ExactSumSq{};
+  ASSERT_TRUE(exact_sumsq_cpu({finite.data(), DType::kF32, 2, 1.0f, &exact}).ok());
+  ASSERT_TRUE(decide_step_cpu(a).ok());
+  EXPECT_EQ(d.skip, 0);
+  EXPECT_EQ(d.grad_norm, 5.0);
 }
 
 // AdamW over 257 elements with the given step, lr and scale, or with a decision.
