@@ -37,10 +37,12 @@ Status remove_leftovers(const std::string& root);
 // it is renamed to step-<step>.old first and removed after the new one is in place, and
 // remove_leftovers() restores it after a crash in between.
 Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t step);
-// Removes the complete checkpoints older than the `keep` newest by step (keep <= 0:
-// none), except step `protect` (the one just written, even when a directory holds
-// higher steps of an earlier run).
-Status prune(const std::string& root, int keep, int64_t protect);
+// Removes the complete checkpoints of steps up to `latest` (the one just written) but the
+// `keep` newest of them (keep <= 0: none). Higher steps are another run's (a run with
+// resume = "never", or resumed from an older checkpoint, into the same folder): they are
+// neither counted nor removed, so the run keeps its own `keep` checkpoints (they counted
+// and the run's own were removed: keep_last 2 left one of this run's beside two stale).
+Status prune(const std::string& root, int keep, int64_t latest);
 
 bool is_dir(const std::string& path);
 bool is_file(const std::string& path);

@@ -61,6 +61,22 @@ TEST(CheckpointDirs, LatestLeftoversAndKeep) {
   EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
 }
 
+// keep_last in a folder that holds another run's higher steps (resume = "never", or a run
+// resumed from an older checkpoint): they counted, so the run's own checkpoints were
+// removed (keep 2 left step-20 alone beside step-50 and step-60). Now the run keeps its
+// own newest `keep`, and the higher steps are left as they are.
+TEST(CheckpointDirs, KeepLastCountsTheStepsUpToTheOneJustWritten) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  make_checkpoint_dir(root, 50);
+  make_checkpoint_dir(root, 60);
+  for (int64_t step : {10, 20, 30}) {
+    make_checkpoint_dir(root, step);
+    ASSERT_TRUE(checkpoint::prune(root, 2, step).ok());
+  }
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20, 30, 50, 60}));
+}
+
 // Where the file system cannot exchange two directories, replacing step-N takes two
 // renames; a crash between them left step-N.old (complete) and no step-N, and the next
 // save's cleanup deleted both copies. The cleanup now puts step-N.old back.

@@ -165,7 +165,9 @@ struct ZeroConfig {
 struct CheckpointConfig {
   std::string dir;                     // where checkpoints are written and looked for; "" = no checkpoints
   int64_t every_steps = 0;             // steps between checkpoints; 0 = only after the last step
-  int keep_last = 2;                   // checkpoints kept in dir; older ones are deleted
+  int keep_last = 2;                   // checkpoints kept in dir, the newest up to the step just
+                                       // saved; older ones are deleted (higher steps, another
+                                       // run's, are left alone)
   ResumeMode resume = ResumeMode::kAuto;  // TOML: "auto" | "never" | a checkpoint path (resume_path)
   std::string resume_path;             // kPath: a step-N directory, or a checkpoint dir (its latest)
   CheckpointStorage storage = CheckpointStorage::kShared;  // "shared" filesystem | "per-node" local disks

@@ -177,11 +177,11 @@ Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t 
   return sync_dir(root);
 }
 
-Status prune(const std::string& root, int keep, int64_t protect) {
+Status prune(const std::string& root, int keep, int64_t latest) {
   if (keep <= 0) return Status::Ok();
-  const std::vector<int64_t> steps = complete_steps(root);
+  std::vector<int64_t> steps = complete_steps(root);  // ascending
+  steps.erase(std::upper_bound(steps.begin(), steps.end(), latest), steps.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
-    if (steps[i] == protect) continue;
     ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + checkpoint_dir_name(steps[i])));
   }
   return Status::Ok();
