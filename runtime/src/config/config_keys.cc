@@ -375,7 +375,9 @@ std::vector<KeyInfo> build_table() {
       field("checkpoint.every_steps", &C::checkpoint, &K::every_steps,
             "steps between checkpoints; 0 = only after the last step (checkpoint.dir set)", at_least(0)),
       field("checkpoint.keep_last", &C::checkpoint, &K::keep_last,
-            "checkpoints kept in dir: the newest up to the step just saved (higher steps, another run's, are left alone); older ones are deleted", at_least(1)),
+            "checkpoints kept in dir: the newest up to the step just saved (higher steps, another run's, "
+            "are left alone); older ones are deleted",
+            at_least(1)),
       resume_field("checkpoint.resume",
                    "\"auto\": continue from dir's latest checkpoint if there is one; \"never\"; or a path (a "
                    "step-N directory, or a checkpoint dir: its latest)"),
