@@ -83,10 +83,13 @@ void naive_adamw(int64_t n, const Bf16* grad, float* p, float* m, float* v, Bf16
 int main(int argc, char** argv) {
   int64_t n = int64_t{32} << 20;
   int rounds = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  // Every argument is a flag and its value: a lone last one (--help, a value forgotten)
+  // is a usage error, not ignored.
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--params") n = zdp::bench::parse_binary_size(argv[i + 1]);
-    else if (flag == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
+    const bool has_value = i + 1 < argc;
+    if (flag == "--params" && has_value) n = zdp::bench::parse_binary_size(argv[i + 1]);
+    else if (flag == "--rounds" && has_value) rounds = std::max(1, std::atoi(argv[i + 1]));
     else {
       std::fprintf(stderr, "usage: adamw_bench [--params 32M] [--rounds 7]\n");
       return 2;

@@ -52,7 +52,11 @@ void* device_alloc(size_t bytes) {
 int main(int argc, char** argv) {
   int64_t n = int64_t{256} << 20;
   int iters = 10, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a flag without its value (or --help) is not ignored
+      std::fprintf(stderr, "adamw_gpu_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string flag = argv[i];
     if (flag == "--params") n = zdp::bench::parse_binary_size(argv[i + 1]);
     else if (flag == "--iters") iters = std::max(1, std::atoi(argv[i + 1]));

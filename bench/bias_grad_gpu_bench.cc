@@ -64,7 +64,11 @@ void* random_bf16(int64_t n, std::mt19937& rng, cudaStream_t stream) {
 int main(int argc, char** argv) {
   int64_t tokens = 16384, d = 768;
   int iters = 20, rounds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a flag without its value (or --help) is not ignored
+      std::fprintf(stderr, "bias_grad_gpu_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string flag = argv[i];
     if (flag == "--tokens") tokens = std::atoll(argv[i + 1]);
     else if (flag == "--d") d = std::atoll(argv[i + 1]);

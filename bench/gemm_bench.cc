@@ -28,7 +28,11 @@ using zdp::kernels::GemmArgs;
 int main(int argc, char** argv) {
   int64_t tokens = 512, d = 768;
   int rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a flag without its value (or --help) is not ignored
+      std::fprintf(stderr, "gemm_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string flag = argv[i];
     if (flag == "--tokens") tokens = std::atoll(argv[i + 1]);
     else if (flag == "--d") d = std::atoll(argv[i + 1]);

@@ -81,7 +81,11 @@ int main(int argc, char** argv) {
   int64_t d = 4096, tokens = 8192;
   int64_t residual_d = 768, residual_tokens = 16384;
   int iters = 20, rounds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a flag without its value (or --help) is not ignored
+      std::fprintf(stderr, "gemm_gpu_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string flag = argv[i];
     if (flag == "--d") d = std::atoll(argv[i + 1]);
     else if (flag == "--tokens") tokens = std::atoll(argv[i + 1]);

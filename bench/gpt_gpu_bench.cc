@@ -53,7 +53,11 @@ int main(int argc, char** argv) {
   std::string gpu_name = "h200";
   int warmup = 3, micro = 10;
   std::vector<std::string> overrides = {"zero.stage=0"};
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a flag without its value (or --help) is not ignored
+      std::fprintf(stderr, "gpt_gpu_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string flag = argv[i];
     if (flag == "--gpu") gpu_name = argv[i + 1];
     else if (flag == "--warmup") warmup = std::max(0, std::atoi(argv[i + 1]));
