@@ -121,9 +121,15 @@ int main(int argc, char** argv) {
     if (s.ok()) std::printf("dp-data: %s (%lld synthetic tokens, vocab %d)\n", synth_out.c_str(),
                             static_cast<long long>(synth_tokens), vocab);
   } else {
+    // Every file is described or its problem said, as ls does; the exit code says whether
+    // any failed (it stopped at the first bad one, and the others went unread).
+    bool all_ok = true;
     for (const std::string& f : info_files) {
-      if (s.ok()) s = print_info(f);
+      const Status one = print_info(f);
+      if (!one.ok()) std::fprintf(stderr, "dp-data: %s\n", one.to_string().c_str());
+      all_ok = all_ok && one.ok();
     }
+    return all_ok ? 0 : 1;
   }
   if (!s.ok()) {
     std::fprintf(stderr, "dp-data: %s\n", s.to_string().c_str());

@@ -86,6 +86,19 @@ TEST(HostileInput, DpDataRefusesFifoDeviceAndDirectoryInputs) {
     EXPECT_EQ(r.exit_code, 1) << c.command << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, c.expected)) << c.command << "\n" << r.output;
   }
+  // `info` of several files describes every good one and names every bad one (it stopped
+  // at the first bad one); the exit code says that one failed.
+  const std::string good = dir.path() + "/good.bin";
+  ASSERT_EQ(bounded(data + " synthetic --out " + good + " --tokens 10").exit_code, 0);
+  const CommandRun all = bounded(data + " info " + good + " " + fifo + " /dev/zero " + good);
+  EXPECT_EQ(all.exit_code, 1) << all.output;
+  size_t described = 0;
+  for (size_t at = all.output.find(good + ": llm.c token file"); at != std::string::npos;
+       at = all.output.find(good + ": llm.c token file", at + 1)) {
+    ++described;
+  }
+  EXPECT_EQ(described, 2u) << all.output;
+  EXPECT_TRUE(contains(all.output, "is a FIFO") && contains(all.output, "is a character device")) << all.output;
 }
 
 // A corpus of more files than the descriptor limit: dp-data held every file open until
