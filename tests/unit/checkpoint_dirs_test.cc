@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -100,6 +102,29 @@ TEST(CheckpointDirs, AnInterruptedReplacementIsRestoredNotDeleted) {
   ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
   EXPECT_FALSE(std::filesystem::exists(root + "/step-10.old"));
   EXPECT_TRUE(std::filesystem::exists(root + "/step-10/state.json"));
+}
+
+}  // namespace
+}  // namespace zdp
+
+namespace zdp {
+namespace {
+
+// A state.json that is a folder or a FIFO is named as what it is ("no state.json" said
+// there was none, beside one the user could see).
+TEST(CheckpointDirs, AStateFileThatIsNotAFileIsNamedAsWhatItIs) {
+  zdp::testing::TempDir dir;
+  std::filesystem::create_directories(dir.file("step-3/state.json"));
+  StatusOr<std::string> r = resolve_checkpoint(dir.file("step-3"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("step-3/state.json is a directory, not a checkpoint's state file"),
+            std::string::npos)
+      << r.status().message();
+  std::filesystem::create_directories(dir.file("step-4"));
+  ASSERT_EQ(::mkfifo(dir.file("step-4/state.json").c_str(), 0600), 0);
+  r = resolve_checkpoint(dir.file("step-4"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("step-4/state.json is a FIFO"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -224,6 +224,16 @@ StatusOr<std::string> resolve_checkpoint(const std::string& path_or_root) {
   std::string path = path_or_root;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (checkpoint::is_file(path + "/" + kCheckpointStateFile)) return path;
+  // A state.json that is there but not a file (a folder, a FIFO): said so, not "no state.json".
+  struct stat state {};
+  if (::lstat((path + "/" + kCheckpointStateFile).c_str(), &state) == 0 && !S_ISREG(state.st_mode)) {
+    return Status(StatusCode::kInvalidArgument, path + "/" + kCheckpointStateFile + " is " +
+                                                    (S_ISDIR(state.st_mode)    ? "a directory"
+                                                     : S_ISFIFO(state.st_mode) ? "a FIFO"
+                                                     : S_ISLNK(state.st_mode)  ? "a symbolic link to no regular file"
+                                                                               : "not a regular file") +
+                                                    ", not a checkpoint's state file");
+  }
   StatusOr<std::string> latest = find_latest_checkpoint(path);
   if (!latest.ok()) {
     return Status(StatusCode::kNotFound, path + " is neither a checkpoint (no " + kCheckpointStateFile +
