@@ -10,29 +10,17 @@
 #include "launcher/launch_plan.h"
 #include "testing/temp_dir.h"
 #include "zdp/launch_env.h"
+#include "testing/fake_env.h"
+#include "tests/unit/launch_plan_inputs.h"
 
 namespace zdp {
 namespace {
 
-EnvLookup fake(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+EnvLookup fake(const std::map<std::string, std::string>& vars) { return testing::fake_env(vars); }
 
-Config parsed(const std::string& text) {
-  StatusOr<Config> c = parse_config(text, "test.toml");
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  return c.ok() ? *c : Config{};
-}
+using launch_plan_testing::parsed;
 
-launcher::PlanInputs inputs() {
-  launcher::PlanInputs in;
-  in.cpu_cores = 8;
-  in.config_file = "/tmp/x/config.toml";
-  return in;
-}
+using launch_plan_testing::inputs;
 
 // Keys that do nothing for dp-train in this config are said before the launch (and in
 // --dry-run); another program reads the model, data and loop keys as it likes.

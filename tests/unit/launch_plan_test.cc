@@ -10,16 +10,13 @@
 
 #include "launcher/launch_plan.h"
 #include "zdp/launch_env.h"
+#include "testing/fake_env.h"
+#include "tests/unit/launch_plan_inputs.h"
 
 namespace zdp {
 namespace {
 
-EnvLookup fake(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+EnvLookup fake(const std::map<std::string, std::string>& vars) { return testing::fake_env(vars); }
 
 TEST(LaunchEnv, TorchrunVariables) {
   auto env = read_launch_env(fake({{"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
@@ -157,18 +154,9 @@ TEST(SlurmNodelist, FirstHost) {
   EXPECT_FALSE(first_slurm_host("x[").ok());
 }
 
-Config parsed(const std::string& text, const std::vector<std::string>& sets = {}) {
-  StatusOr<Config> c = parse_config(text, "test.toml", sets);
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  return c.ok() ? *c : Config{};
-}
+using launch_plan_testing::parsed;
 
-launcher::PlanInputs inputs() {
-  launcher::PlanInputs in;
-  in.cpu_cores = 8;
-  in.config_file = "/tmp/x/config.toml";
-  return in;
-}
+using launch_plan_testing::inputs;
 
 TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");

@@ -5,16 +5,12 @@
 #include <map>
 
 #include "runtime/internal/rank_address.h"
+#include "testing/fake_env.h"
 
 namespace zdp {
 namespace {
 
-EnvLookup fake(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+EnvLookup fake(const std::map<std::string, std::string>& vars) { return testing::fake_env(vars); }
 
 TEST(RankAddress, LoopbackMasterMeansLoopback) {
   EXPECT_EQ(local_address_toward("127.0.0.1", 29500).value(), "127.0.0.1");
