@@ -196,8 +196,13 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     server = std::move(*started);
   }
   const auto startup = std::chrono::milliseconds(static_cast<int64_t>(config->launch.startup_timeout_s * 1000));
+  // As a rank waits for the store (zdp::init): startup_timeout_s, and with no startup
+  // deadline (0) as long as a collective waits, at least 10 s (it gave up after 10 s).
+  const auto collective = std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000));
+  const auto connect_within =
+      std::max(startup.count() > 0 ? startup : collective, std::chrono::milliseconds(10000));
   zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> client =
-      zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, std::max(startup, std::chrono::milliseconds(10000)),
+      zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, connect_within,
                                    plan->secret,
                                    plan->hosts_store() ? "" : "the dp-launch of node 0 hosts it: launch.master_addr", interrupted);
   if (interrupted()) {
