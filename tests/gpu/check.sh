@@ -57,7 +57,7 @@ done
 # Absolute: the check runs from its work folder, where a relative --out named nothing.
 mkdir -p "$out" && out="$(cd "$out" && pwd)"
 
-tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test gemm_gpu_test gpt_gpu_test mlp_gpu_test
+tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test quantize_gpu_test layer_kernels_gpu_test layernorm_16bit_gpu_test gemm_gpu_test gpt_gpu_test mlp_gpu_test
        fused_attention_gpu_test small_kernels_gpu_test bias_grad_gpu_test
        nccl_comm_test engine_gpu_test gloo_gpu_ranks_test deterministic_gpu_test)
 programs=(dp-train dp-launch adamw_gpu_bench gemm_gpu_bench bias_grad_gpu_bench gpt_gpu_bench fused_attention_gpu_bench comm_bench)
