@@ -82,10 +82,12 @@ size_t Terminal::columns() const {
   return 80;
 }
 
-void Terminal::enqueue(const std::string& bytes, bool droppable) {
+void Terminal::enqueue(const std::string& bytes, bool is_line) {
   std::lock_guard<std::mutex> lock(queue_->mu);
-  if (droppable && queue_->bytes + bytes.size() > kMaxQueuedBytes) {
-    ++queue_->dropped;
+  if (queue_->bytes + bytes.size() > kMaxQueuedBytes) {
+    // A line is counted (the console is told once it drains); a status redraw is not
+    // needed: the next one draws the whole line again.
+    if (is_line) ++queue_->dropped;
     return;
   }
   queue_->bytes += bytes.size();
@@ -103,7 +105,7 @@ void Terminal::status(const std::string& text) {
   std::string cut = text.substr(0, columns() > 1 ? columns() - 1 : 0);  // the cursor's column stays free
   if (cut == status_) return;
   status_ = cut;
-  enqueue(kEraseLine + status_, false);  // small, and the last one must be drawn
+  enqueue(kEraseLine + status_, false);
 }
 
 }  // namespace zdp::launcher

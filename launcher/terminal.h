@@ -42,7 +42,7 @@ class Terminal {
  private:
   struct Queue;  // shared with the writer thread, which may outlive this object
   size_t columns() const;
-  void enqueue(const std::string& bytes, bool droppable);
+  void enqueue(const std::string& bytes, bool is_line);
 
   const int fd_;
   const bool live_;
