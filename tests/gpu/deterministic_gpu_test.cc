@@ -143,6 +143,22 @@ TEST_F(DeterministicGpu, TheGptOnTwoNcclRanksLeavesTheBytesOfOneRank) {
 }
 #endif
 
+// A bf16 reduce dtype with sharded accumulation: the step's ordered sum is rounded into
+// bf16 before it is widened into the fp32 shard (on the comm stream, through the gather
+// buffer), as one rank's run rounds it; it was left in fp32 and the bytes differed.
+TEST_F(DeterministicGpu, Bf16ReductionWithShardedAccumulationLeavesOneRanksBytes) {
+  Config one = gpt(DType::kBF16, 0);
+  one.zero.reduce_dtype = DType::kBF16;
+  const Outcome ref = run(one, 1);
+  Config c = gpt(DType::kBF16, 2);
+  c.zero.reduce_dtype = DType::kBF16;
+  c.zero.accumulate = GradAccumulation::kSharded;
+  const Outcome two = run(c, 2);
+  EXPECT_TRUE(two.model == ref.model) << "bf16 reduce, sharded, 2 ranks: model.safetensors differs";
+  EXPECT_TRUE(two.optimizer == ref.optimizer) << "bf16 reduce, sharded, 2 ranks: optimizer.safetensors differs";
+  EXPECT_EQ(two.printed, ref.printed) << "bf16 reduce, sharded, 2 ranks: the parameter hash or the losses differ";
+}
+
 // Checkpoints on GPU ranks: saved from the device mid-run by one rank at stage 0, loaded
 // by two at stage 3 (sharded accumulation), the resumed run ends with the bytes of the
 // uninterrupted one (deterministic mode: the same bits at any K and stage).

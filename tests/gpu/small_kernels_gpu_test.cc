@@ -319,7 +319,9 @@ TEST_F(SmallKernelsGpu, StepDecisionFromExactRecordsIsBitIdentical) {
   a.max_norm = 1.0;
   EXPECT_LT(decide_both(gpu_, a, 0).clip_coef, 0.1);
   records[1].nonfinite = 1;
-  EXPECT_EQ(decide_both(gpu_, a, 0).skip, 1);
+  const StepDecision skipped = decide_both(gpu_, a, 0);
+  EXPECT_EQ(skipped.skip, 1);
+  EXPECT_TRUE(std::isinf(skipped.grad_norm)) << "a skip reports an infinite norm, not the finite rest's";
 }
 
 // ---- loss_sum ----
