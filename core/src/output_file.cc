@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/internal/input_file.h"
+
 namespace zdp {
 
 namespace {
@@ -39,14 +41,6 @@ void sync_parent(const std::string& path) {
   ::close(fd);
 }
 
-const char* kind_of(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISCHR(mode)  ? "a character device"
-         : S_ISBLK(mode)  ? "a block device"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISSOCK(mode) ? "a socket"
-                          : "not a regular file";
-}
 
 }  // namespace
 
@@ -114,13 +108,13 @@ StatusOr<std::string> output_target(const std::string& path, const std::string& 
     target = resolved;
     if (!S_ISREG(st.st_mode)) {
       return Status(StatusCode::kInvalidArgument, "the " + what + " " + path + " is a symbolic link to " + target +
-                                                      ", which is " + kind_of(st.st_mode) + ": refused");
+                                                      ", which is " + file_kind_text(st.st_mode) + ": refused");
     }
     return target;
   }
   if (!S_ISREG(st.st_mode)) {
     return Status(StatusCode::kInvalidArgument, "the " + what + " " + path + " exists and is " +
-                                                    kind_of(st.st_mode) + ": refused (give a file path)");
+                                                    file_kind_text(st.st_mode) + ": refused (give a file path)");
   }
   return target;
 }

@@ -235,7 +235,7 @@ TEST_F(CkptTool, ExportNeverReplacesWhatItWasNotAskedTo) {
   EXPECT_NE(refusal(dir).find("is a directory: refused"), std::string::npos) << refusal(dir);
   const std::string fifo = out("a-fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_NE(refusal(fifo).find("is a FIFO: refused"), std::string::npos);
+  EXPECT_NE(refusal(fifo).find("is a FIFO (named pipe): refused"), std::string::npos);
   EXPECT_TRUE(fs::is_fifo(fifo));
   // A device: the export must not touch it (with or without force).
   EXPECT_NE(refusal("/dev/null", true).find("is a character device: refused"), std::string::npos);

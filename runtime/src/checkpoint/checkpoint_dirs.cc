@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/internal/input_file.h"
 #include "runtime/internal/checkpoint_state.h"
 #include "zdp/checkpoint.h"
 #include "zdp/log.h"
@@ -228,11 +229,7 @@ StatusOr<std::string> resolve_checkpoint(const std::string& path_or_root) {
   struct stat state {};
   if (::lstat((path + "/" + kCheckpointStateFile).c_str(), &state) == 0 && !S_ISREG(state.st_mode)) {
     return Status(StatusCode::kInvalidArgument, path + "/" + kCheckpointStateFile + " is " +
-                                                    (S_ISDIR(state.st_mode)    ? "a directory"
-                                                     : S_ISFIFO(state.st_mode) ? "a FIFO"
-                                                     : S_ISLNK(state.st_mode)  ? "a symbolic link to no regular file"
-                                                                               : "not a regular file") +
-                                                    ", not a checkpoint's state file");
+                                                    file_kind_text(state.st_mode) + ", not a checkpoint's state file");
   }
   StatusOr<std::string> latest = find_latest_checkpoint(path);
   if (!latest.ok()) {
