@@ -14,6 +14,9 @@
 // and fused against batched twice that. A wrong mask, scale, stride or head is off by the
 // order of the values themselves (relative error ~1). The log-sum-exp per query is fp32
 // from bf16 inputs: within 1e-3 (1 + |lse|).
+//
+// The batched path in fp16 (no cuDNN needed) is compared with the same reference at the end
+// of the file, at ordinary values and at scores beyond fp16's range before their scale.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,11 +101,14 @@ Result run(Ops& ops, Stream* stream, const AttentionShape& s, const std::vector<
            bool fused) {
   Device& dev = ops.device();
   auto cast = [](const std::vector<float>& v) {
-    if constexpr (std::is_same_v<T, float>) {
-      return v;
-    } else {
-      return to_bf16(v);
-    }
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::from_f32<T>(v[i]);
+    return out;
+  };
+  auto widen = [](const std::vector<T>& v) {
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::to_f32(v[i]);
+    return out;
   };
   const int64_t n = s.batch * s.seq, d = s.width();
   // cuDNN's outputs start as NaN: an element its strided writes miss fails the comparison.
@@ -119,11 +125,7 @@ Result run(Ops& ops, Stream* stream, const AttentionShape& s, const std::vector<
   if (st.ok() && stream) st = stream->synchronize(std::chrono::seconds(60));
   EXPECT_TRUE(st.ok()) << st.to_string();
   Result r;
-  if constexpr (std::is_same_v<T, float>) {
-    r.y = y.download(), r.dqkv = dqkv.download();
-  } else {
-    r.y = to_f32(y.download()), r.dqkv = to_f32(dqkv.download());
-  }
+  r.y = widen(y.download()), r.dqkv = widen(dqkv.download());
   if (fused) r.stats = stats.download();
   return r;
 }
@@ -138,27 +140,39 @@ std::vector<float> part(const std::vector<float>& qkv3, int64_t d, int which) {
   return out;
 }
 
-class FusedAttentionGpu : public ::testing::Test {
+// The GPU (or the emulated one), a stream on it, and the CPU for the reference.
+class AttentionGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     ZDP_SKIP_WITHOUT_GPU();
-    if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
     StatusOr<std::unique_ptr<Device>> device = testing::test_cuda_device();
     ASSERT_TRUE(device.ok()) << device.status().to_string();
     gpu_ = std::move(device).value();
-    StatusOr<std::unique_ptr<Stream>> stream = gpu_->create_stream("fused attention test");
+    StatusOr<std::unique_ptr<Stream>> stream = gpu_->create_stream("attention test");
     ASSERT_TRUE(stream.ok()) << stream.status().to_string();
     stream_ = std::move(stream).value();
-    // No libcudnn on this machine (it is loaded at run time): skip, saying so.
-    StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
-    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
-    ASSERT_TRUE(probe.ok()) << probe.status().to_string();
     cpu_ = create_cpu_device();
   }
   std::unique_ptr<Ops> ops(Device& device, DType dtype, AttentionImpl impl, bool deterministic = false) {
     std::unique_ptr<Ops> o = Ops::create(device, dtype, deterministic, impl).value();
     if (device.kind() == DeviceKind::kCuda) o->set_stream(*stream_);
     return o;
+  }
+  std::unique_ptr<Device> gpu_;  // the GPU, or the emulated one (testing/test_cuda_device.h)
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Device> cpu_;
+};
+
+class FusedAttentionGpu : public AttentionGpu {
+ protected:
+  void SetUp() override {
+    AttentionGpu::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
+    // No libcudnn on this machine (it is loaded at run time): skip, saying so.
+    StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
+    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
+    ASSERT_TRUE(probe.ok()) << probe.status().to_string();
   }
   // The batched path (GEMMs around the causal softmax) and cuDNN's fused attention against
   // the CPU's fp32 reference, forward and backward, and against each other.
@@ -194,9 +208,6 @@ class FusedAttentionGpu : public ::testing::Test {
       ASSERT_NEAR(gf.stats[i], lse[i], 1e-3 * (1 + std::fabs(lse[i]))) << where << ": log-sum-exp " << i;
     }
   }
-  std::unique_ptr<Device> gpu_;  // the GPU, or the emulated one (testing/test_cuda_device.h)
-  std::unique_ptr<Stream> stream_;
-  std::unique_ptr<Device> cpu_;
 };
 
 TEST_F(FusedAttentionGpu, MatchesTheCpuReferenceAndTheBatchedPath) {
@@ -248,6 +259,71 @@ TEST_F(FusedAttentionGpu, Fp32IsRefusedOrFallsBack) {
   const StatusOr<bool> refused = ops(*gpu_, DType::kF32, AttentionImpl::kFused)->use_fused_attention(fused_shape(s, DType::kF32));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("model.dtype is \"fp32\""), std::string::npos) << refused.status().to_string();
+}
+
+// fp16 through the batched path (the causal softmax and the GEMMs around it in fp16; no
+// cuDNN needed). Tolerance: as bf16's above with fp16's unit roundoff u = 2^-11, 1e-2
+// normwise (about 20 u).
+constexpr double kRelativeFp16 = 1e-2;
+
+// ||got - ref|| <= bound (||ref|| + 1): for gradients that are exactly zero in the reference.
+void expect_close_or_zero(const std::vector<float>& got, const std::vector<float>& ref, double bound, const std::string& what) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "] = " << got[i];
+    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  EXPECT_LE(std::sqrt(diff), bound * (std::sqrt(norm) + 1)) << what;
+}
+
+using BatchedAttentionFp16Gpu = AttentionGpu;
+
+TEST_F(BatchedAttentionFp16Gpu, MatchesTheCpuReference) {
+  for (const AttentionShape s : {AttentionShape{2, 64, 3, 64}, AttentionShape{1, 512, 1, 64}}) {
+    const int64_t n = s.batch * s.seq, d = s.width();
+    const std::vector<float> qkv = bf16_random(static_cast<size_t>(n * 3 * d), 2.0f, 21 + s.seq);
+    const std::vector<float> dy = bf16_random(static_cast<size_t>(n * d), 1.0f, 22 + s.seq);
+    const Result ref = run<float>(*ops(*cpu_, DType::kF32, AttentionImpl::kAuto), nullptr, s, qkv, dy, false);
+    const Result got = run<kernels::Half>(*ops(*gpu_, DType::kF16, AttentionImpl::kBatched), stream_.get(), s, qkv, dy, false);
+    const std::string where = "seq " + std::to_string(s.seq);
+    EXPECT_LE(relative_error(got.y, ref.y), kRelativeFp16) << where << ": y";
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_LE(relative_error(part(got.dqkv, d, w), part(ref.dqkv, d, w)), kRelativeFp16) << where << ": " << names[w];
+    }
+  }
+}
+
+// Scores past fp16's range before the 1/sqrt(head_dim) scale: q = 32 and k = 32 s_j in all
+// 64 dimensions give q.k = 65536 s_j (inf in fp16 for s_j >= 1) and scaled scores 8192 s_j.
+// The scale is applied in the GEMM, so the stored scores stay finite. Each head's s_j are
+// distinct multiples of 1/16 in [-2, 2): the scores are exact and keys apart by >= 512, so
+// each query's probabilities are exactly one-hot, dq and dk exactly zero, and the reference
+// (fp32, CPU) exact as well.
+TEST_F(BatchedAttentionFp16Gpu, ScoresBeyondFp16BeforeTheScaleStayFinite) {
+  const AttentionShape s{1, 64, 2, 64};
+  const int64_t n = s.batch * s.seq, d = s.width();
+  std::vector<float> qkv = bf16_random(static_cast<size_t>(n * 3 * d), 1.0f, 31);  // v: random
+  std::mt19937_64 rng(32);
+  for (int64_t h = 0; h < s.heads; ++h) {
+    std::vector<int> order(static_cast<size_t>(n));
+    for (int i = 0; i < static_cast<int>(n); ++i) order[static_cast<size_t>(i)] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t row = 0; row < n; ++row) {
+      const float sj = static_cast<float>(order[static_cast<size_t>(row)]) / 16.0f - 2.0f;
+      for (int64_t c = 0; c < s.head_dim; ++c) {
+        qkv[static_cast<size_t>(row * 3 * d + h * s.head_dim + c)] = 32.0f;            // q
+        qkv[static_cast<size_t>(row * 3 * d + d + h * s.head_dim + c)] = 32.0f * sj;  // k
+      }
+    }
+  }
+  const std::vector<float> dy = bf16_random(static_cast<size_t>(n * d), 1.0f, 33);
+  const Result ref = run<float>(*ops(*cpu_, DType::kF32, AttentionImpl::kAuto), nullptr, s, qkv, dy, false);
+  const Result got = run<kernels::Half>(*ops(*gpu_, DType::kF16, AttentionImpl::kBatched), stream_.get(), s, qkv, dy, false);
+  expect_close_or_zero(got.y, ref.y, kRelativeFp16, "y");
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int w = 0; w < 3; ++w) expect_close_or_zero(part(got.dqkv, d, w), part(ref.dqkv, d, w), kRelativeFp16, names[w]);
 }
 
 }  // namespace
