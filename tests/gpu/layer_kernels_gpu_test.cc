@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention_softmax.h"
@@ -333,43 +334,44 @@ TEST_F(LayerKernelsGpu, CausalSoftmaxAndCrossEntropy) {
   }
 }
 
-// bf16 logits, the gradient written over them, the target at the ends of a row too:
+// 16-bit logits, the gradient written over them, the target at the ends of a row too:
 // GPT-2's vocabulary (the trainer's case: the shared-memory kernel) and 60,000 (a
 // multiple of 8 whose fp32 row, 240,000 bytes, is past an H200's 232,448 per block: the
 // plain 16-byte kernel); then a forward-only call (no dlogits). The sums as above; then
-// each dlogit is rounded to bf16 on both devices (the GPU in hardware, the same bits but
+// each dlogit is rounded to 16 bits on both devices (the GPU in hardware, the same bits but
 // for NaNs: convert_gpu_test), so values that straddle a rounding boundary may differ by
-// one bf16 ulp: up to 2^-7 of the value (just above a power of two).
-TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
+// one ulp: 2^-7 of the value in bf16, 2^-10 in fp16 plus its subnormal spacing 2^-24 (fp16
+// runs with a loss scale of 1024, as fp16 training does; the smallest dlogits are subnormal).
+template <typename T>
+void expect_cross_entropy_16bit(testing::GpuFixture& gpu, double ulp, double subnormal_ulp, float loss_scale) {
   for (const int64_t vocab : {int64_t{50304}, int64_t{60000}}) {
-    SCOPED_TRACE(vocab);
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab << (std::is_same_v<T, Bf16> ? ", bf16" : ", fp16"));
     const int64_t rows = 48;
     const std::vector<float> lf = random(rows * vocab, 8, 40);
-    std::vector<Bf16> logits(lf.size());
-    for (size_t i = 0; i < lf.size(); ++i) logits[i] = from_f32<Bf16>(lf[i]);
+    std::vector<T> logits(lf.size());
+    for (size_t i = 0; i < lf.size(); ++i) logits[i] = from_f32<T>(lf[i]);
     std::vector<int32_t> targets(rows);
     for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7919) % vocab);
     targets[0] = 0, targets[1] = static_cast<int32_t>(vocab - 1), targets[2] = 7;
     std::vector<float> losses(rows);
-    std::vector<Bf16> dl(logits.size());
-    const float scale = 1.0f / static_cast<float>(rows);
-    ASSERT_TRUE(cross_entropy_cpu({rows, vocab, DType::kBF16, logits.data(), targets.data(), losses.data(), dl.data(), scale}).ok());
-    DeviceArray<Bf16> gl(*gpu_.device, logits);
-    DeviceArray<float> gloss(*gpu_.device, unwritten_like(losses)), gloss_only(*gpu_.device, unwritten_like(losses));
-    DeviceArray<int32_t> gt(*gpu_.device, targets);
-    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss_only.data(), nullptr, scale},
-                                   gpu_.cuda_stream()).ok());
-    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, DType::kBF16, gl.data(), gt.data(), gloss.data(), gl.data(), scale},
-                                   gpu_.cuda_stream()).ok());
-    gpu_.sync();
-    expect_cross_entropy_losses(gloss_only.download(), losses, vocab, "bf16 loss, forward only");
-    expect_cross_entropy_losses(gloss.download(), losses, vocab, "bf16 loss");
-    const std::vector<Bf16> got_dl = gl.download();
+    std::vector<T> dl(logits.size());
+    const float scale = loss_scale / static_cast<float>(rows);
+    const DType dtype = testing::dtype_of<T>();
+    ASSERT_TRUE(cross_entropy_cpu({rows, vocab, dtype, logits.data(), targets.data(), losses.data(), dl.data(), scale}).ok());
+    DeviceArray<T> gl(*gpu.device, logits);
+    DeviceArray<float> gloss(*gpu.device, unwritten_like(losses)), gloss_only(*gpu.device, unwritten_like(losses));
+    DeviceArray<int32_t> gt(*gpu.device, targets);
+    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, dtype, gl.data(), gt.data(), gloss_only.data(), nullptr, scale}, gpu.cuda_stream()).ok());
+    ASSERT_TRUE(cross_entropy_cuda({rows, vocab, dtype, gl.data(), gt.data(), gloss.data(), gl.data(), scale}, gpu.cuda_stream()).ok());
+    gpu.sync();
+    expect_cross_entropy_losses(gloss_only.download(), losses, vocab, "16-bit loss, forward only");
+    expect_cross_entropy_losses(gloss.download(), losses, vocab, "16-bit loss");
+    const std::vector<T> got_dl = gl.download();
     for (size_t i = 0; i < dl.size(); ++i) {
       const double expected = to_f32(dl[i]);
-      const double allowed = 0x1p-7 * std::fabs(expected) + (kExpRelative + kExpRelative) * std::fabs(expected) +
-                             testing::straight_line_bound(vocab + 8, std::fabs(expected)) + 1e-30;
-      ASSERT_TRUE(testing::within(to_f32(got_dl[i]), expected, allowed, static_cast<int64_t>(i))) << "bf16 dlogits";
+      const double allowed = ulp * std::fabs(expected) + (kExpRelative + kExpRelative) * std::fabs(expected) +
+                             testing::straight_line_bound(vocab + 8, std::fabs(expected)) + subnormal_ulp + 1e-30;
+      ASSERT_TRUE(testing::within(to_f32(got_dl[i]), expected, allowed, static_cast<int64_t>(i))) << "16-bit dlogits";
     }
     // The targets' gradients are negative (p - 1 < 0), the rest positive: the one-hot landed.
     for (int64_t r = 0; r < rows; ++r) {
@@ -377,6 +379,9 @@ TEST_F(LayerKernelsGpu, CrossEntropyInBf16) {
     }
   }
 }
+
+TEST_F(LayerKernelsGpu, CrossEntropyInBf16) { expect_cross_entropy_16bit<Bf16>(gpu_, 0x1p-7, 0, 1.0f); }
+TEST_F(LayerKernelsGpu, CrossEntropyInFp16) { expect_cross_entropy_16bit<Half>(gpu_, 0x1p-10, 0x1p-24, 1024.0f); }
 
 // A warp per row: dim 48 takes the 16-byte path, 264 too with a second step for some
 // lanes, 45 the scalar one; fp32 and bf16 (hardware rounding: convert_gpu_test); with the
