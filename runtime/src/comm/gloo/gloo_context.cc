@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "runtime/src/comm/close_on_exec.h"
 #include "zdp/log.h"
 
 namespace zdp {
@@ -53,6 +54,7 @@ StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, cons
   // naming it. Ignore SIGPIPE unless the program installed a handler of its own.
   struct sigaction current {};
   if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  const NewDescriptorsCloseOnExec close_on_exec;  // Gloo's sockets and epoll descriptor
   try {
     gloo::transport::tcp::attr attr;
     if (!options.iface.empty()) {
@@ -67,6 +69,7 @@ StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, cons
     GlooStoreAdapter adapter(prefixed, options.timeout);
     const auto start = std::chrono::steady_clock::now();
     context->connectFullMesh(adapter, transport);
+    close_on_exec.mark();
     ZDP_LOG(kDebug) << "gloo: connected " << world_size << " ranks in "
                     << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
     return std::shared_ptr<gloo::Context>(context);

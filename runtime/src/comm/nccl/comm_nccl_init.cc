@@ -15,6 +15,7 @@
 
 #include "core/internal/cuda_check.h"
 #include "core/internal/nccl_check.h"
+#include "runtime/src/comm/close_on_exec.h"
 #include "runtime/src/comm/nccl/nccl_communicator.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
 #include "zdp/comm.h"
@@ -80,8 +81,12 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
+  // NCCL's bootstrap and proxy sockets (those it opens at initialisation; connections it
+  // opens later, at a first collective, keep NCCL's own flags).
+  const NewDescriptorsCloseOnExec close_on_exec;
   ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
   if (r == ncclInProgress && comm != nullptr) r = nccl::settle(comm, Clock::now() + options.timeout, nullptr);
+  close_on_exec.mark();
   if (r == ncclInProgress) {
     if (comm != nullptr) (void)ncclCommAbort(comm);
     return Status(StatusCode::kTimeout, who + ": ncclCommInitRankConfig (world " + std::to_string(world_size) + ", " +
