@@ -364,5 +364,65 @@ TEST(NcclComm, CollectiveWhosePeerNeverComesTimesOut) {
   for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].to_string();
 }
 
+// A collective's timeout counts from when its stream reaches it, not from its enqueue (the
+// host runs ahead of the GPU). Here the stream first waits for 2.5 s of other work, the
+// timeout is 1 s, and the collective itself is prompt: it must succeed. (Under the
+// emulation the waiting work runs when polled, so only a GPU tells the two clocks apart
+// in this world of one; the two-rank test below does under the emulation.)
+TEST(NcclComm, TimeoutCountsFromWhenTheStreamReachesTheCollective) {
+  SKIP_WITHOUT_GPU();
+  InMemoryStore store;
+  Rank rank(0, 1);
+  ASSERT_TRUE(rank.init(store, 0, milliseconds(1000)).ok());
+  {
+    auto earlier = rank.device().create_stream("earlier work").value();
+    auto reached = rank.device().create_event().value();
+    ASSERT_TRUE(earlier->enqueue_host("2.5 s of earlier work", [] {
+      std::this_thread::sleep_for(milliseconds(2500));
+      return Status::Ok();
+    }).ok());
+    ASSERT_TRUE(earlier->record(*reached).ok());
+    ASSERT_TRUE(rank.stream().wait(*reached).ok());
+    DeviceBuffer buf = rank.device().allocate(4096, MemCategory::kOther).value();
+    ASSERT_TRUE(rank.comm().all_reduce(buf.data(), buf.data(), 1024, DType::kF32, ReduceOp::kSum, rank.stream(), 1).ok());
+    const Status synced = rank.stream().synchronize(kWait);
+    EXPECT_TRUE(synced.ok()) << synced.to_string();
+    EXPECT_TRUE(rank.comm().error().ok()) << rank.comm().error().to_string();
+  }
+  rank.close();
+}
+
+// Two ranks: rank 0's stream waits for a collective of a second communicator whose peer
+// joins 3 s late, then runs a collective of the first (timeout 1.5 s) that rank 1 joins as
+// soon as it can. Timed from its enqueue, the first communicator's collective would time
+// out on rank 0 at 1.5 s; timed from when its stream reaches it, both ranks finish.
+TEST(NcclComm, ACollectiveQueuedBehindALongOneIsNotTimedOut) {
+  SKIP_WITHOUT_GPU();
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices";
+  InMemoryStore store;
+  const std::vector<Status> results = run_threads(2, [&](int r) -> Status {
+    Rank rank(r, 2);
+    ZDP_RETURN_IF_ERROR(rank.init(store, r, milliseconds(1500)));
+    CommOptions patient;
+    patient.timeout = milliseconds(30000);
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> second, create_nccl_communicator(store, r, 2, rank.device(), patient));
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> other, rank.device().create_stream("second communicator"));
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Event> reached, rank.device().create_event());
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer a, rank.device().allocate(4096, MemCategory::kOther));
+    ZDP_ASSIGN_OR_RETURN(DeviceBuffer b, rank.device().allocate(4096, MemCategory::kOther));
+    if (r == 1) std::this_thread::sleep_for(milliseconds(3000));
+    Status s = second->all_reduce(a.data(), a.data(), 1024, DType::kF32, ReduceOp::kSum, *other, 1);
+    if (s.ok()) s = other->record(*reached);
+    if (s.ok()) s = rank.stream().wait(*reached);
+    if (s.ok()) s = rank.comm().all_reduce(b.data(), b.data(), 1024, DType::kF32, ReduceOp::kSum, rank.stream(), 2);
+    if (s.ok()) s = rank.stream().synchronize(kWait);
+    if (s.ok()) s = rank.comm().error();
+    second.reset();
+    rank.close();
+    return s;
+  });
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].to_string();
+}
+
 }  // namespace
 }  // namespace zdp

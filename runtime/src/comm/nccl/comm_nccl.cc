@@ -15,6 +15,13 @@
 // it finds while an enqueue is under way fails the streams at once and leaves the abort
 // to the enqueuing thread when its call returns, or to its own next round
 // (abort_requested_).
+//
+// A collective's timeout runs from when its stream reaches it (an event recorded just
+// before it), not from its enqueue: the host runs up to two steps ahead of the GPU, and a
+// bucket's reduction enqueued early in backward waits on the compute stream for its
+// gradient. Timed from the enqueue, a step longer than about half the timeout would read
+// as a hung peer. Work that never lets the stream reach a collective is this rank's own
+// (a kernel, a host wait), bounded by the host's own waits, not a peer's.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -31,7 +38,7 @@
 #include "core/internal/cuda_check.h"
 #include "core/internal/nccl_check.h"
 #include "runtime/src/comm/buffer_check.h"
-#include "runtime/src/comm/nccl/nccl_all_to_all.h"
+#include "runtime/src/comm/nccl/nccl_enqueue.h"
 #include "runtime/src/comm/nccl/nccl_communicator.h"
 #include "runtime/src/comm/nccl/nccl_mapping.h"
 #include "runtime/src/comm/nccl/nccl_wait.h"
@@ -81,7 +88,10 @@ class NcclCommunicator final : public Communicator {
       }
       comm_ = nullptr;
     }
-    for (Pending& p : pending_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    for (Pending& p : pending_) {
+      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.start));
+      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    }
     pending_.clear();
     for (cudaEvent_t e : free_events_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(e));
     free_events_.clear();
@@ -121,7 +131,7 @@ class NcclCommunicator final : public Communicator {
     // an abort to this thread: abort_requested_).
     std::lock_guard<std::mutex> serial(launch_mu_);
     ncclComm_t comm = nullptr;
-    cudaEvent_t done = nullptr;
+    cudaEvent_t start = nullptr, done = nullptr;
     const uint64_t position = handle.state->next_position();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -134,15 +144,18 @@ class NcclCommunicator final : public Communicator {
                                                 (first.ok() ? std::string() : ": " + first.to_string()));
       }
       comm = comm_;
-      if (!free_events_.empty()) {
-        done = free_events_.back();
-        free_events_.pop_back();
-      } else {
-        cuda_err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+      for (cudaEvent_t* event : {&start, &done}) {
+        if (!free_events_.empty()) {
+          *event = free_events_.back();
+          free_events_.pop_back();
+          continue;
+        }
+        cuda_err = cudaEventCreateWithFlags(event, cudaEventDisableTiming);
         if (cuda_err != cudaSuccess) {
+          if (start != nullptr && event != &start) free_events_.push_back(start);
           // Not issued, so this rank's later collectives would pair with the peers' wrong
           // calls: the communicator fails instead (the peers time out naming this one).
-          return fail_and_abort_locked(cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&done, cudaEventDisableTiming)",
+          return fail_and_abort_locked(cuda_error_status(cuda_err, "cudaEventCreateWithFlags(&event, cudaEventDisableTiming)",
                                                          __FILE__, __LINE__)
                                            .with_context(context(desc) + ": not issued; communicator aborted"),
                                        /*holds_launch_lock=*/true, handle.state, position);
@@ -152,25 +165,34 @@ class NcclCommunicator final : public Communicator {
     }
     cv_.notify_one();  // the watchdog now watches the enqueue's duration too
 
-    ncclResult_t r = enqueue(comm, desc, buffers, handle.stream);
+    // The start mark goes on the stream before NCCL's call: nothing may be queued on the
+    // stream while a nonblocking call is still in progress.
+    cuda_err = cudaEventRecord(start, handle.stream);
+    ncclResult_t r = ncclSuccess;
+    if (cuda_err == cudaSuccess) {
+      r = enqueue_collective(comm, rank(), world_size(), desc, buffers.send, buffers.recv, buffers.shape.get(), scratch_.data(),
+                             handle.stream);
+    }
     if (r == ncclInProgress) {
       r = settle(comm, Clock::now() + options().timeout, [this] { return abort_requested_.load(); });
     }
     // NCCL has the collective now: the all-to-all's own chunk and the event follow it.
-    if (r == ncclSuccess && desc.op == CollectiveOp::kAllToAll) r = copy_own_chunk(rank(), desc, buffers.send, buffers.recv, buffers.shape.get(), handle.stream);
-    if (r == ncclSuccess) cuda_err = cudaEventRecord(done, handle.stream);
+    if (r == ncclSuccess && cuda_err == cudaSuccess && desc.op == CollectiveOp::kAllToAll) {
+      r = copy_own_chunk(rank(), desc, buffers.send, buffers.recv, buffers.shape.get(), handle.stream);
+    }
+    if (r == ncclSuccess && cuda_err == cudaSuccess) cuda_err = cudaEventRecord(done, handle.stream);
 
     std::lock_guard<std::mutex> lock(mu_);
     enqueuing_.reset();
     if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // the watchdog or abort() left it to us
     if (comm_ == nullptr) {  // the watchdog (or abort()) gave up on it meanwhile
-      free_events_.push_back(done);
+      free_events_.push_back(start), free_events_.push_back(done);
       const Status first = error();
       handle.state->fail(position, first);
       return first.ok() ? Status(StatusCode::kAborted, context(desc) + ": the communicator was aborted") : first;
     }
     if (r == ncclInProgress) {  // the deadline passed with NCCL still setting it up
-      free_events_.push_back(done);
+      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
           Status(StatusCode::kTimeout, context(desc) + " timed out after " + format_duration(options().timeout) +
                                            " while NCCL was still setting it up on stream '" + stream.name() +
@@ -179,7 +201,7 @@ class NcclCommunicator final : public Communicator {
           /*holds_launch_lock=*/true, handle.state, position);
     }
     if (r != ncclSuccess) {
-      free_events_.push_back(done);
+      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
           Status(nccl_status_code(r), context(desc) + ": " + nccl_call_name(desc.op) + " on stream '" + stream.name() +
                                           "' failed: " + nccl_error_text(r) + " at " + error_site(__FILE__, __LINE__) +
@@ -187,12 +209,13 @@ class NcclCommunicator final : public Communicator {
           /*holds_launch_lock=*/true, handle.state, position);
     }
     if (cuda_err != cudaSuccess) {
-      free_events_.push_back(done);
+      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
-          cuda_error_status(cuda_err, "cudaEventRecord(done, stream)", __FILE__, __LINE__).with_context(context(desc)),
+          cuda_error_status(cuda_err, "cudaEventRecord(start or done, stream)", __FILE__, __LINE__)
+              .with_context(context(desc)),
           /*holds_launch_lock=*/true, handle.state, position);
     }
-    pending_.push_back(Pending{desc, done, Clock::now(), handle.state, position, stream.name()});
+    pending_.push_back(Pending{desc, start, done, std::nullopt, handle.state, position, stream.name()});
     cv_.notify_one();
     return Status::Ok();
   }
@@ -201,8 +224,9 @@ class NcclCommunicator final : public Communicator {
   // One enqueued collective the watchdog watches until its event is reached.
   struct Pending {
     CollectiveDesc desc;
-    cudaEvent_t done;  // recorded on the stream right after the collective
-    Clock::time_point enqueued;
+    cudaEvent_t start;  // recorded on the stream right before the collective
+    cudaEvent_t done;   // and right after it
+    std::optional<Clock::time_point> reached;  // when the watchdog first saw `start` reached
     std::shared_ptr<cuda::StreamErrorState> stream_state;
     uint64_t position;  // of the collective on its stream
     std::string stream_name;
@@ -225,26 +249,6 @@ class NcclCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  ncclResult_t enqueue(ncclComm_t comm, const CollectiveDesc& desc, Buffers buffers, cudaStream_t s) {
-    const size_t count = static_cast<size_t>(desc.count);
-    const ncclDataType_t type = nccl_type(desc.dtype);
-    const ncclRedOp_t op = nccl_op(desc.reduce);
-    switch (desc.op) {
-      case CollectiveOp::kAllReduce: return ncclAllReduce(buffers.send, buffers.recv, count, type, op, comm, s);
-      case CollectiveOp::kReduceScatter:
-        return ncclReduceScatter(buffers.send, buffers.recv, count, type, op, comm, s);
-      case CollectiveOp::kAllGather: return ncclAllGather(buffers.send, buffers.recv, count, type, comm, s);
-      case CollectiveOp::kBroadcast:
-        return ncclBroadcast(buffers.send, buffers.recv, count, type, desc.root, comm, s);
-      case CollectiveOp::kBarrier:
-        // NCCL has no barrier: an all-reduce of one int is the cheapest full exchange.
-        return ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclInt32, ncclSum, comm, s);
-      case CollectiveOp::kAllToAll:
-        return enqueue_all_to_all(comm, rank(), world_size(), desc, buffers.send, buffers.recv, buffers.shape.get(), s);
-    }
-    return ncclInvalidArgument;
-  }
-
   void log_if_error(ncclResult_t r, const char* what) {
     if (r != ncclSuccess) {
       ZDP_LOG(kWarn) << "rank " << rank() << ": " << what << " failed: " << nccl_error_text(r);
@@ -262,7 +266,7 @@ class NcclCommunicator final : public Communicator {
           (void)cudaGetLastError();
           return false;
         }
-        free_events_.push_back(it->done);
+        free_events_.push_back(it->start), free_events_.push_back(it->done);
         it = pending_.erase(it);
       }
       if (pending_.empty()) return true;
@@ -297,7 +301,10 @@ class NcclCommunicator final : public Communicator {
       }
     }
     // Safe on events not yet reached: CUDA releases them once they are.
-    for (Pending& p : pending_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    for (Pending& p : pending_) {
+      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.start));
+      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
+    }
     pending_.clear();
     return first;
   }
@@ -307,7 +314,7 @@ class NcclCommunicator final : public Communicator {
   void retire_reached_locked() {
     while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
       note_finished(pending_.front().desc.seq, true);
-      free_events_.push_back(pending_.front().done);
+      free_events_.push_back(pending_.front().start), free_events_.push_back(pending_.front().done);
       pending_.pop_front();
     }
   }
@@ -374,7 +381,7 @@ class NcclCommunicator final : public Communicator {
         const cudaError_t e = cudaEventQuery(it->done);
         if (e == cudaSuccess) {
           note_finished(it->desc.seq, true);  // the flight recorder's end: when the watchdog saw it
-          free_events_.push_back(it->done);
+          free_events_.push_back(it->start), free_events_.push_back(it->done);
           it = pending_.erase(it);
           continue;
         }
@@ -386,12 +393,22 @@ class NcclCommunicator final : public Communicator {
                                       /*holds_launch_lock=*/false);
           break;  // the queue is gone
         }
-        if (now - it->enqueued > options().timeout) {
+        if (!it->reached) {
+          const cudaError_t started = cudaEventQuery(it->start);
+          if (started == cudaSuccess) {
+            it->reached = now;
+            note_started(it->desc.seq);
+          } else if (started != cudaErrorNotReady) {
+            (void)cudaGetLastError();  // the done event's query reports it next round
+          }
+        }
+        if (it->reached && now - *it->reached > options().timeout) {
           const size_t others = pending_.size() - 1;
           (void)fail_and_abort_locked(Status(
               StatusCode::kTimeout,
               context(it->desc) + " timed out after " + format_duration(options().timeout) + " on stream '" +
-                  it->stream_name + "' (a peer may have died, hung, or called collectives in another order" +
+                  it->stream_name + "', counted from when the stream reached it (a peer may have died, hung, " +
+                  "or called collectives in another order" +
                   (others > 0 ? "; " + std::to_string(others) + " later collective(s) also pending" : std::string()) +
                   "); communicator aborted"),
               /*holds_launch_lock=*/false);

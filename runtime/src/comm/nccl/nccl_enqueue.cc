@@ -1,11 +1,28 @@
-// nccl_all_to_all.h: the all-to-all as NCCL point-to-point calls.
-#include "runtime/src/comm/nccl/nccl_all_to_all.h"
+// nccl_enqueue.h: a collective as NCCL calls; the all-to-all as point-to-point ones.
+#include "runtime/src/comm/nccl/nccl_enqueue.h"
 
 #include <cuda_runtime.h>
 
 #include "runtime/src/comm/nccl/nccl_mapping.h"
 
 namespace zdp::nccl {
+
+ncclResult_t enqueue_collective(ncclComm_t comm, int rank, int world_size, const CollectiveDesc& desc, const void* send_buffer,
+                                void* recv_buffer, const AllToAllShape* shape, void* scratch, cudaStream_t s) {
+  const size_t count = static_cast<size_t>(desc.count);
+  const ncclDataType_t type = nccl_type(desc.dtype);
+  const ncclRedOp_t op = nccl_op(desc.reduce);
+  switch (desc.op) {
+    case CollectiveOp::kAllReduce: return ncclAllReduce(send_buffer, recv_buffer, count, type, op, comm, s);
+    case CollectiveOp::kReduceScatter: return ncclReduceScatter(send_buffer, recv_buffer, count, type, op, comm, s);
+    case CollectiveOp::kAllGather: return ncclAllGather(send_buffer, recv_buffer, count, type, comm, s);
+    case CollectiveOp::kBroadcast: return ncclBroadcast(send_buffer, recv_buffer, count, type, desc.root, comm, s);
+    case CollectiveOp::kBarrier: return ncclAllReduce(scratch, scratch, 1, ncclInt32, ncclSum, comm, s);
+    case CollectiveOp::kAllToAll:
+      return enqueue_all_to_all(comm, rank, world_size, desc, send_buffer, recv_buffer, shape, s);
+  }
+  return ncclInvalidArgument;
+}
 
 ncclResult_t enqueue_all_to_all(ncclComm_t comm, int rank, int world_size, const CollectiveDesc& desc, const void* send_buffer,
                                 void* recv_buffer, const AllToAllShape* shape, cudaStream_t s) {
