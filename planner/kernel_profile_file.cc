@@ -45,7 +45,7 @@ StatusOr<std::string> string_field(const json& j, const char* key, const std::st
 }  // namespace
 
 Status parse_kernel_times(const std::string& text, const std::string& path, MeasuredKernels* m) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = json_checked::parse<json>(text);
   if (j.is_discarded() || !j.is_object()) return bad(path, "not a JSON object (dp-train writes it with profile.kernels)");
   ZDP_ASSIGN_OR_RETURN(const std::string format, string_field(j, "format", path));
   if (format != trainer::kKernelTimesFormat) {
@@ -104,7 +104,7 @@ Status parse_profile_steps(const std::string& text, const std::string& path, Mea
   while (std::getline(lines, line)) {
     ++at;
     if (line.find("\"step\"") == std::string::npos) continue;
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const json j = json_checked::parse<json>(line);
     if (j.is_discarded() || !j.is_object()) return bad(path, "line " + std::to_string(at) + " is not JSON");
     // Only dp-train's step lines count, and only rank 0's; a line that says it is a
     // step line must say whose (value() would throw on a mistyped field: checked first).

@@ -38,7 +38,7 @@ StatusOr<double> number(const json& j, const char* key, const std::string& path)
 }  // namespace
 
 StatusOr<ScalePoint> parse_run_summary(const std::string& text, const std::string& path) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = json_checked::parse<json>(text);
   if (j.is_discarded() || !j.is_object()) return bad(path, "not a JSON object");
   ScalePoint p;
   ZDP_ASSIGN_OR_RETURN(const int64_t world, integer(j, "world_size", 1, int64_t{1} << 24, path));

@@ -73,7 +73,8 @@ constexpr size_t kMaxEntries = size_t{1} << 24;  // the store's cap on a value b
 
 StatusOr<RankProfile> rank_from_json(const std::string& text, const std::string& what) {
   try {
-    const json j = json::parse(text);
+    const json j = json_checked::parse(text);
+    if (j.is_discarded()) throw NotAProfile("not JSON, or nested deeper than " + std::to_string(json_checked::kMaxNesting) + " levels");
     if (!j.is_object()) throw NotAProfile("not a JSON object");
     RankProfile p;
     p.rank = static_cast<int>(integer(j.at("rank"), 0, INT32_MAX, "rank"));

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -22,8 +23,46 @@
 
 namespace zdp::json_checked {
 
-// Each takes nlohmann::json or nlohmann::ordered_json (the safetensors header keeps its
-// order).
+// Documents nested deeper than this are refused before they are parsed. nlohmann's parser
+// is iterative, but dump(), copies and comparisons recurse: a state.json of 400 KB of
+// '[' overflowed the stack of dp-ckpt and of a resume. zdp's own files nest a few levels.
+constexpr int kMaxNesting = 128;
+
+// Whether the arrays and objects of `text` (a JSON document, or not) nest deeper than
+// `max_depth`, counted outside strings.
+inline bool nests_deeper_than(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// json::parse without exceptions, and discarded (as for text that does not parse) when
+// the document nests deeper than kMaxNesting: every parse of text from outside goes here.
+template <typename Json = nlohmann::json>
+Json parse(std::string_view text) {
+  if (nests_deeper_than(text, kMaxNesting)) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// Each below takes nlohmann::json or nlohmann::ordered_json (the safetensors header keeps
+// its order).
 
 // j[key], or nullptr when `j` is not an object or has no such key.
 template <typename Json>

@@ -160,5 +160,18 @@ TEST(CheckpointState, FieldsOutOfRangeAreRefused) {
   EXPECT_THAT(several, HasSubstr("engine.loss_scale.scale"));
 }
 
+// A state.json whose "trainer" nests 200,000 arrays deep (400 KB, far below the size
+// limit) is refused by its depth; dump() of it overflowed the stack (a segfault).
+TEST(CheckpointState, DeeplyNestedJsonIsRefusedNotACrash) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const int version : {1, 2}) {
+    const std::string text = "{\"format\":\"zdp-checkpoint\",\"format_version\":" + std::to_string(version) +
+                             ",\"state_checksum\":\"0000000000000000\",\"trainer\":" + deep + "}";
+    StatusOr<CheckpointInfo> r = checkpoint::decode_state(text, "s.json");
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(), HasSubstr("nested deeper than 128 levels")) << version;
+  }
+}
+
 }  // namespace
 }  // namespace zdp

@@ -79,5 +79,15 @@ TEST(JsonChecked, MembersAndContext) {
   EXPECT_EQ(*json_checked::with_context(json_checked::integer(json_checked::member(j, "a"), "a", 0, 1), "f.json"), 1);
 }
 
+TEST(JsonChecked, NestingIsCountedOutsideStrings) {
+  EXPECT_FALSE(json_checked::nests_deeper_than(R"({"a": [[1], {"b": [2]}]})", 4));
+  EXPECT_TRUE(json_checked::nests_deeper_than(R"({"a": [[1], {"b": [2]}]})", 3));
+  // Brackets inside strings, escaped quotes included, do not count.
+  EXPECT_FALSE(json_checked::nests_deeper_than(R"({"a": "[[[[\"[[[["})", 1));
+  EXPECT_TRUE(json_checked::parse(std::string(129, '[') + std::string(129, ']')).is_discarded());
+  EXPECT_EQ(json_checked::parse(std::string(128, '[') + std::string(128, ']')).dump().size(), 256u);
+  EXPECT_TRUE(json_checked::parse("{not json").is_discarded());
+}
+
 }  // namespace
 }  // namespace zdp

@@ -176,7 +176,7 @@ Status check_ranges(const CheckpointInfo& info, const std::string& where) {
 
 StatusOr<std::string> normalize_trainer_json(const std::string& trainer_json) {
   if (trainer_json.empty()) return std::string("{}");
-  json j = json::parse(trainer_json, nullptr, /*allow_exceptions=*/false);
+  json j = json_checked::parse<json>(trainer_json);
   if (j.is_discarded()) {
     return Status(StatusCode::kInvalidArgument,
                   "CheckpointState::trainer_json does not parse as JSON: '" + trainer_json.substr(0, 80) + "'");
@@ -224,9 +224,10 @@ StatusOr<std::string> encode_state(const CheckpointInfo& info) {
 }
 
 StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string& where) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = json_checked::parse<json>(text);
   if (j.is_discarded() || !j.is_object()) {
-    return Status(StatusCode::kInvalidArgument, where + ": not a JSON object (damaged or not a zdp state.json)");
+    return Status(StatusCode::kInvalidArgument, where + ": not a JSON object (damaged, nested deeper than " +
+                                                    std::to_string(json_checked::kMaxNesting) + " levels, or not a zdp state.json)");
   }
   Fields f(j, where);
   ZDP_ASSIGN_OR_RETURN(const std::string format, f.string("format"));

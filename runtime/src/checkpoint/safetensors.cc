@@ -159,8 +159,8 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
   auto bad = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, where + ": safetensors header: " + why);
   };
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return bad("the JSON does not parse");
+  json j = json_checked::parse<json>(text);
+  if (j.is_discarded()) return bad("the JSON does not parse (or nests deeper than " + std::to_string(json_checked::kMaxNesting) + " levels)");
   if (!j.is_object()) return bad("the JSON is not an object");
   Header h;
   for (auto it = j.begin(); it != j.end(); ++it) {

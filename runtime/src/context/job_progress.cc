@@ -20,7 +20,7 @@ StatusOr<nlohmann::json> parse(const std::string& text, const char* what) {
     return Status(StatusCode::kInvalidArgument, std::string(what) + " record of " + std::to_string(text.size()) +
                                                     " bytes is longer than " + std::to_string(kMaxProgressRecord));
   }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json j = json_checked::parse(text);
   if (!j.is_object()) return Status(StatusCode::kInvalidArgument, std::string(what) + " record is not a JSON object");
   return j;
 }
