@@ -21,9 +21,11 @@ Status make_dirs(const std::string& path);
 Status sync_dir(const std::string& path);
 // rm -rf (a missing path is not an error).
 Status remove_tree(const std::string& path);
-// Writes `text` to dir/name durably and atomically: dir/.name.tmp, fsync, rename, fsync dir.
+// Writes `text` to dir/name durably and atomically: dir/name.tmp.<pid> (created
+// exclusively, never through a link), fsync, rename, fsync dir.
 Status write_file_atomic(const std::string& dir, const std::string& name, const std::string& text);
-// Creates dir/name with `text` and fsyncs it (no rename: the directory is renamed later).
+// Creates dir/name with `text` and fsyncs it (no rename: the directory is renamed later);
+// a symbolic link at `path` is refused, not followed.
 Status write_file_synced(const std::string& path, const std::string& text);
 
 // Steps of the complete checkpoints under root (step-<N> directories holding state.json),

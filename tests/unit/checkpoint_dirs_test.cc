@@ -127,5 +127,24 @@ TEST(CheckpointDirs, AStateFileThatIsNotAFileIsNamedAsWhatItIs) {
   EXPECT_NE(r.status().message().find("step-4/state.json is a FIFO"), std::string::npos) << r.status().message();
 }
 
+// A link planted in the checkpoint folder is never written through: not at the old fixed
+// temporary name of `latest` (it was, and then became `latest`), nor at a synced file.
+TEST(CheckpointDirs, PlantedLinksAreNotWrittenThrough) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  const std::string victim = root + "/victim.txt";
+  std::ofstream(victim) << "precious data";
+  std::filesystem::create_symlink(victim, root + "/.latest.tmp");
+  ASSERT_TRUE(checkpoint::write_file_atomic(root, "latest", "step-2\n").ok());
+  EXPECT_EQ(checkpoint::read_small_file(victim).value(), "precious data");
+  EXPECT_FALSE(std::filesystem::is_symlink(root + "/latest"));
+  EXPECT_EQ(checkpoint::read_small_file(root + "/latest").value(), "step-2\n");
+  std::filesystem::create_symlink(victim, root + "/node-0");
+  const Status refused = checkpoint::write_file_synced(root + "/node-0", "rank 0\n");
+  EXPECT_EQ(refused.code(), StatusCode::kIoError);
+  EXPECT_THAT(refused.message(), HasSubstr("a symbolic link is there"));
+  EXPECT_EQ(checkpoint::read_small_file(victim).value(), "precious data");
+}
+
 }  // namespace
 }  // namespace zdp

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "core/internal/input_file.h"
+#include "core/internal/output_file.h"
 #include "runtime/internal/checkpoint_state.h"
 #include "zdp/checkpoint.h"
 #include "zdp/log.h"
@@ -88,8 +89,10 @@ Status remove_tree(const std::string& path) {
 }
 
 Status write_file_synced(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create " + path, errno);
+  // Not through a link: one planted in a shared checkpoint folder would have this rank
+  // overwrite whatever file it points to.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return io_error("cannot create " + path + (errno == ELOOP ? " (a symbolic link is there)" : ""), errno);
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -111,12 +114,10 @@ Status write_file_synced(const std::string& path, const std::string& text) {
 }
 
 Status write_file_atomic(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string tmp = dir + "/." + name + ".tmp";
-  ZDP_RETURN_IF_ERROR(write_file_synced(tmp, text));
-  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
-    return io_error("rename " + tmp + " to " + dir + "/" + name, errno);
-  }
-  return sync_dir(dir);
+  // A temporary name of this process's own, created exclusively (a link planted at a fixed
+  // ".latest.tmp" was written through, and then renamed over `latest`), fsynced, renamed,
+  // and the folder fsynced.
+  return write_file_atomically(dir + "/" + name, text, "checkpoint file '" + name + "'");
 }
 
 std::vector<int64_t> complete_steps(const std::string& root) {
