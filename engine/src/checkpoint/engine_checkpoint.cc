@@ -21,7 +21,7 @@ StatusOr<int64_t> tensor_offset(const CheckpointParts& c, const safetensors::Rea
                                 const std::string& suffix) {
   const ParamPlacement& pl = c.placement(p);
   const std::string name = pl.name + suffix;
-  const int t = file.header().find(name);
+  const int t = file.find(name);
   const std::string model_side =
       "the model's parameter #" + std::to_string(p) + " '" + pl.name + "' is F32 " + format_shape(pl.shape);
   if (t < 0) {
@@ -68,7 +68,7 @@ StateKind configured_kind(const OptimConfig& o) {
 
 // From the tensors stored for parameter `name` (kOther: none of the sets, another model).
 StateKind saved_kind(const safetensors::Reader& file, const std::string& name) {
-  auto has = [&](const char* suffix) { return file.header().find(name + suffix) >= 0; };
+  auto has = [&](const char* suffix) { return file.find(name + suffix) >= 0; };
   if (has(kExpAvgSuffix) && has(kExpAvgSqSuffix)) return StateKind::kAdamW;
   if (has(kMomentumBufferSuffix)) return StateKind::kSgdMomentum;
   if (file.header().tensors.empty()) return StateKind::kSgdPlain;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "zdp/status.h"
@@ -108,6 +109,9 @@ class Reader {
   Reader& operator=(Reader&& other) noexcept = default;
 
   const Header& header() const { return header_; }
+  // Index of `name` in header().tensors, or -1: Header::find's answer in constant time (a
+  // file may hold hundreds of thousands of tensors, and checks look each one up).
+  int find(const std::string& name) const;
   const std::string& path() const { return path_; }
   int64_t data_start() const { return data_start_; }  // 8 + JSON length
   int64_t file_bytes() const { return data_start_ + header_.data_bytes(); }
@@ -122,6 +126,7 @@ class Reader {
   detail::OwnedFd fd_;
   std::string path_;
   Header header_;
+  std::unordered_map<std::string, int> index_;  // tensor name -> index in header_.tensors
   int64_t data_start_ = 0;
 };
 

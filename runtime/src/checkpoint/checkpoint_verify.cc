@@ -28,7 +28,7 @@ Status check_optimizer_names(const safetensors::Reader& model, const safetensors
   }
   for (const safetensors::TensorInfo& t : model.header().tensors) {
     for (const char* suffix : suffixes) {
-      const int i = optimizer.header().find(t.name + suffix);
+      const int i = optimizer.find(t.name + suffix);
       if (i < 0) {
         return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + t.name + suffix +
                                                         "' for the model's '" + t.name + "'");
