@@ -173,5 +173,26 @@ TEST(CheckpointState, DeeplyNestedJsonIsRefusedNotACrash) {
   }
 }
 
+// A file name is joined to the checkpoint's folder and opened: only a checkpoint's own
+// files, each once; and a checksum chunk is read into one buffer: at most 1 GiB.
+TEST(CheckpointState, FileNamesAndChunkSizesFromTheFileAreBounded) {
+  auto refused = [](const CheckpointInfo& info) {
+    StatusOr<CheckpointInfo> r = checkpoint::decode_state(checkpoint::encode_state(info).value(), "s.json");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  CheckpointInfo info = sample_info();
+  info.files[0].name = "../../../../etc/passwd";
+  EXPECT_THAT(refused(info), HasSubstr("'files[0].name' is not model.safetensors or optimizer.safetensors"));
+  info = sample_info();
+  info.files.push_back(info.files[0]);
+  EXPECT_THAT(refused(info), HasSubstr("'files' lists model.safetensors twice"));
+  info = sample_info();
+  info.files[0].chunk_bytes = kMaxChecksumChunkBytes * 2;
+  info.files[0].chunk_hashes = {7};  // the 10 data bytes in one chunk
+  EXPECT_THAT(refused(info), HasSubstr("inconsistent sizes"));
+  info.files[0].chunk_bytes = kMaxChecksumChunkBytes;
+  EXPECT_EQ(refused(info), "accepted");
+}
+
 }  // namespace
 }  // namespace zdp

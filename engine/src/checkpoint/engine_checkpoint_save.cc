@@ -317,8 +317,9 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   if (state.data_position < 0) {
     valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
   }
-  if (options.chunk_bytes <= 0) {
-    valid = c.env.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not > 0");
+  if (options.chunk_bytes <= 0 || options.chunk_bytes > kMaxChecksumChunkBytes) {
+    valid = c.env.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not in (0, " +
+                          std::to_string(kMaxChecksumChunkBytes) + "]");
   }
   StatusOr<std::string> trainer = checkpoint::normalize_trainer_json(state.trainer_json);
   if (!trainer.ok()) valid = trainer.status().with_context(c.env.who + ": save_checkpoint");

@@ -123,7 +123,7 @@ struct SaveOptions {
   CheckpointStorage storage = CheckpointStorage::kShared;
   int64_t chunk_bytes = int64_t{4} << 20;  // checksum chunk (4 MiB): smaller chunks cost a
                                            // longer state.json, larger ones more extra
-                                           // reading on load; must be > 0
+                                           // reading on load; in (0, 1 GiB]
 };
 
 // Whether to restore the optimizer: kFull restores master weights, m, v, the optimizer
@@ -154,6 +154,9 @@ inline constexpr int kCheckpointFormatVersion = 2;
 // The largest global sample position (data_position) a checkpoint may hold: 2^62, so that
 // a run of many more steps still cannot overflow int64.
 inline constexpr int64_t kMaxDataPosition = int64_t{1} << 62;
+// The largest checksum chunk (SaveOptions::chunk_bytes): loading and verifying read one
+// chunk at a time into a buffer of this size.
+inline constexpr int64_t kMaxChecksumChunkBytes = int64_t{1} << 30;
 // "step-<step>".
 std::string checkpoint_dir_name(int64_t step);
 

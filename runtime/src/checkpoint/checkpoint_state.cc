@@ -93,10 +93,17 @@ StatusOr<CheckpointFileInfo> decode_file(const json& j, const std::string& where
   Fields f(j, where, prefix);
   CheckpointFileInfo file;
   ZDP_ASSIGN_OR_RETURN(file.name, f.string("name"));
+  // The name is joined to the checkpoint's folder and opened: only the files a checkpoint
+  // has ("../../etc/passwd" was opened by verify).
+  if (file.name != kCheckpointModelFile && file.name != kCheckpointOptimizerFile) {
+    return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "name' is not " + kCheckpointModelFile +
+                                                    " or " + kCheckpointOptimizerFile);
+  }
   ZDP_ASSIGN_OR_RETURN(file.bytes, f.integer("bytes", INT64_MIN, kMaxFileBytes));
   ZDP_ASSIGN_OR_RETURN(file.header_bytes, f.integer("header_bytes", INT64_MIN, kMaxFileBytes));
   ZDP_ASSIGN_OR_RETURN(file.chunk_bytes, f.integer("chunk_bytes", INT64_MIN, kMaxFileBytes));
-  if (file.chunk_bytes <= 0 || file.header_bytes < 8 || file.bytes < file.header_bytes) {
+  if (file.chunk_bytes <= 0 || file.chunk_bytes > kMaxChecksumChunkBytes || file.header_bytes < 8 ||
+      file.bytes < file.header_bytes) {
     return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "': inconsistent sizes (bytes " +
                                                     std::to_string(file.bytes) + ", header_bytes " +
                                                     std::to_string(file.header_bytes) + ", chunk_bytes " +
@@ -275,6 +282,11 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
   }
   for (size_t i = 0; i < files->size(); ++i) {
     ZDP_ASSIGN_OR_RETURN(CheckpointFileInfo file, decode_file((*files)[i], where, i));
+    for (const CheckpointFileInfo& earlier : info.files) {
+      if (earlier.name == file.name) {
+        return Status(StatusCode::kInvalidArgument, where + ": 'files' lists " + file.name + " twice");
+      }
+    }
     info.files.push_back(std::move(file));
   }
   ZDP_RETURN_IF_ERROR(check_ranges(info, where));
