@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/internal/input_file.h"
+#include "core/internal/printable.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/internal/gpu_datasheets.h"
 #include "runtime/internal/json_checked.h"
@@ -49,7 +50,7 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
   if (j.is_discarded() || !j.is_object()) return bad(path, "not a JSON object (dp-train writes it with profile.kernels)");
   ZDP_ASSIGN_OR_RETURN(const std::string format, string_field(j, "format", path));
   if (format != trainer::kKernelTimesFormat) {
-    return bad(path, "format is '" + format + "', not '" + trainer::kKernelTimesFormat + "'");
+    return bad(path, "format is '" + printable(format, 64) + "', not '" + trainer::kKernelTimesFormat + "'");
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, int_field(j, "version", 1, 1000, path, ""));
   if (version != trainer::kKernelTimesVersion) {
@@ -83,9 +84,9 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
     if (!r.is_object()) return bad(path, where + " is not an object");
     ZDP_ASSIGN_OR_RETURN(const std::string name, string_field(r, "name", path));
     KernelRegion region;
-    if (!trainer::region_from_name(name, &region)) return bad(path, where + "name '" + name + "' is not a gpt kernel region");
+    if (!trainer::region_from_name(name, &region)) return bad(path, where + "name '" + printable(name, 64) + "' is not a gpt kernel region");
     const auto k = static_cast<size_t>(region);
-    if (m->present[k]) return bad(path, where + "name '" + name + "' appears twice");
+    if (m->present[k]) return bad(path, where + "name '" + printable(name, 64) + "' appears twice");
     ZDP_ASSIGN_OR_RETURN(const double ms, number_field(r, "ms_per_step", kMaxMsPerStep, path, where));
     ZDP_ASSIGN_OR_RETURN(const double entries, number_field(r, "entries_per_step", 1e12, path, where));
     m->present[k] = true;

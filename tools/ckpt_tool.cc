@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/internal/output_file.h"
+#include "core/internal/printable.h"
 #include "kernels/cast.h"
 #include "zdp/safetensors.h"
 
@@ -40,7 +41,11 @@ StatusOr<std::string> safetensors_dtype(DType dtype) {
 }
 
 // Rows of left-aligned columns, two spaces apart.
-std::string table(const std::vector<std::vector<std::string>>& rows) {
+// Every cell is printable(): names and versions come from the files.
+std::string table(std::vector<std::vector<std::string>> rows) {
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = printable(cell, 4096);
+  }
   std::vector<size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()));

@@ -167,5 +167,17 @@ TEST(Safetensors, EmptyTensorsBetweenOthersDecode) {
   EXPECT_EQ(back->tensors[1].begin, 8);
 }
 
+// A name from the file reaches error messages with its control characters escaped: a
+// name with ESC sequences or a line break cannot repaint the terminal or forge a line.
+TEST(Safetensors, NamesInMessagesAreEscaped) {
+  const std::string text = "{\"" + std::string("w\\u001b]0;TITLE\\u0007\\r\\nFAKE") +
+                           "\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+  StatusOr<safetensors::Header> h = safetensors::decode_header(text, "f");
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.status().message(), HasSubstr("tensor 'w\\x1b]0;TITLE\\x07\\x0d\\x0aFAKE'"));
+  EXPECT_EQ(h.status().message().find('\x1b'), std::string::npos);
+  EXPECT_EQ(h.status().message().find('\n'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zdp

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/internal/printable.h"
 #include "engine/src/buffer_plan.h"
 #include "zdp/build_config.h"
 #include "zdp/log.h"
@@ -13,7 +14,7 @@ namespace {
 // The CUDA staging buffer: large enough for disk-speed transfers, small beside a model.
 constexpr int64_t kStagingBytes = int64_t{8} << 20;
 
-std::string shape_or_dtype(const safetensors::TensorInfo& t) { return t.dtype + " " + format_shape(t.shape); }
+std::string shape_or_dtype(const safetensors::TensorInfo& t) { return printable(t.dtype, 16) + " " + format_shape(t.shape); }
 
 // Finds the tensor `name` (an engine parameter's name plus `suffix`) in `file` and
 // checks it is F32 of the parameter's shape.
@@ -50,7 +51,7 @@ Status check_no_extra(const CheckpointParts& c, const safetensors::Reader& file,
       if (c.layout.find(t.name.substr(0, t.name.size() - suffix.size())).ok()) known = true;
     }
     if (!known) {
-      return Status(StatusCode::kInvalidArgument, file.path() + " holds tensor '" + t.name + "' " + shape_or_dtype(t) +
+      return Status(StatusCode::kInvalidArgument, file.path() + " holds tensor '" + printable(t.name) + "' " + shape_or_dtype(t) +
                                                       ", which the model does not have: a checkpoint of another model");
     }
   }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/internal/printable.h"
+
 namespace zdp::checkpoint {
 
 uint64_t hash_bytes(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
@@ -27,7 +29,7 @@ StatusOr<uint64_t> parse_hash_hex(const std::string& text, const std::string& wh
     if (digit < 0) good = false;
     value = (value << 4) | static_cast<uint64_t>(digit & 0xf);
   }
-  if (!good) return Status(StatusCode::kInvalidArgument, where + ": '" + text + "' is not a 16-digit hex checksum");
+  if (!good) return Status(StatusCode::kInvalidArgument, where + ": '" + printable(text, 64) + "' is not a 16-digit hex checksum");
   return value;
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/internal/input_file.h"
+#include "core/internal/printable.h"
 #include "runtime/internal/checkpoint_dirs.h"
 #include "runtime/internal/checkpoint_hash.h"
 #include "runtime/internal/json_checked.h"
@@ -239,7 +240,7 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
   Fields f(j, where);
   ZDP_ASSIGN_OR_RETURN(const std::string format, f.string("format"));
   if (format != kFormatName) {
-    return Status(StatusCode::kInvalidArgument, where + ": format '" + format + "' is not " + kFormatName);
+    return Status(StatusCode::kInvalidArgument, where + ": format '" + printable(format, 64) + "' is not " + kFormatName);
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version"));
   if (version != 1 && version != kCheckpointFormatVersion) {

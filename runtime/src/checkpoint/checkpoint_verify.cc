@@ -1,6 +1,7 @@
 // verify_checkpoint(): recomputes every checksum of a checkpoint (dp-ckpt verify).
 #include "zdp/checkpoint.h"
 
+#include "core/internal/printable.h"
 #include "runtime/internal/checkpoint_hash.h"
 #include "zdp/dtype.h"
 
@@ -30,16 +31,16 @@ Status check_optimizer_names(const safetensors::Reader& model, const safetensors
     for (const char* suffix : suffixes) {
       const int i = optimizer.find(t.name + suffix);
       if (i < 0) {
-        return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + t.name + suffix +
-                                                        "' for the model's '" + t.name + "'");
+        return Status(StatusCode::kInvalidArgument, optimizer.path() + ": no tensor '" + printable(t.name + suffix) +
+                                                        "' for the model's '" + printable(t.name) + "'");
       }
       const safetensors::TensorInfo& state = tensors[static_cast<size_t>(i)];
       if (state.shape != t.shape) {
         // Which file is wrong is not known from the two alone; the caller has checked the
         // model file against state.json first.
         return Status(StatusCode::kInvalidArgument,
-                      optimizer.path() + ": tensor '" + state.name + "' is " + format_shape(state.shape) +
-                          " but " + model.path() + "'s '" + t.name + "' is " + format_shape(t.shape) +
+                      optimizer.path() + ": tensor '" + printable(state.name) + "' is " + format_shape(state.shape) +
+                          " but " + model.path() + "'s '" + printable(t.name) + "' is " + format_shape(t.shape) +
                           ": the files disagree (one was altered)");
       }
     }

@@ -12,10 +12,12 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
 #include "core/internal/input_file.h"
+#include "core/internal/printable.h"
 #include "runtime/internal/json_checked.h"
 #include "zdp/dtype.h"
 
@@ -184,12 +186,12 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
     if (name == "__metadata__") {
       if (!v.is_object()) return bad("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) return bad("__metadata__ value '" + m.key() + "' is not a string");
+        if (!m.value().is_string()) return bad("__metadata__ value '" + printable(m.key()) + "' is not a string");
         h.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string tensor = "tensor '" + name + "': ";
+    const std::string tensor = "tensor '" + printable(name) + "': ";
     if (!v.is_object()) return bad(tensor + "not an object");
     const auto dtype = v.find("dtype");
     const auto shape = v.find("shape");
@@ -203,9 +205,9 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
     t.name = name;
     t.dtype = dtype->get<std::string>();
     const int64_t size = dtype_size(t.dtype);
-    if (size == 0) return bad(tensor + "unknown dtype '" + t.dtype + "'");
+    if (size == 0) return bad(tensor + "unknown dtype '" + printable(t.dtype) + "'");
     if (shape->size() > kMaxDims) return bad(tensor + "a shape of more than " + std::to_string(kMaxDims) + " dimensions");
-    const std::string context = where + ": safetensors header: tensor '" + name + "'";
+    const std::string context = where + ": safetensors header: tensor '" + printable(name) + "'";
     // Every size is bounded before it is multiplied: a hostile shape's product would
     // overflow int64 ([4294967296, 4294967296, 4]), and so would end - begin of offsets
     // above INT64_MAX, which json's get<int64_t>() wraps negative.
@@ -235,7 +237,7 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
   int64_t expect = 0;
   for (const TensorInfo& t : h.tensors) {
     if (t.begin != expect) {
-      return bad("tensor '" + t.name + "' starts at byte " + std::to_string(t.begin) + " of the data, expected " +
+      return bad("tensor '" + printable(t.name) + "' starts at byte " + std::to_string(t.begin) + " of the data, expected " +
                  std::to_string(expect) + " (tensors overlap or leave a hole)");
     }
     expect = t.end;
