@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -103,6 +107,30 @@ TEST(TcpStoreProtocol, ResponsesRoundTrip) {
       tcp_store::decode_response(Op::kCheck, payload_of(tcp_store::encode_response(Op::kCheck, in)), &out).ok());
   EXPECT_TRUE(out.present);
   EXPECT_FALSE(tcp_store::decode_response(Op::kCheck, std::string("\x07", 1), &out).ok());  // unknown reply code
+}
+
+// A peer that claims a 1 GiB reply and sends nothing more costs the reader what arrived,
+// not the claim: the buffer grows with the bytes (it was resized to the claim first).
+TEST(TcpStoreProtocol, AClaimedLengthIsNotAllocatedBeforeItsBytesArrive) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  const uint32_t claimed = (1u << 30) - 1;
+  char header[tcp_store::kFrameHeaderBytes];
+  for (size_t i = 0; i < sizeof(header); ++i) header[i] = static_cast<char>((claimed >> (8 * i)) & 0xff);
+  ASSERT_EQ(::write(fds[1], header, sizeof(header)), static_cast<ssize_t>(sizeof(header)));
+  ASSERT_EQ(::write(fds[1], "abc", 3), 3);
+  ::close(fds[1]);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::string payload;
+  const Status s = tcp_store::read_frame(fds[0], tcp_store::kMaxResponseBytes, tcp_store::deadline_after(std::chrono::seconds(5)),
+                                         std::chrono::seconds(5), &payload);
+  ::close(fds[0]);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("connection closed mid-frame (3 of 1073741823 payload bytes)"));
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak memory grew";  // the claim would be 1 GiB
 }
 
 }  // namespace

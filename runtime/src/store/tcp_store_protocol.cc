@@ -341,11 +341,24 @@ Status read_frame(int fd, uint64_t max_payload_bytes, Clock::time_point header_d
     return Status(StatusCode::kInvalidArgument, "frame of " + std::to_string(length) +
                                                     " bytes exceeds the limit of " + std::to_string(max_payload_bytes));
   }
-  payload->resize(length);
+  // The buffer grows with the bytes that arrive (doubling from 64 KiB), never to the
+  // declared length at once: a peer that sends a 4-byte header claiming 1 GiB and nothing
+  // more (anything listening on the store's port: the client does not authenticate the
+  // server) would otherwise have every rank allocate and zero 1 GiB.
   const Clock::time_point body_deadline = std::min(header_deadline, deadline_after(body_timeout));
-  s = recv_exact(fd, payload->data(), length, body_deadline, &got, &closed);
+  constexpr uint64_t kFirstChunk = uint64_t{64} << 10;
+  payload->clear();
+  uint64_t received = 0;
+  while (received < length) {
+    const uint64_t next = std::min(length, std::max(kFirstChunk, 2 * received));
+    payload->resize(next);
+    got = 0;
+    s = recv_exact(fd, payload->data() + received, next - received, body_deadline, &got, &closed);
+    received += got;
+    if (!s.ok()) break;
+  }
   if (!s.ok() && closed) {
-    return Status(StatusCode::kIoError, "connection closed mid-frame (" + std::to_string(got) + " of " +
+    return Status(StatusCode::kIoError, "connection closed mid-frame (" + std::to_string(received) + " of " +
                                             std::to_string(length) + " payload bytes)");
   }
   return s;
