@@ -185,5 +185,36 @@ TEST(ConfigLimits, AShortJobSecretIsRefusedNamingTheMinimum) {
   EXPECT_TRUE(read_launch_env(env("0123456789abcdef")).ok());
 }
 
+// SLURM_TASKS_PER_NODE's first count is read in range: 4294967297 (2^32 + 1) wrapped to 1
+// and was accepted; a list that starts with no count is refused too.
+TEST(ConfigLimits, SlurmsTasksPerNodeIsReadInRange) {
+  const auto slurm = [](const char* tasks) {
+    return [tasks](const char* name) -> const char* {
+      const std::string n = name;
+      if (n == "SLURM_PROCID" || n == "SLURM_LOCALID" || n == "SLURM_NODEID") return "0";
+      if (n == "SLURM_NTASKS") return "6";
+      if (n == "SLURM_JOB_NODELIST") return "node[1-3]";
+      if (n == "SLURM_TASKS_PER_NODE") return tasks;
+      if (n == "ZDP_JOB_SECRET") return "0123456789abcdef";
+      return nullptr;
+    };
+  };
+  const StatusOr<LaunchEnv> good = read_launch_env(slurm("2(x3)"));
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(good->local_world_size, 2);
+  for (const char* bad : {"4294967297", "99999999999999999999(x2)", "(x3)", "0"}) {
+    const StatusOr<LaunchEnv> refused = read_launch_env(slurm(bad));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("does not start with a task count in [1, 2^20]"), std::string::npos)
+        << refused.status().message();
+  }
+  const StatusOr<LaunchEnv> larger = read_launch_env(slurm("8(x3)"));
+  ASSERT_FALSE(larger.ok());
+  EXPECT_NE(larger.status().message().find("the local world of 8 (LOCAL_WORLD_SIZE / SLURM_TASKS_PER_NODE) is larger than "
+                                           "the world of 6"),
+            std::string::npos)
+      << larger.status().message();
+}
+
 }  // namespace
 }  // namespace zdp

@@ -34,14 +34,14 @@ class EnvReader {
 };
 
 // Slurm's SLURM_TASKS_PER_NODE looks like "4(x2),3": the first count is this layout's
-// local world for homogeneous jobs, which is what we support.
+// local world for homogeneous jobs, which is what we support. -1 when it does not start
+// with a count of at most 2^20 (it was summed into an int unchecked: 4294967297 read as 1).
 int first_task_count(const std::string& tasks_per_node) {
-  int n = 0;
-  for (char c : tasks_per_node) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) break;
-    n = n * 10 + (c - '0');
-  }
-  return n;
+  size_t digits = 0;
+  while (digits < tasks_per_node.size() && std::isdigit(static_cast<unsigned char>(tasks_per_node[digits]))) ++digits;
+  int64_t n = 0;
+  if (!parse_decimal(std::string_view(tasks_per_node).substr(0, digits), 1, int64_t{1} << 20, &n)) return -1;
+  return static_cast<int>(n);
 }
 
 // A PrefixStore that owns the store it prefixes.
@@ -136,7 +136,11 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     env.integer("SLURM_PROCID", &out.rank);
     env.integer("SLURM_NTASKS", &out.world_size);
     env.integer("SLURM_LOCALID", &out.local_rank);
-    out.local_world_size = first_task_count(env.text("SLURM_TASKS_PER_NODE", "1"));
+    const std::string tasks_per_node = env.text("SLURM_TASKS_PER_NODE", "1");
+    out.local_world_size = first_task_count(tasks_per_node);
+    if (out.local_world_size < 0) {
+      env.error("SLURM_TASKS_PER_NODE=\"" + tasks_per_node.substr(0, 64) + "\" does not start with a task count in [1, 2^20]");
+    }
     env.integer("SLURM_NODEID", &out.node_rank);
     if (env.has("MASTER_ADDR")) {
       out.master_addr = env.text("MASTER_ADDR");
@@ -159,6 +163,10 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     if (out.local_world_size < 1 || out.local_rank < 0 || out.local_rank >= out.local_world_size) {
       env.error("local rank " + std::to_string(out.local_rank) + " is not in a local world of " +
                 std::to_string(out.local_world_size));
+    }
+    if (out.local_world_size > out.world_size) {
+      env.error("the local world of " + std::to_string(out.local_world_size) +
+                " (LOCAL_WORLD_SIZE / SLURM_TASKS_PER_NODE) is larger than the world of " + std::to_string(out.world_size));
     }
     if (out.node_rank < 0 || out.node_rank >= out.world_size) {
       env.error("node rank " + std::to_string(out.node_rank) + " (GROUP_RANK / SLURM_NODEID) is not in [0, " +
