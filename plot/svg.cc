@@ -16,7 +16,17 @@ std::string escape(const std::string& text) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '\t':
+      case '\n':
+      case '\r': out += ch; break;
+      default:
+        // XML 1.0 has no other C0 control character, even as a reference: a host name
+        // holding one made an SVG no viewer opens.
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          out += '?';
+        } else {
+          out += ch;
+        }
     }
   }
   return out;

@@ -14,6 +14,7 @@
 #include "planner/scale_plot.h"
 #include "plot/bar_chart.h"
 #include "plot/line_chart.h"
+#include "plot/svg.h"
 #include "testing/svg_check.h"
 #include "testing/temp_dir.h"
 #include "trainer/loop/loss_plot.h"
@@ -184,6 +185,14 @@ TEST(PlanSvg, MemoryAndStepTimeBarsPerWorldAndStage) {
   const testing::CommandRun r = testing::check_svg(ZDP_SOURCE_DIR, write(dir, "plan.svg", svg),
                                                    {"--bars", "16", "--refline", "device memory per rank"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Text that goes into an SVG (host and device names from profiles) is escaped for XML, and
+// a C0 control character (which XML 1.0 cannot hold at all) becomes '?'.
+TEST(PlotSvg, EscapedTextIsValidXmlText) {
+  EXPECT_EQ(plot::escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+  EXPECT_EQ(plot::escape(std::string("host\x1b[2J\x07\0x", 11)), "host?[2J??x");
+  EXPECT_EQ(plot::escape("tab\tline\n"), "tab\tline\n");
 }
 
 }  // namespace

@@ -45,7 +45,10 @@ int64_t step_of(const std::string& name, const std::string& suffix) {
   if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
   if (digits.size() > 1 && digits[0] == '0') return -1;  // only checkpoint_dir_name()'s spelling
   return std::stoll(digits);
 }

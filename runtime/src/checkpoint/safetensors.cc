@@ -338,7 +338,7 @@ StatusOr<Writer> Writer::create(const std::string& path, const Header& header) {
 }
 
 StatusOr<Writer> Writer::open_existing(const std::string& path, const Header& header) {
-  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDWR, "writing"));
+  ZDP_ASSIGN_OR_RETURN(const int fd, open_file(path, O_RDWR | O_NOFOLLOW, "writing"));
   const std::string head = encode_header(header);
   Writer w(fd, path, head, header);
   ZDP_ASSIGN_OR_RETURN(const int64_t size, file_size(fd, path));
