@@ -99,6 +99,15 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
     }
     p.nnodes = slurm_nodes;
     p.node_rank = slurm_node;
+    // Slurm's nodes are separate hosts: a loopback master_addr (the shipped configs once
+    // set 127.0.0.1) would have every other node wait for its own loopback until the
+    // startup timeout.
+    if (config.origins.count("launch.master_addr") && slurm_nodes > 1 && is_loopback_address(l.master_addr)) {
+      errors.push_back(config.where("launch.master_addr") + ": launch.master_addr " + l.master_addr +
+                       " is loopback, but Slurm runs this " +
+                       "job on " + std::to_string(slurm_nodes) + " nodes, which cannot reach node 0 there: leave the " +
+                       "key out (Slurm's first node is used) or set node 0's address");
+    }
     if (!config.origins.count("launch.master_addr")) {
       const char* list = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST");
       StatusOr<std::string> host = first_slurm_host(list ? list : "");
@@ -174,7 +183,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
       auto it = l.env.find(name);
       return it != l.env.end() ? it->second.c_str() : env(name);
     };
-    StatusOr<RankAddress> address = choose_rank_address(l, p.master_addr, p.master_port, rank_env);
+    StatusOr<RankAddress> address = choose_rank_address(l, p.master_addr, p.master_port, rank_env, p.nnodes == 1);
     if (address.ok()) {
       p.rank_address = *address;
       if (address->explicit_choice) {

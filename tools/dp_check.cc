@@ -58,7 +58,8 @@ Status check(const Options& o) {
     }
     const zdp::EnvLookup lookup = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
     ZDP_ASSIGN_OR_RETURN(const zdp::RankAddress address,
-                         zdp::choose_rank_address(launch, env.master_addr, env.master_port, lookup));
+                         zdp::choose_rank_address(launch, env.master_addr, env.master_port, lookup,
+                                                  env.local_world_size == env.world_size));
     if (address.explicit_choice) ZDP_RETURN_IF_ERROR(zdp::check_rank_address(address));
     copts.iface = address.iface;
     copts.hostname = address.address;

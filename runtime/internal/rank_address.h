@@ -1,8 +1,12 @@
 // Which address a rank advertises to its peers for Gloo's TCP connections. The peers of a
 // multi-node job must reach it, so 127.0.0.1 is right only when the whole job is on one
 // host: by default a rank advertises the local address of the interface that routes to
-// master_addr (which is loopback exactly when master_addr is). zdp::init uses this, and
-// dp-launch to check the choice and print it before anything starts.
+// master_addr. On node 0 of a multi-node job that route can be loopback although
+// master_addr is not written as loopback (Debian and Ubuntu map the host's own name to
+// 127.0.1.1 in /etc/hosts, and Slurm's master_addr is that name): the rank then advertises
+// the source address of this host's default route instead, or refuses, saying which keys
+// choose. zdp::init uses this, and dp-launch to check the choice and print it before
+// anything starts.
 #pragma once
 
 #include <string>
@@ -27,11 +31,16 @@ struct RankAddress {
 // kUnavailable naming the host when it does not resolve or no route leads to it.
 StatusOr<std::string> local_address_toward(const std::string& host, int port);
 
+// Whether `host` is written as a loopback address: localhost, 127.*, ::1 or [::1].
+bool is_loopback_address(const std::string& host);
+
 // The first of `launch.rank_addr`, `launch.socket_ifname`, $GLOO_SOCKET_IFNAME (its first
 // name when it lists several) and the local address routing to master_addr:master_port.
-// `env` looks up the rank's environment.
+// `env` looks up the rank's environment. When the job spans several hosts (`one_host`
+// false) and that route is loopback although master_addr is not written as loopback, the
+// default route's source address; kUnavailable when this host has none.
 StatusOr<RankAddress> choose_rank_address(const LaunchConfig& launch, const std::string& master_addr, int master_port,
-                                          const EnvLookup& env);
+                                          const EnvLookup& env, bool one_host);
 
 // Whether this host can bind `a`: the interface exists and has an address, or the address
 // is one of this host's. kInvalidArgument naming the interface or address and its origin.

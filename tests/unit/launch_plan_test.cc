@@ -180,6 +180,19 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   EXPECT_EQ(ranks[1].env.at("OMP_NUM_THREADS"), "4");
 }
 
+// A loopback master_addr from the config under a Slurm job of several nodes is refused by
+// its key (the shipped configs once set 127.0.0.1, which beat Slurm's node list).
+TEST(LaunchPlan, ALoopbackMasterAddrUnderSlurmsNodesIsRefused) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nmaster_addr = \"127.0.0.1\"\nprogram = \"/bin/true\"\n");
+  auto plan = launcher::make_plan(c, inputs(), fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "0"},
+                                                     {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                                     {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("test.toml:3:15: launch.master_addr 127.0.0.1 is loopback, but Slurm runs this job on 2 nodes"),
+            std::string::npos)
+      << plan.status().message();
+}
+
 EnvLookup slurm_node(const char* node_id) {
   return fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", node_id}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
                {"ZDP_JOB_SECRET", "0123456789abcdef"}});

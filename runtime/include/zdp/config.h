@@ -69,7 +69,8 @@ struct LaunchConfig {
   // The address each rank advertises to its Gloo peers: rank_addr if set (an address of
   // this node: set it per node with --set), else socket_ifname's address (also passed to
   // NCCL as NCCL_SOCKET_IFNAME), else $GLOO_SOCKET_IFNAME's, else the local address of the
-  // interface that routes to master_addr (loopback exactly when master_addr is).
+  // interface that routes to master_addr (runtime/internal/rank_address.h: loopback only
+  // when master_addr is written as loopback or the job is on one host).
   std::string socket_ifname;           // network interface, e.g. "eth1"; empty = see above
   std::string rank_addr;               // address or host name of this node; empty = see above
   Backend backend = Backend::kAuto;    // collective backend (see Backend)

@@ -194,7 +194,8 @@ StatusOr<Context> init(const InitOptions& options) {
     // Peers on other hosts connect to the address this rank advertises (rank_address.h).
     const EnvLookup env = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
     StatusOr<RankAddress> address =
-        choose_rank_address(ctx.config_.launch, ctx.env_.master_addr, ctx.env_.master_port, env);
+        choose_rank_address(ctx.config_.launch, ctx.env_.master_addr, ctx.env_.master_port, env,
+                            ctx.env_.local_world_size == ctx.env_.world_size);
     if (!address.ok()) return address.status().with_context(who);
     if (address->explicit_choice) ZDP_RETURN_IF_ERROR(check_rank_address(*address).with_context(who));
     copts.iface = address->iface;

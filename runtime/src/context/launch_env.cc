@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/internal/parse_decimal.h"
+#include "runtime/internal/rank_address.h"
 #include "zdp/tcp_store.h"
 
 namespace zdp {
@@ -85,14 +86,6 @@ StatusOr<std::string> first_slurm_host(const std::string& nodelist) {
   }
   return host + entry.substr(at);
 }
-
-namespace {
-
-bool is_loopback_address(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
-}
-
-}  // namespace
 
 StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
   EnvReader env(lookup);

@@ -49,6 +49,10 @@ std::string first_name(const std::string& list) { return list.substr(0, list.fin
 
 }  // namespace
 
+bool is_loopback_address(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
+
 std::string RankAddress::describe() const {
   if (!iface.empty()) return "the address of interface " + iface + " (" + origin + ")";
   return address + " (" + origin + ")";
@@ -76,7 +80,7 @@ StatusOr<std::string> local_address_toward(const std::string& host, int port) {
 }
 
 StatusOr<RankAddress> choose_rank_address(const LaunchConfig& launch, const std::string& master_addr, int master_port,
-                                          const EnvLookup& env) {
+                                          const EnvLookup& env, bool one_host) {
   RankAddress a;
   a.explicit_choice = true;
   if (!launch.rank_addr.empty()) {
@@ -102,6 +106,24 @@ StatusOr<RankAddress> choose_rank_address(const LaunchConfig& launch, const std:
   }
   a.address = *local;
   a.origin = "the local address routing to master_addr " + master_addr;
+  // A master_addr written as loopback is a job on one host whatever its node count (the
+  // launcher's tests run nodes side by side that way).
+  if (one_host || is_loopback_address(master_addr) || !is_loopback_address(a.address)) return a;
+  // This host is master_addr and names itself by a loopback address, which the job's
+  // other hosts cannot reach. The default route's source address is the one they most
+  // likely share (a documentation address as the target: connecting a UDP socket sends
+  // nothing, it only asks the routing table).
+  const bool v6 = a.address.find(':') != std::string::npos;
+  StatusOr<std::string> outward = local_address_toward(v6 ? "2001:db8::1" : "198.51.100.1", 9);
+  const std::string why = "master_addr " + master_addr + " routes to loopback " + a.address +
+                          " on this host, which the job's other hosts cannot reach";
+  if (!outward.ok() || is_loopback_address(*outward)) {
+    return Status(StatusCode::kUnavailable, why + ", and this host has no default route whose address it could "
+                                                  "advertise instead: set launch.socket_ifname to the interface the "
+                                                  "hosts share (or launch.rank_addr), or master_addr to its address");
+  }
+  a.address = *outward;
+  a.origin = "the address of this host's default route (" + why + ")";
   return a;
 }
 
