@@ -15,6 +15,7 @@
 
 #include "core/internal/cli_range.h"
 #include "launcher/launch_plan.h"
+#include "launcher/node_claim.h"
 #include "launcher/output_pump.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
@@ -212,6 +213,10 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   }
   if (!client.ok()) {
     say("node " + std::to_string(plan->node_rank) + ": cannot reach the store of node 0: " + client.status().message());
+    return 2;
+  }
+  if (const zdp::Status joined = zdp::launcher::join_job(**client, *plan, connect_within); !joined.ok()) {
+    say(joined.message());
     return 2;
   }
   say("node " + std::to_string(plan->node_rank) + "/" + std::to_string(plan->nnodes) + ": starting " +

@@ -99,6 +99,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
     }
     p.nnodes = slurm_nodes;
     p.node_rank = slurm_node;
+    if (const char* id = env("SLURM_JOB_ID"); id != nullptr) p.slurm_job_id = std::string(id).substr(0, 64);
     // Slurm's nodes are separate hosts: a loopback master_addr (the shipped configs once
     // set 127.0.0.1) would have every other node wait for its own loopback until the
     // startup timeout.

@@ -43,6 +43,7 @@ struct LaunchPlan {
   std::string secret;
   std::string secret_origin;         // "generated for this job" | "from ZDP_JOB_SECRET"
   std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
+  std::string slurm_job_id;          // SLURM_JOB_ID, or empty: part of the layout nodes agree on
   int threads_per_rank = 1;          // OMP/OpenBLAS threads: cores / local ranks
   std::string config_file;
   std::vector<std::string> notes;    // dry-run: what the launch itself would refuse here

@@ -1,0 +1,41 @@
+#include "launcher/node_claim.h"
+
+namespace zdp::launcher {
+namespace {
+
+// Outside every attempt's prefix: a claim holds for the launcher's whole life.
+constexpr const char* kLayoutKey = "zdp/launch/layout";
+std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(node); }
+
+}  // namespace
+
+std::string describe_layout(const LaunchPlan& plan) {
+  return std::to_string(plan.nnodes) + " node(s) x " + std::to_string(plan.nproc_per_node) + " rank(s) = " +
+         std::to_string(plan.world_size) + " ranks of " + plan.program + ", backend " + to_string(plan.backend) +
+         (plan.slurm_job_id.empty() ? std::string() : ", Slurm job " + plan.slurm_job_id);
+}
+
+Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds within) {
+  const std::string mine = describe_layout(plan);
+  const std::string node = "node " + std::to_string(plan.node_rank);
+  if (plan.hosts_store()) ZDP_RETURN_IF_ERROR(store.set(kLayoutKey, mine));
+  StatusOr<std::string> theirs = store.get(kLayoutKey, within);
+  if (!theirs.ok()) return theirs.status().with_context(node + ": reading node 0's job layout");
+  if (*theirs != mine) {
+    return Status(StatusCode::kInvalidArgument,
+                  node + ": this launcher plans " + mine + ", node 0's plans " + *theirs +
+                      ": every node needs the same nnodes, nproc_per_node, program and backend (the same config)");
+  }
+  StatusOr<int64_t> claims = store.add(claim_key(plan.node_rank), 1);
+  if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");
+  if (*claims != 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  node + " has already joined the job whose store is at " + plan.master_addr + ":" +
+                      std::to_string(plan.master_port) + ": another dp-launch runs with this node rank (--node-rank, "
+                      "launch.node_rank, SLURM_NODEID), or another job uses this launch.master_port with the same "
+                      "ZDP_JOB_SECRET (give each job its own port)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace zdp::launcher

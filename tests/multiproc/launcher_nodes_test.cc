@@ -1,0 +1,58 @@
+// Which launchers join a multi-node job (launcher/node_claim.h): two dp-launch processes
+// with one node rank, and nodes whose layouts differ, on loopback.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "testing/launcher_harness.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using zdp::testing::Clock;
+using zdp::testing::finish;
+using zdp::testing::LaunchRun;
+using zdp::testing::Launcher;
+using zdp::testing::LauncherTest;
+using zdp::testing::start;
+
+const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
+
+// A second launcher with node rank 1 is refused at once; the job of the first finishes.
+// (It hung in rendezvous for 35 s and then blamed node 0's store.)
+TEST_F(LauncherTest, ASecondLauncherOfOneNodeRankIsRefused) {
+  const std::string cfg = config(2, {"--sleep-ms", "3000"}, "nnodes = 2");
+  const auto t0 = Clock::now();
+  Launcher node0 = start({cfg, "--node-rank", "0"}, kSecret);
+  Launcher node1 = start({cfg, "--node-rank", "1"}, kSecret);
+  std::this_thread::sleep_for(1500ms);  // node 1 has claimed its rank
+  const auto t1 = Clock::now();
+  const LaunchRun twin = finish(start({cfg, "--node-rank", "1"}, kSecret), 30s, t1);
+  EXPECT_EQ(twin.exit_code, 2) << twin.output;
+  EXPECT_NE(twin.output.find("node 1 has already joined the job whose store is at"), std::string::npos) << twin.output;
+  EXPECT_LT(twin.seconds, 10.0);
+  const LaunchRun r0 = finish(node0, 60s, t0), r1 = finish(node1, 60s, t0);
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+}
+
+// A node whose config plans another layout is refused naming both layouts.
+TEST_F(LauncherTest, ANodeWithAnotherLayoutIsRefusedNamingBoth) {
+  const auto t0 = Clock::now();
+  Launcher node0 = start({config(2, {"--sleep-ms", "60000"}, "nnodes = 2"), "--node-rank", "0"}, kSecret);
+  const LaunchRun node1 = finish(start({config(1, {}, "nnodes = 2"), "--node-rank", "1"}, kSecret), 30s, Clock::now());
+  EXPECT_EQ(node1.exit_code, 2) << node1.output;
+  EXPECT_NE(node1.output.find("node 1: this launcher plans 2 node(s) x 1 rank(s) = 2 ranks"), std::string::npos)
+      << node1.output;
+  EXPECT_NE(node1.output.find("node 0's plans 2 node(s) x 2 rank(s) = 4 ranks"), std::string::npos) << node1.output;
+  ::kill(node0.pid, SIGTERM);
+  const LaunchRun r0 = finish(node0, 30s, t0);
+  EXPECT_NE(r0.exit_code, 0) << r0.output;
+}
+
+}  // namespace
