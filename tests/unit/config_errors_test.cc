@@ -108,6 +108,9 @@ TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
   EXPECT_EQ(error_of("[launch]\nbackend = \"mpi\"\n"),
             "configs/x.toml:2:11: launch.backend = \"mpi\" is not allowed: "
             "must be one of \"auto\", \"nccl\", \"gloo\"");
+  // fp32's smallest normal: a smaller eps became 0 in the fp32 optimizer (0 / 0 = NaN).
+  EXPECT_EQ(error_of("[optim]\neps = 1e-50\n"),
+            "configs/x.toml:2:7: optim.eps = 1e-50 is out of range: must be >= 1.17549e-38");
   EXPECT_EQ(error_of("[optim]\nbeta1 = 1.0\n"),
             "configs/x.toml:2:9: optim.beta1 = 1.0 is out of range: must be in [0, 1)");
   EXPECT_EQ(error_of("[optim]\nlr = nan\n"), "configs/x.toml:2:6: optim.lr = nan is not a finite number: must be in (0, 1000]");
