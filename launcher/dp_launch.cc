@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/internal/cli_range.h"
+#include "core/internal/usable_cpus.h"
 #include "launcher/launch_plan.h"
 #include "launcher/node_claim.h"
 #include "launcher/output_pump.h"
@@ -135,7 +136,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   in.node_rank = node_rank;
   in.launcher_dir = launcher_dir();
   in.cuda_devices = zdp::cuda_device_count();
-  in.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  in.cpu_cores = zdp::usable_cpu_cores();  // the affinity mask and CPU quota, not the host
   in.dry_run = dry_run;
   const zdp::EnvLookup env = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
   // The world the launch will have, so that the checks needing it (the global batch's

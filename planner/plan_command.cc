@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/internal/cli_range.h"
+#include "core/internal/usable_cpus.h"
 #include "runtime/internal/config_limits.h"
 #include "planner/format_numbers.h"
 #include "planner/gpu_step_model.h"
@@ -319,7 +320,7 @@ int run_plan(const PlanArgs& a) {
       in.flops_origin = "assumed (the per-kernel model covers GPT configs only)";
     }
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cpu_cores();  // the affinity mask and CPU quota, not the host
   if (!gpu && config->launch.nnodes == 1) {
     in.cpu_cores = cores;
     in.flops_threads = std::max(1, cores / local);
