@@ -137,9 +137,11 @@ class Gemm {
 
 // OpenBLAS. Thread count from OPENBLAS_NUM_THREADS / OMP_NUM_THREADS (the launcher's).
 std::unique_ptr<Gemm> make_cpu_gemm();
-// Sets this process's OpenBLAS thread count (what the environment gives a rank): for a
-// program that times one rank's GEMM without being one (dp-launch plan --calibrate), and
-// 1 in deterministic mode (trainer::Ops::create: the results depend on the count).
+// Pins the CPU GEMM's thread count (the environment gives a rank its own): for a program
+// that times one rank's GEMM without being one (dp-launch plan --calibrate), and 1 in
+// deterministic mode (trainer::Ops::create: the results depend on the count). Only the
+// GEMM calls run at that count; the calling thread's OpenMP count, which every other CPU
+// kernel uses, stays as it was.
 void set_cpu_gemm_threads(int threads);
 
 // cuBLASLt on the current CUDA device. `workspace` is device memory the caller owns and

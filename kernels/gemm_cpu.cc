@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -26,6 +27,34 @@ ZDP_CPU_CLONES void epilogue_column(float* __restrict col, int m, Epilogue e, co
     for (int i = 0; i < m; ++i) col[i] = gelu_tanh(col[i]);
   }
 }
+
+// The thread count set_cpu_gemm_threads pinned the GEMM to; 0: none (the environment's).
+std::atomic<int> g_pinned_gemm_threads{0};
+
+// OpenBLAS's OpenMP build takes a call's thread count from the calling thread's OpenMP
+// count, and openblas_set_num_threads sets that count: for every later parallel loop of
+// the thread too. Pinned there, a deterministic rank ran LayerNorm, softmax, the
+// optimizer and every other CPU kernel on one thread. So the pinned count is set for the
+// GEMM call alone and the thread's own count restored after it. (The pthreads build keeps
+// a pool of its own, sized once by set_cpu_gemm_threads.)
+class PinnedGemmThreads {
+ public:
+  PinnedGemmThreads() {
+    const int pinned = g_pinned_gemm_threads.load(std::memory_order_relaxed);
+    if (pinned <= 0 || openblas_get_parallel() != OPENBLAS_OPENMP) return;
+    saved_ = omp_get_max_threads();
+    if (saved_ != pinned) omp_set_num_threads(pinned);
+    else saved_ = 0;
+  }
+  ~PinnedGemmThreads() {
+    if (saved_ > 0) omp_set_num_threads(saved_);
+  }
+  PinnedGemmThreads(const PinnedGemmThreads&) = delete;
+  PinnedGemmThreads& operator=(const PinnedGemmThreads&) = delete;
+
+ private:
+  int saved_ = 0;  // the thread's count to restore; 0: nothing changed
+};
 
 class OpenBlasGemm final : public Gemm {
  public:
@@ -62,6 +91,7 @@ class OpenBlasGemm final : public Gemm {
       // BLAS leaves C = beta * C for k = 0 too; do it here so that A/B may be null.
       scale_c(c, m, n, ldc, g.beta);
     } else {
+      const PinnedGemmThreads pinned;
       cblas_sgemm(CblasColMajor, to_cblas(g.a.trans), to_cblas(g.b.trans), m, n, k, g.alpha,
                   static_cast<const float*>(g.a.data), static_cast<int>(g.a.ld), static_cast<const float*>(g.b.data),
                   static_cast<int>(g.b.ld), g.beta, c, ldc);
@@ -168,6 +198,9 @@ std::unique_ptr<Gemm> make_cpu_gemm() {
   return std::make_unique<OpenBlasGemm>();
 }
 
-void set_cpu_gemm_threads(int threads) { openblas_set_num_threads(capped_threads(threads)); }
+void set_cpu_gemm_threads(int threads) {
+  g_pinned_gemm_threads.store(capped_threads(threads), std::memory_order_relaxed);
+  if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(capped_threads(threads));
+}
 
 }  // namespace zdp::kernels

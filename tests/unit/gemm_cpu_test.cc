@@ -3,8 +3,11 @@
 // epilogue, under the one tolerance rule.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -352,6 +355,31 @@ TEST(GemmCpu, StridedBatchEqualsSeparateCalls) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(st.message().find("batch"), std::string::npos) << st.message();
   }
+}
+
+// set_cpu_gemm_threads pins the GEMM alone: the calling thread's OpenMP count, which every
+// other CPU kernel uses, stays (pinning it through OpenBLAS set it to 1 for the thread, so
+// a deterministic rank ran all its kernels on one thread), and the pinned GEMM gives the
+// bits of a GEMM run on one thread.
+TEST(GemmCpu, PinnedThreadsAreTheGemmsAlone) {
+  TestRandom rnd;
+  SCOPED_TRACE(rnd.trace());
+  const int saved = omp_get_max_threads();
+  Problem p = make(rnd, Transpose::kYes, Transpose::kNo, 96, 64, 4099, Epilogue::kNone, 0.0f);
+  const std::vector<float> c0 = p.c;
+  std::unique_ptr<Gemm> gemm = make_cpu_gemm();
+  omp_set_num_threads(1);
+  ASSERT_TRUE(gemm->run(p.args, nullptr).ok());
+  const std::vector<float> one_thread = p.c;
+  omp_set_num_threads(2);
+  set_cpu_gemm_threads(1);
+  p.c = c0;
+  p.args.c.data = p.c.data();
+  ASSERT_TRUE(gemm->run(p.args, nullptr).ok());
+  EXPECT_EQ(omp_get_max_threads(), 2) << "the thread's own OpenMP count changed";
+  EXPECT_EQ(std::memcmp(p.c.data(), one_thread.data(), p.c.size() * sizeof(float)), 0) << "not the one-thread bits";
+  check(p, c0);
+  omp_set_num_threads(saved);
 }
 
 }  // namespace
