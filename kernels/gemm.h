@@ -144,6 +144,11 @@ std::unique_ptr<Gemm> make_cpu_gemm();
 // kernel uses, stays as it was.
 void set_cpu_gemm_threads(int threads);
 
+// Sets the calling thread's OpenMP count (every CPU kernel's loops and OpenBLAS's OpenMP
+// build) and, for OpenBLAS's pthreads build, its pool: what OMP_NUM_THREADS would have
+// said, for a rank whose launcher did not (zdp::init).
+void set_cpu_threads(int threads);
+
 // cuBLASLt on the current CUDA device. `workspace` is device memory the caller owns and
 // keeps alive (a Device allocation under MemCategory::kWorkspace, so it is accounted);
 // 32 MiB lets Hopper use its best algorithms, null/0 works but limits them.

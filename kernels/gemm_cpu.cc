@@ -198,6 +198,11 @@ std::unique_ptr<Gemm> make_cpu_gemm() {
   return std::make_unique<OpenBlasGemm>();
 }
 
+void set_cpu_threads(int threads) {
+  omp_set_num_threads(capped_threads(threads));
+  if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(capped_threads(threads));
+}
+
 void set_cpu_gemm_threads(int threads) {
   g_pinned_gemm_threads.store(capped_threads(threads), std::memory_order_relaxed);
   if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(capped_threads(threads));

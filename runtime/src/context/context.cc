@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/internal/usable_cpus.h"
+#include "kernels/gemm.h"
 #include "runtime/src/context/heartbeat_publisher.h"
 #include "runtime/src/context/rank_progress.h"
 #include "runtime/internal/lifeline.h"
@@ -186,6 +188,15 @@ StatusOr<Context> init(const InitOptions& options) {
     ctx.device_ = std::move(*device);
   } else {
     ctx.device_ = create_cpu_device();
+    // Ranks that share a host and were started without dp-launch (by hand, srun without
+    // binding; torchrun sets OMP_NUM_THREADS=1) would each run a thread per core of the
+    // host: cores x ranks threads. Split the cores as dp-launch does.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr && ctx.env_.local_world_size > 1) {
+      const int threads = std::max(1, usable_cpu_cores() / ctx.env_.local_world_size);
+      kernels::set_cpu_threads(threads);
+      ZDP_LOG(kInfo) << "init: " << threads << " CPU thread(s) for this rank (the usable cores / "
+                     << ctx.env_.local_world_size << " ranks on this host; OMP_NUM_THREADS sets another count)";
+    }
   }
 
   CommOptions copts;
