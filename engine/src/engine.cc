@@ -99,7 +99,7 @@ Status Engine::finalize() {
   Status valid = m.opt.validate();
   if (!valid.ok()) return valid.with_context(env.who + ": finalize");
   // Host waits outlast the collective timeout, so a collective's own error comes first.
-  ZDP_ASSIGN_OR_RETURN(env.exec, Exec::create(env.device, env.timeout + std::chrono::seconds(30)));
+  ZDP_ASSIGN_OR_RETURN(env.exec, Exec::create(env.device, env.timeout + std::chrono::seconds(30), &env.comm));
   ZDP_RETURN_IF_ERROR(m.timeline.attach(*env.exec));
   ZDP_RETURN_IF_ERROR(m.registry.check_same_on_every_rank(env, m.opt));
   Status built = m.build();

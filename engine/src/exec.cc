@@ -1,14 +1,18 @@
 // Exec: the engine's element-wise work and stream ordering on CPU and CUDA devices.
 #include "engine/src/exec.h"
 
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "runtime/internal/host_waits.h"
 
 namespace zdp {
 
-StatusOr<std::unique_ptr<Exec>> Exec::create(Device& device, std::chrono::milliseconds timeout) {
-  std::unique_ptr<Exec> exec(new Exec(device, timeout));
+StatusOr<std::unique_ptr<Exec>> Exec::create(Device& device, std::chrono::milliseconds timeout,
+                                             const Communicator* comm) {
+  std::unique_ptr<Exec> exec(new Exec(device, timeout, comm));
   exec->cuda_ = device.kind() == DeviceKind::kCuda;
   ZDP_ASSIGN_OR_RETURN(exec->compute_, device.create_stream("engine compute"));
   // Highest priority: a collective waiting behind compute kernels delays every rank.
@@ -29,8 +33,34 @@ Status Exec::compute_after(Event& event, const std::string& what) {
   // The CPU's compute stream is this thread: its wait for another stream is the one host
   // wait a CUDA engine leaves to the GPU, and is counted apart from the others.
   StreamOrderWait order;
-  Status s = event.wait(timeout_);
-  return s.ok() ? s : s.with_context(what);
+  return wait_progressing([&](std::chrono::milliseconds t) { return event.wait(t); },
+                          [&] { return !comm_->error().ok() || !compute_->error().ok(); }, what);
+}
+
+Status Exec::wait_progressing(const std::function<Status(std::chrono::milliseconds)>& wait_once,
+                              const std::function<bool()>& failed, const std::string& what) {
+  auto completed = [&] { return comm_progress_ != nullptr ? comm_progress_->progress().completed : 0; };
+  uint64_t seen = completed();
+  for (;;) {
+    const Status s = wait_once(timeout_);
+    // Done, or failed (a failed stream's error may itself be a kTimeout: a collective's).
+    if (s.ok() || s.code() != StatusCode::kTimeout || failed()) return s.ok() ? s : s.with_context(what);
+    const uint64_t now = completed();
+    if (now != seen) {  // slow, not stuck: the collectives ahead keep completing
+      seen = now;
+      continue;
+    }
+    std::string in_flight;
+    if (comm_progress_ != nullptr) {
+      const CommProgress p = comm_progress_->progress();
+      if (p.in_flight) in_flight = "; in flight for " + std::to_string(static_cast<int64_t>(p.current_s)) + " s: " +
+                                   p.current.describe();
+    }
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g s", static_cast<double>(timeout_.count()) / 1000.0);
+    return Status(StatusCode::kTimeout,
+                  what + ": not reached after " + seconds + " in which no collective completed" + in_flight);
+  }
 }
 
 Status Exec::memset(void* dst, int value, int64_t bytes) {
@@ -93,10 +123,12 @@ Status Exec::decide(const kernels::StepDecisionArgs& args) {
 }
 
 Status Exec::synchronize(const std::string& what) {
-  Status c = compute_->synchronize(timeout_);
-  if (!c.ok()) return c.with_context(what + ": compute stream");
-  Status m = comm_->synchronize(timeout_);
-  return m.ok() ? m : m.with_context(what + ": communication stream");
+  for (auto [stream, name] : {std::pair<Stream*, const char*>{compute_.get(), ": compute stream"},
+                              std::pair<Stream*, const char*>{comm_.get(), ": communication stream"}}) {
+    ZDP_RETURN_IF_ERROR(wait_progressing([stream = stream](std::chrono::milliseconds t) { return stream->synchronize(t); },
+                                         [stream = stream] { return !stream->error().ok(); }, what + name));
+  }
+  return Status::Ok();
 }
 
 }  // namespace zdp

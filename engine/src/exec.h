@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,15 +18,20 @@
 #include "kernels/grad_check.h"
 #include "kernels/quantize.h"
 #include "kernels/step_decision.h"
+#include "zdp/comm.h"
 #include "zdp/device.h"
 
 namespace zdp {
 
 class Exec {
  public:
-  // `timeout` bounds a host wait; it should exceed the collective timeout, so that a
-  // collective's own error (naming it) arrives first.
-  static StatusOr<std::unique_ptr<Exec>> create(Device& device, std::chrono::milliseconds timeout);
+  // `timeout` bounds a host wait without progress: it should exceed the collective
+  // timeout, so that a collective's own error (naming it) arrives first. A wait that times
+  // out while `comm` keeps completing collectives waits again (the queue of a step's
+  // reductions behind a slow but healthy rank can take longer than one timeout); one with
+  // none completed fails naming the collective in flight. `comm` may be null.
+  static StatusOr<std::unique_ptr<Exec>> create(Device& device, std::chrono::milliseconds timeout,
+                                                const Communicator* comm);
 
   bool cuda() const { return cuda_; }
   Device& device() { return device_; }
@@ -66,9 +72,14 @@ class Exec {
   Status synchronize(const std::string& what);
 
  private:
-  Exec(Device& device, std::chrono::milliseconds timeout) : device_(device), timeout_(timeout) {}
+  Exec(Device& device, std::chrono::milliseconds timeout, const Communicator* comm)
+      : device_(device), timeout_(timeout), comm_progress_(comm) {}
+  // Calls `wait_once(timeout_)` again while collectives complete in between (see create).
+  Status wait_progressing(const std::function<Status(std::chrono::milliseconds)>& wait_once,
+                          const std::function<bool()>& failed, const std::string& what);
   Device& device_;
   std::chrono::milliseconds timeout_;
+  const Communicator* comm_progress_;
   bool cuda_ = false;
   std::unique_ptr<Stream> compute_;
   std::unique_ptr<Stream> comm_;
