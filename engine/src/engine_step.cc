@@ -52,6 +52,7 @@ Status Engine::Impl::step_async() {
   // rank saw the same all-reduced flag), each bucket's all-gather right after its update
   // (stages 1-2), so the gathers overlap the remaining updates. A skipped step gathers
   // unchanged parameters, which costs a step's gathers once and keeps the host out of it.
+  if (opt.zero.shards_params()) ZDP_RETURN_IF_ERROR(fail(params->wait_prefetched(where)));
   for (int b = 0; b < static_cast<int>(layout.buckets().size()); ++b) {
     const OwnedRange o = owned_range(layout, opt, env.rank, b);
     Status u = state->update(b, o, grads->reduced(o.flat, o.state), grads->reduced_dtype(), params->owned(o));
@@ -78,9 +79,14 @@ StatusOr<StepStats> Engine::Impl::step_stats() {
   if (!finalized) return env.invalid("step_stats(): before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   ZDP_RETURN_IF_ERROR(env.failure.fail(state->settle(0, env.who + ": step_stats()")));
-  // A failure of the communication stream reaches the host here at the latest.
-  Status streams = env.exec->compute().error();
-  if (!streams.ok()) return env.failure.fail(streams.with_context(env.who + ": step_stats()"));
+  // A failure of either stream reaches the host here at the latest. Both are read: on the
+  // CPU the compute stream never waits on the communication stream (host waits do), so the
+  // post-step all-gathers' or stage 3's prefetch's failure showed on the latter only, and
+  // a step that ended the run reported success.
+  for (Stream* stream : {&env.exec->compute(), &env.exec->comm()}) {
+    const Status streams = stream->error();
+    if (!streams.ok()) return env.failure.fail(streams.with_context(env.who + ": step_stats()"));
+  }
   const StepStats* last = state->last_stats();
   if (last == nullptr) return env.invalid("step_stats(): no step yet");
   return *last;

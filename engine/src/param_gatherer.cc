@@ -223,6 +223,18 @@ void ParamGatherer::exit(int layer) {
   gather_slots_.release(slot);
 }
 
+Status ParamGatherer::wait_prefetched(const std::string& where) {
+  for (int slot = 0; slot < gather_slots_.size(); ++slot) {
+    const int li = gather_slots_.key(slot);
+    if (!gather_slots_.held(slot) || li < 0) continue;
+    const auto [first, end] = layout_.layer_buckets(layer_ids_[static_cast<size_t>(li)]);
+    for (int b = first; b < end; ++b) {
+      ZDP_RETURN_IF_ERROR(env_.exec->compute_after(*gathered_[static_cast<size_t>(b)], where + gather_wait(b)));
+    }
+  }
+  return Status::Ok();
+}
+
 void ParamGatherer::invalidate() {
   // No scope is open at step() or a load, so what is still held was prefetched; the last
   // writer of those buffers was a gather on the comm stream, which orders the next one anyway.

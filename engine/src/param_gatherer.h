@@ -39,6 +39,10 @@ class ParamGatherer {
   Status gather_bucket(int b, const OwnedRange& o);
   // The compute stream waits for every all-gather still pending. Errors name `where`.
   Status wait_all(const std::string& where);
+  // Stage 3: the compute stream waits for the all-gathers of layer groups prefetched and
+  // not yet entered (a scope opened between backward and step(), an evaluation's), which
+  // read the shard: the optimizer's update of the shard must not race them.
+  Status wait_prefetched(const std::string& where);
   // The parameters changed (a step, a load): stage-3 buffers no longer hold them.
   void invalidate();
   // After a load: the parameters from the fp32 masters (indexed like the optimizer
