@@ -3,7 +3,9 @@
 // the $ZDP_TEST_COMM hook's syntax and desyncs, on a Gloo communicator of one rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "runtime/src/comm/comm_test_hook.h"
 #include "runtime/src/comm/flight_recorder.h"
@@ -133,6 +135,28 @@ TEST(TestHook, AMalformedVariableFailsEveryCollective) {
   const Status s = (*comm)->all_reduce(&x, &x, 1, DType::kF32, ReduceOp::kSum, **stream);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("ZDP_TEST_COMM"), std::string::npos) << s.message();
+}
+
+// A collective queued behind a failure of its stream is never run (the stream drops it):
+// the recorder ends it too. It stayed "in flight" for ever, and the heartbeats named it.
+TEST(FlightRecorder, ACollectiveItsStreamDroppedIsNotInFlight) {
+  InMemoryStore store;
+  auto device = create_cpu_device();
+  auto comm = create_gloo_communicator(store, 0, 1, *device, CommOptions{});
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  auto stream = device->create_stream("comm");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE((*stream)->enqueue_host("failing work", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return Status(StatusCode::kInternal, "failing work failed");
+  }).ok());
+  float x = 1;
+  (void)(*comm)->all_reduce(&x, &x, 1, DType::kF32, ReduceOp::kSum, **stream);
+  EXPECT_FALSE((*stream)->synchronize(std::chrono::seconds(10)).ok());
+  const CommProgress p = (*comm)->progress();
+  EXPECT_EQ(p.issued, 1u);
+  EXPECT_FALSE(p.in_flight) << "all_reduce #" << p.current.seq << " still in flight";
+  EXPECT_EQ(p.completed, 1u);
 }
 
 }  // namespace

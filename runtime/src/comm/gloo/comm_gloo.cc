@@ -100,7 +100,7 @@ class GlooCommunicator final : public Communicator {
   Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
     if (device().kind() == DeviceKind::kCpu) {  // a CPU stream's host tasks run on its own thread
       PerStream& ps = per_stream(stream);
-      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps)] {
+      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps, desc.seq)] {
         return run(desc, buffers.send, buffers.recv, buffers.shape.get(), ps);
       });
     }
@@ -157,7 +157,7 @@ class GlooCommunicator final : public Communicator {
     }
     if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
     ZDP_RETURN_IF_ERROR(stream.enqueue_host(
-        desc.describe(), [this, desc, host_send, host_recv, shape = buffers.shape, &ps, token = begin(ps)] {
+        desc.describe(), [this, desc, host_send, host_recv, shape = buffers.shape, &ps, token = begin(ps, desc.seq)] {
           return run(desc, host_send, host_recv, shape.get(), ps);
         }));
     if (buffers.shape) {  // only the chunks that arrived: the others keep what the caller has there
@@ -185,12 +185,16 @@ class GlooCommunicator final : public Communicator {
   // the failure, so the count is a token the task owns, released when the last copy of
   // the task goes, whichever way. A stream with work in flight cannot be destroyed (its
   // destructor drains), so abort() may touch it.
-  std::shared_ptr<void> begin(PerStream& ps) {
+  // A dropped task also ends its collective in the flight recorder (a no-op after run()
+  // ended it): else the recorder reported it in flight for ever, and the heartbeats named
+  // a collective this rank would never run.
+  std::shared_ptr<void> begin(PerStream& ps, uint64_t seq) {
     {
       std::lock_guard<std::mutex> lock(streams_mu_);
       ++ps.in_flight;
     }
-    return std::shared_ptr<void>(nullptr, [this, &ps](void*) {
+    return std::shared_ptr<void>(nullptr, [this, &ps, seq](void*) {
+      note_finished(seq, false);
       // Notify under the lock: once it can see in_flight == 0 the destructor may return
       // and destroy idle_, so a notify after unlocking raced with it (TSan saw it).
       std::lock_guard<std::mutex> lock(streams_mu_);
