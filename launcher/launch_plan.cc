@@ -290,11 +290,14 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
     s << "# ranks advertise to their peers: "
       << (a.address.empty() && a.iface.empty() ? "unknown here: " + a.origin : a.describe()) << "\n";
   } else {
+    // What the ranks get: launch.env beats launch.socket_ifname, which beats the inherited value.
     const char* nccl_if = std::getenv("NCCL_SOCKET_IFNAME");
+    const auto from_env = config.launch.env.find("NCCL_SOCKET_IFNAME");
     s << "# NCCL chooses its interface"
-      << (!config.launch.socket_ifname.empty() ? ": NCCL_SOCKET_IFNAME=" + config.launch.socket_ifname
-          : nccl_if != nullptr               ? std::string(": NCCL_SOCKET_IFNAME=") + nccl_if + " (inherited)"
-                                             : std::string(" (NCCL_SOCKET_IFNAME or launch.socket_ifname set it)"))
+      << (from_env != config.launch.env.end() ? ": NCCL_SOCKET_IFNAME=" + from_env->second + " (launch.env)"
+          : !config.launch.socket_ifname.empty() ? ": NCCL_SOCKET_IFNAME=" + config.launch.socket_ifname
+          : nccl_if != nullptr                   ? std::string(": NCCL_SOCKET_IFNAME=") + nccl_if + " (inherited)"
+                                                 : std::string(" (NCCL_SOCKET_IFNAME or launch.socket_ifname set it)"))
       << "\n";
   }
   for (RankSpec& spec : p.local_ranks(config, 0)) {

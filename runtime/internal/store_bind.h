@@ -3,6 +3,8 @@
 // dp-launch both use it.
 #pragma once
 
+#include <arpa/inet.h>
+
 #include <string>
 
 namespace zdp {
@@ -10,12 +12,15 @@ namespace zdp {
 // Only this machine's processes connect (one node): `master_addr` itself, where they
 // connect (the default 127.0.0.1 keeps the store on the loopback; an address that is not
 // this machine's fails to bind, naming it, instead of leaving the ranks to time out).
-// Other machines connect: every interface, IPv6 ones ("::", which Linux serves IPv4 on
-// too) when `master_addr` is an IPv6 address ("fd00::5"). The IPv4 wildcard alone left
-// ranks told to reach an IPv6 address retrying "connection refused" until their timeout.
+// Other machines connect: every interface. An IPv4 address: the IPv4 wildcard. An IPv6
+// address or a host name (which other hosts may resolve to IPv6 only): "::", which the
+// server opens dual-stack, serving IPv4 too, and falls back to 0.0.0.0 on a host without
+// IPv6. The IPv4 wildcard alone left ranks told to reach an IPv6 address (or a name that
+// resolved to one) retrying "connection refused" until their timeout.
 inline std::string store_bind_host(const std::string& master_addr, bool other_machines_connect) {
   if (!other_machines_connect) return master_addr;
-  return master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0";
+  in_addr v4{};
+  return ::inet_pton(AF_INET, master_addr.c_str(), &v4) == 1 ? "0.0.0.0" : "::";
 }
 
 }  // namespace zdp

@@ -108,6 +108,10 @@ TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
   EXPECT_EQ(error_of("[launch]\nbackend = \"mpi\"\n"),
             "configs/x.toml:2:11: launch.backend = \"mpi\" is not allowed: "
             "must be one of \"auto\", \"nccl\", \"gloo\"");
+  // Addresses are resolved as written: a bracketed IPv6 address never resolved.
+  EXPECT_NE(error_of("[launch]\nmaster_addr = \"[fd00::1]\"\n")
+                .find("launch.master_addr = \"[fd00::1]\": write an IPv6 address without brackets (fd00::1)"),
+            std::string::npos);
   // fp32's smallest normal: a smaller eps became 0 in the fp32 optimizer (0 / 0 = NaN).
   EXPECT_EQ(error_of("[optim]\neps = 1e-50\n"),
             "configs/x.toml:2:7: optim.eps = 1e-50 is out of range: must be >= 1.17549e-38");

@@ -84,5 +84,15 @@ TEST(ConfigInert, AnExplicitProfilingSwitchKeepsItsSettingsQuiet) {
   EXPECT_EQ(inert("[profile]\nenabled = false\nwarmup_steps = 10\nactive_steps = 20\n"), std::vector<std::string>{});
 }
 
+// launch.rank_addr is Gloo's: with backend "nccl" it is said to do nothing (NCCL chooses
+// its own address); with "gloo" it applies.
+TEST(ConfigInert, ARankAddressUnderNcclIsSaidToDoNothing) {
+  const std::vector<std::string> nccl = inert("[launch]\nbackend = \"nccl\"\nrank_addr = \"10.0.0.2\"\n");
+  ASSERT_EQ(nccl.size(), 1u);
+  EXPECT_EQ(nccl[0], "run.toml:3:13: launch.rank_addr has no effect: it is the address Gloo ranks advertise; NCCL "
+                     "chooses its own (NCCL_SOCKET_IFNAME, launch.socket_ifname)");
+  EXPECT_EQ(inert("[launch]\nbackend = \"gloo\"\nrank_addr = \"10.0.0.2\"\n"), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace zdp

@@ -168,7 +168,7 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   EXPECT_EQ(plan->node_rank, 1);
   EXPECT_EQ(plan->world_size, 4);
   EXPECT_EQ(plan->master_addr, "gpu07");
-  EXPECT_EQ(plan->bind_host, "0.0.0.0");
+  EXPECT_EQ(plan->bind_host, "::");  // a host name: dual-stack (it may resolve to IPv6 elsewhere)
   EXPECT_EQ(plan->threads_per_rank, 4);
   const auto ranks = plan->local_ranks(c, 0);
   ASSERT_EQ(ranks.size(), 2u);
@@ -271,6 +271,21 @@ TEST(LaunchPlan, SocketIfnameIsPassedToGlooAndNccl) {
                                                    "(launch.socket_ifname)"),
             std::string::npos)
       << launcher::describe_plan(*plan, c);
+}
+
+// --dry-run of an NCCL job names the interface the ranks will get: launch.env's
+// NCCL_SOCKET_IFNAME beats launch.socket_ifname (it printed socket_ifname's).
+TEST(LaunchPlan, DryRunNamesTheNcclInterfaceTheRanksGet) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\nbackend = \"nccl\"\n"
+                    "socket_ifname = \"lo\"\nenv = { NCCL_SOCKET_IFNAME = \"ib0\" }\n");
+  launcher::PlanInputs in = inputs();
+  in.dry_run = true;
+  in.cuda_devices = 2;
+  auto plan = launcher::make_plan(c, in, fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::string text = launcher::describe_plan(*plan, c);
+  EXPECT_NE(text.find("# NCCL chooses its interface: NCCL_SOCKET_IFNAME=ib0 (launch.env)"), std::string::npos) << text;
+  EXPECT_EQ(plan->local_ranks(c, 0)[0].env.at("NCCL_SOCKET_IFNAME"), "ib0");
 }
 
 // An interface or address this host lacks is a config error before anything starts,

@@ -14,7 +14,8 @@ namespace zdp {
 
 struct TcpStoreServerOptions {
   // Address to listen on. Loopback by default: a single-node job is not reachable from
-  // other machines. Multi-node jobs pass "0.0.0.0" (or a specific interface address).
+  // other machines. Multi-node jobs pass "0.0.0.0", or "::" (dual-stack: IPv4 clients too;
+  // 0.0.0.0 where the host has no IPv6), or a specific interface address.
   std::string bind_host = "127.0.0.1";
   // 0 picks a free port; read it back with port().
   int port = 0;

@@ -4,6 +4,8 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "optim/lr_scaling.h"
 #include "runtime/internal/config_limits.h"
@@ -131,6 +133,14 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
   check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
     return "launch.node_rank (" + str(l.node_rank) + ") must be less than launch.nnodes (" + str(l.nnodes) + ")";
   });
+  // Addresses are resolved as written: "[fd00::1]" does not resolve, and the store bound
+  // "::" and then failed. Brackets belong to URLs, not to these keys.
+  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"launch.master_addr", l.master_addr},
+                                   std::pair<const char*, const std::string&>{"launch.rank_addr", l.rank_addr}}) {
+    check.require(value.empty() || (value.front() != '[' && value.back() != ']'), {key}, [&, key = key, &value = value] {
+      return std::string(key) + " = \"" + value + "\": write an IPv6 address without brackets (fd00::1)";
+    });
+  }
   // "auto" (0) is resolved later, from the CUDA device count (at most kMaxRanksPerNode).
   const int64_t world = checked_mul(l.nproc_per_node > 0 ? l.nproc_per_node : 1, l.nnodes);
   const std::string excess = config_internal::world_size_excess(world);

@@ -36,6 +36,8 @@ std::vector<std::string> inert_settings(const Config& c) {
        "optim.schedule = \"constant\" never decays to it");
   note("optim.base_batch", c.optim.lr_scaling == LrScalingRule::kNone,
        "optim.lr_scaling = \"none\" scales nothing by it");
+  note("launch.rank_addr", c.launch.backend == Backend::kNccl,
+       "it is the address Gloo ranks advertise; NCCL chooses its own (NCCL_SOCKET_IFNAME, launch.socket_ifname)");
   const bool mlp = c.model.kind == ModelKind::kMlp;
   note("model.n_heads", mlp, "the mlp has no attention (model.kind = \"mlp\")");
   note("model.seq_len", mlp, "the mlp's samples are vectors, not sequences (model.kind = \"mlp\")");

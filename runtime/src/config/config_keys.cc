@@ -328,10 +328,8 @@ std::vector<KeyInfo> build_table() {
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", Range{0, kMaxLr, true, false}),
       field("optim.beta1", &C::optim, &O::beta1, "AdamW first-moment decay (SGD: momentum)", unit_interval()),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
-      // At least the smallest normal float: the optimizers compute in fp32, where a smaller
-      // eps (1e-50) became 0 and an element without gradient divided 0 by 0 (NaN masters).
-      field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon",
-            Range{std::numeric_limits<float>::min(), Range{}.hi, false, false}),
+      // >= fp32's smallest normal: the optimizers compute in fp32, where 1e-50 was 0 (0 / 0).
+      field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", Range{std::numeric_limits<float>::min()}),
       field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch", at_least(0)),
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
       enum_field("optim.schedule", &C::optim, &O::schedule,
