@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "testing/free_port.h"
+#include "testing/ipv6_loopback.h"
 #include "testing/temp_dir.h"
 
 extern char** environ;
@@ -296,21 +297,10 @@ TEST_F(LauncherSignals, RanksMayOpenAsManyFilesAsTheHardLimitAllows) {
   EXPECT_NE(soft, "256") << line;
 }
 
-bool ipv6_loopback() {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_loopback;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // master_addr = "::1": the store listened on 127.0.0.1 only, and the ranks retried
 // "connection refused" on ::1 until their timeout.
 TEST_F(LauncherSignals, AnIpv6MasterAddrIsWhereTheStoreListens) {
-  if (!ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  if (!zdp::testing::has_ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback on this machine";
   const Exit x = Launcher({ZDP_DP_LAUNCH, config(2, ZDP_RANK_PROBE, {"--tag", dir_.path()},
                                                  "master_addr = \"::1\"", 60)},
                           out("launch.log"))

@@ -6,13 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <memory>
 
+#include "testing/ipv6_loopback.h"
 #include "zdp/tcp_store.h"
 
 namespace zdp {
@@ -27,17 +24,6 @@ TEST(StoreBind, AddressesAndNames) {
   EXPECT_EQ(store_bind_host("head", true), "::");
 }
 
-bool has_ipv6_loopback() {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_loopback;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // A store on "::" serves an IPv4 client, and an IPv6 one where the host has IPv6.
 TEST(StoreBind, TheDualStackWildcardServesBothFamilies) {
   TcpStoreServerOptions o;
@@ -48,7 +34,7 @@ TEST(StoreBind, TheDualStackWildcardServesBothFamilies) {
   auto v4 = TcpStoreClient::connect("127.0.0.1", port, 5s);
   ASSERT_TRUE(v4.ok()) << v4.status().to_string();
   ASSERT_TRUE((*v4)->set("k", "v").ok());
-  if (!has_ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback here (the IPv4 client was served)";
+  if (!testing::has_ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback here (the IPv4 client was served)";
   auto v6 = TcpStoreClient::connect("::1", port, 5s);
   ASSERT_TRUE(v6.ok()) << v6.status().to_string();
   EXPECT_EQ((*v6)->get("k", 5s).value(), "v");
