@@ -141,7 +141,7 @@ std::unique_ptr<Gemm> make_cpu_gemm();
 // that times one rank's GEMM without being one (dp-launch plan --calibrate), and 1 in
 // deterministic mode (trainer::Ops::create: the results depend on the count). Only the
 // GEMM calls run at that count; the calling thread's OpenMP count, which every other CPU
-// kernel uses, stays as it was.
+// kernel uses, stays as it was. 0 unpins it.
 void set_cpu_gemm_threads(int threads);
 
 // Sets the calling thread's OpenMP count (every CPU kernel's loops and OpenBLAS's OpenMP

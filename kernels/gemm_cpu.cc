@@ -204,8 +204,10 @@ void set_cpu_threads(int threads) {
 }
 
 void set_cpu_gemm_threads(int threads) {
-  g_pinned_gemm_threads.store(capped_threads(threads), std::memory_order_relaxed);
-  if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(capped_threads(threads));
+  g_pinned_gemm_threads.store(threads > 0 ? capped_threads(threads) : 0, std::memory_order_relaxed);
+  if (openblas_get_parallel() != OPENBLAS_OPENMP) {
+    openblas_set_num_threads(capped_threads(threads > 0 ? threads : omp_get_max_threads()));
+  }
 }
 
 }  // namespace zdp::kernels

@@ -1,5 +1,9 @@
 #include "launcher/node_claim.h"
 
+#include <filesystem>
+
+#include "core/internal/printable.h"
+
 namespace zdp::launcher {
 namespace {
 
@@ -11,7 +15,8 @@ std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(nod
 
 std::string describe_layout(const LaunchPlan& plan) {
   return std::to_string(plan.nnodes) + " node(s) x " + std::to_string(plan.nproc_per_node) + " rank(s) = " +
-         std::to_string(plan.world_size) + " ranks of " + plan.program + ", backend " + to_string(plan.backend) +
+         std::to_string(plan.world_size) + " ranks of " + std::filesystem::path(plan.program).filename().string() +
+         ", backend " + to_string(plan.backend) +
          (plan.slurm_job_id.empty() ? std::string() : ", Slurm job " + plan.slurm_job_id);
 }
 
@@ -23,8 +28,9 @@ Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds 
   if (!theirs.ok()) return theirs.status().with_context(node + ": reading node 0's job layout");
   if (*theirs != mine) {
     return Status(StatusCode::kInvalidArgument,
-                  node + ": this launcher plans " + mine + ", node 0's plans " + *theirs +
-                      ": every node needs the same nnodes, nproc_per_node, program and backend (the same config)");
+                  node + ": this launcher plans " + mine + ", node 0's plans " + printable(*theirs) +
+                      ": every node needs the same nnodes, nproc_per_node, program and backend (the same config), "
+                      "and under Slurm the same job");
   }
   StatusOr<int64_t> claims = store.add(claim_key(plan.node_rank), 1);
   if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");

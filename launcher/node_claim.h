@@ -15,7 +15,8 @@
 
 namespace zdp::launcher {
 
-// "2 node(s) x 8 rank(s) = 16 ranks of dp-train, backend nccl": what every node must agree on.
+// "2 node(s) x 8 rank(s) = 16 ranks of dp-train, backend nccl": what every node must agree on
+// (the program by its file name: each node resolves its own path).
 std::string describe_layout(const LaunchPlan& plan);
 
 // Node 0 publishes its layout; every node (node 0 too) then checks it and claims its node

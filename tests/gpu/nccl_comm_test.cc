@@ -410,6 +410,12 @@ TEST(NcclComm, ACollectiveQueuedBehindALongOneIsNotTimedOut) {
     ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Event> reached, rank.device().create_event());
     ZDP_ASSIGN_OR_RETURN(DeviceBuffer a, rank.device().allocate(4096, MemCategory::kOther));
     ZDP_ASSIGN_OR_RETURN(DeviceBuffer b, rank.device().allocate(4096, MemCategory::kOther));
+    // Both communicators connected first: NCCL's first call on a communicator waits for
+    // every peer in the enqueue itself, which would hold rank 0's host until rank 1 came.
+    for (Communicator* c : {&rank.comm(), second.get()}) {
+      ZDP_RETURN_IF_ERROR(c->all_reduce(a.data(), a.data(), 1024, DType::kF32, ReduceOp::kSum, *other, 0));
+      ZDP_RETURN_IF_ERROR(other->synchronize(kWait));
+    }
     if (r == 1) std::this_thread::sleep_for(milliseconds(3000));
     Status s = second->all_reduce(a.data(), a.data(), 1024, DType::kF32, ReduceOp::kSum, *other, 1);
     if (s.ok()) s = other->record(*reached);

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
 #include "core/internal/usable_cpus.h"
 #include "testing/free_port.h"
+#include "zdp/comm.h"
 #include "zdp/context.h"
+#include "zdp/device.h"
 
 namespace zdp {
 namespace {
@@ -44,7 +47,14 @@ TEST(InitThreads, RanksWithoutALauncherSplitTheCores) {
       }
       const int threads = omp_get_max_threads();
       if (threads != expected) std::fprintf(stderr, "rank %d: %d threads, expected %d\n", r, threads, expected);
-      ::_exit(threads == expected ? 0 : 1);
+      // Neither rank leaves before both are up (a rank that exited during the other's
+      // rendezvous failed it).
+      StatusOr<std::unique_ptr<Stream>> stream = ctx->device().create_stream("barrier");
+      Status met = stream.status();
+      if (met.ok()) met = ctx->comm().barrier(**stream);
+      if (met.ok()) met = (*stream)->synchronize(std::chrono::seconds(60));
+      if (!met.ok()) std::fprintf(stderr, "rank %d: %s\n", r, met.to_string().c_str());
+      ::_exit(!met.ok() ? 2 : threads == expected ? 0 : 1);
     }
   }
   for (const pid_t child : children) {

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -47,8 +49,10 @@ TEST(CheckpointDirs, LatestLeftoversAndKeep) {
   EXPECT_EQ(resolve_checkpoint(root + "/step-5/").value(), root + "/step-5");
   EXPECT_EQ(resolve_checkpoint(root).value(), root + "/step-20");
 
+  std::ofstream(root + "/latest.tmp.4242") << "step-2\n";  // a write of latest that stopped
   ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
   EXPECT_FALSE(std::filesystem::exists(root + "/step-30.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(root + "/latest.tmp.4242"));
   // Replacing an existing step keeps exactly one complete copy.
   std::filesystem::create_directories(root + "/step-20.tmp");
   std::ofstream(root + "/step-20.tmp/state.json") << "{\"new\": 1}";
@@ -134,11 +138,15 @@ TEST(CheckpointDirs, PlantedLinksAreNotWrittenThrough) {
   const std::string& root = dir.path();
   const std::string victim = root + "/victim.txt";
   std::ofstream(victim) << "precious data";
-  std::filesystem::create_symlink(victim, root + "/.latest.tmp");
+  std::filesystem::create_symlink(victim, root + "/.latest.tmp");  // the old fixed name
   ASSERT_TRUE(checkpoint::write_file_atomic(root, "latest", "step-2\n").ok());
   EXPECT_EQ(checkpoint::read_small_file(victim).value(), "precious data");
+  // And at the temporary name this process uses: the link is removed, not followed.
+  std::filesystem::create_symlink(victim, root + "/latest.tmp." + std::to_string(::getpid()));
+  ASSERT_TRUE(checkpoint::write_file_atomic(root, "latest", "step-3\n").ok());
+  EXPECT_EQ(checkpoint::read_small_file(root + "/latest").value(), "step-3\n");
+  EXPECT_EQ(checkpoint::read_small_file(victim).value(), "precious data");
   EXPECT_FALSE(std::filesystem::is_symlink(root + "/latest"));
-  EXPECT_EQ(checkpoint::read_small_file(root + "/latest").value(), "step-2\n");
   std::filesystem::create_symlink(victim, root + "/node-0");
   const Status refused = checkpoint::write_file_synced(root + "/node-0", "rank 0\n");
   EXPECT_EQ(refused.code(), StatusCode::kIoError);

@@ -182,7 +182,7 @@ TEST(CheckpointState, FileNamesAndChunkSizesFromTheFileAreBounded) {
   };
   CheckpointInfo info = sample_info();
   info.files[0].name = "../../../../etc/passwd";
-  EXPECT_THAT(refused(info), HasSubstr("'files[0].name' is not model.safetensors or optimizer.safetensors"));
+  EXPECT_THAT(refused(info), HasSubstr("'files[0].name' = '../../../../etc/passwd' is not model.safetensors or optimizer.safetensors"));
   info = sample_info();
   info.files.push_back(info.files[0]);
   EXPECT_THAT(refused(info), HasSubstr("'files' lists model.safetensors twice"));

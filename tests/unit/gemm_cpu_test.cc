@@ -360,7 +360,8 @@ TEST(GemmCpu, StridedBatchEqualsSeparateCalls) {
 // set_cpu_gemm_threads pins the GEMM alone: the calling thread's OpenMP count, which every
 // other CPU kernel uses, stays (pinning it through OpenBLAS set it to 1 for the thread, so
 // a deterministic rank ran all its kernels on one thread), and the pinned GEMM gives the
-// bits of a GEMM run on one thread.
+// bits of a GEMM run on one thread (OpenBLAS's OpenMP build, the one Debian's
+// libopenblas-openmp-dev gives and CMake prefers: its threads follow OpenMP's count).
 TEST(GemmCpu, PinnedThreadsAreTheGemmsAlone) {
   TestRandom rnd;
   SCOPED_TRACE(rnd.trace());
@@ -379,6 +380,7 @@ TEST(GemmCpu, PinnedThreadsAreTheGemmsAlone) {
   EXPECT_EQ(omp_get_max_threads(), 2) << "the thread's own OpenMP count changed";
   EXPECT_EQ(std::memcmp(p.c.data(), one_thread.data(), p.c.size() * sizeof(float)), 0) << "not the one-thread bits";
   check(p, c0);
+  set_cpu_gemm_threads(0);  // unpinned again, for the tests after this one in the binary
   omp_set_num_threads(saved);
 }
 

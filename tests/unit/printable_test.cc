@@ -13,6 +13,8 @@ TEST(Printable, ControlCharactersAreEscapedAndTheRestKept) {
   EXPECT_EQ(printable("w\x1b[31mRED\x1b[0m\r\nFAKE"), "w\\x1b[31mRED\\x1b[0m\\x0d\\x0aFAKE");
   EXPECT_EQ(printable(std::string("a\0b\x7f", 4)), "a\\x00b\\x7f");
   EXPECT_EQ(printable("h.weight \xc3\xa9"), "h.weight \xc3\xa9");  // UTF-8 stays
+  EXPECT_EQ(printable("a\xc2\x9b" "31mb"), "a\\u009b31mb");      // C1's CSI, in UTF-8
+  EXPECT_EQ(printable("\xc2\xa0"), "\xc2\xa0");                  // a no-break space is text
 }
 
 TEST(Printable, LongTextIsCutSayingItsLength) {

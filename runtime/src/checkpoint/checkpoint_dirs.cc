@@ -120,7 +120,8 @@ Status write_file_atomic(const std::string& dir, const std::string& name, const 
   // A temporary name of this process's own, created exclusively (a link planted at a fixed
   // ".latest.tmp" was written through, and then renamed over `latest`), fsynced, renamed,
   // and the folder fsynced.
-  return write_file_atomically(dir + "/" + name, text, "checkpoint file '" + name + "'");
+  ZDP_RETURN_IF_ERROR(write_file_atomically(dir + "/" + name, text, "checkpoint file '" + name + "'"));
+  return sync_dir(dir);  // again, to report its failure (write_file_atomically's is best effort)
 }
 
 std::vector<int64_t> complete_steps(const std::string& root) {
@@ -147,7 +148,8 @@ Status remove_leftovers(const std::string& root) {
       ZDP_RETURN_IF_ERROR(sync_dir(root));
       continue;
     }
-    if (step_of(name, ".tmp") >= 0 || old_step >= 0) {
+    // latest.tmp.<pid>: a write of `latest` that stopped before its rename.
+    if (step_of(name, ".tmp") >= 0 || old_step >= 0 || name.rfind(std::string(kCheckpointLatestFile) + ".tmp.", 0) == 0) {
       ZDP_LOG(kInfo) << "checkpoint: removing " << root << "/" << name << " (left by an interrupted save)";
       ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + name));
     }

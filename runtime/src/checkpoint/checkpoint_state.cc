@@ -97,8 +97,8 @@ StatusOr<CheckpointFileInfo> decode_file(const json& j, const std::string& where
   // The name is joined to the checkpoint's folder and opened: only the files a checkpoint
   // has ("../../etc/passwd" was opened by verify).
   if (file.name != kCheckpointModelFile && file.name != kCheckpointOptimizerFile) {
-    return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "name' is not " + kCheckpointModelFile +
-                                                    " or " + kCheckpointOptimizerFile);
+    return Status(StatusCode::kInvalidArgument, where + ": '" + prefix + "name' = '" + printable(file.name, 64) +
+                                                    "' is not " + kCheckpointModelFile + " or " + kCheckpointOptimizerFile);
   }
   ZDP_ASSIGN_OR_RETURN(file.bytes, f.integer("bytes", INT64_MIN, kMaxFileBytes));
   ZDP_ASSIGN_OR_RETURN(file.header_bytes, f.integer("header_bytes", INT64_MIN, kMaxFileBytes));

@@ -21,6 +21,7 @@
 #include <system_error>
 #include <thread>
 
+#include "runtime/src/store/listen_socket.h"
 #include "runtime/src/store/tcp_store_core.h"
 #include "runtime/src/store/tcp_store_protocol.h"
 #include "zdp/log.h"
@@ -326,48 +327,6 @@ void TcpStoreServerImpl::expire_sends(Clock::time_point now) {
   }
 }
 
-// A listening socket on host:port (the first of its addresses that binds), or -1 with
-// *error saying why. An IPv6 wildcard serves IPv4 clients too (IPV6_V6ONLY off, whatever
-// the host's default): a store that may be reached by a host name listens on "::".
-int listen_socket(const std::string& host, int port, std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* addrs = nullptr;
-  const std::string port_text = std::to_string(port);
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &addrs);
-  if (rc != 0) {
-    *error = std::string("cannot resolve: ") + ::gai_strerror(rc);
-    return -1;
-  }
-  int listen_fd = -1;
-  for (addrinfo* a = addrs; a != nullptr && listen_fd < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      *error = "socket: " + errno_text();
-      continue;
-    }
-    // SO_REUSEADDR: a restarted launcher can rebind its port while old connections linger in TIME_WAIT.
-    const int one = 1, zero = 0;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (a->ai_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      *error = "bind: " + errno_text();
-      ::close(fd);
-      continue;
-    }
-    if (::listen(fd, SOMAXCONN) != 0) {
-      *error = "listen: " + errno_text();
-      ::close(fd);
-      continue;
-    }
-    listen_fd = fd;
-  }
-  ::freeaddrinfo(addrs);
-  return listen_fd;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreServerOptions& options) {
@@ -390,12 +349,14 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreSe
   const uint64_t max_message_bytes = std::min<uint64_t>(static_cast<uint64_t>(options.max_message_bytes), UINT32_MAX);
 
   std::string last_error = "no address";
-  int listen_fd = listen_socket(options.bind_host, options.port, &last_error);
-  if (listen_fd < 0 && options.bind_host == "::") {
-    // A host without IPv6: the IPv4 wildcard serves the clients it can serve.
+  int err = 0;
+  int listen_fd = listen_socket(options.bind_host, options.port, &last_error, &err);
+  if (listen_fd < 0 && options.bind_host == "::" && (err == EAFNOSUPPORT || err == EADDRNOTAVAIL)) {
+    // A host without IPv6 (not a port in use): the IPv4 wildcard serves what it can.
     std::string v4_error;
-    listen_fd = listen_socket("0.0.0.0", options.port, &v4_error);
+    listen_fd = listen_socket("0.0.0.0", options.port, &v4_error, &err);
     if (listen_fd >= 0) ZDP_LOG(kInfo) << "store server: no IPv6 here (" << last_error << "); listening on 0.0.0.0";
+    else last_error += "; on 0.0.0.0: " + v4_error;
   }
   if (listen_fd < 0) return Status(StatusCode::kIoError, "store server: cannot listen on " + where + ": " + last_error);
 

@@ -168,8 +168,9 @@ class NcclCommunicator final : public Communicator {
     // The start mark goes on the stream before NCCL's call: nothing may be queued on the
     // stream while a nonblocking call is still in progress.
     cuda_err = cudaEventRecord(start, handle.stream);
+    const bool issued = cuda_err == cudaSuccess;
     ncclResult_t r = ncclSuccess;
-    if (cuda_err == cudaSuccess) {
+    if (issued) {
       r = enqueue_collective(comm, rank(), world_size(), desc, buffers.send, buffers.recv, buffers.shape.get(), scratch_.data(),
                              handle.stream);
     }
@@ -211,8 +212,9 @@ class NcclCommunicator final : public Communicator {
     if (cuda_err != cudaSuccess) {
       free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
-          cuda_error_status(cuda_err, "cudaEventRecord(start or done, stream)", __FILE__, __LINE__)
-              .with_context(context(desc)),
+          cuda_error_status(cuda_err, issued ? "cudaEventRecord(done, stream)" : "cudaEventRecord(start, stream)",
+                            __FILE__, __LINE__)
+              .with_context(context(desc) + (issued ? ": issued; communicator aborted" : ": not issued; communicator aborted")),
           /*holds_launch_lock=*/true, handle.state, position);
     }
     pending_.push_back(Pending{desc, start, done, std::nullopt, handle.state, position, stream.name()});

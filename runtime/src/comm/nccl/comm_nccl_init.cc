@@ -46,6 +46,10 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
   if (!generation.ok()) return generation.status().with_context(who);
   const std::string key = "nccl/unique_id/" + std::to_string(*generation - 1);
 
+  // NCCL's bootstrap sockets (rank 0's listening one opens in ncclGetUniqueId) and those it
+  // opens at initialisation: marked close-on-exec below. Connections it opens later, at a
+  // first collective, keep NCCL's own flags.
+  const NewDescriptorsCloseOnExec close_on_exec;
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   if (rank == 0) {
@@ -81,9 +85,6 @@ StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(Store& store, i
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  // NCCL's bootstrap and proxy sockets (those it opens at initialisation; connections it
-  // opens later, at a first collective, keep NCCL's own flags).
-  const NewDescriptorsCloseOnExec close_on_exec;
   ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
   if (r == ncclInProgress && comm != nullptr) r = nccl::settle(comm, Clock::now() + options.timeout, nullptr);
   close_on_exec.mark();
