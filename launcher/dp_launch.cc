@@ -158,6 +158,8 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     return 0;
   }
 
+  // Its own log lines (store reconnections, the console) say which launcher wrote them.
+  zdp::set_process_role("dp-launch node " + std::to_string(plan->node_rank));
   for (const std::string& note : plan->inert) say("note: " + note);
   install_signal_handlers();
   // Run by dp-launch scale: when it is gone, this launch stops as on SIGTERM.

@@ -32,7 +32,7 @@ LogLevel level_from_env() {
 
 struct IdentityState {
   std::mutex mu;
-  ProcessIdentity id{0, 1, short_host_name()};
+  ProcessIdentity id{0, 1, short_host_name(), ""};
 };
 IdentityState& identity_state() {
   static IdentityState* state = new IdentityState();  // never destroyed: usable in atexit paths
@@ -60,6 +60,12 @@ void set_process_identity(int rank, int world_size) {
   s.id.world_size = world_size;
 }
 
+void set_process_role(const std::string& role) {
+  IdentityState& s = identity_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.id.role = role;
+}
+
 ProcessIdentity process_identity() {
   IdentityState& s = identity_state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -68,6 +74,7 @@ ProcessIdentity process_identity() {
 
 std::string log_prefix() {
   const ProcessIdentity id = process_identity();
+  if (!id.role.empty()) return "[" + id.role + " " + id.host + "]";
   return "[rank " + std::to_string(id.rank) + "/" + std::to_string(id.world_size) + " " + id.host + "]";
 }
 

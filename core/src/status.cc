@@ -45,8 +45,10 @@ void Status::throw_if_error() const {
 std::string error_site(const char* file, int line) {
   const ProcessIdentity id = process_identity();
   const char* base = std::strrchr(file, '/');
-  return "[rank " + std::to_string(id.rank) + "/" + std::to_string(id.world_size) + " " + id.host + ":" +
-         std::to_string(::getpid()) + "] " + (base ? base + 1 : file) + ":" + std::to_string(line);
+  const std::string who = id.role.empty() ? "rank " + std::to_string(id.rank) + "/" + std::to_string(id.world_size)
+                                           : id.role;
+  return "[" + who + " " + id.host + ":" + std::to_string(::getpid()) + "] " + (base ? base + 1 : file) + ":" +
+         std::to_string(line);
 }
 
 }  // namespace zdp

@@ -76,6 +76,16 @@ TEST(Log, PrefixAndErrorSiteNameRankAndHost) {
   set_process_identity(0, 1);
 }
 
+// dp-launch is no rank: its lines say what it is ("[rank 0/1 host]" read as rank 0's).
+TEST(Log, AProcessRoleReplacesTheRank) {
+  set_process_role("dp-launch node 1");
+  const ProcessIdentity id = process_identity();
+  EXPECT_EQ(log_prefix(), "[dp-launch node 1 " + id.host + "]");
+  EXPECT_EQ(error_site("/a/b/x.cc", 7).rfind("[dp-launch node 1 " + id.host + ":", 0), 0u);
+  set_process_role("");
+  EXPECT_EQ(log_prefix(), "[rank " + std::to_string(id.rank) + "/" + std::to_string(id.world_size) + " " + id.host + "]");
+}
+
 TEST(Log, LinesCarryThePrefix) {
   set_process_identity(1, 2);
   ::testing::internal::CaptureStderr();

@@ -10,16 +10,20 @@ namespace zdp {
 enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 // Who this process is; set once by the runtime when the rank is known (zdp::init, or a
-// communicator's creation). Before that a process is "rank 0/1".
+// communicator's creation). Before that a process is "rank 0/1". A process that is no
+// rank (dp-launch) names its role instead, so that its lines are not taken for rank 0's.
 struct ProcessIdentity {
   int rank = 0;
   int world_size = 1;
   std::string host;  // short host name
+  std::string role;  // set_process_role's; empty for a rank
 };
 void set_process_identity(int rank, int world_size);
+// "dp-launch node 1": the prefix says it in place of the rank.
+void set_process_role(const std::string& role);
 ProcessIdentity process_identity();
 
-// "[rank 3/4 host]"
+// "[rank 3/4 host]", or "[dp-launch node 1 host]" with a role
 std::string log_prefix();
 
 LogLevel log_threshold();
