@@ -263,6 +263,9 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.startup_timeout = startup;
     g.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config->launch.heartbeat_timeout_s * 1000));
     g.store = &store;
+    if (plan->hosts_store() && plan->nnodes > 1) {
+      g.startup_note = [&job_store, &plan] { return missing_launchers(job_store, plan->nnodes); };
+    }
     const GroupResult result = run_group(g, g_interrupt);
     if (result.ok()) {
       std::string elsewhere;

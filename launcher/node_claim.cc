@@ -44,4 +44,15 @@ Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds 
   return Status::Ok();
 }
 
+std::string missing_launchers(Store& store, int nnodes) {
+  std::string missing;
+  for (int n = 0; n < nnodes; ++n) {
+    StatusOr<bool> claimed = store.check({claim_key(n)});
+    if (claimed.ok() && !*claimed) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+  }
+  if (missing.empty()) return "";
+  return "the launcher of node(s) " + missing + " never joined (no dp-launch ran with that node rank, or it could "
+         "not reach node 0's store)";
+}
+
 }  // namespace zdp::launcher

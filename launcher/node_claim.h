@@ -24,4 +24,8 @@ std::string describe_layout(const LaunchPlan& plan);
 // a store error (node 0 gone) as it came. `within` bounds the wait for node 0's layout.
 Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds within);
 
+// "the launcher of node(s) 1, 3 never joined (no dp-launch ran with that node rank, or it
+// could not reach node 0's store)", or "" when every node of `nnodes` claimed its rank.
+std::string missing_launchers(Store& store, int nnodes);
+
 }  // namespace zdp::launcher

@@ -239,6 +239,10 @@ class Group {
       reason += std::string(absent.empty() ? "" : "; ") + "rank(s) " + waiting +
                 " reached it but did not finish the rendezvous";
     }
+    if (o_.startup_note) {
+      const std::string note = o_.startup_note();
+      if (!note.empty()) reason += "; " + note;
+    }
     if (!absent.empty()) reason += " (a program that does not call zdp::init needs launch.startup_timeout_s = 0)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the job");

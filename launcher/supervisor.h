@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct GroupOptions {
   // The job's store, scoped to this attempt (for ready keys and the job-failed key).
   // May be null for tests of a single node without rendezvous.
   Store* store = nullptr;
+  // At the startup timeout, what else to say: which nodes' launchers never joined
+  // (node_claim.h's missing_launchers); may be empty.
+  std::function<std::string()> startup_note;
 };
 
 enum class GroupOutcome {

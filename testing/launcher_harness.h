@@ -137,7 +137,7 @@ class LauncherTest : public ::testing::Test {
 
   // A config running `program` with `args` (the tag is added so leftovers can be found).
   std::string config(int nproc, const std::vector<std::string>& probe_args, const std::string& extra = "",
-                     const std::string& program = ZDP_RANK_PROBE) {
+                     const std::string& program = ZDP_RANK_PROBE, int startup_timeout_s = 30) {
     // rank_probe takes "--tag <dir>" so that leftovers can be found by command line.
     const bool probe = program == ZDP_RANK_PROBE;
     std::ostringstream args;
@@ -148,7 +148,7 @@ class LauncherTest : public ::testing::Test {
     std::ostringstream c;
     c << "[launch]\nnproc_per_node = " << nproc << "\nprogram = \"" << program << "\"\nargs = " << args.str()
       << "\nlog_dir = \"" << (dir_ / "logs").string() << "\"\nmaster_port = " << port_
-      << "\nstartup_timeout_s = 30\n" << extra << "\n"
+      << "\nstartup_timeout_s = " << startup_timeout_s << "\n" << extra << "\n"
       << "[train]\nglobal_batch = 12\n";  // divisible by every world size used here
     const fs::path path = dir_ / ("job-" + std::to_string(++configs_) + ".toml");
     std::ofstream(path) << c.str();

@@ -55,4 +55,14 @@ TEST_F(LauncherTest, ANodeWithAnotherLayoutIsRefusedNamingBoth) {
   EXPECT_NE(r0.exit_code, 0) << r0.output;
 }
 
+// Node 0 alone: the startup timeout names the node whose launcher never joined, besides
+// its ranks (it named the ranks only).
+TEST_F(LauncherTest, TheStartupTimeoutNamesANodeWhoseLauncherNeverJoined) {
+  const std::string cfg = config(2, {}, "nnodes = 2", ZDP_RANK_PROBE, 3);
+  const LaunchRun node0 = finish(start({cfg, "--node-rank", "0"}, kSecret), 60s, Clock::now());
+  EXPECT_NE(node0.exit_code, 0) << node0.output;
+  EXPECT_NE(node0.output.find("rank(s) 2, 3 never reached the job store"), std::string::npos) << node0.output;
+  EXPECT_NE(node0.output.find("the launcher of node(s) 1 never joined"), std::string::npos) << node0.output;
+}
+
 }  // namespace
