@@ -41,7 +41,8 @@ class PinnedGemmThreads {
  public:
   PinnedGemmThreads() {
     const int pinned = g_pinned_gemm_threads.load(std::memory_order_relaxed);
-    if (pinned <= 0 || openblas_get_parallel() != OPENBLAS_OPENMP) return;
+    static const bool openmp_build = openblas_get_parallel() == OPENBLAS_OPENMP;  // asked once, not per GEMM
+    if (pinned <= 0 || !openmp_build) return;
     saved_ = omp_get_max_threads();
     if (saved_ != pinned) omp_set_num_threads(pinned);
     else saved_ = 0;

@@ -88,11 +88,7 @@ class NcclCommunicator final : public Communicator {
       }
       comm_ = nullptr;
     }
-    for (Pending& p : pending_) {
-      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.start));
-      ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
-    }
-    pending_.clear();
+    destroy_pending_locked();
     for (cudaEvent_t e : free_events_) ZDP_CUDA_CHECK_LOG(cudaEventDestroy(e));
     free_events_.clear();
     scratch_.reset();  // after NCCL is gone: a barrier may have been using it
@@ -186,14 +182,14 @@ class NcclCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     enqueuing_.reset();
     if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // the watchdog or abort() left it to us
+    // Not to be watched: the events go back to the pool whichever way it failed.
+    if (comm_ == nullptr || r != ncclSuccess || cuda_err != cudaSuccess) recycle_locked(start, done);
     if (comm_ == nullptr) {  // the watchdog (or abort()) gave up on it meanwhile
-      free_events_.push_back(start), free_events_.push_back(done);
       const Status first = error();
       handle.state->fail(position, first);
       return first.ok() ? Status(StatusCode::kAborted, context(desc) + ": the communicator was aborted") : first;
     }
     if (r == ncclInProgress) {  // the deadline passed with NCCL still setting it up
-      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
           Status(StatusCode::kTimeout, context(desc) + " timed out after " + format_duration(options().timeout) +
                                            " while NCCL was still setting it up on stream '" + stream.name() +
@@ -202,7 +198,6 @@ class NcclCommunicator final : public Communicator {
           /*holds_launch_lock=*/true, handle.state, position);
     }
     if (r != ncclSuccess) {
-      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
           Status(nccl_status_code(r), context(desc) + ": " + nccl_call_name(desc.op) + " on stream '" + stream.name() +
                                           "' failed: " + nccl_error_text(r) + " at " + error_site(__FILE__, __LINE__) +
@@ -210,7 +205,6 @@ class NcclCommunicator final : public Communicator {
           /*holds_launch_lock=*/true, handle.state, position);
     }
     if (cuda_err != cudaSuccess) {
-      free_events_.push_back(start), free_events_.push_back(done);
       return fail_and_abort_locked(
           cuda_error_status(cuda_err, issued ? "cudaEventRecord(done, stream)" : "cudaEventRecord(start, stream)",
                             __FILE__, __LINE__)
@@ -268,7 +262,7 @@ class NcclCommunicator final : public Communicator {
           (void)cudaGetLastError();
           return false;
         }
-        free_events_.push_back(it->start), free_events_.push_back(it->done);
+        recycle_locked(it->start, it->done);
         it = pending_.erase(it);
       }
       if (pending_.empty()) return true;
@@ -302,13 +296,24 @@ class NcclCommunicator final : public Communicator {
         abort_requested_ = true;
       }
     }
-    // Safe on events not yet reached: CUDA releases them once they are.
+    destroy_pending_locked();
+    return first;
+  }
+
+  // REQUIRES: mu_ held. A collective's two events back to the pool.
+  void recycle_locked(cudaEvent_t start, cudaEvent_t done) {
+    free_events_.push_back(start);
+    free_events_.push_back(done);
+  }
+
+  // REQUIRES: mu_ held. Destroys the pending collectives' events and forgets them (safe on
+  // events not yet reached: CUDA releases them once they are).
+  void destroy_pending_locked() {
     for (Pending& p : pending_) {
       ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.start));
       ZDP_CUDA_CHECK_LOG(cudaEventDestroy(p.done));
     }
     pending_.clear();
-    return first;
   }
 
   // REQUIRES: mu_ held. Retires the oldest pending collectives whose events are reached,
@@ -316,7 +321,7 @@ class NcclCommunicator final : public Communicator {
   void retire_reached_locked() {
     while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
       note_finished(pending_.front().desc.seq, true);
-      free_events_.push_back(pending_.front().start), free_events_.push_back(pending_.front().done);
+      recycle_locked(pending_.front().start, pending_.front().done);
       pending_.pop_front();
     }
   }
@@ -383,7 +388,7 @@ class NcclCommunicator final : public Communicator {
         const cudaError_t e = cudaEventQuery(it->done);
         if (e == cudaSuccess) {
           note_finished(it->desc.seq, true);  // the flight recorder's end: when the watchdog saw it
-          free_events_.push_back(it->start), free_events_.push_back(it->done);
+          recycle_locked(it->start, it->done);
           it = pending_.erase(it);
           continue;
         }
