@@ -30,7 +30,8 @@ Status Engine::Impl::build() {
                       std::to_string(kernels::kExactMaxElements));
   }
   ZDP_ASSIGN_OR_RETURN(state, OptimizerState::create(env, opt, layout, registry));
-  quant = std::make_unique<QuantizedExchange>(env, opt, layout, timeline);
+  quant = std::make_unique<QuantizedExchange>(env, opt, layout, timeline,
+                                              [s = state.get()] { return s->loss_scale(); });
   ZDP_ASSIGN_OR_RETURN(grads, GradReducer::create(env, opt, layout, registry, timeline, *quant));
   ZDP_ASSIGN_OR_RETURN(params, ParamGatherer::create(env, opt, layout, timeline, *quant));
   // Every size comes from plan_buffers(), the rules plan_memory() reports (buffer_plan.h).

@@ -109,6 +109,10 @@ Status Exec::cast(const kernels::CastArgs& args) {
   return cuda_ ? kernels::cast_cuda(args, compute_handle()) : kernels::cast_cpu(args);
 }
 
+Status Exec::scale(const kernels::ScaleArgs& args) {
+  return cuda_ ? kernels::scale_cuda(args, compute_handle()) : kernels::scale_cpu(args);
+}
+
 Status Exec::grad_check(const kernels::GradCheckArgs& args, void* workspace, int64_t workspace_bytes) {
   return cuda_ ? kernels::grad_check_cuda(args, workspace, workspace_bytes, compute_handle())
                : kernels::grad_check_cpu(args);

@@ -54,6 +54,8 @@ class Exec {
   // before step().
   Status fold_on_comm(const kernels::FoldArgs& args);
   Status cast(const kernels::CastArgs& args);
+  // x *= scale in place on the compute stream (kernels/cast.h).
+  Status scale(const kernels::ScaleArgs& args);
   // Compressed communication (kernels/quantize.h): the gradient's quantization on the
   // compute stream (it reads what backward wrote and updates the error feedback); the
   // parameters' quantization and every dequantization on the communication stream,

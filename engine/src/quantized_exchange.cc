@@ -13,6 +13,7 @@ namespace zdp {
 Status QuantizedExchange::allocate(const BufferSizes& z) {
   if (z.error_feedback > 0) {
     ZDP_RETURN_IF_ERROR(env_.allocate(error_, z.error_feedback, MemCategory::kGrads, "error feedback", true));
+    error_scale_.assign(layout_.buckets().size(), loss_scale_());
   }
   if (z.reduce_wire.count > 0) {
     ZDP_RETURN_IF_ERROR(reduce_wire_.init(env_.device, env_.who + ": quantized gradient chunks",
@@ -39,6 +40,7 @@ Status QuantizedExchange::reduce_scatter(int b, const float* send, float* out, b
   timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kAllToAll);
   ZDP_RETURN_IF_ERROR(exec.compute_after(reduce_wire_.event(slot), "quantized gradient chunks"));
   timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kAllToAll);
+  ZDP_RETURN_IF_ERROR(match_loss_scale(b));
   float* error = error_.empty() ? nullptr : error_.as<float>() + bk.begin;
   for (int q = 0; q < K; ++q) {
     if (q == env_.rank) continue;  // the own slice never travels: summed exactly below
@@ -80,8 +82,21 @@ Status QuantizedExchange::all_gather(int b, const void* own, void* out, int64_t 
   return Status::Ok();
 }
 
+Status QuantizedExchange::match_loss_scale(int b) {
+  if (error_.empty()) return Status::Ok();
+  const double now = loss_scale_();
+  double& kept_at = error_scale_[static_cast<size_t>(b)];
+  if (now == kept_at) return Status::Ok();
+  const Bucket& bk = layout_.buckets()[static_cast<size_t>(b)];
+  // The scales are powers of two with the default growth and backoff factors: exact.
+  const float ratio = static_cast<float>(now / kept_at);
+  kept_at = now;
+  return env_.exec->scale(kernels::ScaleArgs{error_.as<float>() + bk.begin, DType::kF32, bk.size, ratio});
+}
+
 Status QuantizedExchange::reset_error() {
   if (error_.empty()) return Status::Ok();
+  error_scale_.assign(layout_.buckets().size(), loss_scale_());
   return env_.exec->memset(error_.data(), 0, error_.bytes());
 }
 

@@ -12,7 +12,12 @@
 // Error feedback: what the codes of a value lost this step is kept (fp32, per rank,
 // element for element with the flat buffer) and added to that value's gradient before
 // the next step's quantization, so the error does not accumulate: the sum of what was
-// sent over n steps differs from the sum of the gradients by one step's residual.
+// sent over n steps differs from the sum of the gradients by one step's residual. The
+// residual is in the units of the gradient it came from, which fp16's dynamic loss scale
+// multiplies: each bucket remembers the scale its residual was kept at and rescales it
+// when the next gradient comes at another one (a skipped step halves the scale, growth
+// doubles it), so the residual always stands for the same unscaled gradient. A skipped
+// step's residual is kept (its gradient is not sent again): one step's rounding.
 //
 // zero.compress = "inter-node": the same exchanges with each peer's chunk encoded by
 // where the peer is. Peers on this rank's node get full precision (fp32 gradient slices,
@@ -24,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/src/buffer_plan.h"
@@ -35,8 +41,11 @@ namespace zdp {
 
 class QuantizedExchange {
  public:
-  QuantizedExchange(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline)
-      : env_(env), opt_(options), layout_(layout), timeline_(timeline) {}
+  // `loss_scale`: the scale the trainer's gradients are multiplied by now (1 but with
+  // fp16's dynamic scaling).
+  QuantizedExchange(EngineEnv& env, const EngineOptions& options, const Layout& layout, Timeline& timeline,
+                    std::function<double()> loss_scale)
+      : env_(env), opt_(options), layout_(layout), timeline_(timeline), loss_scale_(std::move(loss_scale)) {}
   // The error feedback and the wire buffers (plan_buffers()); nothing when neither key asks.
   Status allocate(const BufferSizes& sizes);
 
@@ -73,6 +82,9 @@ class QuantizedExchange {
   // Bytes per rank and step for the timeline: K / (K - 1) x what this rank sends, so that
   // the profiler's (K - 1) / K bus factor gives back exactly the bytes sent.
   int64_t timeline_bytes(int64_t sent) const;
+  // Bucket b's error feedback in the units of today's loss scale (see the file comment),
+  // on the compute stream before the quantization reads it.
+  Status match_loss_scale(int b);
   // The receive side of an inter-node reduction, on the communication stream: out =
   // [out] + own + every peer's chunk in rank order (fp32 ones added, quantized runs
   // dequantized and added).
@@ -85,7 +97,9 @@ class QuantizedExchange {
   const EngineOptions& opt_;
   const Layout& layout_;
   Timeline& timeline_;
+  std::function<double()> loss_scale_;
   DeviceBuffer error_;     // T x fp32, zero at first
+  std::vector<double> error_scale_;  // per bucket: the loss scale its error feedback was kept at
   SlotPool reduce_wire_;   // per slot: K send chunks, then K receive chunks
   SlotPool gather_wire_;   // per slot: the own chunk, then K received chunks
   std::vector<int> node_of_;  // zero.compress = "inter-node": each rank's node; else empty

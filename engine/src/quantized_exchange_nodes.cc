@@ -91,6 +91,7 @@ Status QuantizedExchange::reduce_scatter_mixed(int b, const float* send, float* 
   timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, b, CollectiveOp::kAllToAll);
   ZDP_RETURN_IF_ERROR(exec.compute_after(reduce_wire_.event(slot), "gradient chunks"));
   timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, b, CollectiveOp::kAllToAll);
+  ZDP_RETURN_IF_ERROR(match_loss_scale(b));
   float* error = error_.empty() ? nullptr : error_.as<float>() + bk.begin;
   AllToAllShape shape;
   shape.counts.assign(static_cast<size_t>(K), 0);

@@ -118,6 +118,30 @@ TEST(EngineQuant, ErrorFeedbackMattersAtInt4) {
   EXPECT_GT(d_without, 1.5 * d_with);                // measured 0.047: twice as far
 }
 
+// The error feedback is kept in the units of the gradient it came from, which fp16's
+// loss scale multiplies. With the scale doubling every step (powers of two: every
+// product exact) the run must give the bits of the run at a constant scale; a residual
+// added at the old scale (before: twice too small after each doubling) changes them.
+TEST(EngineQuant, ErrorFeedbackFollowsTheLossScale) {
+  for (int stage : {1, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    EngineOptions constant = options(stage, WireQuant::kInt8);
+    constant.compute_dtype = DType::kF16;
+    constant.loss_scale.initial = 512.0;
+    constant.loss_scale.growth_interval = 1000;
+    EngineOptions growing = constant;
+    growing.loss_scale.growth_interval = 1;
+    const int steps = 5;  // 512 .. 8192: TinyMlp's gradients stay inside fp16's range
+    const EngineRunResult a = testing::run_expecting_success(2, constant, steps);
+    const EngineRunResult b = testing::run_expecting_success(2, growing, steps);
+    ASSERT_EQ(b.stats.size(), static_cast<size_t>(steps));
+    EXPECT_EQ(b.stats.back().loss_scale, 16384.0) << "the scale did not grow every step";  // after the last
+    for (const StepStats& s : b.stats) EXPECT_FALSE(s.skipped);
+    const auto d = max_difference(b, a);
+    EXPECT_EQ(d.value, 0.0) << d.where;
+  }
+}
+
 // Checkpoints do not keep the error feedback: a resume (here at another world size and
 // stage) starts it at zero and carries on, within the int8 drift of the uninterrupted run.
 TEST(EngineQuant, ResumesAtAnotherWorldSizeWithTheErrorFeedbackReset) {
