@@ -155,14 +155,16 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   const double end = simulate_issue(p.kernels, K, &p.host_issue_s);
   p.launch_wait_s = std::max(0.0, end - p.busy_s);
   p.step_s = p.busy_s + p.launch_wait_s;
-  // The trainer's count (trainer/models/gpt.cc flops_per_sample): 6 flops per parameter
-  // of the dense model and token, plus attention's 12 L T d per token.
+  // The trainer's count (trainer/models/gpt.cc flops_per_sample; PaLM's, appendix B): 6
+  // flops per parameter of the dense model and token, plus attention's 12 L T d per token.
   const double params = (V + T) * d + static_cast<double>(L) * 12.0 * d * d;
   const double per_sample = T * (6.0 * params + 12.0 * static_cast<double>(L) * T * d);
   p.model_flops = per_sample * static_cast<double>(s.micro_batch * K);
   const double tokens = N * static_cast<double>(K);
   p.tokens_per_s = p.step_s > 0 ? tokens / p.step_s : 0;
   p.mfu = p.step_s > 0 ? p.model_flops / p.step_s / peak : 0;
+  const double llmc_per_token = 6.0 * static_cast<double>(s.params) + 6.0 * static_cast<double>(L) * T * d;
+  p.mfu_llmc = p.step_s > 0 ? llmc_per_token * tokens / p.step_s / peak : 0;
   return p;
 }
 
@@ -195,8 +197,10 @@ std::string format_gpu_step(const GpuStepPrediction& p, const GpuSpec& gpu, cons
                                                    : "LAUNCH-BOUND: a CUDA graph of the micro-batch would save this");
   out += line;
   std::snprintf(line, sizeof(line),
-                "  predicted step %.1f ms (%lld launches), %.0f tokens/s, MFU %.1f%% (model FLOPs %.3g per step)\n",
-                p.step_s * 1e3, static_cast<long long>(p.launches), p.tokens_per_s, 100 * p.mfu, p.model_flops);
+                "  predicted step %.1f ms (%lld launches), %.0f tokens/s, MFU %.1f%% (model FLOPs %.3g per step, "
+                "PaLM's count; %.1f%% by llm.c's 6 psi + 6 L T d per token)\n",
+                p.step_s * 1e3, static_cast<long long>(p.launches), p.tokens_per_s, 100 * p.mfu, p.model_flops,
+                100 * p.mfu_llmc);
   out += line;
   return out;
 }

@@ -95,6 +95,10 @@ struct GpuStepPrediction {
   double model_flops = 0;  // the trainer's count (6 psi + attention) per step, for MFU
   double tokens_per_s = 0;
   double mfu = 0;          // model_flops / step_s / the dtype's peak
+  // The same step by llm.c's count (train_gpt2.cu gpt2_estimate_mfu): 6 flops per
+  // parameter (all psi) and token plus attention's 6 L T d (the causal half), 7% below the
+  // trainer's (PaLM's) count for gpt2-124m: what llm.c's MFU figures compare with.
+  double mfu_llmc = 0;
   int64_t launches = 0;
 };
 

@@ -53,12 +53,16 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
     return bad(path, "format is '" + printable(format, 64) + "', not '" + trainer::kKernelTimesFormat + "'");
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, int_field(j, "version", 1, 1000, path, ""));
-  if (version != trainer::kKernelTimesVersion) {
-    return bad(path, "version " + std::to_string(version) + " is not the version this dp-launch reads (" +
+  if (version != 1 && version != trainer::kKernelTimesVersion) {
+    return bad(path, "version " + std::to_string(version) + " is not a version this dp-launch reads (1 or " +
                          std::to_string(trainer::kKernelTimesVersion) + ")");
   }
   ZDP_ASSIGN_OR_RETURN(m->device, string_field(j, "device", path));
   ZDP_ASSIGN_OR_RETURN(m->device_kind, string_field(j, "device_kind", path));
+  if (version >= 2) {
+    ZDP_ASSIGN_OR_RETURN(m->world_size, int_field(j, "world_size", 1, config_internal::kMaxWorldSize, path, ""));
+    ZDP_ASSIGN_OR_RETURN(m->zero_stage, int_field(j, "zero_stage", 0, 3, path, ""));
+  }
   const auto model = j.find("model");
   if (model == j.end() || !model->is_object()) return bad(path, "model is missing or not an object");
   const std::string w = "model.";

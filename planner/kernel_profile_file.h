@@ -18,6 +18,9 @@ struct MeasuredKernels {
   std::string dir;
   std::string device;       // "NVIDIA H200", "cpu"
   std::string device_kind;  // "cuda", "cpu"
+  // The run's ranks and ZeRO stage: the optimizer part is one rank's share of the update
+  // at stages 1-3. A version-1 file has neither: read as one rank (stage 0).
+  int64_t world_size = 1, zero_stage = 0;
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0, micro_batch = 0, accum_steps = 0;
   std::string dtype;  // "bf16"
   bool fused_attention = false;

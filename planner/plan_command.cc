@@ -203,6 +203,12 @@ int run_plan(const PlanArgs& a) {
   const int gpus_per_node = spec ? (a.gpus_per_node > 0 ? a.gpus_per_node : spec->gpus_per_node) : 0;
   const int cuda_devices = spec ? gpus_per_node : cuda_device_count();
   const int local = resolve_nproc_per_node(config->launch, cuda_devices);
+  if (spec && local > gpus_per_node) {
+    say(a.config_path + ": launch.nproc_per_node = " + std::to_string(local) + " ranks on a node of " +
+        std::to_string(gpus_per_node) + " " + spec->name + " GPUs (" +
+        (a.gpus_per_node > 0 ? "--gpus-per-node" : "the GPU table's node") + "): one rank per GPU");
+    return 2;
+  }
   const int64_t configured_world = int64_t{local} * config->launch.nnodes;
   if (const std::string excess = config_internal::world_size_excess(configured_world); !excess.empty()) {
     say(a.config_path + ": " + std::to_string(local) + " ranks per node x launch.nnodes (" +
@@ -259,7 +265,9 @@ int run_plan(const PlanArgs& a) {
   std::string gpu_table;
   if (spec) {
     in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
-    in.ranks_per_node = gpus_per_node;
+    // The configured ranks per node (one per GPU; "auto": every GPU of the node), which
+    // may leave GPUs of a node idle: the links are shared by the ranks that run.
+    in.ranks_per_node = local;
     in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
                      "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
     const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;

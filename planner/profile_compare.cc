@@ -14,6 +14,11 @@ using trainer::kNumKernelRegions;
 using trainer::region_name;
 
 constexpr int kMemoryClass = 3;  // after the ComputeClass values
+// A region measured faster than its work at this multiple of the datasheet's rate is refused.
+constexpr double kMaxDatasheetMultiple = 4.0;
+// The measured regions may exceed the measured step by this factor (the two are timed by
+// different clocks over different steps), no more.
+constexpr double kRegionsOverStep = 1.1;
 
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : (dtype == "bf16" || dtype == "fp16" ? 2 : 0); }
 
@@ -75,11 +80,17 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   const auto adam = static_cast<size_t>(KernelRegion::kAdamW);
   if (m.optimizer_s >= 0) measured[adam] = m.optimizer_s, have[adam] = true;
 
+  // The profile's optimizer part is its rank's: at stages 1-3 that rank updates 1/K of
+  // the state, and the prediction it is compared with is of that share.
+  const double adam_share = m.zero_stage >= 1 ? 1.0 / static_cast<double>(m.world_size) : 1.0;
+  const auto share_of = [&](const KernelCost& k) { return k.region == KernelRegion::kAdamW ? adam_share : 1.0; };
+
   // One row per region, in the order its first kernel runs.
   std::array<int, kNumKernelRegions> row_of;
   row_of.fill(-1);
   for (const KernelCost& k : c.predicted.kernels) {
     const auto r = static_cast<size_t>(k.region);
+    const double f = share_of(k);
     if (row_of[r] < 0) {
       row_of[r] = static_cast<int>(c.rows.size());
       RegionComparison row;
@@ -89,17 +100,34 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
       c.rows.push_back(row);
     }
     RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
-    row.predicted_s += k.time_s;
+    row.predicted_s += f * k.time_s;
     row.predicted_launches += k.calls;
-    row.flops += k.flops * static_cast<double>(k.calls);
-    row.bytes += k.bytes * static_cast<double>(k.calls);
+    row.flops += f * k.flops * static_cast<double>(k.calls);
+    row.bytes += f * k.bytes * static_cast<double>(k.calls);
   }
+  const double peak = shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
   for (RegionComparison& row : c.rows) {
-    row.compute_bound = row.flops / (shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops) >
-                        row.bytes / gpu.hbm_bytes_per_s;
+    const double flops_s = row.flops / peak, bytes_s = row.bytes / gpu.hbm_bytes_per_s;
+    row.compute_bound = flops_s > bytes_s;
     if (row.measured_s < 0) continue;
+    // A time the GPU cannot have measured: its work at four times the datasheet's rate
+    // (caches may beat the byte count, never by that much) or nothing at all.
+    if (row.measured_s * kMaxDatasheetMultiple < std::max(flops_s, bytes_s)) {
+      return Status(StatusCode::kInvalidArgument,
+                    m.dir + "/kernels.json: region '" + region_name(row.region) + "' took " +
+                        fmt("%.3g ms", row.measured_s * 1e3) + " per step, less than a quarter of its work at the " +
+                        gpu.name + " datasheet's rate (" + fmt("%.3g ms", std::max(flops_s, bytes_s) * 1e3) +
+                        "): not a measurement of this model on this GPU");
+    }
     c.predicted_regions_s += row.predicted_s;
     c.measured_regions_s += row.measured_s;
+  }
+  // The regions run one after another on the compute stream inside the step.
+  if (m.step_s > 0 && c.measured_regions_s > kRegionsOverStep * m.step_s) {
+    return Status(StatusCode::kInvalidArgument,
+                  m.dir + ": the regions of kernels.json add up to " + fmt("%.3f ms", c.measured_regions_s * 1e3) +
+                      " per step, more than the whole step profile.jsonl measured (" + fmt("%.3f ms", m.step_s * 1e3) +
+                      "): the two files are not of one run");
   }
   for (int r = 0; r < kNumKernelRegions; ++r) {
     if (have[static_cast<size_t>(r)] && row_of[static_cast<size_t>(r)] < 0) {
@@ -111,14 +139,14 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   // Each kernel's share of its region's measured time is its share of the region's
   // predicted time; its work (FLOPs if compute-bound, bytes if memory-bound) over that time
   // and the datasheet rate is the efficiency it reached. Launch-bound kernels say nothing.
-  const double peak = shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
   std::array<double, kNumEfficiencyClasses> work{}, seconds{};
   for (const KernelCost& k : c.predicted.kernels) {
     const auto r = static_cast<size_t>(k.region);
     const RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
     if (row.measured_s <= 0 || row.predicted_s <= 0 || k.bound == "launch") continue;
-    const double t = row.measured_s * k.time_s / row.predicted_s;
-    const double calls = static_cast<double>(k.calls);
+    const double f = share_of(k);
+    const double t = row.measured_s * f * k.time_s / row.predicted_s;
+    const double calls = f * static_cast<double>(k.calls);
     if (k.bound == "compute") {
       const auto cls = static_cast<size_t>(k.compute);
       work[cls] += k.flops * calls / peak;
@@ -144,7 +172,10 @@ std::string format_comparison(const ProfileComparison& c, const MeasuredKernels&
   std::string out = "GPU step model vs MEASURED (dp-launch plan --from-profile " + m.dir + "): rank 0 of a run on " +
                     m.device + ", " + std::to_string(m.steps) + " measured steps, " + m.dtype + ", " +
                     (m.fused_attention ? "fused" : "batched") + " attention, " + std::to_string(m.accum_steps) +
-                    " micro-batch(es) per step\n";
+                    " micro-batch(es) per step, " + std::to_string(m.world_size) + " rank(s) at stage " +
+                    std::to_string(m.zero_stage) +
+                    (m.zero_stage >= 1 && m.world_size > 1 ? " (the optimizer row: one rank's 1/K of the update)" : "") +
+                    "\n";
   char line[320];
   std::snprintf(line, sizeof(line), "  %-38s %8s %8s %12s %12s %9s  %s\n", "region", "launches", "entered", "predicted ms",
                 "measured ms", "meas/pred", "achieved");

@@ -124,6 +124,9 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   // x 2 samples x 3 micro-batches = 39,168.
   EXPECT_DOUBLE_EQ(p.model_flops, 39168);
   EXPECT_DOUBLE_EQ(p.mfu, 39168 / p.step_s / 1e12);
+  // llm.c's count: every parameter (psi = 1000) and attention's causal half, per token
+  // 6 x 1000 + 6 x 1 x 4 x 4 = 6096, x 24 tokens = 146,304.
+  EXPECT_DOUBLE_EQ(p.mfu_llmc, 146304 / p.step_s / 1e12);
   // fp32 uses the fp32 peak.
   s.elem_bytes = 4;
   const GpuStepPrediction f = predict_gpt_step(s, g, halves());

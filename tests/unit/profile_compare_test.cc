@@ -135,6 +135,53 @@ TEST(ProfileCompare, RefusesACpuProfileAndAnotherModel) {
   EXPECT_FALSE(compare_with_profile(shape, round_gpu(), halves(), m).ok());
 }
 
+// A rank of 8 at stage 1 updates an eighth of the state: its optimizer part, twice the
+// prediction of that eighth, implies the same memory efficiency as every other region at
+// twice its prediction (compared with the whole update, it implied four times as much).
+TEST(ProfileCompare, TheOptimizerPartIsOneRanksShareAtStagesOneToThree) {
+  const GptShape shape = tiny();
+  MeasuredKernels m = profile_of(shape, 1, 2.0);
+  m.world_size = 8, m.zero_stage = 1;
+  m.optimizer_s /= 8;
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_NEAR(c->implied[3], 0.25, 1e-12);
+  for (const RegionComparison& r : c->rows) {
+    if (r.region == KernelRegion::kAdamW) {
+      EXPECT_NEAR(r.measured_s, 2 * r.predicted_s, 1e-12 * r.predicted_s);
+    }
+  }
+  EXPECT_NE(format_comparison(*c, m, round_gpu()).find("8 rank(s) at stage 1 (the optimizer row"), std::string::npos);
+  m.zero_stage = 0;  // stage 0: every rank updates everything, so the same part is 8x too fast
+  c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_GT(c->implied[3], 0.25);
+}
+
+// Times no GPU measures: a region faster than four times the datasheet (here 1e-300 s),
+// regions that add up to more than the step (one region of 1e6 s in a 1 s step).
+TEST(ProfileCompare, RefusesTimesTheGpuCannotHaveMeasured) {
+  const GptShape shape = tiny();
+  const auto qkv = static_cast<size_t>(KernelRegion::kQkvFwd);
+  MeasuredKernels m = profile_of(shape, 1, 1.0);
+  m.seconds[qkv] = 1e-300;
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("region 'qkv linear fwd' took 1e-297 ms"), std::string::npos)
+      << c.status().message();
+  m.seconds[qkv] = 0;  // "not measured" in the table before
+  EXPECT_FALSE(compare_with_profile(shape, round_gpu(), halves(), m).ok());
+  m = profile_of(shape, 1, 1.0);
+  m.seconds[qkv] = 1e6;
+  c = compare_with_profile(shape, round_gpu(), halves(), m);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("more than the whole step profile.jsonl measured (1000.000 ms)"),
+            std::string::npos)
+      << c.status().message();
+  m.step_s = -1;  // no step lines: nothing to compare the sum with
+  EXPECT_TRUE(compare_with_profile(shape, round_gpu(), halves(), m).ok());
+}
+
 TEST(ProfileCompare, GpuNamesFromDeviceNames) {
   EXPECT_EQ(gpu_name_of_device("NVIDIA H200"), "h200");
   EXPECT_EQ(gpu_name_of_device("NVIDIA H100 80GB HBM3"), "h100");
@@ -186,6 +233,18 @@ TEST_F(KernelProfileFile, ReadsRegionsAndRankZerosStepLines) {
   EXPECT_DOUBLE_EQ(m->step_s, 42e-3);
   EXPECT_DOUBLE_EQ(m->optimizer_s, 3e-3);
   EXPECT_DOUBLE_EQ(m->exposed_comm_s, 2e-3);
+  EXPECT_EQ(m->world_size, 1);  // version 1: one rank's run
+  EXPECT_EQ(m->zero_stage, 0);
+  std::string v2 = kernels("");
+  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2, \"world_size\": 8, \"zero_stage\": 2");
+  write("kernels.json", v2);
+  m = read_measured_kernels(dir_.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->world_size, 8);
+  EXPECT_EQ(m->zero_stage, 2);
+  v2.replace(v2.find("\"zero_stage\": 2"), 15, "\"zero_stage\": 4");
+  write("kernels.json", v2);
+  EXPECT_NE(error().find("zero_stage"), std::string::npos) << error();
 }
 
 TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {

@@ -72,6 +72,8 @@ Status KernelProfile::finish(std::FILE* out) {
       {"rank", 0},
       {"device", device.name()},
       {"device_kind", to_string(device.kind())},
+      {"world_size", engine_.world_size()},
+      {"zero_stage", engine_.options().zero.stage},
       {"model",
        {{"layers", m.n_layers},
         {"d_model", m.d_model},

@@ -62,7 +62,10 @@ class Gpt : public Model {
   StatusOr<double> eval_micro(Engine& e, const Batch& batch) override { return run(e, batch, nullptr); }
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_sample() const override {
-    // llm.c / PaLM: 6 flops per parameter and token, plus attention's 12 L T d per token.
+    // PaLM's count (Chowdhery et al. 2022, appendix B; nanoGPT's): 6 flops per weight of
+    // the dense layers and token, plus attention's 12 L T d per token. llm.c counts all
+    // parameters and 6 L T d (the causal half): 7% fewer for gpt2-124m (dp-launch plan
+    // --gpu prints both).
     const double params = static_cast<double>(V_ + T_) * C_ + static_cast<double>(L_) * 12.0 * C_ * C_;
     return static_cast<double>(T_) * (6.0 * params + 12.0 * L_ * static_cast<double>(T_) * C_);
   }

@@ -64,12 +64,13 @@ const char* region_name(KernelRegion r);
 bool region_from_name(const std::string& name, KernelRegion* r);
 
 // <profile dir>/kernels.json (trainer/loop/kernel_profile.h writes it, the planner reads it):
-// {"format": "zdp-kernel-times", "version": 1, "rank", "device", "device_kind", "model":
-// {"layers", "d_model", "heads", "vocab", "seq", "micro_batch", "accum_steps", "dtype",
-// "fused_attention"}, "steps", "regions": [{"name", "entries_per_step", "ms_per_step"}]}
-// (the regions the run entered, in KernelRegion order).
+// {"format": "zdp-kernel-times", "version": 2, "rank", "device", "device_kind",
+// "world_size", "zero_stage", "model": {"layers", "d_model", "heads", "vocab", "seq",
+// "micro_batch", "accum_steps", "dtype", "fused_attention"}, "steps", "regions": [{"name",
+// "entries_per_step", "ms_per_step"}]} (the regions the run entered, in KernelRegion
+// order). Version 1 had no world_size and zero_stage (read as one rank's run).
 inline constexpr const char* kKernelTimesFormat = "zdp-kernel-times";
-inline constexpr int kKernelTimesVersion = 1;
+inline constexpr int kKernelTimesVersion = 2;
 
 // What a profiled run measured per region, summed over its measured steps.
 struct RegionTimes {
