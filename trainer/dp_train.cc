@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -26,7 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--set", init.overrides, "section.key=value override (repeatable)");
   CLI11_PARSE(app, argc, argv);
   // A token file truncated under the run is named before the rank dies of SIGBUS.
-  zdp::trainer::report_mapped_file_faults();
+  // The rank, where a launcher other than dp-launch (which prefixes every line) gave one.
+  const char* rank = std::getenv("RANK") != nullptr ? std::getenv("RANK") : std::getenv("SLURM_PROCID");
+  zdp::trainer::report_mapped_file_faults(
+      rank != nullptr && std::strlen(rank) < 12 ? std::string("dp-train rank ") + rank : std::string("dp-train"));
 
   zdp::StatusOr<zdp::Context> ctx = zdp::init(init);
   if (!ctx.ok()) {

@@ -284,6 +284,7 @@ TEST(Sources, TokenFileWindowsShiftTargetsByOne) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("t.bin"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("token 110 at position 10"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("in sample 2 of data.path"), std::string::npos) << s.message();
   // A missing file names the config key and the file.
   c.data.path = dir.file("missing.bin");
   StatusOr<std::unique_ptr<DataSource>> missing = make_source(c, Split::kTrain);
@@ -337,6 +338,50 @@ TEST(Sources, ShardsByAGlobNumberTheirWindowsInNameOrder) {
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("cannot read the folder '" + dir.file("missing") + "'"), std::string::npos)
       << none.status().message();
+}
+
+// dp-data text writes DIR/train.bin and DIR/val.bin: data.path = "DIR/*.bin" trained on
+// the held-out file too, and the held-out loss measured nothing (found by a review: no
+// check compared the two sets). A hard link under another name is the same file.
+TEST(Sources, HeldOutFilesMustNotBeTrainingFiles) {
+  TempDir dir;
+  const std::vector<uint16_t> tokens(40, 7);
+  ASSERT_TRUE(write_token_file(dir.file("train.bin"), tokens).ok());
+  ASSERT_TRUE(write_token_file(dir.file("val.bin"), tokens).ok());
+  Config c = gpt_config();
+  c.data.kind = DataKind::kTokens;
+  c.data.path = dir.file("*.bin");
+  c.data.val_path = dir.file("val.bin");
+  StatusOr<std::unique_ptr<DataSource>> val = make_source(c, Split::kVal);
+  ASSERT_FALSE(val.ok());
+  EXPECT_NE(val.status().message().find("data.val_path"), std::string::npos) << val.status().message();
+  EXPECT_NE(val.status().message().find("the held-out file '" + dir.file("val.bin") + "' is also a training file"),
+            std::string::npos)
+      << val.status().message();
+  c.data.path = dir.file("train.bin");
+  ASSERT_TRUE(make_source(c, Split::kVal).ok());
+  fs::create_directory(dir.file("other"));
+  fs::create_hard_link(dir.file("train.bin"), dir.file("other/held.bin"));
+  c.data.val_path = dir.file("other/held.bin");
+  EXPECT_FALSE(make_source(c, Split::kVal).ok());
+}
+
+// A folder or file whose name holds glob characters is itself when it exists ("no file
+// matches the pattern" before, for a file that was there).
+TEST(Sources, ALiteralPathWithGlobCharactersIsAFile) {
+  TempDir dir;
+  fs::create_directory(dir.file("run[1]"));
+  ASSERT_TRUE(write_token_file(dir.file("run[1]/train.bin"), std::vector<uint16_t>(40, 7)).ok());
+  Config c = gpt_config();
+  c.data.kind = DataKind::kTokens;
+  c.data.path = dir.file("run[1]/train.bin");
+  StatusOr<std::unique_ptr<DataSource>> src = make_source(c, Split::kTrain);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_EQ((*src)->size(), 9);  // (40 - 1) / 4
+  c.data.path = dir.file("run[2]/train.bin");
+  src = make_source(c, Split::kTrain);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("write \\[ for a literal '['"), std::string::npos) << src.status().message();
 }
 
 TEST(Sources, SyntheticSamplesArePureFunctionsOfTheIndex) {

@@ -29,6 +29,7 @@ struct Registry {
   std::unique_ptr<Slot[]> slots{new Slot[kMaxMappedFiles]};  // 4 MiB, made at the first mapping
   std::unordered_map<uintptr_t, size_t> slot_of;            // begin -> its slot
   size_t next = 0;                                           // where the search for a free slot starts
+  std::string who = "dp-train";                              // report_mapped_file_faults' label
 };
 
 Registry& registry() {
@@ -71,7 +72,7 @@ void remember_mapping(const void* begin, size_t bytes, const std::string& path) 
     const size_t i = (r.next + k) % kMaxMappedFiles;
     Slot& slot = r.slots[i];
     if (slot.begin.load() != 0) continue;
-    const std::string text = "dp-train: token file '" + path +
+    const std::string text = r.who + ": token file '" + path +
                              "' became shorter while it was read (it is memory-mapped: something truncated or "
                              "rewrote it in place; write a new file and rename it over the old one, as dp-data "
                              "does)\n";
@@ -98,7 +99,12 @@ void forget_mapping(const void* begin) {
   r.slot_of.erase(it);
 }
 
-void report_mapped_file_faults() {
+void report_mapped_file_faults(const std::string& who) {
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.who = who;
+  }
   static std::once_flag once;
   std::call_once(once, [] {
     struct sigaction sa {};

@@ -19,9 +19,10 @@ inline constexpr size_t kMaxMappedFiles = 2 * kMaxTokenShards;
 void remember_mapping(const void* begin, size_t bytes, const std::string& path);
 void forget_mapping(const void* begin);
 
-// Installs the SIGBUS handler (once; later calls do nothing). A fault inside a recorded
-// mapping writes "dp-train: token file '<path>' became shorter while it was read ..." to
-// stderr; any SIGBUS then goes on with the default action (the process dies of it).
-void report_mapped_file_faults();
+// Installs the SIGBUS handler (once). A fault inside a recorded mapping writes "<who>:
+// token file '<path>' became shorter while it was read ..." to stderr (`who` names the
+// process, and the rank where one is known: the messages of later mappings carry it); any
+// SIGBUS then goes on with the default action (the process dies of it).
+void report_mapped_file_faults(const std::string& who = "dp-train");
 
 }  // namespace zdp::trainer

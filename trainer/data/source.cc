@@ -53,7 +53,7 @@ class SyntheticFeatures : public DataSource {
     std::vector<float> h(kHidden), y(static_cast<size_t>(out_));
     for (int64_t s = 0; s < n; ++s) {
       float* x = &b->features[static_cast<size_t>(s * in_)];
-      for (int j = 0; j < in_; ++j) {
+      for (int64_t j = 0; j < in_; ++j) {
         x[j] = uniform(hash(seed_, static_cast<uint64_t>(split_) + 1, static_cast<uint64_t>(indices[s]), j));
       }
       for (int k = 0; k < kHidden; ++k) {
@@ -61,7 +61,7 @@ class SyntheticFeatures : public DataSource {
         for (int j = 0; j < in_; ++j) z += w1_[static_cast<size_t>(k * in_ + j)] * x[j];
         h[static_cast<size_t>(k)] = std::tanh(z);
       }
-      for (int o = 0; o < out_; ++o) {
+      for (int64_t o = 0; o < out_; ++o) {
         float z = 0;
         for (int k = 0; k < kHidden; ++k) z += w2_[static_cast<size_t>(o * kHidden + k)] * h[static_cast<size_t>(k)];
         y[static_cast<size_t>(o)] = z;
@@ -77,7 +77,7 @@ class SyntheticFeatures : public DataSource {
 
  private:
   static constexpr int kHidden = 32;
-  int in_, out_;
+  int64_t in_, out_;  // int64: out_ x kHidden passes 2^31 at 2^26 classes
   MlpTask task_;
   uint64_t seed_;
   Split split_;
@@ -145,8 +145,8 @@ class SyntheticTokens : public DataSource {
 
 class TokenFileSource : public DataSource {
  public:
-  TokenFileSource(TokenShards shards, std::string path, int vocab, int seq_len)
-      : shards_(std::move(shards)), path_(std::move(path)), vocab_(vocab), seq_len_(seq_len) {}
+  TokenFileSource(TokenShards shards, std::string path, const char* key, int vocab, int seq_len)
+      : shards_(std::move(shards)), path_(std::move(path)), key_(key), vocab_(vocab), seq_len_(seq_len) {}
   int64_t size() const override { return shards_.samples(); }
   std::string describe() const override {
     const std::string files =
@@ -157,7 +157,7 @@ class TokenFileSource : public DataSource {
   std::string fingerprint() const override { return shards_.fingerprint(); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     const TokenFile* bad_file = nullptr;
-    int64_t bad_at = -1;
+    int64_t bad_at = -1, bad_sample = -1;
     int64_t cached = -1;
     TokenShards::Where where{0, 0};
     fill_windows(indices, seq_len_, b, [&](int64_t index, int t) {
@@ -165,14 +165,16 @@ class TokenFileSource : public DataSource {
       const TokenFile& file = shards_.shard(where.shard);
       const int64_t at = where.offset + t;
       const int32_t token = file.tokens()[at];
-      if (token >= vocab_ && bad_at < 0) bad_file = &file, bad_at = at;
+      if (token >= vocab_ && bad_at < 0) bad_file = &file, bad_at = at, bad_sample = index;
       return token;
     });
     if (bad_at >= 0) {
       return Status(StatusCode::kInvalidArgument, "token file '" + bad_file->path() + "': token " +
                                                       std::to_string(bad_file->tokens()[bad_at]) + " at position " +
                                                       std::to_string(bad_at) + " is outside model.vocab_size (" +
-                                                      std::to_string(vocab_) + ")");
+                                                      std::to_string(vocab_) + "), in sample " +
+                                                      std::to_string(bad_sample) + " of " + key_ + " ('" + path_ +
+                                                      "'; dp-data info FILE prints a file's largest token)");
     }
     return Status::Ok();
   }
@@ -180,6 +182,7 @@ class TokenFileSource : public DataSource {
  private:
   TokenShards shards_;
   std::string path_;  // as the config gives it: a file or a pattern
+  const char* key_;   // "data.path" or "data.val_path"
   int vocab_, seq_len_;
 };
 
@@ -197,9 +200,14 @@ StatusOr<std::unique_ptr<DataSource>> make_source(const Config& c, Split split) 
   if (c.data.kind == DataKind::kSynthetic) return std::unique_ptr<DataSource>(new SyntheticTokens(c, split));
   const std::string& path = split == Split::kTrain ? c.data.path : c.data.val_path;
   if (path.empty()) return std::unique_ptr<DataSource>();
+  if (split == Split::kVal) {
+    ZDP_RETURN_IF_ERROR(
+        check_disjoint_splits(c.data.path, path).with_context(c.where("data.val_path") + ": data.val_path"));
+  }
   StatusOr<TokenShards> shards = TokenShards::open(path, c.model.seq_len);
   if (!shards.ok()) return shards.status().with_context(c.where(split == Split::kTrain ? "data.path" : "data.val_path"));
-  return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*shards), path, c.model.vocab_size, c.model.seq_len));
+  const char* key = split == Split::kTrain ? "data.path" : "data.val_path";
+  return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*shards), path, key, c.model.vocab_size, c.model.seq_len));
 }
 
 std::vector<uint16_t> byte_tokens(const std::string& text) {

@@ -77,7 +77,16 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path) {
   const int64_t bytes = file.size();
   if (bytes < kTokenFileHeaderBytes) return decode_token_header(nullptr, bytes, path).status();
   void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);  // keeps the file
-  if (map == MAP_FAILED) return Status(StatusCode::kIoError, "token file '" + path + "': mmap: " + std::strerror(errno));
+  if (map == MAP_FAILED) {
+    const int err = errno;
+    // Each shard is one mapping, and Linux allows vm.max_map_count (65530 by default) per
+    // process, the libraries' own included: a corpus of tens of thousands of shards ends here.
+    const std::string hint = err == ENOMEM ? " (every token file is one memory map and the process has reached "
+                                             "its limit, /proc/sys/vm/max_map_count: fewer, larger shards, or a "
+                                             "higher limit)"
+                                           : "";
+    return Status(StatusCode::kIoError, "token file '" + path + "': mmap: " + std::strerror(err) + hint);
+  }
   TokenFile f;
   f.path_ = path;
   f.map_ = map;

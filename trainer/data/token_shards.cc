@@ -2,6 +2,7 @@
 #include "trainer/data/token_shards.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -37,7 +38,11 @@ StatusOr<std::vector<std::string>> match_shards(const std::string& pattern) {
   }
   const size_t matched = rc == 0 ? found.gl_pathc : 0;
   ::globfree(&found);
-  if (rc == GLOB_NOMATCH) return Status(StatusCode::kNotFound, "token files '" + pattern + "': no file matches the pattern");
+  if (rc == GLOB_NOMATCH) {
+    return Status(StatusCode::kNotFound, "token files '" + pattern +
+                                             "': no file matches the pattern (* ? [ are pattern characters: "
+                                             "write \\[ for a literal '[')");
+  }
   if (rc == GLOB_NOSPACE) return Status(StatusCode::kOutOfMemory, "token files '" + pattern + "': out of memory matching the pattern");
   if (rc != 0) {
     return Status(glob_failed_errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
@@ -53,11 +58,39 @@ StatusOr<std::vector<std::string>> match_shards(const std::string& pattern) {
   return paths;
 }
 
-StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
-  std::vector<std::string> paths{path};
-  if (is_shard_pattern(path)) {
-    ZDP_ASSIGN_OR_RETURN(paths, match_shards(path));
+StatusOr<std::vector<std::string>> shard_files(const std::string& path) {
+  struct stat st {};
+  if (!is_shard_pattern(path) || ::stat(path.c_str(), &st) == 0) return std::vector<std::string>{path};
+  return match_shards(path);
+}
+
+Status check_disjoint_splits(const std::string& train, const std::string& val) {
+  if (train.empty() || val.empty()) return Status::Ok();
+  ZDP_ASSIGN_OR_RETURN(const std::vector<std::string> train_files, shard_files(train));
+  ZDP_ASSIGN_OR_RETURN(const std::vector<std::string> val_files, shard_files(val));
+  std::vector<std::pair<std::pair<dev_t, ino_t>, const std::string*>> ids;
+  ids.reserve(train_files.size());
+  for (const std::string& f : train_files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) ids.push_back({{st.st_dev, st.st_ino}, &f});
   }
+  std::sort(ids.begin(), ids.end());
+  for (const std::string& f : val_files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) continue;  // opening it names the error
+    const auto it = std::lower_bound(ids.begin(), ids.end(), std::make_pair(std::make_pair(st.st_dev, st.st_ino),
+                                                                            static_cast<const std::string*>(nullptr)));
+    if (it != ids.end() && it->first == std::make_pair(st.st_dev, st.st_ino)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "the held-out file '" + f + "' is also a training file ('" + *it->second + "' of '" + train +
+                        "'): the held-out loss would measure data the model trains on");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
+  ZDP_ASSIGN_OR_RETURN(const std::vector<std::string> paths, shard_files(path));
   TokenShards s;
   s.seq_len_ = seq_len;
   s.files_.reserve(paths.size());

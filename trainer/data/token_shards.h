@@ -25,6 +25,15 @@ bool is_shard_pattern(const std::string& path);
 // does; kInvalidArgument beyond kMaxTokenShards.
 StatusOr<std::vector<std::string>> match_shards(const std::string& pattern);
 
+// The files `path` names: itself when a file of that very name exists (a folder named
+// "run[1]" is not a pattern), else match_shards(path) when it has glob characters.
+StatusOr<std::vector<std::string>> shard_files(const std::string& path);
+
+// kInvalidArgument naming the file when one file is among both `train`'s and `val`'s
+// shard files (the same device and inode, whatever the names): held-out data that the
+// model trains on measures nothing. Either path empty: no check.
+Status check_disjoint_splits(const std::string& train, const std::string& val);
+
 class TokenShards {
  public:
   // Opens `path` (one file, or every file a pattern matches), each of them a token file of
