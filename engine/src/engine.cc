@@ -77,6 +77,10 @@ std::string Engine::Impl::next_checkpoint_prefix(const char* op) {
 Engine::Engine(Context& ctx, EngineOptions options) : impl_(std::make_unique<Impl>(ctx, std::move(options))) {}
 
 Engine::~Engine() {
+  if (impl_ && impl_->open_scopes > 0) {
+    ZDP_LOG(kWarn) << impl_->env.who << ": the engine ends with " << impl_->open_scopes
+                   << " layer scope(s) still open; they will end nothing";
+  }
   if (!impl_ || !impl_->env.exec) return;
   // Queued work points into the buffers: drain it, then stop the streams before the
   // parts (and their buffers) go.
@@ -140,7 +144,11 @@ int64_t Engine::accum_steps() const { return impl_->opt.accum_steps; }
 const EngineOptions& Engine::options() const { return impl_->opt; }
 int Engine::rank() const { return impl_->env.rank; }
 int Engine::world_size() const { return impl_->env.world; }
-Stream& Engine::compute_stream() { return impl_->env.exec->compute(); }
+Stream& Engine::compute_stream() {
+  // The streams are made by finalize(); a reference cannot say "not yet".
+  if (!impl_->env.exec) throw Error(impl_->env.invalid("compute_stream(): before finalize()"));
+  return impl_->env.exec->compute();
+}
 MemoryReport Engine::memory() const { return impl_->memory_report(); }
 std::string Engine::describe_layout() const { return impl_->finalized ? impl_->layout.describe() : std::string(); }
 std::vector<std::string> Engine::param_names() const { return impl_->registry.names(); }
@@ -228,29 +236,45 @@ StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   Impl& m = *impl_;
   if (!m.finalized) return m.env.invalid("layer(" + std::to_string(layer) + "): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
+  // At every stage, so that an off-by-one found at stage 3 is found on a stage-0 run too
+  // (a group between registered ones, without parameters, is a group: nothing to gather).
+  const int last = m.layout.params().empty() ? 0 : m.layout.params().back().layer;
+  if (layer < 0 || layer > last) {
+    return m.env.invalid("layer(" + std::to_string(layer) + "): no such layer group (parameters were registered in "
+                         "groups 0.." + std::to_string(last) + ")");
+  }
   if (!m.opt.zero.shards_params()) return LayerScope();
   ZDP_RETURN_IF_ERROR(m.params->enter(layer, pass == Pass::kForward));
-  return LayerScope(this, layer);
+  ++m.open_scopes;
+  return LayerScope(this, layer, m.scope_token);
 }
 
-void Engine::end_scope(int layer) { impl_->params->exit(layer); }
+void Engine::end_scope(int layer) {
+  --impl_->open_scopes;
+  impl_->params->exit(layer);
+}
 
-Engine::LayerScope::LayerScope(LayerScope&& other) noexcept : engine_(other.engine_), layer_(other.layer_) {
+void Engine::LayerScope::end() {
+  if (engine_ != nullptr && !alive_.expired()) engine_->end_scope(layer_);
+  engine_ = nullptr;
+}
+
+Engine::LayerScope::LayerScope(LayerScope&& other) noexcept
+    : engine_(other.engine_), layer_(other.layer_), alive_(std::move(other.alive_)) {
   other.engine_ = nullptr;
 }
 
 Engine::LayerScope& Engine::LayerScope::operator=(LayerScope&& other) noexcept {
   if (this != &other) {
-    if (engine_) engine_->end_scope(layer_);
+    end();
     engine_ = other.engine_;
     layer_ = other.layer_;
+    alive_ = std::move(other.alive_);
     other.engine_ = nullptr;
   }
   return *this;
 }
 
-Engine::LayerScope::~LayerScope() {
-  if (engine_) engine_->end_scope(layer_);
-}
+Engine::LayerScope::~LayerScope() { end(); }
 
 }  // namespace zdp

@@ -108,6 +108,13 @@ StatusOr<void*> GradReducer::view(int p, int64_t step) {
   const DType cdt = opt_.compute_dtype;
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
   if (!opt_.zero.shards_grads()) {
+    // grad_ready() checks that this micro-batch asked for the view: without it the buffer
+    // still held the last step's reduced sum, applied again silently (stages 2-3 refused
+    // it already). A view after grad_ready() stays allowed here: the buffer is the
+    // parameter's, and reading the gradient before step() is how tests inspect it.
+    if (micro_.index < opt_.accum_steps && !micro_.ready[static_cast<size_t>(p)]) {
+      micro_.viewed[static_cast<size_t>(p)] = 1;
+    }
     if (ordered_.full_in_flight) {
       // Deterministic mode sends every micro-batch from this buffer: the next one may
       // overwrite it once the previous one's gathers have read it.
@@ -163,9 +170,9 @@ Status GradReducer::mark_ready(int p, int64_t step) {
   if (micro_.ready[static_cast<size_t>(p)]) return env_.invalid(call + ": called twice" + at);
   const ParamPlacement& pl = layout_.params()[static_cast<size_t>(p)];
   GradGroup& g = groups_[static_cast<size_t>(group_of_param_[static_cast<size_t>(p)])];
-  // Stages 2-3: another parameter's grad() may have taken the group's slot, but this one's
-  // range then holds what the slot's last user left (a stale gradient, applied silently).
-  if (opt_.zero.shards_grads() && (g.slot < 0 || !micro_.viewed[static_cast<size_t>(p)])) {
+  // Without its own grad() the range holds what it held: stages 0-1 the last step's
+  // reduced sum, stages 2-3 what the slot's last user left (applied silently).
+  if (!micro_.viewed[static_cast<size_t>(p)] || (opt_.zero.shards_grads() && g.slot < 0)) {
     return env_.invalid(call + ": grad() was not called for it" + at);
   }
   micro_.ready[static_cast<size_t>(p)] = 1;

@@ -124,7 +124,7 @@ class GradReducer {
   struct {
     int64_t index = 0;
     std::vector<char> ready;   // per parameter
-    std::vector<char> viewed;  // per parameter: grad() called (stages 2-3 check it)
+    std::vector<char> viewed;  // per parameter: grad() called in this micro-batch (grad_ready checks it)
     int ready_count = 0;
   } micro_;
   // The gradient memory (plan_buffers()).

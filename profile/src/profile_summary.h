@@ -71,8 +71,8 @@ struct Summary {
                                            // all-gathers; not the parameter gathers, not the norm)
   std::vector<RankRow> ranks;
   int slowest_rank = -1;
-  double median_compute = 0;
-  double slowest_excess = 0;               // (slowest - median) / median
+  double median_compute = 0;               // of the ranks but the slowest (all of one rank)
+  double slowest_excess = 0;               // (slowest - median_compute) / median_compute
 
   double named_seconds() const;            // every part but "other"
 };

@@ -76,6 +76,12 @@ struct Profiler::Impl {
 
 Profiler::Profiler(Context& ctx, Engine& engine, ProfileOptions options)
     : impl_(std::make_unique<Impl>(ctx, engine, std::move(options))) {
+  // Found here, not at finish() after a whole run that recorded nothing.
+  if (!engine.options().trace) {
+    throw Error(Status(StatusCode::kInvalidArgument,
+                       impl_->who() + ": the engine's EngineOptions::trace is off, so it records no timeline to "
+                                      "profile (set it before finalize())"));
+  }
   ctx.device().memory().reset_peaks();
 }
 
@@ -262,7 +268,13 @@ StatusOr<ProfileSummary> Profiler::finish() {
   const std::filesystem::path dir(m.opt.dir);
   profile::OutputPaths paths{m.opt.trace ? (dir / "trace.json").string() : "", (dir / "memory.svg").string(),
                              (dir / "profile.jsonl").string()};
-  if (m.opt.trace) ZDP_RETURN_IF_ERROR(m.write_file(paths.trace, profile::chrome_trace(ranks, in.world_size)));
+  if (m.opt.trace) {
+    ZDP_RETURN_IF_ERROR(m.write_file(paths.trace, profile::chrome_trace(ranks, in.world_size)));
+  } else {
+    // An earlier run's trace must not sit beside this run's profile.jsonl as if it were its.
+    std::error_code ignored;
+    std::filesystem::remove(dir / "trace.json", ignored);
+  }
   const std::string title = in.description + ": memory per rank, " + std::to_string(in.world_size) + " rank(s)";
   ZDP_RETURN_IF_ERROR(m.write_file(paths.svg, profile::memory_svg(title, m.stage_bars(ranks, in))));
   std::string lines;

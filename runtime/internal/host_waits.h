@@ -14,6 +14,11 @@ struct HostWaits {
   int64_t event_waits = 0;   // Event::wait, outside a StreamOrderWait
   int64_t copies = 0;        // Device::memcpy (synchronous by contract; a CUDA one blocks)
   int64_t stream_order = 0;  // Event::wait inside a StreamOrderWait (below)
+  // Seconds inside StreamOrderWait scopes (the outermost): on the CPU, where the compute
+  // stream is the calling thread, the time it waited for the communication stream, which
+  // a rank's forward + backward time leaves out (a fast rank that waits for a slow peer's
+  // gathers read as slow as that peer).
+  double stream_order_seconds = 0;
   // The waits a CUDA engine would also make on the host (stream_order excluded).
   int64_t blocking() const { return synchronize + event_waits + copies; }
 };
@@ -32,6 +37,9 @@ class StreamOrderWait {
   ~StreamOrderWait();
   StreamOrderWait(const StreamOrderWait&) = delete;
   StreamOrderWait& operator=(const StreamOrderWait&) = delete;
+
+ private:
+  int64_t start_ns_ = 0;  // the outermost scope's start (steady clock); 0 in nested ones
 };
 
 namespace host_waits_detail {

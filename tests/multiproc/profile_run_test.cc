@@ -199,6 +199,17 @@ TEST_F(ProfiledRun, EvaluationsAreNoStepsCommunication) {
   }
 }
 
+// A run without profile.trace (or profile.kernels) leaves no earlier run's trace.json or
+// kernels.json beside its own profile.jsonl, where they read as this run's (plan
+// --from-profile combined an old kernels.json with a new profile.jsonl).
+TEST_F(ProfiledRun, AnEarlierRunsTraceAndKernelTimesDoNotOutliveIt) {
+  for (const char* name : {"trace.json", "kernels.json"}) std::ofstream(dir_ / name) << "{\"earlier\": true}\n";
+  run(/*delay_ms=*/0, [](Config& c) { c.profile.trace = false; });
+  EXPECT_TRUE(fs::exists(dir_ / "profile.jsonl"));
+  EXPECT_FALSE(fs::exists(dir_ / "trace.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "kernels.json"));
+}
+
 // A run measured over all its steps keeps the newest whole steps within max_kept_points
 // (it kept every point, and past 48 MiB of them failed at its end without a summary).
 TEST(ProfilerWindow, KeepsTheNewestWholeStepsWithinItsBound) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "zdp/context.h"
 #include "zdp/engine.h"
@@ -247,12 +248,16 @@ TEST(Steps, StageThreeGivesNoViewOfAPrefetchedLayerGroup) {
   EXPECT_TRUE(engine.error().ok()) << engine.error().to_string();
 }
 
-TEST(Steps, GradReadyWithoutAGradViewAtStageTwo) {
-  Context ctx = single();
-  EngineOptions o;
-  o.zero.stage = 2;
-  Tiny t(ctx, o);
-  expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
+// At every stage: at stages 0-1 the view is the reduced buffer, and a grad_ready() with no
+// view applied the last step's sum again (a review measured norms 4, 8, 16 at stage 0).
+TEST(Steps, GradReadyWithoutAGradViewAtEveryStage) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    Context ctx = single();
+    EngineOptions o;
+    o.zero.stage = stage;
+    Tiny t(ctx, o);
+    expect_error(t.engine.grad_ready(t.p), "grad_ready('w' [2, 3]): grad() was not called for it");
+  }
 }
 
 // The same when another parameter of its gradient group took the group's staging slot:
@@ -272,15 +277,55 @@ TEST(Steps, GradReadyWithoutAGradViewIsCaughtWhenItsGroupHasASlot) {
 }
 
 TEST(Steps, AGradViewAfterGradReadyIsRefused) {
+  for (int stage : {2, 3}) {  // stages 0-1: the view is the parameter's buffer, readable until step()
+    Context ctx = single();
+    EngineOptions o;
+    o.zero.stage = stage;
+    o.accum_steps = 2;
+    Tiny t(ctx, o);
+    ASSERT_NE(t.engine.grad(t.p), nullptr);
+    ASSERT_TRUE(t.engine.grad_ready(t.p).ok());
+    EXPECT_EQ(t.engine.grad(t.p), nullptr) << "stage " << stage;
+    expect_error(t.engine.error(), "grad('w' [2, 3]): called after grad_ready() in micro-batch 0 of step 1");
+  }
+}
+
+// layer() of a group no parameter was registered in is an off-by-one, at every stage
+// (stage 3 returned an empty scope and nullptr views; stages 0-2 said nothing).
+TEST(Steps, LayerScopesOfGroupsThatDoNotExistAreRefused) {
+  for (int stage : {0, 3}) {
+    Context ctx = single();
+    EngineOptions o;
+    o.zero.stage = stage;
+    Tiny t(ctx, o);  // one group: 0
+    EXPECT_TRUE(t.engine.layer(0).ok());
+    for (int bad : {-3, 1}) {
+      StatusOr<Engine::LayerScope> scope = t.engine.layer(bad);
+      ASSERT_FALSE(scope.ok()) << "stage " << stage << " layer " << bad;
+      EXPECT_NE(scope.status().message().find("no such layer group (parameters were registered in groups 0..0)"),
+                std::string::npos)
+          << scope.status().message();
+    }
+  }
+}
+
+// A scope kept past its engine read freed memory when it ended (valgrind: an invalid
+// read in end_scope, then a segfault); it now ends nothing. compute_stream() before
+// finalize() dereferenced null.
+TEST(Steps, AScopeThatOutlivesItsEngineAndAStreamBeforeFinalize) {
   Context ctx = single();
   EngineOptions o;
-  o.zero.stage = 2;
-  o.accum_steps = 2;
-  Tiny t(ctx, o);
-  ASSERT_NE(t.engine.grad(t.p), nullptr);
-  ASSERT_TRUE(t.engine.grad_ready(t.p).ok());
-  EXPECT_EQ(t.engine.grad(t.p), nullptr);
-  expect_error(t.engine.error(), "grad('w' [2, 3]): called after grad_ready() in micro-batch 0 of step 1");
+  o.zero.stage = 3;
+  std::optional<Engine::LayerScope> kept;
+  {
+    Tiny t(ctx, o);
+    StatusOr<Engine::LayerScope> scope = t.engine.layer(0);
+    ASSERT_TRUE(scope.ok()) << scope.status().to_string();
+    kept.emplace(std::move(*scope));
+  }
+  kept.reset();
+  Engine unfinalized(ctx, o);
+  EXPECT_THROW(unfinalized.compute_stream(), Error);
 }
 
 TEST(Decay, ByNameAndForcedRules) {

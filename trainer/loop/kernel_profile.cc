@@ -2,6 +2,7 @@
 #include "trainer/loop/kernel_profile.h"
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/internal/output_file.h"
@@ -12,7 +13,14 @@ namespace zdp::trainer {
 StatusOr<std::unique_ptr<KernelProfile>> KernelProfile::create(Context& ctx, Engine& engine, Ops& ops,
                                                                const Config& config, const Model& model,
                                                                int64_t first_step) {
-  if (!config.profile.enabled || !config.profile.kernels || ctx.rank() != 0) return std::unique_ptr<KernelProfile>();
+  if (!config.profile.enabled || ctx.rank() != 0) return std::unique_ptr<KernelProfile>();
+  if (!config.profile.kernels) {
+    // An earlier run's kernel times must not pass for this run's beside its profile.jsonl
+    // (plan --from-profile read the two together).
+    std::error_code ignored;
+    std::filesystem::remove(std::filesystem::path(ProfileOptions::from(config).dir) / "kernels.json", ignored);
+    return std::unique_ptr<KernelProfile>();
+  }
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<KernelTimer> timer, KernelTimer::create(ctx.device(), engine.compute_stream()));
   return std::unique_ptr<KernelProfile>(new KernelProfile(engine, ops, config, model, first_step, std::move(timer)));
 }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/internal/gpu_datasheets.h"
+#include "runtime/internal/host_waits.h"
 #include "trainer/data/same_data.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/source.h"
@@ -269,16 +270,20 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
     if (losses->full()) ZDP_RETURN_IF_ERROR(read_losses());
-    double compute_s = 0;  // the host's time in forward + backward (on a GPU: issuing them)
+    // The host's time in forward + backward (on a GPU: issuing them), less its waits for
+    // the communication stream (CPU: peers' gathers and reductions), so that a rank that
+    // waits for a slow peer does not read as slow as it.
+    double compute_s = 0;
     if (kernel_times) kernel_times->begin_step(step);
     for (int64_t m = 0; m < engine.accum_steps(); ++m) {
       const auto micro_start = Clock::now();
+      const double waited_before = host_waits().stream_order_seconds;
       ZDP_RETURN_IF_ERROR(train_data->fill(sampler.micro_batch(step, m), &batch));
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kForward));
       ZDP_RETURN_IF_ERROR(model->forward_backward(engine, batch, losses->sink(m, engine.accum_steps())));
       if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // profile_run_test's straggler
       ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kMicroEnd));
-      compute_s += seconds_since(micro_start);
+      compute_s += seconds_since(micro_start) - (host_waits().stream_order_seconds - waited_before);
     }
     if (kernel_times) kernel_times->end_step();
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);

@@ -211,9 +211,12 @@ class Engine {
 
    private:
     friend class Engine;
-    LayerScope(Engine* engine, int layer) : engine_(engine), layer_(layer) {}
+    LayerScope(Engine* engine, int layer, std::weak_ptr<void> alive)
+        : engine_(engine), layer_(layer), alive_(std::move(alive)) {}
+    void end();
     Engine* engine_ = nullptr;
     int layer_ = -1;
+    std::weak_ptr<void> alive_;  // expires with the engine: a scope that outlives it ends nothing
   };
   enum class Pass { kForward, kBackward };
   StatusOr<LayerScope> layer(int layer, Pass pass = Pass::kForward);

@@ -74,13 +74,14 @@ struct ProfileSummary {
   double tokens_per_second = 0;
   double mfu = -1;                // < 0: not reported
   int slowest_rank = -1;          // the largest forward + backward time
-  double slowest_vs_median = 0;   // its excess over the median rank, as a fraction
+  double slowest_vs_median = 0;   // its excess over the other ranks' median, as a fraction
   std::string trace_path, svg_path, jsonl_path;
 };
 
 class Profiler {
  public:
-  // REQUIRES: `engine` finalized with EngineOptions::trace; ctx and engine outlive this.
+  // REQUIRES: `engine` finalized; ctx and engine outlive this. Throws zdp::Error
+  // (kInvalidArgument) when the engine's EngineOptions::trace is off.
   Profiler(Context& ctx, Engine& engine, ProfileOptions options);
   ~Profiler();
   Profiler(const Profiler&) = delete;

@@ -1,6 +1,8 @@
 // The per-thread host-wait counters of runtime/internal/host_waits.h.
 #include "runtime/internal/host_waits.h"
 
+#include <chrono>
+
 namespace zdp {
 namespace {
 
@@ -11,8 +13,19 @@ thread_local int stream_order_depth = 0;
 
 HostWaits host_waits() { return counts; }
 
-StreamOrderWait::StreamOrderWait() { ++stream_order_depth; }
-StreamOrderWait::~StreamOrderWait() { --stream_order_depth; }
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+StreamOrderWait::StreamOrderWait() {
+  if (stream_order_depth++ == 0) start_ns_ = now_ns();
+}
+StreamOrderWait::~StreamOrderWait() {
+  if (--stream_order_depth == 0) counts.stream_order_seconds += static_cast<double>(now_ns() - start_ns_) * 1e-9;
+}
 
 namespace host_waits_detail {
 
