@@ -9,13 +9,17 @@ set -euo pipefail
 lib="${1:?usage: check_exports.sh LIBZDP_SO}"
 [ -f "$lib" ] || { echo "check_exports: no such library: $lib" >&2; exit 1; }
 symbols=$(nm -D --defined-only -C "$lib" | cut -d' ' -f3-)
+mangled=$(nm -D --defined-only "$lib" | cut -d' ' -f3-)
 [ -n "$symbols" ] || { echo "check_exports: $lib exports nothing" >&2; exit 1; }
-# zdp's own: a name in zdp, its special symbols, or a template function returning a zdp type.
-ours='^(zdp::|(typeinfo|typeinfo name|vtable|VTT|construction vtable|guard variable) for zdp::|(non-virtual |virtual )?thunk to zdp::|[^(]* zdp::)'
-foreign=$(grep -Ev "$ours" <<<"$symbols" || true)
+# zdp's own, by the mangled name: a name in namespace zdp (_ZN3zdp, const/ref-qualified
+# members _ZNK3zdp..., local statics _ZZN3zdp), its typeinfo, vtables and guard variables,
+# and thunks to its members. A demangled test also passed the standard library's function
+# templates returning a zdp type ("zdp::X* std::__do_uninit_copy<...>").
+ours='^_Z(N|NK|NR|NO|NKR|NKO|ZN|ZNK|TIN|TSN|TVN|TTN|TCN|GVN|GVZN|GVZNK)3zdp|^_Z(Th|Tv).*_NK?3zdp'
+foreign=$(grep -Ev "$ours" <<<"$mangled" || true)
 if [ -n "$foreign" ]; then
   echo "check_exports: $lib exports $(wc -l <<<"$foreign") symbol(s) that are not zdp's (package/libzdp.map), e.g.:" >&2
-  head -n 20 <<<"$foreign" >&2
+  head -n 20 <<<"$foreign" | c++filt >&2
   exit 1
 fi
 for wanted in 'zdp::init(' 'typeinfo for zdp::Error'; do
