@@ -207,6 +207,22 @@ StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
   const bool node_local = c.resume == ResumeMode::kAuto && !c.dir.empty() && c.storage == CheckpointStorage::kPerNode;
   const int local_world = std::max(1, ctx_.launch_env().local_world_size);
   const int nodes = (K + local_world - 1) / local_world;
+  // Nodes of LOCAL_WORLD_SIZE consecutive ranks, as the engine's per-node save needs
+  // (a cyclic Slurm distribution or uneven nodes left a node key that nobody wrote, and
+  // rank 0 waited out the collective timeout). A rank that does not fit says so under its
+  // node's key, so that rank 0 stops at once too.
+  if (node_local && (K % local_world != 0 || ctx_.local_rank() >= local_world ||
+                     ctx_.rank() % local_world != ctx_.local_rank())) {
+    const Status bad(StatusCode::kInvalidArgument,
+                     config_.where("checkpoint.storage") + ": checkpoint.storage = \"per-node\" needs nodes of "
+                         "LOCAL_WORLD_SIZE consecutive ranks: rank " + std::to_string(ctx_.rank()) + " is local rank " +
+                         std::to_string(ctx_.local_rank()) + " of " + std::to_string(local_world) + " in a world of " +
+                         std::to_string(K) + " (a block distribution of ranks to nodes, or shared storage)");
+    const std::string text = kChoiceError + bad.to_string();
+    ZDP_RETURN_IF_ERROR(store.set(key + "/node/" + std::to_string(ctx_.rank() / local_world), text));
+    if (ctx_.rank() == 0) ZDP_RETURN_IF_ERROR(store.set(key, text));  // the others wait for rank 0's choice
+    return bad;
+  }
   if (node_local && ctx_.local_rank() == 0) {
     StatusOr<int64_t> step = latest_step_here();
     ZDP_RETURN_IF_ERROR(store.set(key + "/node/" + std::to_string(ctx_.rank() / local_world),
