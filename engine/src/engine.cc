@@ -101,12 +101,19 @@ Status Engine::finalize() {
   EngineEnv& env = m.env;
   if (m.finalized) return env.invalid("finalize(): called twice");
   ZDP_RETURN_IF_ERROR(env.failure.status());
-  Status valid = m.opt.validate();
-  if (!valid.ok()) return valid.with_context(env.who + ": finalize");
+  // This engine's number among the engines finalized on every rank: its store keys. A
+  // count of engines constructed per process diverged when one rank built an engine it
+  // never finalized, and every later finalize() waited out the timeout. Finalizes are
+  // collective and end with a collective, so the arrivals of one do not mix with the next's.
+  ZDP_ASSIGN_OR_RETURN(const int64_t arrival, env.ctx.store().add("zdp/engine/finalize_arrivals", 1));
+  env.instance = static_cast<int>((arrival - 1) / env.world);
+  // Invalid options on one rank are every rank's error (the registration check names it).
+  const Status valid = m.opt.validate();
   // Host waits outlast the collective timeout, so a collective's own error comes first.
   ZDP_ASSIGN_OR_RETURN(env.exec, Exec::create(env.device, env.timeout + std::chrono::seconds(30), &env.comm));
   ZDP_RETURN_IF_ERROR(m.timeline.attach(*env.exec));
-  ZDP_RETURN_IF_ERROR(m.registry.check_same_on_every_rank(env, m.opt));
+  ZDP_RETURN_IF_ERROR(m.registry.check_same_on_every_rank(env, m.opt, valid));
+  if (!valid.ok()) return valid.with_context(env.who + ": finalize");
   Status built = m.build();
   // The initial values' staging too: every allocation of finalize() happens before the
   // agreement below.

@@ -1,17 +1,7 @@
 // EngineEnv: an engine's rank, device, communicator and error conventions.
 #include "engine/src/engine_env.h"
 
-#include <atomic>
-
 namespace zdp {
-namespace {
-
-int next_instance() {
-  static std::atomic<int> engines{0};
-  return engines++;
-}
-
-}  // namespace
 
 EngineEnv::EngineEnv(Context& context)
     : ctx(context),
@@ -20,8 +10,7 @@ EngineEnv::EngineEnv(Context& context)
       rank(context.rank()),
       world(context.world_size()),
       who("rank " + std::to_string(context.rank())),
-      timeout(context.collective_timeout()),
-      instance(next_instance()) {}
+      timeout(context.collective_timeout()) {}
 
 Status EngineEnv::invalid(const std::string& what) const {
   return Status(StatusCode::kInvalidArgument, who + ": " + what);

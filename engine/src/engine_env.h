@@ -49,7 +49,7 @@ struct EngineEnv {
   const int world;
   const std::string who;                    // "rank 3": the prefix of its errors
   const std::chrono::milliseconds timeout;  // the collective timeout
-  const int instance;                       // per-process engine count: its store keys
+  int instance = -1;                        // its number among the engines finalized (finalize()): its store keys
   std::unique_ptr<Exec> exec;               // the streams; made by finalize()
   StickyFailure failure;
 

@@ -123,7 +123,14 @@ std::vector<std::string> option_lines(const EngineOptions& o) {
 
 }  // namespace
 
-Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt) const {
+namespace {
+// check_same_on_every_rank's mark (where[] holds it + 1) for a rank whose options failed
+// validate(): below -1, which stands for "no difference".
+constexpr int64_t kInvalidOptions = -2;
+}  // namespace
+
+Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptions& opt,
+                                               const Status& own_options) const {
   // The options first, one entry each; then parameter i.
   std::vector<std::string> mine = option_lines(opt);
   const size_t options = mine.size();
@@ -132,7 +139,7 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
     mine.push_back(label(static_cast<int>(i)) + " layer " + std::to_string(r.spec.layer) + " decay " +
                    to_string(r.decay));
   }
-  if (env.world == 1) return Status::Ok();
+  if (env.world == 1) return own_options;
 
   PrefixStore store("zdp/engine/" + std::to_string(env.instance), env.ctx.store());
   std::string joined;
@@ -153,8 +160,12 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
       break;
     }
   }
-  if (diff >= 0)
+  if (!own_options.ok()) {
+    diff = kInvalidOptions;
+    ZDP_RETURN_IF_ERROR(store.set("differs/" + std::to_string(env.rank), own_options.message()));
+  } else if (diff >= 0) {
     ZDP_RETURN_IF_ERROR(store.set("differs/" + std::to_string(env.rank), entry(mine, static_cast<size_t>(diff))));
+  }
 
   // Every rank learns which ranks differ, and where, so all of them stop with one story.
   std::vector<int64_t> where(static_cast<size_t>(env.world), 0);
@@ -162,9 +173,14 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
   ZDP_RETURN_IF_ERROR(all_reduce_i64(env, where, ReduceOp::kSum, "finalize: registration check"));
   for (int q = 0; q < env.world; ++q) {
     const int64_t d = where[static_cast<size_t>(q)] - 1;
-    if (d < 0) continue;
+    if (d == -1) continue;
     StatusOr<std::string> other = store.get("differs/" + std::to_string(q), env.timeout);
     const std::string theirs_entry = other.ok() ? *other : "(unknown: " + other.status().message() + ")";
+    if (d == kInvalidOptions) {
+      if (q == env.rank) return own_options.with_context(env.who + ": finalize");
+      return Status(StatusCode::kAborted,
+                    env.who + ": finalize: rank " + std::to_string(q) + "'s engine options are invalid: " + theirs_entry);
+    }
     const std::string what =
         d < static_cast<int64_t>(options)
             ? "engine options differ between ranks"

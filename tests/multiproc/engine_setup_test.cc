@@ -157,6 +157,41 @@ Status check_memory(Engine& engine, Device& device, int64_t accum_extra) {
   return Status::Ok();
 }
 
+// Invalid options on one rank: that rank's finalize() returned before the registration
+// check, and its peers learnt only "Connection closed by peer" (or, while it lived on,
+// waited out the timeout). Every rank now names the rank and its reason.
+TEST(Registration, InvalidOptionsOnOneRankAreNamedOnEveryRank) {
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              EngineOptions o = options(2);
+              if (rank == 1) o.accum_steps = 0;
+              Engine engine(ctx, o);
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              const Status s = engine.finalize();
+              if (rank == 1) return expect_contains(s, {"rank 1: finalize", "accum_steps 0"});
+              return expect_contains(s, {"rank 0: finalize: rank 1's engine options are invalid", "accum_steps 0"});
+            })),
+            "");
+}
+
+// An engine built on one rank only and never finalized: the engines' store keys were
+// numbered by a per-process count of engines built, rank 0's ran one ahead, and the
+// next finalize() waited out the timeout on keys no peer wrote.
+TEST(Registration, AnEngineOneRankBuiltAndDroppedDoesNotShiftTheOthers) {
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store, 1, {}, false, nullptr,
+                                                                  std::chrono::seconds(20)));
+              if (rank == 0) Engine dropped(ctx, options(2));
+              for (int round = 0; round < 2; ++round) {
+                Engine engine(ctx, options(2));
+                ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+                ZDP_RETURN_IF_ERROR(engine.finalize());
+              }
+              return Status::Ok();
+            })),
+            "");
+}
+
 TEST(Memory, PerCategoryMatchesTheZeroFormulaWithinPadding) {
   for (int world : {1, 2, 4}) {
     EXPECT_EQ(testing::describe_failures(fork_ranks(world, [](int rank, int world, Store& store) -> Status {
