@@ -133,6 +133,15 @@ int run_scale(const ScaleArgs& a) {
     say("launch.nproc_per_node x launch.nnodes (" + std::to_string(config->launch.nnodes) + ")" + excess);
     return 2;
   }
+  // A world size given twice ran twice into one log folder and counted twice in the fit.
+  for (size_t i = 0; i < a.worlds.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (a.worlds[i] == a.worlds[j]) {
+        say("--world gives " + std::to_string(a.worlds[i]) + " twice: each world size is one run");
+        return 2;
+      }
+    }
+  }
   const int configured = static_cast<int>(configured_world);
   // Its batch geometry as the launch would check it (a global batch that the world does
   // not divide gave accum_steps 0 and a child refused for a value no one typed).

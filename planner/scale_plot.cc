@@ -2,6 +2,7 @@
 #include "planner/scale_plot.h"
 
 #include <cstdio>
+#include <string>
 
 #include "plot/line_chart.h"
 
@@ -10,7 +11,11 @@ namespace zdp::launcher {
 std::string scale_svg(const ScaleReport& report, const std::string& title) {
   plot::LineChart chart;
   chart.title = title;
-  chart.subtitle = "same per-rank batch at every world size (weak scaling); speed-up = samples/s over one rank's";
+  const int base = report.rows.empty() ? 1 : report.rows.front().point.world_size;
+  chart.subtitle = "same per-rank batch at every world size (weak scaling); speed-up = samples/s over one rank's" +
+                   (base == 1 ? std::string()
+                              : std::string(" (estimated as K = ") + std::to_string(base) + "'s / " +
+                                    std::to_string(base) + ": no run of one rank)");
   chart.x_label = "world size K (ranks)";
   chart.y_label = "speed-up";
   chart.y2_label = "samples/s";

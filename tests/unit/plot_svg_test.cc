@@ -145,6 +145,11 @@ TEST(ScaleSvg, MeasuredIdealAmdahlAndThroughput) {
                                                    {"--series", "measured speed-up=3", "--series", "samples/s=3",
                                                     "--series", "ideal (speed-up = K)=2", "--series", amdahl});
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(svg.find("no run of one rank"), std::string::npos);
+  // Without a run of one rank the speed-up is K = 2's samples/s over 2: the subtitle says so.
+  const std::vector<launcher::ScalePoint> from_two(points.begin() + 1, points.end());
+  const std::string two = launcher::scale_svg(launcher::make_scale_report(from_two).value(), "scale");
+  EXPECT_NE(two.find("(estimated as K = 2's / 2: no run of one rank)"), std::string::npos) << two;
 }
 
 // Better than linear (s < 0): the law has a pole inside the range, and the curve stops
