@@ -11,9 +11,20 @@ namespace {
 constexpr double kBar = 34, kGap = 8, kGroupGap = 36, kLeft = 70, kTop = 62, kPlot = 300, kLegend = 170;
 constexpr double kLineFactor = 5;  // a reference line drawn up to this many times the tallest bar
 
+// A value that is negative or not finite (a model's NaN) is left out of the bar: it has no
+// height to draw (std::max(NaN, 0) was NaN, and every coordinate after it 0).
+double drawn_value(double v) { return std::isfinite(v) && v > 0 ? v : 0.0; }
+
+bool has_missing(const Bar& b) {
+  for (double v : b.values) {
+    if (!std::isfinite(v)) return true;
+  }
+  return false;
+}
+
 double bar_total(const Bar& b) {
   double t = 0;
-  for (double v : b.values) t += std::max(v, 0.0);
+  for (double v : b.values) t += drawn_value(v);
   return t;
 }
 
@@ -63,11 +74,12 @@ Picture bar_chart(const BarChart& c) {
       const double total = bar_total(b);
       char value[32];
       std::snprintf(value, sizeof(value), total >= 100 ? "%.0f" : "%.3g", total);
+      if (has_missing(b)) std::snprintf(value, sizeof(value), "n/a");  // part of it unknown: no total
       svg.open_group("class=\"bar\" data-group=\"" + escape(g.label) + "\" data-label=\"" + escape(b.label) +
                      "\" data-total=\"" + escape(value) + "\"");
       double base = 0;
       for (size_t k = 0; k < b.values.size() && k < c.categories.size(); ++k) {
-        const double h = std::max(b.values[k], 0.0);
+        const double h = drawn_value(b.values[k]);
         if (h <= 0) continue;
         svg.rect(x, y_of(base + h), kBar, y_of(base) - y_of(base + h), palette(k),
                  " data-category=\"" + escape(c.categories[k]) + "\"");

@@ -17,7 +17,8 @@ namespace zdp::plot {
 
 struct Bar {
   std::string label;
-  std::vector<double> values;  // per category, in the chart's order; negative counts as 0
+  std::vector<double> values;  // per category, in the chart's order; negative counts as 0, non-finite
+                               // as missing (no height; the bar's total reads "n/a")
   bool outlined = false;       // a dashed outline (e.g. "measured", against planned bars)
 };
 

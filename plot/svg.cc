@@ -71,17 +71,33 @@ Ticks nice_ticks(double lo, double hi, int target) {
 
 std::string tick_label(double value, double step) {
   if (value == 0) return "0";
-  char buf[32];
-  const double mag = std::max(std::fabs(value), std::fabs(step));
-  if (mag >= 1e4) {
-    const char* suffix = mag >= 1e9 ? "G" : mag >= 1e6 ? "M" : "k";
-    const double unit = mag >= 1e9 ? 1e9 : mag >= 1e6 ? 1e6 : 1e3;
-    const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step / unit) - 1e-9)));
-    std::snprintf(buf, sizeof(buf), "%.*f%s", std::min(decimals, 3), value / unit, suffix);
-    return buf;
+  char buf[48];
+  const double a = std::fabs(value), s = std::fabs(step) > 0 ? std::fabs(step) : a;
+  const double mag = std::max(a, s);
+  // The decimals that tell neighbouring ticks apart: the step's, in the label's unit.
+  const auto decimals_in = [&](double unit) {
+    return std::max(0, static_cast<int>(std::ceil(-std::log10(s / unit) - 1e-9)));
+  };
+  if (std::isfinite(mag) && mag < 1e15) {
+    if (mag >= 1e4) {  // 40k, 1.5M: a suffix while it needs few decimals (10000.1 is not 10.000k)
+      const double unit = mag >= 1e12 ? 1e12 : mag >= 1e9 ? 1e9 : mag >= 1e6 ? 1e6 : 1e3;
+      const char* suffix = mag >= 1e12 ? "T" : mag >= 1e9 ? "G" : mag >= 1e6 ? "M" : "k";
+      const int d = decimals_in(unit);
+      if (d <= 3) {
+        std::snprintf(buf, sizeof(buf), "%.*f%s", d, value / unit, suffix);
+        return buf;
+      }
+    }
+    const int d = decimals_in(1.0);
+    if (d <= 6) {
+      std::snprintf(buf, sizeof(buf), "%.*f", d, value);
+      return buf;
+    }
   }
-  const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  std::snprintf(buf, sizeof(buf), "%.*f", std::min(decimals, 6), value);
+  // Very large or small, or a step far below the values: scientific, with the significant
+  // digits the step needs.
+  const int digits = std::max(0, static_cast<int>(std::ceil(std::log10(mag / s) - 1e-9)));
+  std::snprintf(buf, sizeof(buf), "%.*e", std::min(digits, 15), value);
   return buf;
 }
 

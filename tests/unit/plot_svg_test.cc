@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "planner/plan_plot.h"
@@ -44,6 +45,24 @@ TEST(PlotTicks, RoundStepsCoverTheRange) {
   EXPECT_EQ(plot::tick_label(0.25, 0.05), "0.25");
   EXPECT_EQ(plot::tick_label(40000, 20000), "40k");
   EXPECT_EQ(plot::tick_label(0, 20000), "0");
+  // Neighbouring ticks never share a label (a review found "10.000k" four times for
+  // 10000.1 .. 10000.4, "1.000M" for steps 1,000,000 .. 1,000,002, "0.000000" for a 1e-9
+  // range, and "15000000G" for 1.5e16).
+  const auto distinct = [](double first, double step, int n) {
+    std::set<std::string> seen;
+    for (int i = 0; i < n; ++i) seen.insert(plot::tick_label(first + i * step, step));
+    return static_cast<int>(seen.size()) == n;
+  };
+  EXPECT_TRUE(distinct(10000.1, 0.1, 6));
+  EXPECT_TRUE(distinct(1000000, 1, 3));
+  EXPECT_TRUE(distinct(1e-9, 2e-10, 5));
+  EXPECT_TRUE(distinct(1.5e16, 1e15, 4));
+  EXPECT_TRUE(distinct(0.1, 0.05, 6));
+  EXPECT_EQ(plot::tick_label(10000.1, 0.1), "10000.1");
+  EXPECT_EQ(plot::tick_label(1000001, 1), "1000001");
+  EXPECT_EQ(plot::tick_label(1.5e16, 1e15), "1.50e+16");
+  EXPECT_EQ(plot::tick_label(2e12, 1e12), "2T");
+  EXPECT_EQ(plot::tick_label(1.5e6, 5e5), "1.5M");
 }
 
 TEST(PlotLineChart, SeriesKeepTheirFinitePointsOnBothAxes) {
@@ -115,6 +134,30 @@ TEST(PlotBarChart, AReferenceLineFarAboveTheBarsIsNamedNotDrawn) {
   const testing::CommandRun r =
       testing::check_svg(ZDP_SOURCE_DIR, write(dir, "bars.svg", svg), {"--bars", "3", "--refline", "near"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A NaN or infinite value is missing: no height, and the bar's total reads n/a (it was
+// data-total="nan" over a rectangle collapsed to 0, with every later one drawn from 0).
+TEST(PlotBarChart, NonFiniteValuesAreMissingNotDrawn) {
+  plot::BarChart c;
+  c.categories = {"a", "b", "c"};
+  c.groups = {{"g", "", {{"x", {1, std::nan(""), 2}, false}, {"y", {INFINITY, 1, 1}, false}, {"z", {1, 1, 1}, false}}}};
+  const std::string svg = plot::to_document(plot::bar_chart(c));
+  EXPECT_EQ(svg.find("nan"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("inf"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("data-label=\"x\" data-total=\"n/a\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("data-label=\"z\" data-total=\"3\""), std::string::npos) << svg;
+  // x's drawn part is 1 + 2 = 3, as tall as z: the same top.
+  const auto top_of = [&](const std::string& label) {
+    const size_t g = svg.find("data-label=\"" + label + "\"");
+    const size_t close = svg.find("</g>", g);
+    double top = 1e9;
+    for (size_t at = svg.find(" y=\"", g); at < close; at = svg.find(" y=\"", at + 1)) {
+      top = std::min(top, std::stod(svg.substr(at + 4)));
+    }
+    return top;
+  };
+  EXPECT_DOUBLE_EQ(top_of("x"), top_of("z"));
 }
 
 TEST(LossSvg, TrainHeldOutAndRateSeries) {
