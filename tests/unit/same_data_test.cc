@@ -55,6 +55,21 @@ TEST(DataAgreement, ARankWhoseRankZeroNeverPublishesTimesOutNamingWhat) {
   EXPECT_NE(s.message().find("rank 1: rank 0's data sizes"), std::string::npos) << s.message();
 }
 
+// Rank 0 could not open its data (a missing file on its node): the others waited out the
+// collective timeout for its sizes and blamed a timeout; they now stop at once with its error.
+TEST(DataAgreement, RankZerosFailureToOpenItsDataStopsTheOthersAtOnce) {
+  InMemoryStore store;
+  const Status missing(StatusCode::kNotFound, "data.path: token file 'd/train.bin': No such file or directory");
+  EXPECT_EQ(share_data_failure(store, 0, missing).code(), StatusCode::kNotFound);
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = check_same_data(store, 1, {1000, "a"}, {200, "b"}, "data.path", std::chrono::seconds(60));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_NE(s.message().find("rank 1: rank 0 could not open its data: NotFound: data.path: token file 'd/train.bin'"),
+            std::string::npos)
+      << s.message();
+}
+
 // The sampled digest reads each shard's first and last tokens and windows between them:
 // the same contents under other names agree; one token changed in a sampled place, or
 // shards in another order, do not.

@@ -20,7 +20,17 @@ std::string sets(int64_t train, int64_t val) {
          (val < 0 ? std::string("no held-out set") : std::to_string(val) + " held-out samples");
 }
 
+constexpr char kFailed[] = "failed: ";  // rank 0's value when its data did not open
+
 }  // namespace
+
+Status share_data_failure(Store& store, int rank, const Status& failure, const std::string& key) {
+  if (rank == 0) {
+    const Status shared = store.set(key, kFailed + failure.to_string());
+    if (!shared.ok()) return failure.with_context("(not shared with the other ranks: " + shared.message() + ")");
+  }
+  return failure;
+}
 
 DataIdentity DataIdentity::of(const DataSource* source) {
   if (source == nullptr) return {};
@@ -36,6 +46,10 @@ Status check_same_data(Store& store, int rank, const DataIdentity& train, const 
   StatusOr<std::string> theirs = store.get(key, timeout);
   if (!theirs.ok()) return theirs.status().with_context("rank " + std::to_string(rank) + ": rank 0's data sizes");
   if (*theirs == mine) return Status::Ok();
+  if (theirs->rfind(kFailed, 0) == 0) {
+    return Status(StatusCode::kAborted, "rank " + std::to_string(rank) + ": rank 0 could not open its data: " +
+                                            theirs->substr(sizeof(kFailed) - 1));
+  }
   std::istringstream in(*theirs);
   long long train0 = -1, val0 = -1;
   std::string train_digest0, val_digest0, extra;

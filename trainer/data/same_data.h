@@ -30,4 +30,10 @@ Status check_same_data(Store& store, int rank, const DataIdentity& train, const 
                        const std::string& what, std::chrono::milliseconds timeout,
                        const std::string& key = "zdp/data/samples");
 
+// What a rank that could not open its data calls instead (returns `failure`): rank 0
+// publishes it under `key`, so that the others, waiting there in check_same_data, stop at
+// once with kAborted naming rank 0's error instead of waiting out `timeout` and blaming a
+// timeout of "rank 0's data sizes".
+Status share_data_failure(Store& store, int rank, const Status& failure, const std::string& key = "zdp/data/samples");
+
 }  // namespace zdp::trainer

@@ -147,8 +147,13 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
   ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> train_data, make_source(config, Split::kTrain));
-  ZDP_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> val_data, make_source(config, Split::kVal));
+  StatusOr<std::unique_ptr<DataSource>> train_opened = make_source(config, Split::kTrain);
+  StatusOr<std::unique_ptr<DataSource>> val_opened =
+      train_opened.ok() ? make_source(config, Split::kVal) : StatusOr<std::unique_ptr<DataSource>>(nullptr);
+  if (!train_opened.ok() || !val_opened.ok()) {
+    return share_data_failure(ctx.store(), ctx.rank(), train_opened.ok() ? val_opened.status() : train_opened.status());
+  }
+  std::unique_ptr<DataSource> train_data = std::move(*train_opened), val_data = std::move(*val_opened);
   ZDP_RETURN_IF_ERROR(check_same_data(ctx.store(), ctx.rank(), DataIdentity::of(train_data.get()),
                                       DataIdentity::of(val_data.get()),
                                       "data.path = \"" + config.data.path + "\", data.val_path = \"" +
