@@ -33,7 +33,7 @@ TEST(TrainerCheckpointing, TrainerStateHoldsTheConfigAndWhatTheDataPositionMeans
   c.train.global_batch = 48;
   LossHistory history;
   for (int s = 1; s <= 3; ++s) history.add_step(s, 1.0 / s, 100);
-  const nlohmann::json j = trainer_state(c, 1000, history);
+  const nlohmann::json j = trainer_state(c, {1000, "corpus"}, history);
   EXPECT_EQ(j.at("history").at("step"), nlohmann::json({1, 2, 3}));  // loss.svg continues from it
   EXPECT_EQ(j.at("seed"), 99);
   EXPECT_EQ(j.at("global_batch"), 48);
@@ -52,14 +52,14 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   saved.stage = 2;
   saved.compute_dtype = "fp32";
   saved.data_position = 320;
-  saved.trainer_json = trainer_state(c, 1000).dump();
-  EXPECT_TRUE(resume_notes(saved, c, 4, 1000).empty());
+  saved.trainer_json = trainer_state(c, {1000, "corpus"}).dump();
+  EXPECT_TRUE(resume_notes(saved, c, 4, {1000, "corpus"}).empty());
 
   Config other = c;
   other.zero.stage = 3;
   other.train.global_batch = 16;
   other.train.seed = 7;
-  const std::vector<std::string> notes = resume_notes(saved, other, 2, 1000);
+  const std::vector<std::string> notes = resume_notes(saved, other, 2, {1000, "corpus"});
   ASSERT_EQ(notes.size(), 3u);
   EXPECT_EQ(notes[0], "saved by 4 rank(s) at ZeRO stage 2, loaded by 2 rank(s) at stage 3 (re-sharded)");
   EXPECT_EQ(notes[1], "train.global_batch 8 at save, 16 now: the data continues at sample 320 with the new batch");
@@ -68,23 +68,28 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   Config longer = c;
   longer.train.steps = c.train.steps * 2;
   longer.optim.schedule = LrSchedule::kCosine;
-  const std::vector<std::string> stretched = resume_notes(saved, longer, 4, 1000);
+  const std::vector<std::string> stretched = resume_notes(saved, longer, 4, {1000, "corpus"});
   ASSERT_EQ(stretched.size(), 1u);
   EXPECT_EQ(stretched[0], "train.steps " + std::to_string(c.train.steps) + " at save, " +
                               std::to_string(longer.train.steps) +
                               " now: the cosine schedule now ends at step " + std::to_string(longer.train.steps) +
                               ", so the learning rate continues from its value there, not from the saved run's");
   longer.optim.schedule = LrSchedule::kConstant;
-  EXPECT_TRUE(resume_notes(saved, longer, 4, 1000).empty());
+  EXPECT_TRUE(resume_notes(saved, longer, 4, {1000, "corpus"}).empty());
+  // As many samples of other contents (another corpus under data.path): said, once.
+  const std::vector<std::string> rewritten = resume_notes(saved, c, 4, {1000, "other corpus"});
+  ASSERT_EQ(rewritten.size(), 1u);
+  EXPECT_EQ(rewritten[0], "the training data's contents differ from the saved run's (the same 1000 samples, sampled "
+                          "digest corpus -> other corpus): the run continues at sample 320 of other data");
   // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
   saved.trainer_json.clear();
-  EXPECT_EQ(resume_notes(saved, other, 2, 5).size(), 1u);
+  EXPECT_EQ(resume_notes(saved, other, 2, {5, "corpus"}).size(), 1u);
 }
 
 TEST(TrainerCheckpointing, SavedHistoryContinuesTheCurveOrIsRefusedWhenItRunsPastTheStep) {
   LossHistory history;
   for (int s = 1; s <= 3; ++s) history.add_step(s, 1.0 / s, 100);
-  const std::string trainer = trainer_state(Config(), 1000, history).dump();
+  const std::string trainer = trainer_state(Config(), {1000, "corpus"}, history).dump();
   StatusOr<LossHistory> back = saved_history(trainer, 3);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->points().size(), 3u);

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdint>
 #include <filesystem>
+#include <utility>
 
 #include "core/internal/parse_decimal.h"
+#include "core/internal/printable.h"
 
 namespace zdp::trainer {
 namespace {
@@ -34,12 +36,13 @@ constexpr char kChoiceError[] = "error:";
 
 }  // namespace
 
-nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const LossHistory& history) {
+nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history) {
   nlohmann::json j;
   j["program"] = "dp-train";
   j["seed"] = config.train.seed;
   j["global_batch"] = config.train.global_batch;
-  j["dataset_samples"] = dataset_size;
+  j["dataset_samples"] = dataset.samples;
+  j["dataset_fingerprint"] = dataset.fingerprint;
   j["shuffle"] = config.data.shuffle;
   j["steps"] = config.train.steps;
   j["config"] = to_toml(config);
@@ -48,7 +51,8 @@ nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const L
 }
 
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
-                                      int64_t dataset_size) {
+                                      const DataIdentity& dataset) {
+  const int64_t dataset_size = dataset.samples;
   std::vector<std::string> notes;
   if (saved.world_size != world_size || saved.stage != config.zero.stage) {
     notes.push_back("saved by " + std::to_string(saved.world_size) + " rank(s) at ZeRO stage " +
@@ -90,6 +94,14 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
                     (config.data.shuffle ? "true" : "false") + ", train.seed " + seed.dump() + " -> " +
                     std::to_string(config.train.seed) + "): sample " + std::to_string(saved.data_position) +
                     " of the new order is not where the saved run stopped");
+  } else if (const nlohmann::json print = field(trainer, "dataset_fingerprint");
+             print.is_string() && !print.get_ref<const std::string&>().empty() && !dataset.fingerprint.empty() &&
+             print.get_ref<const std::string&>() != dataset.fingerprint) {
+    // Same size, other contents: another corpus (or a rewritten one) under data.path.
+    notes.push_back("the training data's contents differ from the saved run's (the same " +
+                    std::to_string(dataset_size) + " samples, sampled digest " +
+                    printable(print.get_ref<const std::string&>(), 80) + " -> " + printable(dataset.fingerprint, 80) +
+                    "): the run continues at sample " + std::to_string(saved.data_position) + " of other data");
   }
   return notes;
 }
@@ -113,8 +125,8 @@ bool checkpoint_due(const Config& config, int64_t done) {
 }
 
 Checkpointer::Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console,
-                           int64_t dataset_size)
-    : ctx_(ctx), engine_(engine), config_(config), console_(console), dataset_size_(dataset_size) {}
+                           DataIdentity dataset)
+    : ctx_(ctx), engine_(engine), config_(config), console_(console), dataset_(std::move(dataset)) {}
 
 StatusOr<std::string> Checkpointer::choose() {
   const CheckpointConfig& c = config_.checkpoint;
@@ -269,7 +281,7 @@ StatusOr<ResumePoint> Checkpointer::resume() {
                 " s: continuing at step " + std::to_string(point.step) + " with sample " +
                 std::to_string(point.data_position) + " (optimizer step " + std::to_string(loaded->optimizer_steps) +
                 " for the LR schedule)");
-  for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_size_)) {
+  for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_)) {
     console_.line("checkpoint: note: " + note);
   }
   // The loss curve so far, continued by this run's steps.
@@ -283,7 +295,7 @@ Status Checkpointer::save(int64_t step, int64_t data_position, const LossHistory
   CheckpointState state;
   state.step = step;
   state.data_position = data_position;
-  state.trainer_json = trainer_state(config_, dataset_size_, history).dump();
+  state.trainer_json = trainer_state(config_, dataset_, history).dump();
   SaveOptions options;
   options.keep = config_.checkpoint.keep_last;
   options.storage = config_.checkpoint.storage;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/data/same_data.h"
 #include "trainer/loop/console.h"
 #include "trainer/loop/loss_history.h"
 #include "zdp/checkpoint.h"
@@ -28,16 +29,17 @@ struct ResumePoint {
 };
 
 // What dp-train stores as CheckpointState::trainer_json: the config used (TOML text), the
-// seed, what the data position means (the training set's size, shuffle, global batch), so
+// seed, what the data position means (the training set's size and fingerprint, shuffle,
+// global batch), so
 // that a resume can say what changed, and the loss history up to the save ("history"), so
 // that a resumed run's loss.svg continues the curve.
-nlohmann::json trainer_state(const Config& config, int64_t dataset_size, const LossHistory& history = {});
+nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history = {});
 
 // Notes on what differs between the run that saved `saved` and this one (world size,
 // stage, global batch, dataset, seed...), one line each; empty when nothing does. None of
 // them stops a resume: the engine refuses another model, everything else is allowed.
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
-                                      int64_t dataset_size);
+                                      const DataIdentity& dataset);
 
 // The loss history (trainer_state's "history") of a checkpoint saved at `step`: empty
 // when it has none (another trainer's, or an older dp-train's); kInvalidArgument, for a
@@ -60,7 +62,7 @@ bool checkpoint_due(const Config& config, int64_t done);
 class Checkpointer {
  public:
   // REQUIRES: the engine is finalized; `ctx`, `engine`, `config` and `console` outlive it.
-  Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console, int64_t dataset_size);
+  Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console, DataIdentity dataset);
 
   // Resumes as checkpoint.resume says: "never" starts from scratch; "auto" loads the
   // newest checkpoint in checkpoint.dir if there is one; a path loads that checkpoint
@@ -90,7 +92,7 @@ class Checkpointer {
   Engine& engine_;
   const Config& config_;
   Console& console_;
-  int64_t dataset_size_;
+  DataIdentity dataset_;  // the training set's
 };
 
 }  // namespace zdp::trainer

@@ -176,10 +176,16 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                " ranks x micro_batch " + std::to_string(t.micro_batch) + " x accum_steps " +
                std::to_string(engine.accum_steps()) + "; peak lr " + peak_lr + " (" +
                to_string(config.optim.lr_scaling) + " scaling), " + to_string(config.optim.schedule) + " schedule");
+  if (train_data->size() < t.global_batch) {
+    // Allowed (the epochs follow one another within a step), but rarely what was meant.
+    console.line("dp-train: note: the training set has " + std::to_string(train_data->size()) +
+                 " samples, fewer than one global batch (" + std::to_string(t.global_batch) +
+                 "): every step reads some samples more than once");
+  }
 
   // Resuming restores the engine (weights, AdamW state, optimizer step = LR schedule
   // position, loss scale) and gives the step and sample position the loop continues at.
-  Checkpointer checkpoints(ctx, engine, config, console, train_data->size());
+  Checkpointer checkpoints(ctx, engine, config, console, DataIdentity::of(train_data.get()));
   ZDP_ASSIGN_OR_RETURN(const ResumePoint resumed, checkpoints.resume());
   summary.first_step = resumed.step;
   summary.resumed_from = resumed.path;
