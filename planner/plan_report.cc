@@ -163,6 +163,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
         return eopts.status().with_context("planning stage " + std::to_string(stage) + " on " + std::to_string(K) +
                                            " ranks");
       }
+      eopts->nested_layer_scopes = report.model.nested_layer_scopes;  // as dp-train sets it
       StagePlan s;
       s.stage = stage;
       s.accumulate = at.zero.accumulate;

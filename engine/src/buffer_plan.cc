@@ -113,7 +113,10 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
     // The group in use plus the prefetched ones: at most every other group (a
     // prefetch_layers of 1000 over 2 groups allocated 1001 buffers).
     const int64_t others = std::max<int64_t>(0, static_cast<int64_t>(groups.size()) - 1);
-    z.param_gather = {largest_layer * c, static_cast<int>(1 + std::min<int64_t>(options.zero.prefetch_layers, others))};
+    // Plus the scopes a trainer nests inside another (EngineOptions::nested_layer_scopes),
+    // within the groups there are.
+    const int64_t held = 1 + std::min<int64_t>(options.zero.prefetch_layers, others) + options.nested_layer_scopes;
+    z.param_gather = {largest_layer * c, static_cast<int>(std::min<int64_t>(held, std::max<int64_t>(1, groups.size())))};
   }
   // Compressed communication: each rank's error feedback is element for element with the
   // flat buffer (its own slices stay zero: they never travel, so they are never

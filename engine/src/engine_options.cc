@@ -48,6 +48,9 @@ Status EngineOptions::validate() const {
   auto bad = [&](const std::string& what) { problems += (problems.empty() ? "" : "\n") + config.source + ": " + what; };
   // What the config derives (train.accum_steps = 0 is "derived"; here it must be known).
   if (accum_steps < 1) bad("accum_steps " + std::to_string(accum_steps) + " is not >= 1");
+  if (nested_layer_scopes < 0 || nested_layer_scopes > 64) {
+    bad("nested_layer_scopes " + std::to_string(nested_layer_scopes) + " is not in [0, 64]");
+  }
   if (optim.lr_scaling != LrScalingRule::kNone && global_batch < 1) {
     bad(std::string("lr_scaling ") + to_string(optim.lr_scaling) + " needs global_batch (the batch the lr scales to)");
   }

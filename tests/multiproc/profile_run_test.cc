@@ -199,6 +199,33 @@ TEST_F(ProfiledRun, EvaluationsAreNoStepsCommunication) {
   }
 }
 
+// The GPT at stage 3 keeps the tied embedding's group open inside the head's: one more
+// gathered-layer buffer than 1 + prefetch_layers. The pool grew by it during the first
+// step, beyond the plan and the memory table (quickstart: buckets 2.561 MiB planned, 2.987
+// measured); dp-train now plans it (EngineOptions::nested_layer_scopes).
+TEST_F(ProfiledRun, TheGptAtStageThreeUsesTheBuffersItPlanned) {
+  run(/*delay_ms=*/0, [](Config& c) {
+    c.model.kind = ModelKind::kGpt;
+    c.model.n_layers = 2, c.model.d_model = 32, c.model.n_heads = 2, c.model.vocab_size = 64, c.model.seq_len = 16;
+    c.data.kind = DataKind::kSynthetic;
+  });
+  std::ifstream in(dir_ / "profile.jsonl");
+  json summary;
+  for (std::string line; std::getline(in, line);) {
+    const json l = json::parse(line);
+    if (l["type"] == "summary") summary = l;
+  }
+  ASSERT_TRUE(summary.is_object());
+  bool found = false;
+  for (const json& m : summary["memory"]) {
+    if (m["category"] != "buckets") continue;
+    found = true;
+    EXPECT_EQ(m["measured"], m["planned"]) << m.dump();
+    EXPECT_EQ(m["peak"], m["planned"]) << m.dump();
+  }
+  EXPECT_TRUE(found) << summary.dump();
+}
+
 // A run without profile.trace (or profile.kernels) leaves no earlier run's trace.json or
 // kernels.json beside its own profile.jsonl, where they read as this run's (plan
 // --from-profile combined an old kernels.json with a new profile.jsonl).

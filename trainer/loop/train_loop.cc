@@ -139,11 +139,12 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   const int K = ctx.world_size();
   const bool chief = ctx.rank() == 0;
   Console console(options.out, chief);
-  ZDP_ASSIGN_OR_RETURN(const EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
-  Engine engine(ctx, eopts);
+  ZDP_ASSIGN_OR_RETURN(EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic,
                                                                      config.model.attention));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
+  eopts.nested_layer_scopes = model->nested_layer_scopes();  // planned as dp-launch plan plans it
+  Engine engine(ctx, eopts);
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
   ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));

@@ -70,6 +70,9 @@ class Gpt : public Model {
     return static_cast<double>(T_) * (6.0 * params + 12.0 * L_ * static_cast<double>(T_) * C_);
   }
   bool fused_attention() const override { return fused_; }
+  // The tied embedding's group (0) inside the head's (L + 1), through the loss and the
+  // head's backward.
+  int nested_layer_scopes() const override { return 1; }
   std::string describe() const override {
     return "gpt " + std::to_string(L_) + " layers x d " + std::to_string(C_) + " (" + std::to_string(H_) +
            " heads), vocab " + std::to_string(V_) + ", seq " + std::to_string(T_);

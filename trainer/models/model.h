@@ -53,6 +53,8 @@ class Model {
   virtual std::string describe() const = 0;
   // Whether attention runs (or, without ops, is planned) fused: kernels/fused_attention.h.
   virtual bool fused_attention() const { return false; }
+  // Layer scopes it keeps open inside another (EngineOptions::nested_layer_scopes).
+  virtual int nested_layer_scopes() const { return 0; }
   // Takes the activation and scratch buffers of one micro-batch through take()
   // (register_params() calls it; a model without ops only counts them).
   virtual Status allocate() = 0;

@@ -25,6 +25,7 @@ StatusOr<ModelSpec> model_spec(const Config& config) {
   spec.flops_per_sample = model->flops_per_sample();
   spec.tokens_per_sample = model->tokens_per_sample();
   spec.fused_attention = model->fused_attention();
+  spec.nested_layer_scopes = model->nested_layer_scopes();
   if (spec.fused_attention) spec.attention_workspace_bytes = fused_attention_workspace_bytes(config);
   return spec;
 }

@@ -86,6 +86,11 @@ struct EngineOptions {
   // micro-batch m x world + r, the reference sampler's), and the gradient norm is summed
   // exactly. Costs K x the reduce-scatter's bytes; docs/design.md "Deterministic mode".
   bool deterministic = false;
+  // Stage 3: layer scopes the trainer keeps open inside another one (dp-train's GPT opens
+  // the tied embedding's group inside the LM head's): one more gathered-parameter buffer
+  // each, planned and allocated at finalize() (else the pool grew by one during the first
+  // step, beyond the plan and the memory table). 0..64.
+  int nested_layer_scopes = 0;
 
   // From the config's [zero], [optim], [train] sections and [model] dtype, for
   // `world_size` ranks (validate_for_world first). optim.lr and min_lr come out scaled to
