@@ -108,6 +108,7 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
   double total_elems = 0;
   for (int64_t e : w.bucket_elems) total_elems += static_cast<double>(e);
   double stream_free = -std::numeric_limits<double>::infinity();
+  double last_reduce_s = 0;  // the reductions of the last micro-batch's backward
   for (int64_t m = reducing - 1; m >= 0; --m) {  // m micro-batches before the last
     const double backward_begin = -static_cast<double>(m) * micro_s;
     double covered = 0;
@@ -118,6 +119,7 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
                            : exchange(elems, w.stage >= 1 && w.reduce_all_to_all, w.reduce_bytes, w.reduce_bytes_intra,
                                       w.stage == 0 ? 2 : 1);
       p.reduce_s += t;
+      if (m == 0) last_reduce_s += t;
       covered += static_cast<double>(w.bucket_elems[i]);
       const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;
       stream_free = std::max(stream_free, backward_begin + ready) + t;
@@ -151,7 +153,13 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
     for (double g : gather) one_pass += g;
     p.gather_s = 2.0 * passes * one_pass;
     std::vector<double> gather_rev(gather.rbegin(), gather.rend()), backward_rev(backward.rbegin(), backward.rend());
-    gather_exposed = passes * (exposed_gathers(gather, forward) + exposed_gathers(gather_rev, backward_rev));
+    const double backward_gathers = exposed_gathers(gather_rev, backward_rev);
+    gather_exposed = passes * (exposed_gathers(gather, forward) + backward_gathers);
+    // The gathers and the reductions share one communication stream: in the last
+    // backward it carries a pass of gathers and that micro-batch's reductions, and what
+    // of both does not fit in the backward is exposed, however each alone would hide.
+    const double shared = std::max(0.0, one_pass + last_reduce_s - backward_s);
+    if (shared > reduce_exposed + backward_gathers) gather_exposed += shared - (reduce_exposed + backward_gathers);
   }
 
   p.small_s = tiered_all_reduce_s(0, K, links);

@@ -114,7 +114,9 @@ struct StepPrediction {
 //  - stages 1-2 all-gather every bucket's parameters after the optimizer: exposed;
 //  - stage 3 gathers each layer group before its forward and again before its backward,
 //    in every micro-batch, prefetched one group ahead: a group's gather hides behind the
-//    previous group's compute, the first group's is exposed;
+//    previous group's compute, the first group's is exposed; in the last backward the
+//    gathers and the reductions share the one stream, so at least their sum past the
+//    backward is exposed;
 //  - one latency-bound all-reduce for the gradient norm;
 //  - the optimizer step over the rank's parameters (all at stage 0, 1/K at stages 1-3)
 //    after the last backward, where optimizer_s gives its time (GPU plans of the GPT:

@@ -75,6 +75,23 @@ TEST(PredictStep, Stage3GathersTwicePerMicroBatchBehindThePreviousGroup) {
   EXPECT_NEAR(predict_step(accum, kLink).sent_bytes, 20e6, 1e-3);
 }
 
+// Stage 3's backward gathers and reductions on one stream: four groups whose gathers
+// (0.45 ms) each hide behind a group's 0.5 ms of backward and whose reductions (0.45 ms)
+// each fit before the next bucket is ready, but not both: 4 x 0.45 + 4 x 0.45 = 3.6 ms
+// in a 2 ms backward. Separately they exposed 0.45 + 0.45 ms; together 1.6.
+TEST(PredictStep, Stage3GathersAndReductionsShareTheStreamInBackward) {
+  StepWork w;
+  w.stage = 3;
+  w.world_size = 2;
+  w.bucket_elems = {220000, 220000, 220000, 220000};  // 0.44 ms + 10 us each way
+  w.group_elems = w.bucket_elems;
+  w.flops_per_micro = 3e9;  // 3 ms: forward 0.25 ms a group, backward 0.5
+  w.flops_per_s = 1e12;
+  const StepPrediction p = predict_step(w, kLink);
+  // Forward 0.45 + 3 x 0.2; backward (gathers, reductions) together 1.8 + 1.8 - 2; the norm.
+  EXPECT_NEAR(p.exposed_comm_s, 1.05e-3 + 1.6e-3 + 20e-6, 1e-12);
+}
+
 TEST(PredictStep, ShardedAccumulationReducesEveryMicroBatch) {
   // Stage 2, accum_steps 2 (6 ms of compute), reduce-scatters of 2.01 ms. Times from the
   // last backward's start: the first micro-batch's buckets are ready at -2 and -1 ms and
