@@ -117,10 +117,12 @@ StatusOr<void*> GradReducer::view(int p, int64_t step) {
     }
     if (ordered_.full_in_flight) {
       // Deterministic mode sends every micro-batch from this buffer: the next one may
-      // overwrite it once the previous one's gathers have read it.
-      timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, launch_.order.front(), CollectiveOp::kAllGather);
+      // overwrite it once the previous one's gathers have read it. A wait for the gradient
+      // side, so not tagged kAllGather (TimelineEvent: the parameters' gathers), which the
+      // profiler counted as gather wait.
+      timeline_.compute(TimelineEvent::Kind::kCommWaitBegin, launch_.order.front(), CollectiveOp::kReduceScatter);
       Status s = wait_all("step " + std::to_string(step) + ": grad(" + registry_.label(p) + ")");
-      timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, launch_.order.front(), CollectiveOp::kAllGather);
+      timeline_.compute(TimelineEvent::Kind::kCommWaitEnd, launch_.order.front(), CollectiveOp::kReduceScatter);
       if (!s.ok()) return env_.failure.fail(s.with_context(env_.who));
       ordered_.full_in_flight = false;
     }

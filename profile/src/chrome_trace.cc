@@ -54,8 +54,8 @@ std::string chrome_trace(const std::vector<RankProfile>& ranks, int world_size) 
         events.push_back(complete(to_string(sp.part), r.rank, kComputeTid, us(sp.begin), us(sp.end), {{"step", s.step + 1}}));
       }
       for (const CollectiveTiming& c : s.collectives) {
-        const std::string name = c.bucket < 0 ? std::string(collective_name(c.op)) + " norm"
-                                              : std::string(collective_name(c.op)) + " b" + std::to_string(c.bucket);
+        const std::string op = collective_label(c.op, c.reduction);
+        const std::string name = c.bucket < 0 ? op + " norm" : op + " b" + std::to_string(c.bucket);
         events.push_back(complete(name, r.rank, kCommTid,
                                   us(c.begin), us(c.end),
                                   {{"step", s.step + 1},

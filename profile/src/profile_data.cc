@@ -39,6 +39,10 @@ const char* collective_name(CollectiveOp op) {
   return "?";
 }
 
+std::string collective_label(CollectiveOp op, bool reduction) {
+  return std::string(collective_name(op)) + (reduction && op == CollectiveOp::kAllGather ? " (grads)" : "");
+}
+
 double CollectiveTiming::busbw(int world_size) const {
   const double t = seconds();
   return t > 0 ? static_cast<double>(bytes) / t * busbw_factor(op, world_size) : 0.0;

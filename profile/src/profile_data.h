@@ -54,6 +54,9 @@ struct CollectiveTiming {
 double busbw_factor(CollectiveOp op, int world_size);
 // "all-reduce", "reduce-scatter", "all-gather".
 const char* collective_name(CollectiveOp op);
+// collective_name, telling deterministic mode's gradient all-gather ("all-gather (grads)")
+// from the parameters' all-gather of the same bucket.
+std::string collective_label(CollectiveOp op, bool reduction);
 
 struct StepProfile {
   int64_t step = 0;                       // the iteration (Engine step() calls before it)

@@ -129,6 +129,7 @@ json step_line(const StepProfile& s, int rank, int world_size, double origin) {
   for (const CollectiveTiming& c : s.collectives) {
     collectives.push_back({{"bucket", c.bucket},
                            {"op", collective_name(c.op)},
+                           {"reduction", c.reduction},
                            {"bytes", c.bytes},
                            {"start_ms", (c.begin - origin) * 1e3},
                            {"end_ms", (c.end - origin) * 1e3},

@@ -211,12 +211,12 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
   }
   if (!s.buckets.empty()) {
     out += "collectives per bucket (mean over steps and ranks; busbw as nccl-tests):\n";
-    out += format("  %-6s %-15s %12s %10s %12s\n", "bucket", "op", "bytes", "ms", "busbw GB/s");
+    out += format("  %-6s %-18s %12s %10s %12s\n", "bucket", "op", "bytes", "ms", "busbw GB/s");
     const size_t shown = std::min<size_t>(s.buckets.size(), 16);
     for (size_t i = 0; i < shown; ++i) {
       const BucketRow& b = s.buckets[i];
       const std::string bucket = b.bucket < 0 ? "norm" : std::to_string(b.bucket);
-      out += format("  %-6s %-15s %12lld %10.3f %12.3f\n", bucket.c_str(), collective_name(b.op),
+      out += format("  %-6s %-18s %12lld %10.3f %12.3f\n", bucket.c_str(), collective_label(b.op, b.reduction).c_str(),
                     static_cast<long long>(b.bytes), b.seconds * 1e3, b.busbw / 1e9);
     }
     if (shown < s.buckets.size()) out += format("  ... %zu more in the JSON lines\n", s.buckets.size() - shown);
@@ -255,7 +255,8 @@ nlohmann::json summary_line(const Summary& s, const OutputPaths& paths) {
   }
   json buckets = json::array();
   for (const BucketRow& b : s.buckets) {
-    buckets.push_back({{"bucket", b.bucket}, {"op", collective_name(b.op)}, {"bytes", b.bytes}, {"count", b.count},
+    buckets.push_back({{"bucket", b.bucket}, {"op", collective_name(b.op)}, {"reduction", b.reduction},
+                       {"bytes", b.bytes}, {"count", b.count},
                        {"ms", b.seconds * 1e3}, {"busbw_gbps", b.busbw / 1e9}});
   }
   json ranks = json::array();

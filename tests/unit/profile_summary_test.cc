@@ -64,5 +64,26 @@ TEST(ProfileSummary, NoMeasuredStepIsAnError) {
   EXPECT_NE(s.status().message().find("no rank measured a step"), std::string::npos);
 }
 
+// Deterministic mode all-gathers the gradients (the reduction side) and, at stages 1-2,
+// the parameters of the same bucket: two rows that both read "all-gather" before.
+TEST(ProfileSummary, TheGradientAllGatherIsToldFromTheParameters) {
+  std::vector<RankProfile> ranks = two_ranks(0.0);
+  for (RankProfile& r : ranks) {
+    for (StepProfile& s : r.steps) {
+      s.collectives.push_back({0, CollectiveOp::kAllGather, 4096, 1.0, 2.0, /*reduction=*/true});
+      s.collectives.push_back({0, CollectiveOp::kAllGather, 2048, 3.0, 4.0, /*reduction=*/false});
+    }
+  }
+  SummaryInputs in;
+  in.world_size = 2;
+  in.planned.fill(-1);
+  const StatusOr<Summary> s = summarize(ranks, in);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const std::string table = format_summary(*s, OutputPaths{});
+  EXPECT_NE(table.find("all-gather (grads)"), std::string::npos) << table;
+  EXPECT_EQ(collective_label(CollectiveOp::kAllGather, false), "all-gather");
+  EXPECT_EQ(collective_label(CollectiveOp::kReduceScatter, true), "reduce-scatter");
+}
+
 }  // namespace
 }  // namespace zdp::profile
