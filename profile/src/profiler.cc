@@ -59,7 +59,10 @@ struct Profiler::Impl {
       ++kept;
     }
     // Whole steps only, never the newest (it may still be filling).
-    while (kept > opt.max_kept_points && events.size() > 1) {
+    // The bound is the job's: rank 0 holds every rank's points at the end (each rank kept
+    // the whole bound, so K ranks sent rank 0 K times it: gigabytes at 64 ranks).
+    const int64_t bound = std::max<int64_t>(1, opt.max_kept_points / std::max(1, ctx.world_size()));
+    while (kept > bound && events.size() > 1) {
       kept -= static_cast<int64_t>(events.begin()->second.size());
       memory.erase(events.begin()->first);
       events.erase(events.begin());

@@ -239,47 +239,71 @@ TEST_F(ProfiledRun, AnEarlierRunsTraceAndKernelTimesDoNotOutliveIt) {
 
 // A run measured over all its steps keeps the newest whole steps within max_kept_points
 // (it kept every point, and past 48 MiB of them failed at its end without a summary).
+// `steps` profiled steps of a one-parameter engine on ctx, max_kept_points 200; rank 0
+// returns the steps profile.jsonl kept (its own), in order.
+std::vector<int64_t> kept_steps(Context& ctx, const fs::path& dir, int steps) {
+  EngineOptions o;
+  o.trace = true;
+  Engine engine(ctx, o);
+  const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
+  EXPECT_TRUE(engine.finalize().ok());
+  ProfileOptions po;
+  po.dir = dir.string();
+  po.warmup_steps = 0;
+  po.trace = false;
+  po.out = nullptr;
+  po.max_kept_points = 200;
+  Profiler profiler(ctx, engine, po);
+  for (int step = 0; step < steps; ++step) {
+    EXPECT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());
+    float* g = engine.grad_as<float>(p);
+    for (int i = 0; g != nullptr && i < 64; ++i) g[i] = 0.01f;
+    EXPECT_TRUE(engine.grad_ready(p).ok());
+    EXPECT_TRUE(engine.step().ok());
+    EXPECT_TRUE(engine.mark(TimelineEvent::Kind::kIterationEnd).ok());
+    profiler.end_step();
+  }
+  EXPECT_TRUE(profiler.finish().ok());
+  std::vector<int64_t> kept;
+  std::ifstream in(dir / "profile.jsonl");
+  for (std::string line; ctx.rank() == 0 && std::getline(in, line);) {
+    const json l = json::parse(line);
+    if (l["type"] == "step" && l["rank"] == 0) kept.push_back(l["step"].get<int64_t>());
+  }
+  return kept;
+}
+
 TEST(ProfilerWindow, KeepsTheNewestWholeStepsWithinItsBound) {
   const fs::path dir = fs::temp_directory_path() / ("zdp_profile_window_" + std::to_string(::getpid()));
   InitOptions init_options;
   init_options.backend = Backend::kGloo;
   StatusOr<Context> ctx = init(init_options);
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  EngineOptions o;
-  o.trace = true;
-  Engine engine(*ctx, o);
-  const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
-  ASSERT_TRUE(engine.finalize().ok());
-  ProfileOptions po;
-  po.dir = dir.string();
-  po.warmup_steps = 0;
-  po.trace = false;
-  po.out = nullptr;
-  po.max_kept_points = 40;
-  Profiler profiler(*ctx, engine, po);
   constexpr int kRun = 30;
-  for (int step = 0; step < kRun; ++step) {
-    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());
-    float* g = engine.grad_as<float>(p);
-    ASSERT_NE(g, nullptr);
-    for (int i = 0; i < 64; ++i) g[i] = 0.01f;
-    ASSERT_TRUE(engine.grad_ready(p).ok());
-    ASSERT_TRUE(engine.step().ok());
-    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationEnd).ok());
-    profiler.end_step();
-  }
-  ASSERT_TRUE(profiler.finish().ok());
-  std::vector<int64_t> steps;
-  std::ifstream in(dir / "profile.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const json l = json::parse(line);
-    if (l["type"] == "step") steps.push_back(l["step"].get<int64_t>());
-  }
+  const std::vector<int64_t> steps = kept_steps(*ctx, dir, kRun);
   fs::remove_all(dir);
   ASSERT_FALSE(steps.empty());
   EXPECT_LT(steps.size(), static_cast<size_t>(kRun)) << "every step was kept";
   EXPECT_EQ(steps.back(), kRun) << "the newest step is kept";
   for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 1) << "whole steps, in order";
+
+  // The bound is the job's: at 2 ranks each keeps half as many points (each kept the whole
+  // bound, and rank 0 gathered K times it).
+  const fs::path two = dir.string() + "_2";
+  const std::string counts = (two / "count").string();
+  fs::create_directories(two);
+  EXPECT_EQ(testing::describe_failures(testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context c, testing::make_test_context(rank, k, store));
+              const std::vector<int64_t> kept = kept_steps(c, two, kRun);
+              if (rank == 0) std::ofstream(counts) << kept.size();
+              return Status::Ok();
+            })),
+            "");
+  size_t at_two = 0;
+  std::ifstream(counts) >> at_two;
+  fs::remove_all(two);
+  EXPECT_GT(at_two, 0u);
+  EXPECT_LE(at_two, (steps.size() + 1) / 2) << "one rank kept " << steps.size() << " steps";
 }
 
 TEST(ProfileTestHook, ParsesRankAndMillisecondsAndRefusesAnythingElse) {

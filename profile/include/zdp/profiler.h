@@ -48,9 +48,10 @@ struct ProfileOptions {
   std::FILE* out = stdout;        // rank 0's summary; nullptr = none
   int64_t first_step = 0;         // the trainer's number of its first step (a resumed run's
                                   // start); the warm-up counts from there
-  // The most timeline points a rank keeps: past it the oldest measured steps are dropped
-  // whole (the newest always stays), so a run measured over all its steps stays bounded
-  // in memory and in what it sends to rank 0 (about 20 MiB at the default).
+  // The most timeline points all ranks keep together (each rank its 1/K share): past it a
+  // rank drops its oldest measured steps whole (the newest always stays), so a run
+  // measured over all its steps stays bounded in memory and in what rank 0 gathers and
+  // writes (about 20 MiB at the default, whatever the world size).
   int64_t max_kept_points = 300000;
   // The planned bytes per rank at `stage` (what `dp-launch plan` prints): the summary's
   // "planned" column (this run's stage) and the model bars of memory.svg (every stage).
