@@ -53,6 +53,7 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
     return bad(path, "format is '" + printable(format, 64) + "', not '" + trainer::kKernelTimesFormat + "'");
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, int_field(j, "version", 1, 1000, path, ""));
+  m->version = version;
   if (version != 1 && version != trainer::kKernelTimesVersion) {
     return bad(path, "version " + std::to_string(version) + " is not a version this dp-launch reads (1 or " +
                          std::to_string(trainer::kKernelTimesVersion) + ")");

@@ -21,6 +21,7 @@ struct MeasuredKernels {
   // The run's ranks and ZeRO stage: the optimizer part is one rank's share of the update
   // at stages 1-3. A version-1 file has neither: read as one rank (stage 0).
   int64_t world_size = 1, zero_stage = 0;
+  int64_t version = 0;  // of kernels.json
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0, micro_batch = 0, accum_steps = 0;
   std::string dtype;  // "bf16"
   bool fused_attention = false;

@@ -115,7 +115,9 @@ StatusOr<double> time_model_micro(const Config& config) {
   env.origin = "dp-launch plan --calibrate";
   Context ctx = Context::assemble(env, c, std::make_unique<PrefixStore>("calibrate", store), std::move(device),
                                   std::move(comm), co.timeout);
-  ZDP_ASSIGN_OR_RETURN(const EngineOptions options, EngineOptions::from(c, 1));
+  ZDP_ASSIGN_OR_RETURN(EngineOptions options, EngineOptions::from(c, 1));
+  ZDP_ASSIGN_OR_RETURN(const trainer::ModelSpec spec, trainer::model_spec(c));
+  options.nested_layer_scopes = spec.nested_layer_scopes;  // as dp-train runs it
   Engine engine(ctx, options);
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Ops> ops, trainer::Ops::create(ctx.device(), c.model.dtype));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Model> model, trainer::make_model(c, *ops));

@@ -172,8 +172,9 @@ std::string format_comparison(const ProfileComparison& c, const MeasuredKernels&
   std::string out = "GPU step model vs MEASURED (dp-launch plan --from-profile " + m.dir + "): rank 0 of a run on " +
                     m.device + ", " + std::to_string(m.steps) + " measured steps, " + m.dtype + ", " +
                     (m.fused_attention ? "fused" : "batched") + " attention, " + std::to_string(m.accum_steps) +
-                    " micro-batch(es) per step, " + std::to_string(m.world_size) + " rank(s) at stage " +
-                    std::to_string(m.zero_stage) +
+                    " micro-batch(es) per step, " +
+                    (m.version == 1 ? std::string("read as one rank's (a version 1 kernels.json records no world size)")
+                                    : std::to_string(m.world_size) + " rank(s) at stage " + std::to_string(m.zero_stage)) +
                     (m.zero_stage >= 1 && m.world_size > 1 ? " (the optimizer row: one rank's 1/K of the update)" : "") +
                     "\n";
   char line[320];

@@ -139,7 +139,7 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
     mine.push_back(label(static_cast<int>(i)) + " layer " + std::to_string(r.spec.layer) + " decay " +
                    to_string(r.decay));
   }
-  if (env.world == 1) return own_options;
+  if (env.world == 1) return own_options.ok() ? own_options : own_options.with_context(env.who + ": finalize");
 
   PrefixStore store("zdp/engine/" + std::to_string(env.instance), env.ctx.store());
   std::string joined;

@@ -280,44 +280,6 @@ TEST_F(CheckpointResume, PerNodeStorageResumesFromTheStepEveryNodeHas) {
   EXPECT_NE(lacking.error.find("node(s) 1 have no checkpoint"), std::string::npos) << lacking.error;
 }
 
-// Per-node resume needs nodes of LOCAL_WORLD_SIZE consecutive ranks, as the engine's
-// per-node save does. Ranks dealt to 2 nodes cyclically (Slurm's --distribution=cyclic:
-// ranks 0 and 2 on node 0) left node 1's key unwritten, and rank 0 waited out the
-// collective timeout; now every rank says why at once.
-TEST_F(CheckpointResume, PerNodeResumeRefusesRanksNotInConsecutiveNodesAtOnce) {
-  Config c = mlp_config();
-  c.checkpoint.storage = CheckpointStorage::kPerNode;
-  c.checkpoint.dir = (*dir_ / "cyclic").string();
-  c.launch.collective_timeout_s = 120;
-  const std::string report = (*dir_ / "cyclic-rank0.txt").string();
-  const auto start = std::chrono::steady_clock::now();
-  const std::string failures =
-      testing::describe_failures(testing::fork_ranks(4, [&](int rank, int k, Store& store) -> Status {
-        std::unique_ptr<Device> device = create_cpu_device();
-        CommOptions options;
-        options.timeout = std::chrono::seconds(120);
-        ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                             create_gloo_communicator(store, rank, k, *device, options));
-        LaunchEnv env;
-        env.rank = rank, env.world_size = k, env.local_world_size = 2;
-        env.node_rank = rank % 2, env.local_rank = rank / 2;  // cyclic
-        env.origin = "fork_ranks";
-        Context ctx = Context::assemble(env, c, std::make_unique<PrefixStore>("test", store), std::move(device),
-                                        std::move(comm), options.timeout);
-        TrainOptions quiet;
-        quiet.out = std::fopen("/dev/null", "w");
-        StatusOr<TrainSummary> s = train(ctx, c, quiet);
-        std::fclose(quiet.out);
-        if (rank == 0) std::ofstream(report) << s.status().to_string();
-        return s.status();
-      }));
-  EXPECT_NE(failures, "");
-  std::stringstream text;
-  text << std::ifstream(report).rdbuf();
-  EXPECT_NE(text.str().find("needs nodes of LOCAL_WORLD_SIZE consecutive ranks"), std::string::npos) << text.str();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
-}
-
 // Per-node storage with keep_last = 1: node 1's creator dies while committing step 20.
 // Each node pruned on its own before every node had committed, so node 0 kept only step
 // 20 and node 1 only step 10, and no resume could work; pruning now waits for every

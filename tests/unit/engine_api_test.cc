@@ -290,6 +290,17 @@ TEST(Steps, AGradViewAfterGradReadyIsRefused) {
   }
 }
 
+// Invalid options name the rank and the call on a world of one too (the registration
+// check, which names them on every rank of a larger world, returned them bare here).
+TEST(Steps, InvalidOptionsNameTheRankAndFinalize) {
+  Context ctx = single();
+  EngineOptions o;
+  o.accum_steps = 0;
+  Engine engine(ctx, o);
+  ASSERT_TRUE(engine.add_param("w", {4}, Init::constant(1.0f)).ok());
+  expect_error(engine.finalize(), "rank 0: finalize: engine options: accum_steps 0 is not >= 1");
+}
+
 // layer() of a group no parameter was registered in is an off-by-one, at every stage
 // (stage 3 returned an empty scope and nullptr views; stages 0-2 said nothing).
 TEST(Steps, LayerScopesOfGroupsThatDoNotExistAreRefused) {

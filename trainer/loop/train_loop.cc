@@ -27,6 +27,7 @@
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/progress_report.h"
 #include "trainer/models/model.h"
+#include "trainer/models/model_spec.h"
 
 namespace zdp::trainer {
 namespace {
@@ -140,11 +141,14 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   const bool chief = ctx.rank() == 0;
   Console console(options.out, chief);
   ZDP_ASSIGN_OR_RETURN(EngineOptions eopts, EngineOptions::from(config, K));  // lr already scaled
+  // Planned as dp-launch plan plans it. From the model's spec: the engine is made before
+  // the Ops that hold its stream, so that it outlives them.
+  ZDP_ASSIGN_OR_RETURN(const ModelSpec planned, model_spec(config));
+  eopts.nested_layer_scopes = planned.nested_layer_scopes;
+  Engine engine(ctx, eopts);
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic,
                                                                      config.model.attention));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
-  eopts.nested_layer_scopes = model->nested_layer_scopes();  // planned as dp-launch plan plans it
-  Engine engine(ctx, eopts);
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
   ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));
