@@ -193,6 +193,16 @@ void* Engine::param(Param p) {
   return *view;
 }
 
+void* Engine::typed(void* view, size_t bytes, const char* call, Param p) {
+  Impl& m = *impl_;
+  const size_t element = dtype_size(m.opt.compute_dtype);
+  if (view == nullptr || bytes == element) return view;
+  m.env.defer(m.env.invalid(std::string(call) + "(" + m.registry.label(p.index) + "): an element of " +
+                            std::to_string(bytes) + " bytes, but the compute dtype " + to_string(m.opt.compute_dtype) +
+                            "'s is " + std::to_string(element)));
+  return nullptr;
+}
+
 void* Engine::grad(Param p) {
   Impl& m = *impl_;
   if (!m.view_allowed("grad", p.index)) return nullptr;

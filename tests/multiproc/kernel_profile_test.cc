@@ -210,6 +210,19 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   EXPECT_EQ(gpu.output.find("not measured"), std::string::npos) << gpu.output;
   EXPECT_EQ(gpu.output.find("prediction has no kernel"), std::string::npos) << gpu.output;
   EXPECT_NE(gpu.output.find("calibrated from " + dir), std::string::npos) << gpu.output;
+  EXPECT_EQ(gpu.output.find("note: the profile ran"), std::string::npos) << gpu.output;
+  // A profile of the other attention path, or another 16-bit dtype, calibrates what it can
+  // and says what it cannot (the world table plans the config's path).
+  const std::string fused_dir = tmp.path() + "/fused";
+  fs::create_directories(fused_dir);
+  json fused = as_gpu;
+  fused["model"]["fused_attention"] = true;
+  std::ofstream(fused_dir + "/kernels.json") << fused.dump();
+  testing::CommandRun other_path = testing::run_command(std::string(ZDP_DP_LAUNCH) + " plan " + cfg +
+                                                        " --from-profile " + fused_dir);
+  EXPECT_NE(other_path.output.find("note: the profile ran fused attention and this config plans batched"),
+            std::string::npos)
+      << other_path.output;
   // An H200's profile read against another GPU's datasheet gave efficiencies of 297%.
   testing::CommandRun other_gpu = testing::run_command(plan + " --gpu a100-80g");
   EXPECT_EQ(other_gpu.exit_code, 2) << other_gpu.output;

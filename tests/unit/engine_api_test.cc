@@ -301,6 +301,20 @@ TEST(Steps, InvalidOptionsNameTheRankAndFinalize) {
   expect_error(engine.finalize(), "rank 0: finalize: engine options: accum_steps 0 is not >= 1");
 }
 
+// param_as<float> of a bf16 engine read (and wrote) twice the view's length.
+TEST(Steps, TypedViewsOfTheWrongWidthAreRefused) {
+  Context ctx = single();
+  EngineOptions o;
+  o.compute_dtype = DType::kBF16;
+  Engine engine(ctx, o);
+  const Param p = *engine.add_param("w", {4}, Init::constant(1.0f));
+  ASSERT_TRUE(engine.finalize().ok());
+  EXPECT_NE(engine.param_as<uint16_t>(p), nullptr);
+  EXPECT_NE(engine.grad_as<uint16_t>(p), nullptr);
+  EXPECT_EQ(engine.param_as<float>(p), nullptr);
+  expect_error(engine.error(), "param_as('w' [4]): an element of 4 bytes, but the compute dtype bf16's is 2");
+}
+
 // layer() of a group no parameter was registered in is an off-by-one, at every stage
 // (stage 3 returned an empty scope and nullptr views; stages 0-2 said nothing).
 TEST(Steps, LayerScopesOfGroupsThatDoNotExistAreRefused) {

@@ -233,13 +233,13 @@ class Engine {
   // the next grad_ready()/step() returns.
   void* param(Param p);
   template <typename T>
-  T* param_as(Param p) { return static_cast<T*>(param(p)); }
+  T* param_as(Param p) { return static_cast<T*>(typed(param(p), sizeof(T), "param_as", p)); }
   // Where the trainer writes this micro-batch's gradient of `p` (compute dtype; the
   // trainer overwrites it, the engine accumulates). Stages 2-3: a staging buffer handed
   // out for this micro-batch only. nullptr after a failure, as param().
   void* grad(Param p);
   template <typename T>
-  T* grad_as(Param p) { return static_cast<T*>(grad(p)); }
+  T* grad_as(Param p) { return static_cast<T*>(typed(grad(p), sizeof(T), "grad_as", p)); }
   // The gradient in grad(p) is complete (on the compute stream). Before the last
   // micro-batch it is folded into the fp32 accumulation (accumulate kLocal); on the last,
   // or on every one with kSharded, each bucket whose parameters are all ready starts its
@@ -331,6 +331,9 @@ class Engine {
 
  private:
   void end_scope(int layer);
+  // `view`, or nullptr and a failure (error()) when `bytes` is not an element of the
+  // compute dtype: param_as<float> of a bf16 view read twice its length.
+  void* typed(void* view, size_t bytes, const char* call, Param p);
   std::unique_ptr<Impl> impl_;
 };
 
