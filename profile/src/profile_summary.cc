@@ -77,7 +77,7 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
       exposed_total += st.exposed_comm();
       row.compute += st.compute();
       row.step += st.seconds();
-      row.exposed += st.exposed_comm();
+      if (inputs.world_size > 1) row.exposed += st.exposed_comm();
       for (const CollectiveTiming& c : st.collectives) {
         BucketRow& b = buckets[{static_cast<int>(c.op), c.bucket, c.reduction}];
         b.bucket = c.bucket;
@@ -121,7 +121,7 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
   for (double& p : s.parts) p /= n;
   s.step_seconds /= n;
   s.comm_seconds = comm_total / n;
-  s.exposed_seconds = exposed_total / n;
+  s.exposed_seconds = inputs.world_size > 1 ? exposed_total / n : 0.0;
   // One rank exchanges nothing: its "waits" are the host's own work around the no-op
   // collectives, which read as more exposed communication than there was communication.
   if (comm_total > 0 && inputs.world_size > 1) {

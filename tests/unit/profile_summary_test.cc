@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "profile/src/profile_json.h"
 #include "tests/unit/profile_timelines.h"
 
 namespace zdp::profile {
@@ -62,6 +63,22 @@ TEST(ProfileSummary, NoMeasuredStepIsAnError) {
   const StatusOr<Summary> s = summarize(ranks, SummaryInputs{});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("no rank measured a step"), std::string::npos);
+}
+
+// One rank exchanges nothing: its "waits" are the host's own work around the no-op
+// collectives, and read as more exposed communication than there was communication.
+TEST(ProfileSummary, OneRankHasNoExposedCommunication) {
+  std::vector<RankProfile> ranks = two_ranks(0.0);
+  ranks.resize(1);
+  SummaryInputs in;
+  in.world_size = 1;
+  in.planned.fill(-1);
+  const StatusOr<Summary> s = summarize(ranks, in);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->exposed_seconds, 0.0);
+  EXPECT_LT(s->hidden_fraction, 0.0);
+  EXPECT_EQ(step_line(ranks[0].steps[0], 0, 1, 0.0)["exposed_comm_ms"], 0.0);
+  EXPECT_GT(step_line(ranks[0].steps[0], 0, 2, 0.0)["exposed_comm_ms"].get<double>(), 0.0);  // the same step at K = 2
 }
 
 // Deterministic mode all-gathers the gradients (the reduction side) and, at stages 1-2,
