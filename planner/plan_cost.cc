@@ -2,6 +2,7 @@
 #include "planner/plan_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace zdp::launcher {
@@ -49,7 +50,19 @@ double tiered_reduce_scatter_s(double bytes, int world_size, const LinkTiers& li
 }
 
 double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links) {
-  return 2 * tiered_pass_s(bytes, world_size, links);
+  if (world_size <= 1) return 0;
+  const Tiers t = tiers_of(world_size, links);
+  if (t.n <= 1) return 2 * tiered_pass_s(bytes, world_size, links);
+  // Inside each node the ring's reduce-scatter and all-gather; between nodes, on the
+  // node's 1/g, NCCL's ring or its double binary tree, whichever is faster: the tree's
+  // latency grows with log2(nodes), the ring's with nodes (at 512 nodes a ring of 10
+  // buckets spent 200 ms on latency alone), for about the same bytes.
+  const double intra = 2 * (t.g - 1) * (links.intra.alpha_s + bytes / t.g / links.intra.beta_bytes_per_s);
+  const double chunk = bytes / t.g;
+  const double ring = 2 * (t.n - 1) * (links.inter.alpha_s + chunk / t.n / links.inter.beta_bytes_per_s);
+  const double tree = 2 * (std::ceil(std::log2(static_cast<double>(t.n))) * links.inter.alpha_s +
+                           chunk / links.inter.beta_bytes_per_s);
+  return intra + std::min(ring, tree);
 }
 
 double tiered_all_to_all_s(double intra_chunk, double inter_chunk, int world_size, const LinkTiers& links) {
@@ -92,7 +105,7 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
     const double bytes = elems * bytes_inter;
     p.sent_bytes += passes * (K > 1 ? static_cast<double>(K - 1) / K : 0.0) * bytes;
     p.inter_sent_bytes += passes * tiered_ring_inter_bytes(bytes, K, links);
-    return passes * tiered_pass_s(bytes, K, links);
+    return passes == 2 ? tiered_all_reduce_s(bytes, K, links) : passes * tiered_pass_s(bytes, K, links);
   };
   const double micro_s = w.flops_per_micro / w.flops_per_s;
   p.optimizer_s = w.stage >= 1 && K > 1 ? w.optimizer_s / K : w.optimizer_s;

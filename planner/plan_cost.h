@@ -31,7 +31,9 @@ struct LinkTiers {
 // rings over one NIC per GPU reach too): for K = N x g ranks and a buffer of B bytes,
 //   reduce-scatter = (g-1) (a_intra + B / (g b_intra)) + (N-1) (a_inter + B / (g N b_inter))
 // (reduce-scatter inside each node, then across nodes on the node's 1/g of the data);
-// all-gather the same in reverse; all-reduce twice. One node: the one-level ring below.
+// all-gather the same in reverse. All-reduce: twice inside the node, and between nodes
+// the faster of the ring's 2 (N-1) (a_inter + B / (g N b_inter)) and NCCL's double binary
+// tree's 2 (ceil(log2 N) a_inter + B / (g b_inter)). One node: the one-level ring below.
 double tiered_reduce_scatter_s(double bytes, int world_size, const LinkTiers& links);
 double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links);
 // The engine's all-to-all exchange (compressed communication): each rank sends g - 1

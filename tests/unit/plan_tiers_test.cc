@@ -25,8 +25,11 @@ TEST(TieredCollectives, HierarchicalRingOverTwoLevels) {
   // No tiers: everything on the first link, as before.
   const LinkTiers flat{kTiers.intra, kTiers.inter, 0};
   EXPECT_NEAR(tiered_reduce_scatter_s(64e6, 16, flat), ring_reduce_scatter_s(64e6, 16, kTiers.intra), 1e-15);
-  // Latency only: 2 x (3 x 10 us + 3 x 20 us).
-  EXPECT_NEAR(tiered_all_reduce_s(0, 16, kTiers), 180e-6, 1e-15);
+  // Latency only: 2 x 3 x 10 us inside; between the 4 nodes NCCL's tree, 2 x log2(4) x
+  // 20 us = 80 us, beats the ring's 2 x 3 x 20 us. With 64 MB the ring's bandwidth wins.
+  EXPECT_NEAR(tiered_all_reduce_s(0, 16, kTiers), 60e-6 + 80e-6, 1e-15);
+  // 512 nodes: the ring's 2 x 511 x 20 us (20 ms) of latency against the tree's 2 x 9 x 20 us.
+  EXPECT_NEAR(tiered_all_reduce_s(0, 2048, kTiers), 60e-6 + 360e-6, 1e-12);
 }
 
 TEST(TieredCollectives, AllToAllUsesBothLinksAtOnce) {
