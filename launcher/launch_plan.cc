@@ -216,6 +216,17 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   // What the config says about dp-train's models, data and loop; another program reads
   // those keys (or not) as it likes.
   if (runs_dp_train) p.inert = inert_settings(config);
+  // zero.compress = "inter-node" quantizes only what crosses nodes: on the one node this
+  // launch resolved (Slurm included), the quantized dtypes and their error feedback do
+  // nothing (only rank 0's log said so, once running).
+  if (p.nnodes == 1 && config.zero.compress == CompressScope::kInterNode) {
+    for (const char* key : {"zero.reduce_dtype", "zero.gather_dtype", "zero.error_feedback"}) {
+      if (config.origins.count(key)) {
+        p.inert.push_back(config.where(key) + ": " + key + " has no effect: zero.compress = \"inter-node\" "
+                          "quantizes only between nodes, and this job runs on one");
+      }
+    }
+  }
   p.args = l.args;
   p.config_file = in.config_file;
 

@@ -52,6 +52,28 @@ TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
   EXPECT_NE(error_of("[optim]\nlr = nan\n").find("optim.lr = nan is not a finite number"), std::string::npos);
 }
 
+// A value past the int's own limit saw only "must be >= 1", which 2147483648 is.
+TEST(ConfigLimits, AnIntegerPastItsTypesLimitIsToldTheLimit) {
+  EXPECT_EQ(error_of("[checkpoint]\nkeep_last = 2147483648\n"),
+            "configs/x.toml:2:13: checkpoint.keep_last = 2147483648 is out of range: must be >= 1, at most 2147483647");
+  EXPECT_EQ(error_of("[checkpoint]\nkeep_last = 0\n"),
+            "configs/x.toml:2:13: checkpoint.keep_last = 0 is out of range: must be >= 1");
+}
+
+// The resolved config (what the ranks read) quotes each value's origin in a comment: a
+// control character from a --set made it unparseable TOML for every rank.
+TEST(ConfigLimits, TheResolvedConfigOfAControlCharacterParses) {
+  testing::TempDir dir;
+  const std::string path = dir.file("x\x7fy.toml");  // the file's name is quoted in a comment too
+  std::ofstream(path) << "[launch]\nnproc_per_node = 2\n";
+  StatusOr<Config> c = load_config(path, {"launch.env.FOO=a\x01" "b"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::string resolved = describe_resolved(*c);
+  StatusOr<Config> again = parse_config(resolved, "resolved.toml");
+  ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << resolved;
+  EXPECT_EQ(again->launch.env.at("FOO"), "a\x01" "b");
+}
+
 TEST(ConfigLimits, HeartbeatTimeoutIsOffOrAtLeastASecond) {
   EXPECT_EQ(error_of("[launch]\nheartbeat_timeout_s = 0.01\n"),
             "configs/x.toml:2:23: launch.heartbeat_timeout_s = 0.01 is out of range: must be 0 (off) or in "

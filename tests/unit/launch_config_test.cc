@@ -43,6 +43,23 @@ TEST(LaunchPlan, DpTrainsInertSettingsAreNotes) {
   EXPECT_TRUE(other_plan->inert.empty());
 }
 
+// zero.compress = "inter-node" on one node quantizes nothing: said before the launch
+// (only rank 0's log said so once the job ran), for the keys the config gave.
+TEST(LaunchPlan, InterNodeCompressionOnOneNodeIsANote) {
+  const std::string zero = "[zero]\nstage = 2\nreduce_dtype = \"int8\"\ncompress = \"inter-node\"\n";
+  Config one = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n" + zero);
+  auto plan = launcher::make_plan(one, inputs(), fake({}));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->inert.size(), 1u);
+  EXPECT_EQ(plan->inert[0], "test.toml:6:16: zero.reduce_dtype has no effect: zero.compress = \"inter-node\" "
+                            "quantizes only between nodes, and this job runs on one");
+  Config two = parsed("[launch]\nnproc_per_node = 2\nnnodes = 2\nmaster_addr = \"10.0.0.1\"\n"
+                      "program = \"/bin/true\"\n" + zero);
+  auto plan2 = launcher::make_plan(two, inputs(), fake({{"ZDP_JOB_SECRET", "0123456789abcdef0123456789abcdef"}}));
+  ASSERT_TRUE(plan2.ok()) << plan2.status().to_string();
+  EXPECT_TRUE(plan2->inert.empty());
+}
+
 // --dry-run prints each rank's command as a shell reads it back: an argument with a space
 // or a quote stays one word.
 TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {

@@ -12,8 +12,12 @@ using config_internal::KeyInfo;
 
 // Comments must stay on one line whatever a file name contains.
 std::string one_line(std::string text) {
+  // Into a TOML comment: TOML allows no control character there but tab, and a byte from
+  // a --set or a file name made the resolved config the ranks read unparseable.
   for (char& c : text) {
+    const auto u = static_cast<unsigned char>(c);
     if (c == '\n' || c == '\r') c = ' ';
+    else if ((u < 0x20 && c != '\t') || u == 0x7f) c = '?';
   }
   return text;
 }

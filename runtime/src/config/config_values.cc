@@ -139,7 +139,14 @@ std::string check_value(const KeyInfo& info, const Value& value) {
       }
       const int64_t v = std::get<int64_t>(value);
       if (in_int_range(info.range, v)) return "";
-      return info.name + " = " + std::to_string(v) + " is out of range: must be " + range_text(info.range, true) +
+      // range_text leaves out the type's own limit; a value past it must see it ("must be
+      // >= 1" for 2147483648 read as a contradiction).
+      std::string must = range_text(info.range, true);
+      if (std::isfinite(info.range.hi) && static_cast<double>(v) > info.range.hi &&
+          must.find(format_bound(info.range.hi, true)) == std::string::npos) {
+        must += ", at most " + format_bound(info.range.hi, true);
+      }
+      return info.name + " = " + std::to_string(v) + " is out of range: must be " + must +
              (info.type == KeyType::kIntOrAuto ? " or \"auto\"" : "");
     }
     case KeyType::kFloat: {
