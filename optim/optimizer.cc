@@ -2,7 +2,9 @@
 // CPU or CUDA fused kernels (see optim/optimizer.h).
 #include "optim/optimizer.h"
 
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace zdp::optim {
@@ -16,7 +18,13 @@ Status check_options(const OptimizerOptions& o) {
     const AdamWConfig& a = o.adamw;
     if (!(a.beta1 >= 0.0 && a.beta1 < 1.0)) return invalid("adamw beta1 = " + std::to_string(a.beta1) + " not in [0, 1)");
     if (!(a.beta2 >= 0.0 && a.beta2 < 1.0)) return invalid("adamw beta2 = " + std::to_string(a.beta2) + " not in [0, 1)");
-    if (!(a.eps > 0.0) || !std::isfinite(a.eps)) return invalid("adamw eps = " + std::to_string(a.eps) + " is not > 0");
+    // The update runs in fp32: an eps that rounds to 0 there (1e-46 passed a check in
+    // double) made 0 / 0 = NaN of every element whose moments are 0.
+    if (!(static_cast<float>(a.eps) >= FLT_MIN) || !std::isfinite(a.eps)) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%g", a.eps);
+      return invalid(std::string("adamw eps = ") + text + " is below fp32's smallest normal number (1.17549e-38)");
+    }
   } else {
     const SgdConfig& s = o.sgd;
     if (!(s.momentum >= 0.0) || !std::isfinite(s.momentum)) {

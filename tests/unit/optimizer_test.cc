@@ -190,6 +190,18 @@ TEST(Optimizer, RejectsBadOptionsNamingTheField) {
   o.kind = OptimizerKind::kSgd;
   o.sgd.kind = kernels::SgdMomentum::kNesterov;
   EXPECT_FALSE(Optimizer::create(o, layout()).ok());
+  // An eps that is 0 in fp32 (the update's type) passed the check in double, and every
+  // element whose moments are 0 became 0 / 0 = NaN.
+  o = adamw_options();
+  o.adamw.eps = 1e-46;
+  bad = Optimizer::create(o, layout());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("adamw eps = 1e-46 is below fp32's smallest normal number"), std::string::npos)
+      << bad.status().message();
+  o.adamw.eps = 1e-38;  // fp32's normals start at 1.17549e-38
+  EXPECT_FALSE(Optimizer::create(o, layout()).ok());
+  o.adamw.eps = 1e-8;
+  EXPECT_TRUE(Optimizer::create(o, layout()).ok());
 }
 
 TEST(Optimizer, CudaUpdateNeedsTheDeviceTable) {

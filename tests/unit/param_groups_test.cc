@@ -17,7 +17,12 @@ ParamGroups make(double default_wd, std::vector<ParamGroupRule> rules) {
 TEST(ParamGroups, BiasesAndNormsGetNoDecay) {
   const ParamGroups g = make(0.1, {no_decay_for_biases_and_norms()});
   EXPECT_EQ(g.weight_decay_of("blocks.0.mlp.fc.bias"), 0.0);
-  EXPECT_EQ(g.weight_decay_of("blocks.0.ln_1.weight"), 0.1);  // "ln" is not "norm"
+  // GPT-2's and HF's names for LayerNorm, which were decayed (the match was case-sensitive
+  // and knew no "ln_"), and a bare "bias".
+  EXPECT_EQ(g.weight_decay_of("blocks.0.ln_1.weight"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("transformer.ln_f.weight"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("encoder.0.LayerNorm.weight"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("bias"), 0.0);
   EXPECT_EQ(g.weight_decay_of("blocks.3.layernorm.weight"), 0.0);
   EXPECT_EQ(g.weight_decay_of("final_norm.weight"), 0.0);
   EXPECT_EQ(g.weight_decay_of("blocks.0.attn.qkv.weight"), 0.1);
