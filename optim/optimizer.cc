@@ -20,10 +20,10 @@ Status check_options(const OptimizerOptions& o) {
     if (!(a.beta2 >= 0.0 && a.beta2 < 1.0)) return invalid("adamw beta2 = " + std::to_string(a.beta2) + " not in [0, 1)");
     // The update runs in fp32: an eps that rounds to 0 there (1e-46 passed a check in
     // double) made 0 / 0 = NaN of every element whose moments are 0.
-    if (!(static_cast<float>(a.eps) >= FLT_MIN) || !std::isfinite(a.eps)) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%g", a.eps);
-      return invalid(std::string("adamw eps = ") + text + " is below fp32's smallest normal number (1.17549e-38)");
+    char text[64];
+    std::snprintf(text, sizeof(text), "%g", a.eps);
+    if (!(a.eps >= FLT_MIN && a.eps <= FLT_MAX)) {
+      return invalid(std::string("adamw eps = ") + text + " is not in fp32's normal range [1.17549e-38, 3.40282e+38]");
     }
   } else {
     const SgdConfig& s = o.sgd;

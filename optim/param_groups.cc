@@ -12,7 +12,7 @@ namespace zdp::optim {
 // Matched without case (HF's "LayerNorm.weight", "RMSNorm"), with GPT-2's "ln_1" / "ln_f"
 // and a bare "bias": models ported from HF or nanoGPT had their norms decayed.
 ParamGroupRule no_decay_for_biases_and_norms() {
-  return ParamGroupRule{"no_decay", {"*.bias", "bias", "*norm*", "*ln_*"}, 0.0};
+  return ParamGroupRule{"no_decay", {"*.bias", "bias", "*norm*", "*ln_*"}, 0.0, /*ignore_case=*/true};
 }
 
 StatusOr<ParamGroups> ParamGroups::create(double default_weight_decay, std::vector<ParamGroupRule> rules) {
@@ -40,7 +40,9 @@ int ParamGroups::group_of(std::string_view param_name) const {
   const std::string name(param_name);  // fnmatch needs NUL-terminated strings
   for (size_t i = 0; i < rules_.size(); ++i) {
     for (const std::string& pattern : rules_[i].patterns) {
-      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) return static_cast<int>(i);
+      if (fnmatch(pattern.c_str(), name.c_str(), rules_[i].ignore_case ? FNM_CASEFOLD : 0) == 0) {
+        return static_cast<int>(i);
+      }
     }
   }
   return -1;

@@ -13,12 +13,15 @@
 
 namespace zdp::optim {
 
-// Parameters whose name matches any of `patterns` (shell globs, fnmatch(3) without flags:
-// '*' also crosses '.') get `weight_decay`.
+// Parameters whose name matches any of `patterns` (shell globs, fnmatch(3): '*' also
+// crosses '.'; with `ignore_case`, FNM_CASEFOLD) get `weight_decay`.
 struct ParamGroupRule {
   std::string name;  // for messages, e.g. "no_decay"
   std::vector<std::string> patterns;
   double weight_decay = 0.0;
+  // The by-name rule only: a parameter's own forced rule (Decay::kNoDecay) must not reach
+  // another whose name differs in case.
+  bool ignore_case = false;
 };
 
 // The usual rule: no weight decay for biases and normalisation parameters.

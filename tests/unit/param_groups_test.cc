@@ -30,6 +30,14 @@ TEST(ParamGroups, BiasesAndNormsGetNoDecay) {
   EXPECT_EQ(g.group_of("wte.weight"), -1);
 }
 
+// Only the by-name rule ignores case: a parameter's forced rule is its exact name.
+TEST(ParamGroups, OnlyTheByNameRuleIgnoresCase) {
+  const ParamGroups g = make(0.1, {{"forced", {"attn.W"}, 0.0}, no_decay_for_biases_and_norms()});
+  EXPECT_EQ(g.weight_decay_of("attn.W"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("attn.w"), 0.1);
+  EXPECT_EQ(g.weight_decay_of("x.LAYERNORM.weight"), 0.0);
+}
+
 TEST(ParamGroups, FirstMatchingRuleWins) {
   const ParamGroups g = make(0.1, {{"embeddings", {"wte.*", "wpe.*"}, 0.0},
                                    {"heads", {"blocks.[0-3].attn.*"}, 0.05},
