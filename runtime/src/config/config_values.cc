@@ -144,7 +144,7 @@ std::string check_value(const KeyInfo& info, const Value& value) {
       std::string must = range_text(info.range, true);
       if (std::isfinite(info.range.hi) && static_cast<double>(v) > info.range.hi &&
           must.find(format_bound(info.range.hi, true)) == std::string::npos) {
-        must += ", at most " + format_bound(info.range.hi, true);
+        must += (must.empty() ? "" : ", ") + std::string("at most ") + format_bound(info.range.hi, true);
       }
       return info.name + " = " + std::to_string(v) + " is out of range: must be " + must +
              (info.type == KeyType::kIntOrAuto ? " or \"auto\"" : "");
