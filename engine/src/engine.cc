@@ -77,8 +77,8 @@ std::string Engine::Impl::next_checkpoint_prefix(const char* op) {
 Engine::Engine(Context& ctx, EngineOptions options) : impl_(std::make_unique<Impl>(ctx, std::move(options))) {}
 
 Engine::~Engine() {
-  if (impl_ && impl_->open_scopes > 0) {
-    ZDP_LOG(kWarn) << impl_->env.who << ": the engine ends with " << impl_->open_scopes
+  if (impl_ && impl_->params && impl_->params->open_scopes() > 0) {
+    ZDP_LOG(kWarn) << impl_->env.who << ": the engine ends with " << impl_->params->open_scopes()
                    << " layer scope(s) still open; they will end nothing";
   }
   if (!impl_ || !impl_->env.exec) return;
@@ -262,14 +262,10 @@ StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   }
   if (!m.opt.zero.shards_params()) return LayerScope();
   ZDP_RETURN_IF_ERROR(m.params->enter(layer, pass == Pass::kForward));
-  ++m.open_scopes;
   return LayerScope(this, layer, m.scope_token);
 }
 
-void Engine::end_scope(int layer) {
-  --impl_->open_scopes;
-  impl_->params->exit(layer);
-}
+void Engine::end_scope(int layer) { impl_->params->exit(layer); }
 
 void Engine::LayerScope::end() {
   if (engine_ != nullptr && !alive_.expired()) engine_->end_scope(layer_);

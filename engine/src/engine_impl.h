@@ -35,10 +35,9 @@ struct Engine::Impl {
   ParamRegistry registry;
   bool finalized = false;
   bool warned_param_outside_scope = false;  // param() at stage 3 outside its scope, said once
-  // What each LayerScope watches (LayerScope::alive_), and the scopes open now: a scope
-  // kept past the engine's end read freed memory when it ended.
+  // What each LayerScope watches (LayerScope::alive_): a scope kept past the engine's end
+  // read freed memory when it ended.
   std::shared_ptr<void> scope_token = std::make_shared<int>(0);
-  int open_scopes = 0;
   Layout layout;
   Timeline timeline;
   // Made by finalize(), in this order; each refers to env, opt, layout and timeline.

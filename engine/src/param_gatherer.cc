@@ -223,6 +223,12 @@ void ParamGatherer::exit(int layer) {
   gather_slots_.release(slot);
 }
 
+int ParamGatherer::open_scopes() const {
+  int open = 0;
+  for (int depth : scope_depth_) open += depth;
+  return open;
+}
+
 Status ParamGatherer::wait_prefetched(const std::string& where) {
   for (int slot = 0; slot < gather_slots_.size(); ++slot) {
     const int li = gather_slots_.key(slot);

@@ -60,6 +60,8 @@ class ParamGatherer {
   // Stage 3: a scope of `layer` opens (gathers it if needed, waits, prefetches) / closes.
   Status enter(int layer, bool forward);
   void exit(int layer);
+  // Layer scopes open now (the sum of their depths).
+  int open_scopes() const;
   // The layer group of an open scope, or -1.
   int open_scope() const;
 
