@@ -10,10 +10,11 @@
 // ulp: the larger errors fall on the small terms, e^-t (2.5 + 1.25 t) <= 2.5), so each
 // result is within the rule's first-order bound of the exact value and the two differ by
 // at most twice that. A result y depends on the inputs through a chain of operations;
-// along any path it passes at most N roundings, N = rounding_chain() (every sum's length
-// plus a few roundings per element-wise step, forward and backward, over all layers). With
-// every intermediate on the path no larger than the result's own scale, the rule gives
-// straight_line_bound(N, |y|) per device. A gradient tensor is compared normwise:
+// along any path it passes at most N roundings, N = testing/model_roundings.h's
+// gpt_rounding_chain() (every sum's length plus a few roundings per element-wise step,
+// forward and backward, over all layers). With every intermediate on the path no larger
+// than the result's own scale, the rule gives straight_line_bound(N, |y|) per device. A
+// gradient tensor is compared normwise:
 //   || g_gpu - g_cpu ||_2 <= 2 x straight_line_bound(N, || g_cpu ||_2)
 // (about 1e-4 relative here), and the loss, a mean of positive per-token losses,
 // |L_gpu - L_cpu| <= 2 x straight_line_bound(N_forward, L). A wrong kernel, index or
@@ -33,6 +34,7 @@
 #include "kernels/convert.h"
 #include "kernels/fused_attention.h"
 #include "testing/device_arrays.h"
+#include "testing/model_roundings.h"
 #include "testing/model_side.h"
 #include "testing/tolerance.h"
 #include "trainer/models/model.h"
@@ -67,29 +69,6 @@ Config gpt_config(int64_t micro_batch = 3, int heads = 4) {
   c.train.global_batch = micro_batch;
   c.zero.stage = 0;
   return c;
-}
-
-// An upper bound on the fp32 roundings along any path from the inputs to a result:
-// each sum of length k counts k, each element-wise step a few (kPerStep).
-struct RoundingChain {
-  int64_t forward = 0, total = 0;
-};
-RoundingChain rounding_chain(const ModelConfig& m, int64_t tokens) {
-  constexpr int64_t kPerStep = 8;  // gelu, exp, rsqrt, scale, bias, residual add: < 8 each
-  const int64_t C = m.d_model, T = m.seq_len, hd = m.d_model / m.n_heads, V = m.vocab_size;
-  const int64_t layernorm = 2 * C + kPerStep;               // mean, variance, normalise
-  const int64_t block_forward = 2 * layernorm               // two norms
-                                + C + hd + T + T + C        // qkv, q k^T, softmax, p v, proj
-                                + C + 4 * C                 // fc, fc proj
-                                + 6 * kPerStep;             // softmax exp, gelu, biases, adds
-  const int64_t forward = m.n_layers * block_forward + layernorm + C + V + kPerStep;  // + norm_f, head, loss
-  const int64_t block_backward = 2 * (2 * C + kPerStep)  // norm backward: two row sums each
-                                 + 4 * C + C + C + 3 * C  // dx of fc proj, fc, proj, qkv
-                                 + T + T + hd + T         // softmax backward, dP, dV/dQ/dK sums
-                                 + 6 * kPerStep;
-  const int64_t backward = V + 2 * C + kPerStep + m.n_layers * block_backward
-                           + tokens;  // a weight gradient sums over all tokens (embeddings: their occurrences)
-  return {forward, forward + backward};
 }
 
 using testing::ModelSide;
@@ -160,7 +139,7 @@ void compare_with_cpu(const Config& config) {
   run_both(config, &r);
   if (::testing::Test::HasFatalFailure()) return;
 
-  const RoundingChain n = rounding_chain(config.model, r.tokens);
+  const testing::RoundingChain n = testing::gpt_rounding_chain(config.model, r.tokens);
   std::printf("roundings along the longest path: forward %lld, forward + backward %lld\n",
               static_cast<long long>(n.forward), static_cast<long long>(n.total));
   EXPECT_TRUE(testing::within(r.loss_gpu, r.loss_cpu, 2 * testing::straight_line_bound(static_cast<int>(n.forward), r.loss_cpu)))

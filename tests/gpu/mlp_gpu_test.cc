@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "testing/device_arrays.h"
+#include "testing/model_roundings.h"
 #include "testing/model_side.h"
 #include "testing/test_cuda_device.h"
 #include "testing/tolerance.h"
@@ -72,10 +73,7 @@ void compare_with_cpu(const Config& config) {
   cpu.sync();
   gpu.sync();
 
-  constexpr int kPerStep = 8;  // gelu, its derivative, exp, bias, scale: < 8 roundings each
-  const int64_t layers = m.n_layers + 1, C = m.d_model, V = m.vocab_size;
-  const int64_t forward = layers * (C + kPerStep) + V + kPerStep;                 // linears + GELUs, the loss's row sum
-  const int64_t total = forward + layers * (std::max(C, V) + kPerStep) + batch.count;  // dx sums, a weight gradient's sum over samples
+  const auto [forward, total] = testing::mlp_rounding_chain(m, batch.count);
   EXPECT_TRUE(testing::within(loss_gpu, loss_cpu, 2 * testing::straight_line_bound(static_cast<int>(forward), loss_cpu)))
       << "loss";
   const double worst = testing::expect_gradients_within_rounding_bound(cpu.engine->param_names(), gpu.gradients(numel),
