@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/internal/parse_decimal.h"
+#include "core/internal/printable.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/internal/store_bind.h"
 
@@ -55,6 +56,29 @@ std::string resolve_program(const std::string& program, const std::string& launc
                                  "); set launch.program"
                            : "launch.program '" + name + "' is neither beside dp-launch nor on PATH";
   return name;
+}
+
+// dp-train takes its whole config from the file dp-launch resolved and checked
+// ($ZDP_CONFIG): its --config or --set in launch.args would replace or change that config
+// in every rank after every check here, --help would end every rank at once without
+// training, and any other argument stops every rank at start-up.
+std::string dp_train_args_error(const std::vector<std::string>& args) {
+  const std::string& a = args.front();
+  const auto flag = [&](const char* name) { return a == name || a.rfind(std::string(name) + "=", 0) == 0; };
+  std::string why;
+  if (flag("--config")) {
+    why = "dp-train's --config would replace, in every rank, the config dp-launch checked; name the file on "
+          "dp-launch's command line instead";
+  } else if (flag("--set")) {
+    why = "dp-train's --set would change, in every rank, the config dp-launch checked; put the --set on dp-launch's "
+          "command line instead, where it is checked before any rank starts";
+  } else if (a == "-h" || a == "--help") {
+    why = "dp-train's --help would end every rank without training; run dp-train --help yourself";
+  } else {
+    why = "dp-train takes no argument '" + printable(a, 64) + "' (its only flags, --config and --set, come from dp-launch)";
+  }
+  return "launch.args = [" + std::to_string(args.size()) + " argument(s)] is refused: " + why +
+         "; dp-train reads every setting from the config, so launch.args is for another launch.program";
 }
 
 }  // namespace
@@ -216,6 +240,17 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   // What the config says about dp-train's models, data and loop; another program reads
   // those keys (or not) as it likes.
   if (runs_dp_train) p.inert = inert_settings(config);
+  if (runs_dp_train && !l.args.empty()) errors.push_back(config.where("launch.args") + ": " + dp_train_args_error(l.args));
+  // A missing token file or resume checkpoint stopped every rank after the launch, each
+  // saying it. A dry run (of another cluster's config, say) prints them as notes.
+  if (const Status inputs = runs_dp_train ? check_input_paths(config) : Status::Ok(); !inputs.ok()) {
+    if (in.dry_run) {
+      std::istringstream lines(inputs.message());
+      for (std::string line; std::getline(lines, line);) p.notes.push_back(line + ": the launch itself would stop here");
+    } else {
+      errors.push_back(inputs.message());
+    }
+  }
   // zero.compress = "inter-node" quantizes only what crosses nodes: on the one node this
   // launch resolved (Slurm included), the quantized dtypes and their error feedback do
   // nothing (only rank 0's log said so, once running).

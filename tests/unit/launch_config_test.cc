@@ -72,6 +72,89 @@ TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
   EXPECT_NE(text.find(" GREETING='hello world' "), std::string::npos) << text;
 }
 
+// dp-train reads every setting from the config dp-launch resolved: launch.args for it is
+// refused before any rank starts (dry-run too), naming the key. Its --set or --config
+// would have changed every rank's config after the launcher's checks, and an unknown flag
+// stopped every rank at start-up. Another program takes its arguments as it likes.
+TEST(LaunchPlan, ArgumentsForDpTrainAreRefusedBeforeAnyRankStarts) {
+  testing::TempDir dir;
+  const std::string dp_train = dir.file("dp-train");
+  std::filesystem::copy_file("/bin/true", dp_train, std::filesystem::copy_options::overwrite_existing);
+  const std::map<std::string, std::string> why = {
+      {"\"--set\", \"zero.stage=3\"", "put the --set on dp-launch's command line instead"},
+      {"\"--set=zero.stage=3\"", "put the --set on dp-launch's command line instead"},
+      {"\"--config\", \"other.toml\"", "name the file on dp-launch's command line instead"},
+      {"\"--help\"", "would end every rank without training"},
+      {"\"--lr\", \"1\"", "dp-train takes no argument '--lr'"}};
+  for (const auto& [args, reason] : why) {
+    Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"" + dp_train + "\"\nargs = [" + args + "]\n");
+    for (const bool dry_run : {false, true}) {
+      launcher::PlanInputs in = inputs();
+      in.dry_run = dry_run;
+      auto plan = launcher::make_plan(c, in, fake({}));
+      ASSERT_FALSE(plan.ok()) << args;
+      EXPECT_NE(plan.status().message().find("test.toml:4:8: launch.args = ["), std::string::npos) << plan.status().message();
+      EXPECT_NE(plan.status().message().find(reason), std::string::npos) << plan.status().message();
+    }
+  }
+  Config plain = parsed("[launch]\nnproc_per_node = 2\nprogram = \"" + dp_train + "\"\nargs = []\n");
+  EXPECT_TRUE(launcher::make_plan(plain, inputs(), fake({})).ok());
+  Config other = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\nargs = [\"--set\", \"x\"]\n");
+  EXPECT_TRUE(launcher::make_plan(other, inputs(), fake({})).ok());
+}
+
+// The files dp-train's ranks would read are checked before any rank starts: every rank
+// used to find a missing token file or resume checkpoint by itself. A dry run (of another
+// cluster's config) prints them as notes; another program reads these keys as it likes.
+TEST(LaunchPlan, DpTrainsInputFilesAreCheckedBeforeAnyRankStarts) {
+  testing::TempDir dir;
+  const std::string dp_train = dir.file("dp-train");
+  std::filesystem::copy_file("/bin/true", dp_train, std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir.file("train_0.bin")) << "tokens";
+  std::ofstream(dir.file("val.bin")) << "tokens";
+  const std::string head = "[launch]\nnproc_per_node = 2\nprogram = \"" + dp_train + "\"\n[model]\nkind = \"gpt\"\n"
+                           "[data]\nkind = \"tokens\"\n";
+  const auto plan_of = [&](const std::string& program, const std::string& rest, bool dry_run) {
+    std::string text = head + rest;
+    if (program != dp_train) text.replace(text.find(dp_train), dp_train.size(), program);
+    launcher::PlanInputs in = inputs();
+    in.dry_run = dry_run;
+    return launcher::make_plan(parsed(text), in, fake({}));
+  };
+  const std::string good = "path = \"" + dir.file("train_*.bin") + "\"\nval_path = \"" + dir.file("val.bin") + "\"\n";
+  auto ok = plan_of(dp_train, good, false);
+  EXPECT_TRUE(ok.ok()) << ok.status().to_string();
+
+  const std::string missing = "path = \"" + dir.file("none_*.bin") + "\"\nval_path = \"" + dir.file("nope.bin") + "\"\n"
+                              "[checkpoint]\nresume = \"" + dir.file("ckpt") + "\"\n";
+  auto refused = plan_of(dp_train, missing, false);
+  ASSERT_FALSE(refused.ok());
+  const std::string m = refused.status().message();
+  EXPECT_NE(m.find("test.toml:8:8: data.path (\"" + dir.file("none_*.bin") + "\"): token files '" + dir.file("none_*.bin") +
+                   "': no file matches the pattern"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("test.toml:9:12: data.val_path (\"" + dir.file("nope.bin") + "\"): token file '" + dir.file("nope.bin") +
+                   "': No such file or directory"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("test.toml:11:10: checkpoint.resume = \"" + dir.file("ckpt") + "\": "), std::string::npos) << m;
+  // The dry run plans, with each problem a note.
+  auto dry = plan_of(dp_train, missing, true);
+  ASSERT_TRUE(dry.ok()) << dry.status().to_string();
+  ASSERT_EQ(dry->notes.size(), 3u) << launcher::describe_plan(*dry, parsed(head + missing));
+  EXPECT_NE(dry->notes[0].find("data.path"), std::string::npos) << dry->notes[0];
+  EXPECT_NE(dry->notes[0].find(": the launch itself would stop here"), std::string::npos) << dry->notes[0];
+  EXPECT_TRUE(plan_of("/bin/true", missing, false).ok()) << "another program reads data.path as it likes";
+
+  // A held-out file that is also a training file, and a folder where a file should be.
+  auto same = plan_of(dp_train, "path = \"" + dir.file("*.bin") + "\"\nval_path = \"" + dir.file("val.bin") + "\"\n", false);
+  ASSERT_FALSE(same.ok());
+  EXPECT_NE(same.status().message().find("data.val_path: the held-out file '" + dir.file("val.bin") + "' is also a training file"),
+            std::string::npos) << same.status().message();
+  auto folder = plan_of(dp_train, "path = \"" + dir.path() + "\"\n", false);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find("token file '" + dir.path() + "' is a directory, not a file"), std::string::npos)
+      << folder.status().message();
+}
 
 // dp-launch loads the config with the world it will launch (planned_world_size), so the
 // checks that need one are listed with the file's other problems: the global batch's
@@ -103,7 +186,6 @@ TEST(LaunchPlan, WorldSizeChecksAreListedWithEveryOtherProblem) {
   EXPECT_EQ(launcher::planned_world_size(three, in, fake({{"SLURM_NNODES", "3"}, {"SLURM_NODEID", "1"}})), 6);
   EXPECT_EQ(launcher::planned_world_size(three, in, no_env), 2);
 }
-
 
 }  // namespace
 }  // namespace zdp

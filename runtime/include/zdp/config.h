@@ -251,6 +251,14 @@ Status validate_keys(const Config& config, const std::vector<std::string>& prefi
 // Each must be a writable directory, or not exist yet under a writable one (it is created
 // then). kInvalidArgument lists every problem as "file:line:col: key (\"dir\") ...".
 Status check_output_dirs(const Config& config);
+// The files a dp-train run reads, checked before it starts (dp-launch, for dp-train's
+// ranks): data.path and data.val_path of a gpt on data.kind = "tokens" (one file, or a
+// glob pattern matching at least one; each a readable file; no file in both), and
+// checkpoint.resume when it names a path (a checkpoint, or a folder holding one).
+// kNotFound lists every problem as "file:line:col: key ...". Another program reads these
+// keys as it likes; dp-launch --dry-run makes the same problems notes (a config for
+// another cluster's files).
+Status check_input_paths(const Config& config);
 // The settings of `config` that do nothing in it: keys the file or --set gave (defaults
 // are never listed) for a feature that is off or does not apply, e.g. zero.prefetch_layers
 // below stage 3, train.eval_every without held-out data. Each "where: key has no effect:

@@ -262,7 +262,7 @@ std::vector<KeyInfo> build_table() {
                  "collectives: nccl (GPU), gloo (CPU); auto = nccl when ranks use CUDA devices, else gloo"),
       field("launch.program", &C::launch, &L::program,
             "rank executable; empty = dp-train installed beside dp-launch"),
-      field("launch.args", &C::launch, &L::args, "extra command-line arguments of every rank"),
+      field("launch.args", &C::launch, &L::args, "extra arguments of every rank (none for dp-train: its settings are keys)"),
       field("launch.env", &C::launch, &L::env, "extra environment variables of every rank"),
       non_empty(field("launch.log_dir", &C::launch, &L::log_dir, "directory of the per-rank logs")),
       field("launch.max_restarts", &C::launch, &L::max_restarts,

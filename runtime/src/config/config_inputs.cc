@@ -1,0 +1,68 @@
+// check_input_paths (zdp/config.h): the files a dp-train run reads, checked before any rank
+// starts. Every rank used to find a missing token file or resume checkpoint by itself,
+// after the launch, each printing the same error.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/internal/input_file.h"
+#include "runtime/internal/token_paths.h"
+#include "zdp/checkpoint.h"
+#include "zdp/config.h"
+
+namespace zdp {
+namespace {
+
+// "" when every file `path` names is a readable regular file, else why not. The token
+// files' sizes and headers are the ranks' to check: opening them maps each one.
+std::string why_unreadable(const std::string& path) {
+  StatusOr<std::vector<std::string>> files = shard_files(path);
+  if (!files.ok()) return files.status().message();
+  for (const std::string& f : *files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) return "token file '" + f + "': " + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "token file '" + f + "' is " + file_kind_text(st.st_mode) + ", not a file";
+    if (::access(f.c_str(), R_OK) != 0) return "token file '" + f + "' is not readable: " + std::strerror(errno);
+  }
+  return "";
+}
+
+}  // namespace
+
+Status check_input_paths(const Config& config) {
+  std::vector<std::string> problems;
+  const DataConfig& d = config.data;
+  bool both_resolve = true;
+  if (config.model.kind == ModelKind::kGpt && d.kind == DataKind::kTokens) {
+    for (const char* key : {"data.path", "data.val_path"}) {
+      const std::string& path = std::string(key) == "data.path" ? d.path : d.val_path;
+      if (path.empty()) continue;
+      const std::string why = why_unreadable(path);
+      if (why.empty()) continue;
+      both_resolve = false;
+      problems.push_back(config.where(key) + ": " + key + " (\"" + path + "\"): " + why);
+    }
+    if (both_resolve) {
+      const Status disjoint = check_disjoint_splits(d.path, d.val_path);
+      if (!disjoint.ok()) problems.push_back(config.where("data.val_path") + ": data.val_path: " + disjoint.message());
+    }
+  }
+  const CheckpointConfig& c = config.checkpoint;
+  if (c.resume == ResumeMode::kPath) {
+    const StatusOr<std::string> checkpoint = resolve_checkpoint(c.resume_path);
+    if (!checkpoint.ok()) {
+      problems.push_back(config.where("checkpoint.resume") + ": checkpoint.resume = \"" + c.resume_path +
+                         "\": " + checkpoint.status().message());
+    }
+  }
+  if (problems.empty()) return Status::Ok();
+  std::string text;
+  for (const std::string& p : problems) text += (text.empty() ? "" : "\n") + p;
+  return Status(StatusCode::kNotFound, text);
+}
+
+}  // namespace zdp
