@@ -109,7 +109,11 @@ void report_failure(const GroupResult& r) {
 // "" when they all did; otherwise why the job did not finish everywhere: another node's
 // failure (the job-failed key) or nodes that never reported done within `limit`, so
 // that node 0 does not report success for a job that failed elsewhere.
-std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::milliseconds limit) {
+// `*restartable`: the job failed on another node, which restarts it (launch.max_restarts)
+// unless the stop was final (job_keys::kJobFinal): node 0 must follow, or it takes the
+// store away from the restarted attempt.
+std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::milliseconds limit, bool* restartable) {
+  *restartable = false;
   std::vector<std::string> keys;
   for (int n = 1; n < nnodes; ++n) keys.push_back(zdp::job_keys::node_done(n));
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -118,6 +122,8 @@ std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::mil
     zdp::StatusOr<bool> failed = store.check({zdp::job_keys::kJobFailed});
     if (failed.ok() && *failed) {
       zdp::StatusOr<std::string> why = store.get(zdp::job_keys::kJobFailed, std::chrono::milliseconds(1000));
+      zdp::StatusOr<bool> final_stop = store.check({zdp::job_keys::kJobFinal});
+      *restartable = final_stop.ok() && !*final_stop;
       return "another node stopped the job: " + (why.ok() ? *why : std::string("(reason unknown)"));
     }
   }
@@ -267,21 +273,31 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       g.startup_note = [&job_store, &plan] { return missing_launchers(job_store, plan->nnodes); };
     }
     const GroupResult result = run_group(g, g_interrupt);
+    const int64_t attempts = int64_t{config->launch.max_restarts} + 1;
     if (result.ok()) {
       std::string elsewhere;
+      bool restartable = false;
       if (plan->hosts_store() && plan->nnodes > 1) {
         elsewhere = wait_for_other_nodes(
-            store, plan->nnodes, std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)));
+            store, plan->nnodes, std::chrono::milliseconds(static_cast<int64_t>(config->launch.collective_timeout_s * 1000)),
+            &restartable);
       }
       if (interrupted() && plan->hosts_store() && plan->nnodes > 1) {  // the other nodes' ranks may not be done
         const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
                                 std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
+        (void)store.set(zdp::job_keys::kJobFinal, why);  // first: nobody restarts into a store about to go
         (void)store.set(zdp::job_keys::kJobFailed, why);
         say(why);
         return leave(128 + g_interrupt.load());
       }
       if (!elsewhere.empty()) {  // node 0's ranks succeeded, the job did not
         say("node " + std::to_string(plan->node_rank) + ": " + result.reason + ", but " + elsewhere);
+        // The failed node restarts the job: node 0, whose store it needs, restarts with it.
+        if (restartable && attempt < config->launch.max_restarts) {
+          say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
+              " (with the node that failed)");
+          continue;
+        }
         return 1;
       }
       say("node " + std::to_string(plan->node_rank) + ": " + result.reason);
@@ -290,6 +306,13 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     report_failure(result);
     // A signal that came while the group failed (or during a spawn) stops the job: no restart.
     if (result.outcome == GroupOutcome::kInterrupted || interrupted()) return leave(128 + g_interrupt.load());
+    if (result.final_stop) {
+      if (config->launch.max_restarts > 0) {
+        say(std::string("not restarting (launch.max_restarts = ") + std::to_string(config->launch.max_restarts) +
+            "): the job was stopped for good (" + to_string(result.outcome) + ")");
+      }
+      return leave(1);
+    }
     if (attempt >= config->launch.max_restarts) {
       if (config->launch.max_restarts > 0) {
         say("giving up after " + std::to_string(attempt + 1) + " attempts (launch.max_restarts = " +
@@ -297,8 +320,8 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       }
       return leave(1);
     }
-    say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " +
-        std::to_string(config->launch.max_restarts + 1) + " (reason: " + result.reason + ")");
+    say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
+        " (reason: " + result.reason + ")");
   }
 }
 
@@ -333,15 +356,26 @@ int main(int argc, char** argv) {
   calibrate_peer->add_option("--small-bytes", peer.small_bytes)->required();
   calibrate_peer->add_option("--large-bytes", peer.large_bytes)->required();
   app.footer(zdp::key_reference());
-  CLI11_PARSE(app, argc, argv);
-  reset_inherited_signals();
-  if ((plan->parsed() || scale->parsed()) && (!sets.empty() || dry_run || node_rank || !config_path.empty())) {
-    // The launch's own options before the subcommand were parsed, then dropped: a plan of
-    // another config than the user meant, without a word.
+  // The launch's own options before the subcommand were parsed, then dropped: a plan of
+  // another config than the user meant, without a word.
+  const auto options_before_subcommand = [&] {
     std::fprintf(stderr, "dp-launch: --set, --dry-run, --node-rank and the config go after '%s' (dp-launch %s "
                          "CONFIG --set k=v ...)\n",
                  plan->parsed() ? "plan" : "scale", plan->parsed() ? "plan" : "scale");
     return 2;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // `dp-launch CONFIG plan`: CLI11 finds plan's own config missing first.
+    if ((plan->parsed() || scale->parsed()) && !config_path.empty()) return options_before_subcommand();
+    // --help and --version exit 0; any other parse error is a usage error, exit 2 like
+    // the launcher's own (CLI11's codes, 105-109, meant nothing to a caller).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  reset_inherited_signals();
+  if ((plan->parsed() || scale->parsed()) && (!sets.empty() || dry_run || node_rank || !config_path.empty())) {
+    return options_before_subcommand();
   }
   if (plan->parsed()) return run_plan(plan_args);
   if (scale->parsed()) return run_scale(scale_args);

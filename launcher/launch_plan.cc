@@ -2,6 +2,7 @@
 #include "launcher/launch_plan.h"
 
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +35,12 @@ std::string random_secret() {
   return hex;
 }
 
-bool is_executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+// A regular file: access(X_OK) alone passes a directory, which the launch then failed to
+// spawn in every rank and restarted for nothing (rank_process's find_program asks the same).
+bool is_executable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
 
 // A bare name is looked up beside dp-launch first (its tools: dp-train, dp-check), then on
 // PATH; a path with a slash is taken as given.
@@ -81,11 +87,32 @@ std::string dp_train_args_error(const std::vector<std::string>& args) {
          "; dp-train reads every setting from the config, so launch.args is for another launch.program";
 }
 
+// Slurm's node layout: true when both SLURM_NNODES and SLURM_NODEID are set and valid. A
+// value that is set but not a number in range is an error naming the variable (`*error`),
+// not a reason to fall back silently to the config's layout (each node would then run a
+// job of its own) or to blame the config for Slurm's count.
+bool slurm_layout(const EnvLookup& env, int* nodes, int* node, std::string* error) {
+  const char* n = env("SLURM_NNODES");
+  const char* id = env("SLURM_NODEID");
+  if (n != nullptr && (!parse_int(n, nodes) || *nodes < 1 || *nodes > config_internal::kMaxWorldSize)) {
+    *error = "SLURM_NNODES=\"" + printable(n, 32) + "\" is not a node count in [1, " +
+             std::to_string(config_internal::kMaxWorldSize) + "]";
+    return false;
+  }
+  if (id != nullptr && (!parse_int(id, node) || *node < 0 || (n != nullptr && *node >= *nodes))) {
+    *error = "SLURM_NODEID=\"" + printable(id, 32) + "\" is not a node rank in [0, SLURM_NNODES" +
+             (n != nullptr ? " = " + std::string(n) : std::string()) + ")";
+    return false;
+  }
+  return n != nullptr && id != nullptr;
+}
+
 }  // namespace
 
 int64_t planned_world_size(const Config& config, const PlanInputs& in, const EnvLookup& env) {
   int slurm_nodes = 0, slurm_node = 0;
-  const bool slurm = parse_int(env("SLURM_NNODES"), &slurm_nodes) && parse_int(env("SLURM_NODEID"), &slurm_node);
+  std::string ignored;  // make_plan reports it
+  const bool slurm = slurm_layout(env, &slurm_nodes, &slurm_node, &ignored);
   return int64_t{slurm ? slurm_nodes : config.launch.nnodes} * resolve_nproc_per_node(config.launch, in.cuda_devices);
 }
 
@@ -107,7 +134,13 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   // Under Slurm (one dp-launch per node, e.g. srun --ntasks-per-node=1), the node layout
   // and node 0's address come from Slurm unless the config or --node-rank says otherwise.
   int slurm_nodes = 0, slurm_node = 0;
-  if (parse_int(env("SLURM_NNODES"), &slurm_nodes) && parse_int(env("SLURM_NODEID"), &slurm_node)) {
+  std::string slurm_error;
+  const bool slurm = slurm_layout(env, &slurm_nodes, &slurm_node, &slurm_error);
+  if (!slurm_error.empty()) {
+    errors.push_back(slurm_error);
+    return refusal();
+  }
+  if (slurm) {
     p.layout_origin = "Slurm (SLURM_NNODES=" + std::to_string(slurm_nodes) + ", SLURM_NODEID=" +
                       std::to_string(slurm_node) + ")";
     if (config.origins.count("launch.nnodes") && l.nnodes != slurm_nodes) {
@@ -151,8 +184,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   // same product the config's load was checked with (planned_world_size).
   const int64_t ranks = planned_world_size(config, in, env);
   if (const std::string excess = config_internal::world_size_excess(ranks); !excess.empty()) {
-    errors.push_back("nnodes (" + std::to_string(p.nnodes) + ") x nproc_per_node (" + std::to_string(p.nproc_per_node) +
-                     ")" + excess);
+    const std::string nodes = slurm ? std::string("SLURM_NNODES") : config.where("launch.nnodes") + ": launch.nnodes";
+    errors.push_back(nodes + " (" + std::to_string(p.nnodes) + ") x launch.nproc_per_node (" +
+                     std::to_string(p.nproc_per_node) + ")" + excess);
     return refusal();
   }
   p.world_size = static_cast<int>(ranks);
@@ -263,7 +297,15 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
     }
   }
   p.args = l.args;
+  // Nodes that share a log folder (a network home directory) must not overwrite each
+  // other's resolved config: node 0's ranks read node 1's launch.rank_addr, and a restarted
+  // attempt re-read whichever node wrote last. One file a node on a job of several.
   p.config_file = in.config_file;
+  if (p.nnodes > 1 && !p.config_file.empty()) {
+    p.config_file = std::filesystem::path(p.config_file)
+                        .replace_filename("config.node-" + std::to_string(p.node_rank) + ".toml")
+                        .string();
+  }
 
   const Status world = validate_for_world(config, p.world_size);
   if (!world.ok()) errors.push_back(world.message());

@@ -18,9 +18,8 @@ double since(LivenessClock::time_point t, LivenessClock::time_point now) {
 }
 
 // Heard from within three of its beats (and 1 s).
-bool fresh(const RankBeat& b, LivenessClock::time_point now) {
-  return since(b.changed, now) < std::max(1.0, 3 * b.record.interval_s);
-}
+double fresh_window_s(const RankBeat& b) { return std::max(1.0, 3 * b.record.interval_s); }
+bool fresh(const RankBeat& b, LivenessClock::time_point now) { return since(b.changed, now) < fresh_window_s(b); }
 
 // Where the other ranks are, for a stall report: who waits at which collective.
 std::string peers_text(const std::vector<RankBeat>& beats, int stalled) {
@@ -189,14 +188,14 @@ std::string behind(const std::vector<RankBeat>& beats, int failed, const std::ve
 }
 
 std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
-                    const std::vector<bool>& exited) {
+                    const std::vector<bool>& exited, bool stale_only) {
   int worst = -1;
   for (size_t r = 0; r < beats.size(); ++r) {
     if (static_cast<int>(r) == failed || !beats[r].seen || (r < exited.size() && exited[r])) continue;
     if (fresh(beats[r], now)) continue;
     if (worst < 0 || beats[r].changed < beats[static_cast<size_t>(worst)].changed) worst = static_cast<int>(r);
   }
-  if (worst < 0) return behind(beats, failed, exited);
+  if (worst < 0) return stale_only ? std::string() : behind(beats, failed, exited);
   const RankBeat& b = beats[static_cast<size_t>(worst)];
   return describe_rank(worst, b.record) + " stopped responding " + secs(since(b.changed, now)) +
          " ago (its last heartbeat: " + describe_position(b.record) + ")";
@@ -249,7 +248,7 @@ void LivenessWatch::exited(int rank) {
   (void)store_.set(heartbeat_keys::exited(rank), "0");
 }
 
-std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now) {
+std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now, bool stale_only) {
   if (!enabled()) return "";
   read(now);
   // A rank that exited 0 (on any node) stopped beating by finishing, e.g. before rank 0's
@@ -260,7 +259,18 @@ std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now)
     StatusOr<bool> mark = store_.check({heartbeat_keys::exited(static_cast<int>(r))});
     exited[r] = mark.ok() && *mark;
   }
-  return culprit(beats_, failed, now, exited);
+  return culprit(beats_, failed, now, exited, stale_only);
+}
+
+std::chrono::milliseconds LivenessWatch::stale_after() const {
+  if (!enabled()) return std::chrono::milliseconds(0);
+  double window_s = 1.0;
+  for (const RankBeat& b : beats_) {
+    if (b.seen) window_s = std::max(window_s, fresh_window_s(b));
+  }
+  // Bounded: a heartbeat record's interval is the rank's to say (heartbeat.h decodes it).
+  window_s = std::min(window_s, 60.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(window_s * 1000)) + poll_every_;
 }
 
 void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit) {

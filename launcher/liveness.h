@@ -52,8 +52,10 @@ Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local
 // (...)". When every heartbeat is fresh, the living rank furthest behind the collective
 // `failed` was waiting in: "rank 0 (...) was alive but had not reached collective #12
 // (...) that rank 1 waited for (...)". Empty when there is none.
+// `stale_only`: only a rank whose heartbeat stopped (a live rank behind is no answer yet:
+// a rank that just died still looks alive until its heartbeat is stale).
 std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessClock::time_point now,
-                    const std::vector<bool>& exited = {});
+                    const std::vector<bool>& exited = {}, bool stale_only = false);
 
 class LivenessWatch {
  public:
@@ -67,11 +69,15 @@ class LivenessWatch {
   // store too, so that no node's launcher names it as the culprit of a later failure.
   void exited(int rank);
   // Reads the heartbeats now and names the likely cause of `failed`'s failure (culprit()).
-  std::string culprit_of(int failed, LivenessClock::time_point now);
+  std::string culprit_of(int failed, LivenessClock::time_point now, bool stale_only = false);
   // Waits (at most `limit`) until every local rank in `running` that publishes
   // heartbeats has printed its flight recorder after the job-failed key was set.
   void wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit);
   bool enabled() const { return timeout_.count() > 0; }
+  // How long after a rank's last beat culprit_of() may first name it: the freshness window
+  // of the slowest heartbeat seen (three beats, at least 1 s) plus one read interval.
+  // 0 when disabled.
+  std::chrono::milliseconds stale_after() const;
 
  private:
   void read(LivenessClock::time_point now);

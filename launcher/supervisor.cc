@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -29,6 +30,10 @@ constexpr auto kKillWait = std::chrono::milliseconds(10000);
 // its own rank that exited with an error: a rank killed on another node makes its peers
 // here fail within milliseconds, and that node's launcher posts the cause right after.
 constexpr auto kOtherNodesWord = std::chrono::milliseconds(1000);
+// How often a node looks for the cause of its rank's failure elsewhere (rank_failed).
+constexpr auto kCulpritPoll = std::chrono::milliseconds(250);
+// The first launcher to add 1 here posts the job-failed reason (report_job_failed).
+constexpr const char* kJobFailedClaim = "zdp/job/failed_claim";
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -60,7 +65,8 @@ class Group {
         // The other nodes stop too (within their next check of the key), not when they
         // find node 0's store gone.
         report_job_failed("node " + std::to_string(o_.node_rank) + "'s launcher received signal " +
-                          std::to_string(sig));
+                              std::to_string(sig),
+                          /*final=*/true);
         stop_all(sig == SIGINT ? SIGINT : SIGTERM);
         return finish(GroupOutcome::kInterrupted, "the launcher received signal " + std::to_string(sig) +
                                                       "; stopped the ranks");
@@ -104,9 +110,12 @@ class Group {
       }
       StatusOr<RankProcess> p = RankProcess::spawn(spec);
       if (!p.ok()) {
-        report_job_failed("node " + std::to_string(o_.node_rank) + ": " + p.status().message());
+        // Not restarted: the same program fails the same way (a missing library, a
+        // permission), and the other nodes would wait for ranks that never come.
+        report_job_failed("node " + std::to_string(o_.node_rank) + ": " + p.status().message(), /*final=*/true);
         stop_all(SIGTERM);
         finish(GroupOutcome::kSpawnFailed, p.status().message());
+        result_.final_stop = true;
         return false;
       }
       const Status added = pump_.add(spec.rank, p->output_fd(), "=== attempt " + std::to_string(o_.attempt) + " ===");
@@ -121,24 +130,36 @@ class Group {
     // Ranks on other nodes: one that died there may be why this one failed (an error exit,
     // not a signal), and its launcher names it on the job-failed key; node 0 blamed its own
     // healthy rank, and its reason replaced the other node's on the key.
+    // A node that died whole (its launcher too) posts nothing: its ranks' heartbeats go
+    // still instead, which the liveness watch sees only once they are stale (three beats,
+    // liveness.h). Until then the rank here, which most likely only lost its connection
+    // to them, is not blamed: node 0 named its own healthy rank when another node's
+    // machine went down.
+    std::string cause;
     if (o_.store && failed.exit_info().signal == 0 && o_.world_size > static_cast<int>(procs_.size())) {
-      StatusOr<std::string> elsewhere = o_.store->get(job_keys::kJobFailed, kOtherNodesWord);
-      if (elsewhere.ok()) {
-        const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " + std::to_string(failed.rank()) +
-                                   " here failed: " + failed.exit_info().describe();
-        console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
-                      std::to_string(others) + " local rank(s)");
-        stop_all(SIGTERM);
-        finish(GroupOutcome::kOtherNodeFailed, reason);
-        return result_;
+      const auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(
+                                               kOtherNodesWord, liveness_ ? liveness_->stale_after() : kOtherNodesWord);
+      while (true) {
+        StatusOr<std::string> elsewhere = o_.store->get(job_keys::kJobFailed, kCulpritPoll);
+        if (elsewhere.ok()) {
+          const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " +
+                                     std::to_string(failed.rank()) + " here failed: " + failed.exit_info().describe();
+          console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
+                        std::to_string(others) + " local rank(s)");
+          stop_all(SIGTERM);
+          finish(GroupOutcome::kOtherNodeFailed, reason);
+          result_.final_stop = stop_is_final();
+          return result_;
+        }
+        if (liveness_) cause = liveness_->culprit_of(failed.rank(), Clock::now(), /*stale_only=*/true);
+        if (!cause.empty() || Clock::now() >= deadline) break;
       }
     }
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
                          ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
     // A rank that exits with an error may only have timed out waiting for a stopped one:
     // blame the one whose heartbeat stopped first.
-    const std::string cause =
-        liveness_ && failed.exit_info().signal == 0 ? liveness_->culprit_of(failed.rank(), Clock::now()) : "";
+    if (cause.empty() && liveness_ && failed.exit_info().signal == 0) cause = liveness_->culprit_of(failed.rank(), Clock::now());
     if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
@@ -202,13 +223,23 @@ class Group {
       console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + why + "; stopping the job");
       stop_all(SIGTERM);
       finish(GroupOutcome::kOtherNodeFailed, why);
+      result_.final_stop = true;  // a restarted attempt would wait for a store that is gone
       return true;
     }
     if (!*failed) return false;
     StatusOr<std::string> why = o_.store->get(job_keys::kJobFailed, std::chrono::milliseconds(1000));
+    const bool final_stop = stop_is_final();  // set before the key: read now, while node 0 is there
     stop_all(SIGTERM);
     finish(GroupOutcome::kOtherNodeFailed, "the job was stopped: " + (why.ok() ? *why : std::string("(unknown)")));
+    result_.final_stop = final_stop;
     return true;
+  }
+
+  // Whether the launcher that stopped the job said it is for good (job_keys::kJobFinal).
+  // A store that no longer answers counts as final: node 0's launcher is gone.
+  bool stop_is_final() {
+    StatusOr<bool> final_stop = o_.store->check({job_keys::kJobFinal});
+    return !final_stop.ok() || *final_stop;
   }
 
   // Every rank must be ready (zdp::init done) by the startup deadline, whether it reached
@@ -252,11 +283,15 @@ class Group {
   }
 
   // The first node's reason stays: a later one (a rank that failed because of the first)
-  // must not replace it for everyone who reads the key afterwards.
-  void report_job_failed(const std::string& reason) {
+  // must not replace it for everyone who reads the key afterwards. The claim is one atomic
+  // add, so two nodes failing together cannot both post (a check, then a set, could).
+  // `final`: no node restarts this attempt (job_keys::kJobFinal, set first so that whoever
+  // reads the reason can read it too).
+  void report_job_failed(const std::string& reason, bool final = false) {
     if (!o_.store) return;
-    StatusOr<bool> posted = o_.store->check({job_keys::kJobFailed});
-    if (posted.ok() && *posted) return;
+    if (final) (void)o_.store->set(job_keys::kJobFinal, reason);
+    StatusOr<int64_t> claim = o_.store->add(kJobFailedClaim, 1);
+    if (claim.ok() && *claim != 1) return;
     (void)o_.store->set(job_keys::kJobFailed, reason);
   }
 

@@ -65,6 +65,10 @@ struct GroupResult {
   ExitInfo failed_exit;
   std::vector<std::string> failed_tail;  // its last log lines
   std::string failed_log;      // its log file
+  // The job stops for good, whatever launch.max_restarts says: a signal, a rank program
+  // that cannot be started, another node's final stop (job_keys::kJobFinal), or node 0's
+  // store gone (nobody would meet a restarted attempt).
+  bool final_stop = false;
   bool ok() const { return outcome == GroupOutcome::kSucceeded; }
 };
 

@@ -15,6 +15,9 @@ namespace zdp::config_internal {
 // kept in); shorter than a millisecond, it rounds to 0, which means "no deadline".
 constexpr double kMaxTimeoutS = 86400;
 constexpr double kMinTimeoutS = 0.001;
+// Whole-job restarts: past a thousand, a job that keeps failing is a loop, not a recovery
+// (2^31 - 1 overflowed the attempt count the launcher prints).
+constexpr int kMaxRestarts = 1000;
 // 2^30 samples per step (a billion) is beyond any real batch; larger ones came from typos
 // and made 4.6e18 accumulation steps.
 constexpr double kMaxGlobalBatch = 1073741824;

@@ -262,6 +262,17 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   r = launch({"--set", "model.d_model=128", "plan", configs + "quickstart.toml", "--set", logs});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("go after 'plan'"), std::string::npos) << r.output;
+  // The config before the subcommand: CLI11 found plan's own config missing first (exit
+  // 106, "config is required"), so the hint above was never printed.
+  r = launch({configs + "quickstart.toml", "plan"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("go after 'plan'"), std::string::npos) << r.output;
+  // A usage error exits 2 like every other refusal, not with CLI11's own codes (109, 105).
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--bogus"}, {"--node-rank", "x"}}) {
+    r = launch(bad);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+  }
+  EXPECT_EQ(launch({"--help"}).exit_code, 0);
 }
 
 TEST_F(LauncherTest, PlanPrintsEveryStageForEachWorldSizeAndStartsNothing) {

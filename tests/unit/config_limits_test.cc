@@ -50,6 +50,9 @@ TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of("[zero]\nbucket_mb = 1e300\n").find("zero.bucket_mb = 1e300 is out of range"), std::string::npos);
   EXPECT_NE(error_of("[optim]\nlr = nan\n").find("optim.lr = nan is not a finite number"), std::string::npos);
+  // 2^31 - 1 restarts overflowed the attempt count dp-launch printed ("attempt 2 of -2147483648").
+  EXPECT_EQ(error_of("[launch]\nmax_restarts = 2147483647\n"),
+            "configs/x.toml:2:16: launch.max_restarts = 2147483647 is out of range: must be in [0, 1000]");
 }
 
 // A value past the int's own limit saw only "must be >= 1", which 2147483648 is.

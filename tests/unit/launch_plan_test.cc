@@ -178,6 +178,27 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   EXPECT_EQ(ranks[1].env.at("WORLD_SIZE"), "4");
   EXPECT_EQ(ranks[1].env.at("MASTER_ADDR"), "gpu07");
   EXPECT_EQ(ranks[1].env.at("OMP_NUM_THREADS"), "4");
+  // Nodes may share the log folder: each reads its own resolved config.
+  EXPECT_EQ(plan->config_file, "/tmp/x/config.node-1.toml");
+  EXPECT_EQ(ranks[1].env.at("ZDP_CONFIG"), "/tmp/x/config.node-1.toml");
+}
+
+// A Slurm value that is not a number in range is refused naming the variable: it fell back
+// to the config's one-node layout without a word (each node a job of its own), or blamed
+// the config ("world size (0) must be >= 1") for Slurm's count.
+TEST(LaunchPlan, SlurmValuesOutOfRangeAreRefusedByName) {
+  Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> bad = {
+      {{{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "x1"}}, "SLURM_NODEID=\"x1\" is not a node rank in [0, SLURM_NNODES = 2)"},
+      {{{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "2"}}, "SLURM_NODEID=\"2\" is not a node rank"},
+      {{{"SLURM_NNODES", "99999999999"}, {"SLURM_NODEID", "0"}}, "SLURM_NNODES=\"99999999999\" is not a node count"},
+      {{{"SLURM_NNODES", "-3"}, {"SLURM_NODEID", "0"}}, "SLURM_NNODES=\"-3\" is not a node count in [1, 1048576]"},
+      {{{"SLURM_NNODES", "0"}, {"SLURM_NODEID", "0"}}, "SLURM_NNODES=\"0\" is not a node count"}};
+  for (const auto& [vars, message] : bad) {
+    auto plan = launcher::make_plan(c, inputs(), fake(vars));
+    ASSERT_FALSE(plan.ok()) << message;
+    EXPECT_NE(plan.status().message().find(message), std::string::npos) << plan.status().message();
+  }
 }
 
 // A loopback master_addr from the config under a Slurm job of several nodes is refused by
@@ -384,6 +405,16 @@ TEST(LaunchPlan, AMultiNodeDryRunWithoutASecretIsANote) {
   EXPECT_NE(launcher::describe_plan(*plan, c).find("# note: a job of 2 nodes needs the same ZDP_JOB_SECRET"),
             std::string::npos) << launcher::describe_plan(*plan, c);
   EXPECT_FALSE(launcher::make_plan(c, inputs(), fake({})).ok()) << "the launch itself still refuses";
+}
+
+// A directory passes access(X_OK): it passed the checks and --dry-run, then failed to
+// spawn in every rank, restarted for nothing.
+TEST(LaunchPlan, ADirectoryIsNotAProgram) {
+  Config c = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/tmp\"\n");
+  auto plan = launcher::make_plan(c, inputs(), fake({}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("test.toml:3:11: launch.program '/tmp' is not an executable file"),
+            std::string::npos) << plan.status().message();
 }
 
 TEST(LaunchPlan, ProblemsAreListedTogether) {

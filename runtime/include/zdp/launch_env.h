@@ -81,6 +81,10 @@ std::string rank_joined(int rank);
 std::string rank_ready(int rank);
 // Set by any launcher that stops the job; its value says why. Every launcher watches it.
 inline const char* const kJobFailed = "zdp/job/failed";
+// Set, before kJobFailed, by a launcher whose reason stops the job for good (a signal, a
+// rank program that cannot be started, a node leaving while the others wait): no node
+// restarts the attempt (launch.max_restarts), which would wait for launchers that are gone.
+inline const char* const kJobFinal = "zdp/job/final";
 // Set by each node's launcher when its ranks all exited 0.
 std::string node_done(int node_rank);
 }  // namespace job_keys

@@ -266,7 +266,7 @@ std::vector<KeyInfo> build_table() {
       field("launch.env", &C::launch, &L::env, "extra environment variables of every rank"),
       non_empty(field("launch.log_dir", &C::launch, &L::log_dir, "directory of the per-rank logs")),
       field("launch.max_restarts", &C::launch, &L::max_restarts,
-            "whole-job restarts after a rank fails; 0 = fail at once", at_least(0)),
+            "whole-job restarts after a rank fails; 0 = fail at once", between(0, kMaxRestarts)),
       field("launch.collective_timeout_s", &C::launch, &L::collective_timeout_s,
             "a collective waiting longer than this fails the job", between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,

@@ -1,0 +1,125 @@
+// A job of two nodes (two dp-launch processes on loopback) when one node fails as a whole
+// or for good: the node that is left must name the right rank, and must not restart into
+// a job that cannot meet again (launch.max_restarts).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "testing/launcher_harness.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using zdp::testing::Clock;
+using zdp::testing::finish;
+using zdp::testing::LaunchRun;
+using zdp::testing::Launcher;
+using zdp::testing::LauncherTest;
+using zdp::testing::read_file;
+using zdp::testing::start;
+
+const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
+
+// Both launchers' outputs, each read on its own thread (a launcher blocks when its pipe
+// is full and nobody reads it).
+struct TwoNodes {
+  std::future<LaunchRun> node0, node1;
+};
+TwoNodes finish_both(Launcher n0, Launcher n1, std::chrono::seconds limit) {
+  const auto t0 = Clock::now();
+  return {std::async(std::launch::async, [=] { return finish(n0, limit, t0); }),
+          std::async(std::launch::async, [=] { return finish(n1, limit, t0); })};
+}
+
+// Waits (at most 60 s) until `path` holds `text`.
+bool await_text(const std::string& path, const std::string& text) {
+  const auto limit = Clock::now() + 60s;
+  while (Clock::now() < limit) {
+    if (read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+// Node 1's machine goes down (its launcher and rank SIGKILLed): node 0's rank fails at
+// once on the broken connection, and nobody posts why. Node 0 blamed its own healthy rank
+// ("rank 0 (node 0, pid ...) failed"); it now waits until rank 1's heartbeat is stale and
+// names rank 1.
+TEST_F(LauncherTest, ANodeThatDiesWholeIsBlamedNotTheRankThatLostIt) {
+  const fs::path logs = dir_ / "logs";
+  auto args = [&](int node) {
+    return std::vector<std::string>{std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
+                                    "--node-rank", std::to_string(node),
+                                    "--set", "launch.nnodes=2", "--set", "launch.nproc_per_node=1",
+                                    "--set", "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"",
+                                    "--set", "launch.log_dir=\"" + logs.string() + "\"",
+                                    "--set", "launch.master_port=" + std::to_string(port_),
+                                    "--set", "checkpoint.dir=\"" + (dir_ / "checkpoints").string() + "\"",
+                                    "--set", "checkpoint.every_steps=0", "--set", "train.steps=100000",
+                                    "--set", "train.eval_every=0", "--set", "train.log_every=1",
+                                    "--set", "optim.warmup_steps=0"};
+  };
+  Launcher n0 = start(args(0), kSecret);
+  Launcher n1 = start(args(1), kSecret);
+  TwoNodes run = finish_both(n0, n1, 90s);
+  ASSERT_TRUE(await_text((logs / "rank-0.log").string(), "step 200/")) << read_file(logs / "rank-0.log");  // heartbeats seen
+  ::kill(n1.pid, SIGKILL);
+  const LaunchRun r0 = run.node0.get();
+  const LaunchRun r1 = run.node1.get();
+  EXPECT_EQ(r1.signal, SIGKILL) << r1.output;
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_NE(r0.output.find("dp-launch: rank 1 "), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("stopped responding"), std::string::npos) << r0.output;
+  EXPECT_EQ(r0.output.find("dp-launch: rank 0 (node 0"), std::string::npos) << "node 0 blamed its own rank:\n"
+                                                                           << r0.output;
+  EXPECT_LT(r0.seconds, 60) << r0.output;
+}
+
+// Ctrl-C on node 0 with restarts left: node 1 restarted the job into node 0's store,
+// which was gone, waited 30 s for it, restarted again, and failed after about 33 s. A
+// signal stops the job for good (job_keys::kJobFinal).
+TEST_F(LauncherTest, ACtrlCOnOneNodeIsNotRestartedOnTheOthers) {
+  const std::string cfg = config(1, {"--sleep-ms", "60000"}, "nnodes = 2\nmax_restarts = 2");
+  Launcher n0 = start({cfg, "--node-rank", "0"}, kSecret);
+  Launcher n1 = start({cfg, "--node-rank", "1"}, kSecret);
+  TwoNodes run = finish_both(n0, n1, 60s);
+  ASSERT_TRUE(await_text((dir_ / "logs" / "rank-1.log").string(), "ok (local")) << read_file(dir_ / "logs" / "rank-1.log");
+  ::kill(n0.pid, SIGINT);
+  const LaunchRun r0 = run.node0.get();
+  const LaunchRun r1 = run.node1.get();
+  EXPECT_EQ(r0.exit_code, 128 + SIGINT) << r0.output;
+  EXPECT_EQ(r1.exit_code, 1) << r1.output;
+  EXPECT_EQ(r1.output.find("restarting the job"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("not restarting (launch.max_restarts = 2): the job was stopped for good"), std::string::npos)
+      << r1.output;
+  EXPECT_LT(r1.seconds, 20) << r1.output;
+}
+
+// Node 0's rank finished (exit 0) when node 1's failed, with a restart left: node 0
+// reported the failure and left, taking the store away from node 1's restarted attempt.
+// Node 0 now restarts with it, and the second attempt succeeds on both.
+TEST_F(LauncherTest, NodeZeroRestartsWithTheNodeThatFailedAfterItsRanksFinished) {
+  const std::string cfg = config(
+      1, {"-c", "test $GROUP_RANK = 0 || { sleep 1; test $ZDP_ATTEMPT = 1 || exit 3; }; : " + dir_.string()},
+      "nnodes = 2\nmax_restarts = 1\nheartbeat_timeout_s = 0", "/bin/sh", 0);
+  Launcher n0 = start({cfg, "--node-rank", "0"}, kSecret);
+  Launcher n1 = start({cfg, "--node-rank", "1"}, kSecret);
+  TwoNodes run = finish_both(n0, n1, 60s);
+  const LaunchRun r0 = run.node0.get();
+  const LaunchRun r1 = run.node1.get();
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_NE(r0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("restarting the job: attempt 2 of 2 (with the node that failed)"), std::string::npos)
+      << r0.output;
+}
+
+}  // namespace
