@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "core/internal/cli_range.h"
 #include "planner/json_lines.h"
@@ -70,6 +72,17 @@ int run_child(const std::vector<std::string>& argv) {
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // Before the spawn: a signal that came between two runs stops scale here rather than
+  // after a whole further run (the flag was only read when a wait was interrupted).
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  if (g_stop_signal.load() != 0) {
+    ::close(line->read_fd);
+    ::close(line->write_fd);
+    return -1;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   // The same descriptor: glibc (2.29 on) then clears its close-on-exec flag in the child.
@@ -83,20 +96,19 @@ int run_child(const std::vector<std::string>& argv) {
     say("cannot run " + argv[0] + ": " + std::strerror(err));
     return -1;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // Polled, not a blocking waitpid woken by EINTR: a signal that landed just before the
+  // wait began would otherwise wait for the whole run to end.
   int status = 0;
   int passed_on = 0;
   pid_t waited = -1;
-  while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 || (waited < 0 && errno == EINTR)) {
     const int sig = g_stop_signal.load();
     if (sig != 0 && sig != passed_on) {
       say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
       ::kill(pid, sig);
       passed_on = sig;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const int wait_errno = errno;
   ::close(line->write_fd);
