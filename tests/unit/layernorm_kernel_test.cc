@@ -4,6 +4,7 @@
 // refuses a missing one), and dbias's bits against the bias gradient's (one order).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -149,6 +150,41 @@ TEST(LayerNormResidual, EqualsAddThenLayerNorm) {
   EXPECT_TRUE(testing::bitwise_equal(s2, s1, "rstd"));
   LayerNormArgs half{rows, cols, DType::kBF16, x.data(), w.data(), b.data(), y2.data(), m2.data(), s2.data(), 1e-5f, r.data()};
   EXPECT_EQ(layernorm_forward_cpu(half).code(), StatusCode::kInvalidArgument);  // a residual without a sum
+}
+
+// Where eps goes, and which variance: with the test inputs elsewhere (variance about 1)
+// 1 / (sqrt(var) + eps) or the unbiased variance moves y by about 1e-5, inside every
+// bound. Rows that are nearly constant (variance 3e-6, near eps = 1e-5) tell them apart:
+// PyTorch's and GPT-2's 1 / sqrt(var + eps) with the biased variance is the reference;
+// eps outside the root gives an rstd 1.8x this one, the unbiased variance at 4 columns
+// one 4% smaller. Bound on rstd: the fp32 mean and subtraction err by at most 2u|x| an
+// element, so the sum of squares by at most 4u max|x| / sigma relative (~1e-4 here with
+// x = 0.5 +- 3e-3, sigma ~ 1.7e-3), plus its own cols x u; rstd takes half of that.
+TEST(LayerNormForward, EpsIsInsideTheRootWithTheBiasedVariance) {
+  for (const int64_t cols : {int64_t{4}, int64_t{96}}) {
+    const int64_t rows = 16;
+    std::mt19937_64 rng(static_cast<uint64_t>(cols));
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<float> x(static_cast<size_t>(rows * cols)), w(static_cast<size_t>(cols), 1.0f), b(static_cast<size_t>(cols), 0.0f);
+    for (float& v : x) v = static_cast<float>(0.5 + 3e-3 * u(rng));
+    std::vector<float> y(x.size()), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+    ASSERT_TRUE(layernorm_forward_cpu({rows, cols, DType::kF32, x.data(), w.data(), b.data(), y.data(), mean.data(),
+                                       rstd.data(), 1e-5f}).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x.data() + r * cols;
+      double m = 0, var = 0, lo = row[0], hi = row[0];
+      for (int64_t c = 0; c < cols; ++c) m += row[c];
+      m /= static_cast<double>(cols);
+      for (int64_t c = 0; c < cols; ++c) var += (row[c] - m) * (row[c] - m), lo = std::min<double>(lo, row[c]), hi = std::max<double>(hi, row[c]);
+      var /= static_cast<double>(cols);
+      const double want = 1.0 / std::sqrt(var + 1e-5);
+      const double sigma = std::sqrt(var);
+      const double relative = 0.5 * testing::kSafety * testing::kUnitRoundoffF32 *
+                              (4.0 * std::max(std::fabs(lo), std::fabs(hi)) / sigma + static_cast<double>(cols) + 4.0);
+      EXPECT_TRUE(testing::within(rstd[static_cast<size_t>(r)], want, relative * want, r)) << "cols " << cols;
+      EXPECT_GT(std::fabs(1.0 / (sigma + 1e-5) - want), 100 * relative * want) << "the rows must tell the forms apart";
+    }
+  }
 }
 
 }  // namespace
