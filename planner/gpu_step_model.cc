@@ -156,8 +156,9 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   p.launch_wait_s = std::max(0.0, end - p.busy_s);
   p.step_s = p.busy_s + p.launch_wait_s;
   // The trainer's count (trainer/models/gpt.cc flops_per_sample; PaLM's, appendix B): 6
-  // flops per parameter of the dense model and token, plus attention's 12 L T d per token.
-  const double params = (V + T) * d + static_cast<double>(L) * 12.0 * d * d;
+  // flops per weight of the dense layers (the blocks' linears, the tied LM head; not the
+  // position table, a lookup) and token, plus attention's 12 L T d per token.
+  const double params = V * d + static_cast<double>(L) * 12.0 * d * d;
   const double per_sample = T * (6.0 * params + 12.0 * static_cast<double>(L) * T * d);
   p.model_flops = per_sample * static_cast<double>(s.micro_batch * K);
   const double tokens = N * static_cast<double>(K);

@@ -96,7 +96,7 @@ struct GpuStepPrediction {
   double tokens_per_s = 0;
   double mfu = 0;          // model_flops / step_s / the dtype's peak
   // The same step by llm.c's count (train_gpt2.cu gpt2_estimate_mfu): 6 flops per
-  // parameter (all psi) and token plus attention's 6 L T d (the causal half), 7% below the
+  // parameter (all psi) and token plus attention's 6 L T d (the causal half), 6% below the
   // trainer's (PaLM's) count for gpt2-124m: what llm.c's MFU figures compare with.
   double mfu_llmc = 0;
   int64_t launches = 0;

@@ -120,10 +120,11 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   EXPECT_DOUBLE_EQ(p.step_s, sum);
   EXPECT_EQ(p.launches, launches);
   EXPECT_DOUBLE_EQ(p.tokens_per_s, 24 / p.step_s);
-  // Model FLOPs: params (8 + 4) 4 + 12 x 16 = 240; per sample 4 (6 x 240 + 12 x 1 x 4 x 4) = 6528;
-  // x 2 samples x 3 micro-batches = 39,168.
-  EXPECT_DOUBLE_EQ(p.model_flops, 39168);
-  EXPECT_DOUBLE_EQ(p.mfu, 39168 / p.step_s / 1e12);
+  // Model FLOPs: dense weights 8 x 4 (the head; the position table is a lookup) + 12 x 16
+  // = 224; per sample 4 (6 x 224 + 12 x 1 x 4 x 4) = 6144; x 2 samples x 3 micro-batches
+  // = 36,864.
+  EXPECT_DOUBLE_EQ(p.model_flops, 36864);
+  EXPECT_DOUBLE_EQ(p.mfu, 36864 / p.step_s / 1e12);
   // llm.c's count: every parameter (psi = 1000) and attention's causal half, per token
   // 6 x 1000 + 6 x 1 x 4 x 4 = 6096, x 24 tokens = 146,304.
   EXPECT_DOUBLE_EQ(p.mfu_llmc, 146304 / p.step_s / 1e12);
@@ -177,6 +178,8 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   const GpuSpec* h200 = find_gpu("h200");
   ASSERT_NE(h200, nullptr);
   const GpuStepPrediction p = predict_gpt_step(s, *h200);
+  // MFU's FLOPs, as the trainer counts them (trainer_layers_test): 854,654,976 a token.
+  EXPECT_DOUBLE_EQ(p.model_flops / (16.0 * 2 * 1024), 854654976.0);
   EXPECT_EQ(row(p, "fc linear (+gelu) fwd").bound, "compute");
   EXPECT_EQ(row(p, "causal softmax fwd").bound, "memory");
   // Batched over the 16 samples, one call per head: 12 per layer and micro-batch.

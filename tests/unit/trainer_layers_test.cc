@@ -251,6 +251,22 @@ TEST(PlannedActivations, FollowTheAttentionPath) {
   EXPECT_EQ(model_spec(c).value().attention_workspace_bytes, 0);
 }
 
+// MFU's FLOPs (Model::flops_per_sample) are PaLM's and nanoGPT's count at gpt2-124m's
+// shape: 6 per dense weight and token, N = V d + 12 L d^2 (the head and the blocks'
+// linears; the position table is a lookup, which nanoGPT's get_num_params leaves out
+// too: it was counted, 0.55% too many), plus attention's 12 L T d. 854,654,976 a token;
+// the planner's GPU step model (gpu_step_model_test) counts the same.
+TEST(PlannedActivations, FlopsPerTokenArePalmsCount) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 12, c.model.d_model = 768, c.model.n_heads = 12, c.model.seq_len = 1024;
+  c.model.vocab_size = 50304;
+  c.train.micro_batch = 1;
+  const ModelSpec spec = model_spec(c).value();
+  EXPECT_DOUBLE_EQ(spec.flops_per_sample / 1024, 6.0 * (50304.0 * 768 + 12.0 * 12 * 768 * 768) + 12.0 * 12 * 1024 * 768);
+  EXPECT_DOUBLE_EQ(spec.flops_per_sample / 1024, 854654976.0);
+}
+
 // A vocabulary x width past 2^31 (2^20 x 4096, a shape the config allows) is planned in
 // full: the fp32 head gradient alone is V x C x 4 = 2^34 bytes. When the gpt kept its
 // sizes in int, V x C wrapped to 0 (undefined behaviour; UBSan named gpt.cc) and so did

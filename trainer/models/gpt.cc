@@ -63,10 +63,12 @@ class Gpt : public Model {
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_sample() const override {
     // PaLM's count (Chowdhery et al. 2022, appendix B; nanoGPT's): 6 flops per weight of
-    // the dense layers and token, plus attention's 12 L T d per token. llm.c counts all
-    // parameters and 6 L T d (the causal half): 7% fewer for gpt2-124m (dp-launch plan
-    // --gpu prints both).
-    const double params = static_cast<double>(V_ + T_) * C_ + static_cast<double>(L_) * 12.0 * C_ * C_;
+    // the dense layers and token, plus attention's 12 L T d per token. The dense weights
+    // are the blocks' four linears and the LM head (the tied embedding, V d); the position
+    // embedding is a lookup, no matmul (nanoGPT's get_num_params leaves it out too; it was
+    // counted, 0.55% too many for gpt2-124m). llm.c counts all parameters and 6 L T d (the
+    // causal half): 6% fewer for gpt2-124m (dp-launch plan --gpu prints both).
+    const double params = static_cast<double>(V_) * C_ + static_cast<double>(L_) * 12.0 * C_ * C_;
     return static_cast<double>(T_) * (6.0 * params + 12.0 * L_ * static_cast<double>(T_) * C_);
   }
   bool fused_attention() const override { return fused_; }
