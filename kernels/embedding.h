@@ -36,9 +36,10 @@ struct EmbeddingBackwardArgs {
 };
 
 // The token index of `tokens` (n of them, each in [0, vocab)): offsets (vocab + 1) and
-// order (n), positions ascending within each token.
-void build_token_index(const int32_t* tokens, int64_t n, int64_t vocab, std::vector<int32_t>* offsets,
-                       std::vector<int32_t>* order);
+// order (n), positions ascending within each token. kInvalidArgument naming the first
+// token outside [0, vocab) (it indexed the host's offsets out of bounds).
+Status build_token_index(const int32_t* tokens, int64_t n, int64_t vocab, std::vector<int32_t>* offsets,
+                         std::vector<int32_t>* order);
 
 Status check_embedding(const EmbeddingArgs& a);
 Status check_embedding_backward(const EmbeddingBackwardArgs& a);

@@ -21,14 +21,24 @@ Status check_shape(const char* op, int64_t batch, int64_t seq, int64_t dim, int6
 
 }  // namespace
 
-void build_token_index(const int32_t* tokens, int64_t n, int64_t vocab, std::vector<int32_t>* offsets,
-                       std::vector<int32_t>* order) {
+Status build_token_index(const int32_t* tokens, int64_t n, int64_t vocab, std::vector<int32_t>* offsets,
+                         std::vector<int32_t>* order) {
+  if (vocab < 1 || n < 0 || n > INT32_MAX) {
+    return invalid("token index", std::to_string(n) + " tokens of vocab " + std::to_string(vocab));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return invalid("token index", "token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                                        " is outside [0, " + std::to_string(vocab) + ")");
+    }
+  }
   offsets->assign(static_cast<size_t>(vocab + 1), 0);
   for (int64_t i = 0; i < n; ++i) ++(*offsets)[static_cast<size_t>(tokens[i] + 1)];
   for (int64_t v = 0; v < vocab; ++v) (*offsets)[static_cast<size_t>(v + 1)] += (*offsets)[static_cast<size_t>(v)];
   std::vector<int32_t> cursor(offsets->begin(), offsets->end() - 1);
   order->resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) (*order)[static_cast<size_t>(cursor[static_cast<size_t>(tokens[i])]++)] = static_cast<int32_t>(i);
+  return Status::Ok();
 }
 
 Status check_embedding(const EmbeddingArgs& a) {

@@ -2,7 +2,8 @@
 // every parameter's fp32 gradient from train_micro() against central differences of a
 // float64 re-implementation of the model's loss, on tiny shapes with random parameters
 // of order 1 (every tensor: the tied embedding / LM head, wpe, all LayerNorms, attention
-// and MLP weights and biases; the MLP in both tasks).
+// and MLP weights and biases; the MLP in both tasks). And that the GPT refuses a token or
+// target outside its vocabulary before any kernel runs.
 //
 // Why: trainer_layers_test checks each layer's backward alone, and gpt_gpu_test /
 // mlp_gpu_test run the same gpt.cc / mlp.cc on both devices, so a wiring mistake in the
@@ -228,8 +229,7 @@ void check_gradients(const Config& config, const Batch& batch, const std::functi
               testing::straight_line_bound(static_cast<int>(chain.total), 1.0));
 }
 
-TEST(ModelGradcheck, EveryGptGradientMatchesCentralDifferencesOfAFloat64Gpt) {
-  const GptShape s{2, 12, 3, 17, 6, 2};  // head_dim 4, vocabulary prime
+Config gpt_config(const GptShape& s) {
   Config c;
   c.model.kind = ModelKind::kGpt;
   c.model.n_layers = static_cast<int>(s.L);
@@ -241,6 +241,12 @@ TEST(ModelGradcheck, EveryGptGradientMatchesCentralDifferencesOfAFloat64Gpt) {
   c.train.micro_batch = static_cast<int64_t>(s.B);
   c.train.global_batch = static_cast<int64_t>(s.B);
   c.zero.stage = 0;
+  return c;
+}
+
+TEST(ModelGradcheck, EveryGptGradientMatchesCentralDifferencesOfAFloat64Gpt) {
+  const GptShape s{2, 12, 3, 17, 6, 2};  // head_dim 4, vocabulary prime
+  const Config c = gpt_config(s);
 
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -258,6 +264,26 @@ TEST(ModelGradcheck, EveryGptGradientMatchesCentralDifferencesOfAFloat64Gpt) {
   };
   check_gradients(c, batch, draw, [&](const Params& p) { return gpt_loss(s, p, batch); },
                   testing::gpt_rounding_chain(c.model, batch.count * c.model.seq_len));
+}
+
+// A token or target outside the vocabulary is refused on the host before any kernel runs:
+// the GPU's embedding and cross-entropy index with them unchecked (out of bounds).
+TEST(ModelGradcheck, AnIdOutsideTheVocabularyIsRefusedBeforeAnyKernel) {
+  const GptShape s{1, 12, 3, 17, 6, 2};
+  ModelSide side(create_cpu_device(), gpt_config(s));
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  for (const bool target : {false, true}) {
+    Batch batch;
+    batch.count = 2;
+    batch.tokens.assign(12, 3);
+    batch.labels.assign(12, 4);
+    (target ? batch.labels : batch.tokens)[8] = 17;
+    const StatusOr<double> loss = side.model->train_micro(*side.engine, batch);
+    ASSERT_FALSE(loss.ok());
+    EXPECT_NE(loss.status().message().find(std::string(target ? "target" : "token") +
+                                           " 17 of sample 1 (position 2) is outside [0, 17) (model.vocab_size)"),
+              std::string::npos) << loss.status().to_string();
+  }
 }
 
 void check_mlp(MlpTask task) {

@@ -346,9 +346,18 @@ TEST_F(Layers, EmbeddingsWithTheTiedHeadsShare) {
   const Vec yr = ref(wte, wpe);
   for (size_t i = 0; i < yr.size(); ++i) ASSERT_TRUE(testing::within(out[i], yr[i], testing::straight_line_bound(1, 2.0), i));
   std::vector<int32_t> offsets, order;
-  kernels::build_token_index(tokens.data(), B * T, V, &offsets, &order);
+  ASSERT_TRUE(kernels::build_token_index(tokens.data(), B * T, V, &offsets, &order).ok());
   EXPECT_EQ(offsets, (std::vector<int32_t>{0, 1, 4, 5, 5, 8}));
   EXPECT_EQ(order, (std::vector<int32_t>{3, 0, 2, 7, 6, 1, 4, 5}));
+  // A token past the vocabulary indexed the offsets out of bounds (host heap).
+  for (const int32_t bad : {V, -1}) {
+    std::vector<int32_t> wrong = tokens;
+    wrong[3] = bad;
+    const Status refused = kernels::build_token_index(wrong.data(), B * T, V, &offsets, &order);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.to_string();
+    EXPECT_NE(refused.message().find("token " + std::to_string(bad) + " at position 3 is outside [0, 5)"),
+              std::string::npos) << refused.to_string();
+  }
   float* dwte = zeros(wte.size());
   float* dwpe = zeros(wpe.size());
   std::vector<float> base(head.begin(), head.end());

@@ -235,6 +235,24 @@ class Gpt : public Model {
     return AttentionSaved{false, b.probs.data(), nullptr};
   }
 
+  // The first `n` ids (tokens or targets) are in [0, V): kInvalidArgument naming the first
+  // that is not, and its sample.
+  Status check_ids(const std::vector<int32_t>& ids, int64_t n, const char* what) const {
+    if (static_cast<int64_t>(ids.size()) < n) {
+      return Status(StatusCode::kInvalidArgument, std::string("gpt: the batch has ") + std::to_string(ids.size()) + " " +
+                                                      what + "s, fewer than its " + std::to_string(n));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= V_) {
+        return Status(StatusCode::kInvalidArgument,
+                      std::string("gpt: ") + what + " " + std::to_string(ids[static_cast<size_t>(i)]) + " of sample " +
+                          std::to_string(i / T_) + " (position " + std::to_string(i % T_) + ") is outside [0, " +
+                          std::to_string(V_) + ") (model.vocab_size)");
+      }
+    }
+    return Status::Ok();
+  }
+
   // Training with `loss` (returns 0; the loss goes there), else evaluation (returns the
   // mean loss, read back).
   StatusOr<double> run(Engine& e, const Batch& batch, const LossSink* loss) {
@@ -242,6 +260,11 @@ class Gpt : public Model {
     if (batch.count > B_) return Status(StatusCode::kInternal, "gpt: batch larger than micro_batch");
     const int64_t n = batch.count * T_;
     const DType dt = ops_->dtype();
+    // The GPU's embedding and cross-entropy index with these unchecked (the CPU twins
+    // check): a batch that did not come from the trainer's sources, which check every
+    // sample, is checked here, on the host, before it is uploaded.
+    ZDP_RETURN_IF_ERROR(check_ids(batch.tokens, n, "token"));
+    ZDP_RETURN_IF_ERROR(check_ids(batch.labels, n, "target"));
     ZDP_RETURN_IF_ERROR(ops_->upload(tokens_.data(), batch.tokens.data(), static_cast<size_t>(n) * 4));
     ZDP_RETURN_IF_ERROR(ops_->upload(targets_.data(), batch.labels.data(), static_cast<size_t>(n) * 4));
     {
@@ -298,7 +321,7 @@ class Gpt : public Model {
     }
     ZDP_ASSIGN_OR_RETURN(Engine::LayerScope s, e.layer(0, Engine::Pass::kBackward));
     std::vector<int32_t> offsets, order;
-    kernels::build_token_index(batch.tokens.data(), n, V_, &offsets, &order);
+    ZDP_RETURN_IF_ERROR(kernels::build_token_index(batch.tokens.data(), n, V_, &offsets, &order));
     ZDP_RETURN_IF_ERROR(ops_->upload(offsets_.data(), offsets.data(), offsets.size() * 4));
     ZDP_RETURN_IF_ERROR(ops_->upload(order_.data(), order.data(), order.size() * 4));
     ZDP_ASSIGN_OR_RETURN(void* g_wte, g(e, wte_));
