@@ -41,6 +41,8 @@ StatusOr<std::unique_ptr<OptimizerState>> OptimizerState::create(EngineEnv& env,
   o.groups.push_back(optim::no_decay_for_biases_and_norms());
   o.adamw = {c.beta1, c.beta2, c.eps};
   o.sgd.momentum = c.beta1;  // [optim] beta1 is SGD's momentum (config.h)
+  o.sgd.dampening = c.dampening;
+  o.sgd.kind = c.nesterov ? kernels::SgdMomentum::kNesterov : kernels::SgdMomentum::kClassic;
   o.schedule.decay = c.schedule;
   o.schedule.warmup_steps = c.warmup_steps;
   o.schedule.total_steps = opt.total_steps;

@@ -94,5 +94,24 @@ TEST(ConfigInert, ARankAddressUnderNcclIsSaidToDoNothing) {
   EXPECT_EQ(inert("[launch]\nbackend = \"gloo\"\nrank_addr = \"10.0.0.2\"\n"), std::vector<std::string>{});
 }
 
+// SGD's Nesterov momentum and dampening: notes under AdamW (and dampening without a
+// momentum); refused where torch.optim.SGD refuses them, naming the keys.
+TEST(ConfigInert, SgdsNesterovAndDampeningAreNotesUnderAdamwAndCheckedUnderSgd) {
+  const std::vector<std::string> adamw = inert("[optim]\nnesterov = true\ndampening = 0.1\n");
+  ASSERT_EQ(adamw.size(), 2u);
+  EXPECT_EQ(adamw[0], "run.toml:3:13: optim.dampening has no effect: it is SGD's; optim.name is \"adamw\"");
+  EXPECT_EQ(adamw[1], "run.toml:2:12: optim.nesterov has no effect: it is SGD's; optim.name is \"adamw\"");
+  EXPECT_EQ(inert("[optim]\nname = \"sgd\"\nbeta1 = 0\ndampening = 0.1\n"),
+            std::vector<std::string>{"run.toml:4:13: optim.dampening has no effect: optim.beta1 (SGD's momentum) is 0: "
+                                     "there is no momentum to damp"});
+  EXPECT_EQ(inert("[optim]\nname = \"sgd\"\nnesterov = true\n"), std::vector<std::string>{});
+  StatusOr<Config> damped = parse_config("[optim]\nname = \"sgd\"\nnesterov = true\ndampening = 0.1\n", "run.toml");
+  ASSERT_FALSE(damped.ok());
+  EXPECT_NE(damped.status().message().find("optim.nesterov needs a momentum (optim.beta1 > 0, is 0.9) and no dampening "
+                                           "(optim.dampening = 0, is 0.1), as torch.optim.SGD"),
+            std::string::npos) << damped.status().message();
+  EXPECT_FALSE(parse_config("[optim]\nname = \"sgd\"\nnesterov = true\nbeta1 = 0\n", "run.toml").ok());
+}
+
 }  // namespace
 }  // namespace zdp

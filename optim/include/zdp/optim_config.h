@@ -43,6 +43,8 @@ struct OptimConfig {
   OptimizerKind name = OptimizerKind::kAdamW;  // "adamw" | "sgd"
   double lr = 3e-4;                    // peak learning rate
   double beta1 = 0.9;                  // AdamW first-moment decay (SGD: momentum)
+  double dampening = 0.0;              // SGD: the momentum buffer takes (1 - dampening) x gradient
+  bool nesterov = false;               // SGD: Nesterov momentum (needs beta1 > 0, dampening 0)
   double beta2 = 0.999;                // AdamW second-moment decay
   double eps = 1e-8;                   // AdamW denominator epsilon
   double weight_decay = 0.01;          // decoupled weight decay

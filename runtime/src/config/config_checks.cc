@@ -235,6 +235,14 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
              "\": the decay needs at least one step after warmup";
     });
   }
+  // torch.optim.SGD's rule: Nesterov momentum needs a momentum and no dampening.
+  check.require(!c.optim.nesterov || c.optim.name != OptimizerKind::kSgd ||
+                    (c.optim.beta1 > 0 && c.optim.dampening == 0),
+                {"optim.nesterov", "optim.beta1", "optim.dampening"}, [&] {
+                  return "optim.nesterov needs a momentum (optim.beta1 > 0, is " + format_float(c.optim.beta1) +
+                         ") and no dampening (optim.dampening = 0, is " + format_float(c.optim.dampening) +
+                         "), as torch.optim.SGD";
+                });
   check.require(c.optim.min_lr <= c.optim.lr, {"optim.min_lr", "optim.lr"}, [&] {
     return "optim.min_lr (" + format_float(c.optim.min_lr) + ") exceeds optim.lr (" + format_float(c.optim.lr) + ")";
   });

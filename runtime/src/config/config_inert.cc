@@ -32,6 +32,10 @@ std::vector<std::string> inert_settings(const Config& c) {
   const bool sgd = c.optim.name == OptimizerKind::kSgd;
   note("optim.beta2", sgd, "optim.name = \"sgd\" keeps no second moment (optim.beta1 is its momentum)");
   note("optim.eps", sgd, "optim.name = \"sgd\" has no denominator");
+  for (const char* key : {"optim.dampening", "optim.nesterov"}) {
+    note(key, !sgd, "it is SGD's; optim.name is \"adamw\"");
+  }
+  note("optim.dampening", sgd && c.optim.beta1 == 0, "optim.beta1 (SGD's momentum) is 0: there is no momentum to damp");
   note("optim.min_lr", c.optim.schedule == LrSchedule::kConstant,
        "optim.schedule = \"constant\" never decays to it");
   note("optim.base_batch", c.optim.lr_scaling == LrScalingRule::kNone,

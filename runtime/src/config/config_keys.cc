@@ -320,13 +320,13 @@ std::vector<KeyInfo> build_table() {
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
       field("train.eval_every", &C::train, &T::eval_every,
             "steps between held-out evaluations; 0 = only after the last step", at_least(0)),
-      field("train.eval_samples", &C::train, &T::eval_samples,
-            "held-out samples per evaluation, over all ranks", at_least(1)),
+      field("train.eval_samples", &C::train, &T::eval_samples, "held-out samples per evaluation, over all ranks", at_least(1)),
 
-      enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}),
-                 "optimizer"),
+      enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}), "optimizer"),
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", Range{0, kMaxLr, true, false}),
       field("optim.beta1", &C::optim, &O::beta1, "AdamW first-moment decay (SGD: momentum)", unit_interval()),
+      field("optim.dampening", &C::optim, &O::dampening, "SGD: the momentum takes (1 - dampening) x gradient", unit_interval()),
+      field("optim.nesterov", &C::optim, &O::nesterov, "SGD: Nesterov momentum (needs beta1 > 0, dampening 0)"),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
       // >= fp32's smallest normal: the optimizers compute in fp32, where 1e-50 was 0 (0 / 0).
       field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", Range{std::numeric_limits<float>::min()}),
