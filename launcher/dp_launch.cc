@@ -256,6 +256,14 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   };
   for (int attempt = 0;; ++attempt) {
     zdp::PrefixStore store(zdp::attempt_prefix(attempt), job_store);
+    // A node (not node 0, which stays) whose ranks all exited 0 has left: a restarted
+    // attempt would wait for it until the startup timeout, on every restart left.
+    const auto cannot_meet_again = [&] {
+      if (plan->nnodes == 1) return false;
+      const std::string gone = departed_nodes(store, plan->nnodes, plan->node_rank);
+      if (!gone.empty()) say("not restarting: node(s) " + gone + " finished this attempt and left the job");
+      return !gone.empty();
+    };
     GroupOptions g;
     g.ranks = plan->local_ranks(*config, attempt);
     g.world_size = plan->world_size;
@@ -285,15 +293,15 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       if (interrupted() && plan->hosts_store() && plan->nnodes > 1) {  // the other nodes' ranks may not be done
         const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
                                 std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
-        (void)store.set(zdp::job_keys::kJobFinal, why);  // first: nobody restarts into a store about to go
-        (void)store.set(zdp::job_keys::kJobFailed, why);
+        post_job_failed(store, why, /*final=*/true);  // nobody restarts into a store about to go
         say(why);
         return leave(128 + g_interrupt.load());
       }
       if (!elsewhere.empty()) {  // node 0's ranks succeeded, the job did not
         say("node " + std::to_string(plan->node_rank) + ": " + result.reason + ", but " + elsewhere);
-        // The failed node restarts the job: node 0, whose store it needs, restarts with it.
-        if (restartable && attempt < config->launch.max_restarts) {
+        // The failed node restarts the job: node 0, whose store it needs, restarts with it,
+        // unless a node that finished has left (it would never meet the new attempt).
+        if (restartable && attempt < config->launch.max_restarts && !cannot_meet_again()) {
           say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
               " (with the node that failed)");
           continue;
@@ -304,8 +312,15 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       return 0;
     }
     report_failure(result);
-    // A signal that came while the group failed (or during a spawn) stops the job: no restart.
-    if (result.outcome == GroupOutcome::kInterrupted || interrupted()) return leave(128 + g_interrupt.load());
+    // A signal that came while the group failed (or during a spawn) stops the job: no restart,
+    // here or on the other nodes.
+    if (result.outcome == GroupOutcome::kInterrupted || interrupted()) {
+      if (plan->nnodes > 1) {
+        post_job_failed(store, "node " + std::to_string(plan->node_rank) + "'s launcher received signal " +
+                                   std::to_string(g_interrupt.load()), /*final=*/true);
+      }
+      return leave(128 + g_interrupt.load());
+    }
     if (result.final_stop) {
       if (config->launch.max_restarts > 0) {
         say(std::string("not restarting (launch.max_restarts = ") + std::to_string(config->launch.max_restarts) +
@@ -320,6 +335,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       }
       return leave(1);
     }
+    if (cannot_meet_again()) return leave(1);
     say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
         " (reason: " + result.reason + ")");
   }

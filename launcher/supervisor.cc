@@ -144,15 +144,17 @@ class Group {
         if (elsewhere.ok()) {
           const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " +
                                      std::to_string(failed.rank()) + " here failed: " + failed.exit_info().describe();
+          // Read now: node 0 stays only a second after it posts (stop_all may take 6).
+          const bool final_stop = stop_is_final();
           console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
                         std::to_string(others) + " local rank(s)");
           stop_all(SIGTERM);
           finish(GroupOutcome::kOtherNodeFailed, reason);
-          result_.final_stop = stop_is_final();
+          result_.final_stop = final_stop;
           return result_;
         }
         if (liveness_) cause = liveness_->culprit_of(failed.rank(), Clock::now(), /*stale_only=*/true);
-        if (!cause.empty() || Clock::now() >= deadline) break;
+        if (!cause.empty() || Clock::now() >= deadline || interrupt_.load() != 0) break;
       }
     }
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
@@ -161,7 +163,8 @@ class Group {
     // blame the one whose heartbeat stopped first.
     if (cause.empty() && liveness_ && failed.exit_info().signal == 0) cause = liveness_->culprit_of(failed.rank(), Clock::now());
     if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
-    report_job_failed(reason);
+    // A signal that came meanwhile stops the job for good (dp-launch does not restart it).
+    report_job_failed(reason, /*final=*/interrupt_.load() != 0);
     console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
     await_flight_records();
     stop_all(SIGTERM);
@@ -282,17 +285,8 @@ class Group {
     return true;
   }
 
-  // The first node's reason stays: a later one (a rank that failed because of the first)
-  // must not replace it for everyone who reads the key afterwards. The claim is one atomic
-  // add, so two nodes failing together cannot both post (a check, then a set, could).
-  // `final`: no node restarts this attempt (job_keys::kJobFinal, set first so that whoever
-  // reads the reason can read it too).
   void report_job_failed(const std::string& reason, bool final = false) {
-    if (!o_.store) return;
-    if (final) (void)o_.store->set(job_keys::kJobFinal, reason);
-    StatusOr<int64_t> claim = o_.store->add(kJobFailedClaim, 1);
-    if (claim.ok() && *claim != 1) return;
-    (void)o_.store->set(job_keys::kJobFailed, reason);
+    if (o_.store) post_job_failed(*o_.store, reason, final);
   }
 
   // SIGTERM (or SIGINT) to every running rank's process group, SIGKILL after the grace.
@@ -373,6 +367,23 @@ class Group {
 };
 
 }  // namespace
+
+void post_job_failed(Store& store, const std::string& reason, bool final) {
+  if (final) (void)store.set(job_keys::kJobFinal, reason);
+  StatusOr<int64_t> claim = store.add(kJobFailedClaim, 1);
+  if (claim.ok() && *claim != 1) return;
+  (void)store.set(job_keys::kJobFailed, reason);
+}
+
+std::string departed_nodes(Store& store, int nnodes, int self) {
+  std::string gone;
+  for (int n = 1; n < nnodes; ++n) {
+    if (n == self) continue;
+    StatusOr<bool> done = store.check({job_keys::node_done(n)});
+    if (done.ok() && *done) gone += (gone.empty() ? "" : ", ") + std::to_string(n);
+  }
+  return gone;
+}
 
 const char* to_string(GroupOutcome outcome) {
   switch (outcome) {

@@ -72,6 +72,18 @@ struct GroupResult {
   bool ok() const { return outcome == GroupOutcome::kSucceeded; }
 };
 
+// Posts `reason` on the attempt's job-failed key unless another launcher did first: the
+// first node's reason stays (a later one, a rank that failed because of the first, must
+// not replace it), claimed with one atomic add (a check, then a set, let two nodes that
+// failed together both post). `final`: no node restarts this attempt (job_keys::kJobFinal,
+// set first, so whoever reads the reason can read it too).
+void post_job_failed(Store& store, const std::string& reason, bool final);
+
+// The nodes other than node 0 and `self` whose ranks all exited 0 in this attempt: their
+// launchers have left, so a restarted attempt could never meet them. "" when none, else
+// "2, 5".
+std::string departed_nodes(Store& store, int nnodes, int self);
+
 // `interrupt` is set (to the signal number) by the launcher's signal handler.
 GroupResult run_group(const GroupOptions& options, const std::atomic<int>& interrupt);
 

@@ -102,6 +102,8 @@ std::vector<std::string> option_lines(const EngineOptions& o) {
       "optim.name = " + std::string(to_string(p.name)),
       "optim.lr = " + num(p.lr),
       "optim.beta1 = " + num(p.beta1),
+      "optim.dampening = " + num(p.dampening),
+      "optim.nesterov = " + flag(p.nesterov),
       "optim.beta2 = " + num(p.beta2),
       "optim.eps = " + num(p.eps),
       "optim.weight_decay = " + num(p.weight_decay),

@@ -116,6 +116,18 @@ TEST(Registration, OptimizerAndAccumulationOptionsThatDifferAreCaught) {
                                                          "rank 1 has zero.accumulate = sharded"});
             })),
             "");
+  // SGD's Nesterov momentum (a key since stop 44) is compared too.
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              EngineOptions o = options(0);
+              o.optim.name = OptimizerKind::kSgd;
+              o.optim.nesterov = rank == 1;
+              Engine engine(ctx, o);
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              return expect_contains(engine.finalize(), {"rank 0 has optim.nesterov = false",
+                                                         "rank 1 has optim.nesterov = true"});
+            })),
+            "");
 }
 
 // ---- memory ------------------------------------------------------------------------

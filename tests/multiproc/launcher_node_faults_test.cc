@@ -108,7 +108,7 @@ TEST_F(LauncherTest, ACtrlCOnOneNodeIsNotRestartedOnTheOthers) {
 // Node 0 now restarts with it, and the second attempt succeeds on both.
 TEST_F(LauncherTest, NodeZeroRestartsWithTheNodeThatFailedAfterItsRanksFinished) {
   const std::string cfg = config(
-      1, {"-c", "test $GROUP_RANK = 0 || { sleep 1; test $ZDP_ATTEMPT = 1 || exit 3; }; : " + dir_.string()},
+      1, {"-c", "test $GROUP_RANK = 0 || { sleep 3; test $ZDP_ATTEMPT = 1 || exit 3; }; : " + dir_.string()},
       "nnodes = 2\nmax_restarts = 1\nheartbeat_timeout_s = 0", "/bin/sh", 0);
   Launcher n0 = start({cfg, "--node-rank", "0"}, kSecret);
   Launcher n1 = start({cfg, "--node-rank", "1"}, kSecret);
@@ -120,6 +120,30 @@ TEST_F(LauncherTest, NodeZeroRestartsWithTheNodeThatFailedAfterItsRanksFinished)
   EXPECT_NE(r0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << r0.output;
   EXPECT_NE(r0.output.find("restarting the job: attempt 2 of 2 (with the node that failed)"), std::string::npos)
       << r0.output;
+}
+
+// Three nodes: node 2's ranks finished (its launcher left) when node 1's failed. Node 0
+// and node 1 restarted into an attempt node 2 would never join, and waited for it until
+// the startup timeout. Neither restarts now.
+TEST_F(LauncherTest, NoNodeRestartsAJobANodeHasLeft) {
+  const std::string cfg = config(
+      1, {"-c", "test $GROUP_RANK = 2 || { sleep 1; test $GROUP_RANK = 0 || exit 3; sleep 1; }; : " + dir_.string()},
+      "nnodes = 3\nmax_restarts = 1\nheartbeat_timeout_s = 0", "/bin/sh", 0);
+  Launcher n0 = start({cfg, "--node-rank", "0"}, kSecret);
+  Launcher n1 = start({cfg, "--node-rank", "1"}, kSecret);
+  Launcher n2 = start({cfg, "--node-rank", "2"}, kSecret);
+  TwoNodes run = finish_both(n0, n1, 60s);
+  const LaunchRun r2 = finish(n2, 60s, Clock::now());
+  const LaunchRun r0 = run.node0.get();
+  const LaunchRun r1 = run.node1.get();
+  EXPECT_EQ(r2.exit_code, 0) << r2.output;
+  for (const LaunchRun* r : {&r0, &r1}) {
+    EXPECT_EQ(r->exit_code, 1) << r->output;
+    EXPECT_EQ(r->output.find("restarting the job"), std::string::npos) << r->output;
+    EXPECT_NE(r->output.find("not restarting: node(s) 2 finished this attempt and left the job"), std::string::npos)
+        << r->output;
+    EXPECT_LT(r->seconds, 30) << r->output;
+  }
 }
 
 }  // namespace
