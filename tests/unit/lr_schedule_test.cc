@@ -37,12 +37,20 @@ TEST(LrSchedule, ConstantStaysAtPeak) {
   for (int64_t t : {1, 2, 1000, 1000000}) EXPECT_EQ(lr_at(s, kPeak, t), kPeak);
 }
 
+// Progress (t - 1 - W) / (T - W): step t is llm.c's 0-based step t - 1, so the step after
+// the warm-up is at the peak and the run's last step (t = T) is one step short of the
+// floor. (With t - W the last step was the floor itself: 0 by default, a wasted step.)
 TEST(LrSchedule, CosineHitsMidpointAndFloor) {
   const Schedule s = schedule(LrSchedule::kCosine, 100, 1100, 0.1);
   const double floor = 0.1 * kPeak;
-  EXPECT_NEAR(lr_at(s, kPeak, 600), (kPeak + floor) / 2, 1e-15);   // progress 1/2
-  EXPECT_NEAR(lr_at(s, kPeak, 350), floor + (kPeak - floor) * (1 + std::cos(std::acos(-1.0) / 4)) / 2, 1e-15);
-  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 1100), floor);
+  const double pi = std::acos(-1.0);
+  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 101), kPeak);                     // progress 0
+  EXPECT_NEAR(lr_at(s, kPeak, 601), (kPeak + floor) / 2, 1e-15);   // progress 1/2
+  EXPECT_NEAR(lr_at(s, kPeak, 351), floor + (kPeak - floor) * (1 + std::cos(pi / 4)) / 2, 1e-15);
+  // llm.c's get_lr at its 0-based step 1099 of max_steps 1100: decay_ratio 999 / 1000.
+  EXPECT_NEAR(lr_at(s, kPeak, 1100), floor + (kPeak - floor) * (1 + std::cos(pi * 0.999)) / 2, 1e-15);
+  EXPECT_GT(lr_at(s, kPeak, 1100), floor);
+  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 1101), floor);
   EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 5000), floor);
   double prev = kPeak;
   for (int64_t t = 101; t <= 1200; ++t) {  // never increases after warm-up
@@ -54,9 +62,10 @@ TEST(LrSchedule, CosineHitsMidpointAndFloor) {
 
 TEST(LrSchedule, LinearDecaysToFloor) {
   const Schedule s = schedule(LrSchedule::kLinear, 0, 400, 0.0);
-  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 100), 0.75 * kPeak);
-  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 200), 0.5 * kPeak);
-  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 400), 0.0);
+  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 1), kPeak);  // no warm-up: the first step at the peak
+  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 101), 0.75 * kPeak);
+  EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 201), 0.5 * kPeak);
+  EXPECT_NEAR(lr_at(s, kPeak, 400), kPeak / 400, 1e-18);  // the last step: one step of decay left
   EXPECT_DOUBLE_EQ(lr_at(s, kPeak, 401), 0.0);
 }
 
