@@ -75,6 +75,15 @@ TEST(ConfigLimits, TheResolvedConfigOfAControlCharacterParses) {
   StatusOr<Config> again = parse_config(resolved, "resolved.toml");
   ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << resolved;
   EXPECT_EQ(again->launch.env.at("FOO"), "a\x01" "b");
+  // A file name that is not UTF-8 (Latin-1's "caf\xe9"): TOML allows no such byte in a
+  // comment either, and every rank failed to parse the config it was handed.
+  const std::string latin1 = dir.file("caf\xe9.toml");
+  std::ofstream(latin1) << "[launch]\nnproc_per_node = 2\n";
+  StatusOr<Config> named = load_config(latin1);
+  ASSERT_TRUE(named.ok()) << named.status().message();
+  StatusOr<Config> parsed = parse_config(describe_resolved(*named), "resolved.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->launch.nproc_per_node, 2);
 }
 
 TEST(ConfigLimits, HeartbeatTimeoutIsOffOrAtLeastASecond) {

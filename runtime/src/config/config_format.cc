@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/internal/output_file.h"
+#include "core/internal/utf8.h"
 #include "runtime/src/config/config_keys.h"
 
 namespace zdp {
@@ -12,12 +13,20 @@ using config_internal::KeyInfo;
 
 // Comments must stay on one line whatever a file name contains.
 std::string one_line(std::string text) {
-  // Into a TOML comment: TOML allows no control character there but tab, and a byte from
-  // a --set or a file name made the resolved config the ranks read unparseable.
-  for (char& c : text) {
+  // Into a TOML comment: TOML allows no control character there but tab, and no byte that
+  // is not UTF-8; a byte from a --set or a file name (a Latin-1 name) made the resolved
+  // config the ranks read unparseable.
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) {
+      text[i++] = '?';
+      continue;
+    }
+    char& c = text[i];
     const auto u = static_cast<unsigned char>(c);
     if (c == '\n' || c == '\r') c = ' ';
     else if ((u < 0x20 && c != '\t') || u == 0x7f) c = '?';
+    i += n;
   }
   return text;
 }

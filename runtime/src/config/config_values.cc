@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/utf8.h"
 #include "runtime/src/config/config_keys.h"
 
 namespace zdp::config_internal {
@@ -109,19 +110,8 @@ namespace {
 std::string text_problem(const std::string& name, const std::string& text) {
   if (text.find('\0') != std::string::npos) return name + " contains a NUL byte";
   for (size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = n > 0 && i + n <= text.size() && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-    if (ok && n == 3) {  // no overlong forms, no UTF-16 surrogates
-      const auto c1 = static_cast<unsigned char>(text[i + 1]);
-      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
-    }
-    if (ok && n == 4) {  // no overlong forms, nothing past U+10FFFF
-      const auto c1 = static_cast<unsigned char>(text[i + 1]);
-      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
-    }
-    if (!ok) return name + " is not valid UTF-8 (byte " + std::to_string(i) + ")";
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) return name + " is not valid UTF-8 (byte " + std::to_string(i) + ")";
     i += n;
   }
   return "";
