@@ -175,8 +175,13 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   }
   if (in.node_rank) p.node_rank = *in.node_rank;
   if (p.node_rank < 0 || p.node_rank >= p.nnodes) {
-    errors.push_back("node rank " + std::to_string(p.node_rank) + " is not in [0, nnodes = " +
-                     std::to_string(p.nnodes) + ")");
+    // Named by where each number came from (the flag, Slurm or the config's key).
+    const std::string rank_from = in.node_rank ? std::string("--node-rank")
+                                  : slurm     ? std::string("SLURM_NODEID")
+                                              : config.where("launch.node_rank") + ": launch.node_rank";
+    const std::string nodes_from = slurm ? std::string("SLURM_NNODES") : "launch.nnodes";
+    errors.push_back(rank_from + ": node rank " + std::to_string(p.node_rank) + " is not in [0, nnodes = " +
+                     std::to_string(p.nnodes) + ") (" + nodes_from + ")");
   }
 
   p.nproc_per_node = resolve_nproc_per_node(l, in.cuda_devices);

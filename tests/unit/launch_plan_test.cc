@@ -424,7 +424,7 @@ TEST(LaunchPlan, ProblemsAreListedTogether) {
   auto plan = launcher::make_plan(c, in, fake({}));
   ASSERT_FALSE(plan.ok());
   const std::string m = plan.status().message();
-  EXPECT_NE(m.find("node rank 5 is not in [0, nnodes = 2)"), std::string::npos) << m;
+  EXPECT_NE(m.find("--node-rank: node rank 5 is not in [0, nnodes = 2) (launch.nnodes)"), std::string::npos) << m;
   EXPECT_NE(m.find("ZDP_JOB_SECRET"), std::string::npos) << m;
   EXPECT_NE(m.find("/no/such"), std::string::npos) << m;
 }
