@@ -122,8 +122,7 @@ std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::mil
     zdp::StatusOr<bool> failed = store.check({zdp::job_keys::kJobFailed});
     if (failed.ok() && *failed) {
       zdp::StatusOr<std::string> why = store.get(zdp::job_keys::kJobFailed, std::chrono::milliseconds(1000));
-      zdp::StatusOr<bool> final_stop = store.check({zdp::job_keys::kJobFinal});
-      *restartable = final_stop.ok() && !*final_stop;
+      *restartable = !stop_is_final(store);
       return "another node stopped the job: " + (why.ok() ? *why : std::string("(reason unknown)"));
     }
   }
@@ -315,7 +314,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     // A signal that came while the group failed (or during a spawn) stops the job: no restart,
     // here or on the other nodes.
     if (result.outcome == GroupOutcome::kInterrupted || interrupted()) {
-      if (plan->nnodes > 1) {
+      if (plan->nnodes > 1 && result.outcome != GroupOutcome::kInterrupted) {  // run_group posted that one
         post_job_failed(store, "node " + std::to_string(plan->node_rank) + "'s launcher received signal " +
                                    std::to_string(g_interrupt.load()), /*final=*/true);
       }

@@ -145,7 +145,7 @@ class Group {
           const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " +
                                      std::to_string(failed.rank()) + " here failed: " + failed.exit_info().describe();
           // Read now: node 0 stays only a second after it posts (stop_all may take 6).
-          const bool final_stop = stop_is_final();
+          const bool final_stop = stop_is_final(*o_.store);
           console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
                         std::to_string(others) + " local rank(s)");
           stop_all(SIGTERM);
@@ -231,18 +231,11 @@ class Group {
     }
     if (!*failed) return false;
     StatusOr<std::string> why = o_.store->get(job_keys::kJobFailed, std::chrono::milliseconds(1000));
-    const bool final_stop = stop_is_final();  // set before the key: read now, while node 0 is there
+    const bool final_stop = stop_is_final(*o_.store);  // set before the key: read now, while node 0 is there
     stop_all(SIGTERM);
     finish(GroupOutcome::kOtherNodeFailed, "the job was stopped: " + (why.ok() ? *why : std::string("(unknown)")));
     result_.final_stop = final_stop;
     return true;
-  }
-
-  // Whether the launcher that stopped the job said it is for good (job_keys::kJobFinal).
-  // A store that no longer answers counts as final: node 0's launcher is gone.
-  bool stop_is_final() {
-    StatusOr<bool> final_stop = o_.store->check({job_keys::kJobFinal});
-    return !final_stop.ok() || *final_stop;
   }
 
   // Every rank must be ready (zdp::init done) by the startup deadline, whether it reached
@@ -373,6 +366,11 @@ void post_job_failed(Store& store, const std::string& reason, bool final) {
   StatusOr<int64_t> claim = store.add(kJobFailedClaim, 1);
   if (claim.ok() && *claim != 1) return;
   (void)store.set(job_keys::kJobFailed, reason);
+}
+
+bool stop_is_final(Store& store) {
+  StatusOr<bool> final_stop = store.check({job_keys::kJobFinal});
+  return !final_stop.ok() || *final_stop;
 }
 
 std::string departed_nodes(Store& store, int nnodes, int self) {

@@ -79,6 +79,10 @@ struct GroupResult {
 // set first, so whoever reads the reason can read it too).
 void post_job_failed(Store& store, const std::string& reason, bool final);
 
+// Whether the launcher that stopped this attempt said it is for good (job_keys::kJobFinal).
+// A store that no longer answers counts as final: node 0's launcher is gone.
+bool stop_is_final(Store& store);
+
 // The nodes other than node 0 and `self` whose ranks all exited 0 in this attempt: their
 // launchers have left, so a restarted attempt could never meet them. "" when none, else
 // "2, 5".
