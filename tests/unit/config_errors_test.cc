@@ -294,6 +294,17 @@ TEST(ConfigErrors, SetErrorsNameTheOverride) {
   EXPECT_EQ(error_of("", {"zero.stage.x=1"}),
             "--set zero.stage.x=1: unknown key 'zero.stage.x'; did you mean 'zero.stage'?");
   EXPECT_EQ(error_of("", {"=1"}), "--set =1: expected section.key=value");
+  // TOML++ reads "10 # 20" as 10: what follows a TOML value is refused, not dropped, at any
+  // position (code points after a multi-byte character, a later line of an array).
+  const std::string after = " (a --set holds one TOML value; quote a string that holds '#')";
+  EXPECT_EQ(error_of("", {"train.steps=10 # 20"}), "--set train.steps=10 # 20: text after the value: '# 20'" + after);
+  EXPECT_EQ(error_of("", {"checkpoint.dir=\"caf\u00e9\" #x"}),
+            "--set checkpoint.dir=\"caf\u00e9\" #x: text after the value: '#x'" + after);
+  EXPECT_EQ(error_of("", {"launch.args=[\"\u00e9\u00e9\",\n\"b\"] # c"}),
+            "--set launch.args=[\"\u00e9\u00e9\",\n\"b\"] # c: text after the value: '# c'" + after);
+  StatusOr<Config> spaced = parse_config("", "configs/x.toml", {"launch.args=[\"\u00e9\",\n\"b\"]  \t"});
+  ASSERT_TRUE(spaced.ok()) << spaced.status().message();
+  EXPECT_EQ(spaced->launch.args, (std::vector<std::string>{"\u00e9", "b"}));
   // A cross-field conflict created by a --set is reported at that --set.
   EXPECT_EQ(error_of("[launch]\nnnodes = 2\n", {"launch.node_rank=5"}),
             "--set launch.node_rank=5: launch.node_rank (5) must be less than launch.nnodes (2)");

@@ -1,5 +1,5 @@
 // Parsing of TOML config text into zdp::Config: file, then --set overrides, then cross-field
-// checks, every problem collected and reported together. The only file that includes TOML++.
+// checks, every problem collected and reported together. TOML++ stays in src/config/ (override_value.h).
 #include "zdp/config.h"
 
 #include <toml++/toml.h>
@@ -16,6 +16,7 @@
 
 #include "core/internal/input_file.h"
 #include "runtime/src/config/config_keys.h"
+#include "runtime/src/config/override_value.h"
 
 namespace zdp {
 namespace {
@@ -250,30 +251,19 @@ class ConfigParser {
       }
     }
     const bool wants_string = map_info || info->type == KeyType::kString || info->type == KeyType::kEnum;
-    const toml::node* node = parse_override_value(value_text, wants_string);
+    config_internal::OverrideValue value = config_internal::parse_override_value(value_text, wants_string);
+    if (!value.after.empty()) {
+      error(place, "text after the value: " + quoted_name(value.after) +
+                       " (a --set holds one TOML value; quote a string that holds '#')");
+      return;
+    }
+    override_docs_.push_back(std::move(value.doc));  // owns the node from here
+    const toml::node* node = override_docs_.back().get("v");
     if (map_info) {
       map_entries_.push_back(MapEntryOverride{map_info, map_entry, node, place});
     } else {
       entries_[name] = Entry{node, place};  // a later --set of the same key wins
     }
-  }
-
-  // The value is TOML ("3", "[\"--x\"]", "\"gloo\""); anything that is not (a bare word, an
-  // address, a path) is taken as a string, as is any value given to a string key.
-  const toml::node* parse_override_value(const std::string& value_text, bool wants_string) {
-    toml::table doc;
-    bool parsed = false;
-    try {
-      doc = toml::parse("v = " + value_text);
-      parsed = doc.size() == 1 && doc.contains("v");
-    } catch (const toml::parse_error&) {
-    }
-    if (!parsed || (wants_string && !doc.get("v")->is_string())) {
-      doc = toml::table{};
-      doc.insert("v", value_text);
-    }
-    override_docs_.push_back(std::move(doc));
-    return override_docs_.back().get("v");
   }
 
   static std::string trim(const std::string& s) {
