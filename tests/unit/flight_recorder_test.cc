@@ -9,6 +9,7 @@
 
 #include "runtime/src/comm/comm_test_hook.h"
 #include "runtime/src/comm/flight_recorder.h"
+#include "testing/fork_ranks.h"
 #include "zdp/comm.h"
 #include "zdp/device.h"
 
@@ -41,6 +42,44 @@ TEST(FlightRecorder, KeepsTheLastCollectivesAndTheOldestUnfinished) {
   ASSERT_TRUE(p.in_flight);
   EXPECT_EQ(p.current.seq, 4u);
   EXPECT_EQ(p.current.count, 5);
+}
+
+// A stuck collective stays the current one however many later ones the ring holds (its
+// slot was overwritten after `capacity` more, and the heartbeat said "between collectives").
+TEST(FlightRecorder, AStuckCollectiveStaysCurrentPastTheRing) {
+  detail::FlightRecorder rec(4);
+  CollectiveDesc stuck = desc(CollectiveOp::kReduceScatter, 7);
+  rec.enqueue(stuck);
+  for (int i = 0; i < 70; ++i) {
+    CollectiveDesc d = desc(CollectiveOp::kAllGather, 3);
+    rec.finished(rec.enqueue(d), true);
+  }
+  const CommProgress p = rec.progress();
+  EXPECT_EQ(p.issued, 71u);
+  EXPECT_EQ(p.completed, 70u);
+  ASSERT_TRUE(p.in_flight);
+  EXPECT_EQ(p.current.seq, 0u);
+  EXPECT_EQ(p.current.op, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(p.current.count, 7);
+}
+
+// A collective that ran and failed stays current: the end its stream's task reports later
+// (finished(seq, false)) and the collectives dropped behind it do not clear it, so the
+// heartbeats until the rank exits still name the collective it waited in.
+TEST(FlightRecorder, ACollectiveThatFailedStaysCurrent) {
+  detail::FlightRecorder rec(8);
+  CollectiveDesc first = desc(CollectiveOp::kAllReduce, 5), second = desc(CollectiveOp::kAllReduce, 6);
+  rec.enqueue(first);
+  rec.enqueue(second);
+  rec.failed(first.seq);
+  rec.finished(first.seq, false);
+  rec.finished(second.seq, false);
+  const CommProgress p = rec.progress();
+  EXPECT_EQ(p.completed, 1u);
+  ASSERT_TRUE(p.in_flight);
+  EXPECT_EQ(p.current.seq, 0u);
+  EXPECT_TRUE(rec.records().front().failed);
+  EXPECT_NE(rec.records().front().ended, detail::FlightRecorder::Clock::time_point());
 }
 
 TEST(FlightRecorder, TheFingerprintDependsOnEveryCollectiveAndItsNumber) {
@@ -157,6 +196,34 @@ TEST(FlightRecorder, ACollectiveItsStreamDroppedIsNotInFlight) {
   EXPECT_EQ(p.issued, 1u);
   EXPECT_FALSE(p.in_flight) << "all_reduce #" << p.current.seq << " still in flight";
   EXPECT_EQ(p.completed, 1u);
+}
+
+// Two Gloo ranks (processes), one of which never calls: the other's all_reduce times out, and its
+// progress still names that all_reduce afterwards (Gloo's run() ended it as finished, and
+// the launcher, reading "between collectives", could not name the rank behind).
+TEST(FlightRecorder, AGlooCollectiveThatTimedOutIsStillTheCurrentOne) {
+  EXPECT_EQ(testing::describe_failures(testing::fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              CommOptions options;
+              options.timeout = std::chrono::milliseconds(500);
+              auto device = create_cpu_device();
+              ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                                   create_gloo_communicator(store, rank, world, *device, options));
+              if (rank == 1) return store.wait({"checked"}, std::chrono::seconds(30));  // never calls
+              ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, device->create_stream("comm"));
+              float x = 1;
+              (void)comm->all_reduce(&x, &x, 1, DType::kF32, ReduceOp::kSum, *stream);
+              const bool timed_out = !stream->synchronize(std::chrono::seconds(30)).ok();
+              const CommProgress p = comm->progress();
+              ZDP_RETURN_IF_ERROR(store.set("checked", "1"));
+              if (!timed_out) return Status(StatusCode::kInternal, "the all_reduce did not fail");
+              if (!p.in_flight || p.current.seq != 0 || p.current.op != CollectiveOp::kAllReduce || p.completed != 0) {
+                return Status(StatusCode::kInternal, "the timed-out all_reduce is no longer named: in_flight " +
+                                                         std::to_string(p.in_flight) + ", completed " +
+                                                         std::to_string(p.completed));
+              }
+              return Status::Ok();
+            })),
+            "");
 }
 
 }  // namespace

@@ -186,7 +186,10 @@ class Communicator {
   // Backends report when a collective begins to run and when it ends, for the flight
   // recorder (without note_started, a collective counts as started when enqueued).
   void note_started(uint64_t seq);
+  // `ok`: it ran; !ok: it was never run (dropped behind an earlier failure).
   void note_finished(uint64_t seq, bool ok);
+  // It ran and failed: the heartbeats keep naming it as the collective this rank is in.
+  void note_failed(uint64_t seq);
   // Gloo's message tag for `desc`: its sequence number and its signature, so that ranks
   // that disagree on a collective never exchange its data (they wait, and the liveness
   // watch names both sides) and that concurrent collectives never share a tag.

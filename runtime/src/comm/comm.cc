@@ -270,6 +270,8 @@ void Communicator::note_started(uint64_t seq) { recorder_->started(seq); }
 
 void Communicator::note_finished(uint64_t seq, bool ok) { recorder_->finished(seq, ok); }
 
+void Communicator::note_failed(uint64_t seq) { recorder_->failed(seq); }
+
 uint32_t Communicator::wire_tag(const CollectiveDesc& desc) {
   const uint64_t sig = desc.signature();
   return static_cast<uint32_t>(((desc.seq & 0xffff) << 16) | ((sig ^ (sig >> 16) ^ (sig >> 32) ^ (sig >> 48)) & 0xffff));

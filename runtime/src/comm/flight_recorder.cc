@@ -27,7 +27,7 @@ uint64_t FlightRecorder::enqueue(CollectiveDesc& desc) {
   r = CollectiveRecord{};
   r.desc = desc;
   r.enqueued = Clock::now();
-  unfinished_.insert(desc.seq);
+  unfinished_[desc.seq] = Unfinished{desc, r.enqueued};
   // A sum of terms: order-independent as a sum, yet each term carries its number, so
   // a test hook may amend a term later and swapped collectives still change it.
   fingerprint_ += fingerprint_term(desc);
@@ -41,6 +41,8 @@ void FlightRecorder::amend(uint64_t seq, const CollectiveDesc& desc) {
   fingerprint_ -= fingerprint_term(r->desc);
   fingerprint_ += fingerprint_term(desc);
   r->desc = desc;
+  auto it = unfinished_.find(seq);
+  if (it != unfinished_.end()) it->second.desc = desc;
 }
 
 CollectiveRecord* FlightRecorder::find(uint64_t seq) {
@@ -55,12 +57,25 @@ void FlightRecorder::started(uint64_t seq) {
 
 void FlightRecorder::finished(uint64_t seq, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (unfinished_.erase(seq) == 0) return;
+  auto it = unfinished_.find(seq);
+  if (it == unfinished_.end() || it->second.failed) return;  // ended already, or stays as failed
+  unfinished_.erase(it);
   last_end_ = Clock::now();
   ++completed_;
   if (CollectiveRecord* r = find(seq)) {
     r->ended = last_end_;
     r->failed = !ok;
+  }
+}
+
+void FlightRecorder::failed(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = unfinished_.find(seq);
+  if (it == unfinished_.end() || it->second.failed) return;
+  it->second.failed = true;
+  if (CollectiveRecord* r = find(seq)) {
+    r->ended = Clock::now();
+    r->failed = true;
   }
 }
 
@@ -81,13 +96,10 @@ CommProgress FlightRecorder::progress() const {
   p.idle_s = std::chrono::duration<double>(now - last_end_).count();
   p.fingerprint = fingerprint_;
   if (!unfinished_.empty()) {
-    const uint64_t oldest = *unfinished_.begin();
-    const CollectiveRecord& r = ring_[oldest % ring_.size()];
-    if (r.desc.seq == oldest) {
-      p.in_flight = true;
-      p.current = r.desc;
-      p.current_s = std::chrono::duration<double>(now - r.enqueued).count();
-    }
+    const Unfinished& oldest = unfinished_.begin()->second;
+    p.in_flight = true;
+    p.current = oldest.desc;
+    p.current_s = std::chrono::duration<double>(now - oldest.enqueued).count();
   }
   return p;
 }

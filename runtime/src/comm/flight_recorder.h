@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
-#include <set>
+#include <map>
 #include <vector>
 
 #include "zdp/comm.h"
@@ -24,7 +24,12 @@ class FlightRecorder {
   // Replaces the description of collective `seq` (a test hook changed it after numbering).
   void amend(uint64_t seq, const CollectiveDesc& desc);
   void started(uint64_t seq);
+  // `seq` ended: ran (ok) or was never run (!ok: its stream dropped it).
   void finished(uint64_t seq, bool ok);
+  // `seq` ran and failed (a timeout, a lost peer): it stays the rank's current collective
+  // in progress(), whatever ends later, so that the heartbeats published until the rank
+  // exits still say which collective it was waiting in (NCCL's keep it pending too).
+  void failed(uint64_t seq);
 
   std::vector<CollectiveRecord> records() const;  // oldest first
   uint64_t issued() const {
@@ -40,7 +45,14 @@ class FlightRecorder {
   std::vector<CollectiveRecord> ring_;  // collective s at s % size
   uint64_t issued_ = 0;
   uint64_t completed_ = 0;
-  std::set<uint64_t> unfinished_;
+  // Collectives issued and not finished, by number: their own copy, since a stuck one's
+  // ring slot is overwritten once `capacity` later ones are issued.
+  struct Unfinished {
+    CollectiveDesc desc;
+    Clock::time_point enqueued;
+    bool failed = false;
+  };
+  std::map<uint64_t, Unfinished> unfinished_;
   Clock::time_point last_end_;
   uint64_t fingerprint_ = 0;  // over every collective issued so far
 };

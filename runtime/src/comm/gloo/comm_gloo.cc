@@ -223,7 +223,11 @@ class GlooCommunicator final : public Communicator {
     const auto start = Clock::now();
     note_started(desc.seq);
     const Status s = run_guarded(desc, send, recv, shape, ps, start);
-    note_finished(desc.seq, s.ok());
+    if (s.ok()) {
+      note_finished(desc.seq, true);
+    } else {
+      note_failed(desc.seq);
+    }
     return s;
   }
 
