@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "core/internal/cli_range.h"
+#include "core/internal/open_file_limit.h"
 #include "core/internal/usable_cpus.h"
 #include "launcher/launch_plan.h"
 #include "launcher/node_claim.h"
@@ -83,17 +83,6 @@ void install_signal_handlers() {
 }
 
 bool interrupted() { return g_interrupt.load() != 0; }
-
-// The soft limit on open files up to the hard one, for the launcher and (inherited) its
-// ranks: node 0's store holds two connections a rank, and each rank one Gloo connection a
-// peer, so the usual soft limit of 1024 stopped a job of a few hundred ranks with
-// "Too many open files" (torchrun and mpirun leave it to the user; most never raise it).
-void raise_open_file_limit() {
-  rlimit files{};
-  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
-  files.rlim_cur = files.rlim_max;
-  (void)::setrlimit(RLIMIT_NOFILE, &files);
-}
 
 void report_failure(const GroupResult& r) {
   say(r.reason);
@@ -178,7 +167,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     say(lifeline.status().message());
     return 2;
   }
-  raise_open_file_limit();
+  zdp::raise_open_file_limit();  // for the launcher and, inherited, its ranks
   std::error_code ec;
   std::filesystem::create_directories(config->launch.log_dir, ec);
   Status written = zdp::write_config_file(*config, plan->config_file);

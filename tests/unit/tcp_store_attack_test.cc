@@ -1,9 +1,11 @@
 // The TCP store server under attack, in this process (so its threads and memory are this
-// process's): a thousand idle connections, length headers announcing 64 MiB, and a flood
-// of wrong secrets, while clients with the secret keep being served. Each test measures
+// process's): a thousand idle connections, length headers announcing 64 MiB, a flood of
+// wrong secrets and a client that pipelines requests and reads nothing, while clients
+// with the secret keep being served; and a thousand ranks connecting at once. Each test measures
 // what the attack used to cost (a thread per connection, 64 MiB per header, a log line
 // per refusal) and checks it stays bounded.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -176,6 +178,88 @@ TEST(TcpStoreAttack, AFloodOfWrongSecretsIsLoggedInAFewLinesWhileRanksAreServed)
   std::printf("%d wrong secrets refused, %d log lines\n", guesses.load(), lines);
   EXPECT_GT(guesses.load(), 20);
   EXPECT_LE(lines, 2) << "one line and one summary per 10 s at most";
+}
+
+// One frame's payload from a non-blocking `fd`, or an error.
+StatusOr<tcp_store::Response> read_response(int fd, tcp_store::Op op) {
+  std::string payload;
+  ZDP_RETURN_IF_ERROR(tcp_store::read_frame(fd, 128ull << 20, tcp_store::deadline_after(milliseconds(10000)),
+                                            milliseconds(10000), &payload));
+  tcp_store::Response response;
+  ZDP_RETURN_IF_ERROR(tcp_store::decode_response(op, payload, &response));
+  return response;
+}
+
+void send_request(int fd, const tcp_store::Request& r) {
+  ASSERT_TRUE(tcp_store::send_all(fd, tcp_store::encode_request(r), tcp_store::deadline_after(milliseconds(10000))).ok());
+}
+
+// A thousand ranks that connect and send the secret at once all get in. The server
+// accepted them in bursts and read them later, so more than max_unauthenticated (64)
+// accepted in one burst evicted each other with their secrets unread (half of them).
+TEST(TcpStoreAttack, AThousandRanksConnectingAtOnceAreAllLetIn) {
+  raise_fd_limit();
+  auto server = start();
+  ASSERT_NE(server, nullptr);
+  tcp_store::Request auth;
+  auth.op = tcp_store::Op::kAuth;
+  auth.value = kSecret;
+  const std::string frame = tcp_store::encode_request(auth);
+  std::vector<int> fds;
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = raw_connect(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    ASSERT_EQ(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+    fds.push_back(fd);
+  }
+  int let_in = 0;
+  for (const int fd : fds) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    StatusOr<tcp_store::Response> r = read_response(fd, tcp_store::Op::kAuth);
+    if (r.ok() && r->reply == tcp_store::Reply::kOk) ++let_in;
+    ::close(fd);
+  }
+  EXPECT_EQ(let_in, 1000) << "ranks with the secret were evicted as idle connections";
+}
+
+// A client that pipelines gets of a 4 MiB value and reads no reply: the server holds at
+// most ServerLimits::max_unsent_reply_bytes (4 MiB) and one reply of them, and answers
+// the rest, in order, as the client reads (it held every reply: 400 MiB here).
+TEST(TcpStoreAttack, AClientThatReadsNoReplyHoldsAFewMiBOfThem) {
+  auto server = start();
+  ASSERT_NE(server, nullptr);
+  const int fd = raw_connect(server->port());
+  ASSERT_GE(fd, 0);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  tcp_store::Request r;
+  r.op = tcp_store::Op::kAuth;
+  r.value = kSecret;
+  send_request(fd, r);
+  ASSERT_TRUE(read_response(fd, tcp_store::Op::kAuth).ok());
+  const std::string value(4 << 20, 'v');
+  r.op = tcp_store::Op::kSet;
+  r.key = "big";
+  r.value = value;
+  send_request(fd, r);
+  ASSERT_TRUE(read_response(fd, tcp_store::Op::kSet).ok());
+  const long rss_before = status_kib("VmRSS");
+  r.op = tcp_store::Op::kGet;
+  r.value.clear();
+  r.number = 10000;
+  std::string gets;
+  for (int i = 0; i < 100; ++i) gets += tcp_store::encode_request(r);
+  ASSERT_TRUE(tcp_store::send_all(fd, gets, tcp_store::deadline_after(milliseconds(10000))).ok());
+  std::this_thread::sleep_for(milliseconds(1000));
+  const long grown_mib = (status_kib("VmRSS") - rss_before) / 1024;
+  std::printf("RSS grew by %ld MiB for 100 unread replies of 4 MiB\n", grown_mib);
+  EXPECT_LT(grown_mib, 48);
+  for (int i = 0; i < 100; ++i) {
+    StatusOr<tcp_store::Response> got = read_response(fd, tcp_store::Op::kGet);
+    ASSERT_TRUE(got.ok()) << "reply " << i << ": " << got.status().to_string();
+    ASSERT_EQ(got->value.size(), value.size()) << "reply " << i;
+  }
+  ::close(fd);
+  expect_served(server->port(), "after");
 }
 
 }  // namespace

@@ -168,6 +168,20 @@ TEST(TcpStore, ConnectWithoutServerFailsAfterTheTimeoutNamingTheAddress) {
   EXPECT_LT(waited, 2.0);
 }
 
+// A store host whose name does not resolve yet (a Kubernetes pod that is not running:
+// its DNS record comes with it) is waited for until the timeout, as a store that is not
+// listening yet is; it failed at once. `.invalid` never resolves (RFC 2606).
+TEST(TcpStore, AHostThatDoesNotResolveYetIsWaitedForUntilTheTimeout) {
+  const auto start = Clock::now();
+  auto client = TcpStoreClient::connect("zdp-store-not-up-yet.invalid", 29500, milliseconds(1200));
+  const double waited = seconds_since(start);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kTimeout) << client.status().to_string();
+  EXPECT_THAT(client.status().message(), HasSubstr("zdp-store-not-up-yet.invalid:29500"));
+  EXPECT_THAT(client.status().message(), HasSubstr("cannot resolve host"));
+  EXPECT_GE(waited, 1.2);
+}
+
 // A store that accepts and never answers (a stopped or hung host: the kernel completes
 // the TCP handshake from the listen backlog): the secret's answer was awaited a fixed
 // 60 s whatever the connect's timeout, and Ctrl-C (`stop`) went unseen meanwhile.

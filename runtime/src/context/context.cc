@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/internal/open_file_limit.h"
 #include "core/internal/usable_cpus.h"
 #include "kernels/gemm.h"
 #include "runtime/src/context/heartbeat_publisher.h"
@@ -139,6 +140,9 @@ StatusOr<Context> init(const InitOptions& options) {
   ctx.timeout_ = std::chrono::milliseconds(static_cast<int64_t>(ctx.config_.launch.collective_timeout_s * 1000));
 
   if (ctx.env_.store_port != 0) {
+    // A rank started by torchrun or srun has its launcher's soft limit (often 1024): rank 0
+    // hosting the store holds two connections a rank, and every Gloo rank one a peer.
+    raise_open_file_limit();
     if (ctx.env_.rank0_hosts_store && ctx.env_.rank == 0) {
       ZDP_ASSIGN_OR_RETURN(ctx.hosted_store_, host_store(ctx.env_));
     }

@@ -272,8 +272,10 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
         if (auth.code() == StatusCode::kInvalidArgument) return auth;
         last_error = auth.message();
       }
-    } else if (rc == EAI_AGAIN) {
-      last_error = ::gai_strerror(rc);  // a resolver hiccup: worth retrying
+    } else if (rc == EAI_AGAIN || rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_FAIL) {
+      // A resolver hiccup, or a name not (yet) in DNS: a Kubernetes pod's name resolves
+      // only once the pod runs, so ranks that start first wait for it as for the store.
+      last_error = std::string("cannot resolve host: ") + ::gai_strerror(rc);
     } else {
       return Status(StatusCode::kIoError, "store at " + address + ": cannot resolve host: " + ::gai_strerror(rc));
     }

@@ -82,7 +82,7 @@ void ServerCore::receive(Id id, std::string_view bytes, Clock::time_point now) {
 }
 
 void ServerCore::process(Id id, Conn& c, Clock::time_point now) {
-  while (!c.waiting && c.in.size() >= kFrameHeaderBytes) {
+  while (!c.waiting && !held(c) && c.in.size() >= kFrameHeaderBytes) {
     const uint64_t length = frame_length(c.in);
     const uint64_t limit = c.authenticated ? limits_.max_message_bytes : kMaxAuthFrameBytes;
     if (length > limit) {
@@ -104,8 +104,8 @@ void ServerCore::process(Id id, Conn& c, Clock::time_point now) {
     }
     if (!handle(id, c, request, now)) return;
   }
-  // A partial header also starts the frame's clock.
-  if (!c.waiting && !c.in.empty() && c.frame_deadline == Clock::time_point::max()) {
+  // A partial header also starts the frame's clock (a held one's bytes wait for sent()).
+  if (!c.waiting && !held(c) && !c.in.empty() && c.frame_deadline == Clock::time_point::max()) {
     c.frame_deadline = now + limits_.frame_timeout;
   }
 }
@@ -250,13 +250,22 @@ std::vector<std::pair<ServerCore::Id, ConnAction>> ServerCore::take_actions() {
 
 bool ServerCore::reading(Id id) const {
   const auto it = conns_.find(id);
-  return it != conns_.end() && !it->second.waiting;
+  return it != conns_.end() && !it->second.waiting && !held(it->second);
+}
+
+void ServerCore::sent(Id id, Clock::time_point now) {
+  const auto it = conns_.find(id);
+  if (it == conns_.end() || it->second.unsent_reply_bytes == 0) return;
+  it->second.unsent_reply_bytes = 0;
+  process(id, it->second, now);
 }
 
 void ServerCore::closed(Id id) { forget(id); }
 
 void ServerCore::reply(Id id, Op op, const Response& response, bool then_close) {
-  actions_.push_back({id, ConnAction{encode_response(op, response), then_close}});
+  std::string bytes = encode_response(op, response);
+  if (const auto it = conns_.find(id); it != conns_.end()) it->second.unsent_reply_bytes += bytes.size();
+  actions_.push_back({id, ConnAction{std::move(bytes), then_close}});
 }
 
 void ServerCore::refuse(Id id, Conn& c, const std::string& reason, Clock::time_point now) {

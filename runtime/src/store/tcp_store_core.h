@@ -38,6 +38,10 @@ struct ServerLimits {
   size_t max_unauthenticated = 64;                   // then the oldest is evicted
   size_t max_connections = 4096;                     // then new ones are refused
   std::chrono::milliseconds frame_timeout{30000};    // a frame's body after its header
+  // Replies a connection may have queued and not yet sent before its next request waits
+  // for them (a client that pipelines gets of a large value and reads nothing made the
+  // server hold every reply: hundreds of MB).
+  uint64_t max_unsent_reply_bytes = 4ull << 20;
 };
 
 // True when `presented` equals `expected`, in a time that depends only on
@@ -72,8 +76,12 @@ class ServerCore {
   Clock::time_point next_deadline() const;
   // The actions produced since the last call, in order (one id may appear several times).
   std::vector<std::pair<Id, ConnAction>> take_actions();
-  // False while `id` has a request in progress (a get or wait): the socket layer stops
-  // reading it (watching only for a hang-up) until the reply.
+  // The socket layer sent everything queued for `id`: its requests held behind
+  // max_unsent_reply_bytes of replies are handled now.
+  void sent(Id id, Clock::time_point now);
+  // False while `id` has a request in progress (a get or wait), or replies of
+  // max_unsent_reply_bytes or more not yet sent: the socket layer stops reading it
+  // (watching only for a hang-up) until the reply, or until sent().
   bool reading(Id id) const;
 
   size_t connections() const { return conns_.size(); }
@@ -87,6 +95,7 @@ class ServerCore {
     Clock::time_point opened;
     Clock::time_point frame_deadline = Clock::time_point::max();  // set while a frame is partial
     std::string in;  // received bytes not yet handled
+    uint64_t unsent_reply_bytes = 0;  // replied since the socket layer last sent everything
     // A get or wait that waits for keys.
     bool waiting = false;
     // Which wait this is: a wait answered while others are answered in one pass may run
@@ -98,8 +107,10 @@ class ServerCore {
     Clock::time_point wait_deadline;
   };
 
-  // Handles the complete frames in `c.in` until it waits, closes or runs out of bytes.
+  // Handles the complete frames in `c.in` until it waits, is held, closes or runs out of bytes.
   void process(Id id, Conn& c, Clock::time_point now);
+  // Its unsent replies reached max_unsent_reply_bytes: no request is handled until sent().
+  bool held(const Conn& c) const { return c.unsent_reply_bytes >= limits_.max_unsent_reply_bytes; }
   // False when the connection was closed.
   bool handle(Id id, Conn& c, const Request& request, Clock::time_point now);
   bool authenticate(Id id, Conn& c, const Request& request, Clock::time_point now);

@@ -98,6 +98,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void accept_some(Clock::time_point now);
   void on_socket(Id id, uint32_t events, Clock::time_point now);
   void apply(std::vector<std::pair<Id, ConnAction>> actions);
+  void apply_once(std::vector<std::pair<Id, ConnAction>> actions);
   // Sends what is queued; closes the socket when it is done closing or the send failed.
   void flush(Id id);
   // Sets the epoll interest from the socket's state.
@@ -214,6 +215,10 @@ void TcpStoreServerImpl::accept_some(Clock::time_point now) {
     }
     core_.open(id, peer_name(addr), now);
     apply(core_.take_actions());
+    // A rank sends the secret as it connects: read what came, so that it authenticates
+    // now. Left for a later round, many ranks connecting at once (more than
+    // max_unauthenticated in one burst) evicted each other with their secrets unread.
+    on_socket(id, EPOLLIN, now);
   }
 }
 
@@ -249,6 +254,12 @@ void TcpStoreServerImpl::on_socket(Id id, uint32_t events, Clock::time_point now
 }
 
 void TcpStoreServerImpl::apply(std::vector<std::pair<Id, ConnAction>> actions) {
+  // A flush that sends everything lets the core handle requests it held (ServerCore::sent),
+  // whose replies are new actions: until there are none.
+  for (; !actions.empty(); actions = core_.take_actions()) apply_once(std::move(actions));
+}
+
+void TcpStoreServerImpl::apply_once(std::vector<std::pair<Id, ConnAction>> actions) {
   for (auto& [id, action] : actions) {
     const auto it = sockets_.find(id);
     if (it == sockets_.end()) continue;
@@ -289,7 +300,9 @@ void TcpStoreServerImpl::flush(Id id) {
   if (socket.closing) {
     core_.closed(id);
     close_socket(id);
+    return;
   }
+  core_.sent(id, Clock::now());  // its replies are out: requests held behind them go on (apply)
 }
 
 void TcpStoreServerImpl::watch(Id id) {
