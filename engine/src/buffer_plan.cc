@@ -59,6 +59,17 @@ int64_t wire_stride_bytes(int64_t slice, WireQuant quant, CompressScope compress
   return std::max(chunk, (slice * 4 + 15) / 16 * 16);
 }
 
+Status check_layout_for_options(const Layout& layout, const EngineOptions& options) {
+  if (options.deterministic && layout.total_elems() > kernels::kExactMaxElements) {
+    // The exact norm's integers have room for 2^32 squares (kernels/exact_sumsq.h).
+    return Status(StatusCode::kInvalidArgument,
+                  "train.deterministic: the model's " + std::to_string(layout.total_elems()) +
+                      " padded elements exceed the exact gradient norm's limit of " +
+                      std::to_string(kernels::kExactMaxElements));
+  }
+  return Status::Ok();
+}
+
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   const int64_t T = layout.total_elems(), S = layout.shard_elems();
   const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));

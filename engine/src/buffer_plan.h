@@ -88,6 +88,10 @@ int64_t wire_chunk_bytes(int64_t slice, WireQuant quant);
 // peers get it unquantized), a multiple of 16 bytes.
 int64_t wire_stride_bytes(int64_t slice, WireQuant quant, CompressScope compress);
 
+// What `options` cannot do with `layout` that validate() cannot see without it (the
+// deterministic norm's element limit): finalize() and plan_memory() refuse the same.
+Status check_layout_for_options(const Layout& layout, const EngineOptions& options);
+
 // REQUIRES: `layout` made with engine_layout_options(options, world size) and options valid.
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device);
 

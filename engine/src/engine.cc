@@ -4,7 +4,6 @@
 #include "engine/src/engine_impl.h"
 #include "engine/src/host_collective.h"
 #include "engine/src/initial_values.h"
-#include "kernels/exact_sumsq.h"
 #include "zdp/log.h"
 
 namespace zdp {
@@ -22,13 +21,7 @@ Status Engine::Impl::build() {
   StatusOr<Layout> made = make_layout(registry.specs(), engine_layout_options(opt, env.world));
   if (!made.ok()) return made.status().with_context("layout");
   layout = std::move(*made);
-  if (opt.deterministic && layout.total_elems() > kernels::kExactMaxElements) {
-    // The exact norm's integers have room for 2^32 squares (kernels/exact_sumsq.h).
-    return Status(StatusCode::kInvalidArgument,
-                  "train.deterministic: the model's " + std::to_string(layout.total_elems()) +
-                      " padded elements exceed the exact gradient norm's limit of " +
-                      std::to_string(kernels::kExactMaxElements));
-  }
+  ZDP_RETURN_IF_ERROR(check_layout_for_options(layout, opt));
   ZDP_ASSIGN_OR_RETURN(state, OptimizerState::create(env, opt, layout, registry));
   quant = std::make_unique<QuantizedExchange>(env, opt, layout, timeline,
                                               [s = state.get()] { return s->loss_scale(); });

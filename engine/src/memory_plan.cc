@@ -5,6 +5,8 @@
 // accounting of real engines.
 #include "zdp/memory_plan.h"
 
+#include <limits>
+
 #include "engine/src/buffer_plan.h"
 #include "engine/src/zero_memory.h"
 
@@ -12,7 +14,10 @@ namespace zdp {
 
 int64_t ParamDecl::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    // A product past int64 (a shape no layout accepts) saturates instead of wrapping.
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 
@@ -73,6 +78,7 @@ StatusOr<MemoryPlan> plan_memory(const std::vector<ParamDecl>& params, const Eng
   for (const ParamDecl& p : params) specs.push_back(ParamSpec{p.name, p.shape, p.layer});
   StatusOr<Layout> made = make_layout(specs, engine_layout_options(options, world_size));
   if (!made.ok()) return made.status().with_context("plan_memory: layout");
+  ZDP_RETURN_IF_ERROR(check_layout_for_options(*made, options).with_context("plan_memory"));
   return memory_plan_of_layout(*made, options, device);
 }
 

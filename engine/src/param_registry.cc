@@ -120,6 +120,8 @@ std::vector<std::string> option_lines(const EngineOptions& o) {
       "loss_scale = " + num(l.initial) + ", growth every " + i64(l.growth_interval) + " x " + num(l.growth_factor) +
           ", backoff " + num(l.backoff) + ", min " + num(l.min_scale),
       "deterministic = " + flag(o.deterministic),
+      // Sizes stage 3's gather pool, and with it which layer groups stay gathered.
+      "nested_layer_scopes = " + i64(o.nested_layer_scopes),
   };
 }
 

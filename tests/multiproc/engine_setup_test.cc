@@ -128,6 +128,18 @@ TEST(Registration, OptimizerAndAccumulationOptionsThatDifferAreCaught) {
                                                          "rank 1 has optim.nesterov = true"});
             })),
             "");
+  // The nested scopes size stage 3's gather pool, and with it which layers stay gathered:
+  // ranks that differed issued other collectives and hung in the first backward.
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              EngineOptions o = options(3);
+              o.nested_layer_scopes = rank;
+              Engine engine(ctx, o);
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              return expect_contains(engine.finalize(), {"rank 0 has nested_layer_scopes = 0",
+                                                         "rank 1 has nested_layer_scopes = 1"});
+            })),
+            "");
 }
 
 // ---- memory ------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "kernels/grad_check.h"
 #include "zdp/memory_plan.h"
@@ -214,6 +215,23 @@ TEST(BufferPlan, RefusesWhatFinalizeRefuses) {
   const StatusOr<MemoryPlan> twice = plan_memory({{"a", {4}, 0}, {"a", {4}, 0}}, options(1, 64), 2, DeviceKind::kCpu);
   EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(twice.status().message().find("plan_memory: layout"), std::string::npos) << twice.status().to_string();
+  // The deterministic norm's element limit (finalize() refused it; the plan printed one).
+  EngineOptions exact = options(0, int64_t{1} << 30);
+  exact.deterministic = true;
+  const std::vector<ParamDecl> eight_g = {{"w", {int64_t{1} << 17, int64_t{1} << 16}, 0}};  // 2^33 elements
+  const StatusOr<MemoryPlan> too_big = plan_memory(eight_g, exact, 2, DeviceKind::kCpu);
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("plan_memory: train.deterministic: the model's 8589934592 padded elements "
+                                            "exceed the exact gradient norm's limit of 4294967296"),
+            std::string::npos)
+      << too_big.status().to_string();
+  exact.deterministic = false;
+  EXPECT_TRUE(plan_memory(eight_g, exact, 2, DeviceKind::kCpu).ok());
+}
+
+TEST(ParamDecl, NumelSaturatesInsteadOfWrapping) {
+  EXPECT_EQ((ParamDecl{"w", {3, 4}, 0}.numel()), 12);
+  EXPECT_EQ((ParamDecl{"w", {int64_t{1} << 32, int64_t{1} << 32}, 0}.numel()), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ struct ParamDecl {
   std::string name;
   std::vector<int64_t> shape;
   int layer = 0;  // layer group
-  int64_t numel() const;
+  int64_t numel() const;  // INT64_MAX when the product overflows int64 (no layout accepts it)
 };
 
 // Bytes per rank, by buffer; the MemCategory each is accounted under in brackets.
