@@ -215,6 +215,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   // The store is reachable from other machines only when the job spans nodes
   // (runtime/internal/store_bind.h).
   p.bind_host = store_bind_host(p.master_addr, p.nnodes > 1);
+  p.run_id = random_secret().substr(0, 16);
   if (const char* s = env("ZDP_JOB_SECRET"); s != nullptr && *s != '\0') {
     p.secret = s;
     p.secret_origin = "from ZDP_JOB_SECRET";
@@ -346,6 +347,7 @@ std::vector<RankSpec> LaunchPlan::local_ranks(const Config& config, int attempt)
     spec.env["ZDP_CONFIG"] = config_file;
     spec.env["ZDP_JOB_SECRET"] = secret;
     spec.env["ZDP_ATTEMPT"] = std::to_string(attempt);
+    if (!run_id.empty()) spec.env["ZDP_RUN_ID"] = run_id;
     spec.env["ZDP_BACKEND"] = backend == Backend::kNccl ? "nccl" : "gloo";
     spec.env["ZDP_LAUNCHER"] = "dp-launch";  // the store is ours: rank 0 must not host one (launch_env.h)
     out.push_back(std::move(spec));

@@ -1,9 +1,8 @@
 // Checkpoints through dp-train, end to end on real rank processes (CPU, Gloo): a run saved
 // at step 10 with K = 4 at stage 2 and resumed with K = 2 (stage 1) and K = 1 (stage 3)
 // ends at step 20 where the uninterrupted K = 4 run ends; resumed at K = 4, stage 2 it
-// ends there bit for bit. Through dp-launch with launch.max_restarts: a rank killed
-// mid-training, or during a save, restarts the job, which resumes from `latest` and ends
-// bit for bit where the uninterrupted job ends. Wrong or damaged checkpoints are refused.
+// ends there bit for bit. Wrong or damaged checkpoints are refused. Restarts through
+// dp-launch are dp_launch_restart_test.cc.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -23,8 +22,6 @@
 
 #include "testing/checkpoint_tensors.h"
 #include "testing/engine_runs.h"
-#include "testing/free_port.h"
-#include "testing/run_command.h"
 #include "trainer/data/token_file.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/checkpoint.h"
@@ -35,8 +32,6 @@ namespace zdp::trainer {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandRun;
-using testing::run_command;
 
 // Tolerance between runs that differ in world size or stage: the same as
 // engine_equivalence_test's (the gradient sums are grouped differently over ranks and
@@ -357,72 +352,6 @@ TEST_F(CheckpointResume, RanksWhoseTokenFilesDifferOnlyInContentsAreRefusedAtThe
   EXPECT_NE(logs.find("rank 1's training data has as many samples as rank 0's (511) but other contents"),
             std::string::npos) << logs;
   EXPECT_EQ(run.first_step, -1) << "trained on different data";
-}
-
-// ---- Through dp-launch: restarts resume from `latest`.
-
-class DpLaunchRestart : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("zdp_ckpt_restart_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
-    clean_ = new CommandRun(launch("clean", ""));
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-    delete clean_;
-  }
-  // A 2-rank dp-launch job of the test mlp: 20 steps, a checkpoint every 5 under
-  // <dir>/<name>, one restart allowed, `env` as the ranks' extra environment (TOML).
-  static CommandRun launch(const std::string& name, const std::string& env) {
-    const fs::path config = *dir_ / (name + ".toml");
-    std::ofstream(config) << "[launch]\nnproc_per_node = 2\nmax_restarts = 1\nenv = { " << env << " }\n"
-                          << "[model]\nkind = \"mlp\"\nn_layers = 2\nd_model = 32\nvocab_size = 10\n"
-                          << "[train]\nglobal_batch = 16\nmicro_batch = 2\nsteps = 20\nlog_every = 1000\n"
-                          << "deterministic = true\n"
-                          << "[optim]\nlr = 1e-2\nschedule = \"cosine\"\nwarmup_steps = 3\nmin_lr = 1e-3\n"
-                          << "[zero]\nstage = 2\nbucket_mb = 0.01\n"
-                          << "[checkpoint]\ndir = \"" << (*dir_ / name).string() << "\"\nevery_steps = 5\n";
-    return run_command(std::string(ZDP_DP_LAUNCH) + " " + config.string() + " --set launch.log_dir=" +
-                       (*dir_ / (name + "-logs")).string() + " --set launch.master_port=" +
-                       std::to_string(zdp::testing::free_port()) +
-                       " --set launch.program=" + ZDP_DP_TRAIN);
-  }
-  static Tensors final_model(const std::string& name) {
-    return read_tensors((*dir_ / name / "step-20" / "model.safetensors").string());
-  }
-  static fs::path* dir_;
-  static CommandRun* clean_;
-};
-
-fs::path* DpLaunchRestart::dir_ = nullptr;
-CommandRun* DpLaunchRestart::clean_ = nullptr;
-
-TEST_F(DpLaunchRestart, AKilledRankRestartsTheJobWhichResumesFromLatest) {
-  ASSERT_EQ(clean_->exit_code, 0) << clean_->output;
-  const CommandRun r = launch("killed", "ZDP_TRAIN_FAULT = \"rank=1,step=13,attempt=0\"");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("killing this rank after step 13"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "killed" / "step-10").string()), std::string::npos)
-      << r.output;
-  EXPECT_TRUE(bitwise_equal(final_model("killed"), final_model("clean")))
-      << "largest difference " << max_difference(final_model("killed"), final_model("clean"));
-}
-
-// ZDP_CKPT_FAULT (zdp/checkpoint.h) kills rank 1 after it wrote its part of step 10 and
-// before anything was committed: the restarted job finds step-5 as the newest complete
-// checkpoint, ignores the half-written step-10.tmp, and still ends where the clean run ends.
-TEST_F(DpLaunchRestart, ARankKilledDuringASaveLeavesThePreviousCheckpointToResumeFrom) {
-  ASSERT_EQ(clean_->exit_code, 0) << clean_->output;
-  const CommandRun r = launch("in-save", "ZDP_CKPT_FAULT = \"rank=1,at=write,step=10,attempt=0\"");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "in-save" / "step-5").string()), std::string::npos)
-      << r.output;
-  EXPECT_TRUE(bitwise_equal(final_model("in-save"), final_model("clean")))
-      << "largest difference " << max_difference(final_model("in-save"), final_model("clean"));
 }
 
 }  // namespace

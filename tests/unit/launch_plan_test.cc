@@ -178,6 +178,12 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   EXPECT_EQ(ranks[1].env.at("WORLD_SIZE"), "4");
   EXPECT_EQ(ranks[1].env.at("MASTER_ADDR"), "gpu07");
   EXPECT_EQ(ranks[1].env.at("OMP_NUM_THREADS"), "4");
+  // The run's id, the same in every attempt (restarts resume from the run's own checkpoints).
+  EXPECT_EQ(plan->run_id.size(), 16u);
+  EXPECT_EQ(plan->local_ranks(c, 1)[0].env.at("ZDP_RUN_ID"), ranks[0].env.at("ZDP_RUN_ID"));
+  EXPECT_EQ(read_launch_env(fake(ranks[0].env))->run_id, plan->run_id);
+  EXPECT_NE(read_launch_env(fake({{"ZDP_RUN_ID", "a b"}})).status().message().find("ZDP_RUN_ID=\"a b\" is not"),
+            std::string::npos);
   // Nodes may share the log folder: each reads its own resolved config.
   EXPECT_EQ(plan->config_file, "/tmp/x/config.node-1.toml");
   EXPECT_EQ(ranks[1].env.at("ZDP_CONFIG"), "/tmp/x/config.node-1.toml");

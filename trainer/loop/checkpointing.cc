@@ -33,6 +33,8 @@ nlohmann::json field(const nlohmann::json& j, const char* key) {
 }
 
 constexpr char kChoiceError[] = "error:";
+// Rank 0's choice is a path to load as it is, not a step-<N> under each node's own dir.
+constexpr char kChoicePath[] = "path:";
 
 }  // namespace
 
@@ -128,7 +130,35 @@ Checkpointer::Checkpointer(Context& ctx, Engine& engine, const Config& config, C
                            DataIdentity dataset)
     : ctx_(ctx), engine_(engine), config_(config), console_(console), dataset_(std::move(dataset)) {}
 
+bool Checkpointer::restarted() const {
+  return ctx_.launch_env().attempt > 0 && !ctx_.launch_env().run_id.empty() && !config_.checkpoint.dir.empty();
+}
+
+bool Checkpointer::saved_by_this_run(const std::string& path) const {
+  StatusOr<CheckpointInfo> info = read_checkpoint_info(path);
+  if (!info.ok() || info->state.trainer_json.empty()) return false;
+  const nlohmann::json run = field(nlohmann::json::parse(info->state.trainer_json, nullptr, false), "run");
+  return run.is_string() && run.get_ref<const std::string&>() == ctx_.launch_env().run_id;
+}
+
 StatusOr<std::string> Checkpointer::choose() {
+  // A restart continues the run: checkpoint.resume = "never" started it over (and its
+  // saves then replaced this run's), a path went back to where the first attempt began
+  // (refused once keep_last had pruned it). "auto" finds the newest anyway.
+  const CheckpointConfig& c = config_.checkpoint;
+  if (restarted() && c.resume != ResumeMode::kAuto) {
+    StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
+    if (latest.ok() && saved_by_this_run(*latest)) {
+      console_.line("checkpoint: attempt " + std::to_string(ctx_.launch_env().attempt) +
+                    " continues this run from its newest checkpoint, not checkpoint.resume = \"" +
+                    (c.resume == ResumeMode::kNever ? std::string("never") : c.resume_path) + "\"");
+      return latest;
+    }
+  }
+  return choose_as_configured();
+}
+
+StatusOr<std::string> Checkpointer::choose_as_configured() {
   const CheckpointConfig& c = config_.checkpoint;
   switch (c.resume) {
     case ResumeMode::kNever: return std::string();
@@ -156,6 +186,7 @@ StatusOr<int64_t> Checkpointer::latest_step_here() {
   const CheckpointConfig& c = config_.checkpoint;
   StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
   if (!latest.ok() && latest.status().code() == StatusCode::kNotFound) return int64_t{-1};
+  if (latest.ok() && c.resume != ResumeMode::kAuto && !saved_by_this_run(*latest)) return int64_t{-1};
   if (latest.ok()) {
     StatusOr<CheckpointInfo> info = read_checkpoint_info(*latest);
     if (info.ok()) return info->state.step;
@@ -216,7 +247,8 @@ StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
   // Node-local disks: each node has its own copies, and a crash during a save can leave
   // one node a step ahead of another. Every node's local rank 0 reports its newest step,
   // and the job resumes from the newest step every node has (the oldest of those).
-  const bool node_local = c.resume == ResumeMode::kAuto && !c.dir.empty() && c.storage == CheckpointStorage::kPerNode;
+  const bool node_local =
+      (c.resume == ResumeMode::kAuto || restarted()) && !c.dir.empty() && c.storage == CheckpointStorage::kPerNode;
   const int local_world = std::max(1, ctx_.launch_env().local_world_size);
   const int nodes = (K + local_world - 1) / local_world;
   // Nodes of LOCAL_WORLD_SIZE consecutive ranks, as the engine's per-node save needs
@@ -242,15 +274,22 @@ StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
   }
   if (ctx_.rank() == 0) {
     StatusOr<std::string> chosen = node_local ? choose_per_node(key, nodes) : choose();
-    ZDP_RETURN_IF_ERROR(store.set(key, chosen.ok() ? *chosen : kChoiceError + chosen.status().to_string()));
+    // Per-node on a restart before this run saved one: checkpoint.resume's path, as is.
+    const bool as_configured = node_local && chosen.ok() && chosen->empty() && c.resume != ResumeMode::kAuto;
+    if (as_configured) chosen = choose_as_configured();
+    const std::string published = !chosen.ok() ? kChoiceError + chosen.status().to_string()
+                                  : as_configured && !chosen->empty() ? kChoicePath + *chosen
+                                                                       : *chosen;
+    ZDP_RETURN_IF_ERROR(store.set(key, published));
     if (!chosen.ok()) return chosen.status();
-    return node_local && !chosen->empty() ? (fs::path(c.dir) / *chosen).string() : *chosen;
+    return node_local && !as_configured && !chosen->empty() ? (fs::path(c.dir) / *chosen).string() : *chosen;
   }
   ZDP_ASSIGN_OR_RETURN(const std::string chosen, store.get(key, ctx_.collective_timeout()));
   if (chosen.rfind(kChoiceError, 0) == 0) {
     return Status(StatusCode::kAborted,
                   "rank 0 could not choose the checkpoint to resume: " + chosen.substr(sizeof(kChoiceError) - 1));
   }
+  if (chosen.rfind(kChoicePath, 0) == 0) return chosen.substr(sizeof(kChoicePath) - 1);
   // Per-node: the same step-N directory under this node's own checkpoint.dir.
   return node_local && !chosen.empty() ? (fs::path(c.dir) / chosen).string() : chosen;
 }
@@ -295,7 +334,9 @@ Status Checkpointer::save(int64_t step, int64_t data_position, const LossHistory
   CheckpointState state;
   state.step = step;
   state.data_position = data_position;
-  state.trainer_json = trainer_state(config_, dataset_, history).dump();
+  nlohmann::json trainer = trainer_state(config_, dataset_, history);
+  if (!ctx_.launch_env().run_id.empty()) trainer["run"] = ctx_.launch_env().run_id;  // restarts find it (choose)
+  state.trainer_json = trainer.dump();
   SaveOptions options;
   options.keep = config_.checkpoint.keep_last;
   options.storage = config_.checkpoint.storage;

@@ -70,6 +70,9 @@ class Checkpointer {
   // the checkpoint and the others follow it (through the store), so every rank loads the
   // same one; with per-node storage the step every node has (common_resume_step), each
   // node reading its own copy. Errors name the config key and what is wrong.
+  // A restarted attempt (dp-launch's launch.max_restarts) resumes from the newest
+  // checkpoint this run saved (dp-launch's ZDP_RUN_ID in its trainer state), whatever
+  // checkpoint.resume says; as checkpoint.resume says while the run has saved none.
   StatusOr<ResumePoint> resume();
 
   // Saves step `step` (data position `data_position`, the curve so far `history`) under
@@ -78,9 +81,17 @@ class Checkpointer {
   Status save(int64_t step, int64_t data_position, const LossHistory& history);
 
  private:
-  // The checkpoint to load, as rank 0 decides from checkpoint.resume: "" for none.
+  // The checkpoint to load, as rank 0 decides: this run's newest on a restart, else
+  // choose_as_configured(). "" for none.
   StatusOr<std::string> choose();
-  // This node's newest checkpoint step in checkpoint.dir, -1 for none.
+  // The checkpoint checkpoint.resume names: "" for none.
+  StatusOr<std::string> choose_as_configured();
+  // A restart by dp-launch of a run that names itself (ZDP_RUN_ID) and saves checkpoints.
+  bool restarted() const;
+  // Whether the checkpoint in `path` holds this run's ZDP_RUN_ID (false when unreadable).
+  bool saved_by_this_run(const std::string& path) const;
+  // This node's newest checkpoint step in checkpoint.dir, -1 for none (on a restart
+  // that follows another checkpoint.resume than "auto": -1 unless this run saved it).
   StatusOr<int64_t> latest_step_here();
   // Rank 0, per-node storage: "step-<N>" every node has (from the nodes' reports under
   // `key`/node/<n>), "" for none.

@@ -34,6 +34,9 @@ struct LaunchEnv {
   std::string config_path;  // ZDP_CONFIG: the resolved config written by dp-launch
   std::string job_secret;   // ZDP_JOB_SECRET: presented to the store
   int attempt = 0;          // ZDP_ATTEMPT: how many times the launcher restarted the job
+  // ZDP_RUN_ID: dp-launch's run, the same in every attempt (at most 64 letters, digits,
+  // '-' or '_'); "" without one. dp-train marks its checkpoints with it.
+  std::string run_id;
   std::string origin;       // "dp-launch", "torchrun", "RANK/WORLD_SIZE", "slurm" or "single process": for messages
   // Where the job's store is. Under dp-launch (which sets ZDP_LAUNCHER) its node-0
   // launcher hosts it at MASTER_ADDR:MASTER_PORT. Otherwise (torchrun, srun, by hand)

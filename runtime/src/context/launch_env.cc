@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/internal/parse_decimal.h"
+#include "core/internal/printable.h"
 #include "runtime/internal/rank_address.h"
 #include "zdp/tcp_store.h"
 
@@ -97,6 +98,11 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
               std::to_string(kMinJobSecretChars) + " a job secret needs (e.g. $(openssl rand -hex 16))");
   }
   env.integer("ZDP_ATTEMPT", &out.attempt);
+  out.run_id = env.text("ZDP_RUN_ID");
+  if (out.run_id.size() > 64 || out.run_id.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz"
+                                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ-_") != std::string::npos) {
+    env.error("ZDP_RUN_ID=\"" + printable(out.run_id, 64) + "\" is not up to 64 letters, digits, '-' or '_'");
+  }
   const bool dp_launch = env.has("ZDP_LAUNCHER");
   const bool torchrun = env.has("TORCHELASTIC_RUN_ID");
   if (env.has("RANK") || env.has("WORLD_SIZE")) {
