@@ -2,10 +2,13 @@
 // Gloo): another optimizer's state is refused unless only the weights are loaded, damaged
 // checkpoints are refused naming what and where, a rank killed during a save leaves the
 // previous checkpoint loadable, ranks saving different steps and per-node storage on a
-// shared directory are refused. Resumes that work: engine_checkpoint_test.
+// shared directory are refused, and a write that fails on one rank of a per-node save is
+// named on every rank. Resumes that work: engine_checkpoint_test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -267,6 +270,49 @@ TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {
   run.save_root = dir.path();  // local_world 1: two "nodes", one directory
   run.save.storage = CheckpointStorage::kPerNode;
   EXPECT_THAT(run_engine(run).failures, HasSubstr("exit 1"));
+  EXPECT_FALSE(find_latest_checkpoint(dir.path()).ok());
+}
+
+// Per node at stages 1-3 the ranks gather each bucket together (4-5 buckets here). Rank 1
+// cannot write past 256 bytes (RLIMIT_FSIZE: EFBIG, as a full quota or disk would fail):
+// it left the gathers for the write's agreement while rank 0 gathered the next bucket, and
+// dp-launch reported a desync ("all_gather #N ... but rank 1 issued all_reduce #N")
+// without the cause; without dp-launch both waited out the collective timeout.
+TEST(Checkpoint, AWriteThatFailsOnOneRankOfAPerNodeSaveIsNamedOnEveryRank) {
+  TempDir dir, out;
+  const std::string failures = testing::describe_failures(
+      testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
+        ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, K, store, /*local_world=*/2));
+        Engine engine(ctx, options(2));
+        ZDP_ASSIGN_OR_RETURN(testing::TinyMlp model, testing::TinyMlp::create(engine));
+        ZDP_RETURN_IF_ERROR(engine.finalize());
+        ZDP_RETURN_IF_ERROR(model.train_micro<float>(engine, 0, rank * 12, 12).status());
+        ZDP_RETURN_IF_ERROR(engine.step().status());
+        rlimit files{};
+        ::getrlimit(RLIMIT_FSIZE, &files);
+        if (rank == 1) {
+          ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead
+          rlimit small = files;
+          small.rlim_cur = 256;
+          ::setrlimit(RLIMIT_FSIZE, &small);
+        }
+        CheckpointState state;
+        state.step = 1;
+        SaveOptions save;
+        save.storage = CheckpointStorage::kPerNode;
+        StatusOr<std::string> saved = engine.save_checkpoint(dir.path(), state, save);
+        ::setrlimit(RLIMIT_FSIZE, &files);
+        std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
+        return Status::Ok();
+      }));
+  ASSERT_EQ(failures, "");
+  for (int r = 0; r < 2; ++r) {
+    const std::string message = file_bytes(out.path() + "/" + std::to_string(r));
+    EXPECT_THAT(message, HasSubstr("File too large")) << "rank " << r;
+    if (r == 0) {
+      EXPECT_THAT(message, HasSubstr("save_checkpoint: write: rank 1 failed"));
+    }
+  }
   EXPECT_FALSE(find_latest_checkpoint(dir.path()).ok());
 }
 

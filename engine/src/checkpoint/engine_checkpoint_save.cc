@@ -101,9 +101,13 @@ Status check_node_local(const std::string& tmp, const SaveRoles& roles, int node
   return Status::Ok();
 }
 
-// Write: this rank's ranges of the masters and of the optimizer state it keeps.
-Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint::FilePlan& plan,
-                    const SaveFiles& files, int64_t step) {
+// Write: this rank's ranges of the masters and of the optimizer state it keeps. Per node
+// at stages 1-3 the ranks gather every bucket together: a rank whose files, buffer or a
+// write failed still issues every gather, and its failure comes out of agree() (leaving
+// the loop put it in an all-reduce while its peers gathered: a desync that hid the error,
+// or a hang until the collective timeout without dp-launch).
+Status write_ranges(CheckpointParts& c, Store& store, const SaveRoles& roles, const checkpoint::FilePlan& plan,
+                    const SaveFiles& files, int64_t step, const std::string& where) {
   auto opened = [&](const std::string& path, const safetensors::Header& header) -> StatusOr<safetensors::Writer> {
     StatusOr<safetensors::Writer> w = safetensors::Writer::open_existing(path, header);
     if (w.status().code() == StatusCode::kNotFound && !roles.per_node) {
@@ -114,10 +118,13 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
     }
     return w;
   };
-  ZDP_ASSIGN_OR_RETURN(safetensors::Writer model, opened(files.model, plan.model));
-  ZDP_ASSIGN_OR_RETURN(safetensors::Writer optimizer, opened(files.optimizer, plan.optimizer));
-  ZDP_RETURN_IF_ERROR(checkpoint::fault_point("create", c.env.rank, step));
-  ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(c.env));
+  StatusOr<safetensors::Writer> model = opened(files.model, plan.model);
+  StatusOr<safetensors::Writer> optimizer = model.ok() ? opened(files.optimizer, plan.optimizer) : model.status();
+  Status ready = optimizer.status();
+  if (ready.ok()) ready = checkpoint::fault_point("create", c.env.rank, step);
+  StatusOr<checkpoint::FileIo> io = ready.ok() ? checkpoint::FileIo::create(c.env) : ready;
+  const bool gathers = roles.per_node && c.opt.zero.shards_optimizer();
+  if (!gathers) ZDP_RETURN_IF_ERROR(io.status());
 
   const Layout& layout = c.layout;
   const int K = c.env.world;
@@ -127,18 +134,18 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
   // `sources[0]` the masters, then one per state tensor.
   auto write_slice = [&](int b, int s, MemBase base, const std::vector<const float*>& sources) -> Status {
     for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.model)) {
-      ZDP_RETURN_IF_ERROR(io.write(model, p, sources[0]));
+      ZDP_RETURN_IF_ERROR(io->write(*model, p, sources[0]));
     }
     for (size_t i = 0; i < ns; ++i) {
       for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.state[i])) {
-        ZDP_RETURN_IF_ERROR(io.write(optimizer, p, sources[i + 1]));
+        ZDP_RETURN_IF_ERROR(io->write(*optimizer, p, sources[i + 1]));
       }
     }
     return Status::Ok();
   };
   std::vector<const float*> own = {c.state.master()};
   for (const OptimizerState::Moment& t : state) own.push_back(t.buffer->as<float>());
-  if (!roles.per_node || !c.opt.zero.shards_optimizer()) {
+  if (!gathers) {
     // Shared: slice `rank` of every bucket, from this rank's shard (stage 0: the full
     // state every rank holds). Per node at stage 0: the node's share of the slices.
     const MemBase base = c.opt.zero.shards_optimizer() ? MemBase::kShard : MemBase::kFlat;
@@ -149,31 +156,37 @@ Status write_ranges(CheckpointParts& c, const SaveRoles& roles, const checkpoint
     }
   } else {
     // Per node at stages 1-3: each bucket's state is gathered onto every rank (one bucket
-    // at a time), and the local ranks split the writing of its slices.
+    // at a time), and the local ranks split the writing of its slices. Every rank needs its
+    // gather buffer: agreed first, as the files.
     const int64_t elems = layout.max_bucket_elems();
     const int64_t tensors = static_cast<int64_t>(own.size());
-    ZDP_ASSIGN_OR_RETURN(DeviceBuffer gathered, c.env.device.allocate(tensors * elems * 4, MemCategory::kWorkspace));
+    StatusOr<DeviceBuffer> gathered =
+        io.ok() ? c.env.device.allocate(tensors * elems * 4, MemCategory::kWorkspace) : io.status();
+    ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: open",
+                                          gathered.status().with_context(where)));
     std::vector<const float*> bucket_sources;
-    for (int64_t i = 0; i < tensors; ++i) bucket_sources.push_back(gathered.as<float>() + i * elems);
+    for (int64_t i = 0; i < tensors; ++i) bucket_sources.push_back(gathered->as<float>() + i * elems);
+    Status wrote = Status::Ok();
     for (int b = 0; b < c.num_buckets(); ++b) {
       const Bucket& bk = c.bucket(b);
       const int64_t at = layout.shard_offset(b);
       for (int64_t i = 0; i < tensors; ++i) {
-        ZDP_RETURN_IF_ERROR(c.env.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered.as<float>() + i * elems,
+        ZDP_RETURN_IF_ERROR(c.env.comm.all_gather(own[static_cast<size_t>(i)] + at, gathered->as<float>() + i * elems,
                                                   bk.slice_size(), DType::kF32, c.env.exec->comm(), b));
       }
       ZDP_RETURN_IF_ERROR(
           c.env.exec->synchronize(c.env.who + ": save_checkpoint: gather of bucket " + std::to_string(b)));
-      for (int s = 0; s < K; ++s) {
-        if (roles.mine(s)) ZDP_RETURN_IF_ERROR(write_slice(b, s, MemBase::kBucket, bucket_sources));
+      for (int s = 0; s < K && wrote.ok(); ++s) {
+        if (roles.mine(s)) wrote = write_slice(b, s, MemBase::kBucket, bucket_sources);
       }
     }
+    ZDP_RETURN_IF_ERROR(wrote);
   }
   ZDP_RETURN_IF_ERROR(checkpoint::fault_point("write", c.env.rank, step));
-  ZDP_RETURN_IF_ERROR(model.sync());
-  ZDP_RETURN_IF_ERROR(optimizer.sync());
-  ZDP_RETURN_IF_ERROR(model.close());
-  return optimizer.close();
+  ZDP_RETURN_IF_ERROR(model->sync());
+  ZDP_RETURN_IF_ERROR(optimizer->sync());
+  ZDP_RETURN_IF_ERROR(model->close());
+  return optimizer->close();
 }
 
 // Checksums: this rank's share of the chunks (and the headers), read back from disk.
@@ -335,12 +348,14 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
     const int nodes = c.env.world / roles->local_world;
     ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: node-local check",
                                           check_node_local(tmp, *roles, nodes).with_context(where)));
-    if (roles->creator) {
-      ZDP_RETURN_IF_ERROR(checkpoint::remove_tree(tmp + "/node-" + std::to_string(roles->node)));
-    }
+    // The marker's removal is agreed too: a creator that returned here left its peers in
+    // the write's gathers.
+    const Status unmarked =
+        roles->creator ? checkpoint::remove_tree(tmp + "/node-" + std::to_string(roles->node)) : Status::Ok();
+    ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: node marker", unmarked.with_context(where)));
   }
 
-  Status wrote = write_ranges(c, *roles, *plan, files, state.step);
+  Status wrote = write_ranges(c, store, *roles, *plan, files, state.step, where);
   ZDP_RETURN_IF_ERROR(checkpoint::agree(c.env, store, "save_checkpoint: write", wrote.with_context(where)));
 
   std::vector<CheckpointFileInfo> infos;
