@@ -31,8 +31,9 @@ Status write_file_synced(const std::string& path, const std::string& text);
 // Steps of the complete checkpoints under root (step-<N> directories holding state.json),
 // ascending. A missing root has none.
 std::vector<int64_t> complete_steps(const std::string& root);
-// Removes what interrupted saves leave under root: step-<N>.tmp, and step-<N>.old where
-// step-<N> exists (a complete step-<N>.old without it is renamed back to step-<N>).
+// Removes what interrupted saves leave under root: step-<N>.tmp, step-<N>.pruned, and
+// step-<N>.old where step-<N> exists (a complete step-<N>.old without it is renamed back
+// to step-<N>).
 Status remove_leftovers(const std::string& root);
 // Moves root/<tmp_name> to root/step-<step> durably. An existing step-<step> is exchanged
 // with it atomically (renameat2) and then removed; where the file system cannot exchange,
@@ -44,6 +45,8 @@ Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t 
 // resume = "never", or resumed from an older checkpoint, into the same folder): they are
 // neither counted nor removed, so the run keeps its own `keep` checkpoints (they counted
 // and the run's own were removed: keep_last 2 left one of this run's beside two stale).
+// Each is renamed to step-<N>.pruned before its removal, so that a crash in between never
+// leaves a step-<N> with state.json and without its tensors.
 Status prune(const std::string& root, int keep, int64_t latest);
 
 bool is_dir(const std::string& path);

@@ -65,6 +65,22 @@ TEST(CheckpointDirs, LatestLeftoversAndKeep) {
   EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{7, 20}));
   ASSERT_TRUE(checkpoint::prune(root, 1, 20).ok());
   EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-7.pruned"));
+}
+
+// A prune renames the step first: a crash while removing it left step-K with its
+// state.json and without some tensors, counted as complete. What such a crash leaves now
+// (step-K.pruned, whatever is left in it) is not a checkpoint and the next save clears it.
+TEST(CheckpointDirs, AnInterruptedPruneLeavesNoCheckpointBehind) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  make_checkpoint_dir(root, 20);
+  std::filesystem::create_directories(root + "/step-10.pruned");
+  std::ofstream(root + "/step-10.pruned/state.json") << "{}";
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
+  ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-10.pruned"));
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
 }
 
 // keep_last in a folder that holds another run's higher steps (resume = "never", or a run

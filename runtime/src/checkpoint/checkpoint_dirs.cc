@@ -148,8 +148,10 @@ Status remove_leftovers(const std::string& root) {
       ZDP_RETURN_IF_ERROR(sync_dir(root));
       continue;
     }
-    // latest.tmp.<pid>: a write of `latest` that stopped before its rename.
-    if (step_of(name, ".tmp") >= 0 || old_step >= 0 || name.rfind(std::string(kCheckpointLatestFile) + ".tmp.", 0) == 0) {
+    // latest.tmp.<pid>: a write of `latest` that stopped before its rename; step-N.pruned:
+    // a prune that stopped while removing it.
+    if (step_of(name, ".tmp") >= 0 || old_step >= 0 || step_of(name, ".pruned") >= 0 ||
+        name.rfind(std::string(kCheckpointLatestFile) + ".tmp.", 0) == 0) {
       ZDP_LOG(kInfo) << "checkpoint: removing " << root << "/" << name << " (left by an interrupted save)";
       ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + name));
     }
@@ -189,7 +191,14 @@ Status prune(const std::string& root, int keep, int64_t latest) {
   std::vector<int64_t> steps = complete_steps(root);  // ascending
   steps.erase(std::upper_bound(steps.begin(), steps.end(), latest), steps.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
-    ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + checkpoint_dir_name(steps[i])));
+    // Renamed first, atomically, to a name remove_leftovers() clears: a crash in the middle
+    // of the removal left step-K with its state.json and without some tensor files, still
+    // counted as complete (a resume could pick it).
+    const std::string name = checkpoint_dir_name(steps[i]);
+    const std::string doomed = root + "/" + name + ".pruned";
+    if (::rename((root + "/" + name).c_str(), doomed.c_str()) != 0) return io_error("rename " + name + " to " + doomed, errno);
+    ZDP_RETURN_IF_ERROR(sync_dir(root));
+    ZDP_RETURN_IF_ERROR(remove_tree(doomed));
   }
   return Status::Ok();
 }
@@ -200,7 +209,13 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
   const std::vector<int64_t> steps = checkpoint::complete_steps(root);
   if (steps.empty()) {
     std::string why = "no complete checkpoint (step-<N>/state.json) in " + root;
-    if (!checkpoint::is_dir(root)) {
+    if (checkpoint::is_dir(root)) {
+      // A folder that cannot be listed (EACCES, EIO, a stale NFS handle) is not an empty
+      // one: read as "none", resume = "auto" started the run over and moved `latest` back.
+      DIR* d = ::opendir(root.c_str());
+      if (d == nullptr) return checkpoint::io_error("list checkpoint directory " + root, errno);
+      ::closedir(d);
+    } else {
       struct stat st {};
       why = ::stat(root.c_str(), &st) == 0 ? root + " is a file, not a checkpoint directory"
                                            : "checkpoint directory " + root + " does not exist";
