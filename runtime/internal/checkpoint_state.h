@@ -8,7 +8,12 @@
 
 namespace zdp::checkpoint {
 
-// The JSON text of state.json. kInvalidArgument when state.trainer_json does not parse.
+// The largest state.json (or latest) read_small_file() reads, and encode_state() writes:
+// state.json carries the trainer's loss history, and 64 MiB is ~1e6 logged steps.
+inline constexpr int64_t kMaxSmallFileBytes = int64_t{64} << 20;
+
+// The JSON text of state.json. kInvalidArgument when state.trainer_json does not parse,
+// or when the text would be larger than kMaxSmallFileBytes.
 StatusOr<std::string> encode_state(const CheckpointInfo& info);
 // Parses state.json text; `where` (its path) starts every error, which names the field.
 StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string& where);

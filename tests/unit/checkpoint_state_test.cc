@@ -78,6 +78,19 @@ TEST(CheckpointState, RoundTripsEveryField) {
   EXPECT_EQ(back->files[0].header_hash, info.files[0].header_hash);
 }
 
+// A state.json larger than a load reads (read_small_file's 64 MiB) is refused at save:
+// it was written, and every resume of it failed.
+TEST(CheckpointState, OneLargerThanALoadReadsIsRefusedAtSave) {
+  CheckpointInfo info = sample_info();
+  info.files[0].chunk_hashes.assign(static_cast<size_t>(checkpoint::kMaxSmallFileBytes / 16), 7);
+  StatusOr<std::string> text = checkpoint::encode_state(info);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("more than the 67108864 a load reads"), std::string::npos)
+      << text.status().message();
+  info.files[0].chunk_hashes.resize(1000);
+  EXPECT_TRUE(checkpoint::encode_state(info).ok());
+}
+
 TEST(CheckpointState, ErrorsNameTheField) {
   std::string text = checkpoint::encode_state(sample_info()).value();
   auto decode_error = [](const std::string& t) {

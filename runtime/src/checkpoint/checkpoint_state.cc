@@ -228,7 +228,16 @@ StatusOr<std::string> encode_state(const CheckpointInfo& info) {
   // Last, over everything above: a flipped bit anywhere in the file (the step, the data
   // position, a chunk checksum) is found before any field is used.
   j["state_checksum"] = hash_hex(hash_text(j.dump()));
-  return j.dump(1) + "\n";
+  std::string text = j.dump(1) + "\n";
+  // What read_small_file() reads back: a larger one saved and never loaded (a trainer
+  // state of that size, or some 10 TiB of tensors in 4 MiB chunks).
+  if (static_cast<int64_t>(text.size()) > kMaxSmallFileBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  "state.json would be " + std::to_string(text.size()) + " bytes, more than the " +
+                      std::to_string(kMaxSmallFileBytes) + " a load reads (trainer state " +
+                      std::to_string(trainer.size()) + " bytes; raise SaveOptions::chunk_bytes for fewer checksums)");
+  }
+  return text;
 }
 
 StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string& where) {
@@ -295,8 +304,7 @@ StatusOr<CheckpointInfo> decode_state(const std::string& text, const std::string
 }
 
 StatusOr<std::string> read_small_file(const std::string& path) {
-  // state.json carries the trainer's loss history: 64 MiB is ~1e6 logged steps.
-  return read_input_file(path, "checkpoint file", int64_t{64} << 20);
+  return read_input_file(path, "checkpoint file", kMaxSmallFileBytes);
 }
 
 }  // namespace checkpoint
