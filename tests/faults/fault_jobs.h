@@ -213,9 +213,9 @@ inline std::string write_job_config(const std::string& dir, int port, int steps,
   return path;
 }
 
-// The job's collectives (ZDP_TEST_COMM's seq): #0-#5 set it up, then each step issues 15,
-// 8 of training and 7 of its checkpoint save, so collective #6 + 15 (s - 1) starts step s.
-inline constexpr uint64_t kSaveCollectives = 7;
+// The job's collectives (ZDP_TEST_COMM's seq): #0-#5 set it up, then each step issues 14,
+// 8 of training and 6 of its checkpoint save, so collective #6 + 14 (s - 1) starts step s.
+inline constexpr uint64_t kSaveCollectives = 6;
 inline uint64_t first_of_step(int step) { return 6 + (8 + kSaveCollectives) * static_cast<uint64_t>(step - 1); }
 
 // A job whose rank 0 was stopped (SIGSTOP) while rank 1 timed out waiting for it: it

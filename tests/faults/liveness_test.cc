@@ -5,9 +5,9 @@
 // blamed, a slow rank is reported and the job finishes, and every kind of desync is
 // named with both ranks' collectives within seconds, never a hang.
 //
-// The job (tests/faults/fault_jobs.h) issues 15 collectives per step: #6 + 15 (s - 1)
+// The job (tests/faults/fault_jobs.h) issues 14 collectives per step: #6 + 14 (s - 1)
 // starts step s with three reduce-scatters (tags 2, 1, 0), then the gradient statistics
-// all-reduce, three all-gathers, the loss all-reduce and seven of the checkpoint save.
+// all-reduce, three all-gathers, the loss all-reduce and six of the checkpoint save.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -4,7 +4,7 @@
 // the launcher's plan for NCCL ranks, each rank on its own device (LOCAL_RANK), the NCCL
 // unique id through the TCP store between processes, and the failure paths of
 // tests/faults/liveness_test.cc, which no lent machine (one GPU each) has run. The job is
-// tests/faults/fault_jobs.h's MLP (15 collectives a step, #6 + 15 (s - 1) starting step s).
+// tests/faults/fault_jobs.h's MLP (14 collectives a step, #6 + 14 (s - 1) starting step s).
 #include <gtest/gtest.h>
 
 #include <filesystem>
