@@ -265,9 +265,13 @@ int run_plan(const PlanArgs& a) {
   std::string gpu_table;
   if (spec) {
     in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
-    // The configured ranks per node (one per GPU; "auto": every GPU of the node), which
-    // may leave GPUs of a node idle: the links are shared by the ranks that run.
-    in.ranks_per_node = local;
+    // Ranks per node for every planned world: --gpus-per-node when given; else a job of
+    // several nodes keeps its configured ranks per node (which may leave GPUs of a node
+    // idle: the links are shared by the ranks that run), and a one-node config (a job on
+    // one GPU planned for a cluster) the table's node of G GPUs. The config's own ranks
+    // per node were used for every world: gpt2-124m's one planned each rank as a node of
+    // its own, over InfiniBand, and --gpus-per-node did nothing.
+    in.ranks_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : config->launch.nnodes > 1 ? local : spec->gpus_per_node;
     in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
                      "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
     const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;

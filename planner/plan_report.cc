@@ -25,9 +25,9 @@ std::string mib(double bytes) {
 constexpr double kStepTie = 0.01;
 
 // The lowest stage that fits whose predicted step is within kStepTie of the fastest that
-// fits. Where the optimizer's time is not modelled, lower stages send less or the same and
-// wait less for it, so that is the lowest stage that fits; where it is (GPU plans), a
-// higher stage's sharded optimizer step can outweigh its extra communication.
+// fits. A higher stage can be faster by its sharded optimizer step (GPU plans model it) or
+// by sending less: stage 0 all-reduces in the reduce dtype (fp32 by default) what the
+// reduce-scatter and all-gather of stages 1-2 send partly in the compute dtype (bf16).
 // `compressed`: the config quantizes its communication, which stage 0 cannot (it is
 // planned uncompressed), so the recommendation starts at stage 1.
 std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
@@ -68,9 +68,16 @@ std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
   if (pick != lowest) {
     std::snprintf(t, sizeof(t), " (predicted %.1f ms per step; stage %d %.1f ms, stage 3 %.1f ms).",
                   s.time.step_s * 1e3, lowest->stage, lowest->time.step_s * 1e3, w.stages[3].time.step_s * 1e3);
+    // Say what makes it faster: its share of the optimizer step, its communication (stage
+    // 0's fp32 all-reduce of bf16 gradients sends more than a reduce-scatter's), or both.
+    const bool less_optimizer = s.time.optimizer_s < lowest->time.optimizer_s;
+    const bool less_waiting = s.time.exposed_comm_s < lowest->time.exposed_comm_s;
+    const std::string because = less_optimizer && less_waiting ? "its 1/K share of the optimizer step and less exposed communication"
+                                : less_optimizer                ? "its 1/K share of the optimizer step, with its communication"
+                                                                : "less exposed communication";
     return "stage " + std::to_string(s.stage) + ", the lowest stage that fits within 1% of the fastest (" +
-           format_bytes(s.total) + " of " + format_bytes(memory) + " per rank): faster than the stages below it by its 1/K share of the " +
-           "optimizer step, with its communication" + t;
+           format_bytes(s.total) + " of " + format_bytes(memory) + " per rank): faster than stage " +
+           std::to_string(lowest->stage) + " by " + because + t;
   }
   std::string why = "stage " + std::to_string(s.stage) + ", the lowest stage " +
                     (compressed ? "with compressed communication " : "") + "that fits (" + format_bytes(s.total) +
@@ -78,8 +85,8 @@ std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
   if (s.stage > 0 && !(compressed && s.stage == 1)) {
     why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
   }
-  why += compressed ? "): stage 0 all-reduces uncompressed; from stage 1 lower stages send less or the same"
-                    : "): lower stages send less or the same and wait less for it";
+  why += compressed ? "): stage 0 all-reduces uncompressed; no stage that fits is more than 1% faster"
+                    : "): no stage above it is more than 1% faster";
   if (s.stage == 3) return why + ".";
   std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,
                 w.stages[3].time.step_s * 1e3);

@@ -236,6 +236,15 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   r = plan({configs + "gpu-gpt2.toml", "--gpu", "h200", "--set", "launch.nproc_per_node=auto"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("world size 8 (configured)"), std::string::npos) << r.output;
+  // Nodes of --gpus-per-node GPUs, and --nodes N of them; without the flag, the table's 8
+  // for a one-node config. The config's own ranks per node (1 in gpt2-124m) were used:
+  // every rank planned as a node of its own, over InfiniBand, whatever the flags said.
+  r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--gpus-per-node", "4", "--nodes", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  4 ranks per node on that link"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("world size 8: "), std::string::npos) << r.output;
+  r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--world", "16"});
+  EXPECT_NE(r.output.find("  8 ranks per node on that link"), std::string::npos) << r.output;
   // No stage fits: the message names the smallest (here stage 0), not stage 3.
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--device-memory", "9500MiB"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

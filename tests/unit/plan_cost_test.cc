@@ -169,6 +169,18 @@ TEST(PlanReport, RecommendsTheLowestStageWithinOnePercentOfTheFastest) {
               1e-9);
   EXPECT_NE(w.reason.find("stage 1, the lowest stage that fits within 1% of the fastest"), std::string::npos)
       << w.reason;
+  EXPECT_NE(w.reason.find("by its 1/K share of the optimizer step"), std::string::npos) << w.reason;
+  // bf16 compute, fp32 reduction, no optimizer time, a slow link: stage 0's fp32
+  // all-reduce sends 4/3 of stage 1's bytes, and stage 1 wins by that alone (the reason
+  // said "its 1/K share of the optimizer step", which was 0 here).
+  Config bf16 = *config;
+  bf16.model.dtype = DType::kBF16;
+  in.optimizer_s = 0;
+  in.link = {10e-6, 1e6, "test"};
+  const WorldPlan slow = build_plan_report(bf16, "quickstart.toml", in).value().worlds[0];
+  EXPECT_NEAR(slow.stages[0].time.sent_bytes / slow.stages[1].time.sent_bytes, 4.0 / 3.0, 1e-2);
+  EXPECT_EQ(slow.recommended, 1) << slow.reason;
+  EXPECT_NE(slow.reason.find("faster than stage 0 by less exposed communication"), std::string::npos) << slow.reason;
 }
 
 TEST(AmdahlFit, RecoversAKnownSerialFraction) {
