@@ -145,7 +145,7 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   KernelCost adam{s.adamw ? region_name(KernelRegion::kAdamW) : "sgd", 1, 0, psi * (state_bytes + 4 + e), 0.0, "",
                   eff.host_kernel_s, true, KernelRegion::kAdamW};
   adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
-  p.kernels.push_back(adam);
+  if (s.optimizer) p.kernels.push_back(adam);
 
   for (const KernelCost& k : p.kernels) {
     p.busy_s += k.time_s;

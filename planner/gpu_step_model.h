@@ -62,7 +62,8 @@ struct GptShape {
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0;
   int64_t micro_batch = 1, accum_steps = 1;
   int64_t elem_bytes = 2;  // 2 for bf16/fp16, 4 for fp32 (then fp32_flops is the peak)
-  int64_t params = 0;      // psi, for the optimizer's traffic
+  int64_t params = 0;      // psi: the optimizer's traffic, and llm.c's MFU count (6 psi a token)
+  bool optimizer = true;   // false: no optimizer step (a forward + backward timed alone)
   // fp32 state tensors besides the master: 2 for AdamW (m, v), 1 for SGD with momentum, 0
   // without (engine/src/buffer_plan.cc optimizer_moments).
   int64_t optimizer_moments = 2;

@@ -38,6 +38,8 @@ constexpr double kInterNodeAlphaS = 20e-6;
 // And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
 // of an H100's dense bf16 peak.
 constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
+// A model the per-kernel step model does not cover, on a --gpu part: this share of its peak.
+constexpr double kAssumedGpuEfficiency = 0.4;
 // Of a GPU's memory, what zdp's buffers cannot have: the CUDA context (a few hundred MiB
 // with lazy module loading), the library handles and NCCL's channel buffers. Assumed.
 constexpr int64_t kCudaReservedBytes = int64_t{1} << 30;
@@ -340,8 +342,15 @@ int run_plan(const PlanArgs& a) {
                                          : "predicted per kernel for one " + spec->name +
                                                ", efficiencies calibrated from " + a.from_profile;
     } else {
-      in.flops_per_s = kGpuFlops;
-      in.flops_origin = "assumed (the per-kernel model covers GPT configs only)";
+      // 40% of the part's peak for the config's dtype (a flat 400 TFLOP/s was 20x an
+      // A100's fp32 peak, and made communication look like the whole step).
+      const double peak = config->model.dtype == DType::kF32 ? spec->fp32_flops : spec->bf16_flops;
+      in.flops_per_s = kAssumedGpuEfficiency * peak;
+      char origin[160];
+      std::snprintf(origin, sizeof(origin), "assumed: %.0f%% of --gpu %s's %s peak (the per-kernel model covers GPT "
+                    "configs only; give --flops)", kAssumedGpuEfficiency * 100, spec->name.c_str(),
+                    config->model.dtype == DType::kF32 ? "fp32" : "bf16/fp16");
+      in.flops_origin = origin;
     }
   }
   const int cores = usable_cpu_cores();  // the affinity mask and CPU quota, not the host

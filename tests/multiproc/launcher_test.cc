@@ -245,6 +245,11 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   EXPECT_NE(r.output.find("world size 8: "), std::string::npos) << r.output;
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--world", "16"});
   EXPECT_NE(r.output.find("  8 ranks per node on that link"), std::string::npos) << r.output;
+  // A model the per-kernel model does not cover: 40% of the part's peak in its dtype (a
+  // flat 400 TFLOP/s was 20x an A100's fp32 peak).
+  r = plan({configs + "mlp-cpu.toml", "--gpu", "a100-40g", "--set", "launch.backend=nccl"});
+  EXPECT_NE(r.output.find("compute 7.8e+03 GFLOP/s per rank (assumed: 40% of --gpu a100-40g's fp32 peak"),
+            std::string::npos) << r.output;
   // No stage fits: the message names the smallest (here stage 0), not stage 3.
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--device-memory", "9500MiB"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

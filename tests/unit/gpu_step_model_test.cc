@@ -198,6 +198,16 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   EXPECT_LT(fused.step_s, p.step_s);
   EXPECT_LT(fused.launches, p.launches);
   EXPECT_GT(fused.mfu, p.mfu);
+  // llm.c's count, 6 psi + 6 L T d a token (803.5M), is 0.940 of ours (docs/gpu-notes.md).
+  EXPECT_NEAR(fused.mfu_llmc / fused.mfu, (6.0 * 124475904 + 6.0 * 12 * 1024 * 768) / 854654976.0, 1e-12);
+  EXPECT_NEAR(fused.mfu_llmc / fused.mfu, 0.940, 0.001);
+  // A forward + backward alone (gpt_gpu_bench): no optimizer row, llm.c's count kept (the
+  // bench dropped psi to drop the optimizer, and its llm.c MFU read 3% for 42%).
+  s.optimizer = false;
+  const GpuStepPrediction alone = predict_gpt_step(s, *h200);
+  EXPECT_EQ(alone.kernels.size() + 1, fused.kernels.size());
+  EXPECT_LT(alone.step_s, fused.step_s);
+  EXPECT_NEAR(alone.mfu_llmc / alone.mfu, 0.940, 0.001);
 }
 
 // Launch i issued at h_i = h_(i-1) + c_i starts at max(h_i, end of launch i-1): one launch
