@@ -16,7 +16,9 @@ StatusOr<std::string> write_json_lines(const std::string& dir, const std::string
   if (ec) return Status(StatusCode::kIoError, "cannot create " + dir + ": " + ec.message());
   const std::string path = (fs::path(dir) / name).string();
   std::string text;
-  for (const nlohmann::json& line : lines) text += line.dump() + "\n";
+  // Paths and names from outside may hold bytes that are not UTF-8 (a Latin-1 file name):
+  // replaced (U+FFFD), as dump() threw on them and the plan ended in abort().
+  for (const nlohmann::json& line : lines) text += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   ZDP_RETURN_IF_ERROR(write_file_atomically(path, text, "report"));
   return path;
 }

@@ -5,12 +5,27 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/internal/utf8.h"
+
 namespace zdp::plot {
 
 std::string escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char ch : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    // A byte that starts no valid UTF-8 sequence (a Latin-1 file name) made an SVG XML
+    // parsers refuse ("not proper UTF-8"): '?' instead. A valid sequence is copied whole.
+    if (static_cast<unsigned char>(ch) >= 0x80) {
+      const size_t n = utf8_sequence_length(text, i);
+      if (n == 0) {
+        out += '?';
+      } else {
+        out.append(text, i, n);
+        i += n - 1;
+      }
+      continue;
+    }
     switch (ch) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

@@ -66,7 +66,7 @@ std::string chrome_trace(const std::vector<RankProfile>& ranks, int world_size) 
       }
     }
   }
-  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace zdp::profile

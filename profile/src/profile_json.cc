@@ -29,7 +29,7 @@ std::string rank_to_json(const RankProfile& profile) {
                      {"memory", memory},
                      {"memory_total", {s.memory_total.current_bytes, s.memory_total.peak_bytes}}});
   }
-  return json{{"rank", profile.rank}, {"host", profile.host}, {"steps", steps}}.dump();
+  return json{{"rank", profile.rank}, {"host", profile.host}, {"steps", steps}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {

@@ -283,9 +283,11 @@ StatusOr<ProfileSummary> Profiler::finish() {
   std::string lines;
   for (const RankProfile& r : ranks) {
     const double origin = profile::time_origin(ranks, r);
-    for (const StepProfile& s : r.steps) lines += profile::step_line(s, r.rank, in.world_size, origin).dump() + "\n";
+    for (const StepProfile& s : r.steps) {
+      lines += profile::step_line(s, r.rank, in.world_size, origin).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
   }
-  lines += profile::summary_line(*summary, paths).dump() + "\n";
+  lines += profile::summary_line(*summary, paths).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   ZDP_RETURN_IF_ERROR(m.write_file(paths.jsonl, lines));
   if (m.opt.out != nullptr) {
     const std::string text = profile::format_summary(*summary, paths);

@@ -250,6 +250,13 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   r = plan({configs + "mlp-cpu.toml", "--gpu", "a100-40g", "--set", "launch.backend=nccl"});
   EXPECT_NE(r.output.find("compute 7.8e+03 GFLOP/s per rank (assumed: 40% of --gpu a100-40g's fp32 peak"),
             std::string::npos) << r.output;
+  // A config path that is not UTF-8: the plan's JSON lines replace the byte (dump() threw,
+  // and the plan ended in abort() with no plan.jsonl).
+  const fs::path latin1 = dir_ / "plan-caf\xe9.toml";
+  fs::copy_file(configs + "quickstart.toml", latin1, fs::copy_options::overwrite_existing);
+  r = plan({latin1.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "plan-checks" / "plan.jsonl")) << r.output;
   // No stage fits: the message names the smallest (here stage 0), not stage 3.
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--device-memory", "9500MiB"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

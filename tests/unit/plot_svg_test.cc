@@ -241,6 +241,9 @@ TEST(PlotSvg, EscapedTextIsValidXmlText) {
   EXPECT_EQ(plot::escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
   EXPECT_EQ(plot::escape(std::string("host\x1b[2J\x07\0x", 11)), "host?[2J??x");
   EXPECT_EQ(plot::escape("tab\tline\n"), "tab\tline\n");
+  // A byte that starts no UTF-8 sequence (a Latin-1 file name) becomes '?'; XML parsers
+  // refused the SVG. Valid sequences stay whole.
+  EXPECT_EQ(plot::escape("caf\xe9 \xc3\xa9 \xe2\x9c\x93 \xc3"), "caf? \xc3\xa9 \xe2\x9c\x93 ?");
 }
 
 }  // namespace

@@ -68,7 +68,8 @@ std::string run_summary_path(const Config& config) {
 }
 
 Status write_run_summary(const std::string& path, const nlohmann::json& summary) {
-  return write_text_file(path, summary.dump(2) + "\n");
+  // Paths may hold bytes that are not UTF-8: replaced (U+FFFD) instead of a throw.
+  return write_text_file(path, summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {
