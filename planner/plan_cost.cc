@@ -14,15 +14,137 @@ double ring_s(double bytes, int world_size, int steps, const LinkModel& link) {
   return steps * (link.alpha_s + bytes / world_size / link.beta_bytes_per_s);
 }
 
-// Stage 3: one pass over the layer groups in `order`, each gathered before its compute
-// and prefetched one group ahead: the first gather is exposed, each later one only by
-// what the previous group's compute does not cover.
-double exposed_gathers(const std::vector<double>& gather_s, const std::vector<double>& compute_s) {
-  double exposed = 0;
-  for (size_t i = 0; i < gather_s.size(); ++i) {
-    exposed += i == 0 ? gather_s[i] : std::max(0.0, gather_s[i] - compute_s[i - 1]);
+// Stage 3's gathers as the engine issues them (engine/src/param_gatherer.cc), over one
+// step: each micro-batch's layer scopes in the trainer's order (stage3_scopes). Entering
+// a group gathers it unless a buffer still holds it, then prefetches the next `prefetch`
+// groups in the scope's direction while a buffer is free; leaving its last scope releases
+// its buffer, lent again least recently released first (the pool grows by one when every
+// buffer is held, as the engine's). Groups gathered before the step are stale (the
+// optimizer changed them). A gather waits for the compute issued before it and for the
+// stream; a scope's compute waits for its group's gather.
+struct ScopeEvent {
+  enum Kind { kEnter, kExit, kCompute } kind;
+  int group = 0;
+  int direction = 1;  // kEnter: +1 forward, -1 backward (where prefetching goes)
+  double seconds = 0;  // kCompute
+  bool last_backward = false;  // in the last micro-batch's backward (its stream is shared)
+};
+struct Stage3Gathers {
+  std::vector<int64_t> count;  // gathers of each group in the step
+  double exposed_s = 0;        // compute's wait for them
+  double last_pass_s = 0;      // the gathers issued in the last backward
+  double last_exposed_s = 0;   // of exposed_s, the last backward's
+};
+Stage3Gathers simulate_stage3_gathers(const std::vector<ScopeEvent>& events, const std::vector<double>& gather_s,
+                                      int prefetch, int slots) {
+  const int G = static_cast<int>(gather_s.size());
+  Stage3Gathers out;
+  out.count.assign(static_cast<size_t>(G), 0);
+  struct Slot {
+    int key = -1;
+    bool held = false;
+    uint64_t released_at = 0;
+  };
+  std::vector<Slot> pool(static_cast<size_t>(std::max(1, slots)));
+  std::vector<double> ready(static_cast<size_t>(G), 0);
+  std::vector<int> depth(static_cast<size_t>(G), 0);
+  uint64_t clock = 1;
+  double stream = 0, compute = 0, busy = 0;
+  const auto find = [&](int g) {
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (pool[i].key == g) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const auto gather = [&](int g, bool prefetching, bool last) {
+    int pick = -1;
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (!pool[i].held && (pick < 0 || pool[i].released_at < pool[static_cast<size_t>(pick)].released_at)) {
+        pick = static_cast<int>(i);
+      }
+    }
+    if (pick < 0) {
+      if (prefetching) return;
+      pool.push_back(Slot{});
+      pick = static_cast<int>(pool.size()) - 1;
+    }
+    pool[static_cast<size_t>(pick)] = Slot{g, true, 0};
+    stream = std::max(stream, compute) + gather_s[static_cast<size_t>(g)];
+    ready[static_cast<size_t>(g)] = stream;
+    ++out.count[static_cast<size_t>(g)];
+    if (last) out.last_pass_s += gather_s[static_cast<size_t>(g)];
+  };
+  double last_begin = -1, last_busy = 0;
+  for (const ScopeEvent& e : events) {
+    if (e.last_backward && last_begin < 0) last_begin = compute, last_busy = busy;
+    const size_t g = static_cast<size_t>(e.group);
+    if (e.kind == ScopeEvent::kCompute) {
+      compute += e.seconds;
+      busy += e.seconds;
+    } else if (e.kind == ScopeEvent::kEnter) {
+      if (depth[g]++ == 0) {
+        const int cached = find(e.group);
+        if (cached >= 0) {
+          pool[static_cast<size_t>(cached)].held = true;
+        } else {
+          gather(e.group, false, e.last_backward);
+        }
+        compute = std::max(compute, ready[g]);
+      }
+      for (int k = 1; k <= prefetch; ++k) {
+        const int next = e.group + e.direction * k;
+        if (next < 0 || next >= G) break;
+        const int held = find(next);
+        if (held >= 0) {
+          pool[static_cast<size_t>(held)].held = true;
+        } else {
+          gather(next, true, e.last_backward);
+        }
+      }
+    } else if (--depth[g] == 0) {
+      const int slot = find(e.group);
+      if (slot >= 0) pool[static_cast<size_t>(slot)].held = false, pool[static_cast<size_t>(slot)].released_at = clock++;
+    }
   }
-  return exposed;
+  out.exposed_s = compute - busy;
+  if (last_begin >= 0) out.last_exposed_s = (compute - last_begin) - (busy - last_busy);
+  return out;
+}
+
+// One step's layer scopes: per micro-batch, groups 0..G-1 forward and G-1..0 backward, each
+// scope holding its group's share of the compute; or dp-train's GPT's (trainer/models/
+// gpt.cc): the head's group (G-1) entered for the backward with the tied embedding's (0)
+// nested inside it for the LM head's forward and backward (their shares), the blocks
+// (1..G-2) forward and backward, the embedding's lookups (nothing) at either end.
+std::vector<ScopeEvent> stage3_scopes(const StepWork& w, const std::vector<double>& forward,
+                                      const std::vector<double>& backward) {
+  const int G = static_cast<int>(forward.size());
+  std::vector<ScopeEvent> ev;
+  auto scope = [&](int g, int dir, double seconds, bool last) {
+    ev.push_back({ScopeEvent::kEnter, g, dir, 0, last});
+    ev.push_back({ScopeEvent::kCompute, g, dir, seconds, last});
+    ev.push_back({ScopeEvent::kExit, g, dir, 0, last});
+  };
+  for (int64_t m = 0; m < w.accum_steps; ++m) {
+    const bool last = m + 1 == w.accum_steps;
+    if (w.gpt_scopes && G >= 3) {
+      scope(0, 1, 0, false);
+      for (int g = 1; g < G - 1; ++g) scope(g, 1, forward[static_cast<size_t>(g)], false);
+      const double head = forward[0] + forward[static_cast<size_t>(G - 1)] + backward[0] +
+                          backward[static_cast<size_t>(G - 1)];
+      ev.push_back({ScopeEvent::kEnter, G - 1, -1, 0, last});
+      ev.push_back({ScopeEvent::kEnter, 0, 1, 0, last});
+      ev.push_back({ScopeEvent::kCompute, 0, 1, head, last});
+      ev.push_back({ScopeEvent::kExit, G - 1, -1, 0, last});
+      ev.push_back({ScopeEvent::kExit, 0, 1, 0, last});
+      for (int g = G - 2; g >= 1; --g) scope(g, -1, backward[static_cast<size_t>(g)], last);
+      scope(0, -1, 0, last);
+    } else {
+      for (int g = 0; g < G; ++g) scope(g, 1, forward[static_cast<size_t>(g)], false);
+      for (int g = G - 1; g >= 0; --g) scope(g, -1, backward[static_cast<size_t>(g)], last);
+    }
+  }
+  return ev;
 }
 
 // Ranks per node and nodes of a world of K on `links` (one node: g = K, n = 1).
@@ -149,30 +271,37 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
   } else if (w.stage == 3) {
     double elems = 0;
     for (int64_t e : w.group_elems) elems += static_cast<double>(e);
-    std::vector<double> gather, forward, backward;
+    std::vector<double> gather, forward, backward, bytes, inter_bytes;
     const double sent = p.sent_bytes, inter = p.inter_sent_bytes;
     for (int64_t e : w.group_elems) {
+      const double sent_before = p.sent_bytes, inter_before = p.inter_sent_bytes;
       gather.push_back(exchange(static_cast<double>(e), w.gather_all_to_all, w.gather_bytes, w.gather_bytes_intra, 1));
+      bytes.push_back(p.sent_bytes - sent_before);
+      inter_bytes.push_back(p.inter_sent_bytes - inter_before);
       const double share = elems > 0 ? static_cast<double>(e) / elems : 0.0;
       forward.push_back(micro_s / 3.0 * share);
       backward.push_back(backward_s * share);
     }
-    // Every group is gathered twice (forward, backward) in every micro-batch.
-    const double times = 2.0 * static_cast<double>(w.accum_steps);
-    p.sent_bytes = sent + times * (p.sent_bytes - sent);
-    p.inter_sent_bytes = inter + times * (p.inter_sent_bytes - inter);
-    const double passes = static_cast<double>(w.accum_steps);
-    double one_pass = 0;
-    for (double g : gather) one_pass += g;
-    p.gather_s = 2.0 * passes * one_pass;
-    std::vector<double> gather_rev(gather.rbegin(), gather.rend()), backward_rev(backward.rbegin(), backward.rend());
-    const double backward_gathers = exposed_gathers(gather_rev, backward_rev);
-    gather_exposed = passes * (exposed_gathers(gather, forward) + backward_gathers);
+    // As the engine gathers: a group still held from the pass before is not gathered
+    // again (the turn from forward to backward, and from one micro-batch to the next),
+    // so not every group twice a micro-batch; prefetch_layers 0 hides nothing.
+    const int G = static_cast<int>(gather.size());
+    const int slots = w.gather_slots > 0 ? w.gather_slots : std::min(G, 1 + std::min(w.prefetch_layers, G - 1));
+    const Stage3Gathers sim = simulate_stage3_gathers(stage3_scopes(w, forward, backward), gather,
+                                                      std::max(0, w.prefetch_layers), slots);
+    p.sent_bytes = sent, p.inter_sent_bytes = inter;
+    for (int g = 0; g < G; ++g) {
+      const double n = static_cast<double>(sim.count[static_cast<size_t>(g)]);
+      p.sent_bytes += n * bytes[static_cast<size_t>(g)];
+      p.inter_sent_bytes += n * inter_bytes[static_cast<size_t>(g)];
+      p.gather_s += n * gather[static_cast<size_t>(g)];
+    }
+    gather_exposed = sim.exposed_s;
     // The gathers and the reductions share one communication stream: in the last
-    // backward it carries a pass of gathers and that micro-batch's reductions, and what
+    // backward it carries that pass's gathers and the micro-batch's reductions, and what
     // of both does not fit in the backward is exposed, however each alone would hide.
-    const double shared = std::max(0.0, one_pass + last_reduce_s - backward_s);
-    if (shared > reduce_exposed + backward_gathers) gather_exposed += shared - (reduce_exposed + backward_gathers);
+    const double shared = std::max(0.0, sim.last_pass_s + last_reduce_s - backward_s);
+    if (shared > reduce_exposed + sim.last_exposed_s) gather_exposed += shared - (reduce_exposed + sim.last_exposed_s);
   }
 
   p.small_s = tiered_all_reduce_s(0, K, links);

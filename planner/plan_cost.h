@@ -66,6 +66,13 @@ struct StepWork {
   double leaf_bytes = 4;
   std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
   std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
+  // Stage 3: layer groups gathered ahead of use (zero.prefetch_layers) and the buffers
+  // that hold gathered groups (MemoryPlan::gather_slots; 0: 1 + min(prefetch, G - 1)).
+  int prefetch_layers = 1;
+  int gather_slots = 0;
+  // dp-train's GPT's layer scopes (the tied embedding's group held inside the head's);
+  // otherwise each group's scope forward, then backward (plan_cost.cc stage3_scopes).
+  bool gpt_scopes = false;
   // Bytes per element on the wire: the reduce dtype's, or a quantized chunk's (scales and
   // padding included: ~1.02 for int8, ~0.52 for int4); the parameter gather's: the compute
   // dtype's, or int8's.
@@ -114,11 +121,13 @@ struct StepPrediction {
 //    (a rank receives (K-1) x the bucket) in place of the reduction, hidden as sharded
 //    accumulation's are;
 //  - stages 1-2 all-gather every bucket's parameters after the optimizer: exposed;
-//  - stage 3 gathers each layer group before its forward and again before its backward,
-//    in every micro-batch, prefetched one group ahead: a group's gather hides behind the
-//    previous group's compute, the first group's is exposed; in the last backward the
-//    gathers and the reductions share the one stream, so at least their sum past the
-//    backward is exposed;
+//  - stage 3 gathers a layer group where its scope begins unless a buffer still holds it
+//    (gather_slots buffers, lent again least recently released first: a group used at the
+//    turn from forward to backward, or from one micro-batch to the next, is not gathered
+//    again), and prefetches prefetch_layers groups ahead: a gather waits for the compute
+//    issued before it, so it hides behind the groups before its own (prefetch 0: nothing
+//    hides); in the last backward the gathers and the reductions share the one stream, so
+//    at least their sum past the backward is exposed;
 //  - one latency-bound all-reduce for the gradient norm;
 //  - the optimizer step over the rank's parameters (all at stage 0, 1/K at stages 1-3)
 //    after the last backward, where optimizer_s gives its time (GPU plans of the GPT:

@@ -193,6 +193,9 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.leaf_bytes = c;
       work.bucket_elems = s.memory.bucket_elems;
       work.group_elems = s.memory.group_elems;
+      work.prefetch_layers = eopts->zero.prefetch_layers;
+      work.gather_slots = s.memory.gather_slots;
+      work.gpt_scopes = config.model.kind == ModelKind::kGpt;
       work.reduce_bytes = work.reduce_bytes_intra = r;
       work.gather_bytes = work.gather_bytes_intra = c;
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);

@@ -59,6 +59,7 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.buffers.grad_staging = z.grad_staging.bytes();
   plan.buffers.reduce_staging = z.reduce_staging.bytes();
   plan.buffers.param_gather = z.param_gather.bytes();
+  plan.gather_slots = z.param_gather.count;
   plan.buffers.ordered = z.ordered_gather + z.ordered_partials;
   plan.states.error_feedback = z.error_feedback;
   plan.buffers.wire = z.reduce_wire.bytes() + z.gather_wire.bytes();

@@ -63,22 +63,34 @@ TEST(PredictStep, Stages1And2AddAnExposedAllGather) {
   }
 }
 
-TEST(PredictStep, Stage3GathersTwicePerMicroBatchBehindThePreviousGroup) {
-  // Forward: gather 1 (2.01 ms) exposed, gather 2 behind group 1's 0.5 ms of forward: 1.51.
-  // Backward: 2.01 exposed, then 2.01 - 1 ms = 1.01. Reductions 3.02 as at stage 1.
+// Stage 3 as the engine gathers (engine/src/param_gatherer.cc): two layer groups, two
+// buffers, prefetch 1. Forward: group 1's gather (2.01 ms) exposed, group 2's prefetched
+// behind it and group 1's 0.5 ms of forward: 1.51. Backward finds both still gathered
+// (the old model gathered them again: 4 gathers, 12 MB). Reductions 3.02 as at stage 1.
+TEST(PredictStep, Stage3GathersAsTheEngineDoesBehindThePreviousGroup) {
   const StepPrediction p = predict_step(two_buckets(3), kLink);
-  EXPECT_NEAR(p.gather_s, 4 * 2.01e-3, 1e-12);
-  EXPECT_NEAR(p.exposed_comm_s, 3.52e-3 + 3.02e-3 + 3.02e-3 + 20e-6, 1e-12);
-  EXPECT_NEAR(p.sent_bytes, 12e6, 1e-3);  // 3 Psi (K-1)/K x 4 bytes, Psi = 2M
+  EXPECT_NEAR(p.gather_s, 2 * 2.01e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_comm_s, 3.52e-3 + 3.02e-3 + 20e-6, 1e-12);
+  EXPECT_NEAR(p.sent_bytes, 8e6, 1e-3);  // Psi (K-1)/K x 4 bytes reduced, the same gathered
   StepWork accum = two_buckets(3);
-  accum.accum_steps = 2;  // gathered again in every micro-batch; reduced once
-  EXPECT_NEAR(predict_step(accum, kLink).sent_bytes, 20e6, 1e-3);
+  accum.accum_steps = 2;  // the second micro-batch finds both groups still gathered
+  EXPECT_NEAR(predict_step(accum, kLink).sent_bytes, 8e6, 1e-3);
+  // prefetch_layers 0: one buffer, nothing hides. Forward: gather 1 (0 -> 2.01), compute
+  // to 2.51, gather 2 (2.51 -> 4.52), compute to 5.02; backward: group 2 still held (to
+  // 6.02), group 1 gathered again (6.02 -> 8.03), compute to 9.03: 6.03 ms exposed.
+  StepWork none = two_buckets(3);
+  none.prefetch_layers = 0;
+  const StepPrediction q = predict_step(none, kLink);
+  EXPECT_NEAR(q.gather_s, 3 * 2.01e-3, 1e-12);
+  EXPECT_NEAR(q.exposed_comm_s, 6.03e-3 + 3.02e-3 + 20e-6, 1e-12);
+  EXPECT_NEAR(q.sent_bytes, 10e6, 1e-3);
 }
 
-// Stage 3's backward gathers and reductions on one stream: four groups whose gathers
-// (0.45 ms) each hide behind a group's 0.5 ms of backward and whose reductions (0.45 ms)
-// each fit before the next bucket is ready, but not both: 4 x 0.45 + 4 x 0.45 = 3.6 ms
-// in a 2 ms backward. Separately they exposed 0.45 + 0.45 ms; together 1.6.
+// Stage 3's backward gathers and reductions on one stream: four groups, two buffers;
+// backward finds groups 4 and 3 still gathered and gathers 2 and 1 (0.45 ms each, hidden
+// behind a group's 0.5 ms of backward); the reductions (0.45 ms) each fit before the next
+// bucket is ready, but not with the gathers: 2 x 0.45 + 4 x 0.45 = 2.7 ms in a 2 ms
+// backward. Separately they exposed 0.45 + 0 ms; together 0.7.
 TEST(PredictStep, Stage3GathersAndReductionsShareTheStreamInBackward) {
   StepWork w;
   w.stage = 3;
@@ -88,8 +100,8 @@ TEST(PredictStep, Stage3GathersAndReductionsShareTheStreamInBackward) {
   w.flops_per_micro = 3e9;  // 3 ms: forward 0.25 ms a group, backward 0.5
   w.flops_per_s = 1e12;
   const StepPrediction p = predict_step(w, kLink);
-  // Forward 0.45 + 3 x 0.2; backward (gathers, reductions) together 1.8 + 1.8 - 2; the norm.
-  EXPECT_NEAR(p.exposed_comm_s, 1.05e-3 + 1.6e-3 + 20e-6, 1e-12);
+  // Forward 0.45 + 3 x 0.2; backward (gathers, reductions) together 0.9 + 1.8 - 2; the norm.
+  EXPECT_NEAR(p.exposed_comm_s, 1.05e-3 + 0.7e-3 + 20e-6, 1e-12);
 }
 
 TEST(PredictStep, ShardedAccumulationReducesEveryMicroBatch) {

@@ -36,6 +36,7 @@ struct MemoryPlan {
   int64_t shard_elems = 0;   // one rank's slices (padded_elems / world_size)
   std::vector<int64_t> bucket_elems;  // each bucket's padded size, in layout order
   std::vector<int64_t> group_elems;   // stage 3: each layer group's padded size (its buckets), in order
+  int gather_slots = 0;               // stage 3: gathered layer groups held at once (buffers.param_gather's)
   int64_t formula = 0;       // docs/design.md's ZeRO formula for psi (model states; no padding or buffers)
 
   // Bytes of the model states: what the ZeRO formula counts (with the layout's padding).
@@ -54,7 +55,7 @@ struct MemoryPlan {
   struct Buffers {
     int64_t grad_staging = 0;    // [buckets] stages 2-3: 2 buffers of the largest gradient group
     int64_t reduce_staging = 0;  // [buckets] stages 2-3, reduce dtype != compute or accum > 1: 2 buckets
-    int64_t param_gather = 0;    // [buckets] stage 3: 1 + prefetch_layers gathered layer groups
+    int64_t param_gather = 0;    // [buckets] stage 3: gather_slots gathered layer groups
     int64_t ordered = 0;         // [buckets] deterministic mode: world x the largest bucket
                                  // (compute dtype) and the ordered sum's fp32 partials
     int64_t wire = 0;            // [buckets] quantized reduce_dtype / gather_dtype: 2 buffers of a
