@@ -54,6 +54,22 @@ TEST(TokenFile, RoundTripMatchesLlmcLayout) {
   EXPECT_EQ(std::vector<uint16_t>(f->tokens(), f->tokens() + 5), tokens);
 }
 
+// Move assignment over an open file: the old one is unmapped and the path moved in. It
+// ran the destructor first, which ended the path string's lifetime, and the move into it
+// freed its buffer twice (paths longer than the small-string buffer: every real one).
+TEST(TokenFile, MoveAssignmentOverAnOpenFileTakesTheOther) {
+  TempDir dir;
+  ASSERT_TRUE(write_token_file(dir.file("first-file-with-a-long-name.bin"), {1, 2, 3}).ok());
+  ASSERT_TRUE(write_token_file(dir.file("second-file-with-a-long-name.bin"), {7, 8}).ok());
+  StatusOr<TokenFile> a = TokenFile::open(dir.file("first-file-with-a-long-name.bin"));
+  StatusOr<TokenFile> b = TokenFile::open(dir.file("second-file-with-a-long-name.bin"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  *a = std::move(*b);
+  EXPECT_EQ(a->path(), dir.file("second-file-with-a-long-name.bin"));
+  ASSERT_EQ(a->size(), 2);
+  EXPECT_EQ(std::vector<uint16_t>(a->tokens(), a->tokens() + 2), (std::vector<uint16_t>{7, 8}));
+}
+
 TEST(TokenFile, MissingAndMalformedFilesAreNamed) {
   TempDir dir;
   StatusOr<TokenFile> missing = TokenFile::open(dir.file("nope.bin"));

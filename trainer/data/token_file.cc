@@ -30,7 +30,9 @@ Status malformed(const std::string& path, const std::string& why) {
 
 TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
   if (this != &other) {
-    this->~TokenFile();
+    // Unmaps only: the destructor also ended path_'s lifetime, and moving into that string
+    // freed its old buffer twice (a path longer than the small-string buffer).
+    unmap();
     path_ = std::move(other.path_);
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
@@ -40,13 +42,15 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
   return *this;
 }
 
-TokenFile::~TokenFile() {
+void TokenFile::unmap() {
   if (map_ != nullptr) {
     forget_mapping(map_);
     ::munmap(map_, map_bytes_);
   }
   map_ = nullptr;
 }
+
+TokenFile::~TokenFile() { unmap(); }
 
 StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path) {
   if (file_bytes < kTokenFileHeaderBytes) {

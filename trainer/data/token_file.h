@@ -37,6 +37,7 @@ class TokenFile {
 
  private:
   TokenFile() = default;
+  void unmap();
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
