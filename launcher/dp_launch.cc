@@ -260,7 +260,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.attempt = attempt;
     g.console_fd = STDOUT_FILENO;
     g.lifeline_fd = lifeline->read_fd;
-    g.live_status = is_live_terminal(STDOUT_FILENO);
+    g.live_status = zdp::is_live_terminal(STDOUT_FILENO);
     g.watch_progress = plan->hosts_store();  // node 0's launcher shows the whole job
     g.startup_timeout = startup;
     g.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config->launch.heartbeat_timeout_s * 1000));

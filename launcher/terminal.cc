@@ -31,11 +31,6 @@ struct Terminal::Queue {
   bool closing = false;
 };
 
-bool is_live_terminal(int fd) {
-  const char* term = std::getenv("TERM");
-  return ::isatty(fd) == 1 && !(term != nullptr && std::strcmp(term, "dumb") == 0);
-}
-
 Terminal::Terminal(int fd, bool live) : fd_(fd), live_(live), queue_(std::make_shared<Queue>()) {
   // Detached: one blocked on a console nobody reads must not hold the launcher's exit. It
   // owns the queue with this object, so it may outlive it.

@@ -17,6 +17,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/internal/live_terminal.h"  // is_live_terminal: whether to draw the status line
+
 namespace zdp::launcher {
 
 class Terminal {
@@ -49,8 +51,5 @@ class Terminal {
   std::string status_;  // as drawn
   std::shared_ptr<Queue> queue_;
 };
-
-// Whether `fd` is a terminal that can redraw a line (isatty, and TERM is not "dumb").
-bool is_live_terminal(int fd);
 
 }  // namespace zdp::launcher

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include "core/internal/live_terminal.h"
 #include "runtime/internal/job_progress.h"
 
 namespace zdp::trainer {
@@ -17,7 +18,7 @@ std::string si(double v) {
 }
 
 Console::Console(std::FILE* out, bool enabled)
-    : out_(out), enabled_(enabled), interactive_(enabled && ::isatty(::fileno(out)) == 1) {}
+    : out_(out), enabled_(enabled), interactive_(enabled && is_live_terminal(::fileno(out))) {}
 
 void Console::line(const std::string& text) {
   if (!enabled_) return;
@@ -55,6 +56,15 @@ void Console::progress(int64_t done, int64_t total, double eta_s, double last_lo
   bar_shown_ = true;
   std::fflush(out_);
 }
+
+void Console::clear() {
+  if (!bar_shown_) return;
+  std::fputs("\r\033[K", out_);
+  bar_shown_ = false;
+  std::fflush(out_);
+}
+
+Console::~Console() { clear(); }
 
 void Console::finish() {
   if (bar_shown_) std::fputs("\n", out_);

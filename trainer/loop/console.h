@@ -20,8 +20,13 @@ struct StepLine {
 
 class Console {
  public:
-  // Interactive when `out` is a terminal (and rank 0 prints at all).
+  // Interactive when `out` is a live terminal (is_live_terminal: not TERM=dumb) and rank 0
+  // prints at all.
   Console(std::FILE* out, bool enabled);
+  // Erases the bar (a run that ends in an error leaves no bar for its message to follow).
+  ~Console();
+  Console(const Console&) = delete;
+  Console& operator=(const Console&) = delete;
   // Prints a line (above the bar when there is one).
   void line(const std::string& text);
   // "step 20/200 | loss 2.3456 | lr 3.00e-04 | grad norm 1.234 | 12.3k tok/s | 45.6 ms | ETA 1m05s"
@@ -29,6 +34,9 @@ class Console {
   // Redraws the progress bar: done/total steps and the ETA of the rest of the run.
   void progress(int64_t done, int64_t total, double eta_s, double last_loss);
   void finish();
+  // Erases the bar until the next progress(): before a phase whose log lines (stderr, the
+  // same terminal) would otherwise be written after it on its line (a checkpoint, an eval).
+  void clear();
   bool interactive() const { return interactive_; }
 
  private:

@@ -210,6 +210,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ProgressReporter progress(ctx, start_point);
   const auto eval_and_log = [&](int64_t done) -> Status {
     const auto eval_start = Clock::now();
+    console.clear();
     progress.phase("eval");
     // No step counts the evaluation's work (at stage 3 its gathers were the next step's).
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kOutsideBegin));
@@ -340,6 +341,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (options.at_phase) options.at_phase(ctx, done, TrainPhase::kAfterStep);
     if (save_due) {
       const auto save_start = Clock::now();
+      console.clear();  // the save logs on stderr
       progress.phase("checkpoint");
       ZDP_RETURN_IF_ERROR(checkpoints.save(done, sampler.position_of_step(done), summary.history));
       eta.save_done(seconds_since(save_start));
