@@ -61,7 +61,19 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return Status(StatusCode::kIoError, "dp-data: cannot create '" + out_dir + "': " + ec.message());
+  if (train.empty()) {
+    return Status(StatusCode::kInvalidArgument, "dp-data: no training tokens left after --val-fraction " +
+                                                    std::to_string(val_fraction) + " of " + std::to_string(read) +
+                                                    " bytes");
+  }
   ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/train.bin", train));
+  if (val.empty()) {
+    // An empty token file is one llm.c's loader asserts on and dp-train refuses: none.
+    std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), no held-out tokens (--val-fraction %g): no "
+                "val.bin written; byte-level, vocab 256\n",
+                files.size(), out_dir.c_str(), train.size(), val_fraction);
+    return Status::Ok();
+  }
   ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/val.bin", val));
   std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), %s/val.bin (%zu tokens); byte-level, vocab 256\n",
               files.size(), out_dir.c_str(), train.size(), out_dir.c_str(), val.size());
@@ -72,6 +84,10 @@ Status print_info(const std::string& path) {
   trainer::report_mapped_file_faults("dp-data");  // it reads every token of the mapped file
   zdp::StatusOr<trainer::TokenFile> f = trainer::TokenFile::open(path);
   if (!f.ok()) return f.status();
+  if (f->size() == 0) {
+    return Status(StatusCode::kInvalidArgument, "token file '" + path + "': 0 tokens (llm.c's loader and dp-train "
+                                                "refuse an empty file)");
+  }
   const uint16_t* t = f->tokens();
   const uint16_t largest = f->size() > 0 ? *std::max_element(t, t + f->size()) : 0;
   std::printf("%s: llm.c token file v%d, %lld tokens, largest token %u\n", path.c_str(), trainer::kTokenFileVersion,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "testing/run_command.h"
 #include "testing/temp_dir.h"
@@ -137,6 +138,27 @@ TEST(HostileInput, DpDataRefusesATokenCountBeyondTheFormatBeforeAllocating) {
   EXPECT_LT(seconds, 5.0) << r.output;
   struct stat st {};
   EXPECT_NE(::stat((dir.path() + "/s.bin").c_str(), &st), 0);
+}
+
+// --val-fraction 0 wrote a val.bin of 0 tokens, which llm.c's loader asserts on and
+// dp-train refuses, and `dp-data info` reported it as a good file.
+TEST(HostileInput, DpDataWritesNoEmptyTokenFileAndInfoRefusesOne) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/a.txt") << "some text to train on\n";
+  const CommandRun r = bounded(std::string(ZDP_DP_DATA) + " text --out " + dir.path() + "/o --val-fraction 0 " +
+                               dir.path() + "/a.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "no val.bin written")) << r.output;
+  struct stat st {};
+  EXPECT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &st), 0);
+  EXPECT_NE(::stat((dir.path() + "/o/val.bin").c_str(), &st), 0);
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1;
+  std::ofstream(dir.path() + "/empty.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(header.data()), 1024);
+  const CommandRun info = bounded(std::string(ZDP_DP_DATA) + " info " + dir.path() + "/empty.bin");
+  EXPECT_NE(info.exit_code, 0) << info.output;
+  EXPECT_TRUE(contains(info.output, "0 tokens (llm.c's loader and dp-train refuse an empty file)")) << info.output;
 }
 
 }  // namespace

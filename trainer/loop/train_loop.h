@@ -1,8 +1,8 @@
 // dp-train's training loop, on top of zdp::init's Context: builds the engine from the
 // config (EngineOptions::from applies the batch-size LR rule, once), the model and the
 // data, then runs train.steps optimizer steps of accum_steps micro-batches each,
-// evaluating the held-out split before a fresh run's first step, every train.eval_every
-// steps and after the last one. With
+// evaluating the held-out split after the last step and, with train.eval_every > 0,
+// before a fresh run's first step and every train.eval_every steps. With
 // [checkpoint] it resumes from a checkpoint and saves one every checkpoint.every_steps
 // steps and after the last (checkpointing.h).
 #pragma once

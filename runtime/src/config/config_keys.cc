@@ -320,7 +320,7 @@ std::vector<KeyInfo> build_table() {
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
       field("train.eval_every", &C::train, &T::eval_every,
             "steps between held-out evaluations; 0 = only after the last step", at_least(0)),
-      field("train.eval_samples", &C::train, &T::eval_samples, "held-out samples per evaluation, over all ranks", at_least(1)),
+      field("train.eval_samples", &C::train, &T::eval_samples, "held-out samples per evaluation, over all ranks (synthetic data holds out 4096)", at_least(1)),
 
       enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}), "optimizer"),
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", Range{0, kMaxLr, true, false}),
