@@ -19,6 +19,11 @@ constexpr double kMaxDatasheetMultiple = 4.0;
 // The measured regions may exceed the measured step by this factor (the two are timed by
 // different clocks over different steps), no more.
 constexpr double kRegionsOverStep = 1.1;
+// The other end: kernels the model calls compute- or memory-bound (launch-bound ones are
+// left out) that reached less than this share of the datasheet's rate, as a class, are
+// not a GPU's measurement either (regions 1e6 times too slow were taken: "0.0%"
+// efficiencies and a predicted step of 2e9 ms).
+constexpr double kMinImpliedEfficiency = 1e-3;
 
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : (dtype == "bf16" || dtype == "fp16" ? 2 : 0); }
 
@@ -160,6 +165,13 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   for (int cls = 0; cls < kNumEfficiencyClasses; ++cls) {
     const auto i = static_cast<size_t>(cls);
     c.implied[i] = seconds[i] > 0 ? work[i] / seconds[i] : -1;
+    if (c.implied[i] >= 0 && c.implied[i] < kMinImpliedEfficiency) {
+      return Status(StatusCode::kInvalidArgument,
+                    m.dir + "/kernels.json: its " + efficiency_class_name(cls) + " kernels took " +
+                        fmt("%.3g ms", seconds[i] * 1e3) + " per step for work of " + fmt("%.3g ms", work[i] * 1e3) +
+                        " at the " + gpu.name + " datasheet's rate (" + fmt("%.2g%%", 100 * c.implied[i]) +
+                        " of it): not a measurement of this model on this GPU");
+    }
     // Above 100% the byte or FLOP count overstates the work (caches, fusion); the model
     // cannot run faster than the datasheet, so the calibration stops there.
     if (c.implied[i] > 0) set_class(c.calibrated, cls, std::min(1.0, c.implied[i]));

@@ -114,6 +114,19 @@ TEST(ProfileDiff, RefusesAnotherModelOrDevice) {
   m = run("/runs/now");
   m.fused_attention = false;
   EXPECT_TRUE(diff_profiles(m, b).ok());
+  // Ranks and stage where both files say them (version 2): 2 ranks at stage 2 against 1 at
+  // stage 0 set a 1/2 share of AdamW against the whole update.
+  MeasuredKernels b2 = run("/runs/base"), m2 = run("/runs/now");
+  b2.version = m2.version = 2;
+  m2.world_size = 2;
+  d = diff_profiles(m2, b2);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("ranks (world size) is 1 there and 2 here"), std::string::npos)
+      << d.status().to_string();
+  m2.world_size = 1, m2.zero_stage = 2;
+  EXPECT_FALSE(diff_profiles(m2, b2).ok());
+  b2.version = 1;  // the GPU check's older baseline build writes version 1: not compared
+  EXPECT_TRUE(diff_profiles(m2, b2).ok());
 }
 
 }  // namespace
