@@ -10,26 +10,48 @@ namespace zdp::launcher {
 double amdahl_speedup(double s, int k) { return 1.0 / (s + (1.0 - s) / static_cast<double>(k)); }
 
 StatusOr<AmdahlFit> fit_amdahl(const std::vector<std::pair<int, double>>& speedups) {
-  double sxy = 0, sxx = 0;
   AmdahlFit fit;
+  int k_max = 1;
   for (const auto& [k, s] : speedups) {
     if (!(s > 0)) return Status(StatusCode::kInvalidArgument, "Amdahl fit: speed-up " + std::to_string(s) + " at K = " +
                                                                   std::to_string(k) + " is not positive");
     if (k <= 1) continue;
-    const double x = 1.0 - 1.0 / k, y = 1.0 / s - 1.0 / k;
-    sxy += x * y;
-    sxx += x * x;
+    k_max = std::max(k_max, k);
     ++fit.points;
   }
   if (fit.points == 0) return Status(StatusCode::kInvalidArgument, "Amdahl fit: no world size above 1");
-  fit.serial_fraction = sxy / sxx;
-  double se = 0;
-  for (const auto& [k, s] : speedups) {
-    if (k <= 1) continue;
-    const double d = amdahl_speedup(fit.serial_fraction, k) - s;
-    se += d * d;
+  const auto squared_error = [&](double serial) {
+    double se = 0;
+    for (const auto& [k, s] : speedups) {
+      if (k <= 1) continue;
+      const double d = amdahl_speedup(serial, k) - s;
+      se += d * d;
+    }
+    return se;
+  };
+  // One dimension: a grid over (pole, 2], then golden-section search around its best
+  // point. S(K) is finite and positive for every K above the pole -1 / (K_max - 1).
+  const double lo = -1.0 / (k_max - 1) * (1 - 1e-9), hi = 2.0;
+  constexpr int kGrid = 4000;
+  int best = 0;
+  double best_se = squared_error(lo);
+  for (int i = 1; i <= kGrid; ++i) {
+    const double se = squared_error(lo + (hi - lo) * i / kGrid);
+    if (se < best_se) best = i, best_se = se;
   }
-  fit.rms_error = std::sqrt(se / fit.points);
+  double a = lo + (hi - lo) * std::max(0, best - 1) / kGrid, b = lo + (hi - lo) * std::min(kGrid, best + 1) / kGrid;
+  const double r = (std::sqrt(5.0) - 1) / 2;
+  double c = b - r * (b - a), d = a + r * (b - a);
+  for (int i = 0; i < 200 && b - a > 1e-15; ++i) {
+    if (squared_error(c) < squared_error(d)) {
+      b = d;
+    } else {
+      a = c;
+    }
+    c = b - r * (b - a), d = a + r * (b - a);
+  }
+  fit.serial_fraction = (a + b) / 2;
+  fit.rms_error = std::sqrt(squared_error(fit.serial_fraction) / fit.points);
   return fit;
 }
 

@@ -35,8 +35,10 @@ struct ScaleRow {
   double amdahl = 0;      // the fitted law's speed-up at this K (0 when there is no fit)
 };
 
-// Amdahl's law S(K) = 1 / (s + (1 - s) / K), s fitted by least squares in its linear form
-// 1/S - 1/K = s (1 - 1/K) (the Karp-Flatt metric per point) over the points with K > 1.
+// Amdahl's law S(K) = 1 / (s + (1 - s) / K), s fitted by least squares of the speed-ups
+// themselves over the points with K > 1, for s above the pole of the largest K
+// (-1 / (K - 1)). The linear form 1/S - 1/K = s (1 - 1/K) (Karp-Flatt) weighted the small
+// K: noisy sublinear points fitted S(64) = 25 for a measured 40.
 struct AmdahlFit {
   double serial_fraction = 0;
   double rms_error = 0;  // of the fitted speed-ups against the measured ones

@@ -200,14 +200,32 @@ TEST(AmdahlFit, RecoversAKnownSerialFraction) {
     std::vector<std::pair<int, double>> series;
     for (int k : {1, 2, 4, 8, 64}) series.emplace_back(k, amdahl_speedup(s, k));
     const AmdahlFit fit = fit_amdahl(series).value();
-    EXPECT_NEAR(fit.serial_fraction, s, 1e-12);
-    EXPECT_NEAR(fit.rms_error, 0.0, 1e-9);
+    EXPECT_NEAR(fit.serial_fraction, s, 1e-7);  // a minimum's flatness: sqrt(epsilon)
+    EXPECT_NEAR(fit.rms_error, 0.0, 1e-6);
     EXPECT_EQ(fit.points, 4);
   }
-  // Off the law: least squares in 1/S - 1/K = s (1 - 1/K) by hand. K = 2, S = 1.6: x = 0.5,
-  // y = 0.125; K = 4, S = 2.5: x = 0.75, y = 0.15. s = (0.0625 + 0.1125) / (0.25 + 0.5625).
+  // Off the law: K = 2, S = 1.6 alone says s = 0.25; K = 4, S = 2.5 alone s = 0.2. The fit
+  // is between them where the squared error's derivative, sum (S_K(s) - S) dS_K/ds with
+  // dS_K/ds = -S_K(s)^2 (1 - 1/K), vanishes.
   const AmdahlFit fit = fit_amdahl({{1, 1.0}, {2, 1.6}, {4, 2.5}}).value();
-  EXPECT_NEAR(fit.serial_fraction, 0.175 / 0.8125, 1e-12);
+  EXPECT_GT(fit.serial_fraction, 0.2);
+  EXPECT_LT(fit.serial_fraction, 0.25);
+  double slope = 0;
+  for (const auto& [k, measured] : std::vector<std::pair<int, double>>{{2, 1.6}, {4, 2.5}}) {
+    const double fitted = amdahl_speedup(fit.serial_fraction, k);
+    slope += (fitted - measured) * -fitted * fitted * (1.0 - 1.0 / k);
+  }
+  EXPECT_NEAR(slope, 0.0, 1e-6);
+  // Noisy sublinear points: the Karp-Flatt form's least squares weighted the small K and
+  // fitted s = 0.0245, S(64) = 25.1 for a measured 40 (rms 7.4); the speed-ups' own least
+  // squares give s = 0.0095 and S(64) within 1% of 40.
+  const AmdahlFit noisy = fit_amdahl({{1, 1.0}, {2, 1.9}, {4, 3.6}, {8, 6.8}, {64, 40.0}}).value();
+  EXPECT_NEAR(amdahl_speedup(noisy.serial_fraction, 64), 40.0, 0.4);
+  EXPECT_LT(noisy.rms_error, 0.5);
+  // Better than linear (s < 0): fitted above the pole of the largest K, every point counted.
+  const AmdahlFit super = fit_amdahl({{1, 1.0}, {2, 2.1}, {4, 4.3}}).value();
+  EXPECT_LT(super.serial_fraction, 0.0);
+  EXPECT_GT(super.serial_fraction, -1.0 / 3);
   EXPECT_FALSE(fit_amdahl({{1, 1.0}}).ok());
   EXPECT_FALSE(fit_amdahl({{2, 0.0}}).ok());
 }
