@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -185,6 +186,9 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     sopts.bind_host = plan->bind_host;
     sopts.port = plan->master_port;
     sopts.secret = plan->secret;
+    // Two a rank and one a node's launcher, with room: the default 4096 refused jobs of
+    // more than ~2000 ranks.
+    sopts.max_connections = static_cast<int>(std::max<int64_t>(4096, 3 * int64_t{plan->world_size} + plan->nnodes));
     zdp::StatusOr<std::unique_ptr<zdp::TcpStoreServer>> started = zdp::TcpStoreServer::start(sopts);
     if (!started.ok()) {
       say("cannot host the rendezvous store on " + plan->bind_host + ":" + std::to_string(plan->master_port) +

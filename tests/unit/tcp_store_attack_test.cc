@@ -222,9 +222,10 @@ TEST(TcpStoreAttack, AThousandRanksConnectingAtOnceAreAllLetIn) {
   EXPECT_EQ(let_in, 1000) << "ranks with the secret were evicted as idle connections";
 }
 
-// A client that pipelines gets of a 4 MiB value and reads no reply: the server holds at
-// most ServerLimits::max_unsent_reply_bytes (4 MiB) and one reply of them, and answers
-// the rest, in order, as the client reads (it held every reply: 400 MiB here).
+// A client that pipelines 3000 gets of a small value, then 100 of a 4 MiB one, and reads
+// no reply: the server holds at most ServerLimits::max_unsent_reply_bytes (4 MiB) and one
+// reply of them, and answers the rest, in order, as the client reads (it held every
+// reply: 400 MiB here).
 TEST(TcpStoreAttack, AClientThatReadsNoReplyHoldsAFewMiBOfThem) {
   auto server = start();
   ASSERT_NE(server, nullptr);
@@ -243,23 +244,54 @@ TEST(TcpStoreAttack, AClientThatReadsNoReplyHoldsAFewMiBOfThem) {
   send_request(fd, r);
   ASSERT_TRUE(read_response(fd, tcp_store::Op::kSet).ok());
   const long rss_before = status_kib("VmRSS");
+  r.op = tcp_store::Op::kSet;
+  r.key = "small";
+  r.value = "s";
+  send_request(fd, r);
+  ASSERT_TRUE(read_response(fd, tcp_store::Op::kSet).ok());
   r.op = tcp_store::Op::kGet;
   r.value.clear();
   r.number = 10000;
+  // Small gets first: each one's send used to reset the count and release a large reply.
   std::string gets;
+  r.key = "small";
+  for (int i = 0; i < 3000; ++i) gets += tcp_store::encode_request(r);
+  r.key = "big";
   for (int i = 0; i < 100; ++i) gets += tcp_store::encode_request(r);
   ASSERT_TRUE(tcp_store::send_all(fd, gets, tcp_store::deadline_after(milliseconds(10000))).ok());
   std::this_thread::sleep_for(milliseconds(1000));
   const long grown_mib = (status_kib("VmRSS") - rss_before) / 1024;
-  std::printf("RSS grew by %ld MiB for 100 unread replies of 4 MiB\n", grown_mib);
+  std::printf("RSS grew by %ld MiB for 3000 small and 100 unread replies of 4 MiB\n", grown_mib);
   EXPECT_LT(grown_mib, 48);
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 3100; ++i) {
     StatusOr<tcp_store::Response> got = read_response(fd, tcp_store::Op::kGet);
     ASSERT_TRUE(got.ok()) << "reply " << i << ": " << got.status().to_string();
-    ASSERT_EQ(got->value.size(), value.size()) << "reply " << i;
+    ASSERT_EQ(got->value.size(), i < 3000 ? 1 : value.size()) << "reply " << i;
   }
   ::close(fd);
   expect_served(server->port(), "after");
+}
+
+// TcpStoreServerOptions::max_connections reaches the server (it was a fixed 4096, which a
+// job of ~2000 ranks, two connections each, outgrew): one more is closed at once.
+TEST(TcpStoreAttack, ConnectionsPastMaxConnectionsAreClosed) {
+  TcpStoreServerOptions o;
+  o.max_connections = 3;
+  auto server = TcpStoreServer::start(o);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) fds.push_back(raw_connect((*server)->port()));
+  std::vector<bool> closed;
+  for (const int fd : fds) {
+    ASSERT_GE(fd, 0);
+    pollfd p{fd, POLLIN, 0};
+    char byte;
+    closed.push_back(::poll(&p, 1, 1000) > 0 && ::recv(fd, &byte, 1, 0) <= 0);
+    ::close(fd);
+  }
+  EXPECT_EQ(closed, (std::vector<bool>{false, false, false, true}));
+  o.max_connections = 0;
+  EXPECT_FALSE(TcpStoreServer::start(o).ok());
 }
 
 }  // namespace

@@ -257,6 +257,31 @@ TEST_F(CoreTest, AFrameLeftUnfinishedIsDroppedAtTheFrameDeadline) {
   EXPECT_EQ(closes(core_.take_actions()), std::vector<ServerCore::Id>{2});
 }
 
+// Replies not yet sent hold a connection's next requests once they reach
+// max_unsent_reply_bytes (here the small limits' 1 MiB): the socket layer stops reading
+// it, and what it reports sent releases them. A reset to 0 on every emptied buffer let
+// each small reply's send release another large one.
+TEST_F(CoreTest, RequestsWaitBehindUnsentRepliesUntilTheyAreSent) {
+  ServerLimits limits = small_limits();
+  limits.max_unsent_reply_bytes = 1 << 20;
+  ServerCore core("store server :test", kSecret, limits);
+  core.open(1, "peer", now_);
+  core.receive(1, auth(kSecret) + request(Op::kSet, "big", std::string(600 << 10, 'v')), now_);
+  ASSERT_EQ(core.take_actions().size(), 2u);  // auth and set, a few bytes each
+  core.sent(1, 64, now_);
+  core.receive(1, request(Op::kGet, "big") + request(Op::kGet, "big") + request(Op::kGet, "big"), now_);
+  EXPECT_EQ(core.take_actions().size(), 2u) << "the second 600 KiB reply reaches the 1 MiB: the third waits";
+  EXPECT_FALSE(core.reading(1));
+  core.sent(1, 100 << 10, now_);  // still 1.1 MiB unsent
+  EXPECT_TRUE(core.take_actions().empty());
+  EXPECT_FALSE(core.reading(1));
+  core.sent(1, 200 << 10, now_);  // 0.9 MiB: below the limit
+  const auto third = core.take_actions();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(decode(Op::kGet, third[0].second.send).value.size(), size_t{600} << 10);
+  EXPECT_FALSE(core.reading(1)) << "1.5 MiB unsent again";
+}
+
 TEST(RefusalLog, AFloodLogsOneLineAndOneSummaryPerInterval) {
   RefusalLog log("store server :test", milliseconds(10000));
   const Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);

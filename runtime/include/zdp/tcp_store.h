@@ -33,6 +33,10 @@ struct TcpStoreServerOptions {
   // closes the oldest of them (so idle connections cannot lock the ranks out; a client
   // whose connection was closed this way connects again).
   int max_unauthenticated = 64;
+  // Connections held at once; one more is refused. A rank holds two (its calls and its
+  // heartbeat) and each node's launcher one, so a job of more than ~2000 ranks needs more:
+  // dp-launch and a rank 0 that hosts the store size it from the world size.
+  int max_connections = 4096;
 };
 
 class TcpStoreServer {

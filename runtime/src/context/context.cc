@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
   o.bind_host = store_bind_host(env.store_host, env.store_host != "127.0.0.1");  // launch_env: one node is 127.0.0.1
   o.port = env.store_port;
   o.secret = env.job_secret;
+  o.max_connections = std::max(4096, 3 * env.world_size);  // two a rank, with room
   StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start(o);
   if (!server.ok()) {
     return server.status().with_context("rank 0 (started without dp-launch: " + env.origin +

@@ -253,11 +253,13 @@ bool ServerCore::reading(Id id) const {
   return it != conns_.end() && !it->second.waiting && !held(it->second);
 }
 
-void ServerCore::sent(Id id, Clock::time_point now) {
+void ServerCore::sent(Id id, uint64_t bytes, Clock::time_point now) {
   const auto it = conns_.find(id);
-  if (it == conns_.end() || it->second.unsent_reply_bytes == 0) return;
-  it->second.unsent_reply_bytes = 0;
-  process(id, it->second, now);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  const bool was_held = held(c);
+  c.unsent_reply_bytes -= std::min(bytes, c.unsent_reply_bytes);
+  if (was_held && !held(c)) process(id, c, now);
 }
 
 void ServerCore::closed(Id id) { forget(id); }

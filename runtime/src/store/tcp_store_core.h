@@ -76,9 +76,9 @@ class ServerCore {
   Clock::time_point next_deadline() const;
   // The actions produced since the last call, in order (one id may appear several times).
   std::vector<std::pair<Id, ConnAction>> take_actions();
-  // The socket layer sent everything queued for `id`: its requests held behind
-  // max_unsent_reply_bytes of replies are handled now.
-  void sent(Id id, Clock::time_point now);
+  // The socket layer sent `bytes` of `id`'s replies: once fewer than
+  // max_unsent_reply_bytes are unsent, its held requests are handled.
+  void sent(Id id, uint64_t bytes, Clock::time_point now);
   // False while `id` has a request in progress (a get or wait), or replies of
   // max_unsent_reply_bytes or more not yet sent: the socket layer stops reading it
   // (watching only for a hang-up) until the reply, or until sent().
@@ -95,7 +95,7 @@ class ServerCore {
     Clock::time_point opened;
     Clock::time_point frame_deadline = Clock::time_point::max();  // set while a frame is partial
     std::string in;  // received bytes not yet handled
-    uint64_t unsent_reply_bytes = 0;  // replied since the socket layer last sent everything
+    uint64_t unsent_reply_bytes = 0;  // replied and not yet reported sent by the socket layer
     // A get or wait that waits for keys.
     bool waiting = false;
     // Which wait this is: a wait answered while others are answered in one pass may run
