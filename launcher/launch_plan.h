@@ -42,9 +42,10 @@ struct LaunchPlan {
   RankAddress rank_address;
   std::string secret;
   std::string secret_origin;         // "generated for this job" | "from ZDP_JOB_SECRET"
-  // ZDP_RUN_ID: this dp-launch's run, the same in every attempt; dp-train marks its
-  // checkpoints with it, so that a restarted attempt resumes from the newest one this run
-  // saved (and never from another run's). 16 hex characters; "" when getrandom failed.
+  // ZDP_RUN_ID: this run's id, the same in every attempt and on every node (join_job takes
+  // node 0's); dp-train marks its checkpoints with it, so that a restarted attempt resumes
+  // from the newest one this run saved (and never from another run's). 16 hex
+  // characters; "" when getrandom failed.
   std::string run_id;
   std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
   std::string slurm_job_id;          // SLURM_JOB_ID, or empty: part of the layout nodes agree on

@@ -9,6 +9,7 @@ namespace {
 
 // Outside every attempt's prefix: a claim holds for the launcher's whole life.
 constexpr const char* kLayoutKey = "zdp/launch/layout";
+constexpr const char* kRunIdKey = "zdp/launch/run_id";
 std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(node); }
 
 }  // namespace
@@ -20,10 +21,13 @@ std::string describe_layout(const LaunchPlan& plan) {
          (plan.slurm_job_id.empty() ? std::string() : ", Slurm job " + plan.slurm_job_id);
 }
 
-Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds within) {
+Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within) {
   const std::string mine = describe_layout(plan);
   const std::string node = "node " + std::to_string(plan.node_rank);
-  if (plan.hosts_store()) ZDP_RETURN_IF_ERROR(store.set(kLayoutKey, mine));
+  if (plan.hosts_store()) {
+    ZDP_RETURN_IF_ERROR(store.set(kRunIdKey, plan.run_id));  // before the layout the others wait for
+    ZDP_RETURN_IF_ERROR(store.set(kLayoutKey, mine));
+  }
   StatusOr<std::string> theirs = store.get(kLayoutKey, within);
   if (!theirs.ok()) return theirs.status().with_context(node + ": reading node 0's job layout");
   if (*theirs != mine) {
@@ -32,6 +36,14 @@ Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds 
                       ": every node needs the same nnodes, nproc_per_node, program and backend (the same config), "
                       "and under Slurm the same job");
   }
+  // Node 0's run id for every node's ranks: one run, one id in every node's checkpoints.
+  StatusOr<std::string> run_id = store.get(kRunIdKey, within);
+  if (!run_id.ok()) return run_id.status().with_context(node + ": reading node 0's run id");
+  if (run_id->size() > 64 || run_id->find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Status(StatusCode::kInvalidArgument, node + ": node 0's run id '" + printable(*run_id, 64) +
+                                                    "' is not up to 64 hex digits");
+  }
+  plan.run_id = *run_id;
   StatusOr<int64_t> claims = store.add(claim_key(plan.node_rank), 1);
   if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");
   if (*claims != 1) {

@@ -19,10 +19,11 @@ namespace zdp::launcher {
 // (the program by its file name: each node resolves its own path).
 std::string describe_layout(const LaunchPlan& plan);
 
-// Node 0 publishes its layout; every node (node 0 too) then checks it and claims its node
-// rank. kInvalidArgument naming both layouts, or the node rank already claimed;
-// a store error (node 0 gone) as it came. `within` bounds the wait for node 0's layout.
-Status join_job(Store& store, const LaunchPlan& plan, std::chrono::milliseconds within);
+// Node 0 publishes its layout and its run id; every node (node 0 too) then checks the
+// layout, takes node 0's run id into plan.run_id (one run, one ZDP_RUN_ID on every node)
+// and claims its node rank. kInvalidArgument naming both layouts, or the node rank already
+// claimed; a store error (node 0 gone) as it came. `within` bounds the wait for node 0.
+Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within);
 
 // "the launcher of node(s) 1, 3 never joined (no dp-launch ran with that node rank, or it
 // could not reach node 0's store)", or "" when every node of `nnodes` claimed its rank.
