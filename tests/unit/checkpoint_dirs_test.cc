@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -81,6 +82,29 @@ TEST(CheckpointDirs, AnInterruptedPruneLeavesNoCheckpointBehind) {
   ASSERT_TRUE(checkpoint::remove_leftovers(root).ok());
   EXPECT_FALSE(std::filesystem::exists(root + "/step-10.pruned"));
   EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{20}));
+}
+
+// A step that cannot be removed (NFS keeps a folder whose file another process holds open;
+// here an immutable file): the prune removes the others and says which failed, and the next
+// save's cleanup leaves it with a warning. Its failure stopped the save after the prune's.
+TEST(CheckpointDirs, AStepThatCannotBeRemovedStopsNoSave) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  for (int64_t step : {10, 20, 30}) make_checkpoint_dir(root, step);
+  const std::string stuck = root + "/step-10/model.safetensors";
+  std::ofstream(stuck) << "x";
+  if (std::system(("chattr +i '" + stuck + "' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "chattr +i does not work here (not root, or the file system has no such attribute)";
+  }
+  const Status pruned = checkpoint::prune(root, 1, 30);
+  EXPECT_FALSE(pruned.ok());
+  EXPECT_NE(pruned.message().find("step-10.pruned"), std::string::npos) << pruned.message();
+  EXPECT_EQ(checkpoint::complete_steps(root), (std::vector<int64_t>{30})) << "step 20 went, and step 10 is no checkpoint";
+  EXPECT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_TRUE(std::filesystem::exists(root + "/step-10.pruned"));
+  ASSERT_EQ(std::system(("chattr -i '" + root + "/step-10.pruned/model.safetensors'").c_str()), 0);
+  EXPECT_TRUE(checkpoint::remove_leftovers(root).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/step-10.pruned"));
 }
 
 // keep_last in a folder that holds another run's higher steps (resume = "never", or a run

@@ -148,10 +148,16 @@ Status remove_leftovers(const std::string& root) {
       ZDP_RETURN_IF_ERROR(sync_dir(root));
       continue;
     }
-    // latest.tmp.<pid>: a write of `latest` that stopped before its rename; step-N.pruned:
-    // a prune that stopped while removing it.
-    if (step_of(name, ".tmp") >= 0 || old_step >= 0 || step_of(name, ".pruned") >= 0 ||
-        name.rfind(std::string(kCheckpointLatestFile) + ".tmp.", 0) == 0) {
+    // step-N.pruned: a prune that stopped, or failed, while removing it. Not a checkpoint
+    // any more, so one that cannot be removed (NFS keeps a folder whose file another
+    // process holds open) is left with a warning: failing here stopped the next save.
+    if (step_of(name, ".pruned") >= 0) {
+      const Status removed = remove_tree(root + "/" + name);
+      if (!removed.ok()) ZDP_LOG(kWarn) << "checkpoint: " << root << "/" << name << " stays: " << removed.to_string();
+      continue;
+    }
+    // latest.tmp.<pid>: a write of `latest` that stopped before its rename.
+    if (step_of(name, ".tmp") >= 0 || old_step >= 0 || name.rfind(std::string(kCheckpointLatestFile) + ".tmp.", 0) == 0) {
       ZDP_LOG(kInfo) << "checkpoint: removing " << root << "/" << name << " (left by an interrupted save)";
       ZDP_RETURN_IF_ERROR(remove_tree(root + "/" + name));
     }
@@ -189,6 +195,7 @@ Status commit_dir(const std::string& root, const std::string& tmp_name, int64_t 
 Status prune(const std::string& root, int keep, int64_t latest) {
   if (keep <= 0) return Status::Ok();
   std::vector<int64_t> steps = complete_steps(root);  // ascending
+  Status first_failure = Status::Ok();
   steps.erase(std::upper_bound(steps.begin(), steps.end(), latest), steps.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
     // Renamed first, atomically, to a name remove_leftovers() clears: a crash in the middle
@@ -198,9 +205,12 @@ Status prune(const std::string& root, int keep, int64_t latest) {
     const std::string doomed = root + "/" + name + ".pruned";
     if (::rename((root + "/" + name).c_str(), doomed.c_str()) != 0) return io_error("rename " + name + " to " + doomed, errno);
     ZDP_RETURN_IF_ERROR(sync_dir(root));
-    ZDP_RETURN_IF_ERROR(remove_tree(doomed));
+    // The others still go when one cannot: it is no checkpoint any more (remove_leftovers
+    // tries it again at the next save).
+    const Status removed = remove_tree(doomed);
+    if (!removed.ok() && first_failure.ok()) first_failure = removed;
   }
-  return Status::Ok();
+  return first_failure;
 }
 
 }  // namespace checkpoint
