@@ -285,6 +285,14 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
                       : "",
                   w.flops_per_s / 1e9);
     out += line;
+    if (in.ranks_per_node > 0 && w.world_size > in.ranks_per_node && w.world_size % in.ranks_per_node != 0) {
+      // dp-launch runs whole nodes (nproc_per_node x nnodes): this one cannot be launched.
+      std::snprintf(line, sizeof(line),
+                    "  note: %d ranks are not whole nodes of %d (dp-launch runs nproc_per_node x nnodes); planned "
+                    "as %d nodes\n",
+                    w.world_size, in.ranks_per_node, (w.world_size + in.ranks_per_node - 1) / in.ranks_per_node);
+      out += line;
+    }
     std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s\n",
                   "stage", "params", "grads", "master", "adam m", "adam v", "buckets", "workspace", "activ.", "total",
                   "formula", "fits", "sent MiB", "compute", "comm", "step ms");

@@ -243,8 +243,11 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("  4 ranks per node on that link"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("world size 8: "), std::string::npos) << r.output;
-  r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--world", "16"});
+  r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--world", "16,12"});
   EXPECT_NE(r.output.find("  8 ranks per node on that link"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("note: 12 ranks are not whole nodes of 8 (dp-launch runs nproc_per_node x nnodes); "
+                          "planned as 2 nodes"),
+            std::string::npos) << r.output;
   // A model the per-kernel model does not cover: 40% of the part's peak in its dtype (a
   // flat 400 TFLOP/s was 20x an A100's fp32 peak).
   r = plan({configs + "mlp-cpu.toml", "--gpu", "a100-40g", "--set", "launch.backend=nccl"});
