@@ -85,7 +85,7 @@ std::string recommend(WorldPlan& w, int64_t memory, bool compressed) {
   if (s.stage > 0 && !(compressed && s.stage == 1)) {
     why += "; stage " + std::to_string(s.stage - 1) + " needs " + format_bytes(w.stages[s.stage - 1].total);
   }
-  why += compressed ? "): stage 0 all-reduces uncompressed; no stage that fits is more than 1% faster"
+  why += compressed ? "): stage 0 all-reduces uncompressed; no stage above it is more than 1% faster"
                     : "): no stage above it is more than 1% faster";
   if (s.stage == 3) return why + ".";
   std::snprintf(t, sizeof(t), " (predicted %.1f ms per step, stage 3 %.1f ms)", s.time.step_s * 1e3,

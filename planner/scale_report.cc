@@ -31,7 +31,12 @@ StatusOr<AmdahlFit> fit_amdahl(const std::vector<std::pair<int, double>>& speedu
   };
   // One dimension: a grid over (pole, 2], then golden-section search around its best
   // point. S(K) is finite and positive for every K above the pole -1 / (K_max - 1).
-  const double lo = -1.0 / (k_max - 1) * (1 - 1e-9), hi = 2.0;
+  // Up to past the largest s a single point implies (a run slower than one rank: s > 1).
+  double hi = 2.0;
+  for (const auto& [k, s] : speedups) {
+    if (k > 1) hi = std::max(hi, 2.0 * (1.0 / s - 1.0 / k) / (1.0 - 1.0 / k) + 1.0);
+  }
+  const double lo = -1.0 / (k_max - 1) * (1 - 1e-9);
   constexpr int kGrid = 4000;
   int best = 0;
   double best_se = squared_error(lo);

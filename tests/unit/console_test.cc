@@ -4,6 +4,7 @@
 #include "trainer/loop/console.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -30,11 +31,17 @@ class Pty {
     if (master_ >= 0) ::close(master_);
   }
   std::FILE* out() const { return out_; }
+  // What arrived until nothing more came for 100 ms (a pty delivers asynchronously).
   std::string read_all() {
     std::string text;
     char buf[4096];
-    for (ssize_t n; (n = ::read(master_, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
-    return text;
+    for (;;) {
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) return text;
+      const ssize_t n = ::read(master_, buf, sizeof(buf));
+      if (n <= 0) return text;
+      text.append(buf, static_cast<size_t>(n));
+    }
   }
 
  private:
@@ -71,12 +78,14 @@ TEST_F(ConsoleOnATerminal, TheBarIsDrawnOnALiveTerminalAndErasedBeforeOtherOutpu
     console.clear();  // before a checkpoint, whose log lines go to stderr
     const std::string drawn = pty.read_all();
     EXPECT_NE(drawn.find("[#########.....................] 3/10 loss 1.2500"), std::string::npos) << drawn;
+    ASSERT_GE(drawn.size(), 4u);
     EXPECT_EQ(drawn.substr(drawn.size() - 4), "\r\033[K") << "the bar is erased";
     console.progress(4, 10, 4.0, 1.0);
   }
   // The console went (a run that failed) with its bar shown: erased, so the error's line
   // does not follow the bar on its line.
   const std::string last = pty.read_all();
+  ASSERT_GE(last.size(), 4u);
   EXPECT_EQ(last.substr(last.size() - 4), "\r\033[K") << last;
 }
 

@@ -226,6 +226,9 @@ TEST(AmdahlFit, RecoversAKnownSerialFraction) {
   const AmdahlFit super = fit_amdahl({{1, 1.0}, {2, 2.1}, {4, 4.3}}).value();
   EXPECT_LT(super.serial_fraction, 0.0);
   EXPECT_GT(super.serial_fraction, -1.0 / 3);
+  // Slower than one rank (s > 1): a single point's s, past the search's old bound of 2.
+  const AmdahlFit slower = fit_amdahl({{1, 1.0}, {4, 0.5}}).value();
+  EXPECT_NEAR(slower.serial_fraction, (1 / 0.5 - 0.25) / 0.75, 1e-7);
   EXPECT_FALSE(fit_amdahl({{1, 1.0}}).ok());
   EXPECT_FALSE(fit_amdahl({{2, 0.0}}).ok());
 }
