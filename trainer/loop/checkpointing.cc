@@ -149,13 +149,18 @@ StatusOr<std::string> Checkpointer::choose() {
   if (restarted() && c.resume != ResumeMode::kAuto) {
     StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
     if (latest.ok() && saved_by_this_run(*latest)) {
-      console_.line("checkpoint: attempt " + std::to_string(ctx_.launch_env().attempt) +
-                    " continues this run from its newest checkpoint, not checkpoint.resume = \"" +
-                    (c.resume == ResumeMode::kNever ? std::string("never") : c.resume_path) + "\"");
+      say_restart_continues();
       return latest;
     }
   }
   return choose_as_configured();
+}
+
+void Checkpointer::say_restart_continues() {
+  const CheckpointConfig& c = config_.checkpoint;
+  console_.line("checkpoint: attempt " + std::to_string(ctx_.launch_env().attempt) +
+                " continues this run from its newest checkpoint, not checkpoint.resume = \"" +
+                (c.resume == ResumeMode::kNever ? std::string("never") : c.resume_path) + "\"");
 }
 
 StatusOr<std::string> Checkpointer::choose_as_configured() {
@@ -276,7 +281,11 @@ StatusOr<std::string> Checkpointer::agree_on_checkpoint() {
     StatusOr<std::string> chosen = node_local ? choose_per_node(key, nodes) : choose();
     // Per-node on a restart before this run saved one: checkpoint.resume's path, as is.
     const bool as_configured = node_local && chosen.ok() && chosen->empty() && c.resume != ResumeMode::kAuto;
-    if (as_configured) chosen = choose_as_configured();
+    if (as_configured) {
+      chosen = choose_as_configured();
+    } else if (node_local && c.resume != ResumeMode::kAuto && chosen.ok() && !chosen->empty()) {
+      say_restart_continues();  // per node, as choose() says it for shared storage
+    }
     const std::string published = !chosen.ok() ? kChoiceError + chosen.status().to_string()
                                   : as_configured && !chosen->empty() ? kChoicePath + *chosen
                                                                        : *chosen;

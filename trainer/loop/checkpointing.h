@@ -88,6 +88,8 @@ class Checkpointer {
   StatusOr<std::string> choose_as_configured();
   // A restart by dp-launch of a run that names itself (ZDP_RUN_ID) and saves checkpoints.
   bool restarted() const;
+  // Rank 0's console line: this attempt continues the run, not where checkpoint.resume says.
+  void say_restart_continues();
   // Whether the checkpoint in `path` holds this run's ZDP_RUN_ID (false when unreadable).
   bool saved_by_this_run(const std::string& path) const;
   // This node's newest checkpoint step in checkpoint.dir, -1 for none (on a restart
