@@ -253,7 +253,6 @@ StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
     return m.env.invalid("layer(" + std::to_string(layer) + "): no such layer group (parameters were registered in "
                          "groups 0.." + std::to_string(last) + ")");
   }
-  if (!m.opt.zero.shards_params()) return LayerScope();
   ZDP_RETURN_IF_ERROR(m.params->enter(layer, pass == Pass::kForward));
   return LayerScope(this, layer, m.scope_token);
 }

@@ -185,6 +185,12 @@ StatusOr<int> ParamGatherer::gather_layer(int li, bool prefetch) {
 Status ParamGatherer::enter(int layer, bool forward) {
   const int li = index_of(layer);
   if (li < 0) return Status::Ok();  // a layer group without parameters: nothing to gather
+  if (!opt_.zero.shards_params()) {
+    // Stages 0-2 gather nothing, but count the scope: step() and save_checkpoint() inside
+    // one are refused at every stage, not first when a config moves to stage 3.
+    ++scope_depth_[static_cast<size_t>(li)];
+    return Status::Ok();
+  }
   const std::string what = env_.who + ": stage 3: layer group " + std::to_string(layer);
   if (scope_depth_[static_cast<size_t>(li)] == 0) {
     StatusOr<int> slot = gather_layer(li, false);

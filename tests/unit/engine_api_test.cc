@@ -222,6 +222,12 @@ TEST(Steps, StageThreeViewsExistOnlyInsideTheirLayerScope) {
     EXPECT_NE(t.engine.param(t.p), nullptr);
     expect_error(t.engine.step().status(), "inside a scope of layer group 0");
   }
+  for (int stage : {0, 2}) {  // counted at every stage (stages 0-2 let step() pass)
+    o.zero.stage = stage;
+    Tiny s(ctx, o);
+    StatusOr<Engine::LayerScope> open = s.engine.layer(0);
+    expect_error(s.engine.step().status(), "inside a scope of layer group 0");
+  }
 }
 
 // A layer group that is only prefetched holds its gather buffer while the all-gather may

@@ -206,7 +206,8 @@ class Engine {
   // Stage 3: gathers layer group `layer` (waiting for its all-gather, prefetching the
   // next prefetch_layers groups in the direction of `pass`) and releases it when the
   // scope ends. Use one around each layer in forward and again in backward. Stages 0-2:
-  // a no-op scope. A scope must end before step().
+  // it gathers nothing, but is counted as at stage 3: a scope must end before step() and
+  // save_checkpoint() at every stage (kInvalidArgument names its layer group).
   class LayerScope {
    public:
     LayerScope() = default;
