@@ -38,6 +38,10 @@ Status Engine::Impl::build() {
 
 bool Engine::Impl::view_allowed(const char* call, int p) {
   if (!env.failure.ok()) return false;
+  if (const Status alive = env.context_alive(call); !alive.ok()) {
+    env.defer(alive);
+    return false;
+  }
   if (finalized && registry.valid(p)) return true;
   env.defer(env.invalid(std::string(call) + "(#" + std::to_string(p) +
                         "): " + (finalized ? "no such parameter" : "before finalize()")));
@@ -45,6 +49,7 @@ bool Engine::Impl::view_allowed(const char* call, int p) {
 }
 
 Status Engine::Impl::require_between_steps(const char* call) {
+  ZDP_RETURN_IF_ERROR(env.context_alive(call));
   if (!finalized) return env.invalid(std::string(call) + ": before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   if (grads->micro() != 0 || grads->ready_count() != 0) {
@@ -70,6 +75,14 @@ std::string Engine::Impl::next_checkpoint_prefix(const char* op) {
 Engine::Engine(Context& ctx, EngineOptions options) : impl_(std::make_unique<Impl>(ctx, std::move(options))) {}
 
 Engine::~Engine() {
+  if (impl_ && impl_->env.ctx_life.expired()) {
+    // Its buffers, streams and events belong to a device that is gone: freeing them there
+    // crashed at exit. They are left as they are (a leak, said once) instead.
+    ZDP_LOG(kError) << impl_->env.who << ": an engine outlived its Context (destroyed or moved from first); its "
+                    << "buffers are not freed: destroy engines before their context";
+    (void)impl_.release();
+    return;
+  }
   if (impl_ && impl_->params && impl_->params->open_scopes() > 0) {
     ZDP_LOG(kWarn) << impl_->env.who << ": the engine ends with " << impl_->params->open_scopes()
                    << " layer scope(s) still open; they will end nothing";
@@ -85,6 +98,7 @@ Engine::~Engine() {
 StatusOr<Param> Engine::add_param(const std::string& name, const std::vector<int64_t>& shape, Init init, int layer,
                                   Decay decay) {
   Impl& m = *impl_;
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("add_param('" + name + "')"));
   if (m.finalized) return m.env.invalid("add_param('" + name + "'): the engine is finalized already");
   return m.registry.add(m.env, name, shape, init, layer, decay);
 }
@@ -92,6 +106,7 @@ StatusOr<Param> Engine::add_param(const std::string& name, const std::vector<int
 Status Engine::finalize() {
   Impl& m = *impl_;
   EngineEnv& env = m.env;
+  ZDP_RETURN_IF_ERROR(env.context_alive("finalize()"));
   if (m.finalized) return env.invalid("finalize(): called twice");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   // This engine's number among the engines finalized on every rank: its store keys. A
@@ -155,7 +170,7 @@ std::vector<std::string> Engine::param_names() const { return impl_->registry.na
 Status Engine::error() const { return impl_->env.failure.status(); }
 double Engine::loss_scale() const {
   Impl& m = *impl_;
-  if (!m.state || !m.state->scaler()) return 1.0;
+  if (!m.state || !m.state->scaler() || m.env.ctx_life.expired()) return 1.0;
   // The scale follows the outcome of the last step (an overflow backs it off): learn it.
   Status s = m.state->settle(0, m.env.who + ": loss_scale()");
   if (!s.ok()) m.env.defer(s);
@@ -209,6 +224,7 @@ void* Engine::grad(Param p) {
 
 Status Engine::grad_ready(Param p) {
   Impl& m = *impl_;
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("grad_ready()"));
   if (!m.finalized) return m.env.invalid("grad_ready(): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
   if (!m.registry.valid(p.index)) return m.env.invalid("grad_ready(): no parameter #" + std::to_string(p.index));
@@ -217,6 +233,7 @@ Status Engine::grad_ready(Param p) {
 
 StatusOr<std::vector<float>> Engine::gather_master(Param p) {
   Impl& m = *impl_;
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("gather_master()"));
   if (!m.finalized) return m.env.invalid("gather_master(): before finalize()");
   if (!m.registry.valid(p.index)) return m.env.invalid("gather_master(): no parameter #" + std::to_string(p.index));
   return m.state->gather_master(p.index, m.registry.label(p.index));
@@ -225,6 +242,7 @@ StatusOr<std::vector<float>> Engine::gather_master(Param p) {
 StatusOr<std::vector<TimelineEvent>> Engine::timeline() {
   Impl& m = *impl_;
   if (!m.opt.trace) return m.env.invalid("timeline(): EngineOptions::trace is off");
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("timeline()"));
   if (!m.env.exec) return std::vector<TimelineEvent>{};
   ZDP_RETURN_IF_ERROR(m.env.exec->synchronize(m.env.who + ": timeline()"));
   return m.timeline.copy();
@@ -244,6 +262,7 @@ Status Engine::mark(TimelineEvent::Kind kind) {
 
 StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   Impl& m = *impl_;
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("layer(" + std::to_string(layer) + ")"));
   if (!m.finalized) return m.env.invalid("layer(" + std::to_string(layer) + "): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
   // At every stage, so that an off-by-one found at stage 3 is found on a stage-0 run too
@@ -257,7 +276,10 @@ StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   return LayerScope(this, layer, m.scope_token);
 }
 
-void Engine::end_scope(int layer) { impl_->params->exit(layer); }
+void Engine::end_scope(int layer) {
+  if (impl_->env.ctx_life.expired()) return;  // its streams are gone with the context
+  impl_->params->exit(layer);
+}
 
 void Engine::LayerScope::end() {
   if (engine_ != nullptr && !alive_.expired()) engine_->end_scope(layer_);

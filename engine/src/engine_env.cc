@@ -5,12 +5,20 @@ namespace zdp {
 
 EngineEnv::EngineEnv(Context& context)
     : ctx(context),
+      ctx_life(context.lifetime()),
       device(context.device()),
       comm(context.comm()),
       rank(context.rank()),
       world(context.world_size()),
       who("rank " + std::to_string(context.rank())),
       timeout(context.collective_timeout()) {}
+
+Status EngineEnv::context_alive(const std::string& call) const {
+  if (!ctx_life.expired()) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                who + ": " + call + ": the engine's Context was destroyed or moved from (it must outlive the engine, "
+                      "in place: its device, communicator and store went with it)");
+}
 
 Status EngineEnv::invalid(const std::string& what) const {
   return Status(StatusCode::kInvalidArgument, who + ": " + what);

@@ -43,6 +43,7 @@ struct EngineEnv {
   explicit EngineEnv(Context& context);
 
   Context& ctx;
+  std::weak_ptr<const void> ctx_life;  // expires with the context (destroyed or moved from)
   Device& device;
   Communicator& comm;
   const int rank;
@@ -55,6 +56,9 @@ struct EngineEnv {
 
   // kInvalidArgument "rank r: what".
   Status invalid(const std::string& what) const;
+  // kInvalidArgument naming `call` once the context is gone (the engine must not
+  // outlive it: its device, communicator and store went with it); OK while it lives.
+  Status context_alive(const std::string& call) const;
   // Allocates `bytes` accounted under `category` into `buffer` (zeroed on the compute
   // stream when `zero`); errors name `what`. REQUIRES: exec made.
   Status allocate(DeviceBuffer& buffer, int64_t bytes, MemCategory category, const char* what, bool zero);

@@ -13,6 +13,7 @@
 namespace zdp {
 
 Status Engine::Impl::step_async() {
+  ZDP_RETURN_IF_ERROR(env.context_alive("step()"));
   if (!finalized) return env.invalid("step(): before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   auto fail = [this](const Status& s) { return env.failure.fail(s); };
@@ -76,6 +77,7 @@ Status Engine::Impl::step_async() {
 }
 
 StatusOr<StepStats> Engine::Impl::step_stats() {
+  ZDP_RETURN_IF_ERROR(env.context_alive("step_stats()"));
   if (!finalized) return env.invalid("step_stats(): before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
   ZDP_RETURN_IF_ERROR(env.failure.fail(state->settle(0, env.who + ": step_stats()")));

@@ -182,7 +182,8 @@ struct TimelineEvent {
 class Engine {
  public:
   // REQUIRES: `ctx` outlives the engine and stays where it is (not moved from). Options
-  // are checked by finalize().
+  // are checked by finalize(). Checked too (Context::lifetime()): after the context goes,
+  // every call is refused and the destructor leaves the buffers unfreed, with an error.
   Engine(Context& ctx, EngineOptions options);
   ~Engine();
   Engine(const Engine&) = delete;

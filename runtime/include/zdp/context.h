@@ -60,6 +60,10 @@ class Context {
   // must have issued the same collectives (checked by the launchers). Call it at the
   // same point of every step on every rank. Cheap (a few atomics and one lock).
   void set_step(int64_t step);
+  // For an object that keeps a reference to this context (an Engine): expires when the
+  // context is destroyed or moved from, so that the object can refuse its calls instead
+  // of reaching freed memory.
+  std::weak_ptr<const void> lifetime() const { return life_; }
 
   // A context from parts the caller already has: tests that fork ranks around their own
   // store, trainers with their own bootstrap. REQUIRES: `comm` was created on `device`
@@ -70,7 +74,7 @@ class Context {
 
  private:
   friend StatusOr<Context> init(const InitOptions& options);
-  Context() = default;
+  Context();
   // Tears down in order: heartbeat, communicator, device, store (the destructor's and
   // the move assignment's).
   void release();
@@ -83,6 +87,7 @@ class Context {
   std::unique_ptr<Communicator> comm_;
   std::shared_ptr<detail::RankProgress> progress_;
   std::unique_ptr<detail::HeartbeatPublisher> heartbeat_;
+  std::shared_ptr<const void> life_;  // lifetime()'s; a new one for each context moved into
 };
 
 // Reads the launch environment and the config, connects to the store, creates the

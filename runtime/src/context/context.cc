@@ -49,7 +49,9 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
 
 }  // namespace
 
-Context::Context(Context&&) noexcept = default;
+Context::Context() : life_(std::make_shared<int>(0)) {}
+
+Context::Context(Context&& other) noexcept : Context() { *this = std::move(other); }
 
 // By hand: the defaulted assignment replaced the members in declaration order, freeing the
 // old device before the old communicator on it, while the old heartbeat thread still read
@@ -66,12 +68,16 @@ Context& Context::operator=(Context&& other) noexcept {
   comm_ = std::move(other.comm_);
   progress_ = std::move(other.progress_);
   heartbeat_ = std::move(other.heartbeat_);
+  // What refers to `other` (an engine holds its reference, not this one's) sees it go.
+  life_ = std::make_shared<int>(0);
+  other.life_.reset();
   return *this;
 }
 
 Context::~Context() { release(); }
 
 void Context::release() {
+  life_.reset();       // engines that still refer to this context refuse their calls from now on
   heartbeat_.reset();  // it reads the communicator's progress
   if (progress_) progress_->set_comm(nullptr);
   comm_.reset();       // before the device its streams live on and the store it met through
