@@ -88,7 +88,7 @@ namespace zdp {
 struct CheckpointState {
   // ---- Set by the trainer before save_checkpoint(); returned unchanged by load.
   int64_t step = 0;           // the trainer's step counter: the directory is step-<step>;
-                              // must be >= 0
+                              // at least the optimizer steps taken, below 10^18
   int64_t data_position = 0;  // global sample index of the next sample the data loader
                               // reads (samples consumed by all ranks so far)
   std::string trainer_json;   // any JSON value as text (the config used, seeds, ...);
