@@ -98,7 +98,7 @@ Engine::~Engine() {
 StatusOr<Param> Engine::add_param(const std::string& name, const std::vector<int64_t>& shape, Init init, int layer,
                                   Decay decay) {
   Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(m.env.context_alive("add_param('" + name + "')"));
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("add_param()"));
   if (m.finalized) return m.env.invalid("add_param('" + name + "'): the engine is finalized already");
   return m.registry.add(m.env, name, shape, init, layer, decay);
 }
@@ -262,7 +262,7 @@ Status Engine::mark(TimelineEvent::Kind kind) {
 
 StatusOr<Engine::LayerScope> Engine::layer(int layer, Pass pass) {
   Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(m.env.context_alive("layer(" + std::to_string(layer) + ")"));
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("layer()"));
   if (!m.finalized) return m.env.invalid("layer(" + std::to_string(layer) + "): before finalize()");
   ZDP_RETURN_IF_ERROR(m.env.failure.status());
   // At every stage, so that an off-by-one found at stage 3 is found on a stage-0 run too

@@ -13,7 +13,7 @@ EngineEnv::EngineEnv(Context& context)
       who("rank " + std::to_string(context.rank())),
       timeout(context.collective_timeout()) {}
 
-Status EngineEnv::context_alive(const std::string& call) const {
+Status EngineEnv::context_alive(const char* call) const {
   if (!ctx_life.expired()) return Status::Ok();
   return Status(StatusCode::kInvalidArgument,
                 who + ": " + call + ": the engine's Context was destroyed or moved from (it must outlive the engine, "

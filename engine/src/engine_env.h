@@ -58,7 +58,9 @@ struct EngineEnv {
   Status invalid(const std::string& what) const;
   // kInvalidArgument naming `call` once the context is gone (the engine must not
   // outlive it: its device, communicator and store went with it); OK while it lives.
-  Status context_alive(const std::string& call) const;
+  // A check on every call (layer() runs per layer and micro-batch): the message is built
+  // only when it fails.
+  Status context_alive(const char* call) const;
   // Allocates `bytes` accounted under `category` into `buffer` (zeroed on the compute
   // stream when `zero`); errors name `what`. REQUIRES: exec made.
   Status allocate(DeviceBuffer& buffer, int64_t bytes, MemCategory category, const char* what, bool zero);

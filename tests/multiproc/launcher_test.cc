@@ -257,6 +257,7 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   // and the plan ended in abort() with no plan.jsonl).
   const fs::path latin1 = dir_ / "plan-caf\xe9.toml";
   fs::copy_file(configs + "quickstart.toml", latin1, fs::copy_options::overwrite_existing);
+  fs::remove(dir_ / "plan-checks" / "plan.jsonl");  // the plans above wrote one
   r = plan({latin1.string()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "plan-checks" / "plan.jsonl")) << r.output;

@@ -134,10 +134,9 @@ bool Checkpointer::restarted() const {
   return ctx_.launch_env().attempt > 0 && !ctx_.launch_env().run_id.empty() && !config_.checkpoint.dir.empty();
 }
 
-bool Checkpointer::saved_by_this_run(const std::string& path) const {
-  StatusOr<CheckpointInfo> info = read_checkpoint_info(path);
-  if (!info.ok() || info->state.trainer_json.empty()) return false;
-  const nlohmann::json run = field(nlohmann::json::parse(info->state.trainer_json, nullptr, false), "run");
+bool Checkpointer::saved_by_this_run(const CheckpointState& saved) const {
+  if (saved.trainer_json.empty()) return false;
+  const nlohmann::json run = field(nlohmann::json::parse(saved.trainer_json, nullptr, false), "run");
   return run.is_string() && run.get_ref<const std::string&>() == ctx_.launch_env().run_id;
 }
 
@@ -148,7 +147,8 @@ StatusOr<std::string> Checkpointer::choose() {
   const CheckpointConfig& c = config_.checkpoint;
   if (restarted() && c.resume != ResumeMode::kAuto) {
     StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
-    if (latest.ok() && saved_by_this_run(*latest)) {
+    StatusOr<CheckpointInfo> info = latest.ok() ? read_checkpoint_info(*latest) : latest.status();
+    if (info.ok() && saved_by_this_run(info->state)) {
       say_restart_continues();
       return latest;
     }
@@ -191,10 +191,10 @@ StatusOr<int64_t> Checkpointer::latest_step_here() {
   const CheckpointConfig& c = config_.checkpoint;
   StatusOr<std::string> latest = find_latest_checkpoint(c.dir);
   if (!latest.ok() && latest.status().code() == StatusCode::kNotFound) return int64_t{-1};
-  if (latest.ok() && c.resume != ResumeMode::kAuto && !saved_by_this_run(*latest)) return int64_t{-1};
   if (latest.ok()) {
     StatusOr<CheckpointInfo> info = read_checkpoint_info(*latest);
-    if (info.ok()) return info->state.step;
+    // On a restart that follows another checkpoint.resume than "auto": this run's only.
+    if (info.ok()) return c.resume != ResumeMode::kAuto && !saved_by_this_run(info->state) ? -1 : info->state.step;
     latest = info.status();
   }
   return Status(latest.status().code(), config_.where("checkpoint.dir") + ": looking for a checkpoint to resume in "

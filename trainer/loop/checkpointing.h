@@ -90,8 +90,8 @@ class Checkpointer {
   bool restarted() const;
   // Rank 0's console line: this attempt continues the run, not where checkpoint.resume says.
   void say_restart_continues();
-  // Whether the checkpoint in `path` holds this run's ZDP_RUN_ID (false when unreadable).
-  bool saved_by_this_run(const std::string& path) const;
+  // Whether `saved` (a checkpoint's state) holds this run's ZDP_RUN_ID in its trainer state.
+  bool saved_by_this_run(const CheckpointState& saved) const;
   // This node's newest checkpoint step in checkpoint.dir, -1 for none (on a restart
   // that follows another checkpoint.resume than "auto": -1 unless this run saved it).
   StatusOr<int64_t> latest_step_here();
