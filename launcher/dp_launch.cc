@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/internal/broken_pipe.h"
 #include "core/internal/cli_range.h"
 #include "core/internal/open_file_limit.h"
 #include "core/internal/usable_cpus.h"
@@ -76,7 +77,7 @@ void install_signal_handlers() {
     if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
     sigaction(sig, &sa, nullptr);
   }
-  signal(SIGPIPE, SIG_IGN);
+  survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
   sigset_t handled;
   sigemptyset(&handled);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);

@@ -1,7 +1,6 @@
 // connect_gloo_context: Gloo's TCP rendezvous over our store.
 #include "runtime/internal/gloo_context.h"
 
-#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "core/internal/broken_pipe.h"
 #include "runtime/src/comm/close_on_exec.h"
 #include "zdp/log.h"
 
@@ -51,9 +51,8 @@ StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, cons
                             "; launch.rank_addr, launch.socket_ifname or GLOO_SOCKET_IFNAME choose another)";
   // Gloo's TCP pairs write to sockets without MSG_NOSIGNAL: when a peer dies mid-send the
   // default SIGPIPE would kill this rank instead of failing the collective with a message
-  // naming it. Ignore SIGPIPE unless the program installed a handler of its own.
-  struct sigaction current {};
-  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  // naming it (caught, not ignored: the programs this rank starts keep the default).
+  survive_broken_pipes();
   const NewDescriptorsCloseOnExec close_on_exec;  // Gloo's sockets and epoll descriptor
   try {
     gloo::transport::tcp::attr attr;
