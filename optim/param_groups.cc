@@ -9,10 +9,14 @@
 
 namespace zdp::optim {
 
-// Matched without case (HF's "LayerNorm.weight", "RMSNorm"), with GPT-2's "ln_1" / "ln_f"
-// and a bare "bias": models ported from HF or nanoGPT had their norms decayed.
+// Matched without case (HF's "LayerNorm.weight", "RMSNorm"), with GPT-2's "ln_1" / "ln_f",
+// the "ln1" / "lnf" of nanoGPT-style ports and llm.c's "ln1w" / "lnfb", and a bare "bias":
+// models ported from HF, nanoGPT or llm.c had their norms decayed.
 ParamGroupRule no_decay_for_biases_and_norms() {
-  return ParamGroupRule{"no_decay", {"*.bias", "bias", "*norm*", "*ln_*"}, 0.0, /*ignore_case=*/true};
+  return ParamGroupRule{"no_decay",
+                        {"*.bias", "bias", "*norm*", "*ln_*", "*ln[0-9f]", "*ln[0-9f].*", "*ln[0-9f][wb]"},
+                        0.0,
+                        /*ignore_case=*/true};
 }
 
 StatusOr<ParamGroups> ParamGroups::create(double default_weight_decay, std::vector<ParamGroupRule> rules) {

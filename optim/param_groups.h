@@ -1,5 +1,5 @@
 // Parameter groups by name pattern: which weight decay each parameter gets (e.g. none for
-// "*.bias", "*norm*" and "*ln_*", without case), turned into the sorted decay-segment table the fused kernels
+// "*.bias", "*norm*", "*ln_*" and "ln1" / "lnf" names, without case), turned into the sorted decay-segment table the fused kernels
 // read by global element index.
 #pragma once
 

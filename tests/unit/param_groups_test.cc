@@ -28,6 +28,15 @@ TEST(ParamGroups, BiasesAndNormsGetNoDecay) {
   EXPECT_EQ(g.weight_decay_of("blocks.0.attn.qkv.weight"), 0.1);
   EXPECT_EQ(g.weight_decay_of("bias_table"), 0.1);  // "*.bias" needs the dot
   EXPECT_EQ(g.group_of("wte.weight"), -1);
+  // nanoGPT-style "ln1" / "lnf" without the underscore, and llm.c's "ln1w" / "lnfb".
+  EXPECT_EQ(g.weight_decay_of("blocks.0.ln1.weight"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("h.11.ln2.bias"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("lnf.weight"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("ln1w"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("lnfb"), 0.0);
+  EXPECT_EQ(g.weight_decay_of("linear1.weight"), 0.1);  // "ln" must be followed by a digit or f
+  EXPECT_EQ(g.weight_decay_of("blocks.0.kernel1.weight"), 0.1);
+  EXPECT_EQ(g.weight_decay_of("blocks.0.mlp.fc1.weight"), 0.1);
 }
 
 // Only the by-name rule ignores case: a parameter's forced rule is its exact name.

@@ -51,7 +51,8 @@ struct Init {
 };
 
 // Whether weight decay applies to a parameter: kByName follows optim's usual rule (none
-// for "*.bias", "bias", "*norm*" and "*ln_*" names, without case); kDecay / kNoDecay force it either way.
+// for "*.bias", "bias", "*norm*", "*ln_*" and "ln1" / "lnf" names, without case); kDecay /
+// kNoDecay force it either way.
 enum class Decay { kByName, kDecay, kNoDecay };
 const char* to_string(Decay decay);
 
