@@ -77,7 +77,7 @@ void install_signal_handlers() {
     if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
     sigaction(sig, &sa, nullptr);
   }
-  survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
+  zdp::survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
   sigset_t handled;
   sigemptyset(&handled);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);

@@ -1,12 +1,15 @@
 // A rank's child process inherits none of the communicator's sockets or epoll descriptors
 // (runtime/src/comm/close_on_exec.h): a child that outlived its rank would otherwise hold
-// the rank's connections open, and the peers would wait out the collective timeout.
+// the rank's connections open, and the peers would wait out the collective timeout. Nor
+// does it inherit SIGPIPE ignored (core/internal/broken_pipe.h).
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "runtime/src/comm/close_on_exec.h"
@@ -30,6 +33,18 @@ std::string inherited_by_a_child() {
   return out;
 }
 
+// The mask of signals a child shell ignores, as /proc shows it (16 hex digits).
+std::string signals_a_child_ignores() {
+  FILE* p = ::popen("sed -n 's/^SigIgn:[[:space:]]*//p' /proc/self/status", "r");
+  if (p == nullptr) return "popen failed";
+  std::string out;
+  char buf[64];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  ::pclose(p);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 TEST(CloseOnExec, AChildInheritsNoneOfGloosDescriptors) {
   const auto results = testing::fork_ranks(3, [](int rank, int world, Store& store) -> Status {
     std::unique_ptr<Device> device = create_cpu_device();
@@ -42,6 +57,12 @@ TEST(CloseOnExec, AChildInheritsNoneOfGloosDescriptors) {
     ZDP_RETURN_IF_ERROR(stream->synchronize(60s));
     if (x != 3.0f) return Status(StatusCode::kInternal, "all_reduce gave " + std::to_string(x));
     const std::string inherited = inherited_by_a_child();
+    // Nor SIGPIPE ignored (core/internal/broken_pipe.h): connecting Gloo catches it, and a
+    // child that inherited SIG_IGN never stopped when its reader went (`producer | head`).
+    const std::string ignored = signals_a_child_ignores();
+    if (ignored.empty() || (std::strtoull(ignored.c_str(), nullptr, 16) >> (SIGPIPE - 1)) & 1) {
+      return Status(StatusCode::kInternal, "rank " + std::to_string(rank) + "'s child ignores SIGPIPE (SigIgn " + ignored + ")");
+    }
     if (inherited.find("socket:") != std::string::npos || inherited.find("eventpoll") != std::string::npos) {
       return Status(StatusCode::kInternal, "rank " + std::to_string(rank) + "'s child inherited:\n" + inherited);
     }

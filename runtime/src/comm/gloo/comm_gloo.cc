@@ -7,6 +7,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -73,12 +75,7 @@ class GlooCommunicator final : public Communicator {
   // Collectives still running hold `this`: wait for them (each ends by its timeout).
   ~GlooCommunicator() override {
     std::unique_lock<std::mutex> lock(streams_mu_);
-    idle_.wait(lock, [this] {
-      for (auto& [stream, ps] : streams_) {
-        if (ps.in_flight > 0) return false;
-      }
-      return true;
-    });
+    idle_.wait(lock, [this] { return in_flight_.empty(); });
   }
 
   const char* backend() const override { return "gloo"; }
@@ -91,17 +88,14 @@ class GlooCommunicator final : public Communicator {
     // This Gloo cannot interrupt a local wait, so release our own waiters: the streams
     // with collectives in flight fail now; the blocked host task ends at its timeout.
     std::lock_guard<std::mutex> lock(streams_mu_);
-    for (auto& [stream, ps] : streams_) {
-      if (ps.in_flight > 0) stream->abort(first);
-    }
+    for (auto& [stream, collectives] : in_flight_) stream->abort(first);
   }
 
  protected:
   Status launch(const CollectiveDesc& desc, Buffers buffers, Stream& stream) override {
     if (device().kind() == DeviceKind::kCpu) {  // a CPU stream's host tasks run on its own thread
-      PerStream& ps = per_stream(stream);
-      return stream.enqueue_host(desc.describe(), [this, desc, buffers, &ps, token = begin(ps, desc.seq)] {
-        return run(desc, buffers.send, buffers.recv, buffers.shape.get(), ps);
+      return stream.enqueue_host(desc.describe(), [this, desc, buffers, token = begin(stream, desc.seq)] {
+        return run(desc, buffers.send, buffers.recv, buffers.shape.get());
       });
     }
     // CUDA buffers: every collective runs on this communicator's own stream, in issue
@@ -116,18 +110,19 @@ class GlooCommunicator final : public Communicator {
     ZDP_RETURN_IF_ERROR(ensure_ordered_stream());
     ZDP_RETURN_IF_ERROR(stream.record(*caller_reached_));
     ZDP_RETURN_IF_ERROR(ordered_->wait(*caller_reached_));
-    ZDP_RETURN_IF_ERROR(stage_on_ordered_stream(desc, buffers, per_stream(*ordered_), *ordered_));
+    ZDP_RETURN_IF_ERROR(stage_on_ordered_stream(desc, buffers, *ordered_));
     ZDP_RETURN_IF_ERROR(ordered_->record(*collective_done_));
     return stream.wait(*collective_done_);
   }
 
  private:
-  // State that collectives of one stream reuse; they run one at a time on that stream.
-  struct PerStream {
-    std::unique_ptr<char[]> rs_scratch;
-    size_t rs_scratch_bytes = 0;
-    DeviceBuffer staging;  // CUDA builds: pinned host memory
-    int in_flight = 0;     // enqueued, not finished (guarded by streams_mu_)
+  // The ring reduce-scatter's receive buffer, lent to one collective at a time: the
+  // collectives of different streams run at once, each on a buffer of its own. Pooled, not
+  // kept per caller stream: nothing tells a communicator that a stream was destroyed, so
+  // scratch kept per stream stayed allocated for every engine destroyed on its context.
+  struct Scratch {
+    std::unique_ptr<char[]> bytes;
+    size_t size = 0;
   };
 
   // The stream every CUDA collective runs on, and the two events that order it after
@@ -145,10 +140,10 @@ class GlooCommunicator final : public Communicator {
   }
 
   // Copy in, the collective as a host task, copy out: all on `stream` (the ordered one).
-  Status stage_on_ordered_stream(const CollectiveDesc& desc, Buffers buffers, PerStream& ps, Stream& stream) {
+  Status stage_on_ordered_stream(const CollectiveDesc& desc, Buffers buffers, Stream& stream) {
     const IoBytes io = io_bytes(desc, buffers.shape.get());
-    ZDP_RETURN_IF_ERROR(ensure_staging(ps, stream, io.in + io.out));
-    char* stage_in = ps.staging.as<char>();
+    ZDP_RETURN_IF_ERROR(ensure_staging(stream, io.in + io.out));
+    char* stage_in = staging_.as<char>();
     char* stage_out = stage_in + io.in;
     void* host_send = stage_in;
     void* host_recv = stage_out;
@@ -157,8 +152,8 @@ class GlooCommunicator final : public Communicator {
     }
     if (io.in > 0) ZDP_RETURN_IF_ERROR(stream.memcpy_async(stage_in, buffers.send, io.in));
     ZDP_RETURN_IF_ERROR(stream.enqueue_host(
-        desc.describe(), [this, desc, host_send, host_recv, shape = buffers.shape, &ps, token = begin(ps, desc.seq)] {
-          return run(desc, host_send, host_recv, shape.get(), ps);
+        desc.describe(), [this, desc, host_send, host_recv, shape = buffers.shape, token = begin(stream, desc.seq)] {
+          return run(desc, host_send, host_recv, shape.get());
         }));
     if (buffers.shape) {  // only the chunks that arrived: the others keep what the caller has there
       const size_t stride = static_cast<size_t>(desc.bytes()), elem = dtype_size(desc.dtype);
@@ -175,45 +170,56 @@ class GlooCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  PerStream& per_stream(Stream& stream) {
-    std::lock_guard<std::mutex> lock(streams_mu_);
-    return streams_[&stream];  // node-based map: references stay valid
-  }
-
   // A collective is in flight from just before it is enqueued until its host task has
   // run or been dropped: a failed stream skips (destroys unrun) the tasks queued behind
   // the failure, so the count is a token the task owns, released when the last copy of
   // the task goes, whichever way. A stream with work in flight cannot be destroyed (its
-  // destructor drains), so abort() may touch it.
+  // destructor drains), so abort() may touch it; a stream leaves the map with its last
+  // collective, so a destroyed one is never there.
   // A dropped task also ends its collective in the flight recorder (a no-op after run()
   // ended it): else the recorder reported it in flight for ever, and the heartbeats named
   // a collective this rank would never run.
-  std::shared_ptr<void> begin(PerStream& ps, uint64_t seq) {
+  std::shared_ptr<void> begin(Stream& stream, uint64_t seq) {
     {
       std::lock_guard<std::mutex> lock(streams_mu_);
-      ++ps.in_flight;
+      ++in_flight_[&stream];
     }
-    return std::shared_ptr<void>(nullptr, [this, &ps, seq](void*) {
+    return std::shared_ptr<void>(nullptr, [this, stream = &stream, seq](void*) {
       note_finished(seq, false);
-      // Notify under the lock: once it can see in_flight == 0 the destructor may return
-      // and destroy idle_, so a notify after unlocking raced with it (TSan saw it).
+      // Notify under the lock: once it can see no collective in flight the destructor may
+      // return and destroy idle_, so a notify after unlocking raced with it (TSan saw it).
       std::lock_guard<std::mutex> lock(streams_mu_);
-      --ps.in_flight;
+      const auto it = in_flight_.find(stream);
+      if (--it->second == 0) in_flight_.erase(it);
       idle_.notify_all();
     });
   }
 
-  Status ensure_staging(PerStream& ps, Stream& stream, size_t bytes) {
-    if (static_cast<size_t>(ps.staging.bytes()) >= bytes) return Status::Ok();
+  // The ordered stream's pinned staging (under cuda_issue_mu_, like every use of it).
+  Status ensure_staging(Stream& stream, size_t bytes) {
+    if (static_cast<size_t>(staging_.bytes()) >= bytes) return Status::Ok();
     // The old buffer may still be in use by work queued on this stream.
     ZDP_RETURN_IF_ERROR(stream.synchronize(options().timeout));
-    ps.staging.reset();
-    ZDP_ASSIGN_OR_RETURN(ps.staging, device().allocate(static_cast<int64_t>(bytes), MemCategory::kBuckets,
-                                                       MemSpace::kPinnedHost));
+    staging_.reset();
+    ZDP_ASSIGN_OR_RETURN(staging_, device().allocate(static_cast<int64_t>(bytes), MemCategory::kBuckets,
+                                                     MemSpace::kPinnedHost));
     return Status::Ok();
   }
 
-  Status run(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape, PerStream& ps) {
+  std::unique_ptr<Scratch> take_scratch() {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    if (spare_scratch_.empty()) return std::make_unique<Scratch>();
+    std::unique_ptr<Scratch> scratch = std::move(spare_scratch_.back());
+    spare_scratch_.pop_back();
+    return scratch;
+  }
+
+  void return_scratch(std::unique_ptr<Scratch> scratch) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    spare_scratch_.push_back(std::move(scratch));
+  }
+
+  Status run(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape) {
     const Status earlier = error();
     if (!earlier.ok()) {
       note_finished(desc.seq, false);
@@ -222,7 +228,7 @@ class GlooCommunicator final : public Communicator {
     }
     const auto start = Clock::now();
     note_started(desc.seq);
-    const Status s = run_guarded(desc, send, recv, shape, ps, start);
+    const Status s = run_guarded(desc, send, recv, shape, start);
     if (s.ok()) {
       note_finished(desc.seq, true);
     } else {
@@ -232,9 +238,9 @@ class GlooCommunicator final : public Communicator {
   }
 
   Status run_guarded(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape,
-                     PerStream& ps, Clock::time_point start) {
+                     Clock::time_point start) {
     try {
-      run_collective(desc, send, recv, shape, ps);
+      run_collective(desc, send, recv, shape);
     } catch (const gloo::IoException& e) {
       const std::string what = e.what();
       const auto elapsed = Clock::now() - start;
@@ -255,8 +261,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   // Throws gloo exceptions; run() turns them into Status.
-  void run_collective(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape,
-                      PerStream& ps) {
+  void run_collective(const CollectiveDesc& desc, const void* send, void* recv, const AllToAllShape* shape) {
     const int k = world_size();
     const size_t bytes = static_cast<size_t>(desc.bytes());
     const size_t count = static_cast<size_t>(desc.count);
@@ -305,7 +310,15 @@ class GlooCommunicator final : public Communicator {
         args.reduce = host_reduce_fn(desc.dtype, desc.reduce);
         args.tag = tag;
         args.timeout = options().timeout;
-        ring_reduce_scatter(context_, args, ps.rs_scratch, ps.rs_scratch_bytes);
+        // Returned to the pool however the collective ends: a failed one fails the
+        // communicator, and no later collective runs to reuse it.
+        std::unique_ptr<Scratch> scratch = take_scratch();
+        struct Lend {
+          GlooCommunicator* owner;
+          std::unique_ptr<Scratch>& scratch;
+          ~Lend() { owner->return_scratch(std::move(scratch)); }
+        } lend{this, scratch};
+        ring_reduce_scatter(context_, args, scratch->bytes, scratch->size);
         if (average) host_scale(recv, count, desc.dtype, 1.0f / static_cast<float>(k));
         return;
       }
@@ -350,9 +363,12 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Event> caller_reached_;     // CUDA: see ensure_ordered_stream()
   std::unique_ptr<Event> collective_done_;
   std::unique_ptr<Stream> ordered_;           // destroyed first; neither it nor the events wait
+  DeviceBuffer staging_;                      // CUDA builds: pinned host memory
   std::mutex streams_mu_;
   std::condition_variable idle_;  // signalled when a collective finishes
-  std::map<Stream*, PerStream> streams_;
+  // Collectives enqueued and not finished, per caller stream (only streams with some).
+  std::map<Stream*, int> in_flight_;
+  std::vector<std::unique_ptr<Scratch>> spare_scratch_;  // as many as ran at once
 };
 
 // Communicators created in one process get distinct store namespaces; every rank
