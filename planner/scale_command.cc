@@ -183,12 +183,14 @@ int run_scale(const ScaleArgs& a) {
     std::vector<std::string> argv = {self, a.config_path};
     for (const std::string& s : a.sets) argv.insert(argv.end(), {"--set", s});
     for (const std::string& s : extra) argv.insert(argv.end(), {"--set", s});
-    // Same per-rank work at every K; one node; no checkpoints (a run must not resume another's).
+    // Same per-rank work at every K; one node; no checkpoints, neither saved nor resumed (a
+    // run must not resume another's, nor the config's checkpoint.resume path: it timed
+    // fewer steps than the report said, or none).
     for (const std::string& s :
          {"launch.nproc_per_node=" + std::to_string(K), std::string("launch.nnodes=1"),
           "train.global_batch=" + std::to_string(K * micro * accum), "train.accum_steps=" + std::to_string(accum),
           "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("checkpoint.dir=\"\""),
-          std::string("checkpoint.every_steps=0")}) {
+          std::string("checkpoint.every_steps=0"), std::string("checkpoint.resume=\"never\"")}) {
       argv.insert(argv.end(), {"--set", s});
     }
     say("world size " + std::to_string(K) + ": global batch " + std::to_string(K * micro * accum) + " = " +

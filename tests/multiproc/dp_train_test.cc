@@ -414,10 +414,11 @@ double json_number(const std::string& line, const std::string& key) {
 
 // dp-launch scale: one child run per world size, each with the config's per-rank batch
 // (mlp-cpu.toml: micro_batch 16 x accum_steps 2) in its own log_dir; speed-up and eta
-// follow from the runs' own summaries.
+// follow from the runs' own summaries. No run resumes, whatever checkpoint.resume says.
 TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficiency) {
   const std::string cmd = std::string(ZDP_DP_LAUNCH) + " scale " + ZDP_SOURCE_DIR + "/configs/mlp-cpu.toml --world 1,2 " +
                           "--steps 4 --set launch.log_dir=" + (dir_ / "logs").string() +
+                          " --set checkpoint.resume=" + (dir_ / "no-such-checkpoint").string() +
                           " --set launch.master_port=" + std::to_string(testing::free_port()) +
                           " --set launch.program=" + ZDP_DP_TRAIN;
   const CommandRun r = run_command(cmd);
