@@ -118,8 +118,8 @@ const char* to_string(CheckpointStorage storage);
 
 struct SaveOptions {
   int keep = 0;  // after a successful save, keep this many step-<N> directories under
-                 // root, the highest steps, and delete the others (0: keep all); the one
-                 // just written is never deleted
+                 // root: the newest up to the step just saved, which is never deleted; older
+                 // ones are deleted, higher steps (another run's) left alone (0: keep all)
   CheckpointStorage storage = CheckpointStorage::kShared;
   int64_t chunk_bytes = int64_t{4} << 20;  // checksum chunk (4 MiB): smaller chunks cost a
                                            // longer state.json, larger ones more extra

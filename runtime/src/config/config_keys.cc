@@ -270,8 +270,8 @@ std::vector<KeyInfo> build_table() {
       field("launch.collective_timeout_s", &C::launch, &L::collective_timeout_s,
             "a collective waiting longer than this fails the job", between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.startup_timeout_s", &C::launch, &L::startup_timeout_s,
-            "every rank must join the job (zdp::init done) within this, or the job stops; 0 = no deadline "
-            "(programs that never use zdp::init)", off_or_between(kMinTimeoutS, kMaxTimeoutS)),
+            "every rank must join the job (zdp::init done) within this, or the job stops; 0 = no deadline from "
+            "dp-launch (programs without zdp::init; a rank's store wait: max(collective_timeout_s, 10 s))", off_or_between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.heartbeat_timeout_s", &C::launch, &L::heartbeat_timeout_s,
             "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch "
             "(ranks beat every tenth of it, at most every 50 ms: below 1 s healthy ranks would be blamed)",
