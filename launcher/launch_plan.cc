@@ -173,7 +173,10 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
       else errors.push_back("SLURM_JOB_NODELIST: " + host.status().message());
     }
   }
-  if (in.node_rank) p.node_rank = *in.node_rank;
+  if (in.node_rank) {
+    if (slurm && *in.node_rank != slurm_node) p.layout_origin += ", node rank from --node-rank";
+    p.node_rank = *in.node_rank;
+  }
   if (p.node_rank < 0 || p.node_rank >= p.nnodes) {
     // Named by where each number came from (the flag, Slurm or the config's key).
     const std::string rank_from = in.node_rank ? std::string("--node-rank")

@@ -187,6 +187,17 @@ TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   // Nodes may share the log folder: each reads its own resolved config.
   EXPECT_EQ(plan->config_file, "/tmp/x/config.node-1.toml");
   EXPECT_EQ(ranks[1].env.at("ZDP_CONFIG"), "/tmp/x/config.node-1.toml");
+  // --node-rank beats SLURM_NODEID, and the layout's origin says so (--dry-run printed
+  // "this is node 0 (layout from Slurm (..., SLURM_NODEID=1))").
+  launcher::PlanInputs flagged = inputs();
+  flagged.node_rank = 0;
+  auto overridden = launcher::make_plan(c, flagged, fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
+                                                          {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                                          {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
+  ASSERT_TRUE(overridden.ok()) << overridden.status().to_string();
+  EXPECT_EQ(overridden->node_rank, 0);
+  EXPECT_NE(overridden->layout_origin.find("SLURM_NODEID=1), node rank from --node-rank"), std::string::npos)
+      << overridden->layout_origin;
 }
 
 // A Slurm value that is not a number in range is refused naming the variable: it fell back
