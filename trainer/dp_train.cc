@@ -94,5 +94,8 @@ int main(int argc, char** argv) {
     }
     std::printf("dp-train: loss curve in %s\n", svg_path.c_str());
   }
-  return 0;
+  for (const zdp::Status& failed : done->output_failures) {
+    std::fprintf(stderr, "dp-train: rank %d: the run finished, but %s\n", ctx->rank(), failed.to_string().c_str());
+  }
+  return done->output_failures.empty() ? 0 : 1;
 }

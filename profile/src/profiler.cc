@@ -85,6 +85,10 @@ Profiler::Profiler(Context& ctx, Engine& engine, ProfileOptions options)
                        impl_->who() + ": the engine's EngineOptions::trace is off, so it records no timeline to "
                                       "profile (set it before finalize())"));
   }
+  if (impl_->opt.dir.empty()) {  // create_directories("") fails, and only at finish()
+    throw Error(Status(StatusCode::kInvalidArgument,
+                       impl_->who() + ": ProfileOptions::dir is empty: name the folder rank 0 writes its files to"));
+  }
   ctx.device().memory().reset_peaks();
 }
 
@@ -265,21 +269,30 @@ StatusOr<ProfileSummary> Profiler::finish() {
     return ProfileSummary{};
   }
 
+  // Each file is written on its own and the summary printed whatever became of them: a
+  // file that cannot be written (a full disk, the folder replaced) lost the whole report,
+  // the tables included, at the end of the run that measured it. The first failure is
+  // returned after the summary; a file that was not written is named as not written.
+  Status failed;
+  const auto keep_first_failure = [&failed](const Status& s) {
+    if (failed.ok() && !s.ok()) failed = s;
+    return s.ok();
+  };
   std::error_code ec;
   std::filesystem::create_directories(m.opt.dir, ec);
-  if (ec) return Status(StatusCode::kIoError, m.who() + ": cannot create '" + m.opt.dir + "': " + ec.message());
+  if (ec) keep_first_failure(Status(StatusCode::kIoError, m.who() + ": cannot create '" + m.opt.dir + "': " + ec.message()));
   const std::filesystem::path dir(m.opt.dir);
   profile::OutputPaths paths{m.opt.trace ? (dir / "trace.json").string() : "", (dir / "memory.svg").string(),
                              (dir / "profile.jsonl").string()};
   if (m.opt.trace) {
-    ZDP_RETURN_IF_ERROR(m.write_file(paths.trace, profile::chrome_trace(ranks, in.world_size)));
+    if (!keep_first_failure(m.write_file(paths.trace, profile::chrome_trace(ranks, in.world_size)))) paths.trace.clear();
   } else {
     // An earlier run's trace must not sit beside this run's profile.jsonl as if it were its.
     std::error_code ignored;
     std::filesystem::remove(dir / "trace.json", ignored);
   }
   const std::string title = in.description + ": memory per rank, " + std::to_string(in.world_size) + " rank(s)";
-  ZDP_RETURN_IF_ERROR(m.write_file(paths.svg, profile::memory_svg(title, m.stage_bars(ranks, in))));
+  if (!keep_first_failure(m.write_file(paths.svg, profile::memory_svg(title, m.stage_bars(ranks, in))))) paths.svg.clear();
   std::string lines;
   for (const RankProfile& r : ranks) {
     const double origin = profile::time_origin(ranks, r);
@@ -288,12 +301,13 @@ StatusOr<ProfileSummary> Profiler::finish() {
     }
   }
   lines += profile::summary_line(*summary, paths).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  ZDP_RETURN_IF_ERROR(m.write_file(paths.jsonl, lines));
+  if (!keep_first_failure(m.write_file(paths.jsonl, lines))) paths.jsonl.clear();
   if (m.opt.out != nullptr) {
     const std::string text = profile::format_summary(*summary, paths);
     std::fputs(text.c_str(), m.opt.out);
     std::fflush(m.opt.out);
   }
+  if (!failed.ok()) return failed;
 
   ProfileSummary out;
   out.steps = summary->steps;

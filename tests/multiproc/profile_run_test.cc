@@ -306,6 +306,52 @@ TEST(ProfilerWindow, KeepsTheNewestWholeStepsWithinItsBound) {
   EXPECT_LE(at_two, (steps.size() + 1) / 2) << "one rank kept " << steps.size() << " steps";
 }
 
+// A profile whose files cannot be written still prints its summary, then fails naming the
+// folder (the whole report was lost at the end of the run that measured it); and a
+// profiler without a folder is refused when it is made, not at finish().
+TEST(ProfilerOutput, AFolderThatCannotBeWrittenStillPrintsTheSummary) {
+  const fs::path dir = fs::temp_directory_path() / ("zdp_profile_unwritable_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "not-a-folder") << "x";
+  InitOptions init_options;
+  init_options.backend = Backend::kGloo;
+  StatusOr<Context> ctx = init(init_options);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EngineOptions o;
+  o.trace = true;
+  Engine engine(*ctx, o);
+  const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
+  ASSERT_TRUE(engine.finalize().ok());
+  ProfileOptions po;
+  po.warmup_steps = 0;
+  EXPECT_THROW(Profiler(*ctx, engine, po), Error);
+  po.dir = (dir / "not-a-folder" / "profile").string();
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  po.out = out;
+  Profiler profiler(*ctx, engine, po);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());
+    float* g = engine.grad_as<float>(p);
+    ASSERT_NE(g, nullptr);
+    for (int i = 0; i < 64; ++i) g[i] = 0.01f;
+    ASSERT_TRUE(engine.grad_ready(p).ok());
+    ASSERT_TRUE(engine.step().ok());
+    ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationEnd).ok());
+    profiler.end_step();
+  }
+  const StatusOr<ProfileSummary> done = profiler.finish();
+  std::string printed(1 << 16, '\0');
+  std::rewind(out);
+  printed.resize(std::fread(printed.data(), 1, printed.size(), out));
+  std::fclose(out);
+  fs::remove_all(dir);
+  ASSERT_FALSE(done.ok());
+  EXPECT_NE(done.status().message().find("not-a-folder"), std::string::npos) << done.status().to_string();
+  EXPECT_NE(printed.find("throughput: "), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("JSON lines "), std::string::npos) << "a file that was not written is named:\n" << printed;
+}
+
 TEST(ProfileTestHook, ParsesRankAndMillisecondsAndRefusesAnythingElse) {
   ::setenv("ZDP_PROFILE_TEST_DELAY", "rank=1,ms=30", 1);
   EXPECT_EQ(profile_test_delay(1).value(), 30ms);

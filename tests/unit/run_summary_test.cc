@@ -68,6 +68,12 @@ TEST(RunSummary, RatesComeFromTheMedianStepTimeAfterWarmUp) {
   EXPECT_EQ(none.at("steps"), 5);
   EXPECT_EQ(none.at("first_step"), 40);
   EXPECT_EQ(none.at("resumed_from"), "ckpt/step-40");
+  // Skipped steps count from step 1: 45 steps in all, 42 updates.
+  EXPECT_TRUE(none.at("skipped_steps").is_null());  // no step ran here
+  run.optimizer_steps = 42;
+  const nlohmann::json skipped = run_summary(c, 3, "cpu", run);
+  EXPECT_EQ(skipped.at("optimizer_steps"), 42);
+  EXPECT_EQ(skipped.at("skipped_steps"), 3);
 }
 
 TEST(RunSummary, WritesTheFileUnderLogDirAndNamesAPathItCannotWrite) {

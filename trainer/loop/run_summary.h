@@ -5,7 +5,9 @@
 //   accum_steps, tokens_per_sample, tokens_per_step, seconds, step_time_s_median,
 //   timed_steps, tokens_per_s, samples_per_s, peak_lr, final_loss, eval_loss, eval_step,
 //   first_step, resumed_from, loss_history, losses (every step's loss, this run's steps),
-//   param_sha256 (train.deterministic: trainer/loop/param_hash.h's digest; else null)
+//   param_sha256 (train.deterministic: trainer/loop/param_hash.h's digest; else null),
+//   optimizer_steps and skipped_steps (updates taken and steps skipped for a non-finite
+//   gradient, from step 1; null when this run took no step)
 // Rates use the median step time over the timed steps (all but the first
 // kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
 // count; a step's time is the mean over the steps between two reads of the device's

@@ -333,6 +333,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       const char* skipped = eopts.compute_dtype == DType::kF16 ? " | skipped (fp16 overflow)"
                                                                : " | skipped (non-finite gradient)";
       console.line(Console::format(line) + (stats.skipped ? skipped : ""));
+      summary.optimizer_steps = stats.step;  // the last step is always logged
     }
     const bool eval_due = val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps);
     const bool save_due = checkpoint_due(config, done);
@@ -357,8 +358,14 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   progress.phase("done");
   console.finish();
   summary.seconds = seconds_since(start);
-  if (profiler) ZDP_RETURN_IF_ERROR(profiler->finish().status());
-  if (kernel_times) ZDP_RETURN_IF_ERROR(kernel_times->finish(options.out));
+  // A profile that cannot be written (a full disk, its folder replaced) does not undo the
+  // run: train_summary.json and loss.svg are still written, then the failure is reported.
+  if (profiler) {
+    if (Status s = profiler->finish().status(); !s.ok()) summary.output_failures.push_back(std::move(s));
+  }
+  if (kernel_times) {
+    if (Status s = kernel_times->finish(options.out); !s.ok()) summary.output_failures.push_back(std::move(s));
+  }
   return summary;
 }
 

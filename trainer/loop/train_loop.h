@@ -42,6 +42,11 @@ struct TrainSummary {
   double seconds = 0;                                // the whole loop, evaluations included
   std::string param_sha256;                          // train.deterministic, rank 0: param_hash.h's
                                                      // digest after the last step; else ""
+  int64_t optimizer_steps = -1;                      // updates taken from step 1 (skipped steps not
+                                                     // counted) after the last step; -1: no step ran
+  // Outputs asked for that could not be written (the profile, the kernel times): the run
+  // itself succeeded, so the caller still writes its summary, then reports these.
+  std::vector<Status> output_failures;
 };
 
 // Every rank calls it. Errors name the rank and what failed.

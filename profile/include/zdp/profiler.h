@@ -36,7 +36,7 @@ namespace zdp {
 using MemoryByCategory = std::array<int64_t, kNumMemCategories>;
 
 struct ProfileOptions {
-  std::string dir;                // rank 0 writes its files here (created if missing)
+  std::string dir;                // rank 0 writes its files here (created if missing); required
   int64_t warmup_steps = 2;       // first steps left out of the summary
   int64_t active_steps = 0;       // steps measured after the warm-up; 0 = all the rest
   bool trace = true;              // write trace.json
