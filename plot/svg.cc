@@ -18,10 +18,15 @@ std::string escape(const std::string& text) {
     // parsers refuse ("not proper UTF-8"): '?' instead. A valid sequence is copied whole.
     if (static_cast<unsigned char>(ch) >= 0x80) {
       const size_t n = utf8_sequence_length(text, i);
+      // U+FFFE and U+FFFF are valid UTF-8 but not XML characters (expat refuses the file).
+      const bool not_xml = n == 3 && static_cast<unsigned char>(text[i]) == 0xEF &&
+                           static_cast<unsigned char>(text[i + 1]) == 0xBF &&
+                           static_cast<unsigned char>(text[i + 2]) >= 0xBE;
       if (n == 0) {
         out += '?';
       } else {
-        out.append(text, i, n);
+        if (not_xml) out += '?';
+        else out.append(text, i, n);
         i += n - 1;
       }
       continue;
@@ -61,6 +66,11 @@ const char* palette(size_t n) {
 
 Ticks nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  // Within 2x of DBL_MAX the last tick rounded up to infinity and the loop below never
+  // ended (a summary's 1.6e308 samples/s): such values are drawn at the bound.
+  constexpr double kLargest = 1e300;
+  lo = std::clamp(lo, -kLargest, kLargest);
+  hi = std::clamp(hi, -kLargest, kLargest);
   if (hi < lo) std::swap(lo, hi);
   if (hi - lo < 1e-12 * std::max(1.0, std::fabs(hi))) {  // one value: give it room
     const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
@@ -80,7 +90,9 @@ Ticks nice_ticks(double lo, double hi, int target) {
   t.step = step;
   t.lo = std::floor(lo / step + 1e-9) * step;
   t.hi = std::ceil(hi / step - 1e-9) * step;
-  for (double v = t.lo; v <= t.hi + step / 2; v += step) t.values.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  for (double v = t.lo; v <= t.hi + step / 2 && t.values.size() < 1000; v += step) {
+    t.values.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  }
   return t;
 }
 

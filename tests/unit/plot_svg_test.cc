@@ -39,6 +39,13 @@ TEST(PlotTicks, RoundStepsCoverTheRange) {
   EXPECT_DOUBLE_EQ(u.step, 1);
   EXPECT_DOUBLE_EQ(u.lo, 1);
   EXPECT_DOUBLE_EQ(u.hi, 6);
+  // Values within 2x of DBL_MAX: the last tick was infinite and the loop never ended.
+  for (const auto& [lo, hi] : {std::pair{0.0, 1.6e308}, std::pair{-1.7e308, 1.7e308}, std::pair{1.7e308, 1.7e308}}) {
+    const plot::Ticks huge = plot::nice_ticks(lo, hi);
+    EXPECT_TRUE(std::isfinite(huge.hi) && std::isfinite(huge.step)) << lo << " " << hi;
+    EXPECT_GE(huge.values.size(), 2u);
+    EXPECT_LE(huge.values.size(), 12u);
+  }
   const plot::Ticks one = plot::nice_ticks(3, 3);  // a single value still gets a range
   EXPECT_LT(one.lo, 3);
   EXPECT_GT(one.hi, 3);
@@ -244,6 +251,8 @@ TEST(PlotSvg, EscapedTextIsValidXmlText) {
   // A byte that starts no UTF-8 sequence (a Latin-1 file name) becomes '?'; XML parsers
   // refused the SVG. Valid sequences stay whole.
   EXPECT_EQ(plot::escape("caf\xe9 \xc3\xa9 \xe2\x9c\x93 \xc3"), "caf? \xc3\xa9 \xe2\x9c\x93 ?");
+  // U+FFFE and U+FFFF are UTF-8 but not XML characters; U+FFFD stays.
+  EXPECT_EQ(plot::escape("\xef\xbf\xbe \xef\xbf\xbf \xef\xbf\xbd"), "? ? \xef\xbf\xbd");
 }
 
 }  // namespace
