@@ -85,10 +85,17 @@ TEST(Safetensors, SizesThatWouldOverflowAreRefused) {
   for (int i = 0; i < 64; ++i) many += ",1";
   EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":" + many + "],\"data_offsets\":[0,4]}}"),
               HasSubstr("tensor 'a': a shape of more than 64 dimensions"));
-  // A zero dimension holds nothing, however large the others: such a tensor is valid.
-  EXPECT_EQ(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904,0],"
+  // A zero dimension holds nothing, but the product is taken in order, in 64-bit unsigned
+  // arithmetic, as the safetensors package does: one that overflows before the 0 is refused
+  // (Python's safe_open: "overflow computing buffer size from shape"), others are valid.
+  EXPECT_THAT(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904,0],"
+                      "\"data_offsets\":[0,0]}}"),
+              HasSubstr("do not hold F32 [4611686018427387904, 4611686018427387904, 0]"));
+  EXPECT_EQ(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,4611686018427387904],"
                     "\"data_offsets\":[0,0]}}"),
             "accepted");
+  EXPECT_EQ(refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2305843009213693952,4,0],\"data_offsets\":[0,0]}}"),
+            "accepted");  // 2^63 on the way: fits 64 unsigned bits (it overflowed int64 in numel())
 }
 
 TEST(Safetensors, WritersFillAFileInAnyOrderAndReadersCheckItsSize) {

@@ -45,10 +45,12 @@ std::string range_text(int64_t offset, int64_t bytes) {
   return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) + ")";
 }
 
+// Unsigned, as the header check multiplies: a shape it accepts ([2^61, 4, 0]) has partial
+// products up to 2^64 that overflowed int64 (undefined) before the 0 came.
 int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return static_cast<int64_t>(n);
 }
 
 // Reads exactly `bytes` at file offset `pos`; a short read (end of file) is an error.
@@ -220,10 +222,18 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
                                       json_checked::integer(&(*offsets)[0], "an offset", 0, kMaxDataBytes), context));
     ZDP_ASSIGN_OR_RETURN(t.end, json_checked::with_context(
                                     json_checked::integer(&(*offsets)[1], "an offset", 0, kMaxDataBytes), context));
-    // The bytes its dtype and shape need; a zero dimension makes 0 whatever the others.
-    int64_t bytes = std::count(t.shape.begin(), t.shape.end(), 0) > 0 ? 0 : size;
+    // The bytes its dtype and shape need, multiplied in order as the safetensors package
+    // does (64-bit unsigned, the dimensions first, then the element size): a shape whose
+    // running product overflows is refused even when a later 0 would make it empty
+    // ([2^62, 2^62, 0]: Python's safe_open refuses it, "overflow computing buffer size").
+    uint64_t elements = 1, product_bytes = 0;
     bool overflow = false;
-    for (const int64_t dim : t.shape) overflow = overflow || __builtin_mul_overflow(bytes, dim, &bytes);
+    for (const int64_t dim : t.shape) {
+      overflow = overflow || __builtin_mul_overflow(elements, static_cast<uint64_t>(dim), &elements);
+    }
+    overflow = overflow || __builtin_mul_overflow(elements, static_cast<uint64_t>(size), &product_bytes);
+    overflow = overflow || product_bytes > static_cast<uint64_t>(kMaxDataBytes);
+    const int64_t bytes = static_cast<int64_t>(product_bytes);
     if (overflow || t.end < t.begin || t.end - t.begin != bytes) {
       return bad(tensor + "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") do not hold " +
                  t.dtype + " " + format_shape(t.shape));
