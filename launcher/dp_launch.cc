@@ -16,6 +16,7 @@
 #include "core/internal/broken_pipe.h"
 #include "core/internal/cli_range.h"
 #include "core/internal/open_file_limit.h"
+#include "core/internal/standard_fds.h"
 #include "core/internal/usable_cpus.h"
 #include "launcher/launch_plan.h"
 #include "launcher/node_claim.h"
@@ -170,16 +171,6 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     return 2;
   }
   zdp::raise_open_file_limit();  // for the launcher and, inherited, its ranks
-  std::error_code ec;
-  std::filesystem::create_directories(config->launch.log_dir, ec);
-  Status written = zdp::write_config_file(*config, plan->config_file);
-  if (!written.ok()) {
-    // check_output_dirs passed, and still the folder refused (a filesystem that looks
-    // writable and is not, e.g. /proc for root): named as the key that chose it.
-    say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +
-        written.message());
-    return 2;
-  }
 
   std::unique_ptr<zdp::TcpStoreServer> server;
   if (plan->hosts_store()) {
@@ -219,6 +210,19 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   }
   if (const zdp::Status joined = zdp::launcher::join_job(**client, *plan, connect_within); !joined.ok()) {
     say(joined.message());
+    return 2;
+  }
+  // The resolved config the ranks read, written only now that this launcher holds the
+  // store's port and its node's claim: a second launch of the same config that is refused
+  // (the port taken, the node claimed) overwrote the running job's file, and that job's
+  // next restart trained with the other launch's settings.
+  std::error_code ec;
+  std::filesystem::create_directories(config->launch.log_dir, ec);
+  if (const Status written = zdp::write_config_file(*config, plan->config_file); !written.ok()) {
+    // check_output_dirs passed, and still the folder refused (a filesystem that looks
+    // writable and is not, e.g. /proc for root): named as the key that chose it.
+    say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +
+        written.message());
     return 2;
   }
   say("node " + std::to_string(plan->node_rank) + "/" + std::to_string(plan->nnodes) + ": starting " +
@@ -337,6 +341,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
 }  // namespace
 
 int main(int argc, char** argv) {
+  zdp::open_missing_standard_fds();  // before any pipe or socket (core/internal/standard_fds.h)
   CLI::App app{"dp-launch: run a zdp data-parallel job from a TOML config, one process per GPU or CPU rank"};
   std::string config_path;
   std::vector<std::string> sets;

@@ -24,7 +24,9 @@ using zdp::testing::start;
 const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
 
 // A second launcher with node rank 1 is refused at once; the job of the first finishes.
-// (It hung in rendezvous for 35 s and then blamed node 0's store.)
+// (It hung in rendezvous for 35 s and then blamed node 0's store.) The refused one leaves
+// the running node's resolved config alone (it overwrote it, and the job's next restart
+// trained with its settings); so does a second node 0 refused for the port.
 TEST_F(LauncherTest, ASecondLauncherOfOneNodeRankIsRefused) {
   const std::string cfg = config(2, {"--sleep-ms", "3000"}, "nnodes = 2");
   const auto t0 = Clock::now();
@@ -32,8 +34,15 @@ TEST_F(LauncherTest, ASecondLauncherOfOneNodeRankIsRefused) {
   Launcher node1 = start({cfg, "--node-rank", "1"}, kSecret);
   std::this_thread::sleep_for(1500ms);  // node 1 has claimed its rank
   const auto t1 = Clock::now();
-  const LaunchRun twin = finish(start({cfg, "--node-rank", "1"}, kSecret), 30s, t1);
+  const std::string resolved = zdp::testing::read_file((dir_ / "logs" / "config.node-1.toml").string());
+  const std::string resolved0 = zdp::testing::read_file((dir_ / "logs" / "config.node-0.toml").string());
+  ASSERT_NE(resolved.find("seed"), std::string::npos) << resolved;
+  const LaunchRun twin = finish(start({cfg, "--node-rank", "1", "--set", "train.seed=999"}, kSecret), 30s, t1);
   EXPECT_EQ(twin.exit_code, 2) << twin.output;
+  EXPECT_EQ(zdp::testing::read_file((dir_ / "logs" / "config.node-1.toml").string()), resolved);
+  const LaunchRun twin0 = finish(start({cfg, "--node-rank", "0", "--set", "train.seed=999"}, kSecret), 30s, t1);
+  EXPECT_EQ(twin0.exit_code, 2) << twin0.output;
+  EXPECT_EQ(zdp::testing::read_file((dir_ / "logs" / "config.node-0.toml").string()), resolved0);
   EXPECT_NE(twin.output.find("node 1 has already joined the job whose store is at"), std::string::npos) << twin.output;
   EXPECT_LT(twin.seconds, 10.0);
   const LaunchRun r0 = finish(node0, 60s, t0), r1 = finish(node1, 60s, t0);

@@ -17,12 +17,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "testing/launcher_harness.h"
+#include "testing/run_command.h"
 #include "testing/svg_check.h"
 
 namespace {
@@ -194,6 +196,20 @@ TEST_F(LauncherTest, AMissingProgramIsAClearError) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("no-such-program"), std::string::npos) << run.output;
 }
+
+// dp-launch started with stdin closed (`0<&-`, a daemon): its lifeline pipe took fd 0,
+// which each rank's stdin then replaced, and ranks behind a wrapper outlived a SIGKILLed
+// launcher. The standard descriptors are opened on /dev/null first
+// (core/internal/standard_fds.h), so the ranks' lifeline is above them.
+TEST_F(LauncherTest, ALauncherStartedWithStdinClosedGivesItsRanksALifeline) {
+  const std::string cfg = config(1, {"-c", "echo lifeline=$ZDP_LIFELINE_FD"}, "", "/bin/sh", 0);
+  const zdp::testing::CommandRun r = zdp::testing::run_command(std::string(ZDP_DP_LAUNCH) + " " + cfg + " 0<&-");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::smatch fd;
+  ASSERT_TRUE(std::regex_search(r.output, fd, std::regex(R"(lifeline=(\d+))"))) << r.output;
+  EXPECT_GE(std::stoi(fd[1]), 3) << r.output;
+}
+
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/internal/open_file_limit.h"
+#include "core/internal/standard_fds.h"
 #include "core/internal/usable_cpus.h"
 #include "kernels/gemm.h"
 #include "runtime/src/context/heartbeat_publisher.h"
@@ -114,6 +115,7 @@ void Context::set_step(int64_t step) {
 }
 
 StatusOr<Context> init(const InitOptions& options) {
+  open_missing_standard_fds();  // no socket of the job's may become stdout (standard_fds.h)
   Context ctx;
   ctx.progress_ = std::make_shared<detail::RankProgress>();
   ZDP_ASSIGN_OR_RETURN(ctx.env_, read_launch_env());
