@@ -161,7 +161,7 @@ using launch_plan_testing::inputs;
 TEST(LaunchPlan, SlurmDerivesTheNodeLayoutAndMaster) {
   Config c = parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n");
   auto plan = launcher::make_plan(c, inputs(), fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
-                                                     {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                                     {"SLURM_JOB_NODELIST", "gpu[05-08]"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"},
                                                      {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   EXPECT_EQ(plan->nnodes, 2);
