@@ -3,6 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace zdp::launcher {
 namespace {
@@ -43,64 +48,95 @@ std::string peers_text(const std::vector<RankBeat>& beats, int stalled) {
   return out.empty() ? "no other rank has published a heartbeat" : out;
 }
 
-Finding desync_in_flight(const std::vector<RankBeat>& beats) {
-  for (size_t a = 0; a < beats.size(); ++a) {
-    const HeartbeatRecord& ra = beats[a].record;
-    if (!beats[a].seen || !ra.comm.in_flight) continue;
-    for (size_t b = a + 1; b < beats.size(); ++b) {
-      const HeartbeatRecord& rb = beats[b].record;
-      if (!beats[b].seen || !rb.comm.in_flight || rb.comm.current.seq != ra.comm.current.seq) continue;
-      if (rb.current_signature == ra.current_signature) continue;
-      return Finding{Verdict::kDesync, static_cast<int>(a),
-                     "collective mismatch (desync) at #" + std::to_string(ra.comm.current.seq) + ": " +
-                         describe_rank(static_cast<int>(a), ra) + " issued " + ra.current + ", but " +
-                         describe_rank(static_cast<int>(b), rb) + " issued " + rb.current +
-                         "; neither can complete it (each rank's last collectives are in its log)"};
+// The first pair of ranks (a, b), a < b, in the order a scan of every pair visits them,
+// that hold entries with one key (a collective's number, a step) that are not `same`:
+// for each key, the lowest rank holding it and the lowest later rank whose entry differs;
+// the least such pair over the keys. Each rank's entries are visited once, where the scan
+// of every pair compared them W^2 k^2 times: judge() took 0.96 s at 4096 ranks, on every
+// node's launcher every second, and at 16k ranks it would have held up signals and output.
+template <typename Entries, typename KeyOf, typename Same>
+std::optional<std::pair<size_t, size_t>> first_differing_pair(const std::vector<RankBeat>& beats, Entries entries,
+                                                              KeyOf key_of, Same same) {
+  using Entry = std::remove_cv_t<std::remove_pointer_t<std::decay_t<decltype(entries(beats[0]).front())>>>;
+  std::unordered_map<uint64_t, std::pair<size_t, const Entry*>> first;  // key -> lowest rank, its entry
+  std::optional<std::pair<size_t, size_t>> best;
+  for (size_t r = 0; r < beats.size(); ++r) {
+    if (!beats[r].seen) continue;
+    for (const Entry* e : entries(beats[r])) {
+      const auto [it, inserted] = first.try_emplace(static_cast<uint64_t>(key_of(*e)), r, e);
+      if (inserted || it->second.first == r || same(*it->second.second, *e)) continue;
+      const std::pair<size_t, size_t> pair{it->second.first, r};
+      if (!best || pair < *best) best = pair;
     }
   }
-  return {};
+  return best;
+}
+
+template <typename T>
+std::vector<const T*> pointers_to(const std::vector<T>& items) {
+  std::vector<const T*> out;
+  out.reserve(items.size());
+  for (const T& item : items) out.push_back(&item);
+  return out;
+}
+
+Finding desync_in_flight(const std::vector<RankBeat>& beats) {
+  const auto in_flight = [](const RankBeat& b) {
+    return b.record.comm.in_flight ? std::vector<const HeartbeatRecord*>{&b.record} : std::vector<const HeartbeatRecord*>{};
+  };
+  const auto pair = first_differing_pair(
+      beats, in_flight, [](const HeartbeatRecord& r) { return r.comm.current.seq; },
+      [](const HeartbeatRecord& x, const HeartbeatRecord& y) { return x.current_signature == y.current_signature; });
+  if (!pair) return {};
+  const auto [a, b] = *pair;
+  const HeartbeatRecord &ra = beats[a].record, &rb = beats[b].record;
+  return Finding{Verdict::kDesync, static_cast<int>(a),
+                 "collective mismatch (desync) at #" + std::to_string(ra.comm.current.seq) + ": " +
+                     describe_rank(static_cast<int>(a), ra) + " issued " + ra.current + ", but " +
+                     describe_rank(static_cast<int>(b), rb) + " issued " + rb.current +
+                     "; neither can complete it (each rank's last collectives are in its log)"};
 }
 
 // Two ranks' recent collectives with the same number and different signatures.
 Finding desync_recent(const std::vector<RankBeat>& beats) {
-  for (size_t a = 0; a < beats.size(); ++a) {
-    if (!beats[a].seen) continue;
-    for (size_t b = a + 1; b < beats.size(); ++b) {
-      if (!beats[b].seen) continue;
-      for (const RecentCollective& ca : beats[a].record.recent) {
-        for (const RecentCollective& cb : beats[b].record.recent) {
-          if (ca.seq != cb.seq || ca.signature == cb.signature) continue;
-          return Finding{Verdict::kDesync, static_cast<int>(a),
-                         "collective mismatch (desync) at #" + std::to_string(ca.seq) + ": " +
-                             describe_rank(static_cast<int>(a), beats[a].record) + " issued " + ca.text + ", but " +
-                             describe_rank(static_cast<int>(b), beats[b].record) + " issued " + cb.text +
-                             " (each rank's last collectives are in its log)"};
-        }
-      }
+  const auto pair = first_differing_pair(
+      beats, [](const RankBeat& b) { return pointers_to(b.record.recent); },
+      [](const RecentCollective& c) { return c.seq; },
+      [](const RecentCollective& x, const RecentCollective& y) { return x.signature == y.signature; });
+  if (!pair) return {};
+  const auto [a, b] = *pair;
+  for (const RecentCollective& ca : beats[a].record.recent) {  // the first of a's that b's differs from
+    for (const RecentCollective& cb : beats[b].record.recent) {
+      if (ca.seq != cb.seq || ca.signature == cb.signature) continue;
+      return Finding{Verdict::kDesync, static_cast<int>(a),
+                     "collective mismatch (desync) at #" + std::to_string(ca.seq) + ": " +
+                         describe_rank(static_cast<int>(a), beats[a].record) + " issued " + ca.text + ", but " +
+                         describe_rank(static_cast<int>(b), beats[b].record) + " issued " + cb.text +
+                         " (each rank's last collectives are in its log)"};
     }
   }
   return {};
 }
 
 Finding desync_at_steps(const std::vector<RankBeat>& beats) {
-  for (size_t a = 0; a < beats.size(); ++a) {
-    if (!beats[a].seen) continue;
-    for (size_t b = a + 1; b < beats.size(); ++b) {
-      if (!beats[b].seen) continue;
-      for (const StepMark& ma : beats[a].record.marks) {
-        for (const StepMark& mb : beats[b].record.marks) {
-          if (ma.step != mb.step || (ma.issued == mb.issued && ma.fingerprint == mb.fingerprint)) continue;
-          std::string what = ma.issued != mb.issued
-                                 ? std::to_string(ma.issued) + " and " + std::to_string(mb.issued) + " collectives"
-                                 : std::to_string(ma.issued) + " collectives each, but not the same ones (op, count, "
-                                                               "dtype, tag or order differ)";
-          return Finding{Verdict::kDesync, static_cast<int>(a),
-                         "collective mismatch (desync) before step " + std::to_string(ma.step) + ": " +
-                             describe_rank(static_cast<int>(a), beats[a].record) + " and " +
-                             describe_rank(static_cast<int>(b), beats[b].record) + " had issued " + what +
-                             " (each rank's last collectives are in its log)"};
-        }
-      }
+  const auto pair = first_differing_pair(
+      beats, [](const RankBeat& b) { return pointers_to(b.record.marks); },
+      [](const StepMark& m) { return m.step; },
+      [](const StepMark& x, const StepMark& y) { return x.issued == y.issued && x.fingerprint == y.fingerprint; });
+  if (!pair) return {};
+  const auto [a, b] = *pair;
+  for (const StepMark& ma : beats[a].record.marks) {
+    for (const StepMark& mb : beats[b].record.marks) {
+      if (ma.step != mb.step || (ma.issued == mb.issued && ma.fingerprint == mb.fingerprint)) continue;
+      std::string what = ma.issued != mb.issued
+                             ? std::to_string(ma.issued) + " and " + std::to_string(mb.issued) + " collectives"
+                             : std::to_string(ma.issued) + " collectives each, but not the same ones (op, count, "
+                                                           "dtype, tag or order differ)";
+      return Finding{Verdict::kDesync, static_cast<int>(a),
+                     "collective mismatch (desync) before step " + std::to_string(ma.step) + ": " +
+                         describe_rank(static_cast<int>(a), beats[a].record) + " and " +
+                         describe_rank(static_cast<int>(b), beats[b].record) + " had issued " + what +
+                         " (each rank's last collectives are in its log)"};
     }
   }
   return {};
@@ -124,6 +160,14 @@ Finding stalled(const std::vector<RankBeat>& beats, const std::vector<bool>& loc
 Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
                   std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
   const double patience = std::chrono::duration<double>(timeout).count() / 2;
+  // The ranks that have waited past the patience, found once (usually none): not once per
+  // local rank, which node 0's launcher of a large job would repeat W times.
+  std::vector<size_t> long_waits;
+  for (size_t q = 0; q < beats.size(); ++q) {
+    const HeartbeatRecord& w = beats[q].record;
+    if (beats[q].seen && w.comm.in_flight && w.comm.current_s >= patience) long_waits.push_back(q);
+  }
+  if (long_waits.empty()) return {};
   for (size_t r = 0; r < beats.size(); ++r) {
     const HeartbeatRecord& slow = beats[r].record;
     // Slow means alive: its heartbeat is fresh (a silent one is a stall in the making).
@@ -131,9 +175,9 @@ Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& l
     std::string waiting;
     uint64_t at = 0;
     double longest = 0;
-    for (size_t q = 0; q < beats.size(); ++q) {
+    for (const size_t q : long_waits) {
       const HeartbeatRecord& w = beats[q].record;
-      if (q == r || !beats[q].seen || !w.comm.in_flight || w.comm.current_s < patience) continue;
+      if (q == r) continue;
       if (slow.comm.issued > w.comm.current.seq) continue;  // r has issued it: r waits too
       waiting += (waiting.empty() ? "" : ", ") + std::to_string(q);
       if (w.comm.current_s > longest) {  // `at` names the longest wait
