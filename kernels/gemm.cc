@@ -53,10 +53,20 @@ Status check_gemm_args(const GemmArgs& g) {
   if (g.batch < 1) return invalid("batch must be >= 1");
   if (g.stride_a < 0 || g.stride_b < 0 || g.stride_c < 0) return invalid("negative batch stride");
   if (g.batch > 1 && g.epilogue != Epilogue::kNone) return invalid("no epilogue on a batched GEMM");
-  // Outputs closer than m elements overlap (and would race on the GPU, where the batch runs
-  // concurrently); interleaved column blocks (attention's heads: stride m, ld > m) do not.
-  if (g.batch > 1 && g.m > 0 && g.n > 0 && g.stride_c < g.m) {
-    return invalid("batch stride of C " + std::to_string(g.stride_c) + " < m: the outputs overlap");
+  // Outputs that overlap would race on the GPU, where the batch runs concurrently. Two
+  // layouts are disjoint: whole blocks one after another (stride >= ld (n - 1) + m), and
+  // column blocks interleaved within each column's ld (attention's heads: stride m, the
+  // batch's m-row slices side by side, (batch - 1) stride + m <= ld). stride >= m alone let
+  // batch 2 of a 2 x 2 output with ld 2 and stride 2 write over batch 1's second column.
+  if (g.batch > 1 && g.m > 0 && g.n > 0) {
+    using Wide = __int128;  // ld x n and stride x batch may pass int64 for hostile arguments
+    const bool blocks = Wide{g.stride_c} >= Wide{g.c.ld} * (g.n - 1) + g.m;
+    const bool interleaved = g.stride_c >= g.m && Wide{g.stride_c} * (g.batch - 1) + g.m <= g.c.ld;
+    if (g.n == 1 ? g.stride_c < g.m : !blocks && !interleaved) {
+      return invalid("batch stride of C " + std::to_string(g.stride_c) + " makes the outputs overlap (m " +
+                     std::to_string(g.m) + ", n " + std::to_string(g.n) + ", ldc " + std::to_string(g.c.ld) +
+                     ": the stride must be >= ldc (n - 1) + m, or the batch's m-row slices must fit in ldc)");
+    }
   }
   const bool wants_bias =
       g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kBiasGeluAux;

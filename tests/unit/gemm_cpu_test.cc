@@ -234,7 +234,7 @@ TEST(GemmCpu, RejectsBadArguments) {
   EXPECT_NE(st.message().find("c_in partly overlaps C"), std::string::npos) << st.message();
   g.c_in = r.data() + 16;  // r[16, 32): next to C, not over it
   EXPECT_TRUE(gemm->run(g, nullptr).ok());
-  g.batch = 2, g.stride_a = g.stride_b = 0, g.stride_c = 4;
+  g.batch = 2, g.stride_a = g.stride_b = 0, g.stride_c = 16;  // disjoint 4 x 4 blocks
   st = gemm->run(g, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("c_in with a batched GEMM"), std::string::npos) << st.message();
@@ -344,13 +344,16 @@ TEST(GemmCpu, StridedBatchEqualsSeparateCalls) {
     ASSERT_TRUE(gemm->run(one, nullptr).ok());
   }
   EXPECT_TRUE(zdp::testing::bitwise_equal(batched, separate, "batched scores"));
-  // Rejected: batch 0, a negative stride, an epilogue, outputs that overlap.
-  for (int bad = 0; bad < 4; ++bad) {
+  // Rejected: batch 0, a negative stride, an epilogue, outputs that overlap (closer than m;
+  // or m apart, which is m x n blocks overlapping: it was accepted, and on the GPU the
+  // batch's matmuls would race on the overlap).
+  for (int bad = 0; bad < 5; ++bad) {
     GemmArgs b = g;
     if (bad == 0) b.batch = 0;
     if (bad == 1) b.stride_b = -1;
     if (bad == 2) b.epilogue = Epilogue::kGelu;
     if (bad == 3) b.stride_c = T - 1;
+    if (bad == 4) b.stride_c = T;
     const Status st = gemm->run(b, nullptr);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(st.message().find("batch"), std::string::npos) << st.message();
