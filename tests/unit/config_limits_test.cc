@@ -44,6 +44,9 @@ TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
   EXPECT_EQ(error_of("[launch]\ncollective_timeout_s = inf\n"),
             "configs/x.toml:2:24: launch.collective_timeout_s = inf is not a finite number: must be in "
             "[0.001, 86400]");
+  // A peak a unit turns into infinity printed MFU 0.0% (1e308 TFLOP/s x 1e12).
+  EXPECT_EQ(error_of("[profile]\npeak_tflops = 1e308\n"),
+            "configs/x.toml:2:15: profile.peak_tflops = 1e308 is out of range: must be in [0, 1e+06]");
   EXPECT_EQ(error_of("[launch]\ncollective_timeout_s = 1e300\n"),
             "configs/x.toml:2:24: launch.collective_timeout_s = 1e300 is out of range: must be in [0.001, 86400]");
   EXPECT_NE(error_of("[optim]\nweight_decay = inf\n").find("optim.weight_decay = inf is not a finite number"),

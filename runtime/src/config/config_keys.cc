@@ -397,8 +397,8 @@ std::vector<KeyInfo> build_table() {
       field("profile.dir", &C::profile, &P::dir,
             "where profile.jsonl, trace.json and memory.svg go; empty = launch.log_dir"),
       field("profile.peak_tflops", &C::profile, &P::peak_tflops,
-            "per-rank peak TFLOP/s for MFU (the step lines and the profile summary); 0 = the datasheet's for "
-            "GPUs known by their exact name (A100 SXM, H100 SXM, H200; bf16/fp16, or fp32), none elsewhere", at_least(0)),
+            "per-rank peak TFLOP/s for MFU (step lines, profile summary); 0 = the datasheet's for GPUs known "
+            "by their exact name (A100 SXM, H100 SXM, H200; bf16/fp16, or fp32), none elsewhere", between(0, 1e6)),
       field("profile.kernels", &C::profile, &P::kernels,
             "gpt: time each kernel region (a linear layer, a layernorm, attention...) on rank 0's compute stream "
             "and write <dir>/kernels.json, which `dp-launch plan --from-profile DIR` compares with its prediction"),
