@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -156,8 +157,32 @@ StatusOr<std::string> export_target(const std::string& out, bool force) {
     return Status(StatusCode::kInvalidArgument, "export: the output " + out +
                                                     " exists: refused (pass --force to replace it)");
   }
+  // Said before the checksums are read (minutes for a large model), and as the folder, not
+  // as the temporary file whose creation failed.
+  const fs::path folder = fs::path(*target).has_parent_path() ? fs::path(*target).parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    return Status(StatusCode::kNotFound, "export: the output's folder " + folder.string() + " does not exist");
+  }
   return *target;
 }
+
+namespace {
+
+// How many of `n` finite fp32 values were cast to an infinity of 16-bit `dtype`.
+int64_t became_infinite(const float* src, const unsigned char* dst, int64_t n, DType dtype) {
+  if (dtype == DType::kF32) return 0;
+  const uint16_t inf_bits = dtype == DType::kF16 ? 0x7c00 : 0x7f80;  // the exponent all ones, no mantissa
+  int64_t lost = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, dst + 2 * i, 2);
+    if ((bits & 0x7fff) == inf_bits && std::isfinite(src[i])) ++lost;
+  }
+  return lost;
+}
+
+}  // namespace
 
 StatusOr<ExportReport> export_model(const std::string& path_or_root, const ExportOptions& options) {
   ZDP_ASSIGN_OR_RETURN(const std::string out_dtype, safetensors_dtype(options.dtype));
@@ -230,6 +255,13 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
         const int64_t count = std::min(options.buffer_elems, n - at);
         ZDP_RETURN_IF_ERROR(in.read(from.begin + at * 4, src.data(), count * 4));
         ZDP_RETURN_IF_ERROR(kernels::cast_cpu({src.data(), DType::kF32, dst.data(), options.dtype, count}));
+        if (const int64_t lost = became_infinite(src.data(), dst.data(), count, options.dtype); lost > 0) {
+          if (report.overflowed_tensors.empty() || report.overflowed_tensors.back().first != from.name) {
+            report.overflowed_tensors.emplace_back(from.name, 0);
+          }
+          report.overflowed_tensors.back().second += lost;
+          report.overflowed += lost;
+        }
         ZDP_RETURN_IF_ERROR(w.write(to.begin + at * out_size, dst.data(), count * out_size));
       }
       report.elements += n;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zdp/checkpoint.h"
 #include "zdp/comm.h"  // DType
@@ -47,6 +49,10 @@ struct ExportReport {
   int64_t elements = 0;
   int64_t bytes = 0;           // of the output file
   int64_t buffer_bytes = 0;    // the conversion buffers: all the tensor data this held at once
+  // Finite fp32 values beyond the output dtype's range, written as infinity (fp16 above
+  // 65504; bf16 only near fp32's own limit): as torch's .half() does, but said.
+  int64_t overflowed = 0;
+  std::vector<std::pair<std::string, int64_t>> overflowed_tensors;  // name, count
 };
 
 // dp-ckpt export: model.safetensors of the checkpoint, every tensor cast to options.dtype

@@ -77,5 +77,14 @@ int main(int argc, char** argv) {
               static_cast<long long>(r->tensors), static_cast<long long>(r->elements), r->source.c_str(),
               zdp::to_string(ex.dtype), r->out.c_str(), zdp::ckpt_tool::human_bytes(r->bytes).c_str(),
               zdp::ckpt_tool::human_bytes(r->buffer_bytes).c_str());
+  if (r->overflowed > 0) {
+    std::fprintf(stderr, "dp-ckpt: warning: %lld finite values are beyond %s's range and were written as infinity:",
+                 static_cast<long long>(r->overflowed), zdp::to_string(ex.dtype));
+    for (size_t i = 0; i < r->overflowed_tensors.size() && i < 10; ++i) {
+      std::fprintf(stderr, "%s %s (%lld)", i == 0 ? "" : ",", r->overflowed_tensors[i].first.c_str(),
+                   static_cast<long long>(r->overflowed_tensors[i].second));
+    }
+    std::fprintf(stderr, "%s; export as bf16 or fp32 to keep them\n", r->overflowed_tensors.size() > 10 ? ", ..." : "");
+  }
   return 0;
 }

@@ -178,6 +178,38 @@ TEST_F(CkptTool, ExportBf16AndFp16StreamWithASmallBufferAndRoundToNearestEven) {
   }
 }
 
+// A finite weight beyond fp16's range becomes infinity in an fp16 export: counted per
+// tensor (dp-ckpt warns), not in bf16. The weight is written into a copy of the checkpoint
+// (so its checksum no longer holds: exported without verifying).
+TEST_F(CkptTool, ExportCountsTheValuesThatBecameInfinite) {
+  const fs::path copy = out("large-weight");
+  fs::create_directories(copy);
+  fs::copy(checkpoint(), copy / "step-3", fs::copy_options::recursive);
+  const std::string model = (copy / "step-3" / "model.safetensors").string();
+  StatusOr<safetensors::Reader> r = safetensors::Reader::open(model);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const safetensors::TensorInfo first = r->header().tensors.front();
+  const int64_t at = r->data_start() + first.begin;
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    const float big = 1e5f;
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(&big), 4);
+  }
+  ckpt_tool::ExportOptions o{DType::kF16, out("large-weight.f16")};
+  o.verify = false;
+  StatusOr<ckpt_tool::ExportReport> half = ckpt_tool::export_model((copy / "step-3").string(), o);
+  ASSERT_TRUE(half.ok()) << half.status().to_string();
+  EXPECT_EQ(half->overflowed, 1);
+  ASSERT_EQ(half->overflowed_tensors.size(), 1u);
+  EXPECT_EQ(half->overflowed_tensors[0].first, first.name);
+  o.dtype = DType::kBF16;
+  o.out = out("large-weight.bf16");
+  StatusOr<ckpt_tool::ExportReport> brain = ckpt_tool::export_model((copy / "step-3").string(), o);
+  ASSERT_TRUE(brain.ok()) << brain.status().to_string();
+  EXPECT_EQ(brain->overflowed, 0);
+}
+
 TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
   StatusOr<ckpt_tool::ExportReport> inside =
       ckpt_tool::export_model(checkpoint(), {DType::kBF16, checkpoint() + "/model.safetensors"});
@@ -217,6 +249,13 @@ TEST_F(CkptTool, RefusalsNameWhatIsWrong) {
   EXPECT_NE(missing.status().message().find(out("nowhere")), std::string::npos) << missing.status().message();
   StatusOr<ckpt_tool::ExportReport> no_buffer = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("y"), 0});
   EXPECT_FALSE(no_buffer.ok());
+  // A folder that does not exist is named as the folder (it was the temporary file's
+  // "No such file or directory", after the whole checksum pass).
+  StatusOr<ckpt_tool::ExportReport> no_folder =
+      ckpt_tool::export_model(checkpoint(), {DType::kF32, out("no-such-folder/m.safetensors")});
+  ASSERT_FALSE(no_folder.ok());
+  EXPECT_NE(no_folder.status().message().find("the output's folder " + out("no-such-folder") + " does not exist"),
+            std::string::npos) << no_folder.status().message();
 }
 
 // The output is never replaced unless asked: an existing file only with force; a device,
