@@ -221,7 +221,7 @@ if ((self_check)); then
   ((ok)) || failed=1
   for c in sanity "${tests[@]}" gpt2-124m "gpt2-124m (baseline)" "plan --from-profile" "plan --baseline" \
            "gpt2-124m (no profiler)" "gpt2-124m (no profiler, baseline)" \
-           "gpt2-124m (no profiler, repeat)" "gpt2-124m (no profiler, baseline repeat)" "gpt2-124m: current / baseline" gemm_gpu_bench gpt_gpu_bench fused_attention_gpu_bench ncu "gpt_gpu_bench (batched attention)" "gpt2-124m (deterministic)" \
+           "gpt2-124m (no profiler, repeat)" "gpt2-124m (no profiler, baseline repeat)" "gpt2-124m: current / baseline" gemm_gpu_bench gpt_gpu_bench fused_attention_gpu_bench ncu "gpt_gpu_bench (batched attention)" "gpt2-124m (deterministic)" "gpt2-124m (deterministic, repeated)" \
            bias_grad_gpu_bench adamw_gpu_bench comm_bench; do
     row "$c" SKIP "self-check: needs a GPU"
   done
@@ -415,6 +415,7 @@ ROW="gpt_gpu_bench (batched attention)" bench gpt_gpu_bench 120 "$here/configs/g
 # What train.deterministic costs (pinned cuBLASLt plans, cuDNN's deterministic backward,
 # GELU's backward as the kernel), beside the unprofiled row above.
 gpt2_plain dp-train gpt2-124m-deterministic "gpt2-124m (deterministic)" --set train.deterministic=true
+gpt2_deterministic_repeat
 bench bias_grad_gpu_bench 60
 bench adamw_gpu_bench 120 --params 256M
 FIGURE_OF=nccl_figure bench comm_bench 180 --backend nccl --min-bytes 1M --nccl-max-bytes 1G --iters 20 --rounds 3

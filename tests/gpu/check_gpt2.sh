@@ -95,3 +95,22 @@ PY
   )
   row "gpt2-124m: current / baseline" PASS "${fig:-?}"
 }
+# gpt2_deterministic_repeat: train.deterministic's promise at gpt2-124m's shape, where a
+# non-deterministic kernel shows (cuDNN's atomic dQ at seq 1024, split-K GEMMs): two runs
+# of 10 steps must end with the same param_sha256. Small shapes cannot tell (the GPU tests'
+# seq <= 128 attention gets at most two atomic adds per element).
+gpt2_deterministic_repeat() {
+  local run sha=() rc
+  if ! in_budget; then row "gpt2-124m (deterministic, repeated)" SKIP "time budget spent"; return; fi
+  for run in 1 2; do
+    timeout "$(cap 90)" bin/dp-train "${gpt2_args[@]}" --set train.steps=10 --set train.log_every=10 \
+      --set train.deterministic=true --set "launch.log_dir=$out/runs/gpt2-124m-det-$run" >"$logs/gpt2-124m-det-$run.log" 2>&1
+    rc=$?
+    sha+=("$(sed -n 's/.*"param_sha256": *"\([0-9a-f]*\)".*/\1/p' "$out/runs/gpt2-124m-det-$run/train_summary.json" 2>/dev/null)")
+    if ((rc != 0)) || [ -z "${sha[-1]}" ]; then
+      row "gpt2-124m (deterministic, repeated)" FAIL "run $run: exit $rc, no param_sha256 (logs/gpt2-124m-det-$run.log)"; return
+    fi
+  done
+  if [ "${sha[0]}" = "${sha[1]}" ]; then row "gpt2-124m (deterministic, repeated)" PASS "10 steps twice: param_sha256 ${sha[0]:0:16}... both"
+  else row "gpt2-124m (deterministic, repeated)" FAIL "10 steps twice: param_sha256 ${sha[0]:0:16}... and ${sha[1]:0:16}..."; fi
+}
