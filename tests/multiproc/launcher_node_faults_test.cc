@@ -103,6 +103,30 @@ TEST_F(LauncherTest, ACtrlCOnOneNodeIsNotRestartedOnTheOthers) {
   EXPECT_LT(r1.seconds, 20) << r1.output;
 }
 
+// Node 0's launcher frozen (SIGSTOP: its store accepts nothing and answers nothing), then
+// Ctrl-C on node 1: node 1 waited out each store call's 60 s reply timeout, reading none
+// of its ranks' output, and exited after about 57 s. Its calls now give up 1 s after the
+// signal (TcpStoreClient's stop), and it stops its ranks and exits.
+TEST_F(LauncherTest, ACtrlCIsHeardWhileNodeZerosStoreIsFrozen) {
+  const std::string cfg = config(1, {"--sleep-ms", "60000"}, "nnodes = 2\nheartbeat_timeout_s = 0");
+  Launcher n0 = start({cfg, "--node-rank", "0"}, kSecret);
+  Launcher n1 = start({cfg, "--node-rank", "1"}, kSecret);
+  TwoNodes run = finish_both(n0, n1, 90s);
+  ASSERT_TRUE(await_text((dir_ / "logs" / "rank-1.log").string(), "ok (local")) << read_file(dir_ / "logs" / "rank-1.log");
+  ::kill(n0.pid, SIGSTOP);
+  std::this_thread::sleep_for(500ms);
+  const auto signalled = Clock::now();
+  ::kill(n1.pid, SIGINT);
+  const LaunchRun r1 = run.node1.get();
+  const double heard_after = std::chrono::duration<double>(Clock::now() - signalled).count();
+  ::kill(n0.pid, SIGCONT);
+  ::kill(n0.pid, SIGTERM);
+  const LaunchRun r0 = run.node0.get();
+  EXPECT_EQ(r1.exit_code, 128 + SIGINT) << r1.output;
+  EXPECT_LT(heard_after, 15.0) << r1.output;
+  EXPECT_NE(r0.exit_code, 0) << r0.output;
+}
+
 // Node 0's rank finished (exit 0) when node 1's failed, with a restart left: node 0
 // reported the failure and left, taking the store away from node 1's restarted attempt.
 // Node 0 now restarts with it, and the second attempt succeeds on both.

@@ -20,6 +20,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "runtime/src/store/tcp_store_protocol.h"
 #include "testing/tcp_store_helpers.h"
 #include "zdp/store.h"
@@ -209,6 +211,43 @@ TEST(TcpStore, AMuteStoreHoldsAConnectNoLongerThanItsTimeoutOrItsStop) {
   EXPECT_EQ(stopped.status().code(), StatusCode::kAborted) << stopped.status().to_string();
   EXPECT_LT(seconds_since(start), 2.0) << stopped.status().to_string();
   ::close(listener);
+}
+
+// A client's `stop` also bounds its later calls: a launcher stopped by a signal waited up
+// to a minute for each reply of a store that stopped answering (Ctrl-C unseen meanwhile);
+// now 1 s. A healthy store still answers a stopped client's calls (its last words).
+TEST(TcpStore, AStoppedClientGivesUpOnAMuteStoreAndStillTalksToAHealthyOne) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted, never answered
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::atomic<bool> stopped{false};
+  auto mute = TcpStoreClient::connect("127.0.0.1", ntohs(a.sin_port), milliseconds(5000), "", "",
+                                      [&] { return stopped.load(); });
+  ASSERT_TRUE(mute.ok()) << mute.status().to_string();  // no secret: nothing to answer yet
+  stopped = true;
+  auto start = Clock::now();
+  const Status set = (*mute)->set("k", "v");
+  EXPECT_EQ(set.code(), StatusCode::kAborted) << set.to_string();
+  EXPECT_LT(seconds_since(start), 3.0) << set.to_string();
+  start = Clock::now();
+  EXPECT_EQ((*mute)->get("k", milliseconds(30000)).status().code(), StatusCode::kIoError);  // the connection is done
+  EXPECT_LT(seconds_since(start), 1.0);
+  ::close(listener);
+
+  auto server = start_server();
+  ASSERT_NE(server, nullptr);
+  auto healthy = TcpStoreClient::connect("127.0.0.1", server->port(), milliseconds(5000), "", "", [] { return true; });
+  ASSERT_TRUE(healthy.ok()) << healthy.status().to_string();
+  EXPECT_TRUE((*healthy)->set("job/failed", "node 1 was stopped").ok());
+  const StatusOr<std::string> got = (*healthy)->get("job/failed", milliseconds(1000));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, "node 1 was stopped");
 }
 
 TEST(TcpStore, StartOnABusyPortFails) {

@@ -60,7 +60,10 @@ class TcpStoreClient : public Store {
   // e.g. "rank 0 hosts it"); the final error names it too. Each of the host's addresses
   // gets at most 5 s a try, so one that drops packets (an IPv6 route a firewall
   // blackholes) does not keep the next from being tried. `stop`, when given, is asked
-  // between tries: true gives up at once with kAborted (a launcher's Ctrl-C).
+  // between tries: true gives up at once with kAborted (a launcher's Ctrl-C). It also
+  // bounds the client's later calls: once it says true, a reply not there 1 s after its
+  // request was sent is given up (kAborted), so a store that stopped answering no longer
+  // holds a stopped launcher for a minute, and a healthy one still answers its last calls.
   static StatusOr<std::unique_ptr<TcpStoreClient>> connect(const std::string& host, int port,
                                                           std::chrono::milliseconds connect_timeout,
                                                           const std::string& secret = "",

@@ -33,6 +33,11 @@ constexpr std::chrono::milliseconds kRequestTimeout{60000};
 // get/wait are answered by their own timeout; the slack covers the network and a busy
 // server, so the server's "timed out, missing: ..." reply normally wins over ours.
 constexpr std::chrono::milliseconds kReplySlack{5000};
+// A call of a client whose `stop` says true gives up on a reply not there by this long
+// after it was sent: a store that stopped answering held a launcher stopped by a signal
+// for the whole request timeout, while a healthy one still takes its last words (a job
+// failure posted for the other nodes) within it.
+constexpr std::chrono::milliseconds kStopGrace{1000};
 // Connect retries back off from the first to the last value, doubling.
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{250};
@@ -93,7 +98,8 @@ int connect_once(const addrinfo& a, Clock::time_point deadline, std::string* err
 
 class TcpStoreClientImpl final : public TcpStoreClient {
  public:
-  TcpStoreClientImpl(int fd, std::string address) : address_(std::move(address)), fd_(fd) {}
+  TcpStoreClientImpl(int fd, std::string address, std::function<bool()> stop)
+      : address_(std::move(address)), fd_(fd), stop_(std::move(stop)) {}
   ~TcpStoreClientImpl() override { ::close(fd_); }
 
   Status set(const std::string& key, const std::string& value) override {
@@ -101,7 +107,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.op = Op::kSet;
     request.key = key;
     request.value = value;
-    return call("set(\"" + shown_key(key) + "\")", request, kRequestTimeout).status();
+    return call("set(\"" + shown_key(key) + "\")", request, kRequestTimeout, stoppable(), kStopGrace).status();
   }
 
   StatusOr<std::string> get(const std::string& key, std::chrono::milliseconds timeout) override {
@@ -110,7 +116,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.key = key;
     request.number = timeout.count();
     const std::string what = "get(\"" + shown_key(key) + "\")";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout)));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout), stoppable(), kStopGrace));
     if (response.reply == Reply::kTimeout) return timeout_error(what, response, 1, timeout);
     return std::move(response.value);
   }
@@ -121,7 +127,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.key = key;
     request.number = delta;
     const std::string what = "add(\"" + shown_key(key) + "\")";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, kRequestTimeout));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, kRequestTimeout, stoppable(), kStopGrace));
     if (response.reply == Reply::kInvalidArgument) {
       return Status(StatusCode::kInvalidArgument, response.message).with_context(context());
     }
@@ -134,7 +140,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.keys = keys;
     request.number = timeout.count();
     const std::string what = "wait(" + std::to_string(keys.size()) + " keys)";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout)));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout), stoppable(), kStopGrace));
     if (response.reply == Reply::kTimeout) return timeout_error(what, response, keys.size(), timeout);
     return Status::Ok();
   }
@@ -162,12 +168,14 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.op = Op::kCheck;
     request.keys = keys;
     ZDP_ASSIGN_OR_RETURN(Response response,
-                         call("check(" + std::to_string(keys.size()) + " keys)", request, kRequestTimeout));
+                         call("check(" + std::to_string(keys.size()) + " keys)", request, kRequestTimeout, stoppable(),
+                              kStopGrace));
     return response.present;
   }
 
  private:
   std::string context() const { return "store at " + address_; }
+  const std::function<bool()>* stoppable() const { return stop_ ? &stop_ : nullptr; }
 
   Status timeout_error(const std::string& what, const Response& response, size_t total,
                        std::chrono::milliseconds timeout) const {
@@ -176,8 +184,11 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   // One request and its reply. A transport or protocol error leaves the stream at an
   // unknown position, so it breaks the connection for every later call too.
+  // With `stop`: once it says true and `grace` has passed since the request was sent, the
+  // reply is given up (kAborted).
   StatusOr<Response> call(const std::string& what, const Request& request, std::chrono::milliseconds reply_timeout,
-                          const std::function<bool()>* stop = nullptr) {
+                          const std::function<bool()>* stop = nullptr,
+                          std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
     ZDP_RETURN_IF_ERROR(tcp_store::check_request_limits(request).with_context(context() + ": " + what));
     const std::string frame = tcp_store::encode_request(request);
     std::lock_guard<std::mutex> lock(mu_);
@@ -186,14 +197,17 @@ class TcpStoreClientImpl final : public TcpStoreClient {
                                               ": the connection is unusable after an earlier error (" + broken_ + ")");
     }
     const Clock::time_point deadline = tcp_store::deadline_after(reply_timeout);
+    const Clock::time_point sent = Clock::now();
     Status s = tcp_store::send_all(fd_, frame, deadline);
     // With `stop`: the reply awaited in slices that look at it.
     while (s.ok() && stop != nullptr && *stop) {
       pollfd p{fd_, POLLIN, 0};
       const auto slice = std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()),
                                   std::chrono::milliseconds(200));
-      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(slice.count(), 0))) != 0 || Clock::now() >= deadline) break;
-      if ((*stop)()) s = Status(StatusCode::kAborted, "stopped while waiting for the reply");
+      const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(slice.count(), 0)));
+      // EINTR is the signal `stop` is about (it broke out to a read that waited 60 s).
+      if ((ready < 0 && errno != EINTR) || ready > 0 || Clock::now() >= deadline) break;
+      if (Clock::now() - sent >= grace && (*stop)()) s = Status(StatusCode::kAborted, "stopped while waiting for the reply");
     }
     std::string payload;
     if (s.ok()) s = tcp_store::read_frame(fd_, tcp_store::kMaxResponseBytes, deadline, reply_timeout, &payload);
@@ -221,6 +235,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   std::mutex mu_;              // one request/reply on the wire at a time
   bool sent_secret_ = false;   // for the hint when the server hangs up
   const int fd_;
+  const std::function<bool()> stop_;  // connect()'s, for every call (kStopGrace)
   std::string broken_;  // why the connection broke; empty while it works
 };
 
@@ -255,7 +270,7 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
       }
       ::freeaddrinfo(addrs);
       if (fd >= 0) {
-        auto client = std::make_unique<TcpStoreClientImpl>(fd, address);
+        auto client = std::make_unique<TcpStoreClientImpl>(fd, address, stop);
         // At least a second for the answer, however little of the connect's time is left.
         const Clock::time_point auth_deadline =
             std::max(std::min(deadline, Clock::now() + kRequestTimeout), Clock::now() + std::chrono::seconds(1));
