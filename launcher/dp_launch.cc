@@ -40,8 +40,13 @@ using zdp::StatusCode;
 using namespace zdp::launcher;
 
 std::atomic<int> g_interrupt{0};
+std::atomic<int> g_signals{0};  // how many came: a second one during the stop kills the ranks
 
-void on_signal(int sig) { g_interrupt.store(sig); }
+void on_signal(int sig) {
+  int none = 0;
+  g_interrupt.compare_exchange_strong(none, sig);  // the first names the stop (exit 128 + it)
+  g_signals.fetch_add(1);
+}
 
 void say(const std::string& line) { write_all(STDERR_FILENO, "dp-launch: " + line + "\n"); }
 
@@ -63,8 +68,9 @@ void reset_inherited_signals() {
   sigprocmask(SIG_UNBLOCK, &child, nullptr);
 }
 
-// Ctrl-C, a kill and a closed terminal or ssh session (SIGHUP) all stop the ranks, their
-// process groups included: without a SIGHUP handler the launcher died at once, and what
+// Ctrl-C, a kill, Ctrl-\ (SIGQUIT, whose default would dump the launcher's core and leave
+// the ranks to its lifeline's SIGKILL) and a closed terminal or ssh session (SIGHUP) all
+// stop the ranks, their process groups included: without a SIGHUP handler the launcher died at once, and what
 // the ranks had started outlived it. A blocked signal mask is undone. SIGHUP and SIGINT
 // inherited as ignored stay ignored: that is how `nohup dp-launch ...` outlives the
 // session, and how a shell's background job `dp-launch ... &` ignores Ctrl-C.
@@ -73,6 +79,7 @@ void install_signal_handlers() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGQUIT, &sa, nullptr);
   for (int sig : {SIGINT, SIGHUP}) {
     struct sigaction inherited {};
     if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
@@ -81,7 +88,7 @@ void install_signal_handlers() {
   zdp::survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
   sigset_t handled;
   sigemptyset(&handled);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&handled, sig);
   sigprocmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
@@ -274,6 +281,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.startup_timeout = startup;
     g.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config->launch.heartbeat_timeout_s * 1000));
     g.store = &store;
+    g.signals_received = [] { return g_signals.load(); };
     if (plan->hosts_store() && plan->nnodes > 1) {
       g.startup_note = [&job_store, &plan] { return missing_launchers(job_store, plan->nnodes); };
     }

@@ -67,6 +67,9 @@ class Group {
         report_job_failed("node " + std::to_string(o_.node_rank) + "'s launcher received signal " +
                               std::to_string(sig),
                           /*final=*/true);
+        console_.line("dp-launch: signal " + std::to_string(sig) + ": stopping the ranks (" +
+                      (sig == SIGINT ? "SIGINT" : "SIGTERM") + ", SIGKILL after " + seconds_text(o_.stop_grace) +
+                      "; another signal kills them now)");
         stop_all(sig == SIGINT ? SIGINT : SIGTERM);
         return finish(GroupOutcome::kInterrupted, "the launcher received signal " + std::to_string(sig) +
                                                       "; stopped the ranks");
@@ -290,11 +293,18 @@ class Group {
       p.signal_group(SIGCONT);  // a stopped (SIGSTOP) rank acts on the signal only once continued
     }
     const auto deadline = Clock::now() + o_.stop_grace;
-    while (Clock::now() < deadline && any_running()) pump_.pump(kPollInterval);
+    const auto signals = [this] { return o_.signals_received ? o_.signals_received() : 0; };
+    const int signals_before = signals();
+    bool hurried = false;  // a signal came during the grace: kill now (a second Ctrl-C)
+    while (Clock::now() < deadline && any_running() && !(hurried = signals() != signals_before)) {
+      pump_.pump(kPollInterval);
+    }
     for (RankProcess& p : procs_) {
       if (p.running()) {
-        console_.line("dp-launch: rank " + std::to_string(p.rank()) + " did not stop within " +
-                      seconds_text(o_.stop_grace) + "; killing it");
+        console_.line("dp-launch: rank " + std::to_string(p.rank()) +
+                      (hurried ? std::string(" is being stopped and another signal came")
+                               : " did not stop within " + seconds_text(o_.stop_grace)) +
+                      "; killing it");
         p.signal_group(SIGKILL);
       }
     }

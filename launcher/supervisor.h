@@ -44,6 +44,9 @@ struct GroupOptions {
   // At the startup timeout, what else to say: which nodes' launchers never joined
   // (node_claim.h's missing_launchers); may be empty.
   std::function<std::string()> startup_note;
+  // How many stop signals the launcher has received: one that comes while the ranks are
+  // given stop_grace to stop kills them at once (a second Ctrl-C). May be empty.
+  std::function<int()> signals_received;
 };
 
 enum class GroupOutcome {

@@ -139,6 +139,25 @@ TEST_F(LauncherTest, SigtermToTheLauncherEndsTheJobCleanly) {
   EXPECT_NE(run.output.find("received signal 15"), std::string::npos) << run.output;
 }
 
+// A second signal while the ranks are given their grace kills them at once (the grace ran
+// its 5 s whatever came), and Ctrl-\ (SIGQUIT) is one of the signals that stop the job:
+// its default dumped the launcher's core and left the ranks to the lifeline's SIGKILL.
+TEST_F(LauncherTest, ASecondSignalKillsRanksThatIgnoreTheFirst) {
+  Launcher l = start({config(2, {"--ignore-sigterm", "--sleep-ms", "60000"})}, {});
+  ASSERT_GT(l.pid, 0);
+  std::this_thread::sleep_for(3s);  // the ranks are up and sleeping
+  const auto t0 = Clock::now();
+  ::kill(l.pid, SIGTERM);
+  std::this_thread::sleep_for(1s);
+  ::kill(l.pid, SIGQUIT);
+  const LaunchRun run = finish(l, 30s, t0);
+  EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
+  EXPECT_NE(run.output.find("signal 15: stopping the ranks (SIGTERM, SIGKILL after 5 s"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("is being stopped and another signal came; killing it"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, 4.0) << run.output;
+}
+
 TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
   const LaunchRun run = launch({config(2, {"--fail-rank", "1", "--fail-attempt", "0"}, "max_restarts = 2")});
   EXPECT_EQ(run.exit_code, 0) << run.output;
