@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -190,8 +192,15 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     sopts.max_connections = static_cast<int>(std::max<int64_t>(4096, 3 * int64_t{plan->world_size} + plan->nnodes));
     zdp::StatusOr<std::unique_ptr<zdp::TcpStoreServer>> started = zdp::TcpStoreServer::start(sopts);
     if (!started.ok()) {
-      say("cannot host the rendezvous store on " + plan->bind_host + ":" + std::to_string(plan->master_port) +
-          " (launch.master_port; is another job using it?): " + started.status().message());
+      // The hint for the cause: a port in use, or an address this host does not have.
+      const std::string& why = started.status().message();
+      const std::string hint = why.find(std::strerror(EADDRINUSE)) != std::string::npos
+                                   ? "launch.master_port; is another job using it?"
+                               : why.find(std::strerror(EADDRNOTAVAIL)) != std::string::npos
+                                   ? "launch.master_addr: not an address of this host, which is node 0"
+                                   : "launch.master_addr, launch.master_port";
+      say("cannot host the rendezvous store on " + plan->bind_host + ":" + std::to_string(plan->master_port) + " (" +
+          hint + "): " + why);
       return 2;
     }
     server = std::move(*started);
