@@ -180,6 +180,28 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     return 2;
   }
   zdp::raise_open_file_limit();  // for the launcher and, inherited, its ranks
+  // The resolved config the ranks read, written now under a name of this launcher's own
+  // and renamed over plan->config_file only once it holds the store's port and its node's
+  // claim: a second launch of the same config that is refused (the port taken, the node
+  // claimed) overwrote the running job's file, and that job's next restart trained with
+  // the other launch's settings. Written before joining, so that a folder that refuses it
+  // stops this launcher before it claims its node (a claim it would hold for good).
+  std::error_code ec;
+  std::filesystem::create_directories(config->launch.log_dir, ec);
+  struct PendingFile {
+    std::string path;
+    ~PendingFile() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove(path, ignored);
+    }
+  } pending{plan->config_file + ".pending-" + std::to_string(::getpid())};
+  if (const Status written = zdp::write_config_file(*config, pending.path); !written.ok()) {
+    // check_output_dirs passed, and still the folder refused (a filesystem that looks
+    // writable and is not, e.g. /proc for root): named as the key that chose it.
+    say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +
+        written.message());
+    return 2;
+  }
 
   std::unique_ptr<zdp::TcpStoreServer> server;
   if (plan->hosts_store()) {
@@ -228,19 +250,12 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     say(joined.message());
     return 2;
   }
-  // The resolved config the ranks read, written only now that this launcher holds the
-  // store's port and its node's claim: a second launch of the same config that is refused
-  // (the port taken, the node claimed) overwrote the running job's file, and that job's
-  // next restart trained with the other launch's settings.
-  std::error_code ec;
-  std::filesystem::create_directories(config->launch.log_dir, ec);
-  if (const Status written = zdp::write_config_file(*config, plan->config_file); !written.ok()) {
-    // check_output_dirs passed, and still the folder refused (a filesystem that looks
-    // writable and is not, e.g. /proc for root): named as the key that chose it.
-    say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +
-        written.message());
+  std::filesystem::rename(pending.path, plan->config_file, ec);  // joined: the config is this job's
+  if (ec) {
+    say("cannot rename " + pending.path + " to " + plan->config_file + ": " + ec.message());
     return 2;
   }
+  pending.path.clear();
   say("node " + std::to_string(plan->node_rank) + "/" + std::to_string(plan->nnodes) + ": starting " +
       std::to_string(plan->nproc_per_node) + " of " + std::to_string(plan->world_size) + " ranks of " +
       plan->program + " (logs in " + config->launch.log_dir + ")");

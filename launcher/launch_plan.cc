@@ -167,16 +167,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
                        "key out (Slurm's first node is used) or set node 0's address");
     }
     if (!config.origins.count("launch.master_addr")) {
-      // The step's nodes, which SLURM_NODEID and SLURM_NNODES count (srun sets them per
-      // step): a step on part of the allocation (srun -N2 -r2, two sweeps side by side) does
-      // not run on the job's first node. SLURM_NODELIST is the step's too under srun.
-      const char* name = "SLURM_STEP_NODELIST";
-      for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST"}) {
-        if (env(var) != nullptr) {
-          name = var;
-          break;
-        }
-      }
+      const char* name = slurm_nodelist_variable(env);  // the step's nodes (launch_env.h)
       StatusOr<std::string> host = first_slurm_host(env(name) ? env(name) : "");
       if (host.ok()) p.master_addr = *host;
       else errors.push_back(std::string(name) + ": " + host.status().message());

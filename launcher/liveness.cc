@@ -160,8 +160,8 @@ Finding stalled(const std::vector<RankBeat>& beats, const std::vector<bool>& loc
 Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
                   std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
   const double patience = std::chrono::duration<double>(timeout).count() / 2;
-  // The ranks that have waited past the patience, found once (usually none): not once per
-  // local rank, which node 0's launcher of a large job would repeat W times.
+  // The ranks that have waited past the patience, found once (usually none), so that each
+  // local rank is compared with those only: local x long waits, not local x W.
   std::vector<size_t> long_waits;
   for (size_t q = 0; q < beats.size(); ++q) {
     const HeartbeatRecord& w = beats[q].record;

@@ -161,8 +161,14 @@ StatusOr<std::string> export_target(const std::string& out, bool force) {
   // as the temporary file whose creation failed.
   const fs::path folder = fs::path(*target).has_parent_path() ? fs::path(*target).parent_path() : fs::path(".");
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) {
-    return Status(StatusCode::kNotFound, "export: the output's folder " + folder.string() + " does not exist");
+  const fs::file_status folder_status = fs::status(folder, ec);
+  if (!fs::is_directory(folder_status)) {
+    const bool missing = folder_status.type() == fs::file_type::not_found;
+    if (missing) ec.clear();
+    return Status(missing ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                  "export: the output's folder " + folder.string() +
+                      (missing ? std::string(" does not exist")
+                               : " is not a folder" + (ec ? " (" + ec.message() + ")" : std::string())));
   }
   return *target;
 }

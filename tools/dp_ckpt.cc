@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s %s (%lld)", i == 0 ? "" : ",", r->overflowed_tensors[i].first.c_str(),
                    static_cast<long long>(r->overflowed_tensors[i].second));
     }
-    std::fprintf(stderr, "%s; export as bf16 or fp32 to keep them\n", r->overflowed_tensors.size() > 10 ? ", ..." : "");
+    std::fprintf(stderr, "%s; export as %s to keep them\n", r->overflowed_tensors.size() > 10 ? ", ..." : "",
+                 ex.dtype == zdp::DType::kF16 ? "bf16 or fp32" : "fp32");
   }
   return 0;
 }

@@ -75,11 +75,8 @@ int main(int argc, char** argv) {
                 done->resumed_from.empty() ? "" : (" (resumed from " + done->resumed_from + ")").c_str());
     const zdp::Status written = zdp::trainer::write_run_summary(
         summary_path, zdp::trainer::run_summary(ctx->config(), ctx->world_size(), ctx->device().name(), *done));
-    if (!written.ok()) {
-      std::fprintf(stderr, "dp-train: rank 0: %s\n", written.to_string().c_str());
-      return 1;
-    }
-    std::printf("dp-train: summary in %s\n", summary_path.c_str());
+    if (!written.ok()) done->output_failures.insert(done->output_failures.begin(), written);
+    else std::printf("dp-train: summary in %s\n", summary_path.c_str());
     // loss.svg beside the summary: the picture of the curve the summary holds.
     const zdp::Config& config = ctx->config();
     const std::string title = std::string(zdp::to_string(config.model.kind)) + ", " + std::to_string(done->params) +
@@ -88,12 +85,10 @@ int main(int argc, char** argv) {
     const std::string svg_path = zdp::trainer::loss_svg_path(config.launch.log_dir);
     const zdp::Status drawn = zdp::trainer::write_text_file(
         svg_path, zdp::trainer::loss_svg(done->history, title, done->first_step));
-    if (!drawn.ok()) {
-      std::fprintf(stderr, "dp-train: rank 0: %s\n", drawn.to_string().c_str());
-      return 1;
-    }
-    std::printf("dp-train: loss curve in %s\n", svg_path.c_str());
+    if (!drawn.ok()) done->output_failures.insert(done->output_failures.begin(), drawn);
+    else std::printf("dp-train: loss curve in %s\n", svg_path.c_str());
   }
+  // Every output that could not be written is named, each once (the profile's too).
   for (const zdp::Status& failed : done->output_failures) {
     std::fprintf(stderr, "dp-train: rank %d: the run finished, but %s\n", ctx->rank(), failed.to_string().c_str());
   }

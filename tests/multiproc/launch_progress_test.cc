@@ -136,7 +136,9 @@ TEST(LaunchProgress, OnATerminalTheStatusLineFillsItsBarAndItsEtaFalls) {
     if (i >= frames.size() - frames.size() / 3) late = std::min(late, frames[i].eta_s);
   }
   EXPECT_GT(early, late) << r.output;
-  EXPECT_LE(late, 1) << r.output;
+  // About zero: within a fifth of the early ETA, and 1 s on a quiet machine (under a
+  // parallel ctest the last frame drawn can be step 500's, 2 s before the end).
+  EXPECT_LE(late, std::max(1.0, early / 5)) << r.output;
   // The ranks' lines scroll above it: each starts a line, after the status line was erased
   // (lines read together are printed together, after one erase).
   const std::string line = "[rank 0] step 100/" + std::to_string(steps);

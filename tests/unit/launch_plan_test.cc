@@ -134,7 +134,7 @@ TEST(LaunchEnv, InconsistentValuesNameTheVariables) {
 
 TEST(LaunchEnv, SlurmTasksWithoutALauncher) {
   auto env = read_launch_env(fake({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
-                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[05-08]"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"},
                                    {"ZDP_JOB_SECRET", "0123456789abcdef"}}));
   ASSERT_TRUE(env.ok()) << env.status().to_string();
   EXPECT_EQ(env->rank, 6);

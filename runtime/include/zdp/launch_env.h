@@ -61,6 +61,13 @@ StatusOr<LaunchEnv> read_launch_env();  // from the process environment
 // The first host of a Slurm node list: "gpu[07-09,12],cpu1" -> "gpu07".
 StatusOr<std::string> first_slurm_host(const std::string& nodelist);
 
+// Which variable holds the node list the job's master comes from: the step's
+// (SLURM_STEP_NODELIST, else SLURM_NODELIST, which srun also sets to the step's), else the
+// allocation's (SLURM_JOB_NODELIST). SLURM_NODEID and SLURM_NNODES count the step's nodes,
+// and a step on part of the allocation (srun -N2 -r2) does not run on the job's first
+// node. "SLURM_STEP_NODELIST" when none is set.
+const char* slurm_nodelist_variable(const EnvLookup& lookup);
+
 // Marks this rank ready (job_keys::rank_ready): call once the communicator is up.
 Status announce_ready(Store& store, int rank);
 

@@ -57,6 +57,13 @@ class AttemptStore final : public PrefixStore {
 
 }  // namespace
 
+const char* slurm_nodelist_variable(const EnvLookup& lookup) {
+  for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST"}) {
+    if (lookup(var) != nullptr) return var;
+  }
+  return "SLURM_STEP_NODELIST";
+}
+
 StatusOr<std::string> first_slurm_host(const std::string& nodelist) {
   // The first entry ends at a comma outside brackets.
   std::string entry;
@@ -144,9 +151,10 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     if (env.has("MASTER_ADDR")) {
       out.master_addr = env.text("MASTER_ADDR");
     } else {
-      StatusOr<std::string> host = first_slurm_host(env.text("SLURM_JOB_NODELIST", env.text("SLURM_NODELIST")));
+      const char* list = slurm_nodelist_variable(lookup);
+      StatusOr<std::string> host = first_slurm_host(env.text(list));
       if (host.ok()) out.master_addr = *host;
-      else env.error("SLURM_JOB_NODELIST: " + host.status().message());
+      else env.error(std::string(list) + ": " + host.status().message());
     }
     out.master_port = 29500;  // torchrun's default; MASTER_PORT overrides
     env.integer("MASTER_PORT", &out.master_port);
