@@ -185,19 +185,29 @@ TEST(TcpStore, AHostThatDoesNotResolveYetIsWaitedForUntilTheTimeout) {
 }
 
 // A store that accepts and never answers (a stopped or hung host: the kernel completes
-// the TCP handshake from the listen backlog): the secret's answer was awaited a fixed
-// 60 s whatever the connect's timeout, and Ctrl-C (`stop`) went unseen meanwhile.
-TEST(TcpStore, AMuteStoreHoldsAConnectNoLongerThanItsTimeoutOrItsStop) {
+// the TCP handshake from the listen backlog): a loopback socket listened on, never
+// accepted. Its port in *port; -1 on failure.
+int mute_listener(int* port) {
   const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted, never answered
   socklen_t len = sizeof(a);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listener, 16) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (listener >= 0) ::close(listener);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return listener;
+}
+
+// The secret's answer from a mute store was awaited a fixed
+// 60 s whatever the connect's timeout, and Ctrl-C (`stop`) went unseen meanwhile.
+TEST(TcpStore, AMuteStoreHoldsAConnectNoLongerThanItsTimeoutOrItsStop) {
+  int port = 0;
+  const int listener = mute_listener(&port);
+  ASSERT_GE(listener, 0);
   const std::string secret = "0123456789abcdef0123";
   auto start = Clock::now();
   auto timed = TcpStoreClient::connect("127.0.0.1", port, milliseconds(1500), secret);
@@ -217,17 +227,11 @@ TEST(TcpStore, AMuteStoreHoldsAConnectNoLongerThanItsTimeoutOrItsStop) {
 // to a minute for each reply of a store that stopped answering (Ctrl-C unseen meanwhile);
 // now 1 s. A healthy store still answers a stopped client's calls (its last words).
 TEST(TcpStore, AStoppedClientGivesUpOnAMuteStoreAndStillTalksToAHealthyOne) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int listener = mute_listener(&port);
   ASSERT_GE(listener, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted, never answered
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
   std::atomic<bool> stopped{false};
-  auto mute = TcpStoreClient::connect("127.0.0.1", ntohs(a.sin_port), milliseconds(5000), "", "",
+  auto mute = TcpStoreClient::connect("127.0.0.1", port, milliseconds(5000), "", "",
                                       [&] { return stopped.load(); });
   ASSERT_TRUE(mute.ok()) << mute.status().to_string();  // no secret: nothing to answer yet
   stopped = true;
