@@ -276,6 +276,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         return std::unique_ptr<zdp::Store>(std::move(*again));
       },
       std::chrono::seconds(30), "dp-launch");
+  const zdp::launcher::NodeLease lease(job_store, plan->node_rank);  // the node's claim, held while alive
   // Node 0's store goes with its launcher: after a failure, it stays a second, so that
   // the other nodes' launchers (which read the job-failed key every 0.25 s) learn why.
   auto leave = [&plan](int code) {

@@ -1,13 +1,19 @@
 // Which launchers join a job: before it starts ranks, each node's dp-launch checks the
-// job's layout against node 0's and claims its node rank in node 0's store, once. A second
+// job's layout against node 0's and claims its node rank in node 0's store. A second
 // dp-launch with the same node rank (a repeated --node-rank or SLURM_NODEID), or a node of
 // another job that reached this store (the same launch.master_port and ZDP_JOB_SECRET),
 // is refused here, naming why, before its ranks could join the running job and break it
-// (they failed the running job's ranks; a duplicate hung in rendezvous).
+// (they failed the running job's ranks; a duplicate hung in rendezvous). A claim is held
+// by a lease the launcher renews every second (NodeLease): a launcher that died (SIGKILL,
+// its machine down) lets its lease expire, and a new launcher for that node takes the
+// claim over and rejoins the job, as torchelastic's agents do (the claim was held for
+// good, and the node could never come back).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "launcher/launch_plan.h"
 #include "zdp/status.h"
@@ -23,10 +29,34 @@ std::string describe_layout(const LaunchPlan& plan);
 // layout, takes node 0's run id into plan.run_id (one run, one ZDP_RUN_ID on every node)
 // and claims its node rank. kInvalidArgument naming both layouts, or the node rank already
 // claimed; a store error (node 0 gone) as it came. `within` bounds the wait for node 0.
-Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within);
+// A node rank already claimed is taken over when its lease was not renewed for
+// `lease_expiry` (the wait for that makes a refused duplicate take that long).
+inline constexpr std::chrono::milliseconds kLeaseInterval{1000};
+inline constexpr std::chrono::milliseconds kLeaseExpiry{4000};
+Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within,
+                std::chrono::milliseconds lease_expiry = kLeaseExpiry);
+
+// Renews node `node`'s lease every kLeaseInterval on a thread of its own, from construction
+// (right after join_job) to destruction. `store` must be safe to call from another thread
+// (ReconnectingStore, TcpStoreClient) and outlive the lease.
+class NodeLease {
+ public:
+  NodeLease(Store& store, int node);
+  ~NodeLease();
+  NodeLease(const NodeLease&) = delete;
+  NodeLease& operator=(const NodeLease&) = delete;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
 
 // "the launcher of node(s) 1, 3 never joined (no dp-launch ran with that node rank, or it
-// could not reach node 0's store)", or "" when every node of `nnodes` claimed its rank.
-std::string missing_launchers(Store& store, int nnodes);
+// could not reach node 0's store); the launcher of node(s) 2 is gone (its lease was not
+// renewed for 2.5 s: ...)", or "" when every node of `nnodes` has a launcher. Samples the
+// leases `lease_wait` apart.
+std::string missing_launchers(Store& store, int nnodes,
+                              std::chrono::milliseconds lease_wait = std::chrono::milliseconds(2500));
 
 }  // namespace zdp::launcher

@@ -127,6 +127,40 @@ TEST_F(LauncherTest, ACtrlCIsHeardWhileNodeZerosStoreIsFrozen) {
   EXPECT_NE(r0.exit_code, 0) << r0.output;
 }
 
+// Node 1's launcher SIGKILLed (its machine lost): a new dp-launch for node 1 takes the
+// dead one's claim over once its lease has expired, and the job, restarted by node 0,
+// finishes on both nodes. The claim was held for good: the new launcher was refused
+// ("node 1 has already joined") and node 0 burnt its restarts waiting for it.
+TEST_F(LauncherTest, ANewLauncherTakesTheNodeOfOneThatDied) {
+  const fs::path logs = dir_ / "logs";
+  const std::vector<std::string> args = {std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
+                                         "--set", "launch.nnodes=2", "--set", "launch.nproc_per_node=1",
+                                         "--set", "launch.max_restarts=1", "--set", "launch.startup_timeout_s=60",
+                                         "--set", "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"",
+                                         "--set", "launch.log_dir=\"" + logs.string() + "\"",
+                                         "--set", "launch.master_port=" + std::to_string(port_),
+                                         "--set", "checkpoint.dir=\"\"", "--set", "checkpoint.every_steps=0",
+                                         "--set", "train.steps=600", "--set", "train.eval_every=0",
+                                         "--set", "train.log_every=100", "--set", "optim.warmup_steps=0"};
+  const auto with_node = [&](int node) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--node-rank", std::to_string(node)});
+    return a;
+  };
+  Launcher n0 = start(with_node(0), kSecret);
+  Launcher n1 = start(with_node(1), kSecret);
+  TwoNodes run = finish_both(n0, n1, 150s);
+  ASSERT_TRUE(await_text((logs / "rank-0.log").string(), "step 200/")) << read_file(logs / "rank-0.log");
+  ::kill(n1.pid, SIGKILL);
+  const LaunchRun replacement = finish(start(with_node(1), kSecret), 150s, Clock::now());
+  const LaunchRun r0 = run.node0.get();
+  EXPECT_EQ(run.node1.get().signal, SIGKILL);
+  EXPECT_NE(replacement.output.find("this launcher takes its place in the job"), std::string::npos) << replacement.output;
+  EXPECT_EQ(replacement.exit_code, 0) << replacement.output;
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_NE(r0.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r0.output;
+}
+
 // Node 0's rank finished (exit 0) when node 1's failed, with a restart left: node 0
 // reported the failure and left, taking the store away from node 1's restarted attempt.
 // Node 0 now restarts with it, and the second attempt succeeds on both.
