@@ -30,9 +30,11 @@ std::string describe_layout(const LaunchPlan& plan);
 // and claims its node rank. kInvalidArgument naming both layouts, or the node rank already
 // claimed; a store error (node 0 gone) as it came. `within` bounds the wait for node 0.
 // A node rank already claimed is taken over when its lease was not renewed for
-// `lease_expiry` (the wait for that makes a refused duplicate take that long).
+// `lease_expiry` (the wait for that makes a refused duplicate take that long). The expiry
+// is well above the renewal interval plus the 2 s a launcher's main loop may hold the
+// store connection the lease shares (waiting for the ranks' flight records).
 inline constexpr std::chrono::milliseconds kLeaseInterval{1000};
-inline constexpr std::chrono::milliseconds kLeaseExpiry{4000};
+inline constexpr std::chrono::milliseconds kLeaseExpiry{5000};
 Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within,
                 std::chrono::milliseconds lease_expiry = kLeaseExpiry);
 

@@ -28,7 +28,7 @@ const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-sec
 // the running node's resolved config alone (it overwrote it, and the job's next restart
 // trained with its settings); so does a second node 0 refused for the port.
 TEST_F(LauncherTest, ASecondLauncherOfOneNodeRankIsRefused) {
-  // Ranks that sleep past the twins' refusals (node 1's twin waits out the live lease, 4 s).
+  // Ranks that sleep past the twins' refusals (node 1's twin waits out the live lease, 5 s).
   const std::string cfg = config(2, {"--sleep-ms", "12000"}, "nnodes = 2");
   const auto t0 = Clock::now();
   Launcher node0 = start({cfg, "--node-rank", "0"}, kSecret);
