@@ -246,7 +246,8 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     say("node " + std::to_string(plan->node_rank) + ": cannot reach the store of node 0: " + client.status().message());
     return 2;
   }
-  if (const zdp::Status joined = zdp::launcher::join_job(**client, *plan, connect_within); !joined.ok()) {
+  int64_t lease_epoch = 0;
+  if (const zdp::Status joined = zdp::launcher::join_job(**client, *plan, connect_within, &lease_epoch); !joined.ok()) {
     say(joined.message());
     return 2;
   }
@@ -276,14 +277,21 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         return std::unique_ptr<zdp::Store>(std::move(*again));
       },
       std::chrono::seconds(30), "dp-launch");
-  const zdp::launcher::NodeLease lease(job_store, plan->node_rank);  // the node's claim, held while alive
+  // The node's claim, held while this launcher lives; taken over by another launcher (this
+  // one was cut off longer than the lease), it leaves at once, its ranks with it (their
+  // lifeline), posting nothing into the job it left.
+  zdp::launcher::NodeLease lease(zdp::launcher::lease_connection(*plan), plan->node_rank, lease_epoch,
+                                 [](const std::string& why) { say(why); ::_exit(1); });
+  // A node that joins a job already under way (a replacement) starts at node 0's attempt.
+  const int first_attempt = plan->hosts_store() ? 0 : zdp::launcher::published_attempt(job_store);
   // Node 0's store goes with its launcher: after a failure, it stays a second, so that
   // the other nodes' launchers (which read the job-failed key every 0.25 s) learn why.
   auto leave = [&plan](int code) {
     if (code != 0 && plan->hosts_store() && plan->nnodes > 1) std::this_thread::sleep_for(std::chrono::seconds(1));
     return code;
   };
-  for (int attempt = 0;; ++attempt) {
+  for (int attempt = first_attempt;; ++attempt) {
+    if (plan->hosts_store()) (void)zdp::launcher::publish_attempt(job_store, attempt);
     zdp::PrefixStore store(zdp::attempt_prefix(attempt), job_store);
     // A node (not node 0, which stays) whose ranks all exited 0 has left: a restarted
     // attempt would wait for it until the startup timeout, on every restart left.
@@ -339,6 +347,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         return 1;
       }
       say("node " + std::to_string(plan->node_rank) + ": " + result.reason);
+      lease.finished();  // a node that finished is never taken over
       return 0;
     }
     report_failure(result);

@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
 #include "zdp/log.h"
+#include "zdp/tcp_store.h"
 
 namespace zdp::launcher {
 namespace {
@@ -20,10 +22,13 @@ constexpr const char* kLayoutKey = "zdp/launch/layout";
 constexpr const char* kRunIdKey = "zdp/launch/run_id";
 std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(node); }
 std::string lease_key(int node) { return "zdp/launch/lease/" + std::to_string(node); }
-// One takeover of the claim whose lease stopped at `lease`: the first replacement wins.
-std::string takeover_key(int node, const std::string& lease) {
-  return "zdp/launch/takeover/" + std::to_string(node) + "/" + (lease.empty() ? "none" : lease);
+std::string epoch_key(int node) { return "zdp/launch/epoch/" + std::to_string(node); }
+// One takeover of the claim at `epoch`: the first replacement wins.
+std::string takeover_key(int node, int64_t epoch) {
+  return "zdp/launch/takeover/" + std::to_string(node) + "/" + std::to_string(epoch);
 }
+constexpr const char* kAttemptKey = "zdp/launch/attempt";
+constexpr const char* kDone = "done";  // a lease whose launcher finished its part
 
 // "pid@host": which launcher holds a lease (its value is this, '#', a renewal count).
 std::string launcher_id() {
@@ -32,42 +37,15 @@ std::string launcher_id() {
   return std::to_string(::getpid()) + "@" + host;
 }
 
-// The lease's value now; "" when none was written (or the store did not answer).
-std::string lease_value(Store& store, int node) {
-  StatusOr<bool> there = store.check({lease_key(node)});
-  if (!there.ok() || !*there) return "";
-  StatusOr<std::string> value = store.get(lease_key(node), std::chrono::milliseconds(1000));
-  return value.ok() ? *value : "";
+// The lease's value now; "" when none was written. A store error is an error: two failed
+// reads must not compare equal and call a live launcher gone.
+StatusOr<std::string> lease_value(Store& store, int node) {
+  ZDP_ASSIGN_OR_RETURN(const bool there, store.check({lease_key(node)}));
+  if (!there) return std::string();
+  return store.get(lease_key(node), std::chrono::milliseconds(1000));
 }
 
 }  // namespace
-
-struct NodeLease::State {
-  std::mutex mu;
-  std::condition_variable wake;
-  bool stop = false;
-};
-
-NodeLease::NodeLease(Store& store, int node) : state_(std::make_shared<State>()) {
-  thread_ = std::thread([state = state_, &store, node] {
-    const std::string id = launcher_id();
-    for (int64_t renewal = 1;; ++renewal) {
-      const Status renewed = store.set(lease_key(node), id + "#" + std::to_string(renewal));
-      if (!renewed.ok()) ZDP_LOG(kDebug) << "node " << node << "'s lease: " << renewed.message();
-      std::unique_lock<std::mutex> lock(state->mu);
-      if (state->wake.wait_for(lock, kLeaseInterval, [&] { return state->stop; })) return;
-    }
-  });
-}
-
-NodeLease::~NodeLease() {
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stop = true;
-  }
-  state_->wake.notify_all();
-  thread_.join();
-}
 
 std::string describe_layout(const LaunchPlan& plan) {
   return std::to_string(plan.nnodes) + " node(s) x " + std::to_string(plan.nproc_per_node) + " rank(s) = " +
@@ -76,7 +54,93 @@ std::string describe_layout(const LaunchPlan& plan) {
          (plan.slurm_job_id.empty() ? std::string() : ", Slurm job " + plan.slurm_job_id);
 }
 
-Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within, std::chrono::milliseconds lease_expiry) {
+struct NodeLease::State {
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stop = false;
+  bool done = false;  // finished(): the last renewal writes kDone
+};
+
+NodeLease::NodeLease(Connect connect, int node, int64_t epoch, std::function<void(const std::string&)> on_lost)
+    : state_(std::make_shared<State>()) {
+  thread_ = std::thread([state = state_, connect = std::move(connect), node, epoch, on_lost = std::move(on_lost)] {
+    const std::string id = launcher_id();
+    const std::function<bool()> stopping = [state] {
+      std::lock_guard<std::mutex> lock(state->mu);
+      return state->stop;
+    };
+    std::unique_ptr<Store> store;
+    for (int64_t renewal = 1;; ++renewal) {
+      bool done = false;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        done = state->done;
+      }
+      if (!store) {
+        StatusOr<std::unique_ptr<Store>> fresh = connect(stopping);
+        if (fresh.ok()) store = std::move(*fresh);
+      }
+      if (store) {
+        // add(0) reads the epoch atomically: raised by a takeover, this launcher lost the node.
+        StatusOr<int64_t> now = store->add(epoch_key(node), 0);
+        if (now.ok() && *now != epoch) {
+          on_lost("node " + std::to_string(node) + "'s claim was taken over by another dp-launch (its lease was not "
+                  "renewed for " + std::to_string(kLeaseExpiry.count() / 1000) + " s): this launcher stops");
+          return;
+        }
+        const Status renewed =
+            now.ok() ? store->set(lease_key(node), done ? std::string(kDone) : id + "#" + std::to_string(renewal))
+                     : now.status();
+        if (!renewed.ok()) store.reset();  // connected again at the next renewal
+        if (renewed.ok() && done) return;
+      }
+      std::unique_lock<std::mutex> lock(state->mu);
+      state->wake.wait_for(lock, kLeaseInterval, [&] { return state->stop || (state->done && !done); });
+      if (state->stop && !(state->done && !done)) return;  // else the next turn writes kDone
+    }
+  });
+}
+
+void NodeLease::finished() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->done = true;
+  }
+  state_->wake.notify_all();
+}
+
+NodeLease::~NodeLease() {
+  // Told to stop: a kDone that finished() asked for is still written first, and a store
+  // call in flight gives up within a second (the connection's stop predicate).
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  thread_.join();
+}
+
+NodeLease::Connect lease_connection(const LaunchPlan& plan) {
+  return [host = plan.master_addr, port = plan.master_port,
+          secret = plan.secret](const std::function<bool()>& stopping) -> StatusOr<std::unique_ptr<Store>> {
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
+                         TcpStoreClient::connect(host, port, std::chrono::seconds(2), secret, "", stopping));
+    return std::unique_ptr<Store>(std::move(client));
+  };
+}
+
+Status publish_attempt(Store& store, int attempt) { return store.set(kAttemptKey, std::to_string(attempt)); }
+
+int published_attempt(Store& store) {
+  StatusOr<bool> there = store.check({kAttemptKey});
+  if (!there.ok() || !*there) return 0;
+  StatusOr<std::string> text = store.get(kAttemptKey, std::chrono::milliseconds(1000));
+  int attempt = 0;
+  return text.ok() && parse_int(text->c_str(), &attempt) && attempt >= 0 ? attempt : 0;
+}
+
+Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within, int64_t* epoch,
+                std::chrono::milliseconds lease_expiry) {
   const std::string mine = describe_layout(plan);
   const std::string node = "node " + std::to_string(plan.node_rank);
   if (plan.hosts_store()) {
@@ -99,25 +163,34 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
                                                     "' is not up to 64 hex digits");
   }
   plan.run_id = *run_id;
+  const auto refused = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument,
+                  node + " has already joined the job whose store is at " + plan.master_addr + ":" +
+                      std::to_string(plan.master_port) + why);
+  };
+  const std::string elsewhere =
+      ": another dp-launch runs with this node rank (--node-rank, launch.node_rank, SLURM_NODEID), or another job "
+      "uses this launch.master_port with the same ZDP_JOB_SECRET (give each job its own port)";
   StatusOr<int64_t> claims = store.add(claim_key(plan.node_rank), 1);
   if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");
   if (*claims != 1) {
-    // Claimed before: by a launcher that is alive (renewing its lease), or by one that died.
-    const std::string before = lease_value(store, plan.node_rank);
+    // Claimed before: by a launcher that is alive (renewing its lease), that finished, or
+    // that died. A takeover is one per epoch, so a winner that dies before its first
+    // renewal leaves the next replacement an epoch of its own to win.
+    ZDP_ASSIGN_OR_RETURN(const int64_t seen_epoch, store.add(epoch_key(plan.node_rank), 0));
+    ZDP_ASSIGN_OR_RETURN(const std::string before, lease_value(store, plan.node_rank));
+    if (before == kDone) return refused(", and its launcher finished its part of it (the job is over for that node)");
     std::this_thread::sleep_for(lease_expiry);
-    const std::string after = lease_value(store, plan.node_rank);
-    StatusOr<int64_t> takeovers = after == before ? store.add(takeover_key(plan.node_rank, before), 1) : int64_t{0};
-    if (!takeovers.ok()) return takeovers.status().with_context(node + ": taking over its node rank");
-    if (*takeovers != 1) {
-      return Status(StatusCode::kInvalidArgument,
-                    node + " has already joined the job whose store is at " + plan.master_addr + ":" +
-                        std::to_string(plan.master_port) + ": another dp-launch runs with this node rank (--node-rank, "
-                        "launch.node_rank, SLURM_NODEID), or another job uses this launch.master_port with the same "
-                        "ZDP_JOB_SECRET (give each job its own port)");
-    }
+    ZDP_ASSIGN_OR_RETURN(const std::string after, lease_value(store, plan.node_rank));
+    if (after != before) return refused(elsewhere);
+    ZDP_ASSIGN_OR_RETURN(const int64_t takeovers, store.add(takeover_key(plan.node_rank, seen_epoch), 1));
+    if (takeovers != 1) return refused(elsewhere);
+    ZDP_ASSIGN_OR_RETURN(*epoch, store.add(epoch_key(plan.node_rank), 1));
     ZDP_LOG(kWarn) << node << "'s earlier launcher" << (before.empty() ? "" : " (" + printable(before, 64) + ")")
                    << " is gone (its lease was not renewed for " << lease_expiry.count()
                    << " ms): this launcher takes its place in the job";
+  } else {
+    ZDP_ASSIGN_OR_RETURN(*epoch, store.add(epoch_key(plan.node_rank), 1));
   }
   // The lease, renewed from now on by NodeLease.
   ZDP_RETURN_IF_ERROR(store.set(lease_key(plan.node_rank), launcher_id() + "#0").with_context(node + ": its lease"));
@@ -130,11 +203,14 @@ std::string missing_launchers(Store& store, int nnodes, std::chrono::millisecond
   for (int n = 0; n < nnodes; ++n) {
     StatusOr<bool> claimed = store.check({claim_key(n)});
     if (claimed.ok() && !*claimed) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
-    if (claimed.ok() && *claimed && n > 0) leases.emplace_back(n, lease_value(store, n));
+    if (!claimed.ok() || !*claimed || n == 0) continue;
+    StatusOr<std::string> lease = lease_value(store, n);
+    if (lease.ok() && *lease != kDone) leases.emplace_back(n, *lease);
   }
   if (!leases.empty()) std::this_thread::sleep_for(lease_wait);
   for (const auto& [n, before] : leases) {
-    if (lease_value(store, n) == before) gone += (gone.empty() ? "" : ", ") + std::to_string(n);
+    StatusOr<std::string> after = lease_value(store, n);
+    if (after.ok() && *after == before) gone += (gone.empty() ? "" : ", ") + std::to_string(n);
   }
   std::string out;
   if (!missing.empty()) {

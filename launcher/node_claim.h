@@ -11,6 +11,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,30 +31,46 @@ std::string describe_layout(const LaunchPlan& plan);
 // layout, takes node 0's run id into plan.run_id (one run, one ZDP_RUN_ID on every node)
 // and claims its node rank. kInvalidArgument naming both layouts, or the node rank already
 // claimed; a store error (node 0 gone) as it came. `within` bounds the wait for node 0.
-// A node rank already claimed is taken over when its lease was not renewed for
-// `lease_expiry` (the wait for that makes a refused duplicate take that long). The expiry
-// is well above the renewal interval plus the 2 s a launcher's main loop may hold the
-// store connection the lease shares (waiting for the ranks' flight records).
+// A claim is held by a lease: the claim's epoch (returned in *epoch, for NodeLease) and a
+// value its launcher renews. A node rank already claimed is taken over when its lease was
+// not renewed for `lease_expiry` (the wait for that makes a refused duplicate take that
+// long), unless its launcher finished its part (NodeLease::finished): the takeover raises
+// the epoch, and the launcher it replaces, if it lives on, sees that and stops.
 inline constexpr std::chrono::milliseconds kLeaseInterval{1000};
 inline constexpr std::chrono::milliseconds kLeaseExpiry{5000};
-Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within,
+Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within, int64_t* epoch,
                 std::chrono::milliseconds lease_expiry = kLeaseExpiry);
 
-// Renews node `node`'s lease every kLeaseInterval on a thread of its own, from construction
-// (right after join_job) to destruction. `store` must be safe to call from another thread
-// (ReconnectingStore, TcpStoreClient) and outlive the lease.
+// Renews node `node`'s lease every kLeaseInterval on a thread of its own, on a store
+// connection of its own (`connect`, given a predicate that turns true when the lease is
+// being destroyed: a frozen store then holds neither the launcher's main connection nor
+// its exit), from construction (right after join_job) to destruction. Before each renewal
+// it reads the claim's epoch: once another launcher has taken the node over, `on_lost` is
+// called (with why) and renewals stop.
 class NodeLease {
  public:
-  NodeLease(Store& store, int node);
+  using Connect = std::function<StatusOr<std::unique_ptr<Store>>(const std::function<bool()>& stopping)>;
+  NodeLease(Connect connect, int node, int64_t epoch, std::function<void(const std::string&)> on_lost);
   ~NodeLease();
   NodeLease(const NodeLease&) = delete;
   NodeLease& operator=(const NodeLease&) = delete;
+  // This node's ranks all finished: the lease is marked done and never taken over (a
+  // rerun of a node that finished would join a job that is over and fail it).
+  void finished();
 
  private:
   struct State;
   std::shared_ptr<State> state_;
   std::thread thread_;
 };
+
+// NodeLease's connections to node 0's store (plan's master address, port and secret).
+NodeLease::Connect lease_connection(const LaunchPlan& plan);
+
+// Node 0 publishes the attempt it runs, and a node that joins later (a replacement for a
+// launcher that died) starts there instead of stepping through the attempts it missed.
+Status publish_attempt(Store& store, int attempt);
+int published_attempt(Store& store);  // 0 when none is published
 
 // "the launcher of node(s) 1, 3 never joined (no dp-launch ran with that node rank, or it
 // could not reach node 0's store); the launcher of node(s) 2 is gone (its lease was not

@@ -1,17 +1,25 @@
 // Launchers joining a job (launcher/node_claim.h) over one store: every node takes node 0's
 // run id (ZDP_RUN_ID, stored in each node's checkpoints: each node's own random one made
 // per-node copies differ), a layout that differs and a node rank claimed twice are refused;
-// a claim whose lease stopped (its launcher died) is taken over, and node 0 names it gone.
+// a claim whose lease stopped (its launcher died) is taken over, the launcher it replaced
+// learns it lost the node, a node that finished is never taken over, and node 0 names a
+// launcher that is gone.
 #include "launcher/node_claim.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "zdp/store.h"
 
 namespace zdp::launcher {
 namespace {
+
+using std::chrono::milliseconds;
 
 LaunchPlan node(int rank, const std::string& run_id) {
   LaunchPlan p;
@@ -24,47 +32,98 @@ LaunchPlan node(int rank, const std::string& run_id) {
   return p;
 }
 
+// A NodeLease's connections: views of one in-memory store, keys as they are.
+class View final : public Store {
+ public:
+  explicit View(Store& base) : base_(base) {}
+  Status set(const std::string& k, const std::string& v) override { return base_.set(k, v); }
+  StatusOr<std::string> get(const std::string& k, milliseconds t) override { return base_.get(k, t); }
+  StatusOr<int64_t> add(const std::string& k, int64_t d) override { return base_.add(k, d); }
+  Status wait(const std::vector<std::string>& k, milliseconds t) override { return base_.wait(k, t); }
+  StatusOr<bool> check(const std::vector<std::string>& k) override { return base_.check(k); }
+
+ private:
+  Store& base_;
+};
+NodeLease::Connect view_of(Store& store) {
+  return [&store](const std::function<bool()>&) -> StatusOr<std::unique_ptr<Store>> {
+    return std::unique_ptr<Store>(std::make_unique<View>(store));
+  };
+}
+
 TEST(NodeClaim, EveryNodeTakesNodeZerosRunId) {
   InMemoryStore store;
-  const std::chrono::milliseconds within(2000);
+  const milliseconds within(2000);
+  int64_t epoch = 0;
   LaunchPlan zero = node(0, "0123456789abcdef"), one = node(1, "fedcba9876543210");
-  ASSERT_TRUE(join_job(store, zero, within).ok());
-  ASSERT_TRUE(join_job(store, one, within).ok());
+  ASSERT_TRUE(join_job(store, zero, within, &epoch).ok());
+  ASSERT_TRUE(join_job(store, one, within, &epoch).ok());
   EXPECT_EQ(zero.run_id, "0123456789abcdef");
   EXPECT_EQ(one.run_id, "0123456789abcdef");
-  const NodeLease alive(store, 1);  // node 1's launcher lives on
+  const NodeLease alive(view_of(store), 1, epoch, [](const std::string&) {});  // node 1's launcher lives on
   LaunchPlan again = node(1, "");
-  const Status twice = join_job(store, again, within, std::chrono::milliseconds(1500));
+  const Status twice = join_job(store, again, within, &epoch, milliseconds(1500));
   EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(twice.message().find("node 1 has already joined"), std::string::npos) << twice.message();
   LaunchPlan other = node(1, "");
   other.nproc_per_node = 2;
   other.world_size = 4;
-  EXPECT_NE(join_job(store, other, within).message().find("node 0's plans 2 node(s) x 4 rank(s)"), std::string::npos);
+  EXPECT_NE(join_job(store, other, within, &epoch).message().find("node 0's plans 2 node(s) x 4 rank(s)"),
+            std::string::npos);
 }
 
 // A launcher that died (no NodeLease renewing its claim) leaves its node to a new one,
 // which rejoins: the claim was held for good, and a lost node could never come back. A
-// launcher that is alive keeps its node.
-TEST(NodeClaim, AClaimWhoseLeaseStoppedIsTakenOverAndALiveOneIsNot) {
+// launcher that is alive keeps its node; one that comes back after it was taken over
+// learns that it lost it (two launchers ran one node).
+TEST(NodeClaim, AClaimWhoseLeaseStoppedIsTakenOverAndTheOldLauncherLearnsIt) {
   InMemoryStore store;
-  const std::chrono::milliseconds within(2000);
+  const milliseconds within(2000);
+  int64_t zero_epoch = 0, dead_epoch = 0, new_epoch = 0;
   LaunchPlan zero = node(0, "0123456789abcdef"), dead = node(1, "");
-  ASSERT_TRUE(join_job(store, zero, within).ok());
-  ASSERT_TRUE(join_job(store, dead, within).ok());  // and it dies: no lease renewed
-  EXPECT_NE(missing_launchers(store, 2, std::chrono::milliseconds(100)).find("the launcher of node(s) 1 is gone"),
+  ASSERT_TRUE(join_job(store, zero, within, &zero_epoch).ok());
+  ASSERT_TRUE(join_job(store, dead, within, &dead_epoch).ok());  // and it stops renewing
+  EXPECT_NE(missing_launchers(store, 2, milliseconds(100)).find("the launcher of node(s) 1 is gone"),
             std::string::npos);
   LaunchPlan replacement = node(1, "");
-  const Status took = join_job(store, replacement, within, std::chrono::milliseconds(200));
+  const Status took = join_job(store, replacement, within, &new_epoch, milliseconds(200));
   ASSERT_TRUE(took.ok()) << took.message();
   EXPECT_EQ(replacement.run_id, "0123456789abcdef");
+  EXPECT_GT(new_epoch, dead_epoch);
+  std::atomic<bool> lost{false};
   {
-    const NodeLease alive(store, 1);
+    const NodeLease alive(view_of(store), 1, new_epoch, [](const std::string&) { ADD_FAILURE() << "lost"; });
+    // The old launcher comes back: its first renewal sees the raised epoch.
+    { const NodeLease back(view_of(store), 1, dead_epoch, [&](const std::string&) { lost = true; }); }
+    EXPECT_TRUE(lost.load());
     LaunchPlan twin = node(1, "");
-    const Status refused = join_job(store, twin, within, std::chrono::milliseconds(1500));
+    int64_t twin_epoch = 0;
+    const Status refused = join_job(store, twin, within, &twin_epoch, milliseconds(1500));
     EXPECT_NE(refused.message().find("node 1 has already joined"), std::string::npos) << refused.message();
-    EXPECT_EQ(missing_launchers(store, 2, std::chrono::milliseconds(1500)), "");
+    EXPECT_EQ(missing_launchers(store, 2, milliseconds(1500)), "");
   }
+}
+
+// A node whose ranks finished is never taken over: a rerun of it would join a job that is
+// over for that node and fail it.
+TEST(NodeClaim, ANodeThatFinishedIsNotTakenOver) {
+  InMemoryStore store;
+  int64_t epoch = 0;
+  LaunchPlan zero = node(0, "0123456789abcdef"), one = node(1, "");
+  ASSERT_TRUE(join_job(store, zero, milliseconds(2000), &epoch).ok());
+  ASSERT_TRUE(join_job(store, one, milliseconds(2000), &epoch).ok());
+  {
+    NodeLease lease(view_of(store), 1, epoch, [](const std::string&) {});
+    lease.finished();
+  }
+  LaunchPlan rerun = node(1, "");
+  const Status refused = join_job(store, rerun, milliseconds(2000), &epoch, milliseconds(200));
+  EXPECT_NE(refused.message().find("its launcher finished its part of it"), std::string::npos) << refused.message();
+  EXPECT_EQ(missing_launchers(store, 2, milliseconds(100)), "");
+  // Node 0's attempt, for a node that joins later.
+  EXPECT_EQ(published_attempt(store), 0);
+  ASSERT_TRUE(publish_attempt(store, 2).ok());
+  EXPECT_EQ(published_attempt(store), 2);
 }
 
 }  // namespace
