@@ -256,12 +256,16 @@ class Group {
     // Name the culprits: ranks that never reached the store, apart from those that did
     // and are (most likely) waiting for them.
     std::string absent, waiting;
+    bool local_absent = false;  // one of this node's own ranks never reached the store
     for (int r = 0; r < o_.world_size; ++r) {
       StatusOr<bool> ready = o_.store->check({job_keys::rank_ready(r)});
       if (!ready.ok() || *ready) continue;
       StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(r)});
       std::string& list = joined.ok() && *joined ? waiting : absent;
       list += (list.empty() ? "" : ", ") + std::to_string(r);
+      if (&list == &absent) {
+        for (const RankSpec& spec : o_.ranks) local_absent |= spec.rank == r;
+      }
     }
     std::string reason = "startup_timeout_s (" + seconds_text(o_.startup_timeout) + ") passed: ";
     if (!absent.empty()) reason += "rank(s) " + absent + " never reached the job store";
@@ -273,7 +277,8 @@ class Group {
       const std::string note = o_.startup_note();
       if (!note.empty()) reason += "; " + note;
     }
-    if (!absent.empty()) reason += " (a program that does not call zdp::init needs launch.startup_timeout_s = 0)";
+    // Only where this node's own rank never came: other nodes' are their launchers' doing.
+    if (local_absent) reason += " (a program that does not call zdp::init needs launch.startup_timeout_s = 0)";
     report_job_failed(reason);
     console_.line("dp-launch: " + reason + "; stopping the job");
     stop_all(SIGTERM);
