@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -72,8 +72,8 @@ void reset_inherited_signals() {
 
 // Ctrl-C, a kill, Ctrl-\ (SIGQUIT, whose default would dump the launcher's core and leave
 // the ranks to its lifeline's SIGKILL) and a closed terminal or ssh session (SIGHUP) all
-// stop the ranks, their process groups included: without a SIGHUP handler the launcher died at once, and what
-// the ranks had started outlived it. A blocked signal mask is undone. SIGHUP and SIGINT
+// stop the ranks, their process groups included: without a SIGHUP handler the launcher
+// died at once, and what the ranks had started outlived it. A blocked signal mask is undone. SIGHUP and SIGINT
 // inherited as ignored stay ignored: that is how `nohup dp-launch ...` outlives the
 // session, and how a shell's background job `dp-launch ... &` ignores Ctrl-C.
 void install_signal_handlers() {

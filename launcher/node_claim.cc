@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -94,9 +94,11 @@ NodeLease::NodeLease(Connect connect, int node, int64_t epoch, std::function<voi
         if (!renewed.ok()) store.reset();  // connected again at the next renewal
         if (renewed.ok() && done) return;
       }
+      // finished() since this turn read it: the next turn writes kDone, even when stopping.
       std::unique_lock<std::mutex> lock(state->mu);
-      state->wake.wait_for(lock, kLeaseInterval, [&] { return state->stop || (state->done && !done); });
-      if (state->stop && !(state->done && !done)) return;  // else the next turn writes kDone
+      const auto done_to_write = [&] { return state->done && !done; };
+      state->wake.wait_for(lock, kLeaseInterval, [&] { return state->stop || done_to_write(); });
+      if (state->stop && !done_to_write()) return;
     }
   });
 }

@@ -49,6 +49,22 @@ bool await_text(const std::string& path, const std::string& text) {
   return false;
 }
 
+// dp-launch's arguments for node `node` of a two-node mlp job of dp-train (one rank a
+// node, no evaluation, no checkpoints saved), logs in `logs`, plus `sets` (--set k=v each).
+std::vector<std::string> mlp_on_two_nodes(int node, const fs::path& logs, int port, const std::vector<std::string>& sets) {
+  std::vector<std::string> args = {std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml", "--node-rank",
+                                   std::to_string(node)};
+  for (const std::string& s :
+       {std::string("launch.nnodes=2"), std::string("launch.nproc_per_node=1"),
+        "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"", "launch.log_dir=\"" + logs.string() + "\"",
+        "launch.master_port=" + std::to_string(port), std::string("checkpoint.every_steps=0"),
+        std::string("train.eval_every=0"), std::string("optim.warmup_steps=0")}) {
+    args.insert(args.end(), {"--set", s});
+  }
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  return args;
+}
+
 // Node 1's machine goes down (its launcher and rank SIGKILLed): node 0's rank fails at
 // once on the broken connection, and nobody posts why. Node 0 blamed its own healthy rank
 // ("rank 0 (node 0, pid ...) failed"); it now waits until rank 1's heartbeat is stale and
@@ -56,16 +72,9 @@ bool await_text(const std::string& path, const std::string& text) {
 TEST_F(LauncherTest, ANodeThatDiesWholeIsBlamedNotTheRankThatLostIt) {
   const fs::path logs = dir_ / "logs";
   auto args = [&](int node) {
-    return std::vector<std::string>{std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
-                                    "--node-rank", std::to_string(node),
-                                    "--set", "launch.nnodes=2", "--set", "launch.nproc_per_node=1",
-                                    "--set", "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"",
-                                    "--set", "launch.log_dir=\"" + logs.string() + "\"",
-                                    "--set", "launch.master_port=" + std::to_string(port_),
-                                    "--set", "checkpoint.dir=\"" + (dir_ / "checkpoints").string() + "\"",
-                                    "--set", "checkpoint.every_steps=0", "--set", "train.steps=100000",
-                                    "--set", "train.eval_every=0", "--set", "train.log_every=1",
-                                    "--set", "optim.warmup_steps=0"};
+    return mlp_on_two_nodes(node, logs, port_,
+                            {"checkpoint.dir=\"" + (dir_ / "checkpoints").string() + "\"", "train.steps=100000",
+                             "train.log_every=1"});
   };
   Launcher n0 = start(args(0), kSecret);
   Launcher n1 = start(args(1), kSecret);
@@ -133,19 +142,10 @@ TEST_F(LauncherTest, ACtrlCIsHeardWhileNodeZerosStoreIsFrozen) {
 // ("node 1 has already joined") and node 0 burnt its restarts waiting for it.
 TEST_F(LauncherTest, ANewLauncherTakesTheNodeOfOneThatDied) {
   const fs::path logs = dir_ / "logs";
-  const std::vector<std::string> args = {std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml",
-                                         "--set", "launch.nnodes=2", "--set", "launch.nproc_per_node=1",
-                                         "--set", "launch.max_restarts=1", "--set", "launch.startup_timeout_s=60",
-                                         "--set", "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"",
-                                         "--set", "launch.log_dir=\"" + logs.string() + "\"",
-                                         "--set", "launch.master_port=" + std::to_string(port_),
-                                         "--set", "checkpoint.dir=\"\"", "--set", "checkpoint.every_steps=0",
-                                         "--set", "train.steps=600", "--set", "train.eval_every=0",
-                                         "--set", "train.log_every=100", "--set", "optim.warmup_steps=0"};
   const auto with_node = [&](int node) {
-    std::vector<std::string> a = args;
-    a.insert(a.end(), {"--node-rank", std::to_string(node)});
-    return a;
+    return mlp_on_two_nodes(node, logs, port_,
+                            {"launch.max_restarts=1", "launch.startup_timeout_s=60", "checkpoint.dir=\"\"",
+                             "train.steps=600", "train.log_every=100"});
   };
   Launcher n0 = start(with_node(0), kSecret);
   Launcher n1 = start(with_node(1), kSecret);

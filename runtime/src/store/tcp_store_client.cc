@@ -107,7 +107,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.op = Op::kSet;
     request.key = key;
     request.value = value;
-    return call("set(\"" + shown_key(key) + "\")", request, kRequestTimeout, stoppable(), kStopGrace).status();
+    return call("set(\"" + shown_key(key) + "\")", request, kRequestTimeout).status();
   }
 
   StatusOr<std::string> get(const std::string& key, std::chrono::milliseconds timeout) override {
@@ -116,7 +116,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.key = key;
     request.number = timeout.count();
     const std::string what = "get(\"" + shown_key(key) + "\")";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout), stoppable(), kStopGrace));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout)));
     if (response.reply == Reply::kTimeout) return timeout_error(what, response, 1, timeout);
     return std::move(response.value);
   }
@@ -127,7 +127,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.key = key;
     request.number = delta;
     const std::string what = "add(\"" + shown_key(key) + "\")";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, kRequestTimeout, stoppable(), kStopGrace));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, kRequestTimeout));
     if (response.reply == Reply::kInvalidArgument) {
       return Status(StatusCode::kInvalidArgument, response.message).with_context(context());
     }
@@ -140,7 +140,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.keys = keys;
     request.number = timeout.count();
     const std::string what = "wait(" + std::to_string(keys.size()) + " keys)";
-    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout), stoppable(), kStopGrace));
+    ZDP_ASSIGN_OR_RETURN(Response response, call(what, request, plus_slack(timeout)));
     if (response.reply == Reply::kTimeout) return timeout_error(what, response, keys.size(), timeout);
     return Status::Ok();
   }
@@ -155,7 +155,8 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.value = secret;
     sent_secret_ = true;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    ZDP_ASSIGN_OR_RETURN(Response response, call("auth", request, std::max(left, std::chrono::milliseconds(1)), &stop));
+    ZDP_ASSIGN_OR_RETURN(Response response, call("auth", request, std::max(left, std::chrono::milliseconds(1)), &stop,
+                                                  std::chrono::milliseconds(0)));
     if (response.reply == Reply::kInvalidArgument) {
       return Status(StatusCode::kInvalidArgument, context() + " refused this client: " + response.message +
                                                       " (check ZDP_JOB_SECRET)");
@@ -168,18 +169,21 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     request.op = Op::kCheck;
     request.keys = keys;
     ZDP_ASSIGN_OR_RETURN(Response response,
-                         call("check(" + std::to_string(keys.size()) + " keys)", request, kRequestTimeout, stoppable(),
-                              kStopGrace));
+                         call("check(" + std::to_string(keys.size()) + " keys)", request, kRequestTimeout));
     return response.present;
   }
 
  private:
   std::string context() const { return "store at " + address_; }
-  const std::function<bool()>* stoppable() const { return stop_ ? &stop_ : nullptr; }
 
   Status timeout_error(const std::string& what, const Response& response, size_t total,
                        std::chrono::milliseconds timeout) const {
     return store_timeout_error(response.missing, total, timeout).with_context(context() + ": " + what);
+  }
+
+  // One request and its reply, bounded by the client's own stop (kStopGrace after it).
+  StatusOr<Response> call(const std::string& what, const Request& request, std::chrono::milliseconds reply_timeout) {
+    return call(what, request, reply_timeout, stop_ ? &stop_ : nullptr, kStopGrace);
   }
 
   // One request and its reply. A transport or protocol error leaves the stream at an
@@ -187,8 +191,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   // With `stop`: once it says true and `grace` has passed since the request was sent, the
   // reply is given up (kAborted).
   StatusOr<Response> call(const std::string& what, const Request& request, std::chrono::milliseconds reply_timeout,
-                          const std::function<bool()>* stop = nullptr,
-                          std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
+                          const std::function<bool()>* stop, std::chrono::milliseconds grace) {
     ZDP_RETURN_IF_ERROR(tcp_store::check_request_limits(request).with_context(context() + ": " + what));
     const std::string frame = tcp_store::encode_request(request);
     std::lock_guard<std::mutex> lock(mu_);
