@@ -219,7 +219,9 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   ZDP_RETURN_IF_ERROR(refuse_inside(options.out));
   ZDP_ASSIGN_OR_RETURN(const std::string target, export_target(options.out, options.force));
   ZDP_RETURN_IF_ERROR(refuse_inside(target));
-  if (options.verify) ZDP_RETURN_IF_ERROR(verify_checkpoint(dir).status());
+  // The model file only: export reads nothing else (a damaged optimizer file does not
+  // block exporting intact weights).
+  if (options.verify) ZDP_RETURN_IF_ERROR(verify_checkpoint(dir, VerifyScope::kModel).status());
 
   ZDP_ASSIGN_OR_RETURN(const safetensors::Reader in, safetensors::Reader::open(model_path(dir)));
   std::vector<safetensors::TensorSpec> specs;

@@ -38,7 +38,7 @@ struct ExportOptions {
                                       // beside it and a rename)
   int64_t buffer_elems = int64_t{1} << 20;  // elements converted per pass (at most the largest
                                             // tensor's): memory is 4 + 2 or 4 + 4 bytes each
-  bool verify = true;                 // verify_checkpoint() first (one extra read of the checkpoint)
+  bool verify = true;                 // verify_checkpoint(kModel) first (one extra read of the model file)
   bool force = false;                 // replace `out` when it is an existing regular file
 };
 

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   exp->add_option("--buffer-elems", ex.buffer_elems, "elements converted per pass (memory ~6 bytes each)")
       ->check(zdp::integer_range(1, int64_t{1} << 32))
       ->capture_default_str();
-  exp->add_flag("--no-verify", no_verify, "skip checking the checkpoint's checksums first");
+  exp->add_flag("--no-verify", no_verify, "skip checking the model file's checksums first");
 
   CLI11_PARSE(app, argc, argv);
 

@@ -318,6 +318,31 @@ TEST_F(CkptTool, InfoOfAFileSaysItIsAFile) {
       << r.status().message();
 }
 
+// Export reads the model file only, so only its checksums are checked: a damaged
+// optimizer file fails `verify` but does not block exporting intact weights.
+TEST_F(CkptTool, ExportIsNotBlockedByADamagedOptimizerFile) {
+  // Flips one bit of the optimizer file's last bytes; flipped back at the end (the next
+  // test verifies the whole checkpoint first).
+  auto flip = [&] {
+    std::fstream f(checkpoint() + "/optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-3, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(-3, std::ios::end);
+    f.write(&c, 1);
+  };
+  flip();
+  StatusOr<std::string> bad = ckpt_tool::verify(checkpoint());
+  StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("weights")});
+  flip();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("optimizer.safetensors"), std::string::npos) << bad.status().message();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(fs::exists(out("weights")));
+  EXPECT_TRUE(ckpt_tool::verify(checkpoint()).ok());
+}
+
 // Runs last in this file (gtest keeps declaration order): it damages the checkpoint.
 TEST_F(CkptTool, VerifyPassesThenNamesTheDamagedFileAndChunk) {
   StatusOr<std::string> ok = ckpt_tool::verify(checkpoint());

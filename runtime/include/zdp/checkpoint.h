@@ -206,6 +206,9 @@ struct VerifyReport {
 // and v for exactly the model's tensors. The first problem is returned naming the file,
 // the chunk and its byte range (kIoError for a damaged or truncated file, kNotFound for a
 // missing one). What `dp-ckpt verify` runs.
-StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root);
+// `scope` kModel checks the model file (and state.json) only: what `dp-ckpt export`
+// reads, so a damaged optimizer file does not block exporting intact weights.
+enum class VerifyScope { kAll, kModel };
+StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root, VerifyScope scope = VerifyScope::kAll);
 
 }  // namespace zdp

@@ -50,13 +50,17 @@ Status check_optimizer_names(const safetensors::Reader& model, const safetensors
 
 }  // namespace
 
-StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root) {
+StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root, VerifyScope scope) {
   ZDP_ASSIGN_OR_RETURN(const CheckpointInfo info, read_checkpoint_info(path_or_root));
   VerifyReport report;
   report.path = info.state.path;
   std::vector<safetensors::Reader> readers;
   std::vector<char> buffer;
+  std::vector<CheckpointFileInfo> files;
   for (const CheckpointFileInfo& entry : info.files) {
+    if (scope == VerifyScope::kAll || entry.name == kCheckpointModelFile) files.push_back(entry);
+  }
+  for (const CheckpointFileInfo& entry : files) {
     const std::string path = report.path + "/" + entry.name;
     StatusOr<safetensors::Reader> opened = safetensors::Reader::open(path);
     if (opened.status().code() == StatusCode::kNotFound) {
@@ -92,9 +96,9 @@ StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root) {
   }
   const safetensors::Reader* model = nullptr;
   const safetensors::Reader* optimizer = nullptr;
-  for (size_t i = 0; i < info.files.size(); ++i) {
-    if (info.files[i].name == kCheckpointModelFile) model = &readers[i];
-    if (info.files[i].name == kCheckpointOptimizerFile) optimizer = &readers[i];
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (files[i].name == kCheckpointModelFile) model = &readers[i];
+    if (files[i].name == kCheckpointOptimizerFile) optimizer = &readers[i];
   }
   if (model == nullptr) {
     return Status(StatusCode::kInvalidArgument,
