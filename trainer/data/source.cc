@@ -155,6 +155,7 @@ class TokenFileSource : public DataSource {
            std::to_string(size()) + " samples of " + std::to_string(seq_len_) + ")";
   }
   std::string fingerprint() const override { return shards_.fingerprint(); }
+  Status check_unchanged() const override { return shards_.check_unchanged(); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     const TokenFile* bad_file = nullptr;
     int64_t bad_at = -1, bad_sample = -1;

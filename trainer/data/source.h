@@ -42,6 +42,9 @@ class DataSource {
   // What every rank must agree on beyond size() (same_data.h): a token file's sampled
   // digest (TokenShards::fingerprint); a synthetic source's describe() and seed.
   virtual std::string fingerprint() const = 0;
+  // A token file changed in place since it was opened (TokenFile::check_unchanged):
+  // kIoError naming it. Synthetic sources have no files.
+  virtual Status check_unchanged() const { return Status::Ok(); }
 };
 
 // The source of `split` for config.model/config.data. The held-out split of a token file

@@ -26,6 +26,10 @@ Status malformed(const std::string& path, const std::string& why) {
                                                   "then uint16 tokens; dp-data writes it)");
 }
 
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
+}
+
 }  // namespace
 
 TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
@@ -33,6 +37,7 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
     // Unmaps only: the destructor also ended path_'s lifetime, and moving into that string
     // freed its old buffer twice (a path longer than the small-string buffer).
     unmap();
+    identity_ = other.identity_;
     path_ = std::move(other.path_);
     map_ = std::exchange(other.map_, nullptr);
     map_bytes_ = std::exchange(other.map_bytes_, 0);
@@ -91,7 +96,15 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path) {
                                            : "";
     return Status(StatusCode::kIoError, "token file '" + path + "': mmap: " + std::strerror(err) + hint);
   }
+  struct stat st {};
+  if (::fstat(file.fd(), &st) != 0) {
+    const int err = errno;
+    ::munmap(map, static_cast<size_t>(bytes));
+    return Status(StatusCode::kIoError, "token file '" + path + "': fstat: " + std::strerror(err));
+  }
   TokenFile f;
+  f.identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+                 mtime_ns(st)};
   f.path_ = path;
   f.map_ = map;
   f.map_bytes_ = static_cast<size_t>(bytes);
@@ -99,6 +112,31 @@ StatusOr<TokenFile> TokenFile::open(const std::string& path) {
   ZDP_ASSIGN_OR_RETURN(f.count_, decode_token_header(map, bytes, path));
   f.tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kTokenFileHeaderBytes);
   return f;
+}
+
+Status TokenFile::check_unchanged() const {
+  if (map_ == nullptr) return Status::Ok();
+  struct stat st {};
+  // Gone, or another file now (renamed over it, as dp-data writes): the mapping still
+  // holds the file this run opened, unchanged.
+  if (::stat(path_.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != identity_.device ||
+      static_cast<uint64_t>(st.st_ino) != identity_.inode) {
+    return Status::Ok();
+  }
+  if (static_cast<int64_t>(st.st_size) == identity_.bytes && mtime_ns(st) == identity_.mtime_ns) {
+    return Status::Ok();
+  }
+  const double later_s = static_cast<double>(mtime_ns(st) - identity_.mtime_ns) / 1e9;
+  char when[64];
+  std::snprintf(when, sizeof(when), "its modification time moved %+.3f s", later_s);
+  return Status(StatusCode::kIoError,
+                "token file '" + path_ + "' was changed in place while this run reads it (" +
+                    (static_cast<int64_t>(st.st_size) != identity_.bytes
+                         ? std::to_string(identity_.bytes) + " -> " + std::to_string(st.st_size) + " bytes, "
+                         : std::string()) +
+                    when + "): the samples read since the last check may be the new contents. Restore the file "
+                    "and resume from the last checkpoint; write a new file and rename it over the old one, as "
+                    "dp-data does, to change data between runs");
 }
 
 Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {

@@ -35,9 +35,23 @@ class TokenFile {
   int64_t size() const { return count_; }
   const uint16_t* tokens() const { return tokens_; }
 
+  // kIoError naming the file when the file this maps was changed in place since open()
+  // (its size or modification time differ): the mapping is MAP_PRIVATE, so the pages not
+  // yet read come from the changed file, and a rewrite that keeps the length never
+  // signals. A file replaced by a rename (or removed) is fine: the mapping keeps the old
+  // one. One stat() of the path.
+  Status check_unchanged() const;
+
  private:
   TokenFile() = default;
   void unmap();
+  // The mapped file as open() saw it (fstat of its descriptor).
+  struct Identity {
+    uint64_t device = 0, inode = 0;
+    int64_t bytes = 0;
+    int64_t mtime_ns = 0;
+  };
+  Identity identity_;
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;

@@ -28,6 +28,11 @@ StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
   return s;
 }
 
+Status TokenShards::check_unchanged() const {
+  for (const TokenFile& file : files_) ZDP_RETURN_IF_ERROR(file.check_unchanged());
+  return Status::Ok();
+}
+
 std::string TokenShards::fingerprint() const {
   constexpr int64_t kWindow = 1024;  // tokens
   Sha256 digest;

@@ -38,6 +38,8 @@ class TokenShards {
   // it in shard order, as 16 hex digits. Two nodes holding different copies of a shard of
   // the same length differ here unless every sampled window agrees.
   std::string fingerprint() const;
+  // TokenFile::check_unchanged() of every shard: the first changed one.
+  Status check_unchanged() const;
   static constexpr int kFingerprintWindows = 16;
 
  private:

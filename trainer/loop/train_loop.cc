@@ -260,6 +260,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   // their results (having waited for the device), so evaluations and checkpoints, which
   // close the window before and open it after, are left out.
   auto window_start = start;
+  auto data_checked = start;
   int64_t window_steps = 0;
   double step_s = 0;  // the last window's seconds per step
   const auto tokens_per_s = [&]() {
@@ -340,6 +341,14 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (eval_due || save_due || done == t.steps) ZDP_RETURN_IF_ERROR(close_window());
     if (eval_due) ZDP_RETURN_IF_ERROR(eval_and_log(done));
     if (options.at_phase) options.at_phase(ctx, done, TrainPhase::kAfterStep);
+    // Token files changed in place (TokenFile::check_unchanged): before every save, so no
+    // checkpoint holds steps trained on changed data unnoticed, at the end, and otherwise at
+    // most every 10 s (a stat() per shard).
+    if (save_due || done == t.steps || seconds_since(data_checked) >= 10.0) {
+      ZDP_RETURN_IF_ERROR(train_data->check_unchanged());
+      if (val_data) ZDP_RETURN_IF_ERROR(val_data->check_unchanged());
+      data_checked = Clock::now();
+    }
     if (save_due) {
       const auto save_start = Clock::now();
       console.clear();  // the save logs on stderr
