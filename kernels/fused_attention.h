@@ -109,5 +109,7 @@ StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const 
 // algorithm (no atomics: the same bits every run on one GPU kind and cuDNN version).
 // kUnavailable in builds without the fused path (fused_attention_built() false), naming why.
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministic);
+// "cuDNN 91400" when libcudnn loads; empty when it does not or the build has no fused path.
+std::string cudnn_library_version();
 
 }  // namespace zdp::kernels

@@ -11,6 +11,8 @@ StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const 
   return make_cudnn_attention(false).status();
 }
 
+std::string cudnn_library_version() { return ""; }
+
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool) {
   return Status(StatusCode::kUnavailable,
                 ZDP_HAVE_CUDA ? "fused attention: this zdp build has no cuDNN fused attention (configure found no "

@@ -144,6 +144,14 @@ std::unique_ptr<Gemm> make_cpu_gemm();
 // kernel uses, stays as it was. 0 unpins it.
 void set_cpu_gemm_threads(int threads);
 
+// What decides the CPU GEMM's bits besides the thread count: OpenBLAS's build and the
+// core it chose for this CPU ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... , core Cooperlake"): a
+// DYNAMIC_ARCH build picks its kernels from cpuid (or OPENBLAS_CORETYPE) when it loads,
+// and kernels for different cores round differently.
+std::string cpu_gemm_library();
+// "cuBLASLt 130100" (cublasLtGetVersion); empty in builds without CUDA.
+std::string gpu_gemm_library();
+
 // Sets the calling thread's OpenMP count (every CPU kernel's loops and OpenBLAS's OpenMP
 // build) and, for OpenBLAS's pthreads build, its pool: what OMP_NUM_THREADS would have
 // said, for a rank whose launcher did not (zdp::init).

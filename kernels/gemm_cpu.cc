@@ -204,6 +204,12 @@ void set_cpu_threads(int threads) {
   if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(capped_threads(threads));
 }
 
+std::string cpu_gemm_library() {
+  const char* config = openblas_get_config();
+  const char* core = openblas_get_corename();
+  return std::string(config ? config : "OpenBLAS") + ", core " + (core ? core : "?");
+}
+
 void set_cpu_gemm_threads(int threads) {
   g_pinned_gemm_threads.store(threads > 0 ? capped_threads(threads) : 0, std::memory_order_relaxed);
   if (openblas_get_parallel() != OPENBLAS_OPENMP) {

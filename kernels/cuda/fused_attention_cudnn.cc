@@ -364,6 +364,11 @@ class CudnnAttention final : public FusedAttention {
 
 }  // namespace
 
+std::string cudnn_library_version() {
+  const CudnnLibrary& lib = cudnn_library();
+  return lib.handle ? "cuDNN " + std::to_string(lib.version) : "";
+}
+
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministic) {
   const CudnnLibrary& lib = cudnn_library();
   if (!lib.handle) return Status(StatusCode::kUnavailable, "fused attention: " + lib.error);

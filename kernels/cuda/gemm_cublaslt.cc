@@ -277,6 +277,8 @@ class CublasLtGemm final : public Gemm {
 
 }  // namespace
 
+std::string gpu_gemm_library() { return "cuBLASLt " + std::to_string(cublasLtGetVersion()); }
+
 StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void* workspace, int64_t workspace_bytes, bool pinned) {
   if (workspace_bytes < 0 || (workspace_bytes > 0 && !workspace)) {
     return Status(StatusCode::kInvalidArgument, "cuBLASLt workspace: null pointer or negative size");

@@ -39,6 +39,7 @@ Status decide_step_cuda(const StepDecisionArgs&, cudaStream_t) { return unavaila
 Status exact_sumsq_cuda(const ExactSumSqArgs&, cudaStream_t) { return unavailable("exact_sumsq_cuda"); }
 Status loss_sum_cuda(const LossSumArgs&, cudaStream_t) { return unavailable("loss_sum_cuda"); }
 StatusOr<std::unique_ptr<Gemm>> make_cublaslt_gemm(void*, int64_t, bool) { return unavailable("make_cublaslt_gemm"); }
+std::string gpu_gemm_library() { return ""; }
 
 // The model-layer kernels (dp-train's layers).
 Status layernorm_forward_cuda(const LayerNormArgs&, cudaStream_t) { return unavailable("layernorm_forward_cuda"); }

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "testing/launcher_harness.h"
+#include "testing/two_nodes.h"
 
 namespace {
 
@@ -20,6 +20,9 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using zdp::testing::Clock;
 using zdp::testing::finish;
+using zdp::testing::finish_both;
+using zdp::testing::mlp_on_two_nodes;
+using zdp::testing::TwoNodes;
 using zdp::testing::LaunchRun;
 using zdp::testing::Launcher;
 using zdp::testing::LauncherTest;
@@ -27,17 +30,6 @@ using zdp::testing::read_file;
 using zdp::testing::start;
 
 const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
-
-// Both launchers' outputs, each read on its own thread (a launcher blocks when its pipe
-// is full and nobody reads it).
-struct TwoNodes {
-  std::future<LaunchRun> node0, node1;
-};
-TwoNodes finish_both(Launcher n0, Launcher n1, std::chrono::seconds limit) {
-  const auto t0 = Clock::now();
-  return {std::async(std::launch::async, [=] { return finish(n0, limit, t0); }),
-          std::async(std::launch::async, [=] { return finish(n1, limit, t0); })};
-}
 
 // Waits (at most 60 s) until `path` holds `text`.
 bool await_text(const std::string& path, const std::string& text) {
@@ -47,22 +39,6 @@ bool await_text(const std::string& path, const std::string& text) {
     std::this_thread::sleep_for(100ms);
   }
   return false;
-}
-
-// dp-launch's arguments for node `node` of a two-node mlp job of dp-train (one rank a
-// node, no evaluation, no checkpoints saved), logs in `logs`, plus `sets` (--set k=v each).
-std::vector<std::string> mlp_on_two_nodes(int node, const fs::path& logs, int port, const std::vector<std::string>& sets) {
-  std::vector<std::string> args = {std::string(ZDP_SOURCE_DIR) + "/configs/mlp-cpu.toml", "--node-rank",
-                                   std::to_string(node)};
-  for (const std::string& s :
-       {std::string("launch.nnodes=2"), std::string("launch.nproc_per_node=1"),
-        "launch.program=\"" + std::string(ZDP_DP_TRAIN) + "\"", "launch.log_dir=\"" + logs.string() + "\"",
-        "launch.master_port=" + std::to_string(port), std::string("checkpoint.every_steps=0"),
-        std::string("train.eval_every=0"), std::string("optim.warmup_steps=0")}) {
-    args.insert(args.end(), {"--set", s});
-  }
-  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
-  return args;
 }
 
 // Node 1's machine goes down (its launcher and rank SIGKILLed): node 0's rank fails at

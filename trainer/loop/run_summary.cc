@@ -60,6 +60,8 @@ nlohmann::json run_summary(const Config& config, int world_size, const std::stri
   j["resumed_from"] = run.resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.resumed_from);
   j["loss_history"] = run.history.to_json();
   j["param_sha256"] = run.param_sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.param_sha256);
+  j["arithmetic_libraries"] =
+      run.arithmetic_libraries.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.arithmetic_libraries);
   // Steps skipped for a non-finite gradient, from step 1 (a resumed run's earlier ones
   // too): the console names only the logged steps' (the GPU check requires 0).
   const int64_t trainer_steps = run.first_step + static_cast<int64_t>(run.losses.size());

@@ -7,7 +7,8 @@
 //   first_step, resumed_from, loss_history, losses (every step's loss, this run's steps),
 //   param_sha256 (train.deterministic: trainer/loop/param_hash.h's digest; else null),
 //   optimizer_steps and skipped_steps (updates taken and steps skipped for a non-finite
-//   gradient, from step 1; null when this run took no step)
+//   gradient, from step 1; null when this run took no step), arithmetic_libraries
+//   (train.deterministic: the GEMM libraries every rank computed with; else null)
 // Rates use the median step time over the timed steps (all but the first
 // kWarmupSteps when more than kWarmupSteps remain), so start-up and evaluation do not
 // count; a step's time is the mean over the steps between two reads of the device's

@@ -26,6 +26,7 @@
 #include "trainer/loop/kernel_profile.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/progress_report.h"
+#include "trainer/loop/same_arithmetic.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_spec.h"
 
@@ -148,6 +149,11 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   Engine engine(ctx, eopts);
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic,
                                                                      config.model.attention));
+  std::string arithmetic;  // train.deterministic: what every rank was checked to compute with
+  if (eopts.deterministic) {
+    arithmetic = ops->arithmetic_libraries();
+    ZDP_RETURN_IF_ERROR(check_same_arithmetic(ctx.store(), ctx.rank(), arithmetic, ctx.collective_timeout()));
+  }
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
   ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
@@ -170,6 +176,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   summary.params = engine.memory().params;
   summary.tokens_per_sample = model->tokens_per_sample();
   summary.peak_lr = eopts.optim.lr;
+  summary.arithmetic_libraries = arithmetic;
+  if (!arithmetic.empty()) console.line("dp-train: deterministic: every rank computes with " + arithmetic);
   console.line("dp-train: " + model->describe() + (model->fused_attention() ? " (fused attention)" : "") + ", " +
                std::to_string(summary.params) + " parameters, " +
                to_string(eopts.compute_dtype) + ", ZeRO stage " + std::to_string(eopts.zero.stage) + " on " +

@@ -42,6 +42,8 @@ struct TrainSummary {
   double seconds = 0;                                // the whole loop, evaluations included
   std::string param_sha256;                          // train.deterministic, rank 0: param_hash.h's
                                                      // digest after the last step; else ""
+  std::string arithmetic_libraries;                  // train.deterministic: Ops::arithmetic_libraries(),
+                                                     // the same on every rank; else ""
   int64_t optimizer_steps = -1;                      // updates taken from step 1 (skipped steps not
                                                      // counted) after the last step; -1: no step ran
   // Outputs asked for that could not be written (the profile, the kernel times): the run

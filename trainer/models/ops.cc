@@ -39,6 +39,17 @@ StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool det
   return ops;
 }
 
+std::string Ops::arithmetic_libraries() const {
+  if (!on_gpu()) return kernels::cpu_gemm_library();
+  // "cuda:3 (NVIDIA H200)": the model, without the index that differs by rank.
+  const std::string& name = device_.name();
+  const size_t open = name.find('(');
+  std::string text = open == std::string::npos ? name : name.substr(open + 1, name.size() - open - 2);
+  text += ", " + kernels::gpu_gemm_library();
+  if (const std::string cudnn = kernels::cudnn_library_version(); !cudnn.empty()) text += ", " + cudnn;
+  return text;
+}
+
 StatusOr<DeviceBuffer> Ops::alloc(int64_t count, DType dtype) {
   return alloc_bytes(count * static_cast<int64_t>(dtype_size(dtype)));
 }

@@ -66,6 +66,11 @@ class Ops {
   size_t elem_bytes() const { return dtype_size(dtype_); }
   Device& device() { return device_; }
   bool on_gpu() const { return device_.kind() == DeviceKind::kCuda; }
+  // The libraries whose kernels decide the bits of a micro-batch's gradient, beyond the
+  // arithmetic zdp's own kernels fix: on the CPU, OpenBLAS's build and chosen core; on a
+  // GPU, its model, cuBLASLt's and cuDNN's versions. Ranks that differ here compute other
+  // bits (train.deterministic compares them across ranks: trainer/loop/same_arithmetic.h).
+  std::string arithmetic_libraries() const;
 
   // A device buffer of `count` elements of `dtype` (activations: MemCategory::kOther).
   StatusOr<DeviceBuffer> alloc(int64_t count, DType dtype);
