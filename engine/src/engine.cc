@@ -48,19 +48,24 @@ bool Engine::Impl::view_allowed(const char* call, int p) {
   return false;
 }
 
-Status Engine::Impl::require_between_steps(const char* call) {
+Status Engine::Impl::require_between_steps(const char* call, Status* misuse) {
   ZDP_RETURN_IF_ERROR(env.context_alive(call));
   if (!finalized) return env.invalid(std::string(call) + ": before finalize()");
   ZDP_RETURN_IF_ERROR(env.failure.status());
-  if (grads->micro() != 0 || grads->ready_count() != 0) {
-    return env.invalid(std::string(call) + ": inside a step (" + std::to_string(grads->micro()) +
-                       " micro-batches done, " + std::to_string(grads->ready_count()) +
-                       " gradients marked ready): call it between step() and the next forward");
-  }
+  Status problem;
   const int open = params->open_scope();
-  if (open >= 0) {
-    return env.invalid(std::string(call) + ": inside a scope of layer group " + std::to_string(open) +
-                       " (end it first)");
+  if (grads->micro() != 0 || grads->ready_count() != 0) {
+    problem = env.invalid(std::string(call) + ": inside a step (" + std::to_string(grads->micro()) +
+                          " micro-batches done, " + std::to_string(grads->ready_count()) +
+                          " gradients marked ready): call it between step() and the next forward");
+  } else if (open >= 0) {
+    problem = env.invalid(std::string(call) + ": inside a scope of layer group " + std::to_string(open) +
+                          " (end it first)");
+  }
+  if (!problem.ok()) {
+    if (misuse == nullptr) return problem;
+    *misuse = problem;
+    return Status::Ok();
   }
   // Checkpoints save and restore the step count and the loss scale: learn every step's outcome.
   return env.failure.fail(state->settle(0, env.who + ": " + call));
@@ -108,15 +113,18 @@ Status Engine::finalize() {
   EngineEnv& env = m.env;
   ZDP_RETURN_IF_ERROR(env.context_alive("finalize()"));
   if (m.finalized) return env.invalid("finalize(): called twice");
-  ZDP_RETURN_IF_ERROR(env.failure.status());
   // This engine's number among the engines finalized on every rank: its store keys. A
   // count of engines constructed per process diverged when one rank built an engine it
   // never finalized, and every later finalize() waited out the timeout. Finalizes are
   // collective and end with a collective, so the arrivals of one do not mix with the next's.
   ZDP_ASSIGN_OR_RETURN(const int64_t arrival, env.ctx.store().add("zdp/engine/finalize_arrivals", 1));
   env.instance = static_cast<int>((arrival - 1) / env.world);
-  // Invalid options on one rank are every rank's error (the registration check names it).
-  const Status valid = m.opt.validate();
+  // Invalid options on one rank, or a failure it deferred before (a view asked for before
+  // finalize()), are every rank's error: the registration check
+  // names the rank, where returning here left the others waiting out the timeout.
+  Status valid = env.failure.ok() ? m.opt.validate() : env.failure.status();
+  // Nothing to step: a micro-batch ends when its last gradient is ready, and there is none.
+  if (valid.ok() && m.registry.size() == 0) valid = env.invalid("finalize(): no parameters were added (add_param)");
   // Host waits outlast the collective timeout, so a collective's own error comes first.
   ZDP_ASSIGN_OR_RETURN(env.exec, Exec::create(env.device, env.timeout + std::chrono::seconds(30), &env.comm));
   ZDP_RETURN_IF_ERROR(m.timeline.attach(*env.exec));
@@ -162,6 +170,7 @@ int Engine::world_size() const { return impl_->env.world; }
 Stream& Engine::compute_stream() {
   // The streams are made by finalize(); a reference cannot say "not yet".
   if (!impl_->env.exec) throw Error(impl_->env.invalid("compute_stream(): before finalize()"));
+  if (const Status alive = impl_->env.context_alive("compute_stream()"); !alive.ok()) throw Error(alive);
   return impl_->env.exec->compute();
 }
 MemoryReport Engine::memory() const { return impl_->memory_report(); }
@@ -248,7 +257,10 @@ StatusOr<std::vector<TimelineEvent>> Engine::timeline() {
   return m.timeline.copy();
 }
 
-std::vector<TimelineEvent> Engine::take_timeline() { return impl_->timeline.take(); }
+std::vector<TimelineEvent> Engine::take_timeline() {
+  if (impl_->env.ctx_life.expired()) return {};  // its stream clocks went with the context
+  return impl_->timeline.take();
+}
 
 Status Engine::mark(TimelineEvent::Kind kind) {
   Impl& m = *impl_;
@@ -256,6 +268,7 @@ Status Engine::mark(TimelineEvent::Kind kind) {
     return m.env.invalid("mark(): kind " + std::to_string(static_cast<int>(kind)) +
                          " is one of the engine's own timeline points, not a trainer's");
   }
+  ZDP_RETURN_IF_ERROR(m.env.context_alive("mark()"));
   m.timeline.compute(kind);
   return Status::Ok();
 }

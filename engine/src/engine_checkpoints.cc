@@ -13,19 +13,21 @@ namespace zdp {
 StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const CheckpointState& state,
                                               const SaveOptions& options) {
   Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(m.require_between_steps("save_checkpoint"));
+  Status misuse;  // a step or scope open here: every rank learns of it in save()'s first agreement
+  ZDP_RETURN_IF_ERROR(m.require_between_steps("save_checkpoint", &misuse));
   PrefixStore store(m.next_checkpoint_prefix("save"), m.env.ctx.store());
   checkpoint::CheckpointParts parts{m.env, m.opt, m.layout, *m.state};
-  return checkpoint::save(parts, store, root, state, options);
+  return checkpoint::save(parts, store, root, state, options, misuse);
 }
 
 StatusOr<CheckpointState> Engine::load_checkpoint(const std::string& path_or_root, const LoadOptions& options) {
   Impl& m = *impl_;
-  ZDP_RETURN_IF_ERROR(m.require_between_steps("load_checkpoint"));
+  Status misuse;  // as in save_checkpoint
+  ZDP_RETURN_IF_ERROR(m.require_between_steps("load_checkpoint", &misuse));
   const auto start = std::chrono::steady_clock::now();
   PrefixStore store(m.next_checkpoint_prefix("load"), m.env.ctx.store());
   checkpoint::CheckpointParts parts{m.env, m.opt, m.layout, *m.state};
-  ZDP_ASSIGN_OR_RETURN(CheckpointState saved, checkpoint::load(parts, store, path_or_root, options));
+  ZDP_ASSIGN_OR_RETURN(CheckpointState saved, checkpoint::load(parts, store, path_or_root, options, misuse));
   const std::string where = m.env.who + ": load_checkpoint from " + path_or_root;
   ZDP_RETURN_IF_ERROR(m.env.failure.fail(m.params->restore_from_masters(m.state->master(), m.state->steps(), where)));
   m.grads->reset_step();

@@ -55,7 +55,9 @@ struct Engine::Impl {
   // The calls that need the engine between steps: finalized, no failure, no micro-batch
   // begun, no layer scope open; then learns the outcome of every step issued (the step
   // count and loss scale are exact afterwards). `call` names the API in the error.
-  Status require_between_steps(const char* call);
+  // `misuse` given: a micro-batch begun or a scope open is written there instead of
+  // returned (the caller's collective tells every rank; nothing is learnt then).
+  Status require_between_steps(const char* call, Status* misuse = nullptr);
   // The store prefix of the next checkpoint operation (distinct per save and load, equal
   // on every rank since all ranks call them in the same order).
   std::string next_checkpoint_prefix(const char* op);

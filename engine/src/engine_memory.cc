@@ -30,7 +30,8 @@ MemoryReport Engine::Impl::memory_report() const {
   MemoryReport report;
   report.stage = opt.zero.stage;
   report.world_size = env.world;
-  if (!finalized) return report;
+  // Nothing measured once the context is gone: its device went with it.
+  if (!finalized || env.ctx_life.expired()) return report;
   report.params = layout.payload_elems();
   report.padded_elems = layout.total_elems();
 

@@ -129,7 +129,7 @@ std::vector<std::string> option_lines(const EngineOptions& o) {
 
 namespace {
 // check_same_on_every_rank's mark (where[] holds it + 1) for a rank whose options failed
-// validate(): below -1, which stands for "no difference".
+// validate() or that failed before finalize(): below -1, which stands for "no difference".
 constexpr int64_t kInvalidOptions = -2;
 }  // namespace
 
@@ -183,7 +183,7 @@ Status ParamRegistry::check_same_on_every_rank(EngineEnv& env, const EngineOptio
     if (d == kInvalidOptions) {
       if (q == env.rank) return own_options.with_context(env.who + ": finalize");
       return Status(StatusCode::kAborted,
-                    env.who + ": finalize: rank " + std::to_string(q) + "'s engine options are invalid: " + theirs_entry);
+                    env.who + ": finalize: rank " + std::to_string(q) + " cannot finalize: " + theirs_entry);
     }
     const std::string what =
         d < static_cast<int64_t>(options)

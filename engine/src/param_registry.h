@@ -35,9 +35,10 @@ class ParamRegistry {
 
   // Collective: every rank registered the same parameters with the same options that
   // shape the layout (checked against rank 0's list through the store, so the message
-  // names both sides, on every rank). `own_options`: this rank's EngineOptions::validate();
-  // a rank whose options are invalid is named on every rank with its reason (the others
-  // only saw it leave, or waited out the timeout while it lived on).
+  // names both sides, on every rank). `own_options`: this rank's EngineOptions::validate(),
+  // or the failure it deferred before finalize(); a rank where it is not OK is named on
+  // every rank with its reason (the others only saw it leave, or waited out the timeout
+  // while it lived on).
   Status check_same_on_every_rank(EngineEnv& env, const EngineOptions& options, const Status& own_options) const;
 
  private:

@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "testing/engine_runs.h"
+#include "testing/temp_dir.h"
 
 namespace zdp {
 namespace {
@@ -193,7 +195,56 @@ TEST(Registration, InvalidOptionsOnOneRankAreNamedOnEveryRank) {
               ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
               const Status s = engine.finalize();
               if (rank == 1) return expect_contains(s, {"rank 1: finalize", "accum_steps 0"});
-              return expect_contains(s, {"rank 0: finalize: rank 1's engine options are invalid", "accum_steps 0"});
+              return expect_contains(s, {"rank 0: finalize: rank 1 cannot finalize", "accum_steps 0"});
+            })),
+            "");
+}
+
+// A failure one rank deferred before finalize() (here a view asked for too early): that
+// rank's finalize() returned before the registration check, and its peer waited out the
+// collective timeout (60 s), naming nobody. Now both fail at once, naming rank 1's reason.
+// An engine without parameters is refused (its step() could never end a micro-batch).
+TEST(Registration, AFailureBeforeFinalizeOnOneRankIsNamedAtOnceOnEveryRank) {
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              Engine engine(ctx, options(2));
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              if (rank == 1 && engine.param(Param{0}) != nullptr) return Status(StatusCode::kInternal, "a view");
+              const auto start = std::chrono::steady_clock::now();
+              const Status s = engine.finalize();
+              if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+                return Status(StatusCode::kInternal, "finalize() took the timeout: " + s.to_string());
+              }
+              ZDP_RETURN_IF_ERROR(expect_contains(
+                  s, {rank == 1 ? "rank 1" : "rank 1 cannot finalize", "param(#0): before finalize()"}));
+              Engine empty(ctx, options(2));
+              return expect_contains(empty.finalize(), {"no parameters were added"});
+            })),
+            "");
+}
+
+// save_checkpoint with a layer scope still open on one rank: that rank returned at once,
+// and the others waited out the timeout in the argument check's all-reduce. Now every
+// rank fails in the first agreement, naming rank 1's reason.
+TEST(Registration, ASaveOneRankCannotTakeIsNamedAtOnceOnEveryRank) {
+  testing::TempDir dir;
+  const std::string root = dir.path();
+  EXPECT_EQ(testing::describe_failures(fork_ranks(2, [&](int rank, int world, Store& store) -> Status {
+              ZDP_ASSIGN_OR_RETURN(Context ctx, make_test_context(rank, world, store));
+              Engine engine(ctx, options(2));
+              ZDP_RETURN_IF_ERROR(register_all(engine, mlp_specs()));
+              ZDP_RETURN_IF_ERROR(engine.finalize());
+              std::optional<Engine::LayerScope> open;
+              if (rank == 1) {
+                ZDP_ASSIGN_OR_RETURN(Engine::LayerScope scope, engine.layer(0));
+                open.emplace(std::move(scope));
+              }
+              const auto start = std::chrono::steady_clock::now();
+              const StatusOr<std::string> saved = engine.save_checkpoint(root, CheckpointState{});
+              if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+                return Status(StatusCode::kInternal, "save_checkpoint took the timeout: " + saved.status().to_string());
+              }
+              return expect_contains(saved.status(), {"rank 1", "inside a scope of layer group 0"});
             })),
             "");
 }

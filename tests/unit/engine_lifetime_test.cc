@@ -33,6 +33,17 @@ TEST(EngineLifetime, CallsAfterTheContextIsDestroyedAreRefused) {
   const StatusOr<StepStats> step = engine.step();
   EXPECT_NE(step.status().message().find(kGone), std::string::npos) << step.status().to_string();
   EXPECT_NE(engine.layer(0).status().message().find(kGone), std::string::npos);
+  // The calls that return no Status: memory() read the destroyed device (valgrind: an
+  // invalid read), mark() and compute_stream() went on as if it lived.
+  EXPECT_EQ(engine.memory().params, 0);
+  EXPECT_NE(engine.mark(TimelineEvent::Kind::kIterationBegin).message().find(kGone), std::string::npos);
+  EXPECT_TRUE(engine.take_timeline().empty());
+  try {
+    (void)engine.compute_stream();
+    ADD_FAILURE() << "compute_stream() handed out a stream of the destroyed device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(kGone), std::string::npos) << e.what();
+  }
   // The engine goes next: no crash (its buffers are left, with an error in the log).
 }
 

@@ -86,6 +86,9 @@ struct EngineOptions {
   // pairwise tree over the global micro-batch index (micro-batch m of rank r is global
   // micro-batch m x world + r, the reference sampler's), and the gradient norm is summed
   // exactly. Costs K x the reduce-scatter's bytes; docs/design.md "Deterministic mode".
+  // The trainer's part: each micro-batch's gradient must depend on its samples alone
+  // (not on the thread count, which dp-launch sets to cores / K, nor on the CPU's kernel
+  // choice: a threaded BLAS on one thread, one OpenBLAS core on every node).
   bool deterministic = false;
   // Stage 3: layer scopes the trainer keeps open inside another one (dp-train's GPT opens
   // the tied embedding's group inside the LM head's): one more gathered-parameter buffer
@@ -111,7 +114,7 @@ struct StepStats {
   int64_t step = 0;          // optimizer steps taken so far (skipped ones not counted)
   bool skipped = false;      // fp16 overflow somewhere: no rank updated
   double grad_norm = 0.0;    // global L2 norm of the averaged gradient before clipping
-  double clip_coef = 1.0;    // the factor clipping applied (1: none)
+  double clip_coef = 1.0;    // the factor clipping applied (1: none; 0 on a skipped step)
   double lr = 0.0;           // the learning rate this step used (0 when skipped)
   double loss_scale = 1.0;   // the scale for the next step (1 unless fp16)
 };

@@ -35,14 +35,17 @@ struct CheckpointParts {
 
 // Collective: writes the checkpoint of zdp/checkpoint.h (Engine::save_checkpoint's
 // contract) from every rank's owned slices; store keys under `store`'s prefix.
+// `misuse`: this rank's own reason not to save (a step or a layer scope open): it still
+// takes part in the first agreement, so every rank fails at once naming it.
 StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& root, const CheckpointState& state,
-                           const SaveOptions& options);
+                           const SaveOptions& options, const Status& misuse = Status::Ok());
 // Collective: reads the checkpoint at `path_or_root` into the masters (and with
 // LoadScope::kFull the moments, step count and loss scale). Everything but the checksums
 // is checked before the first byte changes; a failure after that breaks the engine
 // (c.env.failure). Returns the saved state, `path` the directory read.
+// `misuse` as save()'s.
 StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::string& path_or_root,
-                               const LoadOptions& options);
+                               const LoadOptions& options, const Status& misuse = Status::Ok());
 
 // Per parameter (registration order): byte offsets in the data regions of the files.
 struct FileOffsets {

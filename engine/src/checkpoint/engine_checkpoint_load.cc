@@ -154,13 +154,13 @@ Status read_state(CheckpointParts& c, const OpenedCheckpoint& opened, bool full,
 namespace checkpoint {
 
 StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::string& path_or_root,
-                               const LoadOptions& options) {
+                               const LoadOptions& options, const Status& misuse) {
   const bool full = options.scope == LoadScope::kFull;
   const bool verify = options.checksums == ChecksumPolicy::kVerify;
   const std::string where = c.env.who + ": load_checkpoint from " + path_or_root;
 
   StatusOr<OpenedCheckpoint> opened = open_checkpoint(c, path_or_root, full, verify);
-  Status open_status = opened.status().with_context(where);
+  Status open_status = misuse.ok() ? opened.status().with_context(where) : misuse;
   if (open_status.ok()) open_status = c.env.exec->synchronize(where);
   ZDP_RETURN_IF_ERROR(agree(c.env, store, "load_checkpoint: open", open_status));
   const CheckpointState& saved = opened->info.state;

@@ -306,7 +306,7 @@ Status commit(const CheckpointParts& c, const std::string& root, const Checkpoin
 namespace checkpoint {
 
 StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& root, const CheckpointState& state,
-                           const SaveOptions& options) {
+                           const SaveOptions& options, const Status& misuse) {
   const auto start = std::chrono::steady_clock::now();
   const std::string where = c.env.who + ": save_checkpoint of step " + std::to_string(state.step) + " to " + root;
   const std::string tmp_name = checkpoint_dir_name(state.step) + ".tmp";
@@ -340,6 +340,7 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   if (valid.ok() && !roles.ok()) valid = roles.status();
   StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(c);
   if (valid.ok() && !plan.ok()) valid = plan.status().with_context(where);
+  if (!misuse.ok()) valid = misuse;
   if (valid.ok()) valid = c.env.exec->synchronize(where);                     // the last step's updates and gathers
   ZDP_RETURN_IF_ERROR(check_same_arguments(c, root, state, options, where));  // before any file is touched
   if (valid.ok()) valid = create_files(c, root, tmp, *roles, *plan, files).with_context(where);
