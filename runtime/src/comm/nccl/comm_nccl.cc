@@ -182,6 +182,11 @@ class NcclCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     enqueuing_.reset();
     if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // the watchdog or abort() left it to us
+    // Issued to NCCL and failed (the common case: its first call waited for a peer that
+    // never came): it stays the collective this rank is in, as Gloo's does, so the
+    // heartbeats say where this rank waited and the launcher can name the peer behind.
+    // (issue()'s "never run" after a failed launch then changes nothing.)
+    if (issued && (comm_ == nullptr || r != ncclSuccess || cuda_err != cudaSuccess)) note_failed(desc.seq);
     // Not to be watched: the events go back to the pool whichever way it failed.
     if (comm_ == nullptr || r != ncclSuccess || cuda_err != cudaSuccess) recycle_locked(start, done);
     if (comm_ == nullptr) {  // the watchdog (or abort()) gave up on it meanwhile
