@@ -14,6 +14,7 @@
 
 #include "core/internal/cli_range.h"
 #include "core/internal/input_file.h"
+#include "core/internal/output_file.h"
 #include "trainer/data/mapped_file_faults.h"
 #include "trainer/data/source.h"
 #include "trainer/data/token_file.h"
@@ -66,15 +67,27 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
                                                     std::to_string(val_fraction) + " of " + std::to_string(read) +
                                                     " bytes");
   }
+  // Both outputs checked before either is written: a folder at val.bin's path left a new
+  // train.bin beside the old val.bin (two corpora's halves).
+  const std::string val_path = out_dir + "/val.bin";
+  ZDP_RETURN_IF_ERROR(zdp::output_target(out_dir + "/train.bin", "token file").status());
+  if (!val.empty()) ZDP_RETURN_IF_ERROR(zdp::output_target(val_path, "token file").status());
   ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/train.bin", train));
   if (val.empty()) {
-    // An empty token file is one llm.c's loader asserts on and dp-train refuses: none.
+    // An empty token file is one llm.c's loader asserts on and dp-train refuses: none. An
+    // older run's val.bin there is another corpus's held-out half: removed.
+    std::filesystem::path old(val_path);
+    const bool stale = std::filesystem::is_regular_file(std::filesystem::symlink_status(old, ec));
+    if (stale && !std::filesystem::remove(old, ec)) {
+      return Status(StatusCode::kIoError, "dp-data: cannot remove the old " + val_path + " (" + ec.message() +
+                                              "): it is not this corpus's held-out half");
+    }
     std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), no held-out tokens (--val-fraction %g): no "
-                "val.bin written; byte-level, vocab 256\n",
-                files.size(), out_dir.c_str(), train.size(), val_fraction);
+                "val.bin written%s; byte-level, vocab 256\n",
+                files.size(), out_dir.c_str(), train.size(), val_fraction, stale ? " (the old one removed)" : "");
     return Status::Ok();
   }
-  ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/val.bin", val));
+  ZDP_RETURN_IF_ERROR(trainer::write_token_file(val_path, val));
   std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), %s/val.bin (%zu tokens); byte-level, vocab 256\n",
               files.size(), out_dir.c_str(), train.size(), out_dir.c_str(), val.size());
   return Status::Ok();

@@ -161,5 +161,31 @@ TEST(HostileInput, DpDataWritesNoEmptyTokenFileAndInfoRefusesOne) {
   EXPECT_TRUE(contains(info.output, "0 tokens (llm.c's loader and dp-train refuse an empty file)")) << info.output;
 }
 
+// dp-data text writes its two files as a pair: an older corpus's val.bin was left beside a
+// new train.bin, by --val-fraction 0 (now removed) or when val.bin could not be written
+// (a folder there: now refused before train.bin is written).
+TEST(HostileInput, DpDataTextLeavesNoOtherCorpussHalfBesideTrainBin) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/a.txt") << "some text to train on, long enough for a held-out tail\n";
+  const std::string text = std::string(ZDP_DP_DATA) + " text --out " + dir.path() + "/o ";
+  ASSERT_EQ(bounded(text + dir.path() + "/a.txt").exit_code, 0);
+  struct stat before {};
+  ASSERT_EQ(::stat((dir.path() + "/o/val.bin").c_str(), &before), 0);
+  const CommandRun none = bounded(text + "--val-fraction 0 " + dir.path() + "/a.txt");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_TRUE(contains(none.output, "(the old one removed)")) << none.output;
+  struct stat st {};
+  EXPECT_NE(::stat((dir.path() + "/o/val.bin").c_str(), &st), 0) << "the old val.bin is still there";
+
+  ASSERT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &before), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/o/val.bin").c_str(), 0755), 0);
+  std::ofstream(dir.path() + "/b.txt") << "another corpus, of another length than the first one was\n";
+  const CommandRun refused = bounded(text + dir.path() + "/b.txt");
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "val.bin")) << refused.output;
+  ASSERT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, before.st_size) << "train.bin was rewritten beside a val.bin that could not be";
+}
+
 }  // namespace
 }  // namespace zdp

@@ -81,6 +81,16 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   ASSERT_EQ(rewritten.size(), 1u);
   EXPECT_EQ(rewritten[0], "the training data's contents differ from the saved run's (the same 1000 samples, sampled "
                           "digest corpus -> other corpus): the run continues at sample 320 of other data");
+  // Unshuffled token files read one order whatever the seed: no note. Synthetic data is
+  // drawn by the seed: said, shuffled or not.
+  Config unshuffled = c;
+  unshuffled.data.kind = DataKind::kTokens;
+  unshuffled.data.shuffle = false;
+  saved.trainer_json = trainer_state(unshuffled, {1000, "corpus"}).dump();
+  unshuffled.train.seed = 99;
+  EXPECT_TRUE(resume_notes(saved, unshuffled, 4, {1000, "corpus"}).empty());
+  unshuffled.data.kind = DataKind::kSynthetic;
+  EXPECT_EQ(resume_notes(saved, unshuffled, 4, {1000, "corpus"}).size(), 1u);
   // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
   saved.trainer_json.clear();
   EXPECT_EQ(resume_notes(saved, other, 2, {5, "corpus"}).size(), 1u);

@@ -3,6 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <tuple>
 #include <utility>
 
 #include "trainer/data/token_shards.h"
@@ -24,19 +30,35 @@ float uniform(uint64_t h) { return static_cast<float>(static_cast<double>(h >> 1
 constexpr int64_t kSyntheticValSamples = 4096;
 constexpr int kMarkovSuccessors = 4;
 
+// The teacher of the synthetic features: y = W2 tanh(W1 x), W1 [kHidden, in] and W2
+// [out, kHidden] uniform with unit-variance rows, fixed by the seed. One copy for both
+// splits (out x 32 floats: 4 GiB at 2^25 classes, each split held its own).
+constexpr int kHidden = 32;
+struct Teacher {
+  std::vector<float> w1, w2;
+};
+std::shared_ptr<const Teacher> shared_teacher(int64_t in, int64_t out, uint64_t seed) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, uint64_t>, std::weak_ptr<const Teacher>> made;
+  std::lock_guard<std::mutex> lock(mu);
+  std::weak_ptr<const Teacher>& slot = made[{in, out, seed}];
+  if (std::shared_ptr<const Teacher> t = slot.lock()) return t;
+  auto t = std::make_shared<Teacher>();
+  t->w1.resize(static_cast<size_t>(kHidden * in));
+  t->w2.resize(static_cast<size_t>(out * kHidden));
+  const float s1 = std::sqrt(3.0f / static_cast<float>(in)), s2 = std::sqrt(3.0f / kHidden);
+  for (size_t i = 0; i < t->w1.size(); ++i) t->w1[i] = s1 * uniform(hash(seed, 0x7e1, i));
+  for (size_t i = 0; i < t->w2.size(); ++i) t->w2[i] = s2 * uniform(hash(seed, 0x7e2, i));
+  slot = t;
+  return t;
+}
+
 class SyntheticFeatures : public DataSource {
  public:
   SyntheticFeatures(const Config& c, Split split)
       : in_(c.model.d_model), out_(c.model.vocab_size), task_(c.model.task), seed_(static_cast<uint64_t>(c.train.seed)),
-        split_(split), size_(split == Split::kTrain ? c.data.synthetic_samples : kSyntheticValSamples) {
-    // The teacher: y = W2 tanh(W1 x), W1 [kHidden, in] and W2 [out, kHidden] uniform with
-    // unit-variance rows, fixed by the seed (the same for both splits).
-    w1_.resize(static_cast<size_t>(kHidden * in_));
-    w2_.resize(static_cast<size_t>(out_ * kHidden));
-    const float s1 = std::sqrt(3.0f / static_cast<float>(in_)), s2 = std::sqrt(3.0f / kHidden);
-    for (size_t i = 0; i < w1_.size(); ++i) w1_[i] = s1 * uniform(hash(seed_, 0x7e1, i));
-    for (size_t i = 0; i < w2_.size(); ++i) w2_[i] = s2 * uniform(hash(seed_, 0x7e2, i));
-  }
+        split_(split), size_(split == Split::kTrain ? c.data.synthetic_samples : kSyntheticValSamples),
+        teacher_(shared_teacher(in_, out_, seed_)), w1_(teacher_->w1), w2_(teacher_->w2) {}
   int64_t size() const override { return size_; }
   std::string describe() const override {
     return std::string("synthetic ") + to_string(task_) + " (" + std::to_string(in_) + " features -> " +
@@ -76,13 +98,14 @@ class SyntheticFeatures : public DataSource {
   }
 
  private:
-  static constexpr int kHidden = 32;
   int64_t in_, out_;  // int64: out_ x kHidden passes 2^31 at 2^26 classes
   MlpTask task_;
   uint64_t seed_;
   Split split_;
   int64_t size_;
-  std::vector<float> w1_, w2_;
+  std::shared_ptr<const Teacher> teacher_;
+  const std::vector<float>& w1_;
+  const std::vector<float>& w2_;
 };
 
 // Fills b->tokens / b->labels from windows of seq_len + 1 tokens given by `token_at`.
@@ -196,7 +219,17 @@ StatusOr<std::unique_ptr<DataSource>> make_source(const Config& c, Split split) 
     if (c.data.kind != DataKind::kSynthetic) {
       return Status(StatusCode::kInvalidArgument, c.where("data.kind") + ": the mlp model trains on synthetic data only");
     }
-    return std::unique_ptr<DataSource>(new SyntheticFeatures(c, split));
+    try {
+      return std::unique_ptr<DataSource>(new SyntheticFeatures(c, split));
+    } catch (const std::bad_alloc&) {
+      const double gib = static_cast<double>(c.model.vocab_size) * 32 * 4 / double(1 << 30);
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.1f GiB", gib);
+      return Status(StatusCode::kOutOfMemory, c.where("model.vocab_size") + ": model.vocab_size = " +
+                                                  std::to_string(c.model.vocab_size) + ": the mlp's synthetic "
+                                                  "teacher of that many classes needs " + text +
+                                                  " of host memory, which this process could not allocate");
+    }
   }
   if (c.data.kind == DataKind::kSynthetic) return std::unique_ptr<DataSource>(new SyntheticTokens(c, split));
   const std::string& path = split == Split::kTrain ? c.data.path : c.data.val_path;

@@ -88,9 +88,12 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
   const nlohmann::json samples = field(trainer, "dataset_samples");
   const nlohmann::json shuffle = field(trainer, "shuffle");
   const nlohmann::json seed = field(trainer, "seed");
+  // The seed orders the samples when they are shuffled, and draws them when synthetic;
+  // unshuffled token files read the same order whatever it is.
+  const bool seed_matters = config.data.shuffle || config.data.kind == DataKind::kSynthetic;
   if ((samples.is_number_integer() && samples.get<int64_t>() != dataset_size) ||
       (shuffle.is_boolean() && shuffle.get<bool>() != config.data.shuffle) ||
-      (seed.is_number_integer() && seed.get<int64_t>() != config.train.seed)) {
+      (seed_matters && seed.is_number_integer() && seed.get<int64_t>() != config.train.seed)) {
     notes.push_back("the data order differs from the saved run's (training set " + samples.dump() + " -> " +
                     std::to_string(dataset_size) + " samples, shuffle " + shuffle.dump() + " -> " +
                     (config.data.shuffle ? "true" : "false") + ", train.seed " + seed.dump() + " -> " +
