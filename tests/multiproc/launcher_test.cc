@@ -169,6 +169,18 @@ TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
   EXPECT_NE(log.find("=== attempt 1 ==="), std::string::npos);
 }
 
+// A rank that fails on every attempt: max_restarts = 2 runs the job 3 times, then gives up
+// (no test reached the give-up branch with restarts counted: every other fault fired once).
+TEST_F(LauncherTest, MaxRestartsGivesUpAfterItsAttempts) {
+  const LaunchRun run = launch({config(2, {"--fail-rank", "1"}, "max_restarts = 2")});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("giving up after 3 attempts (launch.max_restarts = 2)"), std::string::npos) << run.output;
+  const std::string log = read_file(dir_ / "logs" / "rank-1.log");
+  for (int a = 0; a < 3; ++a) EXPECT_NE(log.find("=== attempt " + std::to_string(a) + " ==="), std::string::npos) << log;
+  EXPECT_EQ(log.find("=== attempt 3 ==="), std::string::npos) << log;
+  EXPECT_EQ(run.output.find("attempt 4"), std::string::npos) << run.output;
+}
+
 TEST_F(LauncherTest, TwoLaunchersOnLoopbackFormOneWorldOfFour) {
   const std::string cfg = config(2, {}, "nnodes = 2");
   const std::map<std::string, std::string> env = {{"ZDP_JOB_SECRET", "test-secret-00042"}};

@@ -3,6 +3,7 @@
 // AdamW with schedule, scaling and groups against float64 over 100 steps, and option checks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -143,12 +144,18 @@ TEST(Optimizer, HundredStepsWithScheduleAndGroupsMatchFloat64) {
     SliceState s{static_cast<int64_t>(n), 0, b.master.data(), b.m.data(), b.v.data(), g.data(), DType::kBF16,
                  b.out.data(), DType::kBF16};
     ASSERT_TRUE(opt->update(DeviceKind::kCpu, s, t, 0.5f).ok());
-    // The reference takes the kernel's inputs as given: the step's lr after its rounding to
-    // fp32, the fp32 hyper-parameters.
-    const kernels::AdamWArgs a = opt->adamw_args(s, t, 0.5f);
-    EXPECT_FLOAT_EQ(a.lr, static_cast<float>(opt->lr_at_step(t)));
+    // The reference's hyper-parameters come from this test, not from the optimizer (taking
+    // its adamw_args() passed a beta1 the optimizer had scaled): the lr of HF's
+    // get_cosine_schedule_with_warmup with adamw_options()'s numbers (peak sqrt(256 / 64) x
+    // 1e-3, 10 linear warm-up steps, cosine to 0.1 x peak over steps 11..100), rounded to
+    // fp32 as the kernel takes it, and the config's betas and eps.
+    const double peak = std::sqrt(256.0 / 64.0) * 1e-3;
+    const double lr = t <= 10 ? peak * static_cast<double>(t) / 10.0
+                              : 0.1 * peak + 0.9 * peak * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t - 11) / 90.0));
+    const float lr32 = static_cast<float>(lr);
     for (size_t i = 0; i < n; ++i) {
-      const zdp::testing::AdamWRefHyper h{a.lr, a.beta1, a.beta2, a.eps, static_cast<float>(wd[i]), 0.5};
+      const zdp::testing::AdamWRefHyper h{lr32, static_cast<float>(o.adamw.beta1), static_cast<float>(o.adamw.beta2),
+                                          static_cast<float>(o.adamw.eps), static_cast<float>(wd[i]), 0.5};
       ref[i].step(kernels::to_f32(g[i]), t, h);
     }
   }
