@@ -227,6 +227,10 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
                        std::to_string(kMinJobSecretChars) +
                        " a job secret needs (e.g. export ZDP_JOB_SECRET=$(openssl rand -hex 16))");
     }
+    if (p.secret.size() > kMaxJobSecretChars) {
+      errors.push_back("ZDP_JOB_SECRET has " + std::to_string(p.secret.size()) + " characters, more than the " +
+                       std::to_string(kMaxJobSecretChars) + " the store takes");
+    }
   } else if (p.nnodes == 1) {
     p.secret = random_secret();
     p.secret_origin = "generated for this job";

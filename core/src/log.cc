@@ -23,10 +23,15 @@ std::string short_host_name() {
 LogLevel level_from_env() {
   const char* v = std::getenv("ZDP_LOG_LEVEL");
   if (!v) return LogLevel::kInfo;
-  const std::string s(v);
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));  // DEBUG, Warn
   if (s == "debug") return LogLevel::kDebug;
   if (s == "warn" || s == "warning") return LogLevel::kWarn;
   if (s == "error") return LogLevel::kError;
+  if (s != "info" && !s.empty()) {
+    // Said at once (the logger is not set up yet): a misspelt level silently logged at info.
+    std::fprintf(stderr, "[zdp] ZDP_LOG_LEVEL='%.32s' is not debug, info, warn or error: logging at info\n", v);
+  }
   return LogLevel::kInfo;
 }
 

@@ -114,7 +114,7 @@ TEST(ConfigErrors, OutOfRangeValuesNameTheAllowedRange) {
             std::string::npos);
   // fp32's smallest normal: a smaller eps became 0 in the fp32 optimizer (0 / 0 = NaN).
   EXPECT_EQ(error_of("[optim]\neps = 1e-50\n"),
-            "configs/x.toml:2:7: optim.eps = 1e-50 is out of range: must be >= 1.17549e-38");
+            "configs/x.toml:2:7: optim.eps = 1e-50 is out of range: must be in [1.17549e-38, 3.40282e+38]");
   EXPECT_EQ(error_of("[optim]\nbeta1 = 1.0\n"),
             "configs/x.toml:2:9: optim.beta1 = 1.0 is out of range: must be in [0, 1)");
   EXPECT_EQ(error_of("[optim]\nlr = nan\n"), "configs/x.toml:2:6: optim.lr = nan is not a finite number: must be in (0, 1000]");
@@ -248,6 +248,17 @@ TEST(ConfigErrors, TextThatCannotReachTheRanksAsWrittenIsRefused) {
   EXPECT_NE(error_of("", {"launch.env.=x"}).find("the name \"\" is not a variable name"), std::string::npos);
   EXPECT_NE(error_of("[launch.env]\nRANK = \"7\"\n").find("launch.env.RANK: dp-launch sets RANK for each rank"),
             std::string::npos);
+  // Names no program reads as meant (quotes kept, dots, spaces), and the run id dp-launch
+  // sets after launch.env (accepted, and silently replaced).
+  for (const char* name : {"\"\\\"Q\\\"\"", "\"A.B\"", "\"C D\"", "\"9X\""}) {
+    EXPECT_NE(error_of(std::string("[launch.env]\n") + name + " = \"x\"\n").find("is not a variable name"),
+              std::string::npos)
+        << name;
+  }
+  EXPECT_NE(error_of("", {"launch.env.ZDP_RUN_ID=mine"}).find("dp-launch sets ZDP_RUN_ID"), std::string::npos);
+  // fp32's range: 1e39 became infinity inside the ranks, after the config was accepted.
+  EXPECT_NE(error_of("", {"optim.weight_decay=1e39"}).find("optim.weight_decay"), std::string::npos);
+  EXPECT_NE(error_of("", {"optim.eps=1e39"}).find("optim.eps"), std::string::npos);
   EXPECT_TRUE(parse_config("[launch.env]\nZDP_TEST = \"ok\"\nOMP_NUM_THREADS = \"4\"\n", "configs/x.toml").ok());
 }
 

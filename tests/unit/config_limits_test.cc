@@ -220,6 +220,44 @@ TEST(ConfigLimits, AShortJobSecretIsRefusedNamingTheMinimum) {
             std::string::npos)
       << short_one.status().message();
   EXPECT_TRUE(read_launch_env(env("0123456789abcdef")).ok());
+  const std::string long_secret(5000, 'k');
+  const StatusOr<LaunchEnv> long_one = read_launch_env(env(long_secret.c_str()));
+  ASSERT_FALSE(long_one.ok());
+  EXPECT_NE(long_one.status().message().find("ZDP_JOB_SECRET has 5000 characters, more than the 4096"),
+            std::string::npos)
+      << long_one.status().message();
+}
+
+// torchrun's variables are bounded before anything is sized by them: WORLD_SIZE=2^31 - 1
+// made init allocate a store key per rank (bad_alloc, naming nothing); a 100 kB value was
+// printed whole, escapes and all.
+TEST(ConfigLimits, TorchrunsWorldSizesAreBoundedAndTheirTextPrintable) {
+  const auto torchrun = [](const char* world, const char* local, const char* rank = "0") {
+    return [=](const char* name) -> const char* {
+      const std::string n = name;
+      if (n == "RANK") return rank;
+      if (n == "WORLD_SIZE") return world;
+      if (n == "LOCAL_RANK") return "0";
+      if (n == "LOCAL_WORLD_SIZE") return local;
+      if (n == "MASTER_ADDR") return "127.0.0.1";
+      if (n == "MASTER_PORT") return "29500";
+      return nullptr;
+    };
+  };
+  ASSERT_TRUE(read_launch_env(torchrun("8", "8")).ok());
+  const StatusOr<LaunchEnv> huge = read_launch_env(torchrun("2000000000", "2000000000"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("world size 2000000000 (WORLD_SIZE / SLURM_NTASKS) is more than a job may have"),
+            std::string::npos)
+      << huge.status().message();
+  EXPECT_NE(huge.status().message().find("local world size 2000000000"), std::string::npos) << huge.status().message();
+  const std::string sevens(100000, '7'), escape = "\x1b[31mred";
+  for (const std::string& rank : {sevens, escape}) {
+    const StatusOr<LaunchEnv> bad = read_launch_env(torchrun("8", "8", rank.c_str()));
+    ASSERT_FALSE(bad.ok());
+    EXPECT_LT(bad.status().message().size(), 400u);
+    EXPECT_EQ(bad.status().message().find('\x1b'), std::string::npos) << "a raw escape reached the message";
+  }
 }
 
 // SLURM_TASKS_PER_NODE's first count is read in range: 4294967297 (2^32 + 1) wrapped to 1

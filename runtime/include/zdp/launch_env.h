@@ -19,6 +19,8 @@ namespace zdp {
 // thousands of tries a second must have more than a few characters of entropy;
 // `openssl rand -hex 16` makes 32.
 inline constexpr size_t kMinJobSecretChars = 16;
+// The longest the store's authentication takes (its key limit): refused before anything starts.
+inline constexpr size_t kMaxJobSecretChars = 4096;
 
 struct LaunchEnv {
   int rank = 0;

@@ -328,9 +328,9 @@ std::vector<KeyInfo> build_table() {
       field("optim.dampening", &C::optim, &O::dampening, "SGD: the momentum takes (1 - dampening) x gradient", unit_interval()),
       field("optim.nesterov", &C::optim, &O::nesterov, "SGD: Nesterov momentum (needs beta1 > 0, dampening 0)"),
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
-      // >= fp32's smallest normal: the optimizers compute in fp32, where 1e-50 was 0 (0 / 0).
-      field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", Range{std::numeric_limits<float>::min()}),
-      field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch", at_least(0)),
+      // In fp32's normal range: the optimizers compute in fp32, where 1e-50 was 0 (0 / 0) and 1e39 infinite.
+      field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", Range{std::numeric_limits<float>::min(), std::numeric_limits<float>::max()}),
+      field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch", Range{0, std::numeric_limits<float>::max()}),
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
       enum_field("optim.schedule", &C::optim, &O::schedule,
                  words_of({LrSchedule::kConstant, LrSchedule::kCosine, LrSchedule::kLinear}),

@@ -1,6 +1,7 @@
 // Values of config keys as text: range/choice checks and their messages, type names for
 // --help, TOML formatting (round-trip exact floats, escaped strings), "did you mean" hints.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -173,15 +174,20 @@ std::string check_value(const KeyInfo& info, const Value& value) {
     case KeyType::kStringMap:
       for (const auto& [name, v] : std::get<StringMap>(value)) {
         // launch.env is the only map: its names become environment variables.
-        if (name.empty() || name.find('=') != std::string::npos) {
+        // A shell's variable name: a name with '=' would set another variable, one with
+        // quotes, dots or spaces no program reads by the name meant.
+        const bool word = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                          name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+                              std::string::npos;
+        if (!word) {
           return info.name + ": the name " + toml_quote(name) +
-                 " is not a variable name (empty, or with '=': it would set another variable)";
+                 " is not a variable name (letters, digits and '_', not starting with a digit)";
         }
         // What dp-launch sets for each rank after launch.env: a value here was dropped silently.
         static const char* const kSetByTheLauncher[] = {
             "RANK",       "LOCAL_RANK",     "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",  "MASTER_ADDR",
             "MASTER_PORT", "ZDP_CONFIG",    "ZDP_JOB_SECRET", "ZDP_ATTEMPT",   "ZDP_BACKEND", "ZDP_LAUNCHER",
-            "ZDP_LIFELINE_FD"};
+            "ZDP_LIFELINE_FD", "ZDP_RUN_ID"};
         for (const char* reserved : kSetByTheLauncher) {
           if (name == reserved) {
             return info.name + "." + name + ": dp-launch sets " + name +

@@ -6,6 +6,7 @@
 
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
+#include "runtime/internal/config_limits.h"
 #include "runtime/internal/rank_address.h"
 #include "zdp/tcp_store.h"
 
@@ -25,7 +26,9 @@ class EnvReader {
   void integer(const char* name, int* out) {
     const char* v = lookup_(name);
     if (v == nullptr) return;
-    if (!parse_int(v, out)) errors_ += std::string(errors_.empty() ? "" : "; ") + name + "=\"" + v + "\" is not an integer";
+    if (!parse_int(v, out)) {
+      errors_ += std::string(errors_.empty() ? "" : "; ") + name + "=\"" + printable(v, 64) + "\" is not an integer";
+    }
   }
   void error(const std::string& e) { errors_ += (errors_.empty() ? "" : "; ") + e; }
   const std::string& errors() const { return errors_; }
@@ -104,7 +107,12 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
     env.error("ZDP_JOB_SECRET has " + std::to_string(out.job_secret.size()) + " characters, fewer than the " +
               std::to_string(kMinJobSecretChars) + " a job secret needs (e.g. $(openssl rand -hex 16))");
   }
+  if (out.job_secret.size() > kMaxJobSecretChars) {
+    env.error("ZDP_JOB_SECRET has " + std::to_string(out.job_secret.size()) + " characters, more than the " +
+              std::to_string(kMaxJobSecretChars) + " the store takes");
+  }
   env.integer("ZDP_ATTEMPT", &out.attempt);
+  if (out.attempt < 0) env.error("ZDP_ATTEMPT " + std::to_string(out.attempt) + " is negative");
   out.run_id = env.text("ZDP_RUN_ID");
   if (out.run_id.size() > 64 || out.run_id.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz"
                                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ-_") != std::string::npos) {
@@ -164,6 +172,17 @@ StatusOr<LaunchEnv> read_launch_env(const EnvLookup& lookup) {
   }
   if (env.errors().empty()) {
     if (out.world_size < 1) env.error("world size " + std::to_string(out.world_size) + " is not positive");
+    // Bounded before anything is sized by them (a world of 2^31 - 1 made init allocate a
+    // store key per rank, and 3 x the world overflowed an int).
+    if (out.world_size > config_internal::kMaxWorldSize) {
+      env.error("world size " + std::to_string(out.world_size) + " (WORLD_SIZE / SLURM_NTASKS) is more than a job may "
+                "have (" + std::to_string(config_internal::kMaxWorldSize) + ")");
+    }
+    if (out.local_world_size > config_internal::kMaxRanksPerNode) {
+      env.error("local world size " + std::to_string(out.local_world_size) +
+                " (LOCAL_WORLD_SIZE / SLURM_TASKS_PER_NODE) is more than a node may run (" +
+                std::to_string(config_internal::kMaxRanksPerNode) + ")");
+    }
     if (out.rank < 0 || out.rank >= out.world_size) {
       env.error("rank " + std::to_string(out.rank) + " is not in a world of " + std::to_string(out.world_size));
     }
