@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/internal/host_waits.h"
@@ -94,6 +96,9 @@ struct EngineRun {
   // Steps are issued with step_async(); step_stats() is read after every `stats_every`-th
   // one and the last (the others' StepStats have step = -1): the host runs ahead.
   int stats_every = 1;
+  // Sleep after each step (its stats and saves): time in which only communication the step
+  // left in flight (overlap_param_gather's) can run.
+  int between_steps_sleep_ms = 0;
 };
 
 // What one rank saw; EngineRunResult holds rank 0's, and every rank's StepStats.
@@ -171,6 +176,7 @@ inline Status train_on(Context& ctx, const EngineRun& run, EngineRunResult& resu
       state.trainer_json = "{\"model\": \"tiny_mlp\"}";
       ZDP_RETURN_IF_ERROR(engine.save_checkpoint(save_root, state, run.save).status());
     }
+    if (run.between_steps_sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run.between_steps_sleep_ms));
   }
   for (int l = 0; l < TinyMlp::kLayers; ++l) {
     for (Param p : {model.weight(l), model.bias(l)}) {

@@ -12,6 +12,8 @@ Status SlotPool::init(Device& device, std::string name, int64_t bytes, int count
   bytes_ = bytes;
   category_ = category;
   slots_.clear();
+  planned_ = count;
+  warned_ = false;
   for (int i = 0; i < count; ++i) ZDP_RETURN_IF_ERROR(add_slot());
   return Status::Ok();
 }
@@ -43,7 +45,19 @@ StatusOr<int> SlotPool::acquire(int key) {
   if (best < 0) {
     ZDP_RETURN_IF_ERROR(add_slot());
     best = size() - 1;
-    ZDP_LOG(kDebug) << name_ << ": all " << best << " buffers held; added one (" << format_bytes(bytes_) << ")";
+    if (best >= planned_ && !warned_) {
+      // Memory the plan (dp-launch plan, the start-up table) does not show, and on every
+      // step: said once. The pools are planned for gradients that become ready, and layer
+      // groups used, in reverse registration order in backward.
+      warned_ = true;
+      ZDP_LOG(kWarn) << name_ << ": all " << best << " buffers held, " << planned_
+                     << " planned; added one (" << format_bytes(bytes_)
+                     << ", more than the memory plan): gradients become ready, or layer groups are used, in "
+                        "another order than the reverse of registration; register parameters in forward order "
+                        "(Engine::memory() counts what was added)";
+    } else {
+      ZDP_LOG(kDebug) << name_ << ": all " << best << " buffers held; added one (" << format_bytes(bytes_) << ")";
+    }
   }
   for (Slot& other : slots_) {
     if (!other.held && other.key == key) other.key = -1;  // keys stay unique: find() is exact

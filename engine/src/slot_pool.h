@@ -58,6 +58,8 @@ class SlotPool {
   MemCategory category_ = MemCategory::kBuckets;
   uint64_t clock_ = 0;
   std::vector<Slot> slots_;
+  int planned_ = 0;     // init()'s count: what the memory plan counted
+  bool warned_ = false; // growth past it said once
 };
 
 }  // namespace zdp

@@ -389,5 +389,58 @@ TEST(Overlap, TheFirstReductionStartsBeforeBackwardEndsAndResultsMatch) {
   }
 }
 
+// overlap_param_gather does what it says. Its results equal the default's (above), so
+// only the timeline can tell it was on: stages 1-2, step() returns with the all-gathers in
+// flight and the next forward's parameter views wait for them (a kCommWaitBegin of op
+// all-gather: none when step() waited); stage 3, layer 0's gather for the next step starts
+// as step() returns, not when the next forward asks for it (200 ms later here).
+TEST(Overlap, ParamGatherOverlapIsSeenInTheTimeline) {
+  auto run = [](int stage, bool overlap) {
+    EngineRun r;
+    r.world = 2;
+    r.options = options(stage);
+    r.options.overlap_param_gather = overlap;
+    r.options.trace = true;
+    r.steps = 3;
+    r.between_steps_sleep_ms = 200;
+    EngineRunResult result = testing::run_engine(r);
+    EXPECT_EQ(result.failures, "");
+    return result;
+  };
+  auto view_waits = [](const EngineRunResult& r) {
+    int n = 0;
+    for (const TimelineEvent& e : r.timeline) {
+      n += e.kind == TimelineEvent::Kind::kCommWaitBegin && e.op == CollectiveOp::kAllGather && e.step >= 1;
+    }
+    return n;
+  };
+  for (int stage : {1, 2}) {
+    EXPECT_GT(view_waits(run(stage, true)), 0) << "stage " << stage;
+    EXPECT_EQ(view_waits(run(stage, false)), 0) << "stage " << stage;
+  }
+  // Stage 3: from each step's end to the next step's first gather start.
+  auto gather_delays = [](const EngineRunResult& r) {
+    std::vector<double> step_end, delay;
+    for (const TimelineEvent& e : r.timeline) {
+      if (e.kind == TimelineEvent::Kind::kStepEnd) step_end.push_back(e.seconds);
+    }
+    for (size_t s = 0; s + 1 < step_end.size(); ++s) {
+      double first = 1e300;
+      for (const TimelineEvent& e : r.timeline) {
+        if (e.kind == TimelineEvent::Kind::kGatherStart && e.seconds > step_end[s]) first = std::min(first, e.seconds);
+      }
+      delay.push_back(first - step_end[s]);
+    }
+    return delay;
+  };
+  const std::vector<double> on = gather_delays(run(3, true)), off = gather_delays(run(3, false));
+  ASSERT_EQ(on.size(), 2u);
+  ASSERT_EQ(off.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_LT(on[s], 0.1) << "step " << s << ": the prefetch did not start as step() returned";
+    EXPECT_GT(off[s], 0.15) << "step " << s << ": a gather started before the next forward asked";
+  }
+}
+
 }  // namespace
 }  // namespace zdp

@@ -1,0 +1,66 @@
+// The gradient staging pools are planned for gradients that become ready in reverse
+// registration order (backward of a model registered in forward order). Another order
+// keeps more groups staged at once: the pool grows past the plan, on every step, and only
+// a debug line said so. Now a warning, once, names the pool and the cause.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "zdp/context.h"
+#include "zdp/engine.h"
+
+namespace zdp {
+namespace {
+
+struct Outcome {
+  std::string log;
+  int64_t measured = 0, planned = 0;  // the buckets row of Engine::memory()
+};
+
+// Two steps of three layer groups (stage 2, a bucket each) whose gradients are marked
+// ready in `order`; what was logged meanwhile.
+Outcome run(const std::vector<int>& order) {
+  InitOptions init;
+  init.backend = Backend::kGloo;
+  StatusOr<Context> ctx = zdp::init(init);
+  EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EngineOptions o;
+  o.zero.stage = 2;
+  o.zero.bucket_mb = 256.0 * 4 / (1 << 20);  // one parameter a bucket
+  Engine engine(*ctx, o);
+  std::vector<Param> params;
+  for (int l = 0; l < 3; ++l) params.push_back(*engine.add_param("w" + std::to_string(l), {256}, Init::constant(1), l));
+  EXPECT_TRUE(engine.finalize().ok());
+  Outcome out;
+  ::testing::internal::CaptureStderr();
+  for (int step = 0; step < 2; ++step) {
+    for (int p : order) {
+      float* g = engine.grad_as<float>(params[static_cast<size_t>(p)]);
+      EXPECT_NE(g, nullptr);
+      if (g != nullptr) std::memset(g, 0, 256 * sizeof(float));
+      EXPECT_TRUE(engine.grad_ready(params[static_cast<size_t>(p)]).ok());
+    }
+    EXPECT_TRUE(engine.step().ok());
+  }
+  out.log = ::testing::internal::GetCapturedStderr();
+  for (const MemoryReport::Row& row : engine.memory().rows) {
+    if (row.category == "buckets") out.measured = row.measured, out.planned = row.planned;
+  }
+  return out;
+}
+
+TEST(EnginePoolGrowth, GradientsReadyInRegistrationOrderGrowThePoolAndSaySoOnce) {
+  const Outcome backward = run({2, 1, 0});  // reverse registration: as planned
+  EXPECT_EQ(backward.measured, backward.planned);
+  EXPECT_EQ(backward.log.find("more than the memory plan"), std::string::npos) << backward.log;
+  const Outcome forward = run({0, 1, 2});
+  EXPECT_GT(forward.measured, forward.planned);
+  const size_t at = forward.log.find("more than the memory plan");
+  ASSERT_NE(at, std::string::npos) << forward.log;
+  EXPECT_EQ(forward.log.find("more than the memory plan", at + 1), std::string::npos) << "said more than once";
+}
+
+}  // namespace
+}  // namespace zdp
