@@ -1,27 +1,24 @@
-// The NCCL communicator: collectives on CUDA streams, plus a watchdog thread that turns a
-// hung or failed collective into an error (and an aborted communicator) on this rank
-// instead of a silent hang. create_nccl_communicator (comm_nccl_init.cc) builds it.
+// The NCCL communicator: collectives on CUDA streams, plus a watchdog thread that turns a hung or
+// failed collective into an error (and an aborted communicator) on this rank, never a silent
+// hang; create_nccl_communicator (comm_nccl_init.cc) builds it.
 //
-// The communicator is nonblocking (ncclConfig_t::blocking = 0): a call NCCL does not
-// finish at once returns ncclInProgress (in NCCL 2.28 every collective is finished by a
-// helper job, and a collective's first call connects to every peer and waits for them),
-// and the calling thread polls it to completion against the timeout (nccl::settle), so no
-// thread ever waits inside NCCL. Every NCCL call, ncclCommGetAsyncError and
-// ncclCommAbort included, is made by a thread holding launch_mu_: NCCL forbids two
-// threads in one communicator (on a nonblocking one ncclCommGetAsyncError completes and
-// frees the finished helper job), and an abort under a thread still inside a call frees
-// what that call is using. The watchdog polls the asynchronous error only when it can
-// take launch_mu_ without waiting (an enqueue under way polls it itself), and a failure
-// it finds while an enqueue is under way fails the streams at once and leaves the abort
-// to the enqueuing thread when its call returns, or to its own next round
-// (abort_requested_).
+// The communicator is nonblocking (ncclConfig_t::blocking = 0): a call NCCL does not finish at
+// once returns ncclInProgress (in NCCL 2.28 a helper job finishes every collective, and a
+// collective's first call connects to every peer and waits for them), and the caller polls it
+// to completion against the timeout (nccl::settle): no thread ever waits inside NCCL. Every
+// NCCL call, ncclCommGetAsyncError and ncclCommAbort included, is made by a thread holding
+// launch_mu_: NCCL forbids two threads in one communicator (on a nonblocking one
+// ncclCommGetAsyncError completes and frees the finished helper job), and an abort under a
+// thread still inside a call frees what that call is using. The watchdog polls the asynchronous
+// error only when it can take launch_mu_ without waiting (an enqueue under way polls it
+// itself); a failure it finds meanwhile fails the streams at once and leaves the abort to the
+// enqueuing thread when its call returns, or to its own next round (abort_requested_).
 //
-// A collective's timeout runs from when its stream reaches it (an event recorded just
-// before it), not from its enqueue: the host runs up to two steps ahead of the GPU, and a
-// bucket's reduction enqueued early in backward waits on the compute stream for its
-// gradient. Timed from the enqueue, a step longer than about half the timeout would read
-// as a hung peer. Work that never lets the stream reach a collective is this rank's own
-// (a kernel, a host wait), bounded by the host's own waits, not a peer's.
+// A collective's timeout runs from when its stream reaches it (an event recorded just before
+// it), not from its enqueue: the host runs up to two steps ahead of the GPU, and a bucket's
+// reduction enqueued early in backward waits on the compute stream for its gradient (timed
+// from the enqueue, a step over half the timeout read as a hung peer). Work that never lets
+// the stream reach a collective is this rank's own, bounded by the host's own waits.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -182,10 +179,8 @@ class NcclCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     enqueuing_.reset();
     if (abort_requested_ && comm_ != nullptr) abort_now_locked();  // the watchdog or abort() left it to us
-    // Issued to NCCL and failed (the common case: its first call waited for a peer that
-    // never came): it stays the collective this rank is in, as Gloo's does, so the
-    // heartbeats say where this rank waited and the launcher can name the peer behind.
-    // (issue()'s "never run" after a failed launch then changes nothing.)
+    // Issued and failed (a first call waiting for a peer that never came): still this rank's current
+    // collective for the heartbeats, as Gloo's, so the launcher can name the peer behind.
     if (issued && (comm_ == nullptr || r != ncclSuccess || cuda_err != cudaSuccess)) note_failed(desc.seq);
     // Not to be watched: the events go back to the pool whichever way it failed.
     if (comm_ == nullptr || r != ncclSuccess || cuda_err != cudaSuccess) recycle_locked(start, done);
