@@ -244,6 +244,18 @@ StatusOr<std::unique_ptr<DataSource>> make_source(const Config& c, Split split) 
   return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*shards), path, key, c.model.vocab_size, c.model.seq_len));
 }
 
+Status check_samples(const DataSource& source, int64_t count) {
+  constexpr int64_t kChunk = 256;
+  Batch batch;
+  std::vector<int64_t> indices;
+  for (int64_t first = 0; first < std::min(count, source.size()); first += kChunk) {
+    indices.clear();
+    for (int64_t i = first; i < std::min({count, source.size(), first + kChunk}); ++i) indices.push_back(i);
+    ZDP_RETURN_IF_ERROR(source.fill(indices, &batch));
+  }
+  return Status::Ok();
+}
+
 std::vector<uint16_t> byte_tokens(const std::string& text) {
   std::vector<uint16_t> out(text.size());
   for (size_t i = 0; i < text.size(); ++i) out[i] = static_cast<unsigned char>(text[i]);

@@ -51,6 +51,11 @@ class DataSource {
 // is data.val_path (nullptr without one); synthetic sources draw it from another stream.
 StatusOr<std::unique_ptr<DataSource>> make_source(const Config& config, Split split);
 
+// Fills samples 0 .. count - 1 of `source` (bounded batches) to check their tokens: what an
+// evaluation reads, checked before the first step (a token outside the vocabulary in the
+// held-out file failed the run after its last step, before the final checkpoint was saved).
+Status check_samples(const DataSource& source, int64_t count);
+
 // Byte-level corpus helpers of dp-data: each byte of the text is one token (vocab 256).
 std::vector<uint16_t> byte_tokens(const std::string& text);
 // `count` tokens of the synthetic Markov chain (the gpt synthetic source's process).

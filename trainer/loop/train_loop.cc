@@ -171,6 +171,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                                           config.data.val_path + "\"",
                                       ctx.collective_timeout()));
   const TrainConfig& t = config.train;
+  if (val_data) ZDP_RETURN_IF_ERROR(check_samples(*val_data, t.eval_samples).with_context("the held-out samples"));
 
   TrainSummary summary;
   summary.params = engine.memory().params;
