@@ -324,6 +324,7 @@ int run_plan(const PlanArgs& a) {
         eff = c->calibrated;
       }
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);
+      in.peak_flops_per_s = config->model.dtype == DType::kF32 ? spec->fp32_flops : spec->bf16_flops;
       shape.accum_steps = std::max<int64_t>(1, config->train.global_batch / (config->train.micro_batch * configured));
       gpu_table = format_gpu_step(predict_gpt_step(shape, *spec), *spec, GpuEfficiency{}) + "\n" + compared;
       // The world-size table's compute rate: the model's FLOPs over the predicted time of a
@@ -346,6 +347,7 @@ int run_plan(const PlanArgs& a) {
       // A100's fp32 peak, and made communication look like the whole step).
       const double peak = config->model.dtype == DType::kF32 ? spec->fp32_flops : spec->bf16_flops;
       in.flops_per_s = kAssumedGpuEfficiency * peak;
+      in.peak_flops_per_s = peak;
       char origin[160];
       std::snprintf(origin, sizeof(origin), "assumed: %.0f%% of --gpu %s's %s peak (the per-kernel model covers GPT "
                     "configs only; give --flops)", kAssumedGpuEfficiency * 100, spec->name.c_str(),
@@ -353,6 +355,8 @@ int run_plan(const PlanArgs& a) {
       in.flops_origin = origin;
     }
   }
+  // profile.peak_tflops, as dp-train's console takes it: the rows' MFU (a CPU has no known peak).
+  if (config->profile.peak_tflops > 0) in.peak_flops_per_s = config->profile.peak_tflops * 1e12;
   const int cores = usable_cpu_cores();  // the affinity mask and CPU quota, not the host
   if (!gpu && config->launch.nnodes == 1) {
     in.cpu_cores = cores;

@@ -238,6 +238,18 @@ std::string format_compression(const WorldPlan& w) {
 
 }  // namespace
 
+StepRates step_rates(const trainer::ModelSpec& model, int64_t global_batch, int world_size, double step_s,
+                     double peak_flops_per_s) {
+  StepRates r;
+  if (step_s <= 0) return r;
+  const double samples_per_s = static_cast<double>(global_batch) / step_s;
+  r.tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample);
+  if (peak_flops_per_s > 0 && world_size > 0) {
+    r.mfu = model.flops_per_sample * samples_per_s / (static_cast<double>(world_size) * peak_flops_per_s);
+  }
+  return r;
+}
+
 std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   std::string out;
   char line[400];
@@ -293,13 +305,16 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
                     w.world_size, in.ranks_per_node, (w.world_size + in.ranks_per_node - 1) / in.ranks_per_node);
       out += line;
     }
-    std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s\n",
+    std::snprintf(line, sizeof(line), "  %-5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9s %9s %9s %11s %6s\n",
                   "stage", "params", "grads", "master", "adam m", "adam v", "buckets", "workspace", "activ.", "total",
-                  "formula", "fits", "sent MiB", "compute", "comm", "step ms");
+                  "formula", "fits", "sent MiB", "compute", "comm", "step ms", "tokens/s", "MFU");
     out += line;
     for (const StagePlan& s : w.stages) {
       const MemoryPlan& p = s.memory;
-      std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f\n",
+      const StepRates rates = step_rates(rep.model, w.global_batch, w.world_size, s.time.step_s, in.peak_flops_per_s);
+      char mfu[16] = "-";
+      if (rates.mfu >= 0) std::snprintf(mfu, sizeof(mfu), "%.1f%%", rates.mfu * 100);
+      std::snprintf(line, sizeof(line), "  %-5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %4s | %9s | %9.2f %9.2f %9.2f %11.4g %6s\n",
                     s.stage, mib(p.states.params).c_str(), mib(p.states.grads + p.states.reduce_copy + p.states.accum + p.states.error_feedback).c_str(),
                     mib(p.states.master).c_str(), mib(p.states.m).c_str(), mib(p.states.v).c_str(),
                     mib(p.bytes(MemCategory::kBuckets)).c_str(),
@@ -307,7 +322,7 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
                     mib(s.activations).c_str(),
                     mib(s.total).c_str(), mib(s.formula_bytes).c_str(), s.fits ? "yes" : "NO",
                     mib(s.time.sent_bytes).c_str(), s.time.compute_s * 1e3, s.time.exposed_comm_s * 1e3,
-                    s.time.step_s * 1e3);
+                    s.time.step_s * 1e3, rates.tokens_per_s, mfu);
       out += line;
     }
     for (const StagePlan& s : w.stages) {
@@ -331,7 +346,9 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
          "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
          "(K-1)/K of each buffer per pass); compute = every micro-batch's forward and backward, and the "
          "optimizer step where its time is modelled (the \"optimizer\" assumption above; otherwise it is not); "
-         "comm = communication the step waits for beyond compute.\n";
+         "comm = communication the step waits for beyond compute; tokens/s = the global batch's tokens over "
+         "the step; MFU = its model FLOPs (the console's and the profile's count) over the step and K peaks "
+         "(--gpu's dense peak for the dtype, or profile.peak_tflops; - without one).\n";
   return out;
 }
 
@@ -363,6 +380,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
   for (const WorldPlan& w : rep.worlds) {
     for (const StagePlan& s : w.stages) {
       const MemoryPlan& p = s.memory;
+      const StepRates rates = step_rates(rep.model, w.global_batch, w.world_size, s.time.step_s, in.peak_flops_per_s);
       lines.push_back({{"kind", "stage"},
                        {"world_size", w.world_size},
                        {"stage", s.stage},
@@ -400,7 +418,9 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                        {"reduce_s", s.time.reduce_s},
                        {"gather_s", s.time.gather_s},
                        {"exposed_comm_s", s.time.exposed_comm_s},
-                       {"step_s", s.time.step_s}});
+                       {"step_s", s.time.step_s},
+                       {"tokens_per_s", rates.tokens_per_s},
+                       {"mfu", rates.mfu < 0 ? nlohmann::json(nullptr) : nlohmann::json(rates.mfu)}});
     }
     lines.push_back({{"kind", "recommendation"},
                      {"world_size", w.world_size},

@@ -44,7 +44,20 @@ struct PlannerInputs {
   int flops_threads = 1;
   int node_ranks = 1;
   double rank_flops_per_s(int world_size) const;
+  // One rank's peak FLOP/s for MFU (--gpu: the part's dense peak for the config's dtype;
+  // else profile.peak_tflops); 0: no MFU.
+  double peak_flops_per_s = 0;
 };
+
+// Tokens per second and MFU of a planned step (the per-world rows): the global batch's
+// tokens over the step, and its model FLOPs (ModelSpec::flops_per_sample, the count
+// dp-train's console and the profile use) over the step and K peaks; MFU -1 without a peak.
+struct StepRates {
+  double tokens_per_s = 0;
+  double mfu = -1;
+};
+StepRates step_rates(const trainer::ModelSpec& model, int64_t global_batch, int world_size, double step_s,
+                     double peak_flops_per_s);
 
 struct StagePlan {
   int stage = 0;

@@ -104,6 +104,27 @@ TEST(PredictStep, Stage3GathersAndReductionsShareTheStreamInBackward) {
   EXPECT_NEAR(p.exposed_comm_s, 1.05e-3 + 0.7e-3 + 20e-6, 1e-12);
 }
 
+// Four groups of 1M fp32 elements at K = 2 (1.01 ms a collective on kLink), stage 3 with
+// sharded accumulation: each micro-batch reduce-scatters all four and the forward and
+// backward gather them again, all on one stream. The predicted step was shorter than the
+// collectives it carried (34.45 ms for 36.18 at accum 2).
+TEST(PredictStep, TheStepIsNeverShorterThanItsCollectivesOnOneStream) {
+  StepWork w;
+  w.stage = 3;
+  w.world_size = 2;
+  w.sharded_accumulation = true;
+  w.bucket_elems = {1000000, 1000000, 1000000, 1000000};
+  w.group_elems = w.bucket_elems;
+  w.flops_per_micro = 3e9;
+  w.flops_per_s = 1e12;
+  for (int64_t accum : {1, 2, 4, 8}) {
+    w.accum_steps = accum;
+    const StepPrediction p = predict_step(w, kLink);
+    EXPECT_GE(p.step_s, p.reduce_s + p.gather_s + p.small_s - 1e-12) << "accum " << accum;
+    EXPECT_NEAR(p.step_s, p.compute_s + p.exposed_comm_s, 1e-12);
+  }
+}
+
 TEST(PredictStep, ShardedAccumulationReducesEveryMicroBatch) {
   // Stage 2, accum_steps 2 (6 ms of compute), reduce-scatters of 2.01 ms. Times from the
   // last backward's start: the first micro-batch's buckets are ready at -2 and -1 ms and
@@ -193,6 +214,18 @@ TEST(PlanReport, RecommendsTheLowestStageWithinOnePercentOfTheFastest) {
   EXPECT_NEAR(slow.stages[0].time.sent_bytes / slow.stages[1].time.sent_bytes, 4.0 / 3.0, 1e-2);
   EXPECT_EQ(slow.recommended, 1) << slow.reason;
   EXPECT_NE(slow.reason.find("faster than stage 0 by less exposed communication"), std::string::npos) << slow.reason;
+}
+
+// The world rows' tokens/s and MFU (the issue asks for them per world size): by hand, 64
+// samples of 1024 tokens in 0.5 s on 8 ranks of 1 TFLOP/s peak at 1 GFLOP a sample.
+TEST(PlanReport, StepRatesAreTheGlobalBatchOverTheStepAndKPeaks) {
+  trainer::ModelSpec m;
+  m.flops_per_sample = 1e9;
+  m.tokens_per_sample = 1024;
+  const StepRates r = step_rates(m, 64, 8, 0.5, 1e12);
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, 131072.0);
+  EXPECT_DOUBLE_EQ(r.mfu, 0.016);
+  EXPECT_EQ(step_rates(m, 64, 8, 0.5, 0).mfu, -1) << "no peak, no MFU";
 }
 
 TEST(AmdahlFit, RecoversAKnownSerialFraction) {
