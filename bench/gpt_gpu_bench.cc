@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   // dropped the optimizer and llm.c's count with it: its MFU read 3% for 42%.
   shape.elem_bytes = static_cast<int64_t>(dtype_size(m.dtype)), shape.params = ms->psi, shape.optimizer = false;
   shape.fused_attention = (*model)->fused_attention();
+  shape.dgelu_epilogue = launcher::plans_dgelu_epilogue(false, m.d_model);  // its Ops is not deterministic
   const launcher::GpuStepPrediction p = launcher::predict_gpt_step(shape, *spec);
   std::printf("%s", launcher::format_gpu_step(p, *spec, launcher::GpuEfficiency{}).c_str());
   std::printf("measured on %s: %.2f ms per micro-batch (%lld tokens), %.0f tokens/s, MFU %.1f%% of the %s peak\n",

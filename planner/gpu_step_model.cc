@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/common.h"
+
 namespace zdp::launcher {
 
 using trainer::KernelRegion;
@@ -117,9 +119,19 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   linear(KernelRegion::kFcFwd, KernelRegion::kFcBwd, "fc", d, 4 * d, L, false, 4 * d);  // its bias grad: below
   linear(KernelRegion::kFcProjFwd, KernelRegion::kFcProjBwd, "fc proj", 4 * d, d, L, true, d);  // + the residual
   // In fc proj's backward (Ops::linear_backward_gelu): GELU's backward over fc's output
-  // (the pre-activation and the gradient read, the gradient written in place), then fc's
-  // bias gradient from it.
-  add_as(KernelRegion::kFcProjBwd, "gelu bwd", L, 0, 3 * e * N * 4 * d);
+  // (the pre-activation and the gradient read, the gradient written in place), or, with
+  // the DGELU epilogue, its dx GEMM reading the pre-activation instead (moved from the
+  // linear's two backward GEMMs above into a row of its own); then fc's bias gradient.
+  if (s.dgelu_epilogue) {
+    const auto gemms = std::find_if(p.kernels.begin(), p.kernels.end(), [](const KernelCost& k) {
+      return k.name == region_name(KernelRegion::kFcProjBwd);
+    });
+    gemms->calls /= 2, gemms->time_s /= 2, gemms->name = "fc proj linear bwd (dW)";
+    const double flops = gemms->flops, dx_bytes = gemms->bytes + e * N * 4 * d;
+    add_as(KernelRegion::kFcProjBwd, "fc proj linear bwd (dx, DGELU epilogue)", L, flops, dx_bytes);
+  } else {
+    add_as(KernelRegion::kFcProjBwd, "gelu bwd", L, 0, 3 * e * N * 4 * d);
+  }
   add_as(KernelRegion::kFcProjBwd, "fc bias grad", L, 0, e * (N * 4 * d + 4 * d));
   linear(KernelRegion::kLmHeadFwd, KernelRegion::kLmHeadBwd, "lm head", d, V, 1, false, 0);
   add(KernelRegion::kCrossEntropy, 1, 0, 2 * N * V * e);
@@ -131,8 +143,24 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
         true);
     add(KernelRegion::kSoftmaxBwd, L, 0, 3 * scores * e);
   }
-  add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dx)", 2 * L + 1, 0, 3 * N * d * e + 8 * N);
+  // LayerNorm's dx: the blocks' 2 L add into the residual stream's gradient (kAccumulate:
+  // dx read too), the final one writes it.
+  add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dx, accumulated)", 2 * L, 0, 4 * N * d * e + 8 * N);
+  add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dx)", 1, 0, 3 * N * d * e + 8 * N);
   add_as(KernelRegion::kLayernormBwd, "layernorm bwd (dweight, dbias)", 2 * L + 1, 0, 2 * N * d * e + 8 * N);
+  // The column sums (LayerNorm's dweight and dbias, the bias gradients) run in chunks of
+  // rows, and over more than one chunk a second kernel adds the chunks' fp32 partials in
+  // order (kernels/cuda/column_sum.cuh): its own launches.
+  const double chunks = static_cast<double>(kernels::column_sum_chunks(static_cast<int64_t>(N)));
+  if (chunks > 1) {
+    add_as(KernelRegion::kLayernormBwd, "layernorm bwd (sum of the chunks)", 2 * L + 1, 0,
+           2 * d * (chunks * 4 + e));
+    // qkv, attn proj, fc and fc proj: 3d + d + 4d + d columns a layer.
+    add_as(KernelRegion::kQkvBwd, "qkv bias grad (sum of the chunks)", L, 0, 3 * d * (chunks * 4 + e));
+    add_as(KernelRegion::kProjBwd, "attn proj bias grad (sum of the chunks)", L, 0, d * (chunks * 4 + e));
+    add_as(KernelRegion::kFcProjBwd, "fc bias grad (sum of the chunks)", L, 0, 4 * d * (chunks * 4 + e));
+    add_as(KernelRegion::kFcProjBwd, "fc proj bias grad (sum of the chunks)", L, 0, d * (chunks * 4 + e));
+  }
   // kernels/embedding.h: the token index read (offsets, order), dout read for dwte's rows
   // and again for dwpe's sums over the batch, dwpe written, and the whole tied V x d table
   // written from the LM head's fp32 gradient (dwte_base read, dwte written).

@@ -1,9 +1,10 @@
 // A per-kernel roofline PREDICTION of one GPU's training step for the GPT reference model
-// (trainer/models/gpt.cc as it runs on a GPU today: cuBLASLt GEMMs with the GELU and
-// bias-gradient epilogues, attention either fused (cuDNN's flash attention: one kernel
+// (trainer/models/gpt.cc as it runs on a GPU today: cuBLASLt GEMMs with the bias + GELU
+// forward epilogue and, outside deterministic mode, the DGELU backward one, bias gradients
+// as column-sum kernels, attention either fused (cuDNN's flash attention: one kernel
 // forward, one backward, nothing seq x seq in memory) or with the scores materialised and
-// multiplied by strided-batched GEMMs, one kernel per layernorm (one with the residual add fused in),
-// softmax, residual add and cross-entropy, AdamW once per step). Each kernel's time is
+// multiplied by strided-batched GEMMs, one kernel per layernorm (one with the residual add
+// fused in), softmax and cross-entropy, AdamW once per step). Each kernel's time is
 //   max(FLOPs / (peak x matmul efficiency), bytes / (HBM bandwidth x memory efficiency),
 //       the minimum time of one launch)
 // summed over the step, on one GPU, plus the time the GPU waits for the host to issue the
@@ -69,7 +70,15 @@ struct GptShape {
   int64_t optimizer_moments = 2;
   bool adamw = true;  // names the optimizer's row
   bool fused_attention = false;  // cuDNN's fused attention (trainer: Ops::use_fused_attention)
+  // fc proj's dx GEMM applies GELU's derivative in its epilogue (cuBLASLt's DGELU, the
+  // pre-activation read) instead of a GELU backward kernel after it: what the trainer
+  // times against the kernel at first use (Ops::input_grad_through_gelu) and took on a
+  // lent H200 (docs/gpu-notes.md); never in deterministic mode.
+  bool dgelu_epilogue = false;
 };
+// The trainer's rule (Ops::input_grad_through_gelu): not in deterministic mode, and the
+// epilogue needs fc's width (4 d) a multiple of 8.
+inline bool plans_dgelu_epilogue(bool deterministic, int64_t d_model) { return !deterministic && (4 * d_model) % 8 == 0; }
 
 // One kind of kernel over the whole step: `calls` launches of the same cost.
 struct KernelCost {

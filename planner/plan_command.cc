@@ -300,6 +300,7 @@ int run_plan(const PlanArgs& a) {
       shape.adamw = config->optim.name == OptimizerKind::kAdamW;
       shape.optimizer_moments = shape.adamw ? 2 : (config->optim.beta1 != 0.0 ? 1 : 0);
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
+      shape.dgelu_epilogue = plans_dgelu_epilogue(config->train.deterministic, m.d_model);
       GpuEfficiency eff;
       std::string compared;
       if (!a.from_profile.empty()) {

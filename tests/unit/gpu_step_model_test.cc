@@ -294,6 +294,62 @@ TEST(GpuStepModel, GpuTable) {
   EXPECT_DOUBLE_EQ(find_gpu("h200")->memory_bytes, 143771.0 * 1048576);
 }
 
+// NVIDIA's published dense (not 2:4 sparse) figures, per GPU: a sparse peak (1979 TFLOP/s
+// for an H100) or a wrong bandwidth passed every test above, which compared parts only.
+TEST(GpuStepModel, TheDatasheetsAreNvidiasDenseFigures) {
+  struct Want {
+    const char* name;
+    double bf16, fp32, hbm, nvlink;
+  };
+  for (const Want& w : {Want{"a100-40g", 312e12, 19.5e12, 1.555e12, 300e9}, Want{"a100-80g", 312e12, 19.5e12, 2.039e12, 300e9},
+                        Want{"h100", 989e12, 67e12, 3.35e12, 450e9}, Want{"h200", 989e12, 67e12, 4.8e12, 450e9}}) {
+    const GpuSpec* g = find_gpu(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    EXPECT_NEAR(g->bf16_flops, w.bf16, 0.01 * w.bf16) << w.name;
+    EXPECT_NEAR(g->fp32_flops, w.fp32, 0.01 * w.fp32) << w.name;
+    EXPECT_NEAR(g->hbm_bytes_per_s, w.hbm, 0.01 * w.hbm) << w.name;
+    EXPECT_NEAR(g->nvlink_bytes_per_s, w.nvlink, 0.01 * w.nvlink) << w.name;
+  }
+}
+
+// The GEMM rows' FLOPs add up to the dense count, 6 (V d + 12 L d^2) a token, and fused
+// attention's to its 2 + 5 causal-half matmuls; the DGELU epilogue (the trainer's choice
+// outside deterministic mode) moves GELU's backward into fc proj's dx GEMM (the
+// pre-activation read there, no kernel of its own); LayerNorm's dx reads the residual
+// gradient it adds into; column sums over more than one chunk of rows launch a second
+// kernel each.
+TEST(GpuStepModel, Gpt2SmallsRowsAddUpToItsFlopsAndLaunches) {
+  GptShape s;
+  s.layers = 12, s.d_model = 768, s.heads = 12, s.vocab = 50304, s.seq = 1024, s.micro_batch = 16, s.accum_steps = 1;
+  s.elem_bytes = 2, s.params = 124475904, s.fused_attention = true;
+  const GpuSpec* h200 = find_gpu("h200");
+  const double N = 16 * 1024.0, d = 768, L = 12, V = 50304, T = 1024;
+  const GpuStepPrediction separate = predict_gpt_step(s, *h200);
+  double dense = 0, attention = 0;
+  for (const KernelCost& k : separate.kernels) {
+    if (k.name.find("fused attention") != std::string::npos) attention += k.flops * static_cast<double>(k.calls);
+    else dense += k.flops * static_cast<double>(k.calls);
+  }
+  EXPECT_NEAR(dense, 6 * (V * d + 12 * L * d * d) * N, 1e-9 * dense);
+  EXPECT_NEAR(attention, 7 * 16 * 12 * T * T * 64 * L, 1e-9 * attention);  // (2 + 5) x B H T^2 hd, a half each
+  EXPECT_DOUBLE_EQ(row(separate, "gelu bwd").bytes, 3 * 2 * N * 4 * d);
+  s.dgelu_epilogue = true;
+  const GpuStepPrediction fused = predict_gpt_step(s, *h200);
+  for (const KernelCost& k : fused.kernels) EXPECT_NE(k.name, "gelu bwd");
+  const KernelCost& dx = row(fused, "fc proj linear bwd (dx, DGELU epilogue)");
+  const KernelCost& dw = row(fused, "fc proj linear bwd (dW)");
+  EXPECT_EQ(dx.calls, 12);
+  EXPECT_EQ(dw.calls, 12);
+  EXPECT_DOUBLE_EQ(dx.bytes, dw.bytes + 2 * N * 4 * d);
+  EXPECT_DOUBLE_EQ(dx.flops, 2 * N * 4 * d * d);
+  EXPECT_EQ(fused.launches, separate.launches - 12);
+  EXPECT_DOUBLE_EQ(row(fused, "layernorm bwd (dx, accumulated)").bytes, 4 * N * d * 2 + 8 * N);
+  EXPECT_EQ(row(fused, "layernorm bwd (dx, accumulated)").calls, 24);
+  EXPECT_EQ(row(fused, "layernorm bwd (dx)").calls, 1);
+  EXPECT_EQ(row(fused, "layernorm bwd (sum of the chunks)").calls, 25);
+  EXPECT_EQ(row(fused, "qkv bias grad (sum of the chunks)").calls, 12);
+}
+
 // A device is one of the table's parts by its exact CUDA name only: another part of the
 // family has other rates and memory (an H100 PCIe was planned as the SXM part).
 TEST(GpuStepModel, DevicesAreKnownByTheirExactNames) {
