@@ -107,16 +107,36 @@ bool slurm_layout(const EnvLookup& env, int* nodes, int* node, std::string* erro
   return n != nullptr && id != nullptr;
 }
 
+// The GPUs the ranks see: launch.env's CUDA_VISIBLE_DEVICES, when set, not the launcher's
+// (CUDA reads the list up to the first entry it cannot use; "" or "-1" hides every GPU), so
+// "auto" and the one-GPU-a-rank check count those.
+PlanInputs as_ranks_see(const LaunchConfig& l, PlanInputs in) {
+  const auto visible = l.env.find("CUDA_VISIBLE_DEVICES");
+  if (visible == l.env.end()) return in;
+  int entries = 0;
+  for (size_t at = 0; at <= visible->second.size();) {
+    const size_t comma = std::min(visible->second.find(',', at), visible->second.size());
+    const std::string entry = visible->second.substr(at, comma - at);
+    if (entry.empty() || entry == "-1") break;
+    ++entries;
+    at = comma + 1;
+  }
+  in.cuda_devices = std::min(in.cuda_devices, entries);
+  return in;
+}
+
 }  // namespace
 
-int64_t planned_world_size(const Config& config, const PlanInputs& in, const EnvLookup& env) {
+int64_t planned_world_size(const Config& config, const PlanInputs& given, const EnvLookup& env) {
+  const PlanInputs in = as_ranks_see(config.launch, given);
   int slurm_nodes = 0, slurm_node = 0;
   std::string ignored;  // make_plan reports it
   const bool slurm = slurm_layout(env, &slurm_nodes, &slurm_node, &ignored);
   return int64_t{slurm ? slurm_nodes : config.launch.nnodes} * resolve_nproc_per_node(config.launch, in.cuda_devices);
 }
 
-StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const EnvLookup& env) {
+StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, const EnvLookup& env) {
+  const PlanInputs in = as_ranks_see(config.launch, given);
   const LaunchConfig& l = config.launch;
   std::vector<std::string> errors;
   auto refusal = [&] {
@@ -211,7 +231,10 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& in, const
   }
   if (p.backend == Backend::kNccl && p.nproc_per_node > in.cuda_devices && in.cuda_devices > 0) {
     errors.push_back("launch.nproc_per_node (" + std::to_string(p.nproc_per_node) + ") exceeds the " +
-                     std::to_string(in.cuda_devices) + " CUDA devices: NCCL needs one GPU per rank");
+                     std::to_string(in.cuda_devices) + " CUDA devices" +
+                     (in.cuda_devices < given.cuda_devices ? " launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"
+                                                           : std::string()) +
+                     ": NCCL needs one GPU per rank");
   }
   p.threads_per_rank = std::max(1, in.cpu_cores / std::max(1, p.nproc_per_node));
 

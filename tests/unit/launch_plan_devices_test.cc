@@ -1,0 +1,41 @@
+// The GPUs a launch plans for are the ranks': launch.env's CUDA_VISIBLE_DEVICES, when set,
+// leaves them fewer than the launcher sees. nproc_per_node = "auto" planned 8 NCCL ranks
+// on an 8-GPU node whose ranks were given 2, and each rank then failed in init.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "launcher/launch_plan.h"
+#include "testing/fake_env.h"
+#include "tests/unit/launch_plan_inputs.h"
+
+namespace zdp {
+namespace {
+
+using launch_plan_testing::inputs;
+using launch_plan_testing::parsed;
+
+TEST(LaunchPlanDevices, TheRanksVisibleDevicesDecideAutoAndTheOneGpuARankCheck) {
+  launcher::PlanInputs in = inputs();
+  in.cuda_devices = 8;
+  const std::string nccl = "[launch]\nbackend = \"nccl\"\nnproc_per_node = \"auto\"\nprogram = \"/bin/true\"\n[train]\nglobal_batch = 16\nmicro_batch = 2\n";
+  StatusOr<launcher::LaunchPlan> all = launcher::make_plan(parsed(nccl), in, testing::fake_env({}));
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(all->nproc_per_node, 8);
+  for (const auto& [visible, want] : {std::pair<const char*, int>{"0,1", 2}, {"3", 1}, {"5,6,-1,7", 2}}) {
+    StatusOr<launcher::LaunchPlan> two =
+        launcher::make_plan(parsed(nccl, {std::string("launch.env.CUDA_VISIBLE_DEVICES=\"") + visible + "\""}), in,
+                            testing::fake_env({}));
+    ASSERT_TRUE(two.ok()) << two.status().to_string();
+    EXPECT_EQ(two->nproc_per_node, want) << visible;
+  }
+  StatusOr<launcher::LaunchPlan> eight = launcher::make_plan(
+      parsed(nccl, {"launch.nproc_per_node=8", "launch.env.CUDA_VISIBLE_DEVICES=\"0,1\""}), in, testing::fake_env({}));
+  ASSERT_FALSE(eight.ok());
+  EXPECT_NE(eight.status().message().find("exceeds the 2 CUDA devices launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"),
+            std::string::npos)
+      << eight.status().message();
+}
+
+}  // namespace
+}  // namespace zdp
