@@ -65,5 +65,33 @@ TEST(InitThreads, RanksWithoutALauncherSplitTheCores) {
   }
 }
 
+// launch.socket_ifname reaches NCCL's bootstrap (NCCL_SOCKET_IFNAME) in a rank no dp-launch
+// started, as dp-launch passes it: under torchrun or srun the key did nothing for NCCL. A
+// value already in the environment stays.
+TEST(InitThreads, ARankWithoutALauncherGivesNcclTheConfiguredInterface) {
+  for (const char* before : {"", "eth7"}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (const char* name : {"ZDP_LAUNCHER", "ZDP_CONFIG", "ZDP_JOB_SECRET", "ZDP_LIFELINE_FD", "RANK", "WORLD_SIZE",
+                               "NCCL_SOCKET_IFNAME"}) {
+        ::unsetenv(name);
+      }
+      if (*before != '\0') ::setenv("NCCL_SOCKET_IFNAME", before, 1);
+      InitOptions options;
+      options.backend = Backend::kGloo;
+      options.overrides = {"launch.socket_ifname=\"lo\""};
+      StatusOr<Context> ctx = init(options);
+      if (!ctx.ok()) ::_exit(2);
+      const char* v = std::getenv("NCCL_SOCKET_IFNAME");
+      ::_exit(v != nullptr && std::string(v) == (*before != '\0' ? before : "lo") ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "before: '" << before << "'; 1: NCCL_SOCKET_IFNAME not as expected; 2: init failed";
+  }
+}
+
 }  // namespace
 }  // namespace zdp

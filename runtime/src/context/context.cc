@@ -147,6 +147,10 @@ StatusOr<Context> init(const InitOptions& options) {
     ctx.config_ = std::move(*config);
   }
   ctx.timeout_ = std::chrono::milliseconds(static_cast<int64_t>(ctx.config_.launch.collective_timeout_s * 1000));
+  // launch.socket_ifname for NCCL's bootstrap, as dp-launch passes it: a rank torchrun or
+  // srun started sets it itself (NCCL reads it at its first call), before the threads that
+  // follow start; a value the environment already has stays.
+  if (!ctx.config_.launch.socket_ifname.empty()) ::setenv("NCCL_SOCKET_IFNAME", ctx.config_.launch.socket_ifname.c_str(), 0);
 
   if (ctx.env_.store_port != 0) {
     // A rank started by torchrun or srun has its launcher's soft limit (often 1024): rank 0
