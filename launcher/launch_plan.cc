@@ -284,8 +284,13 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
       if (address->explicit_choice) {
         const Status usable = check_rank_address(*address);
         if (!usable.ok()) {
-          const std::string key = address->origin.rfind("launch.", 0) == 0 ? address->origin : "";
-          errors.push_back((key.empty() ? std::string("environment") : config.where(key)) + ": " + usable.message());
+          // A launch key names its place in the file; GLOO_SOCKET_IFNAME set by launch.env too.
+          const bool from_env_key = address->origin == "GLOO_SOCKET_IFNAME" && l.env.count("GLOO_SOCKET_IFNAME") > 0;
+          const std::string key = address->origin.rfind("launch.", 0) == 0 ? address->origin
+                                  : from_env_key                            ? "launch.env"
+                                                                            : "";
+          errors.push_back((key.empty() ? std::string("environment") : config.where(key)) +
+                           (from_env_key ? ": launch.env.GLOO_SOCKET_IFNAME" : "") + ": " + usable.message());
         }
       }
     } else {

@@ -1,4 +1,4 @@
-// The GPUs a launch plans for are the ranks': launch.env's CUDA_VISIBLE_DEVICES, when set,
+// What a launch plans from the ranks' environment (launch.env). The GPUs are the ranks': launch.env's CUDA_VISIBLE_DEVICES, when set,
 // leaves them fewer than the launcher sees. nproc_per_node = "auto" planned 8 NCCL ranks
 // on an 8-GPU node whose ranks were given 2, and each rank then failed in init.
 #include <gtest/gtest.h>
@@ -35,6 +35,18 @@ TEST(LaunchPlanDevices, TheRanksVisibleDevicesDecideAutoAndTheOneGpuARankCheck) 
   EXPECT_NE(eight.status().message().find("exceeds the 2 CUDA devices launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"),
             std::string::npos)
       << eight.status().message();
+}
+
+// An interface set by launch.env.GLOO_SOCKET_IFNAME that this node lacks: the error names
+// the key and its place (it said "environment: GLOO_SOCKET_IFNAME", as if exported).
+TEST(LaunchPlanDevices, AnInterfaceFromLaunchEnvIsNamedAsItsKey) {
+  StatusOr<launcher::LaunchPlan> plan =
+      launcher::make_plan(parsed("[launch]\nnproc_per_node = 2\nprogram = \"/bin/true\"\n[launch.env]\n"
+                                 "GLOO_SOCKET_IFNAME = \"zdpnosuch0\"\n"),
+                          inputs(), testing::fake_env({}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("test.toml:4:1: launch.env.GLOO_SOCKET_IFNAME: GLOO_SOCKET_IFNAME = \"zdpnosuch0\""), std::string::npos)
+      << plan.status().message();
 }
 
 }  // namespace
