@@ -347,6 +347,19 @@ TEST(ConfigErrors, AllProblemsOfOneRunAreReportedTogether) {
   EXPECT_EQ(lines[7], "configs/x.toml:4:13: launch.node_rank (3) must be less than launch.nnodes (1)") << message;
 }
 
+// A resolved config (dp-launch's, or --dry-run's output saved) names the user's place in a
+// comment, which errors name; the line read is named too: an edited copy still carried the
+// comment of a value it no longer held, and the error blamed a file that says otherwise.
+TEST(ConfigErrors, AResolvedConfigsErrorsNameTheLineReadAndTheCommentsPlace) {
+  const std::string text =
+      "# zdp config resolved from configs/user.toml\n[train]\nsteps = 4\n[optim]\nschedule = \"cosine\"\n"
+      "warmup_steps = 20 # configs/user.toml:31:16\n";
+  const std::string message = error_of(text);
+  EXPECT_NE(message.find("configs/x.toml:6:16 (from configs/user.toml:31:16): optim.warmup_steps (20)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(ConfigErrors, ValidateForWorldRechecksAConfigBuiltInCode) {
   Config c;
   c.zero.stage = 7;
