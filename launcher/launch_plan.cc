@@ -232,7 +232,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
   if (p.backend == Backend::kNccl && p.nproc_per_node > in.cuda_devices && in.cuda_devices > 0) {
     errors.push_back("launch.nproc_per_node (" + std::to_string(p.nproc_per_node) + ") exceeds the " +
                      std::to_string(in.cuda_devices) + " CUDA devices" +
-                     (in.cuda_devices < given.cuda_devices ? " launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"
+                     (in.cuda_devices < given.cuda_devices ? " that launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"
                                                            : std::string()) +
                      ": NCCL needs one GPU per rank");
   }

@@ -77,7 +77,8 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
     // An empty token file is one llm.c's loader asserts on and dp-train refuses: none. An
     // older run's val.bin there is another corpus's held-out half: removed.
     std::filesystem::path old(val_path);
-    const bool stale = std::filesystem::is_regular_file(std::filesystem::symlink_status(old, ec));
+    const std::filesystem::file_status st = std::filesystem::symlink_status(old, ec);
+    const bool stale = std::filesystem::is_regular_file(st) || std::filesystem::is_symlink(st);  // a link: removed, not its target
     if (stale && !std::filesystem::remove(old, ec)) {
       return Status(StatusCode::kIoError, "dp-data: cannot remove the old " + val_path + " (" + ec.message() +
                                               "): it is not this corpus's held-out half");

@@ -113,6 +113,9 @@ Status Engine::finalize() {
   EngineEnv& env = m.env;
   ZDP_RETURN_IF_ERROR(env.context_alive("finalize()"));
   if (m.finalized) return env.invalid("finalize(): called twice");
+  // A finalize() that failed after its agreement (its Exec made) may have broken the
+  // communicator: another one returns its failure, not a registration check no peer joins.
+  if (env.exec && !env.failure.ok()) return env.failure.status();
   // This engine's number among the engines finalized on every rank: its store keys. A
   // count of engines constructed per process diverged when one rank built an engine it
   // never finalized, and every later finalize() waited out the timeout. Finalizes are

@@ -13,7 +13,9 @@ namespace zdp {
 StatusOr<std::string> Engine::save_checkpoint(const std::string& root, const CheckpointState& state,
                                               const SaveOptions& options) {
   Impl& m = *impl_;
-  Status misuse;  // a step or scope open here: every rank learns of it in save()'s first agreement
+  // A step or scope open here: every rank learns of it in save()'s first agreement, as long
+  // as this rank issued no collective of that step (api.md says where that ends).
+  Status misuse;
   ZDP_RETURN_IF_ERROR(m.require_between_steps("save_checkpoint", &misuse));
   PrefixStore store(m.next_checkpoint_prefix("save"), m.env.ctx.store());
   checkpoint::CheckpointParts parts{m.env, m.opt, m.layout, *m.state};

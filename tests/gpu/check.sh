@@ -7,6 +7,8 @@
 #      with the list of what is missing);
 #   2. the GPU tests that judge the prepared kernel rows and the GPT's GPU path (convert,
 #      sfu_exp, layer_kernels, gemm, gpt; device_cuda first), run directly (not through ctest);
+#   2b. with 2+ GPUs (check_multi_gpu.sh): the small GPT by dp-launch on two GPUs (NCCL
+#      between processes) against the CPU reference, and deterministic K = 1 = K = 2;
 #   3. configs/gpt2-124m.toml for 30 steps, profiled with per-kernel timing
 #      (profile.kernels): tokens/s, MFU, the step's breakdown; the same by the baseline
 #      dp-train where the folder has one (carry.sh's CARRY_BASELINE: the last state

@@ -38,8 +38,8 @@ multi_gpu_runs() {
   local det=(--set train.deterministic=true --set zero.stage=3 --set checkpoint.resume=never)
   if small_gpt_k2 det-k2 bf16 "${det[@]}" &&
      small_gpt_k2 det-k1 bf16 "${det[@]}" --set launch.nproc_per_node=1; then
-    sha1=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_sha256'])" "$out/runs/det-k1/train_summary.json")
-    sha2=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_sha256'])" "$out/runs/det-k2/train_summary.json")
+    sha1=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_sha256'] or '')" "$out/runs/det-k1/train_summary.json")
+    sha2=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_sha256'] or '')" "$out/runs/det-k2/train_summary.json")
     if [ -n "$sha1" ] && [ "$sha1" = "$sha2" ]; then row "small-gpt deterministic K=1 = K=2" PASS "param_sha256 ${sha1:0:16}"
     else row "small-gpt deterministic K=1 = K=2" FAIL "K=1 ${sha1:0:16} K=2 ${sha2:0:16}"; fi
   else

@@ -3,6 +3,7 @@
 // all problems of one file in one Status.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "zdp/config.h"
@@ -348,16 +349,33 @@ TEST(ConfigErrors, AllProblemsOfOneRunAreReportedTogether) {
 }
 
 // A resolved config (dp-launch's, or --dry-run's output saved) names the user's place in a
-// comment, which errors name; the line read is named too: an edited copy still carried the
-// comment of a value it no longer held, and the error blamed a file that says otherwise.
-TEST(ConfigErrors, AResolvedConfigsErrorsNameTheLineReadAndTheCommentsPlace) {
-  const std::string text =
-      "# zdp config resolved from configs/user.toml\n[train]\nsteps = 4\n[optim]\nschedule = \"cosine\"\n"
-      "warmup_steps = 20 # configs/user.toml:31:16\n";
-  const std::string message = error_of(text);
-  EXPECT_NE(message.find("configs/x.toml:6:16 (from configs/user.toml:31:16): optim.warmup_steps (20)"),
+// comment, which errors name while its values digest matches; an edited copy kept the
+// comment of a value it no longer held, and its errors blamed a file that said otherwise:
+// now they name the line read too.
+TEST(ConfigErrors, AResolvedConfigEditedByHandNamesTheLineReadBesideTheComment) {
+  Config c = parse_config("[train]\nsteps = 4\n[optim]\nschedule = \"cosine\"\nwarmup_steps = 2\n", "configs/user.toml")
+                 .value();
+  const std::string resolved = describe_resolved(c);
+  ASSERT_TRUE(parse_config(resolved, "resolved.toml").ok());
+  // As written, a rank's errors name the user's place alone (the values changed in code).
+  std::string edited = resolved;
+  const size_t at = edited.find("warmup_steps = 2");
+  ASSERT_NE(at, std::string::npos) << resolved;
+  edited.replace(at, 16, "warmup_steps = 9");
+  StatusOr<Config> bad = parse_config(edited, "resolved.toml");
+  ASSERT_FALSE(bad.ok());
+  const std::string line = std::to_string(std::count(edited.begin(), edited.begin() + static_cast<long>(at), '\n') + 1);
+  EXPECT_NE(bad.status().message().find("resolved.toml:" + line + ":16 (from configs/user.toml:5:16): optim.warmup_steps (9)"),
             std::string::npos)
-      << message;
+      << bad.status().message();
+  // dp-launch's own file, as written: the user's place alone.
+  StatusOr<Config> intact = parse_config(resolved, "resolved.toml");
+  EXPECT_EQ(intact->where("optim.warmup_steps"), "configs/user.toml:5:16");
+  c.optim.warmup_steps = 9;  // refused by the ranks' check of a file written with it
+  StatusOr<Config> written = parse_config(describe_resolved(c), "resolved.toml");
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("configs/user.toml:5:16: optim.warmup_steps (9)"), std::string::npos)
+      << written.status().message();
 }
 
 TEST(ConfigErrors, ValidateForWorldRechecksAConfigBuiltInCode) {

@@ -137,7 +137,7 @@ TEST(Config, ToTomlRoundTripsExactly) {
   Config c;
   c.launch.program = "/opt/my \"trainer\"\\bin";
   c.launch.args = {"--name=a b", "tab\there", "new\nline", "ünïcode ✓", ""};
-  c.launch.env = {{"WEIRD KEY", "v\"1"}, {"PATH", "/usr/bin:/bin"}};
+  c.launch.env = {{"WEIRD_KEY", "v\"1 \\ a\tb"}, {"PATH", "/usr/bin:/bin"}};  // names are variable names: the values escaped
   c.launch.collective_timeout_s = 1.0 / 3.0;
   c.optim.lr = 3e-4;
   c.optim.eps = 1e-8;

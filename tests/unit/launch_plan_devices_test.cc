@@ -32,7 +32,7 @@ TEST(LaunchPlanDevices, TheRanksVisibleDevicesDecideAutoAndTheOneGpuARankCheck) 
   StatusOr<launcher::LaunchPlan> eight = launcher::make_plan(
       parsed(nccl, {"launch.nproc_per_node=8", "launch.env.CUDA_VISIBLE_DEVICES=\"0,1\""}), in, testing::fake_env({}));
   ASSERT_FALSE(eight.ok());
-  EXPECT_NE(eight.status().message().find("exceeds the 2 CUDA devices launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"),
+  EXPECT_NE(eight.status().message().find("exceeds the 2 CUDA devices that launch.env.CUDA_VISIBLE_DEVICES leaves the ranks"),
             std::string::npos)
       << eight.status().message();
 }

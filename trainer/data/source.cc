@@ -179,6 +179,7 @@ class TokenFileSource : public DataSource {
   }
   std::string fingerprint() const override { return shards_.fingerprint(); }
   Status check_unchanged() const override { return shards_.check_unchanged(); }
+  int64_t file_count() const override { return static_cast<int64_t>(shards_.shard_count()); }
   Status fill(const std::vector<int64_t>& indices, Batch* b) const override {
     const TokenFile* bad_file = nullptr;
     int64_t bad_at = -1, bad_sample = -1;

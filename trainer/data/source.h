@@ -45,6 +45,7 @@ class DataSource {
   // A token file changed in place since it was opened (TokenFile::check_unchanged):
   // kIoError naming it. Synthetic sources have no files.
   virtual Status check_unchanged() const { return Status::Ok(); }
+  virtual int64_t file_count() const { return 0; }  // the files check_unchanged() stats
 };
 
 // The source of `split` for config.model/config.data. The held-out split of a token file

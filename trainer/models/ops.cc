@@ -39,14 +39,16 @@ StatusOr<std::unique_ptr<Ops>> Ops::create(Device& device, DType dtype, bool det
   return ops;
 }
 
-std::string Ops::arithmetic_libraries() const {
+std::string Ops::arithmetic_libraries(bool fused_attention) const {
   if (!on_gpu()) return kernels::cpu_gemm_library();
   // "cuda:3 (NVIDIA H200)": the model, without the index that differs by rank.
   const std::string& name = device_.name();
   const size_t open = name.find('(');
   std::string text = open == std::string::npos ? name : name.substr(open + 1, name.size() - open - 2);
   text += ", " + kernels::gpu_gemm_library();
-  if (const std::string cudnn = kernels::cudnn_library_version(); !cudnn.empty()) text += ", " + cudnn;
+  if (fused_attention) {
+    if (const std::string cudnn = kernels::cudnn_library_version(); !cudnn.empty()) text += ", " + cudnn;
+  }
   return text;
 }
 

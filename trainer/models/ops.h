@@ -70,7 +70,8 @@ class Ops {
   // arithmetic zdp's own kernels fix: on the CPU, OpenBLAS's build and chosen core; on a
   // GPU, its model, cuBLASLt's and cuDNN's versions. Ranks that differ here compute other
   // bits (train.deterministic compares them across ranks: trainer/loop/same_arithmetic.h).
-  std::string arithmetic_libraries() const;
+  // cuDNN's version only with `fused_attention` (the model runs it; else it is not loaded).
+  std::string arithmetic_libraries(bool fused_attention) const;
 
   // A device buffer of `count` elements of `dtype` (activations: MemCategory::kOther).
   StatusOr<DeviceBuffer> alloc(int64_t count, DType dtype);

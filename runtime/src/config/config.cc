@@ -375,6 +375,13 @@ class ConfigParser {
   void read_forwarded_origins(const std::string& text) {
     static const std::string kHeader = "# zdp config resolved from ";
     if (text.compare(0, kHeader.size(), kHeader) != 0) return;
+    // The comments name the user's places only while the values are those they were written
+    // for (an edited copy kept a changed value's comment): else this file's line with them.
+    const size_t digest_at = text.find(std::string("\n") + config_internal::kValuesDigestLine);
+    const size_t line_end = digest_at == std::string::npos ? digest_at : text.find('\n', digest_at + 1);
+    const bool trusted = line_end != std::string::npos && text.compare(line_end, 2, "\n\n") == 0 &&
+                         text.substr(digest_at + 1, line_end - digest_at - 1) ==
+                             config_internal::values_digest_line(std::string_view(text).substr(line_end + 2));
     std::vector<std::string_view> lines;
     for (size_t begin = 0; begin <= text.size();) {
       const size_t end = std::min(text.find('\n', begin), text.size());
@@ -394,7 +401,10 @@ class ConfigParser {
       std::string_view origin = line.substr(hash + 1);
       while (!origin.empty() && origin.front() == ' ') origin.remove_prefix(1);
       while (!origin.empty() && (origin.back() == ' ' || origin.back() == '\r')) origin.remove_suffix(1);
-      if (!origin.empty() && origin != "default") it->second.forwarded = std::string(origin);
+      if (origin.empty() || origin == "default") continue;
+      it->second.forwarded = trusted ? std::string(origin)
+                                     : config_.source + ":" + std::to_string(entry.place.line) + ":" +
+                                           std::to_string(entry.place.column) + " (from " + std::string(origin) + ")";
     }
   }
 

@@ -114,12 +114,7 @@ std::string Config::where(const std::string& key) const {
   auto it = origins.find(key);
   if (it == origins.end()) return source;
   const KeyOrigin& o = it->second;
-  // Both places: the line of the file read, which holds the value, and the user's place its
-  // comment names (a --dry-run output saved and edited still carries the comment of a
-  // value it no longer holds).
-  if (!o.forwarded.empty()) {
-    return source + ":" + std::to_string(o.line) + ":" + std::to_string(o.column) + " (from " + o.forwarded + ")";
-  }
+  if (!o.forwarded.empty()) return o.forwarded;
   switch (o.source) {
     case ValueSource::kFile: return source + ":" + std::to_string(o.line) + ":" + std::to_string(o.column);
     case ValueSource::kOverride: return "--set " + o.override_text;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/internal/output_file.h"
+#include "core/internal/sha256.h"
 #include "core/internal/utf8.h"
 #include "runtime/src/config/config_keys.h"
 
@@ -74,10 +75,21 @@ std::string to_toml(const Config& config) {
 }
 
 std::string describe_resolved(const Config& config) {
+  const std::string body = sections_as_toml(config, [&](const KeyInfo& k) { return origin_text(config, k.name); });
   return "# zdp config resolved from " + one_line(config.source) +
-         "\n# precedence: --set > file > default; each value's origin is in its comment\n\n" +
-         sections_as_toml(config, [&](const KeyInfo& k) { return origin_text(config, k.name); });
+         "\n# precedence: --set > file > default; each value's origin is in its comment\n" +
+         config_internal::values_digest_line(body) + "\n\n" + body;
 }
+
+namespace config_internal {
+
+std::string values_digest_line(std::string_view body) {
+  Sha256 digest;
+  digest.update(body.data(), body.size());
+  return std::string(kValuesDigestLine) + digest.finish_hex().substr(0, 16);
+}
+
+}  // namespace config_internal
 
 std::string key_reference() {
   const Config defaults;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -83,5 +84,11 @@ std::string format_float(double value);
 // "; did you mean 'x'?" for the candidate nearest to `name` by edit distance, or "" when
 // none is close enough to be a plausible typo.
 std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates);
+
+// A resolved config's header line that vouches for its values' comments (describe_resolved
+// writes it; the reader trusts the comments' places only while the text below matches),
+// and that line for `body`: "# values digest <16 hex digits of SHA-256>".
+inline constexpr char kValuesDigestLine[] = "# values digest ";
+std::string values_digest_line(std::string_view body);
 
 }  // namespace zdp::config_internal

@@ -200,18 +200,7 @@ StatusOr<Context> init(const InitOptions& options) {
   backend = resolve_backend(backend, has_gpu);
   if (backend == Backend::kNccl) {
     if (!has_gpu) return Status(StatusCode::kUnavailable, who + ": backend nccl needs a CUDA device; none is visible");
-    // One visible GPU a rank is a launcher's binding (srun --gpus-per-task, one
-    // CUDA_VISIBLE_DEVICES each): local rank l takes it. Several, but fewer than the
-    // host's ranks: two ranks would share one, which NCCL refuses only after the check-in.
-    const int gpus = cuda_device_count();
-    if (gpus > 1 && gpus < ctx.env_.local_world_size) {
-      return Status(StatusCode::kInvalidArgument,
-                    who + ": backend nccl with " + std::to_string(ctx.env_.local_world_size) +
-                        " ranks on this host (LOCAL_WORLD_SIZE) but " + std::to_string(gpus) +
-                        " visible GPUs: NCCL needs one GPU a rank; start as many ranks as GPUs, or use backend "
-                        "\"gloo\" for several ranks a GPU");
-    }
-    StatusOr<std::unique_ptr<Device>> device = create_cuda_device(ctx.env_.local_rank % gpus);
+    StatusOr<std::unique_ptr<Device>> device = create_cuda_device(ctx.env_.local_rank % cuda_device_count());
     if (!device.ok()) return device.status().with_context(who);
     ctx.device_ = std::move(*device);
   } else {
