@@ -246,19 +246,27 @@ std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessCloc
 }
 
 LivenessWatch::LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks,
-                             std::chrono::milliseconds timeout)
+                             std::chrono::milliseconds timeout, bool node_zero)
     : store_(store),
       timeout_(timeout),
       poll_every_(std::clamp(timeout / 4, std::chrono::milliseconds(100), std::chrono::milliseconds(1000))),
       local_(static_cast<size_t>(std::max(world_size, 0)), false),
-      beats_(static_cast<size_t>(std::max(world_size, 0))) {
+      beats_(static_cast<size_t>(std::max(world_size, 0))),
+      remote_every_(poll_every_) {
   for (const int r : local_ranks) {
     if (r >= 0 && r < world_size) local_[static_cast<size_t>(r)] = true;
   }
+  const int nodes = local_ranks.empty() ? 1 : std::max(1, world_size / static_cast<int>(local_ranks.size()));
+  if (!node_zero) {
+    remote_every_ = std::clamp(poll_every_ * nodes / 4, poll_every_, std::max(poll_every_, std::chrono::milliseconds(10000)));
+  }
 }
 
-void LivenessWatch::read(LivenessClock::time_point now) {
+void LivenessWatch::read(LivenessClock::time_point now, bool all) {
+  const bool remote = all || now >= next_remote_read_;
+  if (remote) next_remote_read_ = now + remote_every_;
   for (size_t r = 0; r < beats_.size(); ++r) {
+    if (!local_[r] && !remote) continue;
     StatusOr<std::string> text = store_.get(heartbeat_keys::beat(static_cast<int>(r)), std::chrono::milliseconds(0));
     if (!text.ok()) continue;  // not published yet (or the store is busy: next time)
     StatusOr<HeartbeatRecord> record = decode_heartbeat(*text);
@@ -273,7 +281,7 @@ void LivenessWatch::read(LivenessClock::time_point now) {
 
 Finding LivenessWatch::poll(LivenessClock::time_point now) {
   if (!enabled() || now < next_read_) return {};
-  read(now);
+  read(now, false);
   Finding f = judge(beats_, local_, now, timeout_, reported_slow_);
   // A rank that released its Context (zdp::Context's end) stops beating on purpose and
   // says so with the exited mark: no longer watched, not a stall.
@@ -294,7 +302,7 @@ void LivenessWatch::exited(int rank) {
 
 std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now, bool stale_only) {
   if (!enabled()) return "";
-  read(now);
+  read(now, true);
   // A rank that exited 0 (on any node) stopped beating by finishing, e.g. before rank 0's
   // own end-of-run work failed: not the cause.
   std::vector<bool> exited(beats_.size(), false);
@@ -314,7 +322,8 @@ std::chrono::milliseconds LivenessWatch::stale_after() const {
   }
   // Bounded: a heartbeat record's interval is the rank's to say (heartbeat.h decodes it).
   window_s = std::min(window_s, 60.0);
-  return std::chrono::milliseconds(static_cast<int64_t>(window_s * 1000)) + poll_every_;
+  // Plus one read of the other nodes' ranks: a beat noticed at a read may be that long old.
+  return std::chrono::milliseconds(static_cast<int64_t>(window_s * 1000)) + remote_every_;
 }
 
 void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit) {

@@ -60,8 +60,13 @@ std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessCloc
 class LivenessWatch {
  public:
   // `timeout` 0: disabled (poll() finds nothing). REQUIRES: `store` (attempt-scoped)
-  // outlives this.
-  LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks, std::chrono::milliseconds timeout);
+  // outlives this. `node_zero`: this launcher reads every rank's heartbeat at each poll;
+  // another node's reads its own ranks' at each poll and the others' every (nodes / 4)
+  // polls, at most every 10 s: each of N launchers reading all W heartbeats a second was
+  // N x W reads a second at node 0's store (8M at 1024 nodes of 8). Node 0 still judges the
+  // whole job at full rate (desyncs); the others their own ranks (stalls, stragglers).
+  LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks, std::chrono::milliseconds timeout,
+                bool node_zero = true);
 
   // Reads the heartbeats when a read is due, then judges them.
   Finding poll(LivenessClock::time_point now);
@@ -75,12 +80,14 @@ class LivenessWatch {
   void wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit);
   bool enabled() const { return timeout_.count() > 0; }
   // How long after a rank's last beat culprit_of() may first name it: the freshness window
-  // of the slowest heartbeat seen (three beats, at least 1 s) plus one read interval.
+  // of the slowest heartbeat seen (three beats, at least 1 s) plus one read interval of the
+  // other nodes' ranks.
   // 0 when disabled.
   std::chrono::milliseconds stale_after() const;
 
  private:
-  void read(LivenessClock::time_point now);
+  // This node's ranks, and the others' when due (or `all`).
+  void read(LivenessClock::time_point now, bool all);
 
   Store& store_;
   const std::chrono::milliseconds timeout_;
@@ -89,6 +96,8 @@ class LivenessWatch {
   std::vector<RankBeat> beats_;
   std::map<int, uint64_t> reported_slow_;
   LivenessClock::time_point next_read_;
+  std::chrono::milliseconds remote_every_;  // how often the other nodes' ranks are read
+  LivenessClock::time_point next_remote_read_;
 };
 
 }  // namespace zdp::launcher

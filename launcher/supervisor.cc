@@ -56,7 +56,7 @@ class Group {
     if (o_.store) {
       std::vector<int> local;
       for (const RankSpec& spec : o_.ranks) local.push_back(spec.rank);
-      liveness_ = std::make_unique<LivenessWatch>(*o_.store, o_.world_size, local, o_.heartbeat_timeout);
+      liveness_ = std::make_unique<LivenessWatch>(*o_.store, o_.world_size, local, o_.heartbeat_timeout, o_.node_rank == 0);
     }
     auto next_store_check = start_;
     while (true) {

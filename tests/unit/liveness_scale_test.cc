@@ -1,7 +1,8 @@
 // The launcher's desync checks (launcher/liveness.cc) by key instead of by every pair of
 // ranks: the same pair blamed as the pairwise scan on random snapshots, and a job of 16k
 // ranks judged in bounded time (the pairwise scan took 0.96 s at 4096 ranks, on every
-// node's launcher every second: about 16 s at 16k, holding up signals and output).
+// node's launcher every second: about 16 s at 16k, holding up signals and output); and
+// how often each launcher reads the heartbeats (node 0 all each poll, the others less).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 
 #include "launcher/liveness.h"
 #include "runtime/internal/heartbeat.h"
+#include "zdp/store.h"
 
 namespace zdp::launcher {
 namespace {
@@ -117,6 +119,49 @@ TEST(LivenessScale, SixteenThousandRanksAreJudgedInBoundedTime) {
   ASSERT_EQ(f.verdict, Verdict::kDesync);
   EXPECT_EQ(f.rank, 0);
   EXPECT_NE(f.message.find(named(kWorld - 1)), std::string::npos) << f.message;
+}
+
+// A Store that counts its reads (the heartbeats are read one key at a time).
+class CountingStore final : public Store {
+ public:
+  Status set(const std::string& k, const std::string& v) override { return inner.set(k, v); }
+  StatusOr<std::string> get(const std::string& k, std::chrono::milliseconds t) override {
+    ++gets;
+    return inner.get(k, t);
+  }
+  StatusOr<int64_t> add(const std::string& k, int64_t d) override { return inner.add(k, d); }
+  Status wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { return inner.wait(k, t); }
+  StatusOr<bool> check(const std::vector<std::string>& k) override { return inner.check(k); }
+  InMemoryStore inner;
+  int64_t gets = 0;
+};
+
+// Each node's launcher read every rank's heartbeat every second: N x W reads a second at
+// node 0's store. Now node 0 reads all W at each poll, another node its own ranks at each
+// poll and the others every nodes / 4 polls (at most 10 s apart). 64 ranks on 16 nodes of
+// 4, polled each second for 8 s: node 0 reads 8 x 64, node 1 2 x 64 + 6 x 4 (it was 512).
+TEST(LivenessScale, OtherNodesReadTheWholeJobLessOftenThanNodeZero) {
+  CountingStore store;
+  HeartbeatRecord r;
+  r.beat = 1;
+  r.pid = 10;
+  r.host = "h";
+  for (int rank = 0; rank < 64; ++rank) ASSERT_TRUE(store.inner.set(heartbeat_keys::beat(rank), encode_heartbeat(r)).ok());
+  const std::chrono::milliseconds timeout(4000);  // polls every second
+  LivenessWatch node0(store, 64, {0, 1, 2, 3}, timeout, /*node_zero=*/true);
+  for (int t = 0; t < 8; ++t) (void)node0.poll(kNow + std::chrono::seconds(t));
+  EXPECT_EQ(store.gets, 8 * 64);
+  store.gets = 0;
+  LivenessWatch node1(store, 64, {4, 5, 6, 7}, timeout, /*node_zero=*/false);
+  for (int t = 0; t < 8; ++t) (void)node1.poll(kNow + std::chrono::seconds(t));
+  EXPECT_EQ(store.gets, 2 * 64 + 6 * 4);
+  // A beat noticed at a read of the other nodes may be that read's interval old: a culprit
+  // there is named that much later (4 s at 16 nodes), never sooner.
+  EXPECT_EQ(node1.stale_after() - node0.stale_after(), std::chrono::milliseconds(3000));
+  // culprit_of reads everything at once.
+  store.gets = 0;
+  (void)node1.culprit_of(5, kNow + std::chrono::seconds(9));
+  EXPECT_EQ(store.gets, 64);
 }
 
 }  // namespace
