@@ -158,7 +158,7 @@ Finding stalled(const std::vector<RankBeat>& beats, const std::vector<bool>& loc
 }
 
 Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
-                  std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
+                  std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow, bool anywhere) {
   const double patience = std::chrono::duration<double>(timeout).count() / 2;
   // The ranks that have waited past the patience, found once (usually none), so that each
   // local rank is compared with those only: local x long waits, not local x W.
@@ -171,7 +171,7 @@ Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& l
   for (size_t r = 0; r < beats.size(); ++r) {
     const HeartbeatRecord& slow = beats[r].record;
     // Slow means alive: its heartbeat is fresh (a silent one is a stall in the making).
-    if (!local[r] || !beats[r].seen || !slow.has_comm || !fresh(beats[r], now)) continue;
+    if ((!anywhere && !local[r]) || !beats[r].seen || !slow.has_comm || !fresh(beats[r], now)) continue;
     std::string waiting;
     uint64_t at = 0;
     double longest = 0;
@@ -200,12 +200,12 @@ Finding straggler(const std::vector<RankBeat>& beats, const std::vector<bool>& l
 }  // namespace
 
 Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
-              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow) {
+              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow, bool stragglers_anywhere) {
   if (Finding f = desync_in_flight(beats); f.verdict != Verdict::kNone) return f;
   if (Finding f = desync_recent(beats); f.verdict != Verdict::kNone) return f;
   if (Finding f = desync_at_steps(beats); f.verdict != Verdict::kNone) return f;
   if (Finding f = stalled(beats, local, now, timeout); f.verdict != Verdict::kNone) return f;
-  return straggler(beats, local, now, timeout, reported_slow);
+  return straggler(beats, local, now, timeout, reported_slow, stragglers_anywhere);
 }
 
 // With every heartbeat fresh: the rank, alive, that had not yet issued the collective
@@ -252,21 +252,15 @@ LivenessWatch::LivenessWatch(Store& store, int world_size, const std::vector<int
       poll_every_(std::clamp(timeout / 4, std::chrono::milliseconds(100), std::chrono::milliseconds(1000))),
       local_(static_cast<size_t>(std::max(world_size, 0)), false),
       beats_(static_cast<size_t>(std::max(world_size, 0))),
-      remote_every_(poll_every_) {
+      node_zero_(node_zero) {
   for (const int r : local_ranks) {
     if (r >= 0 && r < world_size) local_[static_cast<size_t>(r)] = true;
-  }
-  const int nodes = local_ranks.empty() ? 1 : std::max(1, world_size / static_cast<int>(local_ranks.size()));
-  if (!node_zero) {
-    remote_every_ = std::clamp(poll_every_ * nodes / 4, poll_every_, std::max(poll_every_, std::chrono::milliseconds(10000)));
   }
 }
 
 void LivenessWatch::read(LivenessClock::time_point now, bool all) {
-  const bool remote = all || now >= next_remote_read_;
-  if (remote) next_remote_read_ = now + remote_every_;
   for (size_t r = 0; r < beats_.size(); ++r) {
-    if (!local_[r] && !remote) continue;
+    if (!local_[r] && !all) continue;
     StatusOr<std::string> text = store_.get(heartbeat_keys::beat(static_cast<int>(r)), std::chrono::milliseconds(0));
     if (!text.ok()) continue;  // not published yet (or the store is busy: next time)
     StatusOr<HeartbeatRecord> record = decode_heartbeat(*text);
@@ -281,15 +275,15 @@ void LivenessWatch::read(LivenessClock::time_point now, bool all) {
 
 Finding LivenessWatch::poll(LivenessClock::time_point now) {
   if (!enabled() || now < next_read_) return {};
-  read(now, false);
-  Finding f = judge(beats_, local_, now, timeout_, reported_slow_);
+  read(now, node_zero_);
+  Finding f = judge(beats_, local_, now, timeout_, reported_slow_, node_zero_);
   // A rank that released its Context (zdp::Context's end) stops beating on purpose and
   // says so with the exited mark: no longer watched, not a stall.
   while (f.verdict == Verdict::kStalled && f.rank >= 0 && static_cast<size_t>(f.rank) < local_.size()) {
     StatusOr<bool> released = store_.check({heartbeat_keys::exited(f.rank)});
     if (!released.ok() || !*released) break;
     local_[static_cast<size_t>(f.rank)] = false;
-    f = judge(beats_, local_, now, timeout_, reported_slow_);
+    f = judge(beats_, local_, now, timeout_, reported_slow_, node_zero_);
   }
   return f;
 }
@@ -322,8 +316,7 @@ std::chrono::milliseconds LivenessWatch::stale_after() const {
   }
   // Bounded: a heartbeat record's interval is the rank's to say (heartbeat.h decodes it).
   window_s = std::min(window_s, 60.0);
-  // Plus one read of the other nodes' ranks: a beat noticed at a read may be that long old.
-  return std::chrono::milliseconds(static_cast<int64_t>(window_s * 1000)) + remote_every_;
+  return std::chrono::milliseconds(static_cast<int64_t>(window_s * 1000)) + poll_every_;
 }
 
 void LivenessWatch::wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit) {

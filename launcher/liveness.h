@@ -7,8 +7,9 @@
 // - desync: two ranks at the same collective number with different collectives, or
 //   two ranks that issued different collectives before the same step, are named with
 //   both descriptions, and the job is stopped;
-// - straggler: a local rank that is alive but has not yet issued the collective its
-//   peers have waited at for half the timeout is reported (once), not stopped.
+// - straggler: a local rank (node 0's launcher: any rank) that is alive but has not yet
+//   issued the collective its peers have waited at for half the timeout is reported
+//   (once), not stopped.
 // When a rank fails (e.g. its collective timed out), a rank whose heartbeat stopped
 // before is named as the likely cause (culprit()), so the healthy peer is not blamed.
 #pragma once
@@ -43,8 +44,10 @@ struct Finding {
 // Judges one snapshot (pure: the tests feed it). `local[r]`: rank r runs under this
 // launcher (stalls and stragglers are reported only for those; desync for any).
 // `reported_slow[r]`: the collective number rank r was last reported slow at (updated).
+// `stragglers_anywhere` (node 0's launcher): a slow rank on any node is reported.
 Finding judge(const std::vector<RankBeat>& beats, const std::vector<bool>& local, LivenessClock::time_point now,
-              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow);
+              std::chrono::milliseconds timeout, std::map<int, uint64_t>& reported_slow,
+              bool stragglers_anywhere = false);
 
 // The rank (other than `failed`, and other than those `exited` marks: they exited 0)
 // whose heartbeat has been still for at least three of its beats (and 1 s), the longest:
@@ -60,11 +63,11 @@ std::string culprit(const std::vector<RankBeat>& beats, int failed, LivenessCloc
 class LivenessWatch {
  public:
   // `timeout` 0: disabled (poll() finds nothing). REQUIRES: `store` (attempt-scoped)
-  // outlives this. `node_zero`: this launcher reads every rank's heartbeat at each poll;
-  // another node's reads its own ranks' at each poll and the others' every (nodes / 4)
-  // polls, at most every 10 s: each of N launchers reading all W heartbeats a second was
-  // N x W reads a second at node 0's store (8M at 1024 nodes of 8). Node 0 still judges the
-  // whole job at full rate (desyncs); the others their own ranks (stalls, stragglers).
+  // outlives this. `node_zero`: this launcher reads every rank's heartbeat at each poll and
+  // judges the whole job (desyncs, and stragglers wherever they run); another node's reads
+  // its own ranks' (their stalls) and the others' only to name a culprit (culprit_of): each
+  // of N launchers reading all W heartbeats a second was N x W reads a second at node 0's
+  // store (8M at 1024 nodes of 8).
   LivenessWatch(Store& store, int world_size, const std::vector<int>& local_ranks, std::chrono::milliseconds timeout,
                 bool node_zero = true);
 
@@ -80,13 +83,12 @@ class LivenessWatch {
   void wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit);
   bool enabled() const { return timeout_.count() > 0; }
   // How long after a rank's last beat culprit_of() may first name it: the freshness window
-  // of the slowest heartbeat seen (three beats, at least 1 s) plus one read interval of the
-  // other nodes' ranks.
+  // of the slowest heartbeat seen (three beats, at least 1 s) plus one read interval.
   // 0 when disabled.
   std::chrono::milliseconds stale_after() const;
 
  private:
-  // This node's ranks, and the others' when due (or `all`).
+  // This node's ranks, and with `all` the others' too.
   void read(LivenessClock::time_point now, bool all);
 
   Store& store_;
@@ -96,8 +98,7 @@ class LivenessWatch {
   std::vector<RankBeat> beats_;
   std::map<int, uint64_t> reported_slow_;
   LivenessClock::time_point next_read_;
-  std::chrono::milliseconds remote_every_;  // how often the other nodes' ranks are read
-  LivenessClock::time_point next_remote_read_;
+  const bool node_zero_;
 };
 
 }  // namespace zdp::launcher

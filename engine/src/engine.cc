@@ -113,9 +113,10 @@ Status Engine::finalize() {
   EngineEnv& env = m.env;
   ZDP_RETURN_IF_ERROR(env.context_alive("finalize()"));
   if (m.finalized) return env.invalid("finalize(): called twice");
-  // A finalize() that failed after its agreement (its Exec made) may have broken the
-  // communicator: another one returns its failure, not a registration check no peer joins.
-  if (env.exec && !env.failure.ok()) return env.failure.status();
+  // A finalize() that failed after its agreement may have broken the communicator: another
+  // one returns its failure, not a registration check no peer joins. (One that failed
+  // before it failed on every rank alike: a second call meets the others' again.)
+  if (m.past_agreement && !env.failure.ok()) return env.failure.status();
   // This engine's number among the engines finalized on every rank: its store keys. A
   // count of engines constructed per process diverged when one rank built an engine it
   // never finalized, and every later finalize() waited out the timeout. Finalizes are
@@ -144,7 +145,8 @@ Status Engine::finalize() {
   }
   // Every rank learns whether any rank failed here, so none waits for a peer that left.
   std::vector<int64_t> failed = {built.ok() ? 0 : 1};
-  ZDP_RETURN_IF_ERROR(all_reduce_i64(env, failed, ReduceOp::kMax, "finalize"));
+  m.past_agreement = true;
+  ZDP_RETURN_IF_ERROR(env.failure.fail(all_reduce_i64(env, failed, ReduceOp::kMax, "finalize")));
   if (!built.ok()) return env.failure.fail(built.with_context(env.who + ": finalize"));
   if (failed[0] != 0) {
     return env.failure.fail(Status(StatusCode::kAborted, env.who + ": finalize: another rank failed to build its "

@@ -34,6 +34,7 @@ struct Engine::Impl {
   EngineOptions opt;
   ParamRegistry registry;
   bool finalized = false;
+  bool past_agreement = false;  // finalize() reached its build agreement (a retry then fails at once)
   bool warned_param_outside_scope = false;  // param() at stage 3 outside its scope, said once
   // What each LayerScope watches (LayerScope::alive_): a scope kept past the engine's end
   // read freed memory when it ended.

@@ -114,6 +114,18 @@ TEST(Liveness, ARankThatHasNotIssuedWhatOthersWaitForIsSlowReportedOnce) {
   EXPECT_EQ(judge(beats, {true, true}, kT0 + seconds(1), seconds(15), fresh).verdict, Verdict::kNone);
 }
 
+// Node 0's launcher reports a slow rank on any node (the others read only their own ranks'
+// heartbeats); another node's launcher only its own.
+TEST(Liveness, NodeZeroReportsASlowRankOfAnotherNode) {
+  std::vector<RankBeat> beats = {beat(1, 8, 100, kT0), beat(2, 8, 101, kT0)};
+  waiting(beats[1], 100, 3, "all_reduce #100", 7.6);
+  std::map<int, uint64_t> slow, elsewhere;
+  EXPECT_EQ(judge(beats, {false, true}, kT0 + seconds(1), seconds(15), elsewhere).verdict, Verdict::kNone);
+  const Finding f = judge(beats, {false, true}, kT0 + seconds(1), seconds(15), slow, /*stragglers_anywhere=*/true);
+  ASSERT_EQ(f.verdict, Verdict::kStraggler);
+  EXPECT_EQ(f.rank, 0);
+}
+
 TEST(Liveness, CulpritIsTheRankWhoseHeartbeatStoppedNotTheOneThatFailed) {
   std::vector<RankBeat> beats = {beat(1, 2, 20, kT0), beat(2, 2, 21, kT0 + seconds(5))};
   EXPECT_EQ(culprit(beats, 1, kT0 + milliseconds(2500)), "") << "still for less than 3 beats";

@@ -2,7 +2,7 @@
 // ranks: the same pair blamed as the pairwise scan on random snapshots, and a job of 16k
 // ranks judged in bounded time (the pairwise scan took 0.96 s at 4096 ranks, on every
 // node's launcher every second: about 16 s at 16k, holding up signals and output); and
-// how often each launcher reads the heartbeats (node 0 all each poll, the others less).
+// which heartbeats each launcher reads (node 0 all at each poll, the others their own).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -137,9 +137,9 @@ class CountingStore final : public Store {
 };
 
 // Each node's launcher read every rank's heartbeat every second: N x W reads a second at
-// node 0's store. Now node 0 reads all W at each poll, another node its own ranks at each
-// poll and the others every nodes / 4 polls (at most 10 s apart). 64 ranks on 16 nodes of
-// 4, polled each second for 8 s: node 0 reads 8 x 64, node 1 2 x 64 + 6 x 4 (it was 512).
+// node 0's store. Now node 0 reads all W at each poll, another node its own ranks only
+// (and all to name a culprit). 64 ranks on 16 nodes of 4, polled each second for 8 s:
+// node 0 reads 8 x 64, node 1 8 x 4 (it was 512).
 TEST(LivenessScale, OtherNodesReadTheWholeJobLessOftenThanNodeZero) {
   CountingStore store;
   HeartbeatRecord r;
@@ -154,10 +154,7 @@ TEST(LivenessScale, OtherNodesReadTheWholeJobLessOftenThanNodeZero) {
   store.gets = 0;
   LivenessWatch node1(store, 64, {4, 5, 6, 7}, timeout, /*node_zero=*/false);
   for (int t = 0; t < 8; ++t) (void)node1.poll(kNow + std::chrono::seconds(t));
-  EXPECT_EQ(store.gets, 2 * 64 + 6 * 4);
-  // A beat noticed at a read of the other nodes may be that read's interval old: a culprit
-  // there is named that much later (4 s at 16 nodes), never sooner.
-  EXPECT_EQ(node1.stale_after() - node0.stale_after(), std::chrono::milliseconds(3000));
+  EXPECT_EQ(store.gets, 8 * 4);
   // culprit_of reads everything at once.
   store.gets = 0;
   (void)node1.culprit_of(5, kNow + std::chrono::seconds(9));

@@ -150,12 +150,12 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, Ops::create(ctx.device(), eopts.compute_dtype, eopts.deterministic,
                                                                      config.model.attention));
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, make_model(config, *ops));
+  ZDP_RETURN_IF_ERROR(model->register_params(engine));  // local: decides fused attention (allocate)
   std::string arithmetic;  // train.deterministic: what every rank was checked to compute with
   if (eopts.deterministic) {
     arithmetic = ops->arithmetic_libraries(model->fused_attention());
     ZDP_RETURN_IF_ERROR(check_same_arithmetic(ctx.store(), ctx.rank(), arithmetic, ctx.collective_timeout()));
   }
-  ZDP_RETURN_IF_ERROR(model->register_params(engine));
   ZDP_RETURN_IF_ERROR(engine.finalize());
   ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));
   StatusOr<std::unique_ptr<DataSource>> train_opened = make_source(config, Split::kTrain);
