@@ -71,6 +71,7 @@ cublasStatus_t take_back(H handle) {
 
 cublasStatus_t create(cublasLtHandle_t* handle) { return hand_out(handle, new Handle(), "cublasLtCreate"); }
 cublasStatus_t destroy(cublasLtHandle_t handle) { return take_back<Handle>(handle); }
+size_t get_version() { return CUBLAS_VERSION; }
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {

@@ -57,6 +57,10 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
                       const void* c_ptr, cublasLtMatrixLayout_t c, void* d_ptr, cublasLtMatrixLayout_t d,
                       const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+// The emulation's version for cublasLtGetVersion: the toolkit's, as its headers say (the
+// deterministic mode names it among the libraries every rank must share).
+size_t get_version();
+
 // Why the last call of this thread failed ("" after a success): what a test asserts on.
 std::string last_error();
 
@@ -77,3 +81,4 @@ std::string last_error();
 #define cublasLtMatmulPreferenceSetAttribute ::zdp_emu::lt::preference_set_attribute
 #define cublasLtMatmulAlgoGetHeuristic ::zdp_emu::lt::algo_get_heuristic
 #define cublasLtMatmul ::zdp_emu::lt::matmul
+#define cublasLtGetVersion ::zdp_emu::lt::get_version
