@@ -5,12 +5,16 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "testing/launcher_harness.h"
 
 namespace zdp::testing {
+
+// The job secret every node of a multi-node test job shares (dp-launch requires one).
+inline const std::map<std::string, std::string> kTwoNodeSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
 
 // Both launchers' outputs, each read on its own thread (a launcher blocks when its pipe
 // is full and nobody reads it).

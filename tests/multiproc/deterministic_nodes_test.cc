@@ -22,7 +22,7 @@ using zdp::testing::read_file;
 using zdp::testing::start;
 using zdp::testing::TwoNodes;
 
-const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
+const std::map<std::string, std::string>& kSecret = zdp::testing::kTwoNodeSecret;
 
 // Node n's OpenBLAS core set by OPENBLAS_CORETYPE (kernels every x86-64 CPU of the last
 // 15 years runs); two deterministic 20-step runs of the mlp, one rank a node.

@@ -29,7 +29,7 @@ using zdp::testing::LauncherTest;
 using zdp::testing::read_file;
 using zdp::testing::start;
 
-const std::map<std::string, std::string> kSecret = {{"ZDP_JOB_SECRET", "test-secret-00042"}};
+const std::map<std::string, std::string>& kSecret = zdp::testing::kTwoNodeSecret;
 
 // Waits (at most 60 s) until `path` holds `text`.
 bool await_text(const std::string& path, const std::string& text) {

@@ -36,6 +36,17 @@ std::vector<unsigned char> file_bytes(const std::string& path) {
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
 }
 
+// XORs `mask` into the byte `from_end` bytes before the end of `path` (a damaged chunk).
+void flip_bits_from_end(const std::string& path, int from_end, char mask) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ mask);
+  f.seekp(-from_end, std::ios::end);
+  f.write(&c, 1);
+}
+
 // A TinyMlp checkpoint of one rank after 3 steps, and the masters it must hold (by name).
 class CkptTool : public ::testing::Test {
  protected:
@@ -321,17 +332,9 @@ TEST_F(CkptTool, InfoOfAFileSaysItIsAFile) {
 // Export reads the model file only, so only its checksums are checked: a damaged
 // optimizer file fails `verify` but does not block exporting intact weights.
 TEST_F(CkptTool, ExportIsNotBlockedByADamagedOptimizerFile) {
-  // Flips one bit of the optimizer file's last bytes; flipped back at the end (the next
-  // test verifies the whole checkpoint first).
-  auto flip = [&] {
-    std::fstream f(checkpoint() + "/optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-3, std::ios::end);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x10);
-    f.seekp(-3, std::ios::end);
-    f.write(&c, 1);
-  };
+  // One bit of the optimizer file's last bytes, flipped back at the end (the next test
+  // verifies the whole checkpoint first).
+  const auto flip = [&] { flip_bits_from_end(checkpoint() + "/optimizer.safetensors", 3, 0x10); };
   flip();
   StatusOr<std::string> bad = ckpt_tool::verify(checkpoint());
   StatusOr<ckpt_tool::ExportReport> r = ckpt_tool::export_model(checkpoint(), {DType::kF32, out("weights")});
@@ -348,16 +351,7 @@ TEST_F(CkptTool, VerifyPassesThenNamesTheDamagedFileAndChunk) {
   StatusOr<std::string> ok = ckpt_tool::verify(checkpoint());
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_NE(ok->find("every checksum matches"), std::string::npos) << *ok;
-  const std::string model = checkpoint() + "/model.safetensors";
-  {
-    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-5, std::ios::end);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x40);
-    f.seekp(-5, std::ios::end);
-    f.write(&c, 1);
-  }
+  flip_bits_from_end(checkpoint() + "/model.safetensors", 5, 0x40);
   StatusOr<std::string> bad = ckpt_tool::verify(checkpoint());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("model.safetensors"), std::string::npos) << bad.status().message();
