@@ -256,7 +256,12 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
       p.reduce_s += t;
       if (m == 0) last_reduce_s += t;
       covered += static_cast<double>(w.bucket_elems[i]);
-      const double ready = w.overlap && total_elems > 0 ? backward_s * covered / total_elems : backward_s;
+      // The model's backward order where it states one, else the elements' share. A bucket
+      // never starts before the one issued ahead of it (the stream is serial).
+      const double fraction = w.bucket_ready.size() == w.bucket_elems.size()
+                                  ? std::clamp(w.bucket_ready[i], 0.0, 1.0)
+                                  : (total_elems > 0 ? covered / total_elems : 1.0);
+      const double ready = w.overlap ? backward_s * fraction : backward_s;
       stream_free = std::max(stream_free, backward_begin + ready) + t;
     }
   }
@@ -314,6 +319,20 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
   p.exposed_comm_s = std::max(p.exposed_comm_s, p.reduce_s + p.gather_s + p.small_s - p.compute_s);
   p.step_s = p.compute_s + p.exposed_comm_s;
   return p;
+}
+
+std::vector<double> bucket_ready_fractions(const std::vector<std::pair<int, int>>& bucket_params,
+                                           const std::vector<double>& param_ready) {
+  std::vector<double> out;
+  if (param_ready.empty()) return out;
+  for (const auto& [first, last] : bucket_params) {
+    double ready = 0;
+    for (int p = std::max(0, first); p <= last && p < static_cast<int>(param_ready.size()); ++p) {
+      ready = std::max(ready, param_ready[static_cast<size_t>(p)]);
+    }
+    out.push_back(ready);
+  }
+  return out;
 }
 
 }  // namespace zdp::launcher

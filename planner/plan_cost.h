@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zdp::launcher {
@@ -65,6 +66,10 @@ struct StepWork {
   bool deterministic = false;
   double leaf_bytes = 4;
   std::vector<int64_t> bucket_elems;  // padded, in layout order (backward runs them in reverse)
+  // Per bucket in layout order, the fraction of a micro-batch's backward after which all
+  // its parameters have their gradient (bucket_ready_fractions); empty: the share of the
+  // elements backward has covered, last bucket first.
+  std::vector<double> bucket_ready;
   std::vector<int64_t> group_elems;   // stage 3: padded elements per layer group, in order
   // Stage 3: layer groups gathered ahead of use (zero.prefetch_layers) and the buffers
   // that hold gathered groups (MemoryPlan::gather_slots; 0: 1 + min(prefetch, G - 1)).
@@ -110,8 +115,10 @@ struct StepPrediction {
 //  - forward is 1/3 and backward 2/3 of a micro-batch's compute (6 Psi = 2 + 4);
 //  - stage 0 all-reduces each bucket, stages 1-3 reduce-scatter it; the reductions run on
 //    one communication stream in backward order during the last micro-batch's backward,
-//    bucket b becoming ready when backward has covered its share of the elements: the
-//    time past the end of backward is exposed (everything, with overlap off);
+//    bucket b becoming ready at its bucket_ready fraction of the backward (or when backward
+//    has covered its share of the elements), issued strictly last bucket first as the
+//    engine does: the time past the end of backward is exposed (everything, with overlap
+//    off);
 //  - sharded_accumulation (stages 2-3, accum_steps > 1): every micro-batch's backward
 //    reduces the same way (accum_steps x the reduce-scatter volume); an earlier
 //    micro-batch's reductions hide behind the compute that follows it (the stream is
@@ -133,6 +140,12 @@ struct StepPrediction {
 //    after the last backward, where optimizer_s gives its time (GPU plans of the GPT:
 //    the per-kernel model's AdamW); otherwise it is not modelled.
 StepPrediction predict_step(const StepWork& work, const LinkTiers& links);
+
+// Per bucket (MemoryPlan::bucket_params: its first and last parameter), the latest of its
+// parameters' gradient ready fractions (trainer::ModelSpec::grad_ready, one per
+// parameter). Empty when `param_ready` is (the model states none).
+std::vector<double> bucket_ready_fractions(const std::vector<std::pair<int, int>>& bucket_params,
+                                           const std::vector<double>& param_ready);
 inline StepPrediction predict_step(const StepWork& work, const LinkModel& link) {
   return predict_step(work, LinkTiers{link, link, 0});
 }

@@ -192,6 +192,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.deterministic = config.train.deterministic;
       work.leaf_bytes = c;
       work.bucket_elems = s.memory.bucket_elems;
+      work.bucket_ready = bucket_ready_fractions(s.memory.bucket_params, report.model.grad_ready);
       work.group_elems = s.memory.group_elems;
       work.prefetch_layers = eopts->zero.prefetch_layers;
       work.gather_slots = s.memory.gather_slots;

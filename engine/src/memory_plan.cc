@@ -40,7 +40,10 @@ StatusOr<MemoryPlan> memory_plan_of_layout(const Layout& layout, const EngineOpt
   plan.psi = layout.payload_elems();
   plan.padded_elems = layout.total_elems();
   plan.shard_elems = layout.shard_elems();
-  for (const Bucket& b : layout.buckets()) plan.bucket_elems.push_back(b.size);
+  for (const Bucket& b : layout.buckets()) {
+    plan.bucket_elems.push_back(b.size);
+    plan.bucket_params.emplace_back(b.first_param, b.last_param);
+  }
   if (options.zero.shards_params()) plan.group_elems = layer_group_elems(layout);
   ZDP_ASSIGN_OR_RETURN(
       const ZeroMemory formula,

@@ -51,6 +51,29 @@ TEST(PredictStep, Stage0OverlapsTheAllReducesWithBackward) {
   EXPECT_NEAR(predict_step(off, kLink).exposed_comm_s, 8.04e-3 + 20e-6, 1e-12);
 }
 
+TEST(PredictStep, BucketsAreReadyWhenTheModelsBackwardSaysSo) {
+  // Stage 1, reduce-scatters of 2.01 ms. The last bucket ready at 3/4 of the 2 ms backward
+  // (1.5 ms, where elements would say 1 ms) ends at 3.51; the first, ready at the end
+  // (2 ms), starts after it and ends at 5.52: 3.52 ms past backward (elements: 3.02).
+  StepWork w = two_buckets(1);
+  w.bucket_ready = {1.0, 0.75};
+  EXPECT_NEAR(predict_step(w, kLink).exposed_comm_s, 3.52e-3 + 4.02e-3 + 20e-6, 1e-12);
+  // Both ready at the start of backward: the stream runs them back to back from 0, ending
+  // at 4.02 ms: 2.02 past backward.
+  w.bucket_ready = {0.0, 0.0};
+  EXPECT_NEAR(predict_step(w, kLink).exposed_comm_s, 2.02e-3 + 4.02e-3 + 20e-6, 1e-12);
+  // A list that is not one per bucket is not used: the elements' share.
+  w.bucket_ready = {0.0};
+  EXPECT_NEAR(predict_step(w, kLink).exposed_comm_s, predict_step(two_buckets(1), kLink).exposed_comm_s, 1e-15);
+}
+
+TEST(PredictStep, ABucketIsReadyWithItsLatestParameter) {
+  // Bucket 0 holds params 0-1, bucket 1 params 1-3 (param 1 spans both).
+  EXPECT_EQ(bucket_ready_fractions({{0, 1}, {1, 3}}, {1.0, 0.2, 0.5, 0.3}), (std::vector<double>{1.0, 0.5}));
+  EXPECT_EQ(bucket_ready_fractions({{0, 0}, {0, 0}}, {0.25}), (std::vector<double>{0.25, 0.25}));
+  EXPECT_TRUE(bucket_ready_fractions({{0, 1}}, {}).empty()) << "a model that states none";
+}
+
 TEST(PredictStep, Stages1And2AddAnExposedAllGather) {
   // Reduce-scatter 2.01 ms per bucket: 1 -> 3.01, 3.01 -> 5.02 (3.02 exposed); the
   // all-gathers after the optimizer 2 x 2.01 ms, all exposed.
@@ -214,6 +237,39 @@ TEST(PlanReport, RecommendsTheLowestStageWithinOnePercentOfTheFastest) {
   EXPECT_NEAR(slow.stages[0].time.sent_bytes / slow.stages[1].time.sent_bytes, 4.0 / 3.0, 1e-2);
   EXPECT_EQ(slow.recommended, 1) << slow.reason;
   EXPECT_NE(slow.reason.find("faster than stage 0 by less exposed communication"), std::string::npos) << slow.reason;
+}
+
+// The gpt's tied embedding gets its gradient only in the embedding's backward, at the very
+// end (the LM head's share waits for it), so at stage 0 the all-reduce of every bucket that
+// holds wte is exposed whole. With readiness by elements the planner hid part of it behind
+// the blocks' backward (wte's buckets "ready" from 1 - its share of the elements on).
+TEST(PlanReport, TheTiedEmbeddingsReductionIsExposedAtStage0) {
+  StatusOr<Config> config = load_config(std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml", {});
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  Config c = *config;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2, c.model.d_model = 64, c.model.n_heads = 4, c.model.seq_len = 32, c.model.vocab_size = 4096;
+  c.zero.bucket_mb = 0.25;  // 64Ki fp32 elements: wte's 256Ki span four buckets
+  PlannerInputs in;
+  in.worlds = {4};
+  in.device_memory = int64_t{1} << 40;
+  in.link = {1e-6, 2e9, "test"};
+  in.flops_per_s = 1e10;
+  const PlanReport report = build_plan_report(c, "gpt.toml", in).value();
+  ASSERT_EQ(report.model.params[0].name, "wte.weight");
+  const StagePlan& s0 = report.worlds[0].stages[0];
+  ASSERT_EQ(s0.stage, 0);
+  double wte_reduce = 0;
+  int wte_buckets = 0;
+  for (size_t b = 0; b < s0.memory.bucket_params.size(); ++b) {
+    if (s0.memory.bucket_params[b].first != 0) continue;
+    wte_reduce += ring_all_reduce_s(4.0 * static_cast<double>(s0.memory.bucket_elems[b]), 4, in.link);
+    ++wte_buckets;
+  }
+  EXPECT_GE(wte_buckets, 4);
+  EXPECT_GE(s0.time.exposed_comm_s, wte_reduce + s0.time.small_s - 1e-12);
+  // ...and the blocks' reductions hide: at most the last block bucket's runs past backward too.
+  EXPECT_LT(s0.time.exposed_comm_s, s0.time.reduce_s);
 }
 
 // The world rows' tokens/s and MFU (the issue asks for them per world size): by hand, 64

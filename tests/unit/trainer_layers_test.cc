@@ -282,6 +282,29 @@ TEST(PlannedActivations, LargeVocabularyTimesWidthIsCountedInFull) {
   EXPECT_GE(spec.activation_bytes, (int64_t{1} << 20) * 4096 * 4);
 }
 
+// When the gpt's gradients are complete in its backward (the planner's overlap, dp-launch
+// plan): by hand for 2 layers of d 64, seq 32, vocab 50. Backward's FLOPs a token: the LM
+// head's 4 V d = 12,800, each block's 48 d^2 + 8 T d = 212,992. norm_f's gradient is
+// complete after the head, block 1's after the head and one block, block 0's and the tied
+// embedding's and position table's only at the end.
+TEST(PlannedActivations, GradientsAreReadyInTheGptsBackwardOrder) {
+  Config c;
+  c.model.kind = ModelKind::kGpt;
+  c.model.n_layers = 2, c.model.d_model = 64, c.model.n_heads = 4, c.model.seq_len = 32, c.model.vocab_size = 50;
+  const ModelSpec spec = model_spec(c).value();
+  ASSERT_EQ(spec.grad_ready.size(), spec.params.size());
+  const double head = 12800, block = 212992, total = head + 2 * block;
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const std::string& n = spec.params[i].name;
+    const double want = n.rfind("norm_f.", 0) == 0      ? head / total
+                        : n.rfind("blocks.1.", 0) == 0  ? (head + block) / total
+                                                        : 1.0;  // blocks.0.*, wte, wpe
+    EXPECT_DOUBLE_EQ(spec.grad_ready[i], want) << n;
+  }
+  c.model.kind = ModelKind::kMlp;  // states none: the planner's even rate in elements
+  EXPECT_TRUE(model_spec(c).value().grad_ready.empty());
+}
+
 TEST_F(Layers, CrossEntropyFusedWithItsGradient) {
   const int rows = 6, vocab = 11;
   const Vec logits = random(rows * vocab, 3.0);

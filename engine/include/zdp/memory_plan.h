@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zdp/device.h"
@@ -35,6 +36,9 @@ struct MemoryPlan {
   int64_t padded_elems = 0;  // the flat buffer, bucket padding included
   int64_t shard_elems = 0;   // one rank's slices (padded_elems / world_size)
   std::vector<int64_t> bucket_elems;  // each bucket's padded size, in layout order
+  // Each bucket's first and last parameter with elements in it (registration indices,
+  // inclusive), in layout order: a bucket is reduced once all of them have their gradient.
+  std::vector<std::pair<int, int>> bucket_params;
   std::vector<int64_t> group_elems;   // stage 3: each layer group's padded size (its buckets), in order
   int gather_slots = 0;               // stage 3: gathered layer groups held at once (buffers.param_gather's)
   int64_t formula = 0;       // docs/design.md's ZeRO formula for psi (model states; no padding or buffers)
