@@ -31,10 +31,12 @@ namespace {
 
 // Used when neither --link nor --calibrate gives the link: loopback TCP between CPU ranks,
 // and an NVLink-class link between GPUs. Order-of-magnitude numbers, and labelled so.
+// The GPU latencies are per ring hop, as NCCL's own tuning model prices a ring with the
+// Simple protocol that large buckets take (src/graph/tuning.cc hwLat: 3.4 us a hop over
+// NVLink, 14 us over the network in NCCL 2.2x; plan_cost.h counts the hops as it does).
 constexpr double kCpuAlphaS = 50e-6, kCpuBeta = 2e9;
-constexpr double kGpuAlphaS = 10e-6, kGpuBeta = 100e9;
-// Between nodes (--gpu): a message's latency over InfiniBand plus NCCL's proxy, assumed.
-constexpr double kInterNodeAlphaS = 20e-6;
+constexpr double kGpuAlphaS = 3.4e-6, kGpuBeta = 100e9;
+constexpr double kInterNodeAlphaS = 14e-6;
 // And for compute without --flops or --calibrate: one CPU rank's OpenBLAS, and about 40%
 // of an H100's dense bf16 peak.
 constexpr double kCpuFlops = 20e9, kGpuFlops = 400e12;
@@ -261,12 +263,12 @@ int run_plan(const PlanArgs& a) {
   }
 
   in.link = {gpu ? kGpuAlphaS : kCpuAlphaS, gpu ? kGpuBeta : kCpuBeta,
-             gpu ? "assumed: an NVLink-class link; give --link" : "assumed: loopback TCP; --calibrate measures it"};
+             gpu ? "assumed: an NVLink-class link, NCCL's 3.4 us a ring hop; give --link" : "assumed: loopback TCP; --calibrate measures it"};
   in.flops_per_s = gpu ? kGpuFlops : kCpuFlops;
   in.flops_origin = gpu ? "assumed: ~40% of an H100's bf16 peak; give --flops" : "assumed; --calibrate measures it";
   std::string gpu_table;
   if (spec) {
-    in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet)"};
+    in.link = {kGpuAlphaS, spec->nvlink_bytes_per_s, "--gpu " + spec->name + ": NVLink, one direction per GPU (datasheet); NCCL's 3.4 us a ring hop"};
     // Ranks per node for every planned world: --gpus-per-node when given; else a job of
     // several nodes keeps its configured ranks per node (which may leave GPUs of a node
     // idle: the links are shared by the ranks that run), and a one-node config (a job on
@@ -275,7 +277,7 @@ int run_plan(const PlanArgs& a) {
     // its own, over InfiniBand, and --gpus-per-node did nothing.
     in.ranks_per_node = a.gpus_per_node > 0 ? a.gpus_per_node : config->launch.nnodes > 1 ? local : spec->gpus_per_node;
     in.inter_link = {kInterNodeAlphaS, spec->internode_bytes_per_s,
-                     "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); alpha assumed"};
+                     "--gpu " + spec->name + ": one InfiniBand NIC per GPU, one direction (datasheet); NCCL's 14 us a ring hop"};
     const int64_t nodes_world = static_cast<int64_t>(a.nodes) * in.ranks_per_node;
     if (const std::string excess = config_internal::world_size_excess(nodes_world); !excess.empty()) {
       say("--nodes " + std::to_string(a.nodes) + " x " + std::to_string(in.ranks_per_node) + " GPUs per node" + excess);

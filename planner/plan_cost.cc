@@ -156,11 +156,13 @@ Tiers tiers_of(int K, const LinkTiers& links) {
   return {links.ranks_per_node, (K + links.ranks_per_node - 1) / links.ranks_per_node};
 }
 
-// One pass of the hierarchical ring (plan_cost.h).
+// One pass of the ring over two levels (plan_cost.h): the bytes as the hierarchy moves
+// them, the latency of the K - 1 hops a chunk travels, N - 1 of them between nodes (NCCL's
+// own tuning model).
 double tiered_pass_s(double bytes, int K, const LinkTiers& links) {
   if (K <= 1) return 0;
   const Tiers t = tiers_of(K, links);
-  const double intra = (t.g - 1) * (links.intra.alpha_s + bytes / t.g / links.intra.beta_bytes_per_s);
+  const double intra = (K - t.n) * links.intra.alpha_s + (t.g - 1) * bytes / t.g / links.intra.beta_bytes_per_s;
   const double inter = (t.n - 1) * (links.inter.alpha_s + bytes / t.g / t.n / links.inter.beta_bytes_per_s);
   return intra + inter;
 }
@@ -179,10 +181,15 @@ double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links)
   // node's 1/g, NCCL's ring or its double binary tree, whichever is faster: the tree's
   // latency grows with log2(nodes), the ring's with nodes (at 512 nodes a ring of 10
   // buckets spent 200 ms on latency alone), for about the same bytes.
-  const double intra = 2 * (t.g - 1) * (links.intra.alpha_s + bytes / t.g / links.intra.beta_bytes_per_s);
+  // The bytes inside the node as the hierarchy moves them, for either; the latency as
+  // NCCL's tuning model counts it: the ring's 2 (K - 1) hops, 2 (N - 1) of them between
+  // nodes, the tree's 2 (g - 1) inside and 2 ceil(log2 N) between.
+  const double intra = 2 * (t.g - 1) * bytes / t.g / links.intra.beta_bytes_per_s;
   const double chunk = bytes / t.g;
-  const double ring = 2 * (t.n - 1) * (links.inter.alpha_s + chunk / t.n / links.inter.beta_bytes_per_s);
-  const double tree = 2 * (std::ceil(std::log2(static_cast<double>(t.n))) * links.inter.alpha_s +
+  const double ring = 2 * (world_size - t.n) * links.intra.alpha_s +
+                      2 * (t.n - 1) * (links.inter.alpha_s + chunk / t.n / links.inter.beta_bytes_per_s);
+  const double tree = 2 * (t.g - 1) * links.intra.alpha_s +
+                      2 * (std::ceil(std::log2(static_cast<double>(t.n))) * links.inter.alpha_s +
                            chunk / links.inter.beta_bytes_per_s);
   return intra + std::min(ring, tree);
 }

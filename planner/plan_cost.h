@@ -28,13 +28,16 @@ struct LinkTiers {
   int ranks_per_node = 0;
 };
 
-// The ring collectives over two levels, priced as the hierarchical algorithm (what NCCL's
-// rings over one NIC per GPU reach too): for K = N x g ranks and a buffer of B bytes,
-//   reduce-scatter = (g-1) (a_intra + B / (g b_intra)) + (N-1) (a_inter + B / (g N b_inter))
-// (reduce-scatter inside each node, then across nodes on the node's 1/g of the data);
-// all-gather the same in reverse. All-reduce: twice inside the node, and between nodes
-// the faster of the ring's 2 (N-1) (a_inter + B / (g N b_inter)) and NCCL's double binary
-// tree's 2 (ceil(log2 N) a_inter + B / (g b_inter)). One node: the one-level ring below.
+// The ring collectives over two levels: for K = N x g ranks and a buffer of B bytes, the
+// bytes as the hierarchical algorithm moves them (what NCCL's rings over one NIC per GPU
+// reach too: each node's 1/g share through each of its g NICs), the latency as NCCL's
+// tuning model counts a ring's (src/graph/tuning.cc: K - 1 hops a pass, N - 1 of them
+// between nodes):
+//   reduce-scatter = (K-N) a_intra + (g-1) B / (g b_intra) + (N-1) (a_inter + B / (g N b_inter))
+// all-gather the same. All-reduce: the bytes inside the node twice, and the faster of the
+// ring, 2 (K-N) a_intra + 2 (N-1) (a_inter + B / (g N b_inter)), and NCCL's double binary
+// tree, 2 (g-1) a_intra + 2 (ceil(log2 N) a_inter + B / (g b_inter)). One node: the
+// one-level ring below.
 double tiered_reduce_scatter_s(double bytes, int world_size, const LinkTiers& links);
 double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links);
 // The engine's all-to-all exchange (compressed communication): each rank sends g - 1
