@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/internal/printable.h"
+#include "core/internal/utf8.h"
 #include "engine/src/host_collective.h"
 #include "zdp/store.h"
 
@@ -24,8 +26,16 @@ std::vector<std::string> split_lines(const std::string& text) {
 StatusOr<Param> ParamRegistry::add(const EngineEnv& env, const std::string& name, const std::vector<int64_t>& shape,
                                    Init init, int layer, Decay decay) {
   // Refused here, naming the parameter, as api.md says (they reached finalize() before).
-  const std::string call = "add_param('" + name + "' " + format_shape(shape) + ")";
+  const std::string call = "add_param('" + printable(name) + "' " + format_shape(shape) + ")";
   if (name.empty()) return env.invalid(call + ": the name is empty");
+  // The name is a checkpoint's tensor name (a safetensors JSON key): every save of a run
+  // that registered one of these failed, after the training it was to keep.
+  if (name == "__metadata__") return env.invalid(call + ": the name is safetensors' reserved key");
+  for (size_t i = 0; i < name.size();) {
+    const size_t n = utf8_sequence_length(name, i);
+    if (n == 0) return env.invalid(call + ": the name is not UTF-8 (byte " + std::to_string(i) + ")");
+    i += n;
+  }
   if (shape.empty()) return env.invalid(call + ": the shape has no dimension");
   for (const int64_t d : shape) {
     if (d < 1) return env.invalid(call + ": dimension " + std::to_string(d) + " is not positive");

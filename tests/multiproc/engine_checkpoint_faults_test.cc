@@ -64,7 +64,8 @@ std::vector<std::string> load_messages(
 
 // What each rank's save_checkpoint(root, step_of(rank)) returned ("saved" or the error)
 // after `steps` optimizer steps of TinyMlp on 2 ranks, brought back through files.
-std::vector<std::string> save_messages(const std::string& root, int steps, const std::function<int64_t(int)>& step_of) {
+std::vector<std::string> save_messages(const std::string& root, int steps, const std::function<int64_t(int)>& step_of,
+                                       int64_t data_position = 0) {
   TempDir out;
   const std::string failures = testing::describe_failures(
       testing::fork_ranks(2, [&](int rank, int K, Store& store) -> Status {
@@ -78,6 +79,7 @@ std::vector<std::string> save_messages(const std::string& root, int steps, const
         }
         CheckpointState state;
         state.step = step_of(rank);
+        state.data_position = data_position;
         StatusOr<std::string> saved = engine.save_checkpoint(root, state);
         std::ofstream(out.path() + "/" + std::to_string(rank)) << (saved.ok() ? "saved" : saved.status().message());
         return Status::Ok();
@@ -184,6 +186,23 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
   messages = load_messages(2, nan, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
   EXPECT_THAT(messages[0], HasSubstr("model.safetensors: the checkpoint's weights hold NaN or infinite values"));
   EXPECT_THAT(messages[1], HasSubstr("rank 0 failed"));  // the slice with the NaN is rank 0's
+  // A moment that is infinite (AdamW's exp_avg, the first tensor of the optimizer file):
+  // loaded, it made its slice NaN at the first update.
+  const std::string inf = copy("inf");
+  {
+    std::fstream f(inf + "/optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(
+        safetensors::Reader::open(inf + "/optimizer.safetensors").value().data_start()));
+    const float infinite = std::numeric_limits<float>::infinity();
+    f.write(reinterpret_cast<const char*>(&infinite), sizeof(infinite));
+  }
+  messages = load_messages(2, inf, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
+  EXPECT_THAT(messages[0], HasSubstr("optimizer.safetensors: the checkpoint's optimizer state (.exp_avg) hold NaN"));
+  LoadOptions weights_only = unchecked;
+  weights_only.scope = LoadScope::kWeightsOnly;
+  EXPECT_EQ(load_messages(2, inf, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), weights_only),
+            (std::vector<std::string>{"loaded", "loaded"}))
+      << "the weights alone are sound";
 
   // Another model: fc1.weight is [24, 25] instead of [24, 24]. The refusal comes before
   // anything is loaded, so the engine stays usable.
@@ -260,6 +279,19 @@ TEST(Checkpoint, AStepBelowTheOptimizersStepsIsRefusedBeforeWriting) {
     EXPECT_THAT(m, HasSubstr("save_checkpoint: step 1 is below the 3 optimizer steps taken"));
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// A data position past 2^62, which every reader refuses, made `latest` a checkpoint no
+// resume could load ("resume = auto" then failed at every start).
+TEST(Checkpoint, ADataPositionNoReaderTakesIsRefusedBeforeWriting) {
+  TempDir dir;
+  for (const std::string& m : save_messages(dir.path(), 0, [](int) { return 0; }, kMaxDataPosition + 1)) {
+    EXPECT_THAT(m, HasSubstr("save_checkpoint: data_position 4611686018427387905 is not in [0, 2^62]"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  EXPECT_EQ(save_messages(dir.path(), 0, [](int) { return 0; }, kMaxDataPosition),
+            (std::vector<std::string>{"saved", "saved"}))
+      << "2^62 itself loads";
 }
 
 TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {

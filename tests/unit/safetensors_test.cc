@@ -4,6 +4,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 
 #include <chrono>
 #include <cstdint>
@@ -136,6 +146,38 @@ TEST(Safetensors, WritersFillAFileInAnyOrderAndReadersCheckItsSize) {
   ASSERT_FALSE(cut.ok());
   EXPECT_THAT(cut.status().message(), HasSubstr(path + ": truncated: "));
   EXPECT_EQ(safetensors::Reader::open(dir.path() + "/none").status().code(), StatusCode::kNotFound);
+}
+
+// Where the filesystem refuses fallocate(2) (NFSv3, some network filesystems: EOPNOTSUPP),
+// the file is extended sparse, not written a byte per 4 KiB block (glibc's posix_fallocate
+// fallback, used before, which stopped only because the writer's descriptor cannot read).
+// A child whose fallocate syscall fails so (seccomp) creates a 64 MiB file.
+TEST(Safetensors, AFilesystemWithoutFallocateGetsASparseFile) {
+  TempDir dir;
+  const std::string path = dir.path() + "/big.safetensors";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fallocate, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EOPNOTSUPP & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) _exit(3);
+    StatusOr<safetensors::Writer> w =
+        safetensors::Writer::create(path, safetensors::make_header({{"w", "F32", {16, 1024, 1024}}}).value());
+    _exit(w.ok() && w->close().ok() ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "3: no seccomp here; 4: create failed";
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_GE(st.st_size, int64_t{64} << 20);
+  EXPECT_LT(static_cast<int64_t>(st.st_blocks) * 512, int64_t{1} << 20) << "the blocks were written one by one";
 }
 
 // Writing, reading and looking up every tensor of a header is linear in their number

@@ -175,7 +175,7 @@ StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::stri
 
   // From here on the engine's state changes: a failure leaves it failed.
   Status read = read_state(c, *opened, full, verify);
-  if (read.ok()) read = c.state.check_masters_finite(opened->dir + "/" + kCheckpointModelFile);
+  if (read.ok()) read = c.state.check_state_finite(opened->dir);
   Status agreed = agree(c.env, store, "load_checkpoint: read", read.with_context(where));
   if (!agreed.ok()) return c.env.failure.fail(agreed);
 

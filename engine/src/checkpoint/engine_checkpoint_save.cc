@@ -327,8 +327,11 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
                           " optimizer steps taken: CheckpointState::step counts the run's steps (at least the "
                           "optimizer's), not epochs");
   }
-  if (state.data_position < 0) {
-    valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) + " is negative");
+  if (state.data_position < 0 || state.data_position > kMaxDataPosition) {
+    // Every reader refuses past 2^62 (check_ranges), so such a save made `latest` a
+    // checkpoint no resume could load.
+    valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) +
+                          " is not in [0, 2^62]");
   }
   if (options.chunk_bytes <= 0 || options.chunk_bytes > kMaxChecksumChunkBytes) {
     valid = c.env.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not in (0, " +

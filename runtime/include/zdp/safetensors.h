@@ -134,7 +134,7 @@ class Reader {
 class Writer {
  public:
   // Creates or truncates `path` (a symbolic link there is refused, not followed), writes
-  // the encoded header and extends the file to its final size (posix_fallocate where the
+  // the encoded header and extends the file to its final size (fallocate(2) where the
   // filesystem supports it, so a later pwrite cannot run out of space half way; ftruncate
   // otherwise). The data region reads as zeros until written.
   static StatusOr<Writer> create(const std::string& path, const Header& header);
