@@ -185,11 +185,13 @@ int run_scale(const ScaleArgs& a) {
     for (const std::string& s : extra) argv.insert(argv.end(), {"--set", s});
     // Same per-rank work at every K; one node; no checkpoints, neither saved nor resumed (a
     // run must not resume another's, nor the config's checkpoint.resume path: it timed
-    // fewer steps than the report said, or none).
+    // fewer steps than the report said, or none); a profile in the run's own log_dir (a
+    // configured profile.dir kept only the last world size's).
     for (const std::string& s :
          {"launch.nproc_per_node=" + std::to_string(K), std::string("launch.nnodes=1"),
           "train.global_batch=" + std::to_string(K * micro * accum), "train.accum_steps=" + std::to_string(accum),
-          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("checkpoint.dir=\"\""),
+          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("profile.dir=\"\""),
+          std::string("checkpoint.dir=\"\""),
           std::string("checkpoint.every_steps=0"), std::string("checkpoint.resume=\"never\"")}) {
       argv.insert(argv.end(), {"--set", s});
     }

@@ -22,8 +22,9 @@ StatusOr<std::unique_ptr<Exec>> Exec::create(Device& device, std::chrono::millis
 }
 
 Status Exec::comm_after_compute() {
-  // CPU: the inline work is done already, and the compute stream's worker holds nothing,
-  // so the event is reached at once; recording it anyway keeps one code path.
+  // CPU: the inline work is done already; the event is reached once the compute stream's
+  // worker has run what a trainer queued there (a collective of its own, such as
+  // dp-train's loss all-reduce), usually at once.
   ZDP_RETURN_IF_ERROR(compute_->record(*handoff_));
   return comm_->wait(*handoff_);
 }

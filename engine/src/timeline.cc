@@ -34,7 +34,14 @@ void Timeline::compute(TimelineEvent::Kind kind, int bucket, CollectiveOp op) {
   const int64_t step =
       outside_ ? -1 : (kind == TimelineEvent::Kind::kIterationEnd ? iteration_ - 1 : iteration_);
   const TimelineEvent e{kind, bucket, step, 0.0, op};
-  mark(exec_->compute(), e, /*now=*/!exec_->cuda());
+  // CPU: the compute stream's kernels run inline on this thread, so the host's time is
+  // the stream's; but a trainer's collective on the compute stream (dp-train's loss
+  // all-reduce after step()) runs on its worker, and the step ends when that is done. Its
+  // end is marked on the stream: read at once it left the all-reduce out of post-step,
+  // and the next step's first reduction counted it as waiting for communication
+  // (exposed > the collectives' time in most steps of a 2-rank mlp).
+  const bool now = !exec_->cuda() && kind != TimelineEvent::Kind::kIterationEnd;
+  mark(exec_->compute(), e, now);
 }
 
 void Timeline::collect_locked() {

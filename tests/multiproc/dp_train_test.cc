@@ -400,12 +400,6 @@ TEST_F(DpLaunch, QuickstartGptLearnsHeldOutText) {
   EXPECT_LT(held_out[3], held_out[1] - 0.05) << "the held-out loss stalled after step 50\n" << r.output;
 }
 
-}  // namespace
-}  // namespace zdp::trainer
-
-namespace zdp::trainer {
-namespace {
-
 double json_number(const std::string& line, const std::string& key) {
   std::smatch m;
   if (!std::regex_search(line, m, std::regex("\"" + key + "\":([-0-9.e+]+)"))) return -1;
@@ -413,12 +407,14 @@ double json_number(const std::string& line, const std::string& key) {
 }
 
 // dp-launch scale: one child run per world size, each with the config's per-rank batch
-// (mlp-cpu.toml: micro_batch 16 x accum_steps 2) in its own log_dir; speed-up and eta
-// follow from the runs' own summaries. No run resumes, whatever checkpoint.resume says.
+// (mlp-cpu.toml: micro_batch 16 x accum_steps 2) in its own log_dir, its profile too (a
+// profile.dir of the config's kept only the last); speed-up and eta follow from the
+// runs' own summaries. No run resumes, whatever checkpoint.resume says.
 TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficiency) {
   const std::string cmd = std::string(ZDP_DP_LAUNCH) + " scale " + ZDP_SOURCE_DIR + "/configs/mlp-cpu.toml --world 1,2 " +
                           "--steps 4 --set launch.log_dir=" + (dir_ / "logs").string() +
                           " --set checkpoint.resume=" + (dir_ / "no-such-checkpoint").string() +
+                          " --set profile.enabled=true --set profile.dir=" + (dir_ / "profile").string() +
                           " --set launch.master_port=" + std::to_string(testing::free_port()) +
                           " --set launch.program=" + ZDP_DP_TRAIN;
   const CommandRun r = run_command(cmd);
@@ -426,8 +422,8 @@ TEST_F(DpLaunch, ScaleRunsEachWorldSizeWithTheSamePerRankBatchAndReportsEfficien
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+1\s+2\s+32\s)"))) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+2\s+2\s+64\s)"))) << r.output;
   EXPECT_NE(r.output.find("Amdahl: serial fraction s = "), std::string::npos) << r.output;
-  for (int k : {1, 2}) {
-    EXPECT_TRUE(fs::exists(dir_ / "logs" / "scale" / ("world-" + std::to_string(k)) / "train_summary.json")) << k;
+  for (const std::string file : {"train_summary.json", "profile.jsonl"}) {
+    for (int k : {1, 2}) EXPECT_TRUE(fs::exists(dir_ / "logs" / "scale" / ("world-" + std::to_string(k)) / file)) << k;
   }
   std::ifstream jsonl(dir_ / "logs" / "scale.jsonl");
   std::vector<std::string> lines;
