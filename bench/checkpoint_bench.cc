@@ -16,7 +16,9 @@
 // into a new file (on ext4 delayed allocation makes that slower), and dd reading the
 // checkpoint files back. With --drop-caches (root) the page cache
 // is dropped before each load and dd read, so they read from the disk; otherwise they
-// mostly read from memory. The table prints the median over --reps and the ratio to dd.
+// mostly read from memory. The first repetition is a warm-up (its save creates the files,
+// and dd has no size for it yet): the table prints the medians over the others, every
+// operation's over the same repetitions, and the ratio to dd.
 #include <unistd.h>
 
 #include <algorithm>
@@ -167,9 +169,12 @@ zdp::Status bench_rank(const Options& o, const std::string& root, const std::str
   return zdp::Status::Ok();
 }
 
+// The middle value, or the mean of the two middle ones (with two samples the upper one
+// was taken: the slower dd, which flattered the ratios against it).
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
@@ -208,10 +213,10 @@ int main(int argc, char** argv) {
   for (int rep = 0; rep < o.reps; ++rep) {
     double v[6];
     for (double& x : v) in >> x;
-    save.push_back(v[0]);
-    load.push_back(v[1]);
-    load_skip.push_back(v[2]);
-    if (rep > 0) {
+    if (rep > 0) {  // rep 0 is the warm-up: every series over the same repetitions
+      save.push_back(v[0]);
+      load.push_back(v[1]);
+      load_skip.push_back(v[2]);
       dd_write.push_back(v[3]);
       dd_prealloc.push_back(v[4]);
       dd_read.push_back(v[5]);
@@ -240,7 +245,7 @@ int main(int argc, char** argv) {
     for (double x : v) std::printf(" %7.3f", x);
     std::printf("\n");
   };
-  std::printf("each repetition, seconds:\n");
+  std::printf("each repetition after the warm-up, seconds:\n");
   list("save", save);
   list("dd prealloc", dd_prealloc);
   list("dd new file", dd_write);

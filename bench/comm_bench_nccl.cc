@@ -98,11 +98,12 @@ Status nccl_bench_rank(const CommBenchOptions& o, int rank, int world, Store& st
   Status outcome;
   for (const std::string& op : o.ops) {
     for (int64_t size = o.min_bytes; size <= o.nccl_max_bytes && outcome.ok(); size *= 2) {
-      const int64_t total = size / 4, slice = total / world;
+      const int64_t total = size / 4;
+      const CollectiveShape shape = collective_shape(op, total, world);
+      const int64_t slice = shape.slice, in_elems = shape.in, out_elems = shape.out;
       if (slice == 0) continue;
       const bool gather = op == "all_gather", scatter = op == "reduce_scatter";
       if (!gather && !scatter && op != "all_reduce") return Status(StatusCode::kInvalidArgument, "unknown op '" + op + "'");
-      const int64_t in_elems = gather ? slice : total, out_elems = scatter ? slice : total;
       ZDP_ASSIGN_OR_RETURN(DeviceBuffer zin, device->allocate(in_elems * 4, MemCategory::kOther));
       ZDP_ASSIGN_OR_RETURN(DeviceBuffer zout, device->allocate(out_elems * 4, MemCategory::kOther));
       ZDP_ASSIGN_OR_RETURN(DeviceBuffer rin, device->allocate(in_elems * 4, MemCategory::kOther));
@@ -160,7 +161,7 @@ Status nccl_bench_rank(const CommBenchOptions& o, int rank, int world, Store& st
         r.wrong += rhost[static_cast<size_t>(i)] != want;
       }
       if (rank == 0) {
-        print_row(size, total, op, world, z, r);
+        print_row(shape.bytes(), total, op, world, z, r);
         std::printf("#%10s %11s %-15s | host us per call: zdp %.2f, raw %.2f\n", "", "", "", z.host_us, r.host_us);
       }
       outcome = wrong_results(op, size, z, r);

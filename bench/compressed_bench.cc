@@ -6,7 +6,7 @@
 // against fp32. "grad" is the gradient exchange alone; "sent" adds the parameter gathers
 // (which stay in the compute dtype unless --gather int8).
 //
-//   compressed_bench [--config FILE] [--ranks 2,4] [--steps 60] [--reduce fp32,int8,int4]
+//   compressed_bench [--config FILE] [--ranks 2,4] [--steps 60] [--reduce fp32,int8,int4] [--set KEY=VALUE ...]
 //                    [--gather int8] [--compress all,inter-node] [--nodes 2] [--threads N] [--keep-logs]
 //
 // --nodes N runs each job as N dp-launch instances on this host (--node-rank 0..N-1, over
@@ -51,7 +51,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> scopes = {"all"};
   int steps = 60, threads = 0, nodes = 1;
   bool keep_logs = false;
+  std::vector<std::string> extra;
   app.add_option("--config", config, "the dp-launch config to run");
+  app.add_option("--set", extra, "KEY=VALUE config override for every run (e.g. optim.warmup_steps=0 for fewer steps "
+                                 "than the config's warm-up)");
   app.add_option("--ranks", ranks, "rank counts K")->delimiter(',');
   app.add_option("--steps", steps, "optimizer steps per run")->check(CLI::Range(5, 100000));
   app.add_option("--reduce", reduces, "zero.reduce_dtype values, the first is the baseline")->delimiter(',');
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
           "train.log_every=" + std::to_string(steps), "train.eval_every=0", "checkpoint.dir=''", "checkpoint.every_steps=0",
           "zero.reduce_dtype=" + reduce, "profile.enabled=true", "profile.warmup_steps=2", "profile.trace=false",
           "profile.dir=" + (dir / "profile").string()};
+      sets.insert(sets.end(), extra.begin(), extra.end());
       if (v > 0) {
         sets.push_back("zero.gather_dtype=" + gather);
         sets.push_back("zero.compress=" + variants[v].second);

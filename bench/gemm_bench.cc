@@ -42,6 +42,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Positive and bounded: a negative count aborted on a std::length_error, 0 printed rows
+  // of 0 GFLOP/s and an exit status of success.
+  if (tokens < 1 || tokens > (int64_t{1} << 20) || d < 1 || d > (int64_t{1} << 16)) {
+    std::fprintf(stderr, "gemm_bench: --tokens must be in [1, 2^20] and --d in [1, 2^16] (got %lld, %lld)\n",
+                 static_cast<long long>(tokens), static_cast<long long>(d));
+    return 2;
+  }
   const std::vector<GemmShape> shapes = zdp::bench::transformer_layer_shapes(d, tokens);
   std::printf("gemm_bench (OpenBLAS sgemm, fp32): d = %lld, tokens = %lld, best of %d\n\n",
               static_cast<long long>(d), static_cast<long long>(tokens), rounds);

@@ -1,18 +1,20 @@
 // README.md "Use zdp from your own trainer": the example compiles and trains here (a world
 // of 1, default config), and the README shows exactly this code (the block between the
-// markers), so the two cannot drift apart.
+// markers, its own includes in it: std::sin and std::printf's headers were above the
+// marker, and the README's copy did not compile alone), so the two cannot drift apart.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 // README-BEGIN
+#include <cmath>
+#include <cstdio>
+
 #include "zdp/context.h"
 #include "zdp/engine.h"
 
