@@ -75,6 +75,19 @@ TEST(Safetensors, BadHeadersAreRefusedNamingTheTensor) {
   EXPECT_THAT(refused("[1]"), HasSubstr("not an object"));
   EXPECT_THAT(refused("{\"a\":"), HasSubstr("does not parse"));
   EXPECT_FALSE(safetensors::make_header({{"x", "F32", {1}}, {"x", "F32", {1}}}).ok());
+  // What the safetensors package refuses too: a byte-order mark, NUL padding (nlohmann
+  // took the NUL as the end), a name given twice (the last one was kept, the first one's
+  // bytes then read as a hole or "too long"); and an empty name, which no writer makes.
+  const std::string one = "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}";
+  EXPECT_EQ(refused("{" + one + "}   "), "accepted");
+  EXPECT_THAT(refused("\xef\xbb\xbf{" + one + "}"), HasSubstr("f.safetensors: safetensors header: "));
+  EXPECT_THAT(refused("{" + one + "}" + std::string(3, '\0')),
+              HasSubstr("bytes other than spaces after the JSON object"));
+  EXPECT_THAT(refused("{" + one + "," + one + "}"), HasSubstr("'a' appears twice"));
+  EXPECT_THAT(refused("{\"x\":{\"y\":1,\"y\":2}," + one + "}"), HasSubstr("tensor 'x'"))
+      << "a name repeated inside a tensor is that tensor's problem, not a repeated tensor";
+  EXPECT_THAT(refused("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+              HasSubstr("a tensor with an empty name"));
 }
 
 // Sizes that would overflow int64 once multiplied or subtracted are refused before they

@@ -168,6 +168,44 @@ std::string encode_header(const Header& header) {
   return out + text;
 }
 
+namespace {
+
+// The first key the top-level object of `text` (parsed already) holds twice, or "": a SAX
+// pass that keeps only the top level's names (a DOM parser's callback took a minute for
+// 50,000 tensors).
+class RepeatedKey final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string repeated;
+  bool key(string_t& k) override {
+    if (depth_ == 1 && repeated.empty() && !seen_.insert(k).second) repeated = k;
+    return true;
+  }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  int depth_ = 0;
+  std::unordered_set<std::string> seen_;
+};
+
+std::string first_repeated_key(const std::string& text) {
+  RepeatedKey sax;
+  nlohmann::json::sax_parse(text, &sax);
+  return sax.repeated;
+}
+
+}  // namespace
+
 StatusOr<Header> decode_header(const std::string& text, const std::string& where) {
   auto bad = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, where + ": safetensors header: " + why);
@@ -181,10 +219,21 @@ StatusOr<Header> decode_header(const std::string& text, const std::string& where
     return bad("the JSON does not parse (or nests deeper than " + std::to_string(json_checked::kMaxNesting) + " levels)");
   }
   if (!j.is_object()) return bad("the JSON is not an object");
+  // As the safetensors package reads it: the object from the first byte (no byte-order
+  // mark or other bytes before it), and nothing but JSON whitespace after it (the writers
+  // pad with spaces; NUL padding, which nlohmann's parser took as the end, is refused).
+  if (text.front() != '{') return bad("bytes before the JSON object");
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  if (last == std::string::npos || text[last] != '}') return bad("bytes other than spaces after the JSON object");
+  // A name given twice: nlohmann keeps the last, and the first one's bytes read as a hole.
+  if (const std::string twice = first_repeated_key(text); !twice.empty()) {
+    return bad("'" + printable(twice) + "' appears twice");
+  }
   Header h;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     const unordered& v = it.value();
+    if (name.empty()) return bad("a tensor with an empty name");
     if (name == "__metadata__") {
       if (!v.is_object()) return bad("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
