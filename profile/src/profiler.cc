@@ -94,6 +94,8 @@ Profiler::Profiler(Context& ctx, Engine& engine, ProfileOptions options)
 
 Profiler::~Profiler() = default;
 
+void Profiler::begin_step() { impl_->ctx.device().memory().reset_peaks(); }
+
 void Profiler::end_step() {
   Impl& m = *impl_;
   m.keep(m.engine.take_timeline());

@@ -187,10 +187,18 @@ TEST_F(ProfiledRun, TraceSummaryAndStragglerAtK2) {
 TEST_F(ProfiledRun, EvaluationsAreNoStepsCommunication) {
   run(/*delay_ms=*/0, [](Config& c) { c.train.eval_every = 2; });
   std::map<int64_t, size_t> collectives;  // rank 0's, per step
+  std::map<int64_t, json> peaks;          // rank 0's memory peaks by category, per step
   std::ifstream in(dir_ / "profile.jsonl");
   for (std::string line; std::getline(in, line);) {
     const json l = json::parse(line);
-    if (l["type"] == "step" && l["rank"] == 0) collectives[l["step"].get<int64_t>()] = l["collectives"].size();
+    if (l["type"] != "step" || l["rank"] != 0) continue;
+    collectives[l["step"].get<int64_t>()] = l["collectives"].size();
+    for (const auto& [category, m] : l["memory"].items()) peaks[l["step"].get<int64_t>()][category] = m["peak"];
+  }
+  // Nor is an evaluation's memory: its peak was counted in the next step's (the profiler
+  // reset peaks at end_step, before the evaluation; now at the step's begin_step).
+  for (const auto& [step, p] : peaks) {
+    EXPECT_EQ(p, peaks.begin()->second) << "step " << step << " (evaluated after steps 2, 4, 6)";
   }
   ASSERT_EQ(collectives.size(), static_cast<size_t>(kSteps - kWarmup));
   EXPECT_EQ(collectives.begin()->first, kWarmup + 1) << "steps are counted from 1";

@@ -298,6 +298,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   for (int64_t step = resumed.step; step < t.steps; ++step) {
     ctx.set_step(step + 1);  // liveness reports count steps from 1, as the console does
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationBegin));
+    if (profiler) profiler->begin_step();  // an evaluation's or a save's peak is not this step's
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kForward);
     if (losses->full()) ZDP_RETURN_IF_ERROR(read_losses());
     // The host's time in forward + backward (on a GPU: issuing them), less its waits for

@@ -11,7 +11,7 @@
 // Use (every rank; dp-train's loop is the worked example):
 //   engine.finalize();                            // with EngineOptions::trace on
 //   Profiler profiler(ctx, engine, options);
-//   for each step: engine.mark(kIterationBegin); per micro-batch {load; mark(kForward);
+//   for each step: engine.mark(kIterationBegin); profiler.begin_step(); per micro-batch {load; mark(kForward);
 //     forward; mark(kBackward); backward; mark(kMicroEnd)}; engine.step(); ...;
 //     engine.mark(kIterationEnd); profiler.end_step();
 //   profiler.finish();                            // collective: every rank calls it
@@ -88,8 +88,12 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
+  // At each iteration's start (after its kIterationBegin mark): the step's memory peak
+  // starts here, so what runs between steps (an evaluation, a checkpoint save) is not
+  // counted in the next step's peak. Optional: without it the peak runs from end_step().
+  void begin_step();
   // After each iteration's kIterationEnd mark: takes the engine's timeline so far and this
-  // step's memory counters (current, and the peak since the last call).
+  // step's memory counters (current, and the peak since begin_step(), or the last call).
   void end_step();
   // Collective: every rank sends its measurements to rank 0 through the store; rank 0
   // writes the files and prints the summary (or, when no step was measured, says so and
