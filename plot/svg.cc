@@ -73,7 +73,9 @@ Ticks nice_ticks(double lo, double hi, int target) {
   hi = std::clamp(hi, -kLargest, kLargest);
   if (hi < lo) std::swap(lo, hi);
   if (hi - lo < 1e-12 * std::max(1.0, std::fabs(hi))) {  // one value: give it room
-    const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
+    // Values too small for a tenth of them to be a normal double (subnormals: the tick
+    // step underflowed to 0, every tick was NaN and every point drawn at 0) get a unit.
+    const double pad = std::fabs(lo) < 1e-290 ? 1.0 : std::fabs(lo) * 0.1;
     lo -= pad;
     hi += pad;
   }

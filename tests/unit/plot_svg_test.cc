@@ -49,6 +49,13 @@ TEST(PlotTicks, RoundStepsCoverTheRange) {
   const plot::Ticks one = plot::nice_ticks(3, 3);  // a single value still gets a range
   EXPECT_LT(one.lo, 3);
   EXPECT_GT(one.hi, 3);
+  // Subnormal values (5e-324 .. 1e-323): a tenth of them underflowed to 0, the step with
+  // it, and every tick was NaN (every point drawn at 0). They get a unit range.
+  const plot::Ticks tiny = plot::nice_ticks(5e-324, 1e-323);
+  EXPECT_GT(tiny.step, 0);
+  EXPECT_LE(tiny.lo, 0);
+  EXPECT_GE(tiny.hi, 1e-323);
+  for (double v : tiny.values) EXPECT_TRUE(std::isfinite(v));
   EXPECT_EQ(plot::tick_label(0.25, 0.05), "0.25");
   EXPECT_EQ(plot::tick_label(40000, 20000), "40k");
   EXPECT_EQ(plot::tick_label(0, 20000), "0");
