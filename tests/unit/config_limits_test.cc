@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "testing/temp_dir.h"
@@ -207,6 +209,17 @@ TEST(ConfigLimits, UnwritableOutputDirectoriesAreFoundUpFront) {
               std::string::npos)
         << check_output_dirs(*c).message();
     ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  } else {
+    // Root: access() says yes to /proc, where nothing can be made (a profile.dir there
+    // failed after the whole run); a directory made and removed answers. Nothing is left.
+    c->profile.dir = "/proc/zdp-no-such-dir/profile";
+    EXPECT_NE(check_output_dirs(*c).message().find("profile.dir (\"/proc/zdp-no-such-dir/profile\") cannot be created "
+                                                   "in /proc: "),
+              std::string::npos)
+        << check_output_dirs(*c).message();
+    c->profile.dir = dir.path();
+    ASSERT_TRUE(check_output_dirs(*c).ok());
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1) << "only 'file': the probe is gone";
   }
 }
 

@@ -36,6 +36,17 @@ std::string why_unwritable(const std::string& dir) {
     return is_target ? std::string("is not writable: ") + std::strerror(errno)
                      : "cannot be created in " + p.string() + ": " + std::strerror(errno);
   }
+  // For root access() says yes to every directory of a writable file system, /proc and
+  // /sys included, where creating anything fails: a profile.dir there failed after the
+  // whole run. Root's answer is a directory made and removed at once.
+  if (::geteuid() == 0) {
+    std::string probe = (p / ".zdp-write-probe-XXXXXX").string();
+    if (::mkdtemp(probe.data()) == nullptr) {
+      return is_target ? std::string("is not writable: ") + std::strerror(errno)
+                       : "cannot be created in " + p.string() + ": " + std::strerror(errno);
+    }
+    ::rmdir(probe.c_str());
+  }
   return "";
 }
 
