@@ -127,6 +127,24 @@ TEST(TrainerCheckpointing, PerNodeResumeTakesTheNewestStepEveryNodeHas) {
       << mixed.status().message();
 }
 
+// The engine's advice names API settings a dp-train user cannot reach; the trainer says
+// what its config can do instead (the engine's own messages, as load and save return them).
+TEST(TrainerCheckpointing, EngineAdviceIsGivenInConfigTerms) {
+  EXPECT_EQ(in_config_terms("x/optimizer.safetensors holds the state of SGD, but the configured optimizer is AdamW: "
+                            "configure the optimizer it was saved with, or load weights only "
+                            "(LoadScope::kWeightsOnly) to start the optimizer afresh"),
+            "x/optimizer.safetensors holds the state of SGD, but the configured optimizer is AdamW: configure the "
+            "optimizer it was saved with, or start over with checkpoint.resume = \"never\" (dp-train resumes the "
+            "whole state)");
+  EXPECT_EQ(in_config_terms("s.json lists no optimizer.safetensors (load with LoadScope::kWeightsOnly to take the "
+                            "weights alone)"),
+            "s.json lists no optimizer.safetensors (dp-train resumes the whole state)");
+  EXPECT_EQ(in_config_terms("d is shared with node 1: per-node storage is for node-local disks; use "
+                            "CheckpointStorage::kShared here"),
+            "d is shared with node 1: per-node storage is for node-local disks; set checkpoint.storage = \"shared\"");
+  EXPECT_EQ(in_config_terms("no advice"), "no advice");
+}
+
 TEST(TrainFault, ParsesRankStepAndOptionalAttempt) {
   StatusOr<TrainFault> f = parse_train_fault("rank=1,step=13,attempt=0");
   ASSERT_TRUE(f.ok()) << f.status().to_string();

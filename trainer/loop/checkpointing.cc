@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -322,8 +323,8 @@ StatusOr<ResumePoint> Checkpointer::resume() {
     const std::string setting = c.resume == ResumeMode::kPath
                                     ? "checkpoint.resume = \"" + c.resume_path + "\""
                                     : "checkpoint.resume = \"auto\" (the newest in " + c.dir + ": " + chosen + ")";
-    return Status(loaded.status().code(),
-                  config_.where("checkpoint.resume") + ": " + setting + ": " + loaded.status().message());
+    return Status(loaded.status().code(), config_.where("checkpoint.resume") + ": " + setting + ": " +
+                                              in_config_terms(loaded.status().message()));
   }
   point.step = loaded->step;
   point.data_position = loaded->data_position;
@@ -356,9 +357,25 @@ Status Checkpointer::save(int64_t step, int64_t data_position, const LossHistory
   StatusOr<std::string> path = engine_.save_checkpoint(config_.checkpoint.dir, state, options);
   if (!path.ok()) {
     return Status(path.status().code(), "saving the checkpoint of step " + std::to_string(step) + " under " +
-                                            config_.checkpoint.dir + ": " + path.status().message());
+                                            config_.checkpoint.dir + ": " + in_config_terms(path.status().message()));
   }
   return Status::Ok();
+}
+
+std::string in_config_terms(std::string message) {
+  // dp-train loads a checkpoint whole: it has no weights-only load to offer.
+  const std::pair<const char*, const char*> terms[] = {
+      {"or load weights only (LoadScope::kWeightsOnly) to start the optimizer afresh",
+       "or start over with checkpoint.resume = \"never\" (dp-train resumes the whole state)"},
+      {" (load with LoadScope::kWeightsOnly to take the weights alone)", " (dp-train resumes the whole state)"},
+      {"use CheckpointStorage::kShared here", "set checkpoint.storage = \"shared\""},
+  };
+  for (const auto& [api, config] : terms) {
+    for (size_t at = message.find(api); at != std::string::npos; at = message.find(api, at + std::strlen(config))) {
+      message.replace(at, std::strlen(api), config);
+    }
+  }
+  return message;
 }
 
 }  // namespace zdp::trainer

@@ -58,6 +58,10 @@ StatusOr<int64_t> common_resume_step(const std::vector<int64_t>& node_steps, con
 // checkpoint.every_steps steps and after the last one, when checkpoint.dir is set.
 bool checkpoint_due(const Config& config, int64_t done);
 
+// An engine's checkpoint error in dp-train's terms: the API settings its advice names
+// (LoadScope::kWeightsOnly, CheckpointStorage::kShared) as what dp-train's config can do.
+std::string in_config_terms(std::string engine_message);
+
 // The checkpoints of one run. Every method is collective (every rank calls it).
 class Checkpointer {
  public:

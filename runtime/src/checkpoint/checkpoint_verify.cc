@@ -35,6 +35,10 @@ Status check_optimizer_names(const safetensors::Reader& model, const safetensors
                                                         "' for the model's '" + printable(t.name) + "'");
       }
       const safetensors::TensorInfo& state = tensors[static_cast<size_t>(i)];
+      if (state.dtype != "F32") {
+        return Status(StatusCode::kInvalidArgument, optimizer.path() + ": tensor '" + printable(state.name) + "' is " +
+                                                        printable(state.dtype) + ", a checkpoint holds F32");
+      }
       if (state.shape != t.shape) {
         // Which file is wrong is not known from the two alone; the caller has checked the
         // model file against state.json first.
@@ -111,7 +115,15 @@ StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root, Verify
   // The model file against state.json first (whose own checksum was verified on reading),
   // so a forged shape there is blamed on the model file, not on the optimizer's.
   int64_t elements = 0;
-  for (const safetensors::TensorInfo& t : model->header().tensors) elements += t.numel();
+  for (const safetensors::TensorInfo& t : model->header().tensors) {
+    // zdp writes its masters and moments in fp32, and a load refuses anything else as
+    // another model's: verify said such a file passed.
+    if (t.dtype != "F32") {
+      return Status(StatusCode::kInvalidArgument, model->path() + ": tensor '" + printable(t.name) + "' is " +
+                                                      printable(t.dtype) + ", a checkpoint holds F32");
+    }
+    elements += t.numel();
+  }
   if (elements != info.elements) {
     return Status(StatusCode::kInvalidArgument, model->path() + ": the tensors hold " + std::to_string(elements) +
                                                     " elements, state.json says " + std::to_string(info.elements) +

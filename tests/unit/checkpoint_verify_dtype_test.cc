@@ -1,0 +1,69 @@
+// verify_checkpoint (dp-ckpt verify) refuses what a load refuses: a checkpoint's tensors
+// are fp32. A model file re-typed as I32 (same bytes, its state.json checksums made to
+// match) passed verify and was refused at load as "a checkpoint of another model".
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "runtime/internal/checkpoint_hash.h"
+#include "runtime/internal/checkpoint_state.h"
+#include "testing/temp_dir.h"
+#include "testing/tiny_mlp.h"
+#include "zdp/checkpoint.h"
+#include "zdp/context.h"
+#include "zdp/engine.h"
+#include "zdp/safetensors.h"
+
+namespace zdp {
+namespace {
+
+// Re-types tensor 0 of `file` in checkpoint `dir` as I32 (4 bytes too: the header keeps
+// its length) and writes a state.json whose checksums match the altered header.
+void retype_first_tensor(const std::string& dir, const std::string& file) {
+  const std::string path = dir + "/" + file;
+  safetensors::Header h = safetensors::Reader::open(path).value().header();
+  h.tensors[0].dtype = "I32";
+  const std::string head = safetensors::encode_header(h);
+  ASSERT_EQ(static_cast<int64_t>(head.size()), safetensors::Reader::open(path).value().data_start());
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.write(head.data(), static_cast<std::streamsize>(head.size()));
+  }
+  CheckpointInfo info = read_checkpoint_info(dir).value();
+  for (CheckpointFileInfo& entry : info.files) {
+    if (entry.name == file) entry.header_hash = checkpoint::hash_bytes(head.data(), head.size());
+  }
+  std::ofstream(dir + "/" + kCheckpointStateFile) << checkpoint::encode_state(info).value();
+}
+
+TEST(VerifyCheckpoint, TensorsThatAreNotFp32AreRefusedAsALoadRefusesThem) {
+  testing::TempDir root;
+  InitOptions options;
+  options.backend = Backend::kGloo;
+  StatusOr<Context> ctx = init(options);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  Engine engine(*ctx, EngineOptions{});
+  ASSERT_TRUE(testing::TinyMlp::create(engine).ok());
+  ASSERT_TRUE(engine.finalize().ok());
+  CheckpointState state;
+  const std::string dir = engine.save_checkpoint(root.path(), state).value();
+  ASSERT_TRUE(verify_checkpoint(dir).ok());
+
+  for (const char* file : {kCheckpointModelFile, kCheckpointOptimizerFile}) {
+    const std::string copy = root.path() + "/retyped-" + file;
+    std::filesystem::copy(dir, copy);
+    retype_first_tensor(copy, file);
+    ASSERT_TRUE(read_checkpoint_info(copy).ok()) << "the forged state.json reads";
+    const StatusOr<VerifyReport> verified = verify_checkpoint(copy);
+    ASSERT_FALSE(verified.ok()) << file;
+    EXPECT_NE(verified.status().message().find(copy + "/" + file + ": tensor '"), std::string::npos)
+        << verified.status().message();
+    EXPECT_NE(verified.status().message().find("' is I32, a checkpoint holds F32"), std::string::npos)
+        << verified.status().message();
+    EXPECT_FALSE(engine.load_checkpoint(copy).ok()) << "and a load refuses it too";
+  }
+}
+
+}  // namespace
+}  // namespace zdp
