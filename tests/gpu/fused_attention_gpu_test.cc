@@ -170,10 +170,14 @@ class FusedAttentionGpu : public AttentionGpu {
   void SetUp() override {
     AttentionGpu::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
+    if (!kernels::fused_attention_built()) {
+      ZDP_SKIP_UNLESS_GPU_CHECK("this build has no cuDNN fused attention (configure output)");
+    }
     // No libcudnn on this machine (it is loaded at run time): skip, saying so.
     StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
-    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
+    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) {
+      ZDP_SKIP_UNLESS_GPU_CHECK(probe.status().message());
+    }
     ASSERT_TRUE(probe.ok()) << probe.status().to_string();
   }
   // The batched path (GEMMs around the causal softmax) and cuDNN's fused attention against

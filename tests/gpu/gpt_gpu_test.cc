@@ -171,10 +171,14 @@ TEST(GptGpu, AttentionBatchedOverSamplesMatchesTheCpu) {
 // by the order of the values themselves.
 TEST(GptGpu, SixteenBitWithFusedAndBatchedAttentionFollowsTheFp32Cpu) {
   ZDP_SKIP_WITHOUT_GPU();
-  if (!kernels::fused_attention_built()) GTEST_SKIP() << "this build has no cuDNN fused attention (configure output)";
+  if (!kernels::fused_attention_built()) {
+    ZDP_SKIP_UNLESS_GPU_CHECK("this build has no cuDNN fused attention (configure output)");
+  }
   {
     const StatusOr<std::unique_ptr<kernels::FusedAttention>> probe = kernels::make_cudnn_attention(false);
-    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) GTEST_SKIP() << probe.status().message();
+    if (!probe.ok() && probe.status().code() == StatusCode::kUnavailable) {
+      ZDP_SKIP_UNLESS_GPU_CHECK(probe.status().message());
+    }
   }
   for (const DType dtype : {DType::kBF16, DType::kF16}) {
     const char* name = to_string(dtype);
