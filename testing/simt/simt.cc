@@ -348,7 +348,10 @@ bool register_shared(void* variable, size_t bytes) {
 
 bool launch_configuration_ok(const void* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
   const int64_t threads = int64_t{block.x} * block.y * block.z;
-  if (threads < 1 || threads > kMaxThreads || grid.x < 1 || grid.y < 1 || grid.z < 1) {
+  // CUDA's limits per dimension too: a grid.y or grid.z past 65535 (a column sum's chunks
+  // uncapped), a block.z past 64, a block.x or .y past 1024 fail the launch on a GPU.
+  if (threads < 1 || threads > kMaxThreads || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 ||
+      grid.z > 65535 || block.x > 1024 || block.y > 1024 || block.z > 64) {
     g_last_error = cudaErrorInvalidConfiguration;
     return false;
   }

@@ -177,6 +177,16 @@ TEST(SimtEmulator, LaunchLimitsAreCudas) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "read once, then cleared";
   zdp_emu::launch(0, 32, 0, nullptr, write_dynamic, 1, &out);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  // Per dimension (only the thread count and empty grids were checked): grid.y and .z at
+  // most 65535, block.z at most 64.
+  zdp_emu::launch(dim3(1, 65536), 32, 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  zdp_emu::launch(dim3(1, 1, 65536), 32, 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  zdp_emu::launch(1, dim3(1, 1, 65), 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  zdp_emu::launch(dim3(2, 3), dim3(2, 2, 2), 0, nullptr, write_dynamic, 1, &out);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 
   // 64 KiB of dynamic shared memory: refused until the kernel is allowed that much.
   const int n = 16384;
