@@ -115,13 +115,18 @@ StatusOr<std::string> describe(const std::string& path_or_root) {
                                 std::to_string(f.chunk_hashes.size()) + " chunk(s) of " + human_bytes(f.chunk_bytes)});
   }
   // The optimizer state saved with each tensor (checkpoint.h): what its optimizer kept.
-  ZDP_ASSIGN_OR_RETURN(const safetensors::Reader optimizer,
-                       safetensors::Reader::open((fs::path(s.path) / kCheckpointOptimizerFile).string()));
-  const size_t per_param =
-      info.params > 0 ? optimizer.header().tensors.size() / static_cast<size_t>(info.params) : 0;
-  const char* state = per_param == 2   ? "exp_avg and exp_avg_sq of each (adamw)"
-                      : per_param == 1 ? "momentum_buffer of each (sgd with momentum)"
-                                       : "none (sgd without momentum)";
+  // Said, not required: a missing or damaged optimizer file leaves the weights to read
+  // (and to export), so info describes the rest and names the file's problem.
+  const StatusOr<safetensors::Reader> optimizer =
+      safetensors::Reader::open((fs::path(s.path) / kCheckpointOptimizerFile).string());
+  const size_t per_param = optimizer.ok() && info.params > 0
+                               ? optimizer->header().tensors.size() / static_cast<size_t>(info.params)
+                               : 0;
+  const std::string unreadable = optimizer.ok() ? "" : "unreadable: " + optimizer.status().message();
+  const std::string state = !unreadable.empty() ? unreadable
+                            : per_param == 2    ? "exp_avg and exp_avg_sq of each (adamw)"
+                            : per_param == 1    ? "momentum_buffer of each (sgd with momentum)"
+                                                : "none (sgd without momentum)";
   head.push_back({"tensors", std::to_string(info.params) + " (" + std::to_string(info.elements) +
                                  " elements; optimizer state: " + state + ")"});
   std::vector<std::vector<std::string>> rows = {{"name", "dtype", "shape", "bytes"}};

@@ -344,6 +344,13 @@ TEST_F(CkptTool, ExportIsNotBlockedByADamagedOptimizerFile) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(fs::exists(out("weights")));
   EXPECT_TRUE(ckpt_tool::verify(checkpoint()).ok());
+  // Nor info by a missing one (it failed outright): the rest described, the file's problem named.
+  fs::rename(checkpoint() + "/optimizer.safetensors", checkpoint() + "/optimizer.away");
+  StatusOr<std::string> text = ckpt_tool::describe(checkpoint());
+  fs::rename(checkpoint() + "/optimizer.away", checkpoint() + "/optimizer.safetensors");
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_NE(text->find("optimizer state: unreadable: "), std::string::npos) << *text;
+  EXPECT_NE(text->find("fc0.weight"), std::string::npos) << "the model's tensors still listed\n" << *text;
 }
 
 // Runs last in this file (gtest keeps declaration order): it damages the checkpoint.
