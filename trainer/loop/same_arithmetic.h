@@ -14,9 +14,11 @@
 namespace zdp::trainer {
 
 // Rank 0 publishes its Ops::arithmetic_libraries() through the job's store; every other
-// rank compares its own with it. kInvalidArgument on a rank that differs, naming both
-// and the fix (OPENBLAS_CORETYPE on every node; on GPUs one model and library version).
+// rank compares its own with it, and every rank waits for all `world_size` verdicts.
+// kInvalidArgument on every rank when one differs, naming it, both libraries and the fix
+// (OPENBLAS_CORETYPE on every node; on GPUs one model and library version).
 // REQUIRES: every rank calls it.
-Status check_same_arithmetic(Store& store, int rank, const std::string& mine, std::chrono::milliseconds timeout);
+Status check_same_arithmetic(Store& store, int rank, int world_size, const std::string& mine,
+                             std::chrono::milliseconds timeout);
 
 }  // namespace zdp::trainer

@@ -154,7 +154,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   std::string arithmetic;  // train.deterministic: what every rank was checked to compute with
   if (eopts.deterministic) {
     arithmetic = ops->arithmetic_libraries(model->fused_attention());
-    ZDP_RETURN_IF_ERROR(check_same_arithmetic(ctx.store(), ctx.rank(), arithmetic, ctx.collective_timeout()));
+    ZDP_RETURN_IF_ERROR(check_same_arithmetic(ctx.store(), ctx.rank(), K, arithmetic, ctx.collective_timeout()));
   }
   ZDP_RETURN_IF_ERROR(engine.finalize());
   ops->set_stream(engine.compute_stream(), ctx.collective_timeout() + std::chrono::seconds(30));
