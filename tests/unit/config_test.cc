@@ -131,6 +131,11 @@ TEST(Config, SetOverridesWinOverTheFileAndTheDefaults) {
   EXPECT_EQ(c.origins.at("zero.stage").source, ValueSource::kOverride);
   EXPECT_EQ(c.where("launch.env"), "--set launch.env.N=4");
   EXPECT_EQ(c.origins.count("zero.bucket_mb"), 0u);
+  // A whole table set after single entries replaces them, as any later --set wins (the
+  // entries were applied after it and survived); entries after it add to it.
+  EXPECT_TRUE(parse_ok("", {"launch.env.FOO=1", "launch.env={}"}).launch.env.empty());
+  EXPECT_EQ(parse_ok("", {"launch.env.FOO=1", "launch.env={B=\"2\"}", "launch.env.C=3"}).launch.env,
+            (std::map<std::string, std::string>{{"B", "2"}, {"C", "3"}}));
 }
 
 TEST(Config, ToTomlRoundTripsExactly) {
