@@ -103,13 +103,17 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   }
   if (options.zero.shards_grads()) {
     int64_t largest_group = 0, group_begin = 0;
+    int groups = 0;
     for (int b = 0; b < num_buckets; ++b) {
       const Bucket& bk = layout.buckets()[static_cast<size_t>(b)];
-      if (!joins_previous_bucket(layout, b)) group_begin = bk.begin;
+      if (!joins_previous_bucket(layout, b)) group_begin = bk.begin, ++groups;
       largest_group = std::max(largest_group, bk.end() - group_begin);
     }
-    // Two: backward fills one group while the previous one is reduced.
-    z.grad_staging = {largest_group * c, 2};
+    // Two: backward fills one group while the previous one is reduced. Without overlap
+    // nothing is reduced before the micro-batch ends (step(), or each micro-batch with
+    // sharded accumulation): every group is held until then (the pool grew to that,
+    // beyond this plan, and warned of a registration order that was not the cause).
+    z.grad_staging = {largest_group * c, options.zero.overlap ? 2 : std::max(2, groups)};
     if ((cast || local_accum) && !options.deterministic) z.reduce_staging = {layout.max_bucket_elems() * r, 2};
   }
   if (options.deterministic) {

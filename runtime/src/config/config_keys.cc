@@ -364,7 +364,7 @@ std::vector<KeyInfo> build_table() {
       enum_field("zero.compress", &C::zero, &Z::compress, kCompressWords,
                  "peers the int8/int4 reduce_dtype and gather_dtype apply to: all, or inter-node (peers on other "
                  "nodes; same-node peers get full precision)"),
-      field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets during backward on a communication stream"),
+      field("zero.overlap", &C::zero, &Z::overlap, "reduce buckets in backward on the comm stream; false: at step() (stages 2-3 stage every gradient group until then)"),
       field("zero.prefetch_layers", &C::zero, &Z::prefetch_layers,
             "stage 3: layer groups gathered ahead of use (at most the model's other groups are)",
             between(0, kMaxLayers)),
