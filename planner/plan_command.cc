@@ -411,6 +411,15 @@ int run_plan(const PlanArgs& a) {
     }
     in.link = {alpha_us * 1e-6, gbps * 1e9, "--link"};
   }
+  // CPU ranks: a world past this node's ranks is more nodes like it (as the memory per rank
+  // assumes), over the same link for want of another: the ring costs what a flat one did,
+  // and the compressed exchanges (zero.compress = "inter-node") and the bytes across nodes
+  // are priced per node (every rank was one node's: no inter-node bytes, no difference).
+  if (!gpu) {
+    in.ranks_per_node = local;
+    in.inter_link = in.link;
+    in.inter_link.origin = "assumed: the link above between nodes too";
+  }
   if (a.gflops > 0) {
     in.flops_per_s = a.gflops * 1e9;
     in.flops_origin = "--flops";

@@ -191,7 +191,7 @@ double tiered_all_reduce_s(double bytes, int world_size, const LinkTiers& links)
   const double tree = 2 * (t.g - 1) * links.intra.alpha_s +
                       2 * (std::ceil(std::log2(static_cast<double>(t.n))) * links.inter.alpha_s +
                            chunk / links.inter.beta_bytes_per_s);
-  return intra + std::min(ring, tree);
+  return intra + (links.tree ? std::min(ring, tree) : ring);
 }
 
 double tiered_all_to_all_s(double intra_chunk, double inter_chunk, int world_size, const LinkTiers& links) {

@@ -26,6 +26,9 @@ struct LinkTiers {
   LinkModel intra;
   LinkModel inter;
   int ranks_per_node = 0;
+  // NCCL's double binary tree is an all-reduce between nodes too (GPU ranks); Gloo's
+  // ranks (CPU) all-reduce in zdp's ring only.
+  bool tree = true;
 };
 
 // The ring collectives over two levels: for K = N x g ranks and a buffer of B bytes, the

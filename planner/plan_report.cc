@@ -268,8 +268,9 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   std::snprintf(line, sizeof(line), "  link alpha %.1f us, beta %.3g GB/s", in.link.alpha_s * 1e6,
                 in.link.beta_bytes_per_s / 1e9);
   out += line + (" (" + in.link.origin + ")\n");
-  if (in.ranks_per_node > 0) {
-    std::snprintf(line, sizeof(line), "  %d ranks per node on that link; between nodes alpha %.1f us, beta %.3g GB/s",
+  const bool several_nodes = std::any_of(in.worlds.begin(), in.worlds.end(), [&](int K) { return K > in.ranks_per_node; });
+  if (in.ranks_per_node > 0 && (in.device == DeviceKind::kCuda || several_nodes)) {
+    std::snprintf(line, sizeof(line), "  nodes of %d ranks on that link; between nodes alpha %.1f us, beta %.3g GB/s",
                   in.ranks_per_node, in.inter_link.alpha_s * 1e6, in.inter_link.beta_bytes_per_s / 1e9);
     out += line + (" (" + in.inter_link.origin + ")\n");
   }

@@ -28,7 +28,7 @@ struct PlannerInputs {
   // nodes; ranks_per_node 0 = every rank on `link`.
   LinkModel inter_link;
   int ranks_per_node = 0;
-  LinkTiers links() const { return LinkTiers{link, inter_link, ranks_per_node}; }
+  LinkTiers links() const { return LinkTiers{link, inter_link, ranks_per_node, device == DeviceKind::kCuda}; }
   double flops_per_s = 1;         // one rank's sustained compute at the configured world size
   std::string flops_origin;
   // The optimizer step over all parameters on one device (StepWork::optimizer_s); 0: not

@@ -288,10 +288,10 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   // every rank planned as a node of its own, over InfiniBand, whatever the flags said.
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--gpus-per-node", "4", "--nodes", "2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("  4 ranks per node on that link"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  nodes of 4 ranks on that link"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("world size 8: "), std::string::npos) << r.output;
   r = plan({configs + "gpt2-124m.toml", "--gpu", "h200", "--world", "16,12"});
-  EXPECT_NE(r.output.find("  8 ranks per node on that link"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  nodes of 8 ranks on that link"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("note: 12 ranks are not whole nodes of 8 (dp-launch runs nproc_per_node x nnodes); "
                           "planned as 2 nodes"),
             std::string::npos) << r.output;
@@ -324,6 +324,14 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   const LaunchRun d = plan(deterministic);
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NEAR(planned_sent_mib(d.output, 0), 4 * all_reduce, 0.02) << r.output << d.output;
+  // CPU ranks on two nodes: the bytes across nodes counted per node, so that compressing
+  // only those (zero.compress = "inter-node") differs from uncompressed (every rank was
+  // planned as one node's: 0.00 vs 0.00 MiB, "no difference").
+  r = plan({configs + "quickstart.toml", "--set", "launch.nnodes=2", "--set", "launch.master_addr=10.0.0.1", "--set",
+            "zero.reduce_dtype=int8", "--set", "zero.compress=inter-node"});
+  EXPECT_NE(r.output.find("  nodes of 2 ranks on that link"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 1 compressed vs uncompressed: step"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("inter-node MiB sent 0.00 vs 0.00"), std::string::npos) << r.output;
   // Links and node counts past any machine are refused, not printed as 300-digit times.
   r = plan({configs + "quickstart.toml", "--link", "1e-300,0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
