@@ -69,6 +69,33 @@ TEST(ConfigInert, HeldOutKeysWithoutHeldOutTokensAndSyntheticSizeWithTokens) {
   EXPECT_EQ(notes, expected);
 }
 
+// Found by the audit of keys that do nothing: each ran silently.
+TEST(ConfigInert, ScalingWithoutABaseResumeWithoutADirAndSwitchesOfOtherSetups) {
+  const std::vector<std::string> notes =
+      inert("[model]\nkind = \"gpt\"\n[launch]\nbackend = \"gloo\"\n",
+            {"optim.lr_scaling=linear", "checkpoint.resume=auto", "optim.rounding=nearest", "zero.error_feedback=true",
+             "train.accum_steps=1", "zero.accumulate=sharded", "model.attention=batched"});
+  const std::vector<std::string> expected = {
+      "--set optim.lr_scaling=linear: optim.lr_scaling has no effect: optim.base_batch is 0 (= train.global_batch): "
+      "the ratio is 1 at every global batch",
+      "--set checkpoint.resume=auto: checkpoint.resume has no effect: \"auto\" looks in checkpoint.dir, which is empty",
+      "--set optim.rounding=nearest: optim.rounding has no effect: fp32 parameters are the masters, not rounded copies",
+      "--set zero.error_feedback=true: zero.error_feedback has no effect: only a quantized zero.reduce_dtype "
+      "(\"int8\", \"int4\") has a rounding error to feed back",
+      "--set zero.accumulate=sharded: zero.accumulate has no effect: train.accum_steps is 1: nothing accumulates",
+      "--set model.attention=batched: model.attention has no effect: CPU ranks (launch.backend = \"gloo\") always run "
+      "the batched path; it chooses for GPUs",
+  };
+  EXPECT_EQ(notes, expected);
+  // Where they apply: a base batch, a checkpoint dir, 16-bit parameters, quantized
+  // gradients, accumulation, GPU ranks.
+  EXPECT_EQ(inert("[model]\nkind = \"gpt\"\ndtype = \"bf16\"\n[launch]\nbackend = \"nccl\"\n",
+                  {"optim.lr_scaling=linear", "optim.base_batch=8", "checkpoint.resume=auto", "checkpoint.dir=ck",
+                   "optim.rounding=nearest", "zero.reduce_dtype=int8", "zero.stage=2", "zero.error_feedback=true",
+                   "train.accum_steps=2", "zero.accumulate=sharded", "model.attention=batched"}),
+            std::vector<std::string>{});
+}
+
 TEST(ConfigInert, AStageThreeConfigRunAtStageTwoSaysItsPrefetchIsIdle) {
   // The sweep the notes are for: a stage-3 config with --set zero.stage=2 still runs.
   StatusOr<Config> c = parse_config("[zero]\nstage = 3\nprefetch_layers = 2\n", "z3.toml", {"zero.stage=2"});

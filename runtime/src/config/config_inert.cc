@@ -42,7 +42,17 @@ std::vector<std::string> inert_settings(const Config& c) {
        "optim.lr_scaling = \"none\" scales nothing by it");
   note("launch.rank_addr", c.launch.backend == Backend::kNccl,
        "it is the address Gloo ranks advertise; NCCL chooses its own (NCCL_SOCKET_IFNAME, launch.socket_ifname)");
+  note("optim.lr_scaling", c.optim.lr_scaling != LrScalingRule::kNone && c.optim.base_batch == 0,
+       "optim.base_batch is 0 (= train.global_batch): the ratio is 1 at every global batch");
+  note("checkpoint.resume", c.checkpoint.dir.empty() && c.checkpoint.resume == ResumeMode::kAuto,
+       "\"auto\" looks in checkpoint.dir, which is empty");
+  note("optim.rounding", c.model.dtype == DType::kF32, "fp32 parameters are the masters, not rounded copies");
+  note("zero.error_feedback", c.zero.reduce_quant == WireQuant::kNone,
+       "only a quantized zero.reduce_dtype (\"int8\", \"int4\") has a rounding error to feed back");
+  note("zero.accumulate", c.train.accum_steps == 1, "train.accum_steps is 1: nothing accumulates");
   const bool mlp = c.model.kind == ModelKind::kMlp;
+  note("model.attention", !mlp && c.launch.backend == Backend::kGloo,
+       "CPU ranks (launch.backend = \"gloo\") always run the batched path; it chooses for GPUs");
   note("model.n_heads", mlp, "the mlp has no attention (model.kind = \"mlp\")");
   note("model.seq_len", mlp, "the mlp's samples are vectors, not sequences (model.kind = \"mlp\")");
   return out;
