@@ -412,7 +412,12 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
   s << "# backend: " << to_string(p.backend) << "; store: " << p.master_addr << ":" << p.master_port
     << (p.hosts_store() ? " (hosted here, listening on " + p.bind_host + ")" : " (hosted by node 0)")
     << "; job secret " << p.secret_origin << "\n";
-  s << "# threads per rank (OMP/OpenBLAS): " << p.threads_per_rank << "\n";
+  // What the ranks get: launch.env's values override the plan's (rank_specs).
+  const auto env_or = [&](const char* name) {
+    const auto it = config.launch.env.find(name);
+    return it == config.launch.env.end() ? std::to_string(p.threads_per_rank) : it->second + " (launch.env)";
+  };
+  s << "# threads per rank: OMP " << env_or("OMP_NUM_THREADS") << ", OpenBLAS " << env_or("OPENBLAS_NUM_THREADS") << "\n";
   for (const std::string& note : p.notes) s << "# note: " << note << "\n";
   for (const std::string& note : p.inert) s << "# note: " << note << "\n";
   if (p.backend == Backend::kGloo) {

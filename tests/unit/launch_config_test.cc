@@ -64,12 +64,14 @@ TEST(LaunchPlan, InterNodeCompressionOnOneNodeIsANote) {
 // or a quote stays one word.
 TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
   Config c = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nargs = [\"--foo\", \"bar baz\", \"it's\", \"\"]\n"
-                    "env = { GREETING = \"hello world\" }\n");
+                    "env = { GREETING = \"hello world\", OMP_NUM_THREADS = \"7\" }\n");
   auto plan = launcher::make_plan(c, inputs(), fake({}));
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const std::string text = launcher::describe_plan(*plan, c);
   EXPECT_NE(text.find("# rank 0: /bin/true --foo 'bar baz' 'it'\\''s' ''\n"), std::string::npos) << text;
   EXPECT_NE(text.find(" GREETING='hello world' "), std::string::npos) << text;
+  // The threads the ranks get: launch.env's over the plan's (it printed the plan's alone).
+  EXPECT_NE(text.find("# threads per rank: OMP 7 (launch.env), OpenBLAS "), std::string::npos) << text;
 }
 
 // dp-train reads every setting from the config dp-launch resolved: launch.args for it is

@@ -274,7 +274,7 @@ std::vector<KeyInfo> build_table() {
             "dp-launch (programs without zdp::init; a rank's store wait: max(collective_timeout_s, 10 s))", off_or_between(kMinTimeoutS, kMaxTimeoutS)),
       field("launch.heartbeat_timeout_s", &C::launch, &L::heartbeat_timeout_s,
             "a rank whose heartbeat stops this long is named and the job stopped; 0 = no liveness watch "
-            "(ranks beat every tenth of it, at most every 50 ms: below 1 s healthy ranks would be blamed)",
+            "(ranks beat every tenth of it, within [50 ms, 1 s]: below 1 s healthy ranks would be blamed)",
             off_or_between(1, 3600)),
 
       enum_field("model.kind", &C::model, &M::kind, kModelKindWords, "reference model of dp-train"),
