@@ -45,8 +45,11 @@ std::string error_percent(const MemoryRow& r) {
   return format("%+.1f%%", 100.0 * static_cast<double>(r.measured - r.planned) / static_cast<double>(r.planned));
 }
 
-const char* category_label(int c) {
-  return static_cast<MemCategory>(c) == MemCategory::kOther ? "activations" : to_string(static_cast<MemCategory>(c));
+// The console's name for a category: MemCategory::kOther holds the model's activations
+// and scratch. The JSON keeps to_string's name ("other"), as every step line does: the
+// summary line said "activations" and a tool joining the two missed the category.
+const char* category_label(const std::string& category) {
+  return category == to_string(MemCategory::kOther) ? "activations" : category.c_str();
 }
 
 }  // namespace
@@ -153,7 +156,7 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
   total.planned = 0;
   for (int c = 0; c < kNumMemCategories; ++c) {
     MemoryRow m = memory[static_cast<size_t>(c)];
-    m.category = category_label(c);
+    m.category = to_string(static_cast<MemCategory>(c));
     m.planned = inputs.planned[static_cast<size_t>(c)];
     total.planned = m.planned >= 0 && total.planned >= 0 ? total.planned + m.planned : -1;
     s.memory.push_back(m);
@@ -212,7 +215,7 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
   out += "memory per rank, MiB (largest over ranks; planned: " + in.plan_source + "):\n";
   out += format("  %-12s %12s %12s %12s %8s\n", "category", "planned", "measured", "peak", "error");
   for (const MemoryRow& m : s.memory) {
-    out += format("  %-12s %12s %12.3f %12.3f %8s\n", m.category.c_str(),
+    out += format("  %-12s %12s %12.3f %12.3f %8s\n", category_label(m.category),
                   m.planned >= 0 ? format("%.3f", static_cast<double>(m.planned) / kMiB).c_str() : "-",
                   static_cast<double>(m.measured) / kMiB, static_cast<double>(m.peak) / kMiB, error_percent(m).c_str());
   }
