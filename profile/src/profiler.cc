@@ -222,17 +222,26 @@ std::vector<profile::StageBars> Profiler::Impl::stage_bars(const std::vector<Ran
 
 StatusOr<ProfileSummary> Profiler::finish() {
   Impl& m = *impl_;
-  ZDP_ASSIGN_OR_RETURN(const RankProfile mine, m.collect());
   Store& store = m.ctx.store();
   const std::string key = "profile/rank/" + std::to_string(m.ctx.rank());
+  // A rank that has no measurements to send says why under its key (rank 0 waited out the
+  // collective timeout for it, then blamed the wait).
+  constexpr char kFailed[] = "zdp-profile-failed: ";
+  const auto fail = [&](const Status& why) {
+    (void)store.set(key, kFailed + why.message());
+    return why;
+  };
+  StatusOr<RankProfile> collected = m.collect();
+  if (!collected.ok()) return fail(collected.status());
+  const RankProfile& mine = *collected;
   const std::string text = profile::rank_to_json(mine);
   // The TCP store refuses messages over 64 MiB (TcpStoreServerOptions): say what to change.
   constexpr size_t kMaxBytes = 48u << 20;
   if (text.size() > kMaxBytes) {
-    return Status(StatusCode::kInvalidArgument,
-                  m.who() + ": " + std::to_string(mine.steps.size()) + " measured steps make " +
-                      std::to_string(text.size() >> 20) + " MiB of measurements, more than the store carries (" +
-                      std::to_string(kMaxBytes >> 20) + " MiB); measure fewer steps (profile.active_steps)");
+    return fail(Status(StatusCode::kInvalidArgument,
+                       m.who() + ": " + std::to_string(mine.steps.size()) + " measured steps make " +
+                           std::to_string(text.size() >> 20) + " MiB of measurements, more than the store carries (" +
+                           std::to_string(kMaxBytes >> 20) + " MiB); measure fewer steps (profile.active_steps)"));
   }
   Status sent = store.set(key, text);
   if (!sent.ok()) return sent.with_context(m.who() + ": sending this rank's measurements");
@@ -244,6 +253,10 @@ StatusOr<ProfileSummary> Profiler::finish() {
     const std::string what = "rank " + std::to_string(r) + "'s measurements";
     StatusOr<std::string> text = store.get("profile/rank/" + std::to_string(r), timeout);
     if (!text.ok()) return text.status().with_context(m.who() + ": waiting for " + what);
+    if (text->rfind(kFailed, 0) == 0) {
+      return Status(StatusCode::kAborted, m.who() + ": rank " + std::to_string(r) + " sent no measurements: " +
+                                              text->substr(sizeof(kFailed) - 1));
+    }
     StatusOr<RankProfile> p = profile::rank_from_json(*text, what);
     if (!p.ok()) return p.status().with_context(m.who());
     if (p->rank != r) {  // the key is rank r's: a profile naming another would be drawn on its lane

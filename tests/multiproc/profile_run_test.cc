@@ -362,6 +362,34 @@ TEST(ProfilerOutput, AFolderThatCannotBeWrittenStillPrintsTheSummary) {
   EXPECT_EQ(printed.find("JSON lines "), std::string::npos) << "a file that was not written is named:\n" << printed;
 }
 
+// A rank that has no measurements to send (its timeline could not be read, or too many
+// to carry) leaves its reason under its key: rank 0 names it at once. It returned without
+// a word, and rank 0 waited out the collective timeout for "rank 1's measurements".
+TEST(ProfilerOutput, ARankWithoutMeasurementsIsNamedByRankZeroAtOnce) {
+  const fs::path dir = fs::temp_directory_path() / ("zdp_profile_missing_" + std::to_string(::getpid()));
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = testing::fork_ranks(2, [&](int rank, int k, Store& store) -> Status {
+    ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store));
+    EngineOptions o;
+    o.trace = true;
+    Engine engine(ctx, o);
+    ZDP_RETURN_IF_ERROR(engine.add_param("w", {64}, Init::constant(1.0f)).status());
+    ZDP_RETURN_IF_ERROR(engine.finalize());
+    if (rank == 1) return ctx.store().set("profile/rank/1", "zdp-profile-failed: rank 1: its stream failed");
+    ProfileOptions po;
+    po.dir = dir.string();
+    Profiler profiler(ctx, engine, po);
+    const StatusOr<ProfileSummary> done = profiler.finish();
+    if (done.ok()) return Status(StatusCode::kInternal, "finish() passed without rank 1's measurements");
+    return done.status().message().find("rank 1 sent no measurements: rank 1: its stream failed") == std::string::npos
+               ? Status(StatusCode::kInternal, "rank 0 said: " + done.status().message())
+               : Status::Ok();
+  });
+  fs::remove_all(dir);
+  EXPECT_EQ(testing::describe_failures(results), "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "rank 0 waited out a timeout";
+}
+
 TEST(ProfileTestHook, ParsesRankAndMillisecondsAndRefusesAnythingElse) {
   ::setenv("ZDP_PROFILE_TEST_DELAY", "rank=1,ms=30", 1);
   EXPECT_EQ(profile_test_delay(1).value(), 30ms);
