@@ -19,7 +19,7 @@
 # commit (shallow) gets no baseline, said loudly. CI packs with CARRY_BASELINE=none: the
 # second build would add minutes to a cold CI.
 #
-# Layout of the folder: check.sh, check_gpt2.sh (its gpt2-124m runs) and check_multi_gpu.sh; payload.tar.xz
+# Layout of the folder: check.sh, check_lib.sh (its helpers), check_gpt2.sh (its gpt2-124m runs) and check_multi_gpu.sh; payload.tar.xz
 # (bin/: the stripped programs, lib/: the bundled libraries, found on the GPU machine
 # through LD_LIBRARY_PATH, which check.sh sets; xz because OpenBLAS alone is 36 MiB);
 # MANIFEST (the payload's files, which the self-check compares); configs/;
@@ -151,7 +151,7 @@ rm -rf "$runs"
 
 (cd "$stage" && find bin lib -type f | LC_ALL=C sort) >"$carry/MANIFEST"
 tar -C "$stage" -cf - bin lib | xz -6 -T "$jobs" >"$carry/payload.tar.xz"
-cp tests/gpu/check.sh tests/gpu/check_gpt2.sh tests/gpu/check_multi_gpu.sh "$carry/"
+cp tests/gpu/check.sh tests/gpu/check_lib.sh tests/gpu/check_gpt2.sh tests/gpu/check_multi_gpu.sh "$carry/"
 {
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (modified)')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nvcc --version | tail -n 1)"

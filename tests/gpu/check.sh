@@ -38,14 +38,15 @@
 #      (bias_grad_gpu_bench), AdamW, and comm_bench's zdp-vs-raw NCCL table;
 # then one table (each check, PASS/FAIL/SKIP, its figure) and RESULT OK, FAILED (exit 1) or INCOMPLETE (exit 3).
 #
-#   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default $OUT or /tmp)
+#   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default /tmp/zdp-gpu-check),
+#       and where $OUT is set (a device run) packed into $OUT/zdp-gpu-check.tgz with the table in $OUT/table.txt
 #   bash gpu-carry/check.sh --self-check     # anywhere (CI): the folder is complete, the
 #       payload unpacks and its libraries resolve, the comparison passes on the reference
 #       and fails on a 1% error, and the unpacked dp-train reproduces one CPU reference run
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-out="${OUT:-/tmp}/zdp-gpu-check"
+out=/tmp/zdp-gpu-check  # not under $OUT: finish() packs the logs there (a device run returns 8 files)
 self_check=0
 while (($#)); do
   case "$1" in
@@ -73,110 +74,10 @@ start=$SECONDS
 rows=()   # "check|PASS/FAIL/SKIP|figure"
 failed=0
 incomplete=0  # a judging test or small-GPT row the time budget left out
-row() {
-  rows+=("$1|$2|$3")
-  [ "$2" = FAIL ] && failed=1
-  [ "$2" = SKIP ] && [ "$3" = "time budget spent" ] && [[ "$1" == *_test || "$1" == small-gpt* ]] && incomplete=1
-  return 0
-}
-print_table() {
-  echo
-  echo "================ zdp GPU check: $(hostname) ($((SECONDS - start)) s, budget 480 s) ================"
-  [ -f "$here/BUILD_INFO" ] && sed 's/^/# /' "$here/BUILD_INFO"
-  printf '%-34s %-5s %s\n' check result figure
-  local r
-  for r in "${rows[@]}"; do
-    IFS='|' read -r c s f <<<"$r"
-    printf '%-34s %-5s %s\n' "$c" "$s" "$f"
-  done
-  # A check whose budget left correctness rows out is not OK (it printed OK with every
-  # kernel test after the gpt2-124m runs skipped).
-  if ((failed)); then echo "RESULT: FAILED"
-  elif ((incomplete)); then echo "RESULT: INCOMPLETE (tests left out by the time budget: rerun them)"
-  else echo "RESULT: OK"; fi
-}
-in_budget() { ((SECONDS - start < budget_s)); }
-# cap LIMIT: LIMIT seconds, or fewer so that the step ends by 470 s (the table by 480).
-cap() {
-  local left=$((470 - (SECONDS - start)))
-  ((left < $1)) && echo "$((left > 10 ? left : 10))" || echo "$1"
-}
-
-# compare_losses RUN GPU_JSON DTYPE: the GPU run's losses against the CPU reference. fp32:
-# every step within 1e-3 relative (the GEMMs' and the row sums' summation orders differ
-# from OpenBLAS and the CPU loops: ~1e-6, grown over 20 steps to ~1e-5; a wrong stage or
-# a skipped update is off by far more). bf16 and fp16: within 3e-2 relative (bf16 rounds
-# activations and weights to 8 bits, ~4e-3 per value; fp16 to 11). All: the loss falls by 10%.
-# Prints "max rel diff" and exits non-zero on a mismatch.
-compare_losses() {
-  python3 - "$here/ref/cpu_losses.json" "$1" "$2" "$3" <<'EOF'
-import json, math, sys
-ref_path, run, got_path, dtype = sys.argv[1:5]
-ref = json.load(open(ref_path))["losses"][run]
-got = json.load(open(got_path))["losses"]
-tol = 1e-3 if dtype == "fp32" else 3e-2
-if len(got) != len(ref):
-    print(f"{len(got)} losses, the reference has {len(ref)}"); sys.exit(1)
-worst = max(abs(g - r) / abs(r) for g, r in zip(got, ref))
-ok = all(math.isfinite(g) for g in got) and worst <= tol and got[-1] < 0.9 * got[0]
-print(f"max rel diff {worst:.1e} (tol {tol:g}), loss {got[0]:.3f} -> {got[-1]:.3f}")
-sys.exit(0 if ok else 1)
-EOF
-}
-
-# unpack: the payload into $work (xz, else Python's lzma).
-unpack() {
-  rm -rf "$work" && mkdir -p "$work" || return 1
-  xz -dc "$here/payload.tar.xz" 2>/dev/null | tar -C "$work" -xf - 2>/dev/null && return 0
-  python3 -c "import lzma,tarfile,sys; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])" \
-    "$here/payload.tar.xz" "$work"
-}
-# find_libraries: LD_LIBRARY_PATH = the bundled lib/, then the image's CUDA libraries (its
-# CUDA toolkit, or its Python's nvidia-* packages: cuDNN from nvidia-cudnn-cu13, which
-# zdp dlopens for fused attention and whose libcudnn.so.9 loads its engine libraries from
-# the same folder); sets $libpath.
-find_libraries() {
-  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu)
-  local p lib found
-  for p in $(timeout 30 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do roots+=("$p/nvidia"); done
-  libpath="$work/lib"
-  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudnn.so.9; do
-    found=$(timeout 60 find "${roots[@]}" -name "$lib" 2>/dev/null | head -n 1)
-    [ -n "$found" ] && libpath="$libpath:$(dirname "$found")"
-  done
-  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-}
-# missing_libraries: "binary: lib lib; ..." for what ldd cannot find (empty: none); the
-# full ldd output goes to $logs/ldd.log.
-missing_libraries() {
-  local b m missing=""
-  for b in "$work"/bin/*; do
-    ldd "$b" >>"$logs/ldd.log" 2>&1
-    m=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
-    [ -n "$m" ] && missing="$missing $(basename "$b"): $m;"
-  done
-  echo "$missing"
-}
-# small_gpt RUN DTYPE BACKEND [PROGRAM]: one run of the small GPT (20 steps) by PROGRAM
-# (default dp-train), compared with the CPU reference; adds its row.
-small_gpt() {
-  local run="$1" dtype="$2" backend="$3" program="${4:-dp-train}" name="$1-$2" stage figure
-  [ "$program" = dp-train ] || name="$name-${program#dp-train-}"
-  stage=${run#stage}; stage=${stage%%-*}
-  local args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
-              --set "launch.backend=$backend" --set "launch.log_dir=$out/runs/$name")
-  [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
-  if ! ZDP_LOG_LEVEL=warn timeout "$(cap 90)" "$work/bin/$program" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
-    row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; return
-  fi
-  # The baseline (the last measured state) times; its losses may differ: an LR schedule fix since moved them a step.
-  if [ "$program" != dp-train ]; then row "small-gpt $name" PASS "ran (losses not compared)"; return; fi
-  if figure=$(compare_losses "$run" "$out/runs/$name/train_summary.json" "$dtype"); then
-    row "small-gpt $name" PASS "$figure"
-  else
-    row "small-gpt $name" FAIL "$figure"
-  fi
-}
+# The helpers (rows and the verdict, the time budget, the loss comparison, the payload and
+# its libraries, one small-GPT run, the test binaries): check_lib.sh, beside this file.
+# shellcheck source=check_lib.sh
+source "$here/check_lib.sh"
 mkdir -p "$out" || exit 2
 work="$out/carry"
 logs="$out/logs"
@@ -185,7 +86,7 @@ rm -rf "$logs" && mkdir -p "$logs"
 if ((self_check)); then
   echo "check: self-check of $here"
   ok=1
-  for f in check.sh check_gpt2.sh check_multi_gpu.sh payload.tar.xz MANIFEST BUILD_INFO configs/small_gpt.toml configs/gpt2-124m.toml ref/cpu_losses.json; do
+  for f in check.sh check_lib.sh check_gpt2.sh check_multi_gpu.sh payload.tar.xz MANIFEST BUILD_INFO configs/small_gpt.toml configs/gpt2-124m.toml ref/cpu_losses.json; do
     [ -s "$here/$f" ] || { echo "check: missing $here/$f"; ok=0; }
   done
   carried=("${programs[@]}")
@@ -207,7 +108,8 @@ if ((self_check)); then
     compare_losses "$run" "$tmp/off.json" fp32 >/dev/null && { echo "check: a 1% error in $run passes"; ok=0; }
   done
   rm -rf "$tmp"
-  bash -n "${BASH_SOURCE[0]}" && bash -n "$here/check_gpt2.sh" && bash -n "$here/check_multi_gpu.sh" || ok=0
+  bash -n "${BASH_SOURCE[0]}" && bash -n "$here/check_lib.sh" && bash -n "$here/check_gpt2.sh" &&
+    bash -n "$here/check_multi_gpu.sh" || ok=0
   # The payload unpacks, every library resolves (the bundled ones; cuBLAS and NCCL from
   # this machine's CUDA, as from the GPU machine's), and the unpacked dp-train reproduces
   # one reference run on the CPU through the very comparison the GPU runs get.
@@ -244,15 +146,16 @@ if ((self_check)); then
   echo "check: self-check FAILED"; exit 1
 fi
 
-trap print_table EXIT
+trap finish EXIT
+trap 'exit 143' TERM INT HUP  # a signal ends the check through finish() (the EXIT trap alone did not run)
 # The tests that skip where a feature is missing (cuDNN's fused attention) fail here instead
 # (testing/device_arrays.h ZDP_SKIP_UNLESS_GPU_CHECK): a row of skipped tests read as a pass.
 export ZDP_GPU_CHECK=1
 
 # ---- 1. sanity --------------------------------------------------------------------
 unpack || { row sanity FAIL "cannot unpack payload.tar.xz"; exit 1; }
-timeout 30 nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || { row sanity FAIL "nvidia-smi failed (no GPU?)"; exit 1; }
-gpu=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+timeout -k 10 30 nvidia-smi >"$logs/nvidia-smi.log" 2>&1 || { row sanity FAIL "nvidia-smi failed (no GPU?)"; exit 1; }
+gpu=$(timeout -k 10 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
 find_libraries
 missing=$(missing_libraries)
 cat "$logs/ldd.log"
@@ -261,30 +164,21 @@ if [ -n "$missing" ]; then
   row sanity FAIL "missing:$missing"
   exit 1
 fi
-row sanity PASS "${gpu:-?}; LD_LIBRARY_PATH=$libpath"
+# cuDNN is loaded at run time (fused attention, the bf16 GPT's default): where it is, or that
+# it is not, in the row (every gpt2 row fails without it, each saying so only in its log).
+cudnn=$(IFS=:; for d in $libpath; do [ -e "$d/libcudnn.so.9" ] && { echo "$d"; break; }; done)
+row sanity PASS "${gpu:-?}; libcudnn.so.9: ${cudnn:-MISSING}; LD_LIBRARY_PATH=$libpath"
+# Clocks, power and throttling through the whole check (gpu-notes blames power capping for
+# MFU it lost): read only, no setting changed; stopped by finish().
+nvidia-smi dmon -s pucv -d 1 >"$logs/dmon.log" 2>&1 &
+dmon_pid=$!
 cd "$work"
 
 # ---- 2. the judging GPU tests (the others are step 5) ----------------------------------
-# run_tests NAME...: each test binary, run directly, a row each.
-run_tests() {
-  local t rc passed skipped nfail
-  for t in "$@"; do
-    if ! in_budget; then row "$t" SKIP "time budget spent"; continue; fi
-    timeout "$(cap 150)" "bin/$t" --gtest_color=no >"$logs/$t.log" 2>&1
-    rc=$?
-    passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
-    skipped=$(grep -o '\[  SKIPPED \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
-    nfail=$(grep -o '\[  FAILED  \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
-    if ((rc == 0)); then row "$t" PASS "${passed:-0} passed, ${skipped:-0} skipped"
-    else row "$t" FAIL "exit $rc$( ((rc == 124)) && echo ' (timed out)'), ${nfail:-?} failed (logs/$t.log)"; tail -n 30 "$logs/$t.log"; fi
-  done
-}
-# The tests that judge the prepared kernel rows (docs/gpu-notes.md) and the GPT's GPU path
-# come before the measurements; the rest (the engine, communicators, forked ranks, dp-train's
-# deterministic loop: the slow ones) after them, so that a check that runs out of time
-# still has gpt2-124m's figures.
-# Every kernel's GPU-vs-CPU test (seconds each) comes first; the slow ones after the
-# measurements are the engine, the communicators and forked ranks.
+# Every kernel's GPU-vs-CPU test (seconds each) and the GPT's GPU path come before the
+# measurements; the rest (the engine, communicators, forked ranks, dp-train's deterministic
+# loop: the slow ones) after them, so that a check that runs out of time still has
+# gpt2-124m's figures.
 first_tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test small_kernels_gpu_test quantize_gpu_test
              bias_grad_gpu_test layer_kernels_gpu_test layernorm_16bit_gpu_test gemm_gpu_test gpt_gpu_test mlp_gpu_test
              fused_attention_gpu_test)
@@ -344,13 +238,13 @@ if ((now_ok)); then
   # where the planner does not know the profile's part.
   plan_gpu=()
   plan_rc=0
-  timeout "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" \
+  timeout -k 10 "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" \
       --from-profile "$out/gpt2-124m" "${against[@]}" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1 ||
     plan_rc=$?
   if ((plan_rc != 0)) && grep -q "is not a GPU this planner knows" "$logs/plan-from-profile.log"; then
     plan_gpu=(--gpu "$gpu_key")
     plan_rc=0
-    timeout "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" "${plan_gpu[@]}" \
+    timeout -k 10 "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" "${plan_gpu[@]}" \
         --from-profile "$out/gpt2-124m" "${against[@]}" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1 ||
       plan_rc=$?
   fi
@@ -388,7 +282,7 @@ bench() {
   local label="${ROW:-$name}"  # ROW: the table's name for a second run of one benchmark
   local log="$logs/${label//[^A-Za-z0-9_]/_}.log"
   if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
-  timeout "$(cap "$limit")" "bin/$name" "$@" >"$log" 2>&1
+  timeout -k 10 "$(cap "$limit")" "bin/$name" "$@" >"$log" 2>&1
   local rc=$?
   local figure
   figure=$(${FIGURE_OF:-summary_line} <"$log")
@@ -406,7 +300,7 @@ nccl_figure() {
 # then the headline's; then the other tests and the small GPT's runs; the figures that only
 # inform come last, should the budget run short.
 bench gemm_gpu_bench 120
-bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key"
+bench gpt_gpu_bench 120 "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --attention fused  # not "auto": no silent fallback
 run_tests "${later_tests[@]}"
 run_small_gpts
 # cuDNN's plans for gpt2-124m's attention, each timed: whether a plan zdp does not run is
@@ -420,15 +314,16 @@ ncu_figure() {
        /Memory Throughput/ && $3 == "%" {mem = $4}
        /Compute \(SM\) Throughput/ {printf "%s mem %s%%/sm %s%%; ", name, mem, $NF}'
 }
-if ! command -v ncu >/dev/null 2>&1; then
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+if [ -z "$ncu" ]; then
   row ncu SKIP "no ncu on this machine"
 elif ! in_budget; then
   row ncu SKIP "time budget spent"
 else
-  timeout "$(cap 120)" ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
+  timeout -k 10 "$(cap 120)" "$ncu" --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --launch-count 1 --filter-mode per-launch-config \
     --kernel-name 'regex:cross_entropy|layernorm_dx|layernorm_dparams|gelu_kernel|bias_grad_partial|embedding_backward' \
-    bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1
+    bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --attention fused --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1
   rc=$?
   fig=$(ncu_figure <"$logs/ncu.log")
   if ((rc == 0)) && [ -n "$fig" ]; then row ncu PASS "$fig"; else row ncu FAIL "exit $rc (logs/ncu.log) $fig"; tail -n 20 "$logs/ncu.log"; fi

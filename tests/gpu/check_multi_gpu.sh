@@ -6,13 +6,13 @@
 # small_gpt_k2 NAME DTYPE [--set k=v]...: the small GPT by dp-launch on two GPUs.
 small_gpt_k2() {
   local name="$1" dtype="$2"; shift 2
-  ZDP_LOG_LEVEL=warn timeout "$(cap 120)" "$work/bin/dp-launch" "$here/configs/small_gpt.toml" \
+  ZDP_LOG_LEVEL=warn timeout -k 10 "$(cap 120)" "$work/bin/dp-launch" "$here/configs/small_gpt.toml" \
     --set launch.nproc_per_node=2 --set launch.backend=nccl --set "model.dtype=$dtype" \
     --set "launch.program=\"$work/bin/dp-train\"" --set "launch.log_dir=$out/runs/$name" "$@" >"$logs/$name.log" 2>&1
 }
 multi_gpu_runs() {
   local gpus name figure sha1 sha2
-  gpus=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  gpus=$(timeout -k 10 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
   if ((gpus < 2)); then
     for name in "small-gpt K=2 stage1-fp32" "small-gpt K=2 stage3-sharded-bf16" "small-gpt deterministic K=1 = K=2"; do
       row "$name" SKIP "one GPU on this machine"

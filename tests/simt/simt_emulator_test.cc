@@ -185,7 +185,7 @@ TEST(SimtEmulator, LaunchLimitsAreCudas) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   zdp_emu::launch(1, dim3(1, 1, 65), 0, nullptr, write_dynamic, 1, &out);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
-  zdp_emu::launch(dim3(2, 3), dim3(2, 2, 2), 0, nullptr, write_dynamic, 1, &out);
+  zdp_emu::launch(dim3(2, 3), dim3(2, 2, 2), sizeof(int), nullptr, write_dynamic, 1, &out);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 
   // 64 KiB of dynamic shared memory: refused until the kernel is allowed that much.
