@@ -40,6 +40,7 @@
 #
 #   bash gpu-carry/check.sh [--out DIR]      # on the GPU machine; logs in DIR (default /tmp/zdp-gpu-check),
 #       and where $OUT is set (a device run) packed into $OUT/zdp-gpu-check.tgz with the table in $OUT/table.txt
+#   bash gpu-carry/check.sh --headline       # a retry: sanity and step 3 (gpt2-124m, the planner) only
 #   bash gpu-carry/check.sh --self-check     # anywhere (CI): the folder is complete, the
 #       payload unpacks and its libraries resolve, the comparison passes on the reference
 #       and fails on a 1% error, and the unpacked dp-train reproduces one CPU reference run
@@ -47,13 +48,14 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out=/tmp/zdp-gpu-check  # not under $OUT: finish() packs the logs there (a device run returns 8 files)
-self_check=0
+self_check=0 headline=0
 while (($#)); do
   case "$1" in
     --self-check) self_check=1 ;;
+    --headline) headline=1 ;;  # a retry in the minutes a first try leaves: sanity and step 3 only (~150 s)
     --out) out="${2:?--out needs a directory}"; shift ;;  # made absolute below (the check cd's)
     -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | grep '^#'; exit 0 ;;
-    *) echo "check: unknown argument '$1' (use --self-check or --out DIR)" >&2; exit 2 ;;
+    *) echo "check: unknown argument '$1' (use --self-check, --headline or --out DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -184,13 +186,13 @@ first_tests=(device_cuda_test convert_gpu_test sfu_exp_gpu_test kernels_gpu_test
              fused_attention_gpu_test)
 later_tests=()
 for t in "${tests[@]}"; do [[ " ${first_tests[*]} " == *" $t "* ]] || later_tests+=("$t"); done
-run_tests "${first_tests[@]}"
+((headline)) || run_tests "${first_tests[@]}"
 
 # ---- 2b. more than one GPU (check_multi_gpu.sh): dp-launch, one process a GPU ----------
 # Early, before the measurements: a first multi-GPU run that crashes or hangs matters
 # more than a figure.
 source "$here/check_multi_gpu.sh"
-multi_gpu_runs
+((headline)) || multi_gpu_runs
 
 # ---- 6. dp-train, small GPT, K = 1 (defined here, run after the judging benchmarks) ----
 run_small_gpts() {
@@ -272,6 +274,7 @@ if ((has_baseline)); then
   gpt2_plain dp-train-baseline gpt2-124m-plain-baseline-2 "gpt2-124m (no profiler, baseline repeat)"
   gpt2_plain_versus
 fi
+((headline)) && exit "$failed"  # --headline: the rest is for a full check
 
 # ---- 4-7. benchmarks, the other tests, the small GPT, cuDNN's plans ----------------------
 # bench NAME LIMIT_S ARGS...: FIGURE_OF (a command reading the log on stdin) gives the figure
