@@ -200,7 +200,7 @@ Status gloo_bench_rank(const CommBenchOptions& o, int rank, int world, zdp::Stor
       } else {
         return Status(StatusCode::kInvalidArgument, "unknown op '" + op + "'");
       }
-      if (rank == 0) zdp::bench::print_row(shape.bytes(), total, op, world, z, r);
+      if (rank == 0) zdp::bench::print_row(size, total, op, world, z, r);
       ZDP_RETURN_IF_ERROR(zdp::bench::wrong_results(op, size, z, r));
     }
   }

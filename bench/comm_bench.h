@@ -47,7 +47,6 @@ inline float summed(int world, int64_t index) { return static_cast<float>(world 
 // is world slices, not `total` (sized so, NCCL's check found its tail still poisoned).
 struct CollectiveShape {
   int64_t slice = 0, in = 0, out = 0;
-  int64_t bytes() const { return std::max(in, out) * 4; }  // the table's size: what moved
 };
 inline CollectiveShape collective_shape(const std::string& op, int64_t total, int world) {
   const int64_t slice = world > 0 ? total / world : 0;

@@ -161,7 +161,7 @@ Status nccl_bench_rank(const CommBenchOptions& o, int rank, int world, Store& st
         r.wrong += rhost[static_cast<size_t>(i)] != want;
       }
       if (rank == 0) {
-        print_row(shape.bytes(), total, op, world, z, r);
+        print_row(size, total, op, world, z, r);
         std::printf("#%10s %11s %-15s | host us per call: zdp %.2f, raw %.2f\n", "", "", "", z.host_us, r.host_us);
       }
       outcome = wrong_results(op, size, z, r);

@@ -415,7 +415,7 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
   // What the ranks get: launch.env's values override the plan's (rank_specs).
   const auto env_or = [&](const char* name) {
     const auto it = config.launch.env.find(name);
-    return it == config.launch.env.end() ? std::to_string(p.threads_per_rank) : it->second + " (launch.env)";
+    return it == config.launch.env.end() ? std::to_string(p.threads_per_rank) : printable(it->second) + " (launch.env)";
   };
   s << "# threads per rank: OMP " << env_or("OMP_NUM_THREADS") << ", OpenBLAS " << env_or("OPENBLAS_NUM_THREADS") << "\n";
   for (const std::string& note : p.notes) s << "# note: " << note << "\n";

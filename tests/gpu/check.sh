@@ -132,7 +132,8 @@ if ((self_check)); then
     echo "check: cannot unpack payload.tar.xz"; ok=0
   fi
   # The verdict: a judging row the time budget left out makes the result INCOMPLETE, not OK.
-  if ! (failed=0; row kernels_gpu_test SKIP "time budget spent"; print_table) | grep -q '^RESULT: INCOMPLETE'; then
+  if ! (failed=0 OUT='' logs="$out/verdict-check" && mkdir -p "$logs" && row kernels_gpu_test SKIP "time budget spent" && print_table) |
+      grep -q '^RESULT: INCOMPLETE'; then
     echo "check: a test row the budget left out did not make the result INCOMPLETE"; ok=0
   fi
   ((ok)) || failed=1
@@ -149,7 +150,9 @@ if ((self_check)); then
 fi
 
 trap finish EXIT
-trap 'exit 143' TERM INT HUP  # a signal ends the check through finish() (the EXIT trap alone did not run)
+# A signal ends the check through finish() (the EXIT trap alone did not run), stopping the
+# step in flight, and the verdict says so (an interrupted check printed RESULT: OK).
+trap 'interrupted=1; [ -z "${child:-}" ] || kill -TERM "$child" 2>/dev/null; exit 143' TERM INT HUP
 # The tests that skip where a feature is missing (cuDNN's fused attention) fail here instead
 # (testing/device_arrays.h ZDP_SKIP_UNLESS_GPU_CHECK): a row of skipped tests read as a pass.
 export ZDP_GPU_CHECK=1
@@ -240,13 +243,13 @@ if ((now_ok)); then
   # where the planner does not know the profile's part.
   plan_gpu=()
   plan_rc=0
-  timeout -k 10 "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" \
+  limited "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" \
       --from-profile "$out/gpt2-124m" "${against[@]}" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1 ||
     plan_rc=$?
   if ((plan_rc != 0)) && grep -q "is not a GPU this planner knows" "$logs/plan-from-profile.log"; then
     plan_gpu=(--gpu "$gpu_key")
     plan_rc=0
-    timeout -k 10 "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" "${plan_gpu[@]}" \
+    limited "$(cap 60)" bin/dp-launch plan "$here/configs/gpt2-124m.toml" "${plan_gpu[@]}" \
         --from-profile "$out/gpt2-124m" "${against[@]}" --set "launch.log_dir=$out/runs/plan" >"$logs/plan-from-profile.log" 2>&1 ||
       plan_rc=$?
   fi
@@ -285,7 +288,7 @@ bench() {
   local label="${ROW:-$name}"  # ROW: the table's name for a second run of one benchmark
   local log="$logs/${label//[^A-Za-z0-9_]/_}.log"
   if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
-  timeout -k 10 "$(cap "$limit")" "bin/$name" "$@" >"$log" 2>&1
+  limited "$(cap "$limit")" "bin/$name" "$@" >"$log" 2>&1
   local rc=$?
   local figure
   figure=$(${FIGURE_OF:-summary_line} <"$log")
@@ -323,7 +326,7 @@ if [ -z "$ncu" ]; then
 elif ! in_budget; then
   row ncu SKIP "time budget spent"
 else
-  timeout -k 10 "$(cap 120)" "$ncu" --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
+  limited "$(cap 120)" "$ncu" --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --launch-count 1 --filter-mode per-launch-config \
     --kernel-name 'regex:cross_entropy|layernorm_dx|layernorm_dparams|gelu_kernel|bias_grad_partial|embedding_backward' \
     bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --attention fused --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1

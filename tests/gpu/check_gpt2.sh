@@ -33,7 +33,7 @@ finite_run() {
 gpt2_profiled() {
   local program="$1" name="$2" label="$3" line tok mfu parts rc
   if ! in_budget; then row "$label" SKIP "time budget spent"; return 1; fi
-  timeout -k 10 "$(cap 240)" "bin/$program" "${gpt2_args[@]}" --set train.steps=30 --set train.log_every=10 \
+  limited "$(cap 240)" "bin/$program" "${gpt2_args[@]}" --set train.steps=30 --set train.log_every=10 \
     --set profile.enabled=true --set profile.kernels=true --set profile.warmup_steps=10 --set profile.active_steps=20 \
     --set "profile.dir=$out/$name" --set "launch.log_dir=$out/runs/$name" >"$logs/$name.log" 2>&1
   rc=$?
@@ -56,7 +56,7 @@ gpt2_plain() {
   local program="$1" name="$2" label="$3" line ms mfu fig="" rc s
   shift 3
   if ! in_budget; then row "$label" SKIP "time budget spent"; return; fi
-  timeout -k 10 "$(cap 120)" "bin/$program" "${gpt2_args[@]}" --set train.steps=60 --set train.log_every=20 \
+  limited "$(cap 120)" "bin/$program" "${gpt2_args[@]}" --set train.steps=60 --set train.log_every=20 \
     --set "launch.log_dir=$out/runs/$name" "$@" >"$logs/$name.log" 2>&1
   rc=$?
   for s in 40 60; do
@@ -103,7 +103,7 @@ gpt2_deterministic_repeat() {
   local run sha=() rc
   if ! in_budget; then row "gpt2-124m (deterministic, repeated)" SKIP "time budget spent"; return; fi
   for run in 1 2; do
-    timeout -k 10 "$(cap 90)" bin/dp-train "${gpt2_args[@]}" --set train.steps=10 --set train.log_every=10 \
+    limited "$(cap 90)" bin/dp-train "${gpt2_args[@]}" --set train.steps=10 --set train.log_every=10 \
       --set train.deterministic=true --set "launch.log_dir=$out/runs/gpt2-124m-det-$run" >"$logs/gpt2-124m-det-$run.log" 2>&1
     rc=$?
     sha+=("$(sed -n 's/.*"param_sha256": *"\([0-9a-f]*\)".*/\1/p' "$out/runs/gpt2-124m-det-$run/train_summary.json" 2>/dev/null)")

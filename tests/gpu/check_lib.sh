@@ -26,10 +26,24 @@ print_table() {
   # A check whose budget left correctness rows out is not OK (it printed OK with every
   # kernel test after the gpt2-124m runs skipped).
   if ((failed)); then echo "RESULT: FAILED"
+  elif ((${interrupted:-0})); then echo "RESULT: INCOMPLETE (interrupted by a signal: the rows above are all that ran)"
   elif ((incomplete)); then echo "RESULT: INCOMPLETE (tests left out by the time budget: rerun them)"
+  elif ((${headline:-0})); then echo "RESULT: OK (--headline: no correctness test ran)"
   else echo "RESULT: OK"; fi
 }
 in_budget() { ((SECONDS - start < budget_s)); }
+# limited SECONDS CMD...: CMD under `timeout -k 10 SECONDS`, in the background and waited
+# for, so that a signal to the check runs its trap at once (bash holds a trap until a
+# foreground child ends, and timeout's own process group misses a TERM to the check's);
+# the trap stops it ($child).
+limited() {
+  timeout -k 10 "$@" &
+  child=$!
+  wait "$child"
+  local rc=$?
+  child=
+  return "$rc"
+}
 # cap LIMIT: LIMIT seconds, or fewer so that the step ends by 470 s (the table by 480).
 cap() {
   local left=$((470 - (SECONDS - start)))
@@ -100,7 +114,7 @@ small_gpt() {
   local args=(--config "$here/configs/small_gpt.toml" --set "zero.stage=$stage" --set "model.dtype=$dtype"
               --set "launch.backend=$backend" --set "launch.log_dir=$out/runs/$name")
   [[ "$run" == *sharded ]] && args+=(--set zero.accumulate=sharded)
-  if ! ZDP_LOG_LEVEL=warn timeout -k 10 "$(cap 90)" "$work/bin/$program" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
+  if ! ZDP_LOG_LEVEL=warn limited "$(cap 90)" "$work/bin/$program" "${args[@]}" >"$logs/small-$name.log" 2>&1; then
     row "small-gpt $name" FAIL "dp-train failed (logs/small-$name.log)"; tail -n 20 "$logs/small-$name.log"; return
   fi
   # The baseline (the last measured state) times; its losses may differ: an LR schedule fix since moved them a step.
@@ -118,7 +132,7 @@ run_tests() {
   local t rc passed skipped nfail
   for t in "$@"; do
     if ! in_budget; then row "$t" SKIP "time budget spent"; continue; fi
-    timeout -k 10 "$(cap 150)" "bin/$t" --gtest_color=no >"$logs/$t.log" 2>&1
+    limited "$(cap 150)" "bin/$t" --gtest_color=no >"$logs/$t.log" 2>&1
     rc=$?
     passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)
     skipped=$(grep -o '\[  SKIPPED \] [0-9]* test' "$logs/$t.log" | grep -o '[0-9]*' | tail -n 1)

@@ -6,7 +6,7 @@
 # small_gpt_k2 NAME DTYPE [--set k=v]...: the small GPT by dp-launch on two GPUs.
 small_gpt_k2() {
   local name="$1" dtype="$2"; shift 2
-  ZDP_LOG_LEVEL=warn timeout -k 10 "$(cap 120)" "$work/bin/dp-launch" "$here/configs/small_gpt.toml" \
+  ZDP_LOG_LEVEL=warn limited "$(cap 120)" "$work/bin/dp-launch" "$here/configs/small_gpt.toml" \
     --set launch.nproc_per_node=2 --set launch.backend=nccl --set "model.dtype=$dtype" \
     --set "launch.program=\"$work/bin/dp-train\"" --set "launch.log_dir=$out/runs/$name" "$@" >"$logs/$name.log" 2>&1
 }

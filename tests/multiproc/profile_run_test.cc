@@ -21,6 +21,7 @@
 
 #include "testing/engine_runs.h"
 #include "testing/fork_ranks.h"
+#include "testing/single_rank.h"
 #include "trainer/loop/profiling.h"
 #include "trainer/loop/train_loop.h"
 #include "zdp/context.h"
@@ -323,23 +324,20 @@ TEST(ProfilerOutput, AFolderThatCannotBeWrittenStillPrintsTheSummary) {
   const fs::path dir = fs::temp_directory_path() / ("zdp_profile_unwritable_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "not-a-folder") << "x";
-  InitOptions init_options;
-  init_options.backend = Backend::kGloo;
-  StatusOr<Context> ctx = init(init_options);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  Context ctx = testing::single_rank_context();
   EngineOptions o;
   o.trace = true;
-  Engine engine(*ctx, o);
+  Engine engine(ctx, o);
   const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
   ASSERT_TRUE(engine.finalize().ok());
   ProfileOptions po;
   po.warmup_steps = 0;
-  EXPECT_THROW(Profiler(*ctx, engine, po), Error);
+  EXPECT_THROW(Profiler(ctx, engine, po), Error);
   po.dir = (dir / "not-a-folder" / "profile").string();
   std::FILE* out = std::tmpfile();
   ASSERT_NE(out, nullptr);
   po.out = out;
-  Profiler profiler(*ctx, engine, po);
+  Profiler profiler(ctx, engine, po);
   for (int step = 0; step < 3; ++step) {
     ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());
     float* g = engine.grad_as<float>(p);

@@ -8,6 +8,7 @@
 
 #include "runtime/internal/checkpoint_hash.h"
 #include "runtime/internal/checkpoint_state.h"
+#include "testing/single_rank.h"
 #include "testing/temp_dir.h"
 #include "testing/tiny_mlp.h"
 #include "zdp/checkpoint.h"
@@ -39,11 +40,8 @@ void retype_first_tensor(const std::string& dir, const std::string& file) {
 
 TEST(VerifyCheckpoint, TensorsThatAreNotFp32AreRefusedAsALoadRefusesThem) {
   testing::TempDir root;
-  InitOptions options;
-  options.backend = Backend::kGloo;
-  StatusOr<Context> ctx = init(options);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  Engine engine(*ctx, EngineOptions{});
+  Context ctx = testing::single_rank_context();
+  Engine engine(ctx, EngineOptions{});
   ASSERT_TRUE(testing::TinyMlp::create(engine).ok());
   ASSERT_TRUE(engine.finalize().ok());
   CheckpointState state;

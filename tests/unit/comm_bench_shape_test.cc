@@ -30,7 +30,6 @@ TEST(CommBenchShape, AnAllGatherFillsItsOutputAtEveryWorldSize) {
     EXPECT_EQ(s.in, s.slice * world);
     EXPECT_EQ(s.out, total / world);
     EXPECT_EQ(collective_shape("all_reduce", total, world).out, total);
-    EXPECT_EQ(g.bytes(), 4 * g.slice * world) << "the table's size is what moved";
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "testing/optim_reference.h"
 #include "testing/tolerance.h"
+#include "testing/single_rank.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
 
@@ -21,14 +22,7 @@ void expect_error(const Status& s, const std::string& part) {
   EXPECT_NE(s.message().find(part), std::string::npos) << s.to_string();
 }
 
-// Gloo, hence the CPU device, even on a machine with a GPU (kAuto would pick NCCL there).
-Context single() {
-  InitOptions options;
-  options.backend = Backend::kGloo;
-  StatusOr<Context> ctx = init(options);
-  EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
-  return std::move(*ctx);
-}
+Context single() { return testing::single_rank_context(); }
 
 TEST(Init, WithoutALauncherIsAWorldOfOne) {
   Context ctx = single();

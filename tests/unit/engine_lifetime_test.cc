@@ -5,19 +5,14 @@
 
 #include <optional>
 
+#include "testing/single_rank.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
 
 namespace zdp {
 namespace {
 
-Context single() {
-  InitOptions options;
-  options.backend = Backend::kGloo;  // the CPU device, even where a GPU is
-  StatusOr<Context> ctx = init(options);
-  EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
-  return std::move(*ctx);
-}
+Context single() { return testing::single_rank_context(); }
 
 constexpr const char* kGone = "the engine's Context was destroyed or moved from";
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "testing/single_rank.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
 
@@ -18,13 +19,10 @@ namespace {
 // counted it as a wait for communication (exposed > the collectives' time in most steps
 // of a 2-rank profile). Here a 150 ms task stands for the all-reduce.
 TEST(Timeline, AStepEndsWhenTheComputeStreamHasRunWhatTheTrainerQueued) {
-  InitOptions init_options;
-  init_options.backend = Backend::kGloo;
-  StatusOr<Context> ctx = init(init_options);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  Context ctx = testing::single_rank_context();
   EngineOptions o;
   o.trace = true;
-  Engine engine(*ctx, o);
+  Engine engine(ctx, o);
   const Param w = *engine.add_param("w", {4}, Init::constant(1.0f));
   ASSERT_TRUE(engine.finalize().ok());
   ASSERT_TRUE(engine.mark(TimelineEvent::Kind::kIterationBegin).ok());

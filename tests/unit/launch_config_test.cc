@@ -72,6 +72,10 @@ TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
   EXPECT_NE(text.find(" GREETING='hello world' "), std::string::npos) << text;
   // The threads the ranks get: launch.env's over the plan's (it printed the plan's alone).
   EXPECT_NE(text.find("# threads per rank: OMP 7 (launch.env), OpenBLAS "), std::string::npos) << text;
+  // A value with a line break stays inside its comment line.
+  Config odd = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nenv = { OMP_NUM_THREADS = \"7\\nfoo\" }\n");
+  const std::string odd_text = launcher::describe_plan(launcher::make_plan(odd, inputs(), fake({})).value(), odd);
+  EXPECT_NE(odd_text.find("# threads per rank: OMP 7\\x0afoo (launch.env)"), std::string::npos) << odd_text;
 }
 
 // dp-train reads every setting from the config dp-launch resolved: launch.args for it is

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "testing/single_rank.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
 
@@ -13,11 +14,8 @@ namespace zdp {
 namespace {
 
 TEST(ParamNames, WhatNoCheckpointCanHoldIsRefusedAtAddParam) {
-  InitOptions options;
-  options.backend = Backend::kGloo;
-  StatusOr<Context> ctx = init(options);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  Engine engine(*ctx, EngineOptions{});
+  Context ctx = testing::single_rank_context();
+  Engine engine(ctx, EngineOptions{});
   auto refused = [&](const std::string& name, const std::string& says) {
     StatusOr<Param> p = engine.add_param(name, {3}, Init::zeros(), 0);
     ASSERT_FALSE(p.ok()) << name;

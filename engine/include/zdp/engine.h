@@ -144,7 +144,9 @@ struct MemoryReport {
 // A point of the engine's timeline (EngineOptions::trace), what zdp::Profiler turns into
 // step breakdowns and traces, timed when its stream reaches it: on CUDA by a timing event
 // (no host callback in either stream), on the CPU by the host (compute points at once,
-// the calling thread being the compute stream; collective points when the communication
+// the calling thread being the compute stream, but kIterationEnd when the compute stream's
+// worker has run what the trainer queued there: it may come in a later take_timeline(),
+// after the next step's kIterationBegin; collective points when the communication
 // stream's worker gets there). `seconds` is std::chrono::steady_clock's time_since_epoch,
 // comparable with the trainer's own steady_clock readings.
 struct TimelineEvent {

@@ -58,6 +58,7 @@ struct MemoryPlan {
   // Bytes of the staging buffers and the workspace, which the formula does not count.
   struct Buffers {
     int64_t grad_staging = 0;    // [buckets] stages 2-3: 2 buffers of the largest gradient group
+                                 // (overlap off: one per group)
     int64_t reduce_staging = 0;  // [buckets] stages 2-3, reduce dtype != compute or accum > 1: 2 buckets
     int64_t param_gather = 0;    // [buckets] stage 3: gather_slots gathered layer groups
     int64_t ordered = 0;         // [buckets] deterministic mode: world x the largest bucket
