@@ -71,18 +71,18 @@ class Gpt : public Model {
     const double params = static_cast<double>(V_) * C_ + static_cast<double>(L_) * 12.0 * C_ * C_;
     return static_cast<double>(T_) * (6.0 * params + 12.0 * L_ * static_cast<double>(T_) * C_);
   }
-  std::vector<double> grad_ready_fractions() const override {
+  double grad_ready_fraction(int layer_group) const override {
     // Backward's FLOPs a token (2/3 of flops_per_sample's): the LM head's dx and dW first
-    // (4 V d; norm_f's gradient is complete after it), then each block's (48 d^2 and
-    // attention's 8 T d) from the last to the first; the tied embedding and the position
-    // table only at the end, in the embedding's backward (the head's share of wte waits).
+    // (4 V d; norm_f's group, L + 1, is complete after it), then each block's (48 d^2 and
+    // attention's 8 T d) from the last (group L) to the first (group 1); the tied
+    // embedding and the position table (group 0) only at the end, in the embedding's
+    // backward (the head's share of wte waits for it).
     const double head = 4.0 * static_cast<double>(V_) * C_;
     const double block = 48.0 * C_ * static_cast<double>(C_) + 8.0 * static_cast<double>(T_) * C_;
     const double total = head + static_cast<double>(L_) * block;
-    std::vector<double> f{1.0, 1.0};  // wte, wpe (declare_params' order)
-    for (int64_t l = 0; l < L_; ++l) f.insert(f.end(), 12, (head + static_cast<double>(L_ - l) * block) / total);
-    f.insert(f.end(), 2, head / total);  // norm_f weight, bias
-    return f;
+    if (layer_group <= 0) return 1.0;
+    if (layer_group > L_) return head / total;
+    return (head + static_cast<double>(L_ - layer_group + 1) * block) / total;
   }
   bool fused_attention() const override { return fused_; }
   // The tied embedding's group (0) inside the head's (L + 1), through the loss and the

@@ -55,11 +55,12 @@ class Model {
   virtual bool fused_attention() const { return false; }
   // Layer scopes it keeps open inside another (EngineOptions::nested_layer_scopes).
   virtual int nested_layer_scopes() const { return 0; }
-  // When each parameter's gradient is complete (grad_ready) in a micro-batch's backward,
-  // as the fraction of the backward's FLOPs done by then, in registration order: the
-  // planner's overlap of the reductions (dp-launch plan). Empty: the parameters complete
-  // in reverse registration order at a rate even in elements, which the planner assumes.
-  virtual std::vector<double> grad_ready_fractions() const { return {}; }
+  // When the gradients of a layer group's parameters are complete (grad_ready) in a
+  // micro-batch's backward, as the fraction of the backward's FLOPs done by then: the
+  // planner's overlap of the reductions (dp-launch plan). Negative (the default): not
+  // stated; the planner then takes the parameters to complete in reverse registration
+  // order at a rate even in elements.
+  virtual double grad_ready_fraction(int layer_group) const { return -1; }
   // Takes the activation and scratch buffers of one micro-batch through take()
   // (register_params() calls it; a model without ops only counts them).
   virtual Status allocate() = 0;

@@ -26,11 +26,14 @@ StatusOr<ModelSpec> model_spec(const Config& config) {
   spec.tokens_per_sample = model->tokens_per_sample();
   spec.fused_attention = model->fused_attention();
   spec.nested_layer_scopes = model->nested_layer_scopes();
-  spec.grad_ready = model->grad_ready_fractions();
-  if (!spec.grad_ready.empty() && spec.grad_ready.size() != spec.params.size()) {
-    return Status(StatusCode::kInternal, spec.description + ": " + std::to_string(spec.grad_ready.size()) +
-                                             " gradient ready times for " + std::to_string(spec.params.size()) +
-                                             " parameters");
+  // Per parameter, its layer group's (none when the model states none).
+  for (const ParamDecl& p : spec.params) {
+    const double f = model->grad_ready_fraction(p.layer);
+    if (f < 0) {
+      spec.grad_ready.clear();
+      break;
+    }
+    spec.grad_ready.push_back(f);
   }
   if (spec.fused_attention) spec.attention_workspace_bytes = fused_attention_workspace_bytes(config);
   return spec;

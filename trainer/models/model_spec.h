@@ -21,7 +21,7 @@ struct ModelSpec {
   int64_t tokens_per_sample = 1;
   bool fused_attention = false;   // the gpt's attention planned fused (plans_fused_attention in model.h)
   int nested_layer_scopes = 0;    // Model::nested_layer_scopes (EngineOptions' field of that name)
-  std::vector<double> grad_ready;  // Model::grad_ready_fractions (per parameter, or empty)
+  std::vector<double> grad_ready;  // Model::grad_ready_fraction of each parameter's group, or empty
   // GPUs with fused attention: cuDNN's workspace (kernels::fused_attention_workspace_estimate
   // at train.micro_batch; MemCategory::kWorkspace), else 0.
   int64_t attention_workspace_bytes = 0;
