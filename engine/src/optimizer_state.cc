@@ -123,50 +123,6 @@ Status OptimizerState::clear() {
   return Status::Ok();
 }
 
-Status OptimizerState::check_state_finite(const std::string& dir) {
-  // Slice by slice (stage 0 holds every slice of a bucket), each within the norm scratch
-  // that plan_buffers() sized for one slice; one GradStats per slice, reused. The masters,
-  // then each moment (a NaN moment made every later update of its slice NaN).
-  Exec& exec = *env_.exec;
-  auto* stats = stats_.as<kernels::GradStats>();
-  struct Checked {
-    std::string what, file;
-    const DeviceBuffer* buffer;
-  };
-  std::vector<Checked> tensors{{"weights", kCheckpointModelFile, &master_}};
-  for (const Moment& m : moments()) {
-    tensors.push_back({std::string("optimizer state (") + m.suffix + ")", kCheckpointOptimizerFile, m.buffer});
-  }
-  for (const auto& [what, file, buffer] : tensors) {
-    const std::string where = dir + "/" + file;
-    int64_t nonfinite_slices = 0;
-    std::string first;
-    for (int b = 0; b < static_cast<int>(layout_.buckets().size()); ++b) {
-      const Bucket& bk = layout_.buckets()[static_cast<size_t>(b)];
-      for (int r = 0; r < layout_.world_size(); ++r) {
-        if (opt_.zero.shards_optimizer() && r != env_.rank) continue;
-        const int64_t at = opt_.zero.shards_optimizer() ? layout_.shard_offset(b) : layout_.slice_begin(b, r);
-        kernels::GradCheckArgs check{buffer->as<float>() + at, DType::kF32, bk.slice_size(), 1.0f, stats};
-        ZDP_RETURN_IF_ERROR(exec.grad_check(check, check_workspace_.data(), check_workspace_.bytes()));
-        ZDP_RETURN_IF_ERROR(exec.synchronize(where + ": checking the loaded " + what));
-        kernels::GradStats host{};
-        ZDP_RETURN_IF_ERROR(env_.device.memcpy(&host, stats, sizeof(host)));
-        if (host.nonfinite > 0) {
-          if (first.empty()) first = "bucket " + std::to_string(b) + " slice " + std::to_string(r);
-          ++nonfinite_slices;
-        }
-      }
-    }
-    if (nonfinite_slices > 0) {
-      return Status(StatusCode::kInvalidArgument,
-                    where + ": the checkpoint's " + what + " hold NaN or infinite values (" +
-                        std::to_string(nonfinite_slices) + " slice(s) on this rank, first " + first +
-                        "): a checkpoint of a diverged run; resume from an earlier one");
-    }
-  }
-  return Status::Ok();
-}
-
 std::vector<const char*> OptimizerState::moment_suffixes() const {
   switch (optimizer_moments(opt_.optim)) {
     case 2: return {kExpAvgSuffix, kExpAvgSqSuffix};

@@ -58,11 +58,6 @@ class OptimizerState {
 
   // Zeroes the masters and moments (on the compute stream): a load's starting point.
   Status clear();
-  // kInvalidArgument naming the file of checkpoint `dir` when a master weight or a moment
-  // this rank holds is NaN or infinite (a checkpoint of a diverged run: training on would
-  // only skip every step, or, from a moment, make its slice NaN at the next update).
-  // Weights-only loads have zeroed moments.
-  Status check_state_finite(const std::string& dir);
 
   // Optimizer steps taken, as far as the host has learnt (exact after settle(0, ...)).
   int64_t steps() const { return steps_; }

@@ -184,7 +184,8 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
   LoadOptions unchecked;
   unchecked.checksums = ChecksumPolicy::kSkip;
   messages = load_messages(2, nan, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
-  EXPECT_THAT(messages[0], HasSubstr("model.safetensors: the checkpoint's weights hold NaN or infinite values"));
+  EXPECT_THAT(messages[0], HasSubstr("model.safetensors: tensor 'fc0.weight' element 0 is nan: a checkpoint of a "
+                                     "diverged run; resume from an earlier one"));
   EXPECT_THAT(messages[1], HasSubstr("rank 0 failed"));  // the slice with the NaN is rank 0's
   // A moment that is infinite (AdamW's exp_avg, the first tensor of the optimizer file):
   // loaded, it made its slice NaN at the first update.
@@ -197,7 +198,22 @@ TEST(Checkpoint, DamagedCheckpointsAreRefusedNamingWhatAndWhere) {
     f.write(reinterpret_cast<const char*>(&infinite), sizeof(infinite));
   }
   messages = load_messages(2, inf, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
-  EXPECT_THAT(messages[0], HasSubstr("optimizer.safetensors: the checkpoint's optimizer state (.exp_avg) hold NaN"));
+  EXPECT_THAT(messages[0], HasSubstr("optimizer.safetensors: tensor 'fc0.weight.exp_avg' element 0 is inf"));
+  // A negative second moment: finite, but its square root is NaN at the first update.
+  const std::string negative = copy("negative");
+  {
+    const safetensors::Reader reader = safetensors::Reader::open(negative + "/optimizer.safetensors").value();
+    const int t = reader.find("fc0.weight.exp_avg_sq");
+    ASSERT_GE(t, 0);
+    std::fstream f(negative + "/optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(reader.data_start() + reader.header().tensors[static_cast<size_t>(t)].begin +
+                                        3 * 4));
+    const float below_zero = -0.5f;
+    f.write(reinterpret_cast<const char*>(&below_zero), sizeof(below_zero));
+  }
+  messages = load_messages(2, negative, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), unchecked);
+  EXPECT_THAT(messages[0], HasSubstr("optimizer.safetensors: tensor 'fc0.weight.exp_avg_sq' element 3 is -0.5 (a "
+                                     "second moment is never negative)"));
   LoadOptions weights_only = unchecked;
   weights_only.scope = LoadScope::kWeightsOnly;
   EXPECT_EQ(load_messages(2, inf, [](Engine& e) { return testing::TinyMlp::create(e); }, options(2), weights_only),

@@ -3,7 +3,8 @@
 //   open     resolve the directory, read state.json, open the files, check sizes, the
 //            header checksums and every tensor name and shape (nothing changed yet)
 //   read     each rank reads the byte ranges of its own slices, whole chunks at a time,
-//            verifying each chunk's checksum before using a byte of it
+//            verifying each chunk's checksum and every value (finite; second moments
+//            not negative) before using a byte of it
 //   restore  step count and loss scale (the engine then recomputes the compute-dtype
 //            parameters from the masters, as after an optimizer step)
 #include <algorithm>
@@ -84,9 +85,10 @@ StatusOr<OpenedCheckpoint> open_checkpoint(const CheckpointParts& parts, const s
 }
 
 // Reads `pieces` (ascending file offsets) of `file` into `base` (device memory). With
-// `entry`, whole chunks are read and verified before any of their bytes is used.
+// `entry`, whole chunks are read and verified before any of their bytes is used; every
+// value is checked against `rule` on the host.
 Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, const CheckpointFileInfo* entry,
-                   const std::vector<Piece>& pieces, float* base) {
+                   const std::vector<Piece>& pieces, float* base, checkpoint::ValueRule rule) {
   std::vector<char> chunk;
   int64_t cached = -1;
   checkpoint::ChunkRange range;
@@ -94,7 +96,7 @@ Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, cons
     const int64_t begin = p.file, end = p.file + p.count * 4;
     char* dst = reinterpret_cast<char*>(base + p.mem);
     if (entry == nullptr) {
-      ZDP_RETURN_IF_ERROR(io.read(file, begin, end - begin, dst));
+      ZDP_RETURN_IF_ERROR(io.read(file, begin, end - begin, dst, rule));
       continue;
     }
     const int64_t cb = entry->chunk_bytes;
@@ -111,6 +113,7 @@ Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, cons
         cached = c;
       }
       const int64_t lo = std::max(begin, range.begin), hi = std::min(end, range.end);
+      ZDP_RETURN_IF_ERROR(checkpoint::check_values(file, lo, chunk.data() + (lo - range.begin), hi - lo, rule));
       ZDP_RETURN_IF_ERROR(io.to_device(dst + (lo - begin), chunk.data() + (lo - range.begin), hi - lo));
     }
   }
@@ -138,13 +141,16 @@ Status read_state(CheckpointParts& c, const OpenedCheckpoint& opened, bool full,
   ZDP_RETURN_IF_ERROR(c.env.exec->synchronize(c.env.who + ": load_checkpoint: clearing the optimizer state"));
   ZDP_ASSIGN_OR_RETURN(checkpoint::FileIo io, checkpoint::FileIo::create(c.env));
   ZDP_RETURN_IF_ERROR(read_pieces(io, *opened.model, verify ? opened.model_info : nullptr,
-                                  owned_pieces(c, opened.offsets.model), c.state.master()));
+                                  owned_pieces(c, opened.offsets.model), c.state.master(), checkpoint::ValueRule::kFinite));
   if (!full) return Status::Ok();
   const CheckpointFileInfo* entry = verify ? opened.optimizer_info : nullptr;
   const std::vector<OptimizerState::Moment> moments = c.state.moments();
   for (size_t i = 0; i < moments.size(); ++i) {
+    const checkpoint::ValueRule rule = std::string(moments[i].suffix) == kExpAvgSqSuffix
+                                           ? checkpoint::ValueRule::kFiniteNonNegative
+                                           : checkpoint::ValueRule::kFinite;
     ZDP_RETURN_IF_ERROR(read_pieces(io, *opened.optimizer, entry, owned_pieces(c, opened.offsets.state[i]),
-                                    moments[i].buffer->as<float>()));
+                                    moments[i].buffer->as<float>(), rule));
   }
   return Status::Ok();
 }
@@ -175,7 +181,6 @@ StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::stri
 
   // From here on the engine's state changes: a failure leaves it failed.
   Status read = read_state(c, *opened, full, verify);
-  if (read.ok()) read = c.state.check_state_finite(opened->dir);
   Status agreed = agree(c.env, store, "load_checkpoint: read", read.with_context(where));
   if (!agreed.ok()) return c.env.failure.fail(agreed);
 
