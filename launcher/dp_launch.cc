@@ -195,7 +195,8 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       if (!path.empty()) std::filesystem::remove(path, ignored);
     }
   } pending{plan->config_file + ".pending-" + std::to_string(::getpid())};
-  if (const Status written = zdp::write_config_file(*config, pending.path); !written.ok()) {
+  if (const Status written = zdp::write_config_file(config_for_ranks(*config, *plan, in), pending.path);
+      !written.ok()) {
     // check_output_dirs passed, and still the folder refused (a filesystem that looks
     // writable and is not, e.g. /proc for root): named as the key that chose it.
     say(config->where("launch.log_dir") + ": launch.log_dir (\"" + config->launch.log_dir + "\"): " +

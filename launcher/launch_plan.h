@@ -72,6 +72,13 @@ int64_t planned_world_size(const Config& config, const PlanInputs& inputs, const
 // contradicts SLURM_NODEID, a launch.socket_ifname or launch.rank_addr this host lacks).
 StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& inputs, const EnvLookup& env);
 
+// The config written for this node's ranks (ZDP_CONFIG, kept in the log folder): `config`
+// with the layout this launch resolved (Slurm's nodes and node id, --node-rank, the first
+// Slurm host as master_addr, "auto" ranks counted), each such value's comment naming where
+// it came from. The ranks read their layout from the environment; the file is the run's
+// record, and it said node_rank = 0 on every node of a Slurm job.
+Config config_for_ranks(const Config& config, const LaunchPlan& plan, const PlanInputs& inputs);
+
 // For --dry-run: the layout and each local rank's command line and environment (the
 // secret shown masked).
 std::string describe_plan(const LaunchPlan& plan, const Config& config);

@@ -193,5 +193,49 @@ TEST(LaunchPlan, WorldSizeChecksAreListedWithEveryOtherProblem) {
   EXPECT_EQ(launcher::planned_world_size(three, in, no_env), 2);
 }
 
+// The config the ranks are given records the layout the launch resolved: under Slurm every
+// node's copy said node_rank = 0, nnodes = 1 and master_addr = 127.0.0.1 (the file's
+// defaults), and "auto" ranks as 0. Each resolved value names where it came from, and a
+// rank reading the file back sees the values and their origins.
+TEST(LaunchPlan, TheRanksConfigRecordsTheLayoutTheLaunchResolved) {
+  testing::TempDir dir;
+  const Config c = parsed("[launch]\nprogram = \"/bin/true\"\nmaster_port = 29511\n");
+  const auto slurm = fake({{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                           {"ZDP_JOB_SECRET", "0123456789abcdef"}});
+  const auto plan = launcher::make_plan(c, inputs(), slurm);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const std::string path = dir.path() + "/config.node-1.toml";
+  ASSERT_TRUE(write_config_file(launcher::config_for_ranks(c, *plan, inputs()), path).ok());
+  const StatusOr<Config> read = load_config(path);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->launch.nnodes, 2);
+  EXPECT_EQ(read->launch.node_rank, 1);
+  EXPECT_EQ(read->launch.master_addr, "gpu07");
+  EXPECT_EQ(read->launch.nproc_per_node, kCpuDefaultNprocPerNode);
+  EXPECT_EQ(read->where("launch.node_rank"), "SLURM_NODEID");
+  EXPECT_EQ(read->where("launch.nnodes"), "SLURM_NNODES");
+  EXPECT_EQ(read->where("launch.master_addr"), "the first host of Slurm's node list");
+  EXPECT_EQ(read->where("launch.nproc_per_node"), "\"auto\": the CPU default");
+  EXPECT_EQ(read->where("launch.master_port"), "test.toml:3:15") << "a value the file gave keeps its place";
+
+  // Without Slurm, --node-rank is where node 1 learnt it is node 1; the file's values stay.
+  const Config two = parsed("[launch]\nprogram = \"/bin/true\"\nnnodes = 2\nnproc_per_node = 2\n"
+                            "master_addr = \"10.0.0.1\"\n");
+  launcher::PlanInputs flagged = inputs();
+  flagged.node_rank = 1;
+  const auto node1 = launcher::make_plan(two, flagged, fake({{"ZDP_JOB_SECRET", "0123456789abcdef"}}));
+  ASSERT_TRUE(node1.ok()) << node1.status().to_string();
+  const Config given = launcher::config_for_ranks(two, *node1, flagged);
+  EXPECT_EQ(given.launch.node_rank, 1);
+  EXPECT_EQ(given.where("launch.node_rank"), "--node-rank");
+  EXPECT_EQ(given.where("launch.nnodes"), "test.toml:3:10");
+  EXPECT_EQ(given.launch.nproc_per_node, 2);
+  EXPECT_EQ(given.launch.master_addr, "10.0.0.1");
+  // One node of the file's own layout: nothing to resolve, so nothing changes.
+  const auto node0 = launcher::make_plan(two, inputs(), fake({{"ZDP_JOB_SECRET", "0123456789abcdef"}}));
+  ASSERT_TRUE(node0.ok()) << node0.status().to_string();
+  EXPECT_EQ(describe_resolved(launcher::config_for_ranks(two, *node0, inputs())), describe_resolved(two));
+}
+
 }  // namespace
 }  // namespace zdp
