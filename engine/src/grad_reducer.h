@@ -83,9 +83,8 @@ class GradReducer {
     int last_bucket = 0;  // inclusive
     int64_t begin = 0;    // flat offset of its first bucket
     int64_t size = 0;     // padded elements
-    int params = 0;
     int slot = -1;       // mem_.grad_slots slot lent for this micro-batch, or -1
-    int unfolded = 0;    // local accumulation, before the last micro-batch: parameters not yet folded
+    int unfolded = 0;    // local accumulation, before the last micro-batch: buckets not yet folded
     int unlaunched = 0;  // micro-batches that reduce: buckets whose reduction is not yet issued
   };
 
@@ -99,6 +98,9 @@ class GradReducer {
   // locally): sharded accumulation and deterministic mode.
   bool reduces_every_micro() const { return sharded_accum() || opt_.deterministic; }
   void* in_bucket(int b);  // the trainer's gradient of bucket b (compute dtype)
+  // Local accumulation before the last micro-batch: bucket b's gradient, padding included,
+  // added into (the first micro-batch: copied to) the fp32 accumulation.
+  Status fold_bucket(int b);
   Status launch(int b);
   // Bucket b's all-reduce (stage 0) or reduce-scatter of `send` in the reduce dtype.
   Status reduce_full_precision(int b, void* send);

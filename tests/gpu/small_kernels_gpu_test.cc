@@ -196,6 +196,18 @@ void fold_case(GpuFixture& gpu, TestRandom& rnd) {
     gpu.sync();
     EXPECT_TRUE(same_values(dout.download(), cpu, with_acc ? "fold" : "fold without acc (a cast)"));
   }
+  {  // views one element in: not 16-byte aligned, so the scalar path, the same values
+    std::vector<O> cpu = unwritten<O>(static_cast<size_t>(n - 1));
+    ASSERT_TRUE(fold_cpu({in.data() + 1, dtype_of<I>(), acc.data() + 1, cpu.data(), dtype_of<O>(), n - 1}).ok());
+    DeviceArray<O> dout(*gpu.device, unwritten<O>(static_cast<size_t>(n)));
+    ASSERT_TRUE(
+        fold_cuda({din.data() + 1, dtype_of<I>(), dacc.data() + 1, dout.data() + 1, dtype_of<O>(), n - 1},
+                  gpu.cuda_stream())
+            .ok());
+    gpu.sync();
+    const std::vector<O> got = dout.download();
+    EXPECT_TRUE(same_values(std::vector<O>(got.begin() + 1, got.end()), cpu, "fold of unaligned views"));
+  }
   if constexpr (std::is_same_v<I, O>) {  // in place over the gradient
     std::vector<I> cpu = in;
     ASSERT_TRUE(fold_cpu({cpu.data(), dtype_of<I>(), acc.data(), cpu.data(), dtype_of<I>(), n}).ok());
