@@ -294,6 +294,17 @@ void LivenessWatch::exited(int rank) {
   (void)store_.set(heartbeat_keys::exited(rank), "0");
 }
 
+std::string LivenessWatch::ended_mid_job(int rank) {
+  if (!enabled() || rank < 0 || static_cast<size_t>(rank) >= beats_.size()) return "";
+  StatusOr<std::string> mark = store_.get(heartbeat_keys::exited(rank), std::chrono::milliseconds(0));
+  if (mark.ok() && *mark == "released") return "";
+  read(LivenessClock::now(), false);
+  const RankBeat& b = beats_[static_cast<size_t>(rank)];
+  if (!b.seen) return "";
+  return describe_rank(rank, b.record) + " exited 0 in the middle of the job, without ending its zdp context " +
+         "(its last heartbeat: " + describe_position(b.record) + ")";
+}
+
 std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now, bool stale_only) {
   if (!enabled()) return "";
   read(now, true);

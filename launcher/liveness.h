@@ -76,6 +76,12 @@ class LivenessWatch {
   // A local rank that exited 0: its heartbeat stops, and that is no stall; marked in the
   // store too, so that no node's launcher names it as the culprit of a later failure.
   void exited(int rank);
+  // A local rank whose process exited 0: "" when it released its Context first (its own
+  // "released" mark: the rank finished) or never published a heartbeat (not a zdp
+  // program); else how it was when it went (describe_rank and its last position). Its
+  // process ended in the middle of the job: a wrapper script that lost dp-train's exit
+  // status, or an exit(0) in the program. Call before exited(rank), which sets the mark.
+  std::string ended_mid_job(int rank);
   // Reads the heartbeats now and names the likely cause of `failed`'s failure (culprit()).
   std::string culprit_of(int failed, LivenessClock::time_point now, bool stale_only = false);
   // Waits (at most `limit`) until every local rank in `running` that publishes

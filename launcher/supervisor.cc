@@ -32,8 +32,18 @@ constexpr auto kKillWait = std::chrono::milliseconds(10000);
 constexpr auto kOtherNodesWord = std::chrono::milliseconds(1000);
 // How often a node looks for the cause of its rank's failure elsewhere (rank_failed).
 constexpr auto kCulpritPoll = std::chrono::milliseconds(250);
-// The first launcher to add 1 here posts the job-failed reason (report_job_failed).
-constexpr const char* kJobFailedClaim = "zdp/job/failed_claim";
+// How long a rank that failed because of another (launch_env.h's exit codes) waits for the
+// one at fault to exit too: ranks that fail together (a checkpoint's agreement) exit
+// within milliseconds of each other, in any order.
+constexpr auto kOwnFailureGrace = std::chrono::milliseconds(2000);
+
+// Of ranks that failed together, the one to blame: killed by a signal, then failed on its
+// own (any other non-zero code), then timed out waiting for another, then stopped because
+// another failed.
+int blame_weight(const ExitInfo& e) {
+  if (e.signal != 0) return 3;
+  return e.code == kExitPeerFailed ? 0 : e.code == kExitPeerTimeout ? 1 : 2;
+}
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -75,20 +85,16 @@ class Group {
                                                       "; stopped the ranks");
       }
       bool all_done = true;
-      const RankProcess* failed = nullptr;
-      for (RankProcess& p : procs_) {
-        const ExitInfo& e = p.poll();
-        if (!e.exited) {
-          all_done = false;
-        } else if (!e.ok()) {
-          // Of the ranks seen failing in one pass, one killed by a signal is blamed before
-          // one that exited with an error: the latter most likely lost its connection to it.
-          if (failed == nullptr || (failed->exit_info().signal == 0 && e.signal != 0)) failed = &p;
-        } else if (liveness_) {
-          liveness_->exited(p.rank());
+      const RankProcess* failed = poll_all(&all_done);
+      if (failed != nullptr) {
+        // One that failed because of another: the one at fault may exit a moment later.
+        for (const auto until = Clock::now() + kOwnFailureGrace;
+             blame_weight(failed->exit_info()) < 2 && !all_done && Clock::now() < until;) {
+          pump_.pump(kPollInterval);
+          failed = poll_all(&all_done);
         }
+        return rank_failed(*failed);
       }
-      if (failed != nullptr) return rank_failed(*failed);
       if (all_done) {
         if (o_.store) (void)o_.store->set(job_keys::node_done(o_.node_rank), "ok");
         drain();
@@ -128,8 +134,33 @@ class Group {
     return true;
   }
 
+  // Polls every rank: the one to blame of those failed so far (blame_weight), or null;
+  // `all_done` whether all have exited. A rank that exited 0 while the job ran is kept to
+  // blame for the others' failure (ended_mid_job_).
+  const RankProcess* poll_all(bool* all_done) {
+    const RankProcess* failed = nullptr;
+    *all_done = true;
+    for (RankProcess& p : procs_) {
+      const ExitInfo& e = p.poll();
+      if (!e.exited) {
+        *all_done = false;
+      } else if (!e.ok()) {
+        if (failed == nullptr || blame_weight(e) > blame_weight(failed->exit_info())) failed = &p;
+      } else if (liveness_ && !exited_zero_.count(p.rank())) {
+        exited_zero_.insert(p.rank());
+        const std::string mid = liveness_->ended_mid_job(p.rank());
+        if (!mid.empty() && ended_mid_job_.empty()) ended_mid_job_ = mid;
+        liveness_->exited(p.rank());
+      }
+    }
+    return failed;
+  }
+
   GroupResult rank_failed(const RankProcess& failed) {
     const int others = static_cast<int>(procs_.size()) - 1;
+    // Every rank that failed did so because of another, and one here ended mid-job with
+    // exit code 0: that one (its peers lost their connections to it).
+    std::string cause = blame_weight(failed.exit_info()) < 2 ? ended_mid_job_ : "";
     // Ranks on other nodes: one that died there may be why this one failed (an error exit,
     // not a signal), and its launcher names it on the job-failed key; node 0 blamed its own
     // healthy rank, and its reason replaced the other node's on the key.
@@ -138,8 +169,8 @@ class Group {
     // liveness.h). Until then the rank here, which most likely only lost its connection
     // to them, is not blamed: node 0 named its own healthy rank when another node's
     // machine went down.
-    std::string cause;
-    if (o_.store && failed.exit_info().signal == 0 && o_.world_size > static_cast<int>(procs_.size())) {
+    if (cause.empty() && o_.store && failed.exit_info().signal == 0 &&
+        o_.world_size > static_cast<int>(procs_.size())) {
       const auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(
                                                kOtherNodesWord, liveness_ ? liveness_->stale_after() : kOtherNodesWord);
       while (true) {
@@ -163,9 +194,17 @@ class Group {
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
                          ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
     // A rank that exits with an error may only have timed out waiting for a stopped one:
-    // blame the one whose heartbeat stopped first.
-    if (cause.empty() && liveness_ && failed.exit_info().signal == 0) cause = liveness_->culprit_of(failed.rank(), Clock::now());
-    if (!cause.empty()) reason = cause + "; " + reason + " (most likely waiting for it)";
+    // blame the one whose heartbeat stopped first. Only a rank that says it timed out
+    // (kExitPeerTimeout) is compared with the living ranks' positions (behind()): their
+    // heartbeats are up to a second apart, so for any other failure that comparison named
+    // a healthy rank as the one it had waited for.
+    if (cause.empty() && liveness_ && failed.exit_info().signal == 0) {
+      cause = liveness_->culprit_of(failed.rank(), Clock::now(), failed.exit_info().code != kExitPeerTimeout);
+    }
+    if (!cause.empty()) {
+      reason = cause + "; " + reason +
+               (failed.exit_info().code == kExitPeerFailed ? " (most likely because of it)" : " (most likely waiting for it)");
+    }
     // A signal that came meanwhile stops the job for good (dp-launch does not restart it).
     report_job_failed(reason, /*final=*/interrupt_.load() != 0);
     console_.line("dp-launch: " + reason + "; stopping the other " + std::to_string(others) + " local rank(s)");
@@ -369,34 +408,14 @@ class Group {
   std::set<std::string> reported_;  // rank problems already printed
   std::vector<RankProcess> procs_;
   std::unique_ptr<LivenessWatch> liveness_;  // with a store
+  std::set<int> exited_zero_;                // local ranks seen exiting 0
+  std::string ended_mid_job_;                // the first of them that exited in the middle of the job
   Clock::time_point start_;
   bool startup_done_ = false;
   GroupResult result_;
 };
 
 }  // namespace
-
-void post_job_failed(Store& store, const std::string& reason, bool final) {
-  if (final) (void)store.set(job_keys::kJobFinal, reason);
-  StatusOr<int64_t> claim = store.add(kJobFailedClaim, 1);
-  if (claim.ok() && *claim != 1) return;
-  (void)store.set(job_keys::kJobFailed, reason);
-}
-
-bool stop_is_final(Store& store) {
-  StatusOr<bool> final_stop = store.check({job_keys::kJobFinal});
-  return !final_stop.ok() || *final_stop;
-}
-
-std::string departed_nodes(Store& store, int nnodes, int self) {
-  std::string gone;
-  for (int n = 1; n < nnodes; ++n) {
-    if (n == self) continue;
-    StatusOr<bool> done = store.check({job_keys::node_done(n)});
-    if (done.ok() && *done) gone += (gone.empty() ? "" : ", ") + std::to_string(n);
-  }
-  return gone;
-}
 
 const char* to_string(GroupOutcome outcome) {
   switch (outcome) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/job_stop.h"
 #include "launcher/rank_process.h"
 #include "zdp/store.h"
 
@@ -74,22 +75,6 @@ struct GroupResult {
   bool final_stop = false;
   bool ok() const { return outcome == GroupOutcome::kSucceeded; }
 };
-
-// Posts `reason` on the attempt's job-failed key unless another launcher did first: the
-// first node's reason stays (a later one, a rank that failed because of the first, must
-// not replace it), claimed with one atomic add (a check, then a set, let two nodes that
-// failed together both post). `final`: no node restarts this attempt (job_keys::kJobFinal,
-// set first, so whoever reads the reason can read it too).
-void post_job_failed(Store& store, const std::string& reason, bool final);
-
-// Whether the launcher that stopped this attempt said it is for good (job_keys::kJobFinal).
-// A store that no longer answers counts as final: node 0's launcher is gone.
-bool stop_is_final(Store& store);
-
-// The nodes other than node 0 and `self` whose ranks all exited 0 in this attempt: their
-// launchers have left, so a restarted attempt could never meet them. "" when none, else
-// "2, 5".
-std::string departed_nodes(Store& store, int nnodes, int self);
 
 // `interrupt` is set (to the signal number) by the launcher's signal handler.
 GroupResult run_group(const GroupOptions& options, const std::atomic<int>& interrupt);

@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   const Status s = check(o);
   if (!s.ok()) {
     ZDP_LOG(kError) << "dp-check failed: " << s.to_string();
-    return 1;
+    return zdp::rank_exit_code(s);  // whose fault, for the launcher's blame
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "trainer/loop/train_loop.h"
 #include "zdp/config.h"
 #include "zdp/context.h"
+#include "zdp/launch_env.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dp-train: train the reference models (mlp, gpt) with zdp; normally started by dp-launch"};
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   zdp::StatusOr<zdp::Context> ctx = zdp::init(init);
   if (!ctx.ok()) {
     std::fprintf(stderr, "dp-train: %s\n", ctx.status().to_string().c_str());
-    return 1;
+    return zdp::rank_exit_code(ctx.status());  // whose fault, for the launcher's blame
   }
   // An unwritable checkpoint, profile or log directory is refused now, not at the first
   // save or after the last step (dp-launch checks the same before it starts the ranks).
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config(), options);
   if (!done.ok()) {
     std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), done.status().to_string().c_str());
-    return 1;
+    return zdp::rank_exit_code(done.status());
   }
   if (ctx->rank() == 0) {
     std::printf("dp-train: %zu steps in %.1f s%s\n", done->losses.size(), done->seconds,

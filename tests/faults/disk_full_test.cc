@@ -65,6 +65,9 @@ TEST(DiskFull, ASaveThatRunsOutOfSpaceFailsClearlyAndThePreviousCheckpointStaysL
   EXPECT_EQ(full.exit_code, 1) << out;
   EXPECT_TRUE(full.has("No space left on device")) << out;
   EXPECT_TRUE(full.has("step 3")) << out;  // the failed save is named by its step
+  // Rank 0 ran out of space (it sizes the files); rank 1 stopped because rank 0 failed
+  // (the save's agreement), and exiting a moment sooner it was blamed half the time.
+  EXPECT_TRUE(full.has("dp-launch: rank 0 (node 0")) << out;
 
   fs::remove_all(ckpt);
   fs::rename(dir.path() + "/kept", ckpt);

@@ -2,6 +2,7 @@
 #include "trainer/loop/train_fault.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -26,7 +27,7 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
     return Status(StatusCode::kInvalidArgument,
                   "ZDP_TRAIN_FAULT=\"" + text + "\": " + why +
                       " (expected \"rank=R,step=S[,attempt=A][,phase=after_step|forward|optimizer]"
-                      "[,action=kill|stop|slow|drop][,ms=M]\")");
+                      "[,action=kill|stop|slow|drop|fail|exit0][,ms=M]\")");
   };
   TrainFault fault;
   StatusOr<std::vector<KeyValue>> items = split_key_values(text);
@@ -43,7 +44,8 @@ StatusOr<TrainFault> parse_train_fault(const std::string& text) {
       continue;
     }
     if (key == "action") {
-      if (value != "kill" && value != "stop" && value != "slow" && value != "drop") {
+      if (value != "kill" && value != "stop" && value != "slow" && value != "drop" && value != "fail" &&
+          value != "exit0") {
         return bad("unknown action '" + value + "'");
       }
       fault.action = value;
@@ -76,6 +78,8 @@ void run_train_fault(const TrainFault& fault, Context& ctx) {
   std::string what = fault.action == "kill"   ? "killing this rank"
                      : fault.action == "stop" ? "stopping this rank (SIGSTOP)"
                      : fault.action == "slow" ? "pausing this rank for " + std::to_string(fault.ms) + " ms"
+                     : fault.action == "fail" ? "ending this rank with exit code 1"
+                     : fault.action == "exit0" ? "ending this rank with exit code 0"
                                               : "dropping this rank's connections";
   what += fault.phase == TrainPhase::kAfterStep ? " after step "
           : fault.phase == TrainPhase::kForward ? " before the forward pass of step "
@@ -91,6 +95,8 @@ void run_train_fault(const TrainFault& fault, Context& ctx) {
     std::this_thread::sleep_for(std::chrono::milliseconds(fault.ms));
   } else if (fault.action == "drop") {
     ctx.comm().abort("ZDP_TRAIN_FAULT: this rank's connections were dropped");
+  } else if (fault.action == "fail" || fault.action == "exit0") {
+    ::_exit(fault.action == "fail" ? 1 : 0);  // at once: no Context release, as a process that dies
   }
 }
 

@@ -6,7 +6,9 @@
 //          the first micro-batch of step S) | optimizer (before step S's engine.step(),
 //          with its gradient reductions in flight)
 //   action kill (default: SIGKILL) | stop (SIGSTOP) | slow (sleep M ms, default 5000) |
-//          drop (abort the communicator: its connections close under the peers)
+//          drop (abort the communicator: its connections close under the peers) |
+//          fail (_exit(1): a rank that fails on its own) | exit0 (_exit(0) mid-job: a
+//          wrapper script that lost dp-train's exit status)
 // The checkpoint's own fault points (during a save) are $ZDP_CKPT_FAULT (zdp/checkpoint.h);
 // a fault inside a chosen collective is $ZDP_TEST_COMM (runtime/src/comm/comm_test_hook.h).
 #pragma once

@@ -83,6 +83,19 @@ StatusOr<std::unique_ptr<Store>> connect_job_store(const LaunchEnv& env, std::ch
 // "a3": the key prefix of attempt 3 (what connect_job_store scopes to).
 std::string attempt_prefix(int attempt);
 
+// Exit codes by which a rank tells its launcher whose fault its failure was. When ranks
+// fail together (a checkpoint's agreement, a peer's crash breaking every connection), the
+// first to exit was blamed, often a healthy one; dp-launch blames a rank that failed on
+// its own (any other non-zero code, or a signal) before one that exited with these, and
+// consults the heartbeats about a collective's laggard only for kExitPeerTimeout.
+inline constexpr int kExitFailed = 1;       // the rank's own failure
+inline constexpr int kExitPeerFailed = 3;   // stopped because another rank failed or its connection broke
+inline constexpr int kExitPeerTimeout = 4;  // timed out waiting for another rank (a collective, the store)
+// The exit code for a rank that ends with `failure` (not OK): kExitPeerFailed for
+// kPeerFailure and kAborted (stopped because of an earlier failure, another rank's as the
+// checkpoint agreement reports it), kExitPeerTimeout for kTimeout, else kExitFailed.
+int rank_exit_code(const Status& failure);
+
 // Store keys shared by launchers and ranks (within an attempt's prefix).
 namespace job_keys {
 // Set by connect_job_store when a rank reaches the store: the job uses zdp's rendezvous,

@@ -254,6 +254,15 @@ Status announce_ready(Store& store, int rank) { return store.set(job_keys::rank_
 
 std::string attempt_prefix(int attempt) { return "a" + std::to_string(attempt); }
 
+int rank_exit_code(const Status& failure) {
+  switch (failure.code()) {
+    case StatusCode::kPeerFailure:
+    case StatusCode::kAborted: return kExitPeerFailed;
+    case StatusCode::kTimeout: return kExitPeerTimeout;
+    default: return kExitFailed;
+  }
+}
+
 namespace job_keys {
 std::string rank_ready(int rank) { return "zdp/ready/" + std::to_string(rank); }
 std::string rank_joined(int rank) { return "zdp/joined/" + std::to_string(rank); }

@@ -1,0 +1,59 @@
+// Whom dp-launch blames when ranks fail together (3 dp-train ranks): the rank at fault,
+// not the first of its peers to exit. Ranks say whose fault their failure was by their
+// exit code (zdp/launch_env.h: 1 their own, 3 another rank failed, 4 timed out waiting).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "testing/temp_dir.h"
+#include "tests/faults/fault_jobs.h"
+
+namespace zdp::testing {
+namespace {
+
+using std::chrono::seconds;
+
+JobRun launch3(const TempDir& dir, const std::string& train_fault) {
+  return run_job({ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), 30), "--set", "launch.nproc_per_node=3",
+                  "--set", "train.global_batch=24"},
+                 {{"ZDP_TRAIN_FAULT", train_fault}}, seconds(90));
+}
+
+// dp-launch's line that names the cause.
+std::string reason_line(const JobRun& run) {
+  const std::string out = run.output();
+  const size_t at = out.find("dp-launch: rank ");
+  return at == std::string::npos ? out : out.substr(at, out.find('\n', at) - at);
+}
+
+// Rank 2 exits 1 on its own; ranks 0 and 1 lose their connections to it and exit 3. The
+// launcher blamed whichever exited first, and its heartbeat comparison then named a
+// healthy rank as "alive but had not reached" the collective.
+TEST(Blame, ARankThatFailsOnItsOwnIsBlamedNotThePeersItTookDown) {
+  TempDir dir;
+  const JobRun run = launch3(dir, "rank=2,step=3,action=fail");
+  EXPECT_EQ(run.exit_code, 1) << run.output();
+  const std::string line = reason_line(run);
+  EXPECT_EQ(line.rfind("dp-launch: rank 2 (node 0, pid", 0), 0u) << run.output();
+  EXPECT_NE(line.find("failed: exit code 1"), std::string::npos) << line;
+  EXPECT_EQ(line.find("had not reached"), std::string::npos) << line;
+}
+
+// Rank 1 exits 0 in the middle of the job (as a wrapper script that lost dp-train's exit
+// status): its peers fail, and the rank that left is named, not them.
+TEST(Blame, ARankThatExitsZeroMidJobIsNamed) {
+  TempDir dir;
+  const JobRun run = launch3(dir, "rank=1,step=3,action=exit0");
+  EXPECT_EQ(run.exit_code, 1) << run.output();
+  const std::string line = reason_line(run);
+  EXPECT_EQ(line.rfind("dp-launch: rank 1 (", 0), 0u) << run.output();
+  EXPECT_NE(line.find("exited 0 in the middle of the job, without ending its zdp context"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("exit code 3 (it stopped because another rank failed) (most likely because of it)"),
+            std::string::npos)
+      << line;
+}
+
+}  // namespace
+}  // namespace zdp::testing
