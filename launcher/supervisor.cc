@@ -11,6 +11,7 @@
 #include "launcher/liveness.h"
 #include "launcher/output_pump.h"
 #include "launcher/progress_watch.h"
+#include "launcher/startup_check.h"
 #include "launcher/terminal.h"
 #include "runtime/internal/lifeline.h"
 #include "zdp/launch_env.h"
@@ -280,48 +281,22 @@ class Group {
     return true;
   }
 
-  // Every rank must be ready (zdp::init done) by the startup deadline, whether it reached
-  // the store or not: a rank that never joins is exactly what the deadline is for.
+  // Every rank must be ready (zdp::init done) by the startup deadline (startup_check.h).
   bool check_startup() {
     if (startup_done_ || o_.startup_timeout.count() <= 0) return false;
-    std::vector<std::string> ready;
-    for (int r = 0; r < o_.world_size; ++r) ready.push_back(job_keys::rank_ready(r));
-    StatusOr<bool> all = o_.store->check(ready);
-    if (all.ok() && *all) {
-      startup_done_ = true;
-      return false;
-    }
-    if (Clock::now() - start_ < o_.startup_timeout) return false;
-    // Name the culprits: ranks that never reached the store, apart from those that did
-    // and are (most likely) waiting for them.
-    std::string absent, waiting;
-    bool local_absent = false;  // one of this node's own ranks never reached the store
-    for (int r = 0; r < o_.world_size; ++r) {
-      StatusOr<bool> ready = o_.store->check({job_keys::rank_ready(r)});
-      if (!ready.ok() || *ready) continue;
-      StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(r)});
-      std::string& list = joined.ok() && *joined ? waiting : absent;
-      list += (list.empty() ? "" : ", ") + std::to_string(r);
-      if (&list == &absent) {
-        for (const RankSpec& spec : o_.ranks) local_absent |= spec.rank == r;
-      }
-    }
-    std::string reason = "startup_timeout_s (" + seconds_text(o_.startup_timeout) + ") passed: ";
-    if (!absent.empty()) reason += "rank(s) " + absent + " never reached the job store";
-    if (!waiting.empty()) {
-      reason += std::string(absent.empty() ? "" : "; ") + "rank(s) " + waiting +
-                " reached it but did not finish the rendezvous";
-    }
-    if (o_.startup_note) {
-      const std::string note = o_.startup_note();
-      if (!note.empty()) reason += "; " + note;
-    }
-    // Only where this node's own rank never came: other nodes' are their launchers' doing.
-    if (local_absent) reason += " (a program that does not call zdp::init needs launch.startup_timeout_s = 0)";
-    report_job_failed(reason);
-    console_.line("dp-launch: " + reason + "; stopping the job");
+    std::vector<int> local;
+    for (const RankSpec& spec : o_.ranks) local.push_back(spec.rank);
+    const StartupCheck c = check_startup_of(
+        *o_.store, StartupInputs{o_.world_size, o_.node_rank, local, exited_zero_,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_),
+                                 o_.startup_timeout, o_.startup_note});
+    startup_done_ = c.ready;
+    if (c.failure.empty()) return false;
+    report_job_failed(c.failure);
+    console_.line("dp-launch: " + c.failure + "; stopping the job");
     stop_all(SIGTERM);
-    finish(GroupOutcome::kStartupTimeout, reason);
+    finish(c.rank >= 0 ? GroupOutcome::kRankFailed : GroupOutcome::kStartupTimeout, c.failure);
+    if (c.rank >= 0) result_.failed_rank = c.rank;
     return true;
   }
 

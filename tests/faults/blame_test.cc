@@ -3,6 +3,9 @@
 // exit code (zdp/launch_env.h: 1 their own, 3 another rank failed, 4 timed out waiting).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,22 @@ TEST(Blame, ARankThatExitsZeroMidJobIsNamed) {
   EXPECT_NE(line.find("exit code 3 (it stopped because another rank failed) (most likely because of it)"),
             std::string::npos)
       << line;
+}
+
+// Rank 1's program exits 0 before zdp::init (a wrapper that ran nothing): the others,
+// joined, waited for it until startup_timeout_s (30 s here, 120 by default) and the
+// reason said only that it "never reached the job store".
+TEST(Blame, ARankThatExitsZeroBeforeJoiningStopsTheJobAtOnce) {
+  TempDir dir;
+  const std::string wrapper = dir.path() + "/rank.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\n[ \"$RANK\" = 1 ] && exit 0\nexec " << ZDP_DP_TRAIN << " \"$@\"\n";
+  ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
+  const JobRun run = run_job({ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), 30), "--set",
+                              "launch.program=" + wrapper},
+                             {}, seconds(90));
+  EXPECT_EQ(run.exit_code, 1) << run.output();
+  EXPECT_TRUE(run.has("dp-launch: rank 1 (node 0) exited 0 before it joined the job")) << run.output();
+  EXPECT_LT(run.seconds, 10.0) << run.output();
 }
 
 }  // namespace
