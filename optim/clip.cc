@@ -30,14 +30,18 @@ GradScaleDecision decide_grad_scale(const kernels::GradStats& global, double los
 }
 
 StatusOr<DynamicLossScale> DynamicLossScale::create(const Options& o) {
+  // Finite factors and a floor at or below the start: an infinite growth made the scale
+  // infinite (every later step failed at decide_step), and a floor above init_scale made
+  // the first "back-off" raise the scale to it (every later step skipped, no warning).
   if (!(o.init_scale > 0.0) || !(o.growth_factor >= 1.0) || !(o.backoff_factor > 0.0 && o.backoff_factor < 1.0) ||
-      o.growth_interval < 1 || !(o.min_scale > 0.0) || !std::isfinite(o.init_scale)) {
+      o.growth_interval < 1 || !(o.min_scale > 0.0) || !std::isfinite(o.init_scale) ||
+      !std::isfinite(o.growth_factor) || !(o.min_scale <= o.init_scale)) {
     return Status(StatusCode::kInvalidArgument,
                   "loss scale: init_scale " + std::to_string(o.init_scale) + ", growth_factor " +
                       std::to_string(o.growth_factor) + ", backoff_factor " + std::to_string(o.backoff_factor) +
                       ", growth_interval " + std::to_string(o.growth_interval) + ", min_scale " +
                       std::to_string(o.min_scale) +
-                      ": need init > 0, growth >= 1, 0 < backoff < 1, interval >= 1, min > 0");
+                      ": need finite init > 0, finite growth >= 1, 0 < backoff < 1, interval >= 1, 0 < min <= init");
   }
   return DynamicLossScale(o);
 }
@@ -49,7 +53,8 @@ void DynamicLossScale::update(StepAction action) {
     return;
   }
   if (++finite_steps_ >= options_.growth_interval) {
-    scale_ *= options_.growth_factor;
+    // As PyTorch's GradScaler: a growth past the largest double keeps the scale.
+    if (std::isfinite(scale_ * options_.growth_factor)) scale_ *= options_.growth_factor;
     finite_steps_ = 0;
   }
 }
@@ -60,7 +65,9 @@ Status DynamicLossScale::restore(double scale, int64_t finite_steps) {
                                                     ", finite steps " + std::to_string(finite_steps) +
                                                     " (need a finite scale > 0 and steps >= 0)");
   }
-  scale_ = scale;
+  // Never below this run's floor (a checkpoint of a run with a lower min_scale): the next
+  // back-off would raise it to the floor at once.
+  scale_ = std::max(scale, options_.min_scale);
   finite_steps_ = finite_steps;
   return Status::Ok();
 }

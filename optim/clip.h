@@ -44,7 +44,7 @@ class DynamicLossScale {
     double growth_factor = 2.0;
     double backoff_factor = 0.5;
     int64_t growth_interval = 2000;
-    double min_scale = 1.0;  // never backs off below this (a floor PyTorch does not have)
+    double min_scale = 1.0;  // never backs off below this (a floor PyTorch does not have); <= init_scale
   };
   static StatusOr<DynamicLossScale> create(const Options& options);
 
@@ -53,8 +53,9 @@ class DynamicLossScale {
   void update(StepAction action);
   // Finite steps since the scale last changed (it grows when this reaches growth_interval).
   int64_t finite_steps() const { return finite_steps_; }
-  // Resumes from a checkpoint: the scale and finite_steps() it had when saved.
-  // kInvalidArgument for a scale that is not finite and > 0 or a negative step count.
+  // Resumes from a checkpoint: the scale and finite_steps() it had when saved, the scale
+  // raised to min_scale if below it. kInvalidArgument for a scale that is not finite and
+  // > 0 or a negative step count.
   Status restore(double scale, int64_t finite_steps);
 
  private:

@@ -72,6 +72,35 @@ TEST(DynamicLossScale, RejectsBadOptions) {
   const auto bad = DynamicLossScale::create(o);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("backoff_factor 1.5"), std::string::npos) << bad.status().message();
+  // A floor above the start: the first back-off raised the scale to it (1024 -> 1e9, and
+  // every later step skipped). An infinite growth made the scale infinite.
+  DynamicLossScale::Options floor_above;
+  floor_above.init_scale = 1024.0;
+  floor_above.min_scale = 1e9;
+  EXPECT_FALSE(DynamicLossScale::create(floor_above).ok());
+  DynamicLossScale::Options infinite_growth;
+  infinite_growth.growth_factor = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(DynamicLossScale::create(infinite_growth).ok());
+}
+
+TEST(DynamicLossScale, NeverGrowsPastFiniteNorRestoresBelowItsFloor) {
+  DynamicLossScale::Options o;
+  o.init_scale = 1e300;
+  o.growth_factor = 1e10;
+  o.growth_interval = 1;
+  auto scale = DynamicLossScale::create(o);
+  ASSERT_TRUE(scale.ok());
+  scale->update(StepAction::kApply);
+  EXPECT_EQ(scale->scale(), 1e300) << "a growth past the largest double keeps the scale, as GradScaler";
+  EXPECT_EQ(scale->finite_steps(), 0);
+  o = DynamicLossScale::Options{};
+  o.min_scale = 64.0;
+  auto floored = DynamicLossScale::create(o);
+  ASSERT_TRUE(floored.ok());
+  ASSERT_TRUE(floored->restore(8.0, 3).ok());
+  EXPECT_EQ(floored->scale(), 64.0);
+  floored->update(StepAction::kSkipNonFinite);
+  EXPECT_EQ(floored->scale(), 64.0) << "a back-off never raises the scale";
 }
 
 }  // namespace

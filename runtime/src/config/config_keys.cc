@@ -312,7 +312,7 @@ std::vector<KeyInfo> build_table() {
       field("train.micro_batch", &C::train, &T::micro_batch, "samples per forward/backward on one rank", at_least(1)),
       field("train.accum_steps", &C::train, &T::accum_steps,
             "micro-batches per step on one rank; 0 = global_batch / (micro_batch x world size)", at_least(0)),
-      field("train.steps", &C::train, &T::steps, "optimizer steps to run", at_least(1)),
+      field("train.steps", &C::train, &T::steps, "training steps to run (an fp16 step skipped on an overflow counts too)", at_least(1)),
       field("train.seed", &C::train, &T::seed, "seeds parameters and data order (same on every rank)", at_least(0)),
       field("train.deterministic", &C::train, &T::deterministic, "parameters, optimizer state and losses bit-identical at any world size dividing the step's micro-batches, any "
             "zero stage, bucket size, overlap and accumulation mode (same device kind); dp-train prints a parameter "
@@ -330,7 +330,7 @@ std::vector<KeyInfo> build_table() {
       field("optim.beta2", &C::optim, &O::beta2, "AdamW second-moment decay", unit_interval()),
       // In fp32's normal range: the optimizers compute in fp32, where 1e-50 was 0 (0 / 0) and 1e39 infinite.
       field("optim.eps", &C::optim, &O::eps, "AdamW denominator epsilon", Range{std::numeric_limits<float>::min(), std::numeric_limits<float>::max()}),
-      field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch", Range{0, std::numeric_limits<float>::max()}),
+      field("optim.weight_decay", &C::optim, &O::weight_decay, "weight decay: decoupled for adamw, added to the gradient (L2) for sgd, as PyTorch; not for biases and norms (names *.bias, *norm*, *ln_*, *ln[0-9f]..., any case), the embeddings decayed as in nanoGPT", Range{0, std::numeric_limits<float>::max()}),
       field("optim.grad_clip", &C::optim, &O::grad_clip, "max global gradient norm; 0 = no clipping", at_least(0)),
       enum_field("optim.schedule", &C::optim, &O::schedule,
                  words_of({LrSchedule::kConstant, LrSchedule::kCosine, LrSchedule::kLinear}),
