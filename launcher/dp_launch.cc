@@ -38,7 +38,6 @@
 namespace {
 
 using zdp::Status;
-using zdp::StatusCode;
 using namespace zdp::launcher;
 
 std::atomic<int> g_interrupt{0};
@@ -51,6 +50,10 @@ void on_signal(int sig) {
 }
 
 void say(const std::string& line) { write_all(STDERR_FILENO, "dp-launch: " + line + "\n"); }
+// Attempts count from 0, as ZDP_ATTEMPT, the ranks' logs ("=== attempt 1 ===") and dp-train do.
+std::string restarting(int attempt, int restarts) {
+  return "restarting the job as attempt " + std::to_string(attempt + 1) + " (restart " + std::to_string(attempt + 1) + " of " + std::to_string(restarts) + ")";
+}
 
 std::string launcher_dir() {
   std::error_code ec;
@@ -320,7 +323,6 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       g.startup_note = [&job_store, &plan] { return missing_launchers(job_store, plan->nnodes); };
     }
     const GroupResult result = run_group(g, g_interrupt);
-    const int64_t attempts = int64_t{config->launch.max_restarts} + 1;
     if (result.ok()) {
       std::string elsewhere;
       bool restartable = false;
@@ -341,8 +343,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         // The failed node restarts the job: node 0, whose store it needs, restarts with it,
         // unless a node that finished has left (it would never meet the new attempt).
         if (restartable && attempt < config->launch.max_restarts && !cannot_meet_again()) {
-          say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
-              " (with the node that failed)");
+          say(restarting(attempt, config->launch.max_restarts) + " (with the node that failed)");
           continue;
         }
         return 1;
@@ -376,8 +377,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       return leave(1);
     }
     if (cannot_meet_again()) return leave(1);
-    say("restarting the job: attempt " + std::to_string(attempt + 2) + " of " + std::to_string(attempts) +
-        " (reason: " + result.reason + ")");
+    say(restarting(attempt, config->launch.max_restarts) + " (reason: " + result.reason + ")");
   }
 }
 

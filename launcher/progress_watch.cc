@@ -47,7 +47,8 @@ void ProgressWatch::on_rank(int rank, const RankProgress& p, Clock::time_point n
   r.text = text;
   r.changed = now;
   r.others_median = others_median(rank);
-  const bool slow = r.others_median > 0 && p.compute_s > kSlowFactor * r.others_median;
+  const bool slow = r.others_median > 0 && p.compute_s > kSlowFactor * r.others_median &&
+                    p.compute_s - r.others_median >= kSlowExcessS;
   r.slow_streak = slow ? r.slow_streak + 1 : 0;
 }
 

@@ -22,6 +22,9 @@ class ProgressWatch {
   static constexpr std::chrono::seconds kRankInterval{1};  // how often the ranks' records are read
   static constexpr std::chrono::seconds kSilentAfter{30};  // the least silence that is reported
   static constexpr double kSlowFactor = 1.5;  // slow: compute per step over 1.5 x the other ranks' median
+  // ... and at least this much more (5 ms): a 0.5 ms step against 0.3 ms is the
+  // scheduler's jitter, not a lagging rank, and was reported as one.
+  static constexpr double kSlowExcessS = 0.005;
   static constexpr int kSlowRecords = 3;      // ... in this many of its records in a row (not one hiccup)
 
   explicit ProgressWatch(int world_size);

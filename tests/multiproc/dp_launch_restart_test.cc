@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "testing/checkpoint_tensors.h"
@@ -72,7 +73,11 @@ TEST_F(DpLaunchRestart, AKilledRankRestartsTheJobWhichResumesFromLatest) {
   const CommandRun r = launch("killed", "ZDP_TRAIN_FAULT = \"rank=1,step=13,attempt=0\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("killing this rank after step 13"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << r.output;
+  // The same attempt number in the rank's log (the console said "attempt 2 of 2" for it).
+  std::ifstream log(*dir_ / "killed-logs" / "rank-1.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("=== attempt 1 ==="), std::string::npos) << text;
   EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "killed" / "step-10").string()), std::string::npos)
       << r.output;
   EXPECT_TRUE(bitwise_equal(final_model("killed"), final_model("clean")))
@@ -86,7 +91,7 @@ TEST_F(DpLaunchRestart, ARankKilledDuringASaveLeavesThePreviousCheckpointToResum
   ASSERT_EQ(clean_->exit_code, 0) << clean_->output;
   const CommandRun r = launch("in-save", "ZDP_CKPT_FAULT = \"rank=1,at=write,step=10,attempt=0\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("checkpoint: resumed from " + (*dir_ / "in-save" / "step-5").string()), std::string::npos)
       << r.output;
   EXPECT_TRUE(bitwise_equal(final_model("in-save"), final_model("clean")))
@@ -102,7 +107,7 @@ TEST_F(DpLaunchRestart, ARestartContinuesTheRunWhateverCheckpointResumeSays) {
   const std::string fault = "ZDP_TRAIN_FAULT = \"rank=1,step=13,attempt=0\"";
   const CommandRun never = launch("never", fault, " --set checkpoint.resume=never");
   ASSERT_EQ(never.exit_code, 0) << never.output;
-  EXPECT_NE(never.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << never.output;
+  EXPECT_NE(never.output.find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << never.output;
   EXPECT_NE(never.output.find("checkpoint: resumed from " + (*dir_ / "never" / "step-10").string()), std::string::npos)
       << never.output;
   EXPECT_NE(never.output.find("continues this run from its newest checkpoint, not checkpoint.resume = \"never\""),
@@ -128,7 +133,7 @@ TEST_F(DpLaunchRestart, ARestartBeforeTheRunsFirstSaveNeverTakesAnotherRunsCheck
   std::ofstream(other / "latest") << "step-15\n";
   const CommandRun r = launch("other", "ZDP_TRAIN_FAULT = \"rank=1,step=3,attempt=0\"", " --set checkpoint.resume=never");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("checkpoint: resumed from"), std::string::npos) << r.output;
   EXPECT_TRUE(bitwise_equal(final_model("other"), final_model("clean")));
 }

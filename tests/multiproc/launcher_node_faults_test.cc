@@ -134,7 +134,7 @@ TEST_F(LauncherTest, ANewLauncherTakesTheNodeOfOneThatDied) {
   EXPECT_NE(replacement.output.find("this launcher takes its place in the job"), std::string::npos) << replacement.output;
   EXPECT_EQ(replacement.exit_code, 0) << replacement.output;
   EXPECT_EQ(r0.exit_code, 0) << r0.output;
-  EXPECT_NE(r0.output.find("restarting the job: attempt 2 of 2"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << r0.output;
 }
 
 // Node 0's rank finished (exit 0) when node 1's failed, with a restart left: node 0
@@ -152,7 +152,7 @@ TEST_F(LauncherTest, NodeZeroRestartsWithTheNodeThatFailedAfterItsRanksFinished)
   EXPECT_EQ(r1.exit_code, 0) << r1.output;
   EXPECT_EQ(r0.exit_code, 0) << r0.output;
   EXPECT_NE(r0.output.find("but another node stopped the job: rank 1 (node 1"), std::string::npos) << r0.output;
-  EXPECT_NE(r0.output.find("restarting the job: attempt 2 of 2 (with the node that failed)"), std::string::npos)
+  EXPECT_NE(r0.output.find("restarting the job as attempt 1 (restart 1 of 1) (with the node that failed)"), std::string::npos)
       << r0.output;
 }
 

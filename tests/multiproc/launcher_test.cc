@@ -161,7 +161,7 @@ TEST_F(LauncherTest, ASecondSignalKillsRanksThatIgnoreTheFirst) {
 TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {
   const LaunchRun run = launch({config(2, {"--fail-rank", "1", "--fail-attempt", "0"}, "max_restarts = 2")});
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("restarting the job: attempt 2 of 3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("restarting the job as attempt 1 (restart 1 of 2)"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("probe rank 1/2 ok (local 1/2, attempt 1"), std::string::npos) << run.output;
   // The log keeps both attempts.
   const std::string log = read_file(dir_ / "logs" / "rank-1.log");

@@ -321,7 +321,7 @@ TEST_F(MultiHost, ARestartResumesAcrossBothHosts) {
   ASSERT_EQ(node0.exit_code, 0) << node0.output();
   EXPECT_NE(node1.output().find("killing this rank after step 13"), std::string::npos) << node1.output();
   for (const Process* node : {&node0, &node1}) {
-    EXPECT_NE(node->output().find("restarting the job: attempt 2 of 2"), std::string::npos) << node->output();
+    EXPECT_NE(node->output().find("restarting the job as attempt 1 (restart 1 of 1)"), std::string::npos) << node->output();
   }
   const std::string resumed = "checkpoint: resumed from " + (*dir_ / "restarted" / "step-10").string();
   EXPECT_NE(node0.output().find(resumed), std::string::npos) << node0.output();

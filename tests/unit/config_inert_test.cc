@@ -69,6 +69,17 @@ TEST(ConfigInert, HeldOutKeysWithoutHeldOutTokensAndSyntheticSizeWithTokens) {
   EXPECT_EQ(notes, expected);
 }
 
+// A token file given to a config that chose synthetic data on purpose (configs/mlp-cpu.toml
+// sets data.kind; with the default kind the check refuses the path instead).
+TEST(ConfigInert, TokenFilesUnderChosenSyntheticDataAreNotes) {
+  EXPECT_EQ(inert("[data]\nkind = \"synthetic\"\n", {"data.path=x.bin", "data.val_path=v.bin"}),
+            (std::vector<std::string>{
+                "--set data.path=x.bin: data.path has no effect: data.kind = \"synthetic\" generates its samples and "
+                "reads no file",
+                "--set data.val_path=v.bin: data.val_path has no effect: data.kind = \"synthetic\" generates its "
+                "samples and reads no file"}));
+}
+
 // Found by the audit of keys that do nothing: each ran silently.
 TEST(ConfigInert, ScalingWithoutABaseResumeWithoutADirAndSwitchesOfOtherSetups) {
   const std::vector<std::string> notes =

@@ -41,6 +41,14 @@ TEST(ProgressWatch, AStragglerIsSlowAndASilentRankIsNamed) {
   }
   std::vector<ProgressWatch::Problem> p = w.problems(t0);
   ASSERT_EQ(p.size(), 1u);
+  {  // sub-millisecond steps: 1.0 ms against 0.5 ms is jitter, not a straggler
+    ProgressWatch fast(2);
+    for (int s = 1; s <= 6; ++s) {
+      fast.on_rank(0, {s, 0.0010, "train"}, t0);
+      fast.on_rank(1, {s, 0.0005, "train"}, t0);
+    }
+    EXPECT_TRUE(fast.problems(t0).empty()) << fast.problems(t0)[0].text;
+  }
   EXPECT_EQ(p[0].rank, 2);
   EXPECT_EQ(p[0].kind, "slow");
   EXPECT_EQ(p[0].text, "rank 2 slow: 90.0 ms compute per step, the others' median 20.0 ms");

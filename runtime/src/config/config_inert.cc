@@ -29,6 +29,9 @@ std::vector<std::string> inert_settings(const Config& c) {
   note("train.eval_samples", no_val, no_eval);
   note("data.synthetic_samples", c.data.kind != DataKind::kSynthetic,
        "it sizes the synthetic data, and data.kind is \"" + std::string(to_string(c.data.kind)) + "\"");
+  for (const char* key : {"data.path", "data.val_path"}) {
+    note(key, c.data.kind == DataKind::kSynthetic, "data.kind = \"synthetic\" generates its samples and reads no file");
+  }
   const bool sgd = c.optim.name == OptimizerKind::kSgd;
   note("optim.beta2", sgd, "optim.name = \"sgd\" keeps no second moment (optim.beta1 is its momentum)");
   note("optim.eps", sgd, "optim.name = \"sgd\" has no denominator");
