@@ -44,7 +44,7 @@ struct LaunchPlan {
   std::string secret_origin;         // "generated for this job" | "from ZDP_JOB_SECRET"
   // ZDP_RUN_ID: this run's id, the same in every attempt and on every node (join_job takes
   // node 0's); dp-train marks its checkpoints with it, so that a restarted attempt resumes
-  // from the newest one this run saved (and never from another run's). 16 hex
+  // from this run's own `latest` (and never from another run's). 16 hex
   // characters; "" when getrandom failed.
   std::string run_id;
   std::string layout_origin;         // "config" | "Slurm (SLURM_NODEID ...)"
