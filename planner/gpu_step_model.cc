@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kernels/common.h"
+#include "planner/engine_kernels.h"
 
 namespace zdp::launcher {
 
@@ -48,6 +49,16 @@ double simulate_issue(const std::vector<KernelCost>& kernels, int64_t micro_batc
   }
   if (host_s) *host_s = h;
   return g;
+}
+
+EngineKernelShape engine_shape(const GptShape& s) {
+  EngineKernelShape e;
+  e.bucket_elems = s.buckets.empty() ? std::vector<int64_t>{s.params} : s.buckets;
+  e.world = s.world, e.stage = s.stage, e.accum_steps = s.accum_steps;
+  e.compute_bytes = s.elem_bytes, e.reduce_bytes = s.reduce_bytes;
+  e.optimizer_moments = s.optimizer_moments, e.adamw = s.adamw;
+  e.sharded_accumulation = s.sharded_accumulation;
+  return e;
 }
 
 GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const GpuEfficiency& eff) {
@@ -165,15 +176,12 @@ GpuStepPrediction predict_gpt_step(const GptShape& s, const GpuSpec& gpu, const 
   // and again for dwpe's sums over the batch, dwpe written, and the whole tied V x d table
   // written from the LM head's fp32 gradient (dwte_base read, dwte written).
   add(KernelRegion::kEmbeddingBwd, 1, 0, 8 * N + 2 * N * d * e + T * d * e + V * d * (4 + e));
-  // The optimizer once per step: the fp32 master and each moment read and written (AdamW's
-  // m and v, SGD's momentum), the fp32 gradient read, the compute-dtype copy of the
-  // parameters written. Its region is the profile's "adamw" whichever optimizer runs.
-  const double psi = static_cast<double>(s.params);
-  const double state_bytes = 8.0 * static_cast<double>(1 + s.optimizer_moments);
-  KernelCost adam{s.adamw ? region_name(KernelRegion::kAdamW) : "sgd", 1, 0, psi * (state_bytes + 4 + e), 0.0, "",
-                  eff.host_kernel_s, true, KernelRegion::kAdamW};
-  adam.time_s = kernel_time_s(0, adam.bytes, peak, eff.matmul, gpu, eff, &adam.bound);
-  if (s.optimizer) p.kernels.push_back(adam);
+  // The engine's own kernels once per step (engine_kernels.h): the gradient accumulation
+  // and folds, the statistics and decision, the optimizer (its region is the profile's
+  // "adamw" whichever optimizer runs).
+  if (s.optimizer) {
+    for (const KernelCost& k : engine_kernels(engine_shape(s), gpu, eff)) p.kernels.push_back(k);
+  }
 
   for (const KernelCost& k : p.kernels) {
     p.busy_s += k.time_s;

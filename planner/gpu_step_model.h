@@ -75,6 +75,14 @@ struct GptShape {
   // times against the kernel at first use (Ops::input_grad_through_gelu) and took on a
   // lent H200 (docs/gpu-notes.md); never in deterministic mode.
   bool dgelu_epilogue = false;
+  // The engine's kernels (engine_kernels.h): the layout's buckets (empty: one bucket of
+  // `params`), the rank's world and stage, the reduce dtype's bytes, and sharded
+  // accumulation (zero.accumulate = "sharded" at stages 2-3).
+  std::vector<int64_t> buckets;
+  int64_t world = 1;
+  int stage = 0;
+  int64_t reduce_bytes = 4;
+  bool sharded_accumulation = false;
 };
 // The trainer's rule (Ops::input_grad_through_gelu): not in deterministic mode, and the
 // epilogue needs fc's width (4 d) a multiple of 8.
@@ -126,6 +134,10 @@ double kernel_time_s(double flops, double bytes, double peak_flops, double matmu
 double simulate_issue(const std::vector<KernelCost>& kernels, int64_t micro_batches, double* host_s);
 
 GpuStepPrediction predict_gpt_step(const GptShape& shape, const GpuSpec& gpu, const GpuEfficiency& eff = {});
+
+struct EngineKernelShape;
+// The engine's side of `shape` (engine_kernels.h).
+EngineKernelShape engine_shape(const GptShape& shape);
 
 // The table `dp-launch plan --gpu` prints: one line per kernel kind, its share of the step,
 // then step time, tokens/s and MFU, headed as a prediction.

@@ -101,12 +101,12 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
   return Status::Ok();
 }
 
-// Rank 0's step lines: their mean step time, optimizer part and exposed communication.
+// Rank 0's step lines: their mean step time, optimizer and norm parts and exposed communication.
 Status parse_profile_steps(const std::string& text, const std::string& path, MeasuredKernels* m) {
   std::istringstream lines(text);
   std::string line;
-  double step = 0, optimizer = 0, exposed = 0;
-  int64_t n = 0, at = 0;
+  double step = 0, optimizer = 0, exposed = 0, norm = 0;
+  int64_t n = 0, at = 0, norm_lines = 0;
   while (std::getline(lines, line)) {
     ++at;
     if (line.find("\"step\"") == std::string::npos) continue;
@@ -124,6 +124,12 @@ Status parse_profile_steps(const std::string& text, const std::string& path, Mea
     const auto parts = j.find("parts_ms");
     if (parts == j.end() || !parts->is_object()) return bad(path, where + "parts_ms is missing");
     ZDP_ASSIGN_OR_RETURN(const double o, number_field(*parts, "optimizer", kMaxMsPerStep, path, where + "parts_ms."));
+    // The norm part (older profiles and other writers may lack it: then no norm figure).
+    if (parts->find("norm") != parts->end()) {
+      ZDP_ASSIGN_OR_RETURN(const double g, number_field(*parts, "norm", kMaxMsPerStep, path, where + "parts_ms."));
+      norm += g;
+      ++norm_lines;
+    }
     step += s, exposed += e, optimizer += o;
     ++n;
   }
@@ -131,6 +137,7 @@ Status parse_profile_steps(const std::string& text, const std::string& path, Mea
   m->profile_steps = n;
   m->step_s = step / 1e3 / static_cast<double>(n);
   m->optimizer_s = optimizer / 1e3 / static_cast<double>(n);
+  if (norm_lines == n) m->norm_s = norm / 1e3 / static_cast<double>(n);
   m->exposed_comm_s = exposed / 1e3 / static_cast<double>(n);
   return Status::Ok();
 }

@@ -32,6 +32,7 @@ struct MeasuredKernels {
   // From profile.jsonl (rank 0's step lines); < 0 when the file has none.
   double step_s = -1;
   double optimizer_s = -1;
+  double norm_s = -1;  // the profile's "norm" part: the gradient statistics, their all-reduce and the decision
   double exposed_comm_s = -1;
   int64_t profile_steps = 0;  // step lines read
 };

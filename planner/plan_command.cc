@@ -303,6 +303,17 @@ int run_plan(const PlanArgs& a) {
       shape.optimizer_moments = shape.adamw ? 2 : (config->optim.beta1 != 0.0 ? 1 : 0);
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
       shape.dgelu_epilogue = plans_dgelu_epilogue(config->train.deterministic, m.d_model);
+      // The engine's kernels of one GPU (engine_kernels.h) on the config's bucket layout
+      // there (stages 2-3 cut at layer groups); the world table prices them per K.
+      shape.reduce_bytes = static_cast<int64_t>(dtype_size(config->zero.reduce_dtype));
+      shape.stage = config->zero.stage;
+      shape.sharded_accumulation = config->zero.accumulate == GradAccumulation::kSharded;
+      if (StatusOr<EngineOptions> one = EngineOptions::from(*config, 1); one.ok()) {
+        one->nested_layer_scopes = model->nested_layer_scopes;
+        if (StatusOr<MemoryPlan> layout = plan_memory(model->params, *one, 1, DeviceKind::kCuda); layout.ok()) {
+          shape.buckets = layout->bucket_elems;
+        }
+      }
       GpuEfficiency eff;
       std::string compared;
       if (!a.from_profile.empty()) {
@@ -338,7 +349,8 @@ int run_plan(const PlanArgs& a) {
         if (k.per_step) optimizer_s += k.time_s;
       }
       in.flops_per_s = micro.model_flops / (micro.step_s - optimizer_s);
-      in.optimizer_s = optimizer_s;
+      in.optimizer_s = engine_kernel_times(engine_shape(shape), *spec, eff).optimizer_s;
+      in.gpu = spec, in.gpu_eff = eff, in.engine = engine_shape(shape);
       in.optimizer_origin = compared.empty() ? "--gpu " + spec->name + ": the per-kernel model's optimizer, the table above"
                                              : "--gpu " + spec->name + ": the per-kernel model's optimizer at the "
                                                "efficiencies calibrated from " + a.from_profile;

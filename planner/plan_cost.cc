@@ -237,8 +237,18 @@ StepPrediction predict_step(const StepWork& w, const LinkTiers& links) {
     return passes == 2 ? tiered_all_reduce_s(bytes, K, links) : passes * tiered_pass_s(bytes, K, links);
   };
   const double micro_s = w.flops_per_micro / w.flops_per_s;
-  p.optimizer_s = w.stage >= 1 && K > 1 ? w.optimizer_s / K : w.optimizer_s;
-  p.compute_s = micro_s * static_cast<double>(w.accum_steps) + p.optimizer_s;
+  if (w.gpu != nullptr && !w.bucket_elems.empty()) {
+    EngineKernelShape e = w.engine;
+    e.bucket_elems = w.bucket_elems, e.world = K, e.stage = w.stage, e.accum_steps = w.accum_steps;
+    e.sharded_accumulation = w.sharded_accumulation, e.deterministic = w.deterministic;
+    const EngineKernelTimes t = engine_kernel_times(e, *w.gpu, w.gpu_eff);
+    p.optimizer_s = t.optimizer_s;
+    p.engine_s = t.total_s;
+  } else {
+    p.optimizer_s = w.stage >= 1 && K > 1 ? w.optimizer_s / K : w.optimizer_s;
+    p.engine_s = p.optimizer_s;
+  }
+  p.compute_s = micro_s * static_cast<double>(w.accum_steps) + p.engine_s;
   const double backward_s = micro_s * 2.0 / 3.0;
 
   // Gradient reductions during the backward of each micro-batch that reduces (the last,

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "planner/engine_kernels.h"
+
 namespace zdp::launcher {
 
 // One link as the collectives see it: a message of n bytes between two ranks takes
@@ -103,11 +105,19 @@ struct StepWork {
   // The optimizer's step over all the parameters on one rank's device (0: not modelled).
   // A rank runs all of it at stage 0 and its 1/K shard at stages 1-3.
   double optimizer_s = 0;
+  // GPU plans: the engine's own kernels (engine_kernels.h: accumulation and folds,
+  // statistics and decision, the optimizer) priced at this world size, stage and
+  // accumulation from bucket_elems, in place of optimizer_s. `engine` gives the dtypes
+  // and the optimizer; its buckets, world, stage and accumulation come from this work.
+  const GpuSpec* gpu = nullptr;
+  GpuEfficiency gpu_eff;
+  EngineKernelShape engine;
 };
 
 struct StepPrediction {
   double compute_s = 0;       // all micro-batches' forward + backward, and the rank's optimizer step
   double optimizer_s = 0;     // of it, the optimizer step over the rank's parameters
+  double engine_s = 0;        // of it, the engine's own kernels (the optimizer's included; GPU plans)
   double reduce_s = 0;        // the gradient reductions, back to back
   double gather_s = 0;        // the parameter all-gathers, back to back
   double small_s = 0;         // the gradient-norm all-reduce (latency only)
@@ -143,8 +153,10 @@ struct StepPrediction {
 //    at least their sum past the backward is exposed;
 //  - one latency-bound all-reduce for the gradient norm;
 //  - the optimizer step over the rank's parameters (all at stage 0, 1/K at stages 1-3)
-//    after the last backward, where optimizer_s gives its time (GPU plans of the GPT:
-//    the per-kernel model's AdamW); otherwise it is not modelled.
+//    after the last backward, where optimizer_s gives its time; on GPU plans the engine's
+//    kernels instead (engine_kernels.h, priced per bucket at this K and stage: the
+//    accumulation and folds whole at every stage, the statistics 1/K at every stage, the
+//    optimizer as above); otherwise it is not modelled.
 StepPrediction predict_step(const StepWork& work, const LinkTiers& links);
 
 // Per bucket (MemoryPlan::bucket_params: its first and last parameter), the latest of its

@@ -202,6 +202,7 @@ StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& 
       work.flops_per_micro = report.model.flops_per_sample * static_cast<double>(config.train.micro_batch);
       work.flops_per_s = w.flops_per_s;
       work.optimizer_s = in.optimizer_s;
+      work.gpu = in.gpu, work.gpu_eff = in.gpu_eff, work.engine = in.engine;
       const bool quantized = at.zero.reduce_quant != WireQuant::kNone || at.zero.gather_quant != WireQuant::kNone;
       if (quantized) s.uncompressed = predict_step(work, in.links());
       set_quantized_wire(work, at.zero, s.memory.bucket_elems, K);
@@ -276,7 +277,12 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   std::snprintf(line, sizeof(line), "  compute %.3g GFLOP/s per rank", in.flops_per_s / 1e9);
   out += line + (" (" + in.flops_origin + ")\n");
-  if (in.optimizer_s > 0) {
+  if (in.gpu != nullptr) {
+    std::snprintf(line, sizeof(line), "  engine kernels per bucket at each world size and stage: gradient accumulation "
+                  "and folds whole, statistics 1/K, the optimizer (%.2f ms on one GPU) 1/K at stages 1-3",
+                  in.optimizer_s * 1e3);
+    out += line + (" (" + in.optimizer_origin + ")\n");
+  } else if (in.optimizer_s > 0) {
     std::snprintf(line, sizeof(line), "  optimizer %.2f ms per step over all parameters, a 1/K shard of it per rank at "
                   "stages 1-3", in.optimizer_s * 1e3);
     out += line + (" (" + in.optimizer_origin + ")\n");
@@ -347,7 +353,8 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
          "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "
          "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
          "(K-1)/K of each buffer per pass); compute = every micro-batch's forward and backward, and the "
-         "optimizer step where its time is modelled (the \"optimizer\" assumption above; otherwise it is not); "
+         "optimizer step where its time is modelled (the \"optimizer\" or \"engine kernels\" assumption above; "
+         "otherwise it is not); "
          "comm = communication the step waits for beyond compute; tokens/s = the global batch's tokens over "
          "the step; MFU = its model FLOPs (the console's and the profile's count) over the step and K peaks "
          "(--gpu's dense peak for the dtype, or profile.peak_tflops; - without one).\n";
@@ -417,6 +424,7 @@ std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs
                        {"uncompressed_step_s", s.uncompressed.step_s},
                        {"compute_s", s.time.compute_s},
                        {"optimizer_s", s.time.optimizer_s},
+                       {"engine_s", s.time.engine_s},
                        {"reduce_s", s.time.reduce_s},
                        {"gather_s", s.time.gather_s},
                        {"exposed_comm_s", s.time.exposed_comm_s},

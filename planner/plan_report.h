@@ -35,6 +35,11 @@ struct PlannerInputs {
   // modelled (CPU plans, models without a per-kernel model).
   double optimizer_s = 0;
   std::string optimizer_origin;
+  // GPU plans (--gpu): the engine's kernels priced per world size and stage
+  // (StepWork::gpu, engine_kernels.h) in place of optimizer_s's shares.
+  const GpuSpec* gpu = nullptr;
+  GpuEfficiency gpu_eff;
+  EngineKernelShape engine;
   // CPU ranks on one node share its cores: with cpu_cores > 0, flops_per_s was measured
   // (or assumed) with flops_threads threads. A world of K ranks runs min(K, node_ranks) of
   // them on each node like this one (larger worlds are more such nodes, as the memory per

@@ -25,11 +25,13 @@ Status check_same(const char* field, int64_t measured, int64_t baseline, const M
   return measured == baseline ? Status::Ok() : differ(field, std::to_string(measured), std::to_string(baseline), m, b);
 }
 
-// The region's time per step in `k`, < 0 when it has none. The optimizer is not a model
-// region: the profile's optimizer part stands for it (as in profile_compare).
+// The region's time per step in `k`, < 0 when it has none. The optimizer and the gradient
+// norm are not model regions: the profile's optimizer and norm parts stand for them (as
+// in profile_compare).
 double region_seconds(const MeasuredKernels& k, int r) {
   const auto i = static_cast<size_t>(r);
   if (static_cast<KernelRegion>(r) == KernelRegion::kAdamW) return k.optimizer_s;
+  if (static_cast<KernelRegion>(r) == KernelRegion::kGradNorm) return k.norm_s;
   return k.present[i] ? k.seconds[i] : -1;
 }
 

@@ -95,19 +95,33 @@ TEST(GpuStepModel, TinyGptRowsAndTotals) {
   EXPECT_EQ(row(p, "lm head bwd (dx, dW)").calls, 6);
   for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("lm head bias"), std::string::npos) << k.name;
   for (const KernelCost& k : p.kernels) EXPECT_EQ(k.name.find("gelu fwd"), std::string::npos) << k.name;
-  // AdamW once: psi (3 x 8 + 4 + 2) = 30,000 bytes -> 60 us.
-  const KernelCost& adam = row(p, "adamw (once per step)");
+  // The engine's kernels (engine_kernels.h), one bucket of psi = 1000 elements, 3
+  // micro-batches, a fp32 reduce dtype: the first micro-batch's gradient copied into the
+  // fp32 accumulation, psi (2 + 4) = 6000 bytes -> 12 us; the second added, psi (2 + 8)
+  // -> 20 us; the last folded into fp32, psi (2 + 4 + 4) -> 20 us; the statistics read
+  // the fp32 gradient, 4000 bytes -> 8 us, in 2 launches (the fold); the decision and its
+  // copy 2 launches.
+  EXPECT_DOUBLE_EQ(row(p, "grad accumulate: copy into fp32").time_s, 12e-6);
+  EXPECT_DOUBLE_EQ(row(p, "grad accumulate: add into fp32").time_s, 20e-6);
+  EXPECT_DOUBLE_EQ(row(p, "grad + accumulation -> reduce dtype").time_s, 20e-6);
+  EXPECT_EQ(row(p, "grad + accumulation -> reduce dtype").region, KernelRegion::kGradHandoff);
+  EXPECT_DOUBLE_EQ(row(p, "grad norm statistics (slice + fold)").time_s, 8e-6);
+  EXPECT_EQ(row(p, "grad norm statistics (slice + fold)").calls, 2);
+  EXPECT_EQ(row(p, "step decision + its copy to the host").calls, 2);
+  // AdamW once a bucket: psi (3 x 8 + 4 + 2) = 30,000 bytes -> 60 us.
+  const KernelCost& adam = row(p, "adamw (per bucket, once per step)");
   EXPECT_EQ(adam.calls, 1);
   EXPECT_DOUBLE_EQ(adam.time_s, 60e-6);
+  EXPECT_TRUE(adam.per_step);
   // Plain SGD keeps no moment: psi (8 + 4 + 2) = 14,000 bytes -> 28 us; with momentum one:
   // psi (2 x 8 + 4 + 2) -> 44 us (it was AdamW's 60 us whatever the optimizer).
   GptShape sgd = s;
   sgd.adamw = false, sgd.optimizer_moments = 0;
   const GpuStepPrediction plain = predict_gpt_step(sgd, g, halves());
-  EXPECT_DOUBLE_EQ(row(plain, "sgd").time_s, 28e-6);
+  EXPECT_DOUBLE_EQ(row(plain, "sgd (per bucket, once per step)").time_s, 28e-6);
   sgd.optimizer_moments = 1;
   const GpuStepPrediction momentum = predict_gpt_step(sgd, g, halves());
-  EXPECT_DOUBLE_EQ(row(momentum, "sgd").time_s, 44e-6);
+  EXPECT_DOUBLE_EQ(row(momentum, "sgd (per bucket, once per step)").time_s, 44e-6);
   // The embedding's backward writes the whole tied table from the LM head's fp32 gradient:
   // 8 N + 2 N d e + T d e + V d (4 + e) = 64 + 128 + 32 + 192 = 416 bytes at 0.5 GB/s.
   EXPECT_DOUBLE_EQ(row(p, "embedding bwd").bytes, 416);
@@ -205,7 +219,12 @@ TEST(GpuStepModel, Gpt2SmallOnAnH200IsComputeBoundInItsLinears) {
   // bench dropped psi to drop the optimizer, and its llm.c MFU read 3% for 42%).
   s.optimizer = false;
   const GpuStepPrediction alone = predict_gpt_step(s, *h200);
-  EXPECT_EQ(alone.kernels.size() + 1, fused.kernels.size());
+  const auto per_step = std::count_if(fused.kernels.begin(), fused.kernels.end(),
+                                      [](const KernelCost& k) { return k.per_step; });
+  // The engine's kernels at 2 micro-batches: the accumulation's copy, the fold into the
+  // reduce dtype, the statistics, the decision, AdamW.
+  EXPECT_EQ(per_step, 5);
+  EXPECT_EQ(alone.kernels.size() + static_cast<size_t>(per_step), fused.kernels.size());
   EXPECT_LT(alone.step_s, fused.step_s);
   EXPECT_NEAR(alone.mfu_llmc / alone.mfu, 0.940, 0.001);
 }

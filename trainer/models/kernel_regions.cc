@@ -30,7 +30,9 @@ constexpr const char* kNames[kNumKernelRegions] = {
     "causal softmax bwd",
     "qkv linear bwd (dx, dW)",
     "embedding bwd",
-    "adamw (once per step)",
+    "adamw (per bucket, once per step)",
+    "engine: gradient accumulation and folds",
+    "engine: gradient norm and step decision",
 };
 
 }  // namespace

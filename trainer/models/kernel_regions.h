@@ -52,11 +52,15 @@ enum class KernelRegion : int {
   kSoftmaxBwd,
   kQkvBwd,
   kEmbeddingBwd,
-  // Not timed by the model: the engine's optimizer, read from the profile's "optimizer"
-  // part (profile.jsonl) by the comparison.
+  // Not timed by the model: the engine's own kernels (planner/engine_kernels.h). The
+  // optimizer is read from the profile's "optimizer" part (profile.jsonl), the gradient
+  // norm and step decision from its "norm" part; the gradient accumulation and folds run
+  // inside the model's grad_ready calls and have no measurement of their own.
   kAdamW,
+  kGradHandoff,
+  kGradNorm,
 };
-inline constexpr int kNumKernelRegions = static_cast<int>(KernelRegion::kAdamW) + 1;
+inline constexpr int kNumKernelRegions = static_cast<int>(KernelRegion::kGradNorm) + 1;
 
 // "qkv linear fwd", "causal softmax bwd", ...: the names kernels.json and the planner use.
 const char* region_name(KernelRegion r);
