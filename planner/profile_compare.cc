@@ -83,7 +83,8 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   }
   // The optimizer and the gradient norm are the engine's, not model regions: the
   // profile's optimizer and norm parts (the latter with its all-reduce's latency, nothing
-  // on one GPU). The gradient accumulation runs inside the model's backward: unmeasured.
+  // on one GPU). The gradient accumulation is the model's kGradHandoff region (a profile
+  // of an older build has none: unmeasured).
   const auto adam = static_cast<size_t>(KernelRegion::kAdamW);
   const auto norm = static_cast<size_t>(KernelRegion::kGradNorm);
   if (m.optimizer_s >= 0) measured[adam] = m.optimizer_s, have[adam] = true;
@@ -204,7 +205,7 @@ std::string format_comparison(const ProfileComparison& c, const MeasuredKernels&
   const double peak = m.dtype == "fp32" ? gpu.fp32_flops : gpu.bf16_flops;
   for (const RegionComparison& r : c.rows) {
     std::string measured = "-", ratio = "-",
-                achieved = r.region == trainer::KernelRegion::kGradHandoff ? "runs inside backward's grad_ready calls"
+                achieved = r.region == trainer::KernelRegion::kGradHandoff ? "not timed by this profile's build"
                                                                            : "not measured";
     if (r.measured_s >= 0) {
       measured = fmt("%.3f", r.measured_s * 1e3);

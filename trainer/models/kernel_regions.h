@@ -52,10 +52,10 @@ enum class KernelRegion : int {
   kSoftmaxBwd,
   kQkvBwd,
   kEmbeddingBwd,
-  // Not timed by the model: the engine's own kernels (planner/engine_kernels.h). The
-  // optimizer is read from the profile's "optimizer" part (profile.jsonl), the gradient
-  // norm and step decision from its "norm" part; the gradient accumulation and folds run
-  // inside the model's grad_ready calls and have no measurement of their own.
+  // The engine's own kernels (planner/engine_kernels.h). The optimizer is read from the
+  // profile's "optimizer" part (profile.jsonl), the gradient norm and step decision from
+  // its "norm" part; the gradient accumulation and folds are timed by the model around
+  // its grad_ready calls (kGradHandoff).
   kAdamW,
   kGradHandoff,
   kGradNorm,
