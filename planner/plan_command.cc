@@ -303,8 +303,7 @@ int run_plan(const PlanArgs& a) {
       shape.optimizer_moments = shape.adamw ? 2 : (config->optim.beta1 != 0.0 ? 1 : 0);
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
       shape.dgelu_epilogue = plans_dgelu_epilogue(config->train.deterministic, m.d_model);
-      // The engine's kernels of one GPU (engine_kernels.h) on the config's bucket layout
-      // there (stages 2-3 cut at layer groups); the world table prices them per K.
+      // The engine's kernels of one GPU (engine_kernels.h) on the config's bucket layout there.
       shape.reduce_bytes = static_cast<int64_t>(dtype_size(config->zero.reduce_dtype));
       shape.stage = config->zero.stage;
       shape.sharded_accumulation = config->zero.accumulate == GradAccumulation::kSharded;
