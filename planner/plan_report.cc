@@ -347,7 +347,7 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
   }
   out += "\ncolumns: grads include the fp32 accumulation buffer when accum_steps > 1 with zero.accumulate = "
          "\"local\" (\"sharded\", stages 2-3: none, the owned shard is fp32) and a reduce-dtype copy at "
-         "stages 0-1; buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); workspace = the "
+         "stages 0-1 (which holds the accumulation when it is fp32 and the compute dtype 16-bit); buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); workspace = the "
          "engine's, and on GPUs cuBLASLt's and cuDNN's fused attention's; formula = the "
          "ZeRO model states of docs/design.md (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with "
          "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "

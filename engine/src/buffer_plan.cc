@@ -70,6 +70,12 @@ Status check_layout_for_options(const Layout& layout, const EngineOptions& optio
   return Status::Ok();
 }
 
+bool accumulates_in_reduce_copy(const EngineOptions& options) {
+  return options.accum_steps > 1 && !shards_accumulation(options) && !options.deterministic &&
+         !options.zero.shards_grads() && options.zero.reduce_dtype == DType::kF32 &&
+         options.compute_dtype != DType::kF32;
+}
+
 BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, DeviceKind device) {
   const int64_t T = layout.total_elems(), S = layout.shard_elems();
   const int64_t c = static_cast<int64_t>(dtype_size(options.compute_dtype));
@@ -89,7 +95,7 @@ BufferSizes plan_buffers(const Layout& layout, const EngineOptions& options, Dev
   // Local accumulation: no communication before the last micro-batch, so every stage
   // accumulates in full.
   const bool local_accum = options.accum_steps > 1 && !shards_accumulation(options) && !options.deterministic;
-  z.accum = local_accum ? T * 4 : 0;
+  z.accum = local_accum && !accumulates_in_reduce_copy(options) ? T * 4 : 0;
   const int64_t state = (options.zero.shards_optimizer() ? S : T) * 4;
   const int moments = optimizer_moments(options.optim);
   z.master = state;

@@ -78,9 +78,13 @@ void GradReducer::reset_reductions() {
   for (GradGroup& g : groups_) g.unlaunched = g.unfolded = g.last_bucket - g.first_bucket + 1;
 }
 
+float* GradReducer::accum_at(int64_t flat) {
+  return (accumulates_in_reduce_copy(opt_) ? mem_.reduce_full.as<float>() : mem_.accum.as<float>()) + flat;
+}
+
 Status GradReducer::fold_bucket(int b) {
   const Bucket& bk = bucket(b);
-  float* acc = mem_.accum.as<float>() + bk.begin;
+  float* acc = accum_at(bk.begin);
   return env_.exec->fold(
       kernels::FoldArgs{in_bucket(b), opt_.compute_dtype, micro_.index == 0 ? nullptr : acc, acc, DType::kF32, bk.size});
 }
@@ -245,7 +249,9 @@ Status GradReducer::launch(int b) {
   BucketState& st = buckets_[static_cast<size_t>(b)];
   GradGroup& g = groups_[static_cast<size_t>(st.group)];
   void* in = in_bucket(b);
-  const float* acc = opt_.accum_steps > 1 && !sharded_accum() ? mem_.accum.as<float>() + bk.begin : nullptr;
+  // (With the accumulation in the reduce copy, `acc` and `send` below are one range: the
+  // fold is in place.)
+  const float* acc = opt_.accum_steps > 1 && !sharded_accum() ? accum_at(bk.begin) : nullptr;
 
   // The reduction's input in the reduce dtype: the trainer's buffer itself when nothing
   // needs adding or casting, else the sum rounded once into the reduce dtype.

@@ -101,6 +101,9 @@ class GradReducer {
   // Local accumulation before the last micro-batch: bucket b's gradient, padding included,
   // added into (the first micro-batch: copied to) the fp32 accumulation.
   Status fold_bucket(int b);
+  // Where local accumulation keeps the fp32 sum of flat element `flat`: its own buffer, or
+  // the reduce copy (accumulates_in_reduce_copy).
+  float* accum_at(int64_t flat);
   Status launch(int b);
   // Bucket b's all-reduce (stage 0) or reduce-scatter of `send` in the reduce dtype.
   Status reduce_full_precision(int b, void* send);
@@ -135,7 +138,8 @@ class GradReducer {
     DeviceBuffer reduce_full;  // stages 0-1, reduce dtype != compute dtype: T x reduce
     DeviceBuffer shard;        // stages 2-3: S x reduce, the reduce-scatter output (S x fp32,
                                // the accumulation, when shards_accumulation)
-    DeviceBuffer accum;        // accum_steps > 1, local accumulation: T x fp32
+    DeviceBuffer accum;        // accum_steps > 1, local accumulation: T x fp32 (none when it
+                               // lives in reduce_full: accumulates_in_reduce_copy)
     SlotPool grad_slots;       // stages 2-3: the trainer's gradient views, per group
     SlotPool reduce_slots;     // stages 2-3 when a cast or accumulation precedes the reduction
     DeviceBuffer gathered;     // deterministic: every rank's gradient of one bucket (compute dtype)
