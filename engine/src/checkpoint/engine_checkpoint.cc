@@ -2,10 +2,6 @@
 #include "engine/src/checkpoint/engine_checkpoint.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <iterator>
-#include <sstream>
 
 #include "core/internal/printable.h"
 #include "engine/src/buffer_plan.h"
@@ -193,40 +189,15 @@ Status FileIo::write(safetensors::Writer& file, const Piece& piece, const float*
   return Status::Ok();
 }
 
-Status check_values(const safetensors::Reader& file, int64_t offset, const char* host, int64_t bytes,
-                    ValueRule rule) {
-  const bool non_negative = rule == ValueRule::kFiniteNonNegative;
-  for (int64_t i = 0; i + 4 <= bytes; i += 4) {
-    float v;
-    std::memcpy(&v, host + i, sizeof(v));  // the chunk's bytes need not be aligned
-    if (std::isfinite(v) && !(non_negative && v < 0.0f)) continue;
-    const int64_t at = offset + i;
-    const std::vector<safetensors::TensorInfo>& tensors = file.header().tensors;  // ascending offsets
-    auto t = std::upper_bound(tensors.begin(), tensors.end(), at,
-                              [](int64_t a, const safetensors::TensorInfo& info) { return a < info.begin; });
-    const std::string tensor = t == tensors.begin() ? std::string("?") : std::prev(t)->name;
-    const int64_t element = t == tensors.begin() ? at / 4 : (at - std::prev(t)->begin) / 4;
-    std::ostringstream value;
-    value << v;
-    return Status(StatusCode::kInvalidArgument,
-                  file.path() + ": tensor '" + tensor + "' element " + std::to_string(element) + " is " +
-                      value.str() +
-                      (std::isfinite(v) ? " (a second moment is never negative): a damaged checkpoint"
-                                        : ": a checkpoint of a diverged run") +
-                      "; resume from an earlier one");
-  }
-  return Status::Ok();
-}
-
-Status FileIo::read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst, ValueRule rule) {
+Status FileIo::read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst, ValueCheck& check) {
   if (env_->device.kind() == DeviceKind::kCpu) {
     ZDP_RETURN_IF_ERROR(file.read(offset, dst, bytes));
-    return check_values(file, offset, static_cast<const char*>(dst), bytes, rule);
+    return check.feed(static_cast<const char*>(dst), bytes);
   }
   for (int64_t done = 0; done < bytes; done += kStagingBytes) {
     const int64_t n = std::min(kStagingBytes, bytes - done);
     ZDP_RETURN_IF_ERROR(file.read(offset + done, staging_.data(), n));
-    ZDP_RETURN_IF_ERROR(check_values(file, offset + done, static_cast<const char*>(staging_.data()), n, rule));
+    ZDP_RETURN_IF_ERROR(check.feed(static_cast<const char*>(staging_.data()), n));
     ZDP_RETURN_IF_ERROR(env_->device.memcpy(static_cast<char*>(dst) + done, staging_.data(), static_cast<size_t>(n)));
   }
   return Status::Ok();

@@ -14,6 +14,7 @@
 #include "engine/src/engine_env.h"
 #include "engine/src/host_collective.h"  // all_reduce_i64
 #include "engine/src/layout.h"
+#include "engine/src/checkpoint/value_check.h"
 #include "engine/src/optimizer_state.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
@@ -87,25 +88,13 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
 
 // Moves fp32 elements between engine buffers (device memory) and files: on the CPU
 // straight from/to the buffers, on CUDA through one pinned staging buffer.
-// What a loaded tensor's values must be. A diverged run's checkpoint holds NaN or
-// infinity, which a load would carry into every later update; a negative second moment
-// (AdamW's exp_avg_sq) makes its square root NaN at the first one.
-enum class ValueRule { kFinite, kFiniteNonNegative };
-
-// OK when every fp32 value of data bytes [offset, offset + bytes) of `file`, held at
-// `host`, obeys `rule`; else kInvalidArgument naming the file, the tensor, the element
-// and the value. The bytes are checked on the host as they pass on their way to the
-// device: no kernel, no synchronisation, and the tensor is named.
-Status check_values(const safetensors::Reader& file, int64_t offset, const char* host, int64_t bytes,
-                    ValueRule rule);
-
 class FileIo {
  public:
   static StatusOr<FileIo> create(EngineEnv& env);
   Status write(safetensors::Writer& file, const Piece& piece, const float* base);
-  // Reads data bytes [file, file + bytes) into `dst` (device memory), checking each
-  // value against `rule` before it leaves the host.
-  Status read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst, ValueRule rule);
+  // Reads data bytes [file, file + bytes) into `dst` (device memory), feeding them to
+  // `check` before they leave the host.
+  Status read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst, ValueCheck& check);
   // Copies host bytes into device memory.
   Status to_device(void* dst, const void* src, int64_t bytes);
 

@@ -95,8 +95,9 @@ Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, cons
   for (const Piece& p : pieces) {
     const int64_t begin = p.file, end = p.file + p.count * 4;
     char* dst = reinterpret_cast<char*>(base + p.mem);
+    checkpoint::ValueCheck check(file, begin, rule);
     if (entry == nullptr) {
-      ZDP_RETURN_IF_ERROR(io.read(file, begin, end - begin, dst, rule));
+      ZDP_RETURN_IF_ERROR(io.read(file, begin, end - begin, dst, check));
       continue;
     }
     const int64_t cb = entry->chunk_bytes;
@@ -113,7 +114,7 @@ Status read_pieces(checkpoint::FileIo& io, const safetensors::Reader& file, cons
         cached = c;
       }
       const int64_t lo = std::max(begin, range.begin), hi = std::min(end, range.end);
-      ZDP_RETURN_IF_ERROR(checkpoint::check_values(file, lo, chunk.data() + (lo - range.begin), hi - lo, rule));
+      ZDP_RETURN_IF_ERROR(check.feed(chunk.data() + (lo - range.begin), hi - lo));
       ZDP_RETURN_IF_ERROR(io.to_device(dst + (lo - begin), chunk.data() + (lo - range.begin), hi - lo));
     }
   }
