@@ -10,6 +10,9 @@
 #include <vector>
 
 namespace zdp::launcher {
+
+// The exited mark of a rank that ended mid-job (ended_mid_job's text follows).
+constexpr const char* kMidJob = "mid-job: ";
 namespace {
 
 std::string secs(double s) {
@@ -288,16 +291,20 @@ Finding LivenessWatch::poll(LivenessClock::time_point now) {
   return f;
 }
 
-void LivenessWatch::exited(int rank) {
+void LivenessWatch::exited(int rank, const std::string& mid_job) {
   if (rank < 0 || static_cast<size_t>(rank) >= local_.size() || !local_[static_cast<size_t>(rank)]) return;
   local_[static_cast<size_t>(rank)] = false;
-  (void)store_.set(heartbeat_keys::exited(rank), "0");
+  (void)store_.set(heartbeat_keys::exited(rank), mid_job.empty() ? std::string("0") : std::string(kMidJob) + mid_job);
 }
 
 std::string LivenessWatch::ended_mid_job(int rank) {
+  // Store trouble says nothing about the rank: not named.
   if (!enabled() || rank < 0 || static_cast<size_t>(rank) >= beats_.size()) return "";
-  StatusOr<std::string> mark = store_.get(heartbeat_keys::exited(rank), std::chrono::milliseconds(0));
-  if (mark.ok() && *mark == "released") return "";
+  StatusOr<bool> marked = store_.check({heartbeat_keys::exited(rank)});
+  if (!marked.ok()) return "";
+  StatusOr<std::string> mark =
+      *marked ? store_.get(heartbeat_keys::exited(rank), std::chrono::milliseconds(0)) : StatusOr<std::string>("");
+  if (!mark.ok() || *mark == "released") return "";
   read(LivenessClock::now(), false);
   const RankBeat& b = beats_[static_cast<size_t>(rank)];
   if (!b.seen) return "";
@@ -313,8 +320,14 @@ std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now,
   std::vector<bool> exited(beats_.size(), false);
   for (size_t r = 0; r < beats_.size(); ++r) {
     if (static_cast<int>(r) == failed || !beats_[r].seen) continue;
-    StatusOr<bool> mark = store_.check({heartbeat_keys::exited(static_cast<int>(r))});
+    const std::string key = heartbeat_keys::exited(static_cast<int>(r));
+    StatusOr<bool> mark = store_.check({key});
     exited[r] = mark.ok() && *mark;
+    if (!exited[r]) continue;
+    // One that exited 0 in the middle of the job (on any node) is the cause: its peers
+    // lost their connections to it.
+    StatusOr<std::string> why = store_.get(key, std::chrono::milliseconds(0));
+    if (why.ok() && why->rfind(kMidJob, 0) == 0) return why->substr(std::string(kMidJob).size());
   }
   return culprit(beats_, failed, now, exited, stale_only);
 }

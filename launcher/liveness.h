@@ -75,7 +75,9 @@ class LivenessWatch {
   Finding poll(LivenessClock::time_point now);
   // A local rank that exited 0: its heartbeat stops, and that is no stall; marked in the
   // store too, so that no node's launcher names it as the culprit of a later failure.
-  void exited(int rank);
+  // `mid_job`: ended_mid_job's text, kept in the mark ("mid-job: ...") for culprit_of on
+  // every node.
+  void exited(int rank, const std::string& mid_job = "");
   // A local rank whose process exited 0: "" when it released its Context first (its own
   // "released" mark: the rank finished) or never published a heartbeat (not a zdp
   // program); else how it was when it went (describe_rank and its last position). Its

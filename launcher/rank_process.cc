@@ -17,8 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "zdp/launch_env.h"
-
 extern char** environ;
 
 namespace zdp::launcher {
@@ -29,9 +27,6 @@ std::string ExitInfo::describe() const {
     const char* name = sigabbrev_np(signal);
     return "killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
   }
-  // The codes by which a zdp rank says whose fault its failure was (launch_env.h).
-  if (code == kExitPeerFailed) return "exit code 3 (it stopped because another rank failed)";
-  if (code == kExitPeerTimeout) return "exit code 4 (it timed out waiting for another rank)";
   return "exit code " + std::to_string(code);
 }
 

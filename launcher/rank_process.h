@@ -28,7 +28,7 @@ struct ExitInfo {
   int code = 0;         // exit status when it exited normally
   int signal = 0;       // the signal that killed it, 0 if none
   bool ok() const { return exited && signal == 0 && code == 0; }
-  std::string describe() const;  // "exit code 3", "killed by signal 9 (SIGKILL)"
+  std::string describe() const;  // "exit code 3", "killed by signal 9 (SIGKILL)" (what zdp's codes mean: the supervisor)
 };
 
 class RankProcess {

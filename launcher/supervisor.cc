@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -38,13 +39,6 @@ constexpr auto kCulpritPoll = std::chrono::milliseconds(250);
 // within milliseconds of each other, in any order.
 constexpr auto kOwnFailureGrace = std::chrono::milliseconds(2000);
 
-// Of ranks that failed together, the one to blame: killed by a signal, then failed on its
-// own (any other non-zero code), then timed out waiting for another, then stopped because
-// another failed.
-int blame_weight(const ExitInfo& e) {
-  if (e.signal != 0) return 3;
-  return e.code == kExitPeerFailed ? 0 : e.code == kExitPeerTimeout ? 1 : 2;
-}
 
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
@@ -90,13 +84,21 @@ class Group {
       if (failed != nullptr) {
         // One that failed because of another: the one at fault may exit a moment later.
         for (const auto until = Clock::now() + kOwnFailureGrace;
-             blame_weight(failed->exit_info()) < 2 && !all_done && Clock::now() < until;) {
+             blame_weight(*failed) < 2 && !all_done && Clock::now() < until;) {
           pump_.pump(kPollInterval);
           failed = poll_all(&all_done);
         }
         return rank_failed(*failed);
       }
       if (all_done) {
+        // Not while another node's ranks wait for one of these that left before it joined:
+        // ranks that all left before they were ready wait a moment for another to join.
+        for (const auto until = Clock::now() + kOwnFailureGrace;
+             o_.store && !startup_done_ && o_.startup_timeout.count() > 0;) {
+          if (check_startup()) return result_;
+          if (startup_done_ || Clock::now() >= until || interrupt_.load() != 0) break;
+          pump_.pump(kPollInterval);
+        }
         if (o_.store) (void)o_.store->set(job_keys::node_done(o_.node_rank), "ok");
         drain();
         return finish(GroupOutcome::kSucceeded, "all " + std::to_string(procs_.size()) + " ranks exited 0");
@@ -135,6 +137,32 @@ class Group {
     return true;
   }
 
+  // Whether `p` is a zdp rank (it reached the job's store), whose exit codes 3 and 4 say
+  // another rank was at fault (rank_exit_code); any other program's codes mean nothing.
+  bool zdp_rank(const RankProcess& p) {
+    auto [it, fresh] = zdp_ranks_.emplace(p.rank(), false);
+    if (fresh && o_.store) {
+      StatusOr<bool> joined = o_.store->check({job_keys::rank_joined(p.rank())});
+      it->second = joined.ok() && *joined;
+    }
+    return it->second;
+  }
+  // Of ranks that failed together, the one to blame: killed by a signal (3), then failed on
+  // its own (2: any other non-zero code, or any code of a program that is not zdp's), then
+  // timed out waiting for another (1), then stopped because another failed (0).
+  int blame_weight(const RankProcess& p) {
+    const ExitInfo& e = p.exit_info();
+    if (e.signal != 0) return 3;
+    if (!zdp_rank(p)) return 2;
+    return e.code == kExitPeerFailed ? 0 : e.code == kExitPeerTimeout ? 1 : 2;
+  }
+  std::string describe_exit(const RankProcess& p) {
+    const int w = blame_weight(p);
+    return p.exit_info().describe() + (w == 0   ? " (it stopped because another rank failed)"
+                                       : w == 1 ? " (it timed out waiting for another rank)"
+                                                : "");
+  }
+
   // Polls every rank: the one to blame of those failed so far (blame_weight), or null;
   // `all_done` whether all have exited. A rank that exited 0 while the job ran is kept to
   // blame for the others' failure (ended_mid_job_).
@@ -146,12 +174,13 @@ class Group {
       if (!e.exited) {
         *all_done = false;
       } else if (!e.ok()) {
-        if (failed == nullptr || blame_weight(e) > blame_weight(failed->exit_info())) failed = &p;
-      } else if (liveness_ && !exited_zero_.count(p.rank())) {
-        exited_zero_.insert(p.rank());
+        if (failed == nullptr || blame_weight(p) > blame_weight(*failed)) failed = &p;
+      } else if (exited_zero_.insert(p.rank()).second && liveness_) {
+        // Marked in the store with what it was doing, so that any node's launcher can name
+        // it as the cause of its own ranks' failure.
         const std::string mid = liveness_->ended_mid_job(p.rank());
         if (!mid.empty() && ended_mid_job_.empty()) ended_mid_job_ = mid;
-        liveness_->exited(p.rank());
+        liveness_->exited(p.rank(), mid);
       }
     }
     return failed;
@@ -161,7 +190,7 @@ class Group {
     const int others = static_cast<int>(procs_.size()) - 1;
     // Every rank that failed did so because of another, and one here ended mid-job with
     // exit code 0: that one (its peers lost their connections to it).
-    std::string cause = blame_weight(failed.exit_info()) < 2 ? ended_mid_job_ : "";
+    std::string cause = blame_weight(failed) < 2 ? ended_mid_job_ : "";
     // Ranks on other nodes: one that died there may be why this one failed (an error exit,
     // not a signal), and its launcher names it on the job-failed key; node 0 blamed its own
     // healthy rank, and its reason replaced the other node's on the key.
@@ -178,7 +207,7 @@ class Group {
         StatusOr<std::string> elsewhere = o_.store->get(job_keys::kJobFailed, kCulpritPoll);
         if (elsewhere.ok()) {
           const std::string reason = "the job was stopped: " + *elsewhere + "; then rank " +
-                                     std::to_string(failed.rank()) + " here failed: " + failed.exit_info().describe();
+                                     std::to_string(failed.rank()) + " here failed: " + describe_exit(failed);
           // Read now: node 0 stays only a second after it posts (stop_all may take 6).
           const bool final_stop = stop_is_final(*o_.store);
           console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + reason + "; stopping the other " +
@@ -193,18 +222,18 @@ class Group {
       }
     }
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
-                         ", pid " + std::to_string(failed.pid()) + ") failed: " + failed.exit_info().describe();
+                         ", pid " + std::to_string(failed.pid()) + ") failed: " + describe_exit(failed);
     // A rank that exits with an error may only have timed out waiting for a stopped one:
     // blame the one whose heartbeat stopped first. Only a rank that says it timed out
     // (kExitPeerTimeout) is compared with the living ranks' positions (behind()): their
     // heartbeats are up to a second apart, so for any other failure that comparison named
     // a healthy rank as the one it had waited for.
     if (cause.empty() && liveness_ && failed.exit_info().signal == 0) {
-      cause = liveness_->culprit_of(failed.rank(), Clock::now(), failed.exit_info().code != kExitPeerTimeout);
+      cause = liveness_->culprit_of(failed.rank(), Clock::now(), blame_weight(failed) != 1);
     }
     if (!cause.empty()) {
       reason = cause + "; " + reason +
-               (failed.exit_info().code == kExitPeerFailed ? " (most likely because of it)" : " (most likely waiting for it)");
+               (blame_weight(failed) == 0 ? " (most likely because of it)" : " (most likely waiting for it)");
     }
     // A signal that came meanwhile stops the job for good (dp-launch does not restart it).
     report_job_failed(reason, /*final=*/interrupt_.load() != 0);
@@ -296,7 +325,13 @@ class Group {
     console_.line("dp-launch: " + c.failure + "; stopping the job");
     stop_all(SIGTERM);
     finish(c.rank >= 0 ? GroupOutcome::kRankFailed : GroupOutcome::kStartupTimeout, c.failure);
-    if (c.rank >= 0) result_.failed_rank = c.rank;
+    if (const RankProcess* p = c.rank >= 0 ? local_process(c.rank) : nullptr) {
+      result_.failed_rank = c.rank;
+      result_.failed_exit = p->exit_info();
+      result_.failed_tail = pump_.tail(c.rank);
+      result_.failed_log = pump_.log_path(c.rank);
+      result_.final_stop = true;  // a program that leaves before it joins does so again
+    }
     return true;
   }
 
@@ -384,6 +419,7 @@ class Group {
   std::vector<RankProcess> procs_;
   std::unique_ptr<LivenessWatch> liveness_;  // with a store
   std::set<int> exited_zero_;                // local ranks seen exiting 0
+  std::map<int, bool> zdp_ranks_;            // zdp_rank's answers
   std::string ended_mid_job_;                // the first of them that exited in the middle of the job
   Clock::time_point start_;
   bool startup_done_ = false;

@@ -52,9 +52,12 @@ std::vector<KernelCost> engine_kernels(const EngineKernelShape& s, const GpuSpec
   } else if (s.reduce_bytes != s.compute_bytes) {
     row(KernelRegion::kGradHandoff, "grad cast to the reduce dtype", 1, e + r, 1.0);
   }
+  // What the statistics and the optimizer read of the reduced gradient: the reduce dtype,
+  // or fp32 where sharded accumulation sums into the fp32 shard (GradReducer::reduced_dtype).
+  const double g = s.sharded_accumulation && s.stage >= 2 && A > 1 ? 4.0 : r;
   // The statistics read each bucket's reduced slice (1/K of it, at every stage) and fold
   // the blocks' partials in a second launch.
-  row(KernelRegion::kGradNorm, "grad norm statistics (slice + fold)", 1, r, 1.0 / K, 1);
+  row(KernelRegion::kGradNorm, "grad norm statistics (slice + fold)", 1, g, 1.0 / K, 1);
   KernelCost decide;
   decide.name = "step decision + its copy to the host";
   decide.region = KernelRegion::kGradNorm;
@@ -68,7 +71,7 @@ std::vector<KernelCost> engine_kernels(const EngineKernelShape& s, const GpuSpec
   // at the reduce dtype, the compute-dtype parameters written.
   const double state = 8.0 * static_cast<double>(1 + s.optimizer_moments);
   row(KernelRegion::kAdamW, s.adamw ? region_name(KernelRegion::kAdamW) : "sgd (per bucket, once per step)", 1,
-      state + r + e, s.stage >= 1 ? 1.0 / K : 1.0);
+      state + g + e, s.stage >= 1 ? 1.0 / K : 1.0);
   return out;
 }
 

@@ -57,7 +57,7 @@ EngineKernelShape engine_shape(const GptShape& s) {
   e.world = s.world, e.stage = s.stage, e.accum_steps = s.accum_steps;
   e.compute_bytes = s.elem_bytes, e.reduce_bytes = s.reduce_bytes;
   e.optimizer_moments = s.optimizer_moments, e.adamw = s.adamw;
-  e.sharded_accumulation = s.sharded_accumulation;
+  e.sharded_accumulation = s.sharded_accumulation, e.deterministic = s.deterministic;
   return e;
 }
 

@@ -83,6 +83,7 @@ struct GptShape {
   int stage = 0;
   int64_t reduce_bytes = 4;
   bool sharded_accumulation = false;
+  bool deterministic = false;  // train.deterministic: the folds run on the communication stream
 };
 // The trainer's rule (Ops::input_grad_through_gelu): not in deterministic mode, and the
 // epilogue needs fc's width (4 d) a multiple of 8.

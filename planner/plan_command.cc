@@ -304,9 +304,9 @@ int run_plan(const PlanArgs& a) {
       shape.fused_attention = model->fused_attention;  // plans_fused_attention (trainer/models/model.h)
       shape.dgelu_epilogue = plans_dgelu_epilogue(config->train.deterministic, m.d_model);
       // The engine's kernels of one GPU (engine_kernels.h) on the config's bucket layout there.
-      shape.reduce_bytes = static_cast<int64_t>(dtype_size(config->zero.reduce_dtype));
-      shape.stage = config->zero.stage;
+      shape.reduce_bytes = static_cast<int64_t>(dtype_size(config->zero.reduce_dtype)), shape.stage = config->zero.stage;
       shape.sharded_accumulation = config->zero.accumulate == GradAccumulation::kSharded;
+      shape.deterministic = config->train.deterministic;
       if (StatusOr<EngineOptions> one = EngineOptions::from(*config, 1); one.ok()) {
         one->nested_layer_scopes = model->nested_layer_scopes;
         if (StatusOr<MemoryPlan> layout = plan_memory(model->params, *one, 1, DeviceKind::kCuda); layout.ok()) {

@@ -70,6 +70,11 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   ZDP_RETURN_IF_ERROR(check_same("bytes per element of model.dtype", shape.elem_bytes, dtype_bytes(m.dtype), m));
   shape.accum_steps = m.accum_steps;
   shape.fused_attention = m.fused_attention;
+  // The engine's rows priced for the profile's rank: its world size and stage slice the
+  // statistics and the optimizer, and every bucket's launches stay whole (scaling one
+  // GPU's rows by 1/K scaled the launches too).
+  shape.world = std::max<int64_t>(1, m.world_size);
+  shape.stage = static_cast<int>(m.zero_stage);
 
   ProfileComparison c;
   c.gpu = gpu.name;
@@ -90,14 +95,8 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   if (m.optimizer_s >= 0) measured[adam] = m.optimizer_s, have[adam] = true;
   if (m.norm_s >= 0) measured[norm] = m.norm_s, have[norm] = true;
 
-  // The prediction is of one GPU's whole step (engine_kernels.h at world 1); the profile's
-  // parts are its rank's: at stages 1-3 that rank updates 1/K of the state, and at every
-  // stage it takes the statistics of 1/K of the gradient.
-  const double K = static_cast<double>(m.world_size);
-  const double adam_share = m.zero_stage >= 1 ? 1.0 / K : 1.0;
-  const auto share_of = [&](const KernelCost& k) {
-    return k.region == KernelRegion::kAdamW ? adam_share : k.region == KernelRegion::kGradNorm ? 1.0 / K : 1.0;
-  };
+  // Every row is the profile's rank's own (the engine's priced at its world and stage).
+  const auto share_of = [](const KernelCost&) { return 1.0; };
 
   // One row per region, in the order its first kernel runs.
   std::array<int, kNumKernelRegions> row_of;

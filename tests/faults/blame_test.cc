@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,69 @@ TEST(Blame, ARankThatExitsZeroBeforeJoiningStopsTheJobAtOnce) {
   EXPECT_EQ(run.exit_code, 1) << run.output();
   EXPECT_TRUE(run.has("dp-launch: rank 1 (node 0) exited 0 before it joined the job")) << run.output();
   EXPECT_LT(run.seconds, 10.0) << run.output();
+}
+
+// The same across nodes: two launchers of one rank each on this host (--node-rank 0 and
+// 1). Node 1's rank ends mid-job with exit code 0, or before it joined: node 1 reported
+// success while node 0 blamed its healthy rank, or waited for the startup deadline.
+struct TwoNodes {
+  JobRun node0, node1;
+};
+TwoNodes two_nodes(const TempDir& dir, const std::map<std::string, std::string>& env,
+                   const std::vector<std::string>& extra = {}) {
+  const std::string config = write_job_config(dir.path(), free_port(), 30);
+  auto argv = [&](int node) {
+    std::vector<std::string> a = {ZDP_DP_LAUNCH, config, "--node-rank", std::to_string(node), "--set",
+                                  "launch.nproc_per_node=1", "--set", "launch.nnodes=2", "--set",
+                                  "launch.log_dir=" + dir.path() + "/logs-" + std::to_string(node)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::map<std::string, std::string> with_secret = env;
+  with_secret["ZDP_JOB_SECRET"] = "0123456789abcdef0123";
+  Job n0 = start_job(argv(0), with_secret), n1 = start_job(argv(1), with_secret);
+  TwoNodes out;
+  out.node1 = finish_job(n1, seconds(90));
+  out.node0 = finish_job(n0, seconds(90));
+  return out;
+}
+
+TEST(Blame, ARankThatExitsZeroMidJobOnAnotherNodeIsNamed) {
+  TempDir dir;
+  const TwoNodes run = two_nodes(dir, {{"ZDP_TRAIN_FAULT", "rank=1,step=3,action=exit0"}});
+  EXPECT_EQ(run.node0.exit_code, 1) << run.node0.output();
+  const std::string line = reason_line(run.node0);
+  EXPECT_EQ(line.rfind("dp-launch: rank 1 (", 0), 0u) << run.node0.output();
+  EXPECT_NE(line.find("exited 0 in the middle of the job"), std::string::npos) << line;
+}
+
+TEST(Blame, ARankThatExitsZeroBeforeJoiningStopsItsNodeAtOnce) {
+  TempDir dir;
+  const std::string wrapper = dir.path() + "/rank.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\n[ \"$RANK\" = 1 ] && exit 0\nexec " << ZDP_DP_TRAIN << " \"$@\"\n";
+  ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
+  const TwoNodes run = two_nodes(dir, {}, {"--set", "launch.program=" + wrapper});
+  EXPECT_EQ(run.node1.exit_code, 1) << run.node1.output();
+  EXPECT_TRUE(run.node1.has("rank 1 (node 1) exited 0 before it joined the job")) << run.node1.output();
+  EXPECT_EQ(run.node0.exit_code, 1) << run.node0.output();
+  EXPECT_LT(run.node0.seconds, 15.0) << run.node0.output();
+}
+
+// A program that is not zdp's (it never reaches the job's store) exits 3 for its own
+// reasons: its code means nothing to the launcher, which blamed the rank that exited 1
+// later and described the 3 as "it stopped because another rank failed".
+TEST(Blame, AnotherProgramsExitCodesMeanNothingToTheLauncher) {
+  TempDir dir;
+  const std::string program = dir.path() + "/rank.sh";
+  std::ofstream(program) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi\nsleep 1; exit 1\n";
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  const JobRun run = run_job({ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), 30), "--set",
+                              "launch.program=" + program, "--set", "launch.startup_timeout_s=0"},
+                             {}, seconds(60));
+  EXPECT_EQ(run.exit_code, 1) << run.output();
+  const std::string line = reason_line(run);
+  EXPECT_EQ(line.rfind("dp-launch: rank 1 (node 0, pid", 0), 0u) << run.output();
+  EXPECT_NE(line.find("failed: exit code 3;"), std::string::npos) << line;
 }
 
 }  // namespace

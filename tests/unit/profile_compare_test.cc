@@ -174,6 +174,25 @@ TEST(ProfileCompare, TheOptimizerPartIsOneRanksShareAtStagesOneToThree) {
   EXPECT_GT(c->implied[3], 0.25);
 }
 
+// The engine's rows are priced for the profile's rank: at K = 8 a bucket's statistics
+// still take their launches (a launch floor of 1 ms each here), where scaling one GPU's
+// row by 1/8 divided the launches too.
+TEST(ProfileCompare, TheEnginesRowsArePricedAtTheProfilesWorldSize) {
+  const GptShape shape = tiny();
+  MeasuredKernels m = profile_of(shape, 1, 1.0);
+  m.world_size = 8, m.zero_stage = 1;
+  GpuEfficiency floor = halves();
+  floor.launch_s = 1e-3;
+  StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), floor, m);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // One bucket: the statistics' 2 launches and the decision's 2, 1 ms each.
+  for (const RegionComparison& r : c->rows) {
+    if (r.region == KernelRegion::kGradNorm) {
+      EXPECT_NEAR(r.predicted_s, 4e-3, 1e-12);
+    }
+  }
+}
+
 // Times no GPU measures: a region faster than four times the datasheet (here 1e-300 s),
 // regions that add up to more than the step (one region of 1e6 s in a 1 s step).
 TEST(ProfileCompare, RefusesTimesTheGpuCannotHaveMeasured) {

@@ -248,10 +248,11 @@ class Engine {
   void* grad(Param p);
   template <typename T>
   T* grad_as(Param p) { return static_cast<T*>(typed(grad(p), sizeof(T), "grad_as", p)); }
-  // The gradient in grad(p) is complete (on the compute stream). Before the last
-  // micro-batch it is folded into the fp32 accumulation (accumulate kLocal); on the last,
-  // or on every one with kSharded, each bucket whose parameters are all ready starts its
-  // reduction (in the layout's backward order).
+  // The gradient in grad(p) is complete (on the compute stream): the trainer must not
+  // write it again in this micro-batch. Before the last micro-batch each bucket whose
+  // parameters are all ready is folded into the fp32 accumulation (accumulate kLocal); on
+  // the last, or on every one with kSharded, each such bucket starts its reduction (in the
+  // layout's backward order).
   Status grad_ready(Param p);
   // The scale the trainer multiplies its loss by (fp16; 1 otherwise). fp16: follows the
   // outcome of the last step, so on GPUs it waits for the device to decide that step
