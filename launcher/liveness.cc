@@ -312,7 +312,7 @@ std::string LivenessWatch::ended_mid_job(int rank) {
          "(its last heartbeat: " + describe_position(b.record) + ")";
 }
 
-std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now, bool stale_only) {
+std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now, bool stale_only, bool peer_caused) {
   if (!enabled()) return "";
   read(now, true);
   // A rank that exited 0 (on any node) stopped beating by finishing, e.g. before rank 0's
@@ -323,7 +323,7 @@ std::string LivenessWatch::culprit_of(int failed, LivenessClock::time_point now,
     const std::string key = heartbeat_keys::exited(static_cast<int>(r));
     StatusOr<bool> mark = store_.check({key});
     exited[r] = mark.ok() && *mark;
-    if (!exited[r]) continue;
+    if (!exited[r] || !peer_caused) continue;
     // One that exited 0 in the middle of the job (on any node) is the cause: its peers
     // lost their connections to it.
     StatusOr<std::string> why = store_.get(key, std::chrono::milliseconds(0));

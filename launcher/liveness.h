@@ -85,7 +85,10 @@ class LivenessWatch {
   // status, or an exit(0) in the program. Call before exited(rank), which sets the mark.
   std::string ended_mid_job(int rank);
   // Reads the heartbeats now and names the likely cause of `failed`'s failure (culprit()).
-  std::string culprit_of(int failed, LivenessClock::time_point now, bool stale_only = false);
+  // `peer_caused`: `failed` said another rank was at fault (exit code 3 or 4): only then is
+  // a rank that exited 0 mid-job (its exited mark, on any node) named.
+  std::string culprit_of(int failed, LivenessClock::time_point now, bool stale_only = false,
+                         bool peer_caused = false);
   // Waits (at most `limit`) until every local rank in `running` that publishes
   // heartbeats has printed its flight recorder after the job-failed key was set.
   void wait_for_flight_records(const std::vector<int>& running, std::chrono::milliseconds limit);

@@ -34,9 +34,9 @@ constexpr auto kKillWait = std::chrono::milliseconds(10000);
 constexpr auto kOtherNodesWord = std::chrono::milliseconds(1000);
 // How often a node looks for the cause of its rank's failure elsewhere (rank_failed).
 constexpr auto kCulpritPoll = std::chrono::milliseconds(250);
-// How long a rank that failed because of another (launch_env.h's exit codes) waits for the
-// one at fault to exit too: ranks that fail together (a checkpoint's agreement) exit
-// within milliseconds of each other, in any order.
+// How long the launcher waits, after a rank that failed because of another (launch_env.h's
+// exit codes), for the one at fault to exit too: ranks that fail together (a checkpoint's
+// agreement) exit within milliseconds of each other, in any order.
 constexpr auto kOwnFailureGrace = std::chrono::milliseconds(2000);
 
 
@@ -91,12 +91,12 @@ class Group {
         return rank_failed(*failed);
       }
       if (all_done) {
-        // Not while another node's ranks wait for one of these that left before it joined:
-        // ranks that all left before they were ready wait a moment for another to join.
-        for (const auto until = Clock::now() + kOwnFailureGrace;
-             o_.store && !startup_done_ && o_.startup_timeout.count() > 0;) {
-          if (check_startup()) return result_;
-          if (startup_done_ || Clock::now() >= until || interrupt_.load() != 0) break;
+        // Not while another node's ranks wait for one of these that left before it was
+        // ready: until the others are ready, or one joins (then check_startup fails the
+        // job), or the startup deadline (a job of one node has nobody else to wait for).
+        while (o_.store && !startup_done_ && o_.startup_timeout.count() > 0 &&
+               o_.world_size > static_cast<int>(procs_.size()) && interrupt_.load() == 0) {
+          if (check_startup() || check_other_nodes()) return result_;
           pump_.pump(kPollInterval);
         }
         if (o_.store) (void)o_.store->set(job_keys::node_done(o_.node_rank), "ok");
@@ -217,7 +217,7 @@ class Group {
           result_.final_stop = final_stop;
           return result_;
         }
-        if (liveness_) cause = liveness_->culprit_of(failed.rank(), Clock::now(), /*stale_only=*/true);
+        if (liveness_) cause = liveness_->culprit_of(failed.rank(), Clock::now(), /*stale_only=*/true, blame_weight(failed) < 2);
         if (!cause.empty() || Clock::now() >= deadline || interrupt_.load() != 0) break;
       }
     }
@@ -229,7 +229,7 @@ class Group {
     // heartbeats are up to a second apart, so for any other failure that comparison named
     // a healthy rank as the one it had waited for.
     if (cause.empty() && liveness_ && failed.exit_info().signal == 0) {
-      cause = liveness_->culprit_of(failed.rank(), Clock::now(), blame_weight(failed) != 1);
+      cause = liveness_->culprit_of(failed.rank(), Clock::now(), blame_weight(failed) != 1, blame_weight(failed) < 2);
     }
     if (!cause.empty()) {
       reason = cause + "; " + reason +

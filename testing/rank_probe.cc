@@ -20,7 +20,7 @@
 namespace {
 
 struct Args {
-  int fail_rank = -1, exit_code = 3, kill_rank = -1, hang_rank = -1, fail_attempt = -1;
+  int fail_rank = -1, exit_code = 7, kill_rank = -1, hang_rank = -1, fail_attempt = -1;
   int sleep_ms = 0;
   bool ignore_sigterm = false;
 };

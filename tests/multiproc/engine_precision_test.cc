@@ -97,6 +97,20 @@ TEST(PrecisionAccumulation, ShardedTracksLocalAndOneRankInBf16) {
   }
 }
 
+// Local accumulation in 16 bits at stages 0-1 with an fp32 reduction keeps its sums in the
+// fp32 reduce copy (accumulates_in_reduce_copy: no buffer of its own). One rank over 2
+// micro-batches adds the two fp32-cast gradients in that copy; two ranks over 1 add the
+// same two values in the all-reduce or reduce-scatter: the same bits.
+TEST(PrecisionAccumulation, LocalSumsInTheReduceCopyEqualTwoRanksBitForBit) {
+  for (int stage : {0, 1}) {
+    EngineOptions two = options(stage, DType::kBF16);
+    EngineOptions one = two;
+    one.accum_steps = 2;
+    const auto d = max_difference(run(1, one, 10), run(2, two, 10));
+    EXPECT_EQ(d.value, 0.0) << "stage " << stage << ": " << d.where;
+  }
+}
+
 class Overflow : public ::testing::TestWithParam<int> {};
 
 // An inf in one rank's gradient at step 3 (of 0..6): every rank skips that step (no

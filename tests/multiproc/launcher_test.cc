@@ -87,12 +87,12 @@ TEST_F(LauncherTest, AKilledRankStopsTheJobWithinSecondsNamingIt) {
 }
 
 TEST_F(LauncherTest, AFailingRankIsReportedWithItsExitCodeAndLastLines) {
-  const LaunchRun run = launch({config(3, {"--fail-rank", "1", "--exit-code", "3", "--sleep-ms", "60000"})});
+  const LaunchRun run = launch({config(3, {"--fail-rank", "1", "--exit-code", "7", "--sleep-ms", "60000"})});
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_LT(run.seconds, 10.0);
   EXPECT_NE(run.output.find("rank 1 (node 0"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("exit code 3"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("  | probe rank 1 exiting with 3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("exit code 7"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("  | probe rank 1 exiting with 7"), std::string::npos) << run.output;
 }
 
 TEST_F(LauncherTest, ARankThatNeverJoinsFailsTheJobAtTheStartupTimeout) {

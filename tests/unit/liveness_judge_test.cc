@@ -178,6 +178,27 @@ TEST(Liveness, ARankThatReleasedItsContextIsNotAStall) {
   }
 }
 
+// A rank whose process exited 0 without releasing its Context (ended_mid_job) is marked
+// "mid-job: ..." and named by any node's culprit_of, but only for a failure that said it
+// was another rank's fault (exit 3 or 4): a rank that failed on its own (exit 1) is not
+// blamed on it. A rank that released its Context is no such rank.
+TEST(Liveness, ARankThatEndedMidJobIsNamedOnlyForItsPeersFailures) {
+  InMemoryStore store;
+  HeartbeatRecord r;
+  r.beat = 1, r.pid = 10, r.host = "h";
+  for (int rank : {0, 1}) ASSERT_TRUE(store.set(heartbeat_keys::beat(rank), encode_heartbeat(r)).ok());
+  LivenessWatch node1(store, 2, {1}, milliseconds(1000), /*node_zero=*/false);
+  LivenessWatch node0(store, 2, {0}, milliseconds(1000), /*node_zero=*/true);
+  (void)node0.poll(kT0);
+  const std::string mid = node1.ended_mid_job(1);
+  EXPECT_NE(mid.find("rank 1 (pid 10, host h) exited 0 in the middle of the job"), std::string::npos) << mid;
+  node1.exited(1, mid);
+  EXPECT_EQ(node0.culprit_of(0, kT0, /*stale_only=*/true, /*peer_caused=*/true), mid);
+  EXPECT_EQ(node0.culprit_of(0, kT0, /*stale_only=*/true, /*peer_caused=*/false), "");
+  ASSERT_TRUE(store.set(heartbeat_keys::exited(1), "released").ok());
+  EXPECT_EQ(node1.ended_mid_job(1), "");
+}
+
 TEST(Heartbeat, RoundTripsAndRefusesMalformedText) {
   HeartbeatRecord r;
   r.beat = 12;
