@@ -149,6 +149,8 @@ TEST(MemoryPlan, AccumulationAndABf16ReductionPlanEqualsTheDeviceAccounting) {
   mlp.model.dtype = DType::kBF16;  // bf16 parameters and gradients, registered without Ops
   mlp.zero.reduce_dtype = DType::kF32;
   expect_plan_matches(mlp, "mlp, bf16 compute, fp32 reduction");
+  mlp.train.accum_steps = 2;  // stages 0-1: accumulated in the fp32 reduce copy, no buffer of its own
+  expect_plan_matches(mlp, "mlp, bf16 compute, fp32 reduction, accum_steps 2");
 }
 
 TEST(MemoryPlan, CompressedCommunicationPlanEqualsTheDeviceAccounting) {

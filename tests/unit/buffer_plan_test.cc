@@ -153,6 +153,15 @@ TEST(BufferPlan, CopiesForACastAndForAccumulation) {
     EXPECT_EQ(p.buffers.reduce_staging, stage >= 2 ? 2 * 4 * 64 : 0) << stage;
     EXPECT_EQ(p.bytes(MemCategory::kGrads), p.states.grads + p.states.accum) << stage;
   }
+  // bf16 compute, fp32 reduction, accum_steps 2: stages 0-1 accumulate in the fp32 reduce
+  // copy (no buffer of their own); stages 2-3 keep the full fp32 accumulation.
+  for (int stage = 0; stage <= 3; ++stage) {
+    EngineOptions o = options(stage, 64, DType::kBF16, DType::kF32);
+    o.accum_steps = 2;
+    const MemoryPlan p = plan_ok(kTwoGroups, o, 2);
+    EXPECT_EQ(p.states.accum, stage <= 1 ? 0 : 4 * 192) << stage;
+    EXPECT_EQ(p.states.reduce_copy, stage <= 1 ? 4 * 192 : 0) << stage;
+  }
 }
 
 TEST(BufferPlan, ShardedAccumulationKeepsTheGradientsSharded) {
