@@ -95,15 +95,12 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   if (m.optimizer_s >= 0) measured[adam] = m.optimizer_s, have[adam] = true;
   if (m.norm_s >= 0) measured[norm] = m.norm_s, have[norm] = true;
 
-  // Every row is the profile's rank's own (the engine's priced at its world and stage).
-  const auto share_of = [](const KernelCost&) { return 1.0; };
-
-  // One row per region, in the order its first kernel runs.
+  // One row per region, in the order its first kernel runs; every row the profile's rank's
+  // own (the engine's priced at its world and stage above).
   std::array<int, kNumKernelRegions> row_of;
   row_of.fill(-1);
   for (const KernelCost& k : c.predicted.kernels) {
     const auto r = static_cast<size_t>(k.region);
-    const double f = share_of(k);
     if (row_of[r] < 0) {
       row_of[r] = static_cast<int>(c.rows.size());
       RegionComparison row;
@@ -113,10 +110,10 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
       c.rows.push_back(row);
     }
     RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
-    row.predicted_s += f * k.time_s;
+    row.predicted_s += k.time_s;
     row.predicted_launches += k.calls;
-    row.flops += f * k.flops * static_cast<double>(k.calls);
-    row.bytes += f * k.bytes * static_cast<double>(k.calls);
+    row.flops += k.flops * static_cast<double>(k.calls);
+    row.bytes += k.bytes * static_cast<double>(k.calls);
   }
   const double peak = shape.elem_bytes >= 4 ? gpu.fp32_flops : gpu.bf16_flops;
   for (RegionComparison& row : c.rows) {
@@ -157,9 +154,8 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
     const auto r = static_cast<size_t>(k.region);
     const RegionComparison& row = c.rows[static_cast<size_t>(row_of[r])];
     if (row.measured_s <= 0 || row.predicted_s <= 0 || k.bound == "launch") continue;
-    const double f = share_of(k);
-    const double t = row.measured_s * f * k.time_s / row.predicted_s;
-    const double calls = f * static_cast<double>(k.calls);
+    const double t = row.measured_s * k.time_s / row.predicted_s;
+    const double calls = static_cast<double>(k.calls);
     if (k.bound == "compute") {
       const auto cls = static_cast<size_t>(k.compute);
       work[cls] += k.flops * calls / peak;

@@ -75,7 +75,7 @@ void GradReducer::reset_step() {
 void GradReducer::reset_reductions() {
   launch_.next = 0;
   for (BucketState& st : buckets_) st.pending = st.params;
-  for (GradGroup& g : groups_) g.unlaunched = g.unfolded = g.last_bucket - g.first_bucket + 1;
+  for (GradGroup& g : groups_) g.unhanded = g.last_bucket - g.first_bucket + 1;
 }
 
 float* GradReducer::accum_at(int64_t flat) {
@@ -197,7 +197,7 @@ Status GradReducer::mark_ready(int p, int64_t step) {
     for (int b = pl.first_bucket; b <= pl.last_bucket; ++b) {
       if (buckets_[static_cast<size_t>(b)].pending > 0) continue;
       Status s = fold_bucket(b);
-      if (s.ok() && opt_.zero.shards_grads() && --g.unfolded == 0) {
+      if (s.ok() && opt_.zero.shards_grads() && --g.unhanded == 0) {
         s = env_.exec->record_compute(mem_.grad_slots.event(g.slot));
         mem_.grad_slots.release(g.slot);
         g.slot = -1;
@@ -284,7 +284,7 @@ Status GradReducer::launch(int b) {
     ZDP_RETURN_IF_ERROR(stream.record(mem_.reduce_slots.event(staging)));
     mem_.reduce_slots.release(staging);
   }
-  if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
+  if (opt_.zero.shards_grads() && --g.unhanded == 0) {
     // The group's staging buffer is free once its last reader is done: the reduction
     // when it sent the buffer itself, else the fold on the compute stream.
     ZDP_RETURN_IF_ERROR(send == in ? stream.record(mem_.grad_slots.event(g.slot))

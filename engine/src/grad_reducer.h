@@ -84,8 +84,9 @@ class GradReducer {
     int64_t begin = 0;    // flat offset of its first bucket
     int64_t size = 0;     // padded elements
     int slot = -1;       // mem_.grad_slots slot lent for this micro-batch, or -1
-    int unfolded = 0;    // local accumulation, before the last micro-batch: buckets not yet folded
-    int unlaunched = 0;  // micro-batches that reduce: buckets whose reduction is not yet issued
+    // Buckets of this micro-batch not yet handed off: folded into the local accumulation
+    // (before the last micro-batch) or their reduction issued (micro-batches that reduce).
+    int unhanded = 0;
   };
 
   GradReducer(EngineEnv& env, const EngineOptions& options, const Layout& layout, const ParamRegistry& registry,

@@ -71,7 +71,7 @@ Status GradReducer::launch_ordered(int b) {
   }
   ZDP_RETURN_IF_ERROR(stream.record(*st.reduced));
   timeline_.collective(TimelineEvent::Kind::kReduceEnd, b, CollectiveOp::kAllGather, bytes);
-  if (opt_.zero.shards_grads() && --g.unlaunched == 0) {
+  if (opt_.zero.shards_grads() && --g.unhanded == 0) {
     // The staging buffer is free once the gather has sent it.
     ZDP_RETURN_IF_ERROR(stream.record(mem_.grad_slots.event(g.slot)));
     mem_.grad_slots.release(g.slot);

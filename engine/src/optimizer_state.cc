@@ -9,6 +9,12 @@
 namespace zdp {
 namespace {
 
+// An error of the step's statistics, their all-reduce or its decision, named with the rank
+// and step (`where`): those calls return theirs bare.
+Status in_decision(const std::string& where, const Status& s) {
+  return s.with_context(where + ": gradient norm and step decision");
+}
+
 // fnmatch(3) pattern matching exactly `name` (the optimizer's groups match by pattern).
 std::string exact_pattern(const std::string& name) {
   std::string out;
@@ -148,25 +154,24 @@ Status OptimizerState::decide(const std::function<void*(int)>& reduced_slice, DT
   Exec& exec = *env_.exec;
   const int buckets = static_cast<int>(layout_.buckets().size());
   if (opt_.deterministic) return decide_exact(reduced_slice, dtype, inv_scale, timeline, where);
-  // Named with the rank and step (`where`): these return their errors bare.
-  const auto named = [&where](const Status& s) { return s.with_context(where + ": gradient norm and step decision"); };
   auto* stats_dev = stats_.as<kernels::GradStats>();
   for (int b = 0; b < buckets; ++b) {
     kernels::GradCheckArgs check{reduced_slice(b), dtype, layout_.buckets()[static_cast<size_t>(b)].slice_size(),
                                  static_cast<float>(inv_scale), stats_dev + b};
-    ZDP_RETURN_IF_ERROR(named(exec.grad_check(check, check_workspace_.data(), check_workspace_.bytes())));
+    ZDP_RETURN_IF_ERROR(in_decision(where, exec.grad_check(check, check_workspace_.data(), check_workspace_.bytes())));
   }
-  ZDP_RETURN_IF_ERROR(named(exec.comm_after_compute()));
+  ZDP_RETURN_IF_ERROR(in_decision(where, exec.comm_after_compute()));
   const int64_t stats_bytes = 2 * buckets * static_cast<int64_t>(sizeof(float));
   timeline.collective(TimelineEvent::Kind::kReduceStart, -1, CollectiveOp::kAllReduce, stats_bytes);
-  ZDP_RETURN_IF_ERROR(
-      named(env_.comm.all_reduce(stats_dev, stats_dev, 2 * buckets, DType::kF32, ReduceOp::kSum, exec.comm(), -1)));
+  ZDP_RETURN_IF_ERROR(in_decision(
+      where, env_.comm.all_reduce(stats_dev, stats_dev, 2 * buckets, DType::kF32, ReduceOp::kSum, exec.comm(), -1)));
   timeline.collective(TimelineEvent::Kind::kReduceEnd, -1, CollectiveOp::kAllReduce, stats_bytes);
-  ZDP_RETURN_IF_ERROR(named(exec.comm().record(*stats_reduced_)));
+  ZDP_RETURN_IF_ERROR(in_decision(where, exec.comm().record(*stats_reduced_)));
   // The decision is computed where the statistics are: the compute stream waits for the
   // all-reduce (CUDA: on the GPU), and no value travels to the host and back.
   ZDP_RETURN_IF_ERROR(exec.compute_after(*stats_reduced_, where + ": gradient norm"));
-  return named(exec.decide(kernels::StepDecisionArgs{stats_dev, buckets, inv_scale, opt_.optim.grad_clip, decision()}));
+  return in_decision(
+      where, exec.decide(kernels::StepDecisionArgs{stats_dev, buckets, inv_scale, opt_.optim.grad_clip, decision()}));
 }
 
 Status OptimizerState::decide_exact(const std::function<void*(int)>& reduced_slice, DType dtype, double inv_scale,
@@ -175,20 +180,19 @@ Status OptimizerState::decide_exact(const std::function<void*(int)>& reduced_sli
   // records exactly, so neither the slice cut nor the ring's order shows in the sum.
   Exec& exec = *env_.exec;
   auto* record = stats_.as<kernels::ExactSumSq>();
-  const auto named = [&where](const Status& s) { return s.with_context(where + ": gradient norm and step decision"); };
-  ZDP_RETURN_IF_ERROR(named(exec.memset(record, 0, sizeof(kernels::ExactSumSq))));
+  ZDP_RETURN_IF_ERROR(in_decision(where, exec.memset(record, 0, sizeof(kernels::ExactSumSq))));
   for (int b = 0; b < static_cast<int>(layout_.buckets().size()); ++b) {
-    ZDP_RETURN_IF_ERROR(named(exec.exact_sumsq(kernels::ExactSumSqArgs{
+    ZDP_RETURN_IF_ERROR(in_decision(where, exec.exact_sumsq(kernels::ExactSumSqArgs{
         reduced_slice(b), dtype, layout_.buckets()[static_cast<size_t>(b)].slice_size(),
         static_cast<float>(inv_scale), record})));
   }
-  ZDP_RETURN_IF_ERROR(named(exec.comm_after_compute()));
+  ZDP_RETURN_IF_ERROR(in_decision(where, exec.comm_after_compute()));
   const int64_t bytes = static_cast<int64_t>(sizeof(kernels::ExactSumSq));
   timeline.collective(TimelineEvent::Kind::kReduceStart, -1, CollectiveOp::kAllReduce, bytes);
-  ZDP_RETURN_IF_ERROR(named(
+  ZDP_RETURN_IF_ERROR(in_decision(where,
       env_.comm.all_reduce(record, record, kernels::kExactSumSqWords, DType::kI64, ReduceOp::kSum, exec.comm(), -1)));
   timeline.collective(TimelineEvent::Kind::kReduceEnd, -1, CollectiveOp::kAllReduce, bytes);
-  ZDP_RETURN_IF_ERROR(named(exec.comm().record(*stats_reduced_)));
+  ZDP_RETURN_IF_ERROR(in_decision(where, exec.comm().record(*stats_reduced_)));
   ZDP_RETURN_IF_ERROR(exec.compute_after(*stats_reduced_, where + ": gradient norm"));
   kernels::StepDecisionArgs args;
   args.exact = record;
@@ -196,7 +200,7 @@ Status OptimizerState::decide_exact(const std::function<void*(int)>& reduced_sli
   args.inv_scale = inv_scale;
   args.max_norm = opt_.optim.grad_clip;
   args.out = decision();
-  return named(exec.decide(args));
+  return in_decision(where, exec.decide(args));
 }
 
 Status OptimizerState::update(int b, const OwnedRange& o, const void* grad, DType grad_dtype, void* param_out) {

@@ -24,11 +24,15 @@ JobRun launch3(const TempDir& dir, const std::string& train_fault) {
                  {{"ZDP_TRAIN_FAULT", train_fault}}, seconds(90));
 }
 
-// dp-launch's line that names the cause.
-std::string reason_line(const JobRun& run) {
+// dp-launch's line that names the cause, of a job that failed (exit 1) blaming the rank
+// its line starts with (`start`, after "dp-launch: ").
+std::string blamed(const JobRun& run, const std::string& start) {
+  EXPECT_EQ(run.exit_code, 1) << run.output();
   const std::string out = run.output();
   const size_t at = out.find("dp-launch: rank ");
-  return at == std::string::npos ? out : out.substr(at, out.find('\n', at) - at);
+  const std::string line = at == std::string::npos ? out : out.substr(at, out.find('\n', at) - at);
+  EXPECT_EQ(line.rfind("dp-launch: " + start, 0), 0u) << out;
+  return line;
 }
 
 // Rank 2 exits 1 on its own; ranks 0 and 1 lose their connections to it and exit 3. The
@@ -37,9 +41,7 @@ std::string reason_line(const JobRun& run) {
 TEST(Blame, ARankThatFailsOnItsOwnIsBlamedNotThePeersItTookDown) {
   TempDir dir;
   const JobRun run = launch3(dir, "rank=2,step=3,action=fail");
-  EXPECT_EQ(run.exit_code, 1) << run.output();
-  const std::string line = reason_line(run);
-  EXPECT_EQ(line.rfind("dp-launch: rank 2 (node 0, pid", 0), 0u) << run.output();
+  const std::string line = blamed(run, "rank 2 (node 0, pid");
   EXPECT_NE(line.find("failed: exit code 1"), std::string::npos) << line;
   EXPECT_EQ(line.find("had not reached"), std::string::npos) << line;
 }
@@ -49,9 +51,7 @@ TEST(Blame, ARankThatFailsOnItsOwnIsBlamedNotThePeersItTookDown) {
 TEST(Blame, ARankThatExitsZeroMidJobIsNamed) {
   TempDir dir;
   const JobRun run = launch3(dir, "rank=1,step=3,action=exit0");
-  EXPECT_EQ(run.exit_code, 1) << run.output();
-  const std::string line = reason_line(run);
-  EXPECT_EQ(line.rfind("dp-launch: rank 1 (", 0), 0u) << run.output();
+  const std::string line = blamed(run, "rank 1 (");
   EXPECT_NE(line.find("exited 0 in the middle of the job, without ending its zdp context"), std::string::npos)
       << line;
   EXPECT_NE(line.find("exit code 3 (it stopped because another rank failed) (most likely because of it)"),
@@ -103,9 +103,7 @@ TwoNodes two_nodes(const TempDir& dir, const std::map<std::string, std::string>&
 TEST(Blame, ARankThatExitsZeroMidJobOnAnotherNodeIsNamed) {
   TempDir dir;
   const TwoNodes run = two_nodes(dir, {{"ZDP_TRAIN_FAULT", "rank=1,step=3,action=exit0"}});
-  EXPECT_EQ(run.node0.exit_code, 1) << run.node0.output();
-  const std::string line = reason_line(run.node0);
-  EXPECT_EQ(line.rfind("dp-launch: rank 1 (", 0), 0u) << run.node0.output();
+  const std::string line = blamed(run.node0, "rank 1 (");
   EXPECT_NE(line.find("exited 0 in the middle of the job"), std::string::npos) << line;
 }
 
@@ -132,9 +130,7 @@ TEST(Blame, AnotherProgramsExitCodesMeanNothingToTheLauncher) {
   const JobRun run = run_job({ZDP_DP_LAUNCH, write_job_config(dir.path(), free_port(), 30), "--set",
                               "launch.program=" + program, "--set", "launch.startup_timeout_s=0"},
                              {}, seconds(60));
-  EXPECT_EQ(run.exit_code, 1) << run.output();
-  const std::string line = reason_line(run);
-  EXPECT_EQ(line.rfind("dp-launch: rank 1 (node 0, pid", 0), 0u) << run.output();
+  const std::string line = blamed(run, "rank 1 (node 0, pid");
   EXPECT_NE(line.find("failed: exit code 3;"), std::string::npos) << line;
 }
 
