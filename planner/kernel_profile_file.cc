@@ -20,6 +20,7 @@ using trainer::KernelRegion;
 constexpr int64_t kMaxKernelsBytes = 1 << 20;       // a few kB in practice
 constexpr int64_t kMaxProfileBytes = 512ll << 20;   // the profiler's own cap on what it gathers
 constexpr double kMaxMsPerStep = 1e9;               // 11.6 days: anything above is corrupt
+constexpr int64_t kMaxBucketElems = int64_t{1} << 40;  // 4 TiB of fp32: more than any GPU holds
 
 Status bad(const std::string& path, const std::string& why) {
   return Status(StatusCode::kInvalidArgument, path + ": " + why);
@@ -43,6 +44,39 @@ StatusOr<std::string> string_field(const json& j, const char* key, const std::st
   return v;
 }
 
+StatusOr<bool> bool_field(const json& j, const char* key, const std::string& path, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return bad(path, where + key + " is missing or not a boolean");
+  return it->get<bool>();
+}
+
+// Version 3's "engine": what the engine ran, on which the planner prices its rows.
+Status parse_engine(const json& j, const std::string& path, MeasuredKernels* m) {
+  const auto engine = j.find("engine");
+  if (engine == j.end() || !engine->is_object()) return bad(path, "engine is missing or not an object");
+  const std::string w = "engine.";
+  ZDP_ASSIGN_OR_RETURN(m->deterministic, bool_field(*engine, "deterministic", path, w));
+  ZDP_ASSIGN_OR_RETURN(m->sharded_accumulation, bool_field(*engine, "sharded_accumulation", path, w));
+  ZDP_ASSIGN_OR_RETURN(m->reduce_dtype, string_field(*engine, "reduce_dtype", path));
+  if (m->reduce_dtype != "fp32" && m->reduce_dtype != "bf16" && m->reduce_dtype != "fp16") {
+    return bad(path, "engine.reduce_dtype is '" + printable(m->reduce_dtype, 64) + "', not fp32, bf16 or fp16");
+  }
+  const auto buckets = engine->find("buckets");
+  if (buckets == engine->end() || !buckets->is_array() || buckets->empty()) {
+    return bad(path, "engine.buckets is missing, empty or not an array");
+  }
+  m->buckets.clear();
+  for (size_t i = 0; i < buckets->size(); ++i) {
+    ZDP_ASSIGN_OR_RETURN(const int64_t elems,
+                         json_checked::with_context(json_checked::integer(&(*buckets)[i], "engine.buckets[" + std::to_string(i) + "]",
+                                                                          1, kMaxBucketElems),
+                                                    path));
+    m->buckets.push_back(elems);
+  }
+  m->has_engine = true;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status parse_kernel_times(const std::string& text, const std::string& path, MeasuredKernels* m) {
@@ -54,8 +88,8 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
   }
   ZDP_ASSIGN_OR_RETURN(const int64_t version, int_field(j, "version", 1, 1000, path, ""));
   m->version = version;
-  if (version != 1 && version != trainer::kKernelTimesVersion) {
-    return bad(path, "version " + std::to_string(version) + " is not a version this dp-launch reads (1 or " +
+  if (version > trainer::kKernelTimesVersion) {
+    return bad(path, "version " + std::to_string(version) + " is not a version this dp-launch reads (1 to " +
                          std::to_string(trainer::kKernelTimesVersion) + ")");
   }
   ZDP_ASSIGN_OR_RETURN(m->device, string_field(j, "device", path));
@@ -79,6 +113,10 @@ Status parse_kernel_times(const std::string& text, const std::string& path, Meas
   const auto fused = model->find("fused_attention");
   if (fused == model->end() || !fused->is_boolean()) return bad(path, "model.fused_attention is missing or not a boolean");
   m->fused_attention = fused->get<bool>();
+  if (version >= 3) {
+    ZDP_ASSIGN_OR_RETURN(m->dgelu_epilogue, bool_field(*model, "dgelu_epilogue", path, w));
+    ZDP_RETURN_IF_ERROR(parse_engine(j, path, m));
+  }
   ZDP_ASSIGN_OR_RETURN(m->steps, int_field(j, "steps", 1, int64_t{1} << 40, path, ""));
   const auto regions = j.find("regions");
   if (regions == j.end() || !regions->is_array()) return bad(path, "regions is missing or not an array");

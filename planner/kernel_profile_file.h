@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainer/models/kernel_regions.h"
 #include "zdp/status.h"
@@ -25,6 +26,14 @@ struct MeasuredKernels {
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0, seq = 0, micro_batch = 0, accum_steps = 0;
   std::string dtype;  // "bf16"
   bool fused_attention = false;
+  // What the engine ran (version 3; `has_engine` false for older files, which record
+  // none of it): its rows of the step model are priced on these, not the config's.
+  bool has_engine = false;
+  bool dgelu_epilogue = false;  // fc proj's dx GEMM took cuBLASLt's DGELU epilogue
+  bool deterministic = false;
+  std::string reduce_dtype;  // "fp32", "bf16"
+  bool sharded_accumulation = false;
+  std::vector<int64_t> buckets;  // each bucket's padded elements, in layout order
   int64_t steps = 0;  // measured steps
   std::array<bool, trainer::kNumKernelRegions> present{};
   std::array<double, trainer::kNumKernelRegions> seconds{};   // per step

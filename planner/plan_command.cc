@@ -324,16 +324,7 @@ int run_plan(const PlanArgs& a) {
         compared = format_comparison(*c, measured, *spec);
         // What the calibration cannot carry over to this config (it predicts the config's
         // path with the efficiencies of the profile's).
-        if (measured.fused_attention != shape.fused_attention) {
-          compared += std::string("  note: the profile ran ") + (measured.fused_attention ? "fused" : "batched") +
-                      " attention and this config plans " + (shape.fused_attention ? "fused" : "batched") +
-                      ": its attention efficiency below stays the assumed one\n";
-        }
-        if (measured.dtype != to_string(m.dtype)) {
-          compared += "  note: the profile ran " + measured.dtype + " and this config is " + to_string(m.dtype) +
-                      " (the same peak; their kernels may differ)\n";
-        }
-        compared += "\n";
+        compared += profile_differences(shape, to_string(m.dtype), measured) + "\n";
         eff = c->calibrated;
       }
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);

@@ -75,6 +75,15 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   // GPU's rows by 1/K scaled the launches too).
   shape.world = std::max<int64_t>(1, m.world_size);
   shape.stage = static_cast<int>(m.zero_stage);
+  // ... and on the buckets, reduce dtype and accumulation the profiled engine ran (a
+  // profile of version 1-2 records none: the config's stand in).
+  if (m.has_engine) {
+    shape.buckets = m.buckets;
+    shape.reduce_bytes = dtype_bytes(m.reduce_dtype);
+    shape.sharded_accumulation = m.sharded_accumulation;
+    shape.deterministic = m.deterministic;
+    shape.dgelu_epilogue = m.dgelu_epilogue;
+  }
 
   ProfileComparison c;
   c.gpu = gpu.name;
@@ -182,6 +191,41 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   }
   c.recalibrated = predict_gpt_step(shape, gpu, c.calibrated);
   return c;
+}
+
+std::string profile_differences(const GptShape& shape, const std::string& dtype, const MeasuredKernels& m) {
+  std::string notes;
+  if (m.fused_attention != shape.fused_attention) {
+    notes += std::string("  note: the profile ran ") + (m.fused_attention ? "fused" : "batched") +
+             " attention and this config plans " + (shape.fused_attention ? "fused" : "batched") +
+             ": its attention efficiency below stays the assumed one\n";
+  }
+  if (m.dtype != dtype) {
+    notes += "  note: the profile ran " + m.dtype + " and this config is " + dtype +
+             " (the same peak; their kernels may differ)\n";
+  }
+  if (!m.has_engine) return notes;
+  auto on_off = [](bool b) { return b ? "on" : "off"; };
+  if (m.dgelu_epilogue != shape.dgelu_epilogue) {
+    notes += std::string("  note: the profiled GPU ran fc proj's GELU backward ") +
+             (m.dgelu_epilogue ? "in the DGELU epilogue" : "as a kernel after the GEMM") +
+             " (timed at first use) and this config plans it " +
+             (shape.dgelu_epilogue ? "in the epilogue" : "as a kernel") + "\n";
+  }
+  if (m.deterministic != shape.deterministic) {
+    notes += std::string("  note: the profile ran with train.deterministic ") + on_off(m.deterministic) +
+             " and this config has it " + on_off(shape.deterministic) +
+             " (the engine's folds and the attention backward differ)\n";
+  }
+  if (dtype_bytes(m.reduce_dtype) != shape.reduce_bytes) {
+    notes += "  note: the profile reduced gradients in " + m.reduce_dtype + " and this config in " +
+             std::to_string(shape.reduce_bytes * 8) + "-bit (the engine's rows read other bytes)\n";
+  }
+  if (m.sharded_accumulation != shape.sharded_accumulation) {
+    notes += std::string("  note: the profile accumulated ") + (m.sharded_accumulation ? "sharded" : "locally") +
+             " and this config " + (shape.sharded_accumulation ? "sharded" : "locally") + " (zero.accumulate)\n";
+  }
+  return notes;
 }
 
 std::string format_comparison(const ProfileComparison& c, const MeasuredKernels& m, const GpuSpec& gpu) {

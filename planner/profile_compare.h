@@ -44,11 +44,19 @@ struct ProfileComparison {
   GpuStepPrediction recalibrated;        // with `calibrated`
 };
 
-// `shape`: the config's model (accum_steps and fused_attention are taken from the profile,
-// which is what ran). kInvalidArgument when the profile is of another model, dtype or
-// micro-batch (naming the field and both values) or of no GPU.
+// `shape`: the config's model (accum_steps, fused_attention, the world size and stage,
+// and from a version-3 profile the engine's buckets, reduce dtype, accumulation,
+// determinism and the DGELU choice are taken from the profile, which is what ran).
+// kInvalidArgument when the profile is of another model, dtype or micro-batch (naming the
+// field and both values) or of no GPU.
 StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& gpu, const GpuEfficiency& assumed,
                                                  const MeasuredKernels& measured);
+
+// What the calibration cannot carry over from the profile to the config `shape` plans
+// (`dtype`: the config's model.dtype): one "  note: ..." line for each setting the two ran
+// differently (attention path, 16-bit dtype, DGELU epilogue, determinism, reduce dtype,
+// accumulation); "" when they agree.
+std::string profile_differences(const GptShape& shape, const std::string& dtype, const MeasuredKernels& measured);
 
 std::string format_comparison(const ProfileComparison& c, const MeasuredKernels& measured, const GpuSpec& gpu);
 

@@ -20,6 +20,7 @@
 #include "core/internal/output_file.h"
 #include "core/internal/printable.h"
 #include "kernels/cast.h"
+#include "tools/export_temp_file.h"
 #include "zdp/safetensors.h"
 
 namespace zdp::ckpt_tool {
@@ -119,14 +120,18 @@ StatusOr<std::string> describe(const std::string& path_or_root) {
   // (and to export), so info describes the rest and names the file's problem.
   const StatusOr<safetensors::Reader> optimizer =
       safetensors::Reader::open((fs::path(s.path) / kCheckpointOptimizerFile).string());
-  const size_t per_param = optimizer.ok() && info.params > 0
-                               ? optimizer->header().tensors.size() / static_cast<size_t>(info.params)
-                               : 0;
-  const std::string unreadable = optimizer.ok() ? "" : "unreadable: " + optimizer.status().message();
-  const std::string state = !unreadable.empty() ? unreadable
-                            : per_param == 2    ? "exp_avg and exp_avg_sq of each (adamw)"
-                            : per_param == 1    ? "momentum_buffer of each (sgd with momentum)"
-                                                : "none (sgd without momentum)";
+  // 0, 1 or 2 tensors a parameter; any other count is a file that does not belong here
+  // (verify names what is wrong with it).
+  const size_t count = optimizer.ok() ? optimizer->header().tensors.size() : 0;
+  const auto params = static_cast<size_t>(std::max<int64_t>(info.params, 0));
+  const std::string state =
+      !optimizer.ok()                       ? "unreadable: " + optimizer.status().message()
+      : count == 0                          ? "none (sgd without momentum)"
+      : params > 0 && count == 2 * params   ? "exp_avg and exp_avg_sq of each (adamw)"
+      : params > 0 && count == params       ? "momentum_buffer of each (sgd with momentum)"
+                                            : std::to_string(count) + " tensors for " + std::to_string(params) +
+                                                  " parameters, not 0, 1 or 2 each: not this checkpoint's "
+                                                  "(dp-ckpt verify)";
   head.push_back({"tensors", std::to_string(info.params) + " (" + std::to_string(info.elements) +
                                  " elements; optimizer state: " + state + ")"});
   std::vector<std::vector<std::string>> rows = {{"name", "dtype", "shape", "bytes"}};
@@ -241,14 +246,14 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
   metadata["format"] = "pt";
   ZDP_ASSIGN_OR_RETURN(const safetensors::Header header, safetensors::make_header(specs, metadata));
 
-  // A temporary name of our own beside the target (never an existing file), renamed over
-  // the target only when complete.
-  const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
-  struct stat tmp_stat {};
-  if (::lstat(tmp.c_str(), &tmp_stat) == 0) {  // lstat: a dangling link there counts too
-    return Status(StatusCode::kInvalidArgument, "export: the temporary file " + tmp + " exists: remove it first");
-  }
+  // A temporary file of our own beside the target, renamed over it only when complete
+  // (export_temp_file.h: exclusive, the replaced file's permissions, removed on a signal).
   ExportReport report;
+  struct stat replaced {};
+  const bool replaces = ::stat(target.c_str(), &replaced) == 0;
+  ZDP_ASSIGN_OR_RETURN(const std::unique_ptr<ExportTempFile> temp,
+                       ExportTempFile::create(target, replaced.st_mode, replaces, &report.removed_leftovers));
+  const std::string& tmp = temp->path();
   report.source = dir;
   report.out = options.out;
   const int64_t out_size = safetensors::dtype_size(out_dtype);
@@ -283,14 +288,8 @@ StatusOr<ExportReport> export_model(const std::string& path_or_root, const Expor
     ZDP_RETURN_IF_ERROR(w.sync());
     return w.close();
   }();
-  if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
-    written = Status(StatusCode::kIoError,
-                     "export: renaming " + tmp + " to " + target + " failed: " + std::strerror(errno));
-  }
-  if (!written.ok()) {
-    fs::remove(tmp, ec);
-    return written;
-  }
+  if (written.ok()) written = temp->rename_to(target);
+  if (!written.ok()) return written;  // the temporary file goes with `temp`
   sync_parent(target);
   report.bytes = static_cast<int64_t>(header.data_bytes()) + static_cast<int64_t>(safetensors::encode_header(header).size());
   return report;

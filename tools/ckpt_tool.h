@@ -53,6 +53,9 @@ struct ExportReport {
   // 65504; bf16 only near fp32's own limit): as torch's .half() does, but said.
   int64_t overflowed = 0;
   std::vector<std::pair<std::string, int64_t>> overflowed_tensors;  // name, count
+  // Temporary files of earlier exports of the same target whose process had died
+  // (export_temp_file.h), removed before this one began.
+  std::vector<std::string> removed_leftovers;
 };
 
 // dp-ckpt export: model.safetensors of the checkpoint, every tensor cast to options.dtype

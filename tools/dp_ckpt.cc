@@ -3,7 +3,7 @@
 //   dp-ckpt info DIR [--config]      the tensors and the saved state (or the config used)
 //   dp-ckpt verify DIR               every checksum; exit 1 naming the bad file and chunk
 //   dp-ckpt export DIR --dtype bf16 --out model.safetensors
-// DIR is a step-<N> directory or a checkpoint root (its newest checkpoint).
+// DIR is a step-<N> directory or a checkpoint root (the checkpoint its `latest` names).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -24,7 +24,7 @@ int fail(const zdp::Status& status) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dp-ckpt: inspect, verify and export zdp checkpoints (a step-<N> directory, or a checkpoint "
-               "directory: its newest)"};
+               "directory: the checkpoint its `latest` file names)"};
   app.require_subcommand(1);
 
   std::string path;
@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
   ex.dtype = dtypes.at(dtype_word);
   zdp::StatusOr<zdp::ckpt_tool::ExportReport> r = zdp::ckpt_tool::export_model(path, ex);
   if (!r.ok()) return fail(r.status());
+  for (const std::string& leftover : r->removed_leftovers) {
+    std::fprintf(stderr, "dp-ckpt: removed %s, left by an export that was killed\n", leftover.c_str());
+  }
   std::printf("exported %lld tensors (%lld elements) of %s as %s to %s (%s; buffers %s)\n",
               static_cast<long long>(r->tensors), static_cast<long long>(r->elements), r->source.c_str(),
               zdp::to_string(ex.dtype), r->out.c_str(), zdp::ckpt_tool::human_bytes(r->bytes).c_str(),

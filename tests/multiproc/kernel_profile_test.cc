@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "planner/gpu_step_model.h"
 #include "planner/kernel_profile_file.h"
@@ -27,6 +28,8 @@
 #include "testing/temp_dir.h"
 #include "trainer/loop/train_loop.h"
 #include "trainer/models/kernel_regions.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/memory_plan.h"
 #include "zdp/context.h"
 
 namespace zdp::trainer {
@@ -129,6 +132,21 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   EXPECT_EQ(k.at("steps"), kSteps - kWarmup);
   EXPECT_EQ(k.at("model").at("accum_steps"), kAccum);
   EXPECT_EQ(k.at("model").at("fused_attention"), false);
+  EXPECT_EQ(k.at("model").at("dgelu_epilogue"), false);  // a CPU's GELU backward is a kernel
+  // What the engine ran: the buckets it laid out for a rank of 2 (plan_memory's, which
+  // are the engine's to the byte), its reduce dtype and accumulation.
+  const json& engine = k.at("engine");
+  EXPECT_EQ(engine.at("deterministic"), false);
+  EXPECT_EQ(engine.at("reduce_dtype"), "fp32");
+  EXPECT_EQ(engine.at("sharded_accumulation"), false);
+  StatusOr<ModelSpec> spec = model_spec(config);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  StatusOr<EngineOptions> at_two = EngineOptions::from(config, 2);
+  ASSERT_TRUE(at_two.ok()) << at_two.status().to_string();
+  at_two->nested_layer_scopes = spec->nested_layer_scopes;
+  StatusOr<MemoryPlan> layout = plan_memory(spec->params, *at_two, 2, DeviceKind::kCpu);
+  ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+  EXPECT_EQ(engine.at("buckets").get<std::vector<int64_t>>(), layout->bucket_elems);
   std::map<std::string, double> entries, ms;
   for (const json& r : k.at("regions")) {
     entries[r.at("name")] = r.at("entries_per_step").get<double>();
@@ -218,10 +236,14 @@ TEST(KernelProfile, AProfiledGptRunTimesThePlannersRegions) {
   fs::create_directories(fused_dir);
   json fused = as_gpu;
   fused["model"]["fused_attention"] = true;
+  fused["engine"]["reduce_dtype"] = "bf16";
   std::ofstream(fused_dir + "/kernels.json") << fused.dump();
   testing::CommandRun other_path = testing::run_command(std::string(ZDP_DP_LAUNCH) + " plan " + cfg +
                                                         " --from-profile " + fused_dir);
   EXPECT_NE(other_path.output.find("note: the profile ran fused attention and this config plans batched"),
+            std::string::npos)
+      << other_path.output;
+  EXPECT_NE(other_path.output.find("note: the profile reduced gradients in bf16 and this config in 32-bit"),
             std::string::npos)
       << other_path.output;
   // An H200's profile read against another GPU's datasheet gave efficiencies of 297%.

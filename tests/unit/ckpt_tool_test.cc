@@ -295,8 +295,11 @@ TEST_F(CkptTool, ExportNeverReplacesWhatItWasNotAskedTo) {
   { std::ofstream(existing) << "keep me"; }
   EXPECT_NE(refusal(existing).find("exists: refused (pass --force"), std::string::npos);
   EXPECT_EQ(file_bytes(existing).size(), 7u);
+  ASSERT_EQ(::chmod(existing.c_str(), 0600), 0);
   EXPECT_EQ(refusal(existing, true), "written");
   EXPECT_TRUE(safetensors::Reader::open(existing).ok());
+  EXPECT_EQ(fs::status(existing).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write)
+      << "a private file replaced by --force stays private";
 
   // Through a symlink to a regular file: the link stays a link, its target is replaced.
   const std::string target = out("target.safetensors"), link = out("link.safetensors");
@@ -351,6 +354,39 @@ TEST_F(CkptTool, ExportIsNotBlockedByADamagedOptimizerFile) {
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_NE(text->find("optimizer state: unreadable: "), std::string::npos) << *text;
   EXPECT_NE(text->find("fc0.weight"), std::string::npos) << "the model's tensors still listed\n" << *text;
+  // Another file's tensors (one, for several parameters) are not "none (sgd ...)".
+  fs::rename(checkpoint() + "/optimizer.safetensors", checkpoint() + "/optimizer.away");
+  {
+    StatusOr<safetensors::Writer> w = safetensors::Writer::create(
+        checkpoint() + "/optimizer.safetensors", safetensors::make_header({{"x", "F32", {1}}}).value());
+    ASSERT_TRUE(w.ok() && w->close().ok());
+  }
+  text = ckpt_tool::describe(checkpoint());
+  fs::remove(checkpoint() + "/optimizer.safetensors");
+  fs::rename(checkpoint() + "/optimizer.away", checkpoint() + "/optimizer.safetensors");
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_NE(text->find("optimizer state: 1 tensors for " + std::to_string(masters_->size()) +
+                       " parameters, not 0, 1 or 2 each"),
+            std::string::npos)
+      << *text;
+}
+
+// A step-<N> folder holds step N: a folder renamed or linked over another step is refused
+// by everything that reads it (info, verify, export, a resume), naming both steps.
+TEST_F(CkptTool, AFolderNamedForAnotherStepIsRefused) {
+  const std::string other = out("renamed");
+  fs::create_directories(other);
+  fs::create_directory_symlink(checkpoint(), other + "/step-9");
+  StatusOr<std::string> text = ckpt_tool::describe(other + "/step-9");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("step-9 is named for step 9 but its state.json holds step 3"),
+            std::string::npos)
+      << text.status().message();
+  std::ofstream(other + "/latest") << "step-9\n";
+  EXPECT_FALSE(ckpt_tool::verify(other).ok());
+  fs::remove(other + "/step-9");
+  fs::create_directory_symlink(checkpoint(), other + "/best");  // any other name: read as it is
+  EXPECT_TRUE(ckpt_tool::describe(other + "/best").ok());
 }
 
 // Runs last in this file (gtest keeps declaration order): it damages the checkpoint.

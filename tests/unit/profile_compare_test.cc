@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "planner/kernel_profile_file.h"
 #include "planner/profile_compare.h"
@@ -193,6 +194,45 @@ TEST(ProfileCompare, TheEnginesRowsArePricedAtTheProfilesWorldSize) {
   }
 }
 
+// A version-3 profile says what its engine ran: its buckets, determinism and reduce dtype
+// price the engine's rows, whatever the config says (three buckets: the statistics' 2
+// launches each and the decision's 2, 1 ms each; a deterministic engine folds nothing on
+// the compute stream). What differs from the config is noted, one line each.
+TEST(ProfileCompare, TheEnginesRowsAreThoseOfTheProfiledEngine) {
+  const GptShape shape = tiny();
+  MeasuredKernels m = profile_of(shape, 2, 1.0);
+  GpuEfficiency floor = halves();
+  floor.launch_s = 1e-3;
+  auto rows_of = [&](KernelRegion region) {
+    StatusOr<ProfileComparison> c = compare_with_profile(shape, round_gpu(), floor, m);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    double predicted = -1;
+    for (const RegionComparison& r : c.value().rows) {
+      if (r.region == region) predicted = r.predicted_s;
+    }
+    return predicted;
+  };
+  EXPECT_NEAR(rows_of(KernelRegion::kGradNorm), 4e-3, 1e-12);  // the config's one bucket
+  EXPECT_GT(rows_of(KernelRegion::kGradHandoff), 0);           // accumulating over 2 micro-batches
+  m.has_engine = true;
+  m.buckets = {400, 400, 200};
+  m.reduce_dtype = "fp32";
+  EXPECT_NEAR(rows_of(KernelRegion::kGradNorm), 8e-3, 1e-12);
+  EXPECT_EQ(profile_differences(shape, "bf16", m), "");
+  m.deterministic = true;
+  EXPECT_LT(rows_of(KernelRegion::kGradHandoff), 0);  // no such row
+  m.reduce_dtype = "bf16";
+  const std::string notes = profile_differences(shape, "bf16", m);
+  EXPECT_NE(notes.find("note: the profile ran with train.deterministic on and this config has it off"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("note: the profile reduced gradients in bf16 and this config in 32-bit"), std::string::npos)
+      << notes;
+  EXPECT_EQ(std::count(notes.begin(), notes.end(), '\n'), 2) << notes;
+  // A profile of an older version records no engine: nothing to say about it.
+  m.has_engine = false;
+  EXPECT_EQ(profile_differences(shape, "bf16", m), "");
+}
+
 // Times no GPU measures: a region faster than four times the datasheet (here 1e-300 s),
 // regions that add up to more than the step (one region of 1e6 s in a 1 s step).
 TEST(ProfileCompare, RefusesTimesTheGpuCannotHaveMeasured) {
@@ -288,6 +328,42 @@ TEST_F(KernelProfileFile, ReadsRegionsAndRankZerosStepLines) {
   v2.replace(v2.find("\"zero_stage\": 2"), 15, "\"zero_stage\": 4");
   write("kernels.json", v2);
   EXPECT_NE(error().find("zero_stage"), std::string::npos) << error();
+}
+
+TEST_F(KernelProfileFile, ReadsWhatAVersionThreeEngineRan) {
+  std::string v3 = kernels("");
+  v3.replace(v3.find("\"version\": 1"), 12, "\"version\": 3, \"world_size\": 2, \"zero_stage\": 1");
+  v3.replace(v3.find("\"fused_attention\": true"), 23, "\"fused_attention\": true, \"dgelu_epilogue\": true");
+  const std::string engine =
+      R"("engine": {"deterministic": false, "reduce_dtype": "bf16", "sharded_accumulation": false, "buckets": [8, 6]}, )";
+  const size_t steps_at = v3.find("\"steps\"");
+  write("kernels.json", v3.substr(0, steps_at) + engine + v3.substr(steps_at));
+  StatusOr<MeasuredKernels> m = read_measured_kernels(dir_.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->has_engine);
+  EXPECT_TRUE(m->dgelu_epilogue);
+  EXPECT_FALSE(m->deterministic);
+  EXPECT_EQ(m->reduce_dtype, "bf16");
+  EXPECT_EQ(m->buckets, (std::vector<int64_t>{8, 6}));
+  // Version 3 without what it must hold, or with what dp-train does not write.
+  write("kernels.json", v3);
+  EXPECT_NE(error().find("engine is missing"), std::string::npos) << error();
+  auto with_engine = [&](const std::string& from, const std::string& to) {
+    std::string e = engine;
+    e.replace(e.find(from), from.size(), to);
+    write("kernels.json", v3.substr(0, steps_at) + e + v3.substr(steps_at));
+    return error();
+  };
+  EXPECT_NE(with_engine("\"bf16\"", "\"int8\"").find("engine.reduce_dtype is 'int8'"), std::string::npos);
+  EXPECT_NE(with_engine("[8, 6]", "[]").find("engine.buckets is missing, empty"), std::string::npos);
+  EXPECT_NE(with_engine("[8, 6]", "[8, 0]").find("engine.buckets[1]"), std::string::npos);
+  EXPECT_NE(with_engine("[8, 6]", "[8, 1e300]").find("engine.buckets[1]"), std::string::npos);
+  EXPECT_NE(with_engine("\"deterministic\": false", "\"deterministic\": 0").find("engine.deterministic"),
+            std::string::npos);
+  std::string no_dgelu = v3;
+  no_dgelu.replace(no_dgelu.find(", \"dgelu_epilogue\": true"), 24, "");
+  write("kernels.json", no_dgelu.substr(0, steps_at - 24) + engine + no_dgelu.substr(steps_at - 24));
+  EXPECT_NE(error().find("model.dgelu_epilogue is missing"), std::string::npos) << error();
 }
 
 TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/internal/output_file.h"
+#include "trainer/models/model_spec.h"
+#include "zdp/memory_plan.h"
 #include "zdp/profiler.h"
 
 namespace zdp::trainer {
@@ -74,6 +76,11 @@ Status KernelProfile::finish(std::FILE* out) {
                        {"ms_per_step", t.seconds[i] * 1e3 / steps}});
   }
   Device& device = engine_.compute_stream().device();
+  // The buckets the engine laid out for this rank (plan_memory builds the engine's layout),
+  // which the planner's engine rows are priced on.
+  const EngineOptions& eo = engine_.options();
+  ZDP_ASSIGN_OR_RETURN(const ModelSpec spec, model_spec(config_));
+  ZDP_ASSIGN_OR_RETURN(const MemoryPlan layout, plan_memory(spec.params, eo, engine_.world_size(), device.kind()));
   const nlohmann::json doc = {
       {"format", kKernelTimesFormat},
       {"version", kKernelTimesVersion},
@@ -91,7 +98,13 @@ Status KernelProfile::finish(std::FILE* out) {
         {"micro_batch", config_.train.micro_batch},
         {"accum_steps", engine_.accum_steps()},
         {"dtype", to_string(m.dtype)},
-        {"fused_attention", model_.fused_attention()}}},
+        {"fused_attention", model_.fused_attention()},
+        {"dgelu_epilogue", ops_.chose_dgelu_epilogue()}}},
+      {"engine",
+       {{"deterministic", eo.deterministic},
+        {"reduce_dtype", to_string(eo.zero.reduce_dtype)},
+        {"sharded_accumulation", eo.zero.accumulate == GradAccumulation::kSharded},
+        {"buckets", layout.bucket_elems}}},
       {"steps", t.steps},
       {"regions", regions}};
   const std::string path = where.dir + "/kernels.json";

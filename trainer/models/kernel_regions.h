@@ -68,13 +68,17 @@ const char* region_name(KernelRegion r);
 bool region_from_name(const std::string& name, KernelRegion* r);
 
 // <profile dir>/kernels.json (trainer/loop/kernel_profile.h writes it, the planner reads it):
-// {"format": "zdp-kernel-times", "version": 2, "rank", "device", "device_kind",
+// {"format": "zdp-kernel-times", "version": 3, "rank", "device", "device_kind",
 // "world_size", "zero_stage", "model": {"layers", "d_model", "heads", "vocab", "seq",
-// "micro_batch", "accum_steps", "dtype", "fused_attention"}, "steps", "regions": [{"name",
-// "entries_per_step", "ms_per_step"}]} (the regions the run entered, in KernelRegion
-// order). Version 1 had no world_size and zero_stage (read as one rank's run).
+// "micro_batch", "accum_steps", "dtype", "fused_attention", "dgelu_epilogue"}, "engine":
+// {"deterministic", "reduce_dtype", "sharded_accumulation", "buckets": [each bucket's
+// padded elements, in layout order]}, "steps", "regions": [{"name", "entries_per_step",
+// "ms_per_step"}]} (the regions the run entered, in KernelRegion order). What the engine
+// ran decides the planner's engine rows, as the model's shape decides its kernels.
+// Version 1 had no world_size and zero_stage (read as one rank's run), versions 1-2 no
+// "engine" and no "dgelu_epilogue" (the planner then takes them from the config).
 inline constexpr const char* kKernelTimesFormat = "zdp-kernel-times";
-inline constexpr int kKernelTimesVersion = 2;
+inline constexpr int kKernelTimesVersion = 3;
 
 // What a profiled run measured per region, summed over its measured steps.
 struct RegionTimes {

@@ -339,6 +339,13 @@ Status Ops::input_grad_through_gelu(const void* w, const void* dy, const void* p
   return ran ? Status::Ok() : separate();
 }
 
+bool Ops::chose_dgelu_epilogue() const {
+  for (const auto& [shape, fused] : dgelu_fused_) {
+    if (fused) return true;
+  }
+  return false;
+}
+
 StatusOr<double> Ops::seconds_per_run(const std::function<Status()>& run) {
   if (stream_ == nullptr) return Status(StatusCode::kInternal, "Ops: timing without a stream (set_stream first)");
   constexpr int kRuns = 5;

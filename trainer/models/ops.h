@@ -108,6 +108,10 @@ class Ops {
   // says why).
   Status linear_backward_gelu(const void* x, const void* w, const void* dy, const void* pre, void* dpre, void* dpre_bias,
                               void* dw, void* db, int64_t rows, int64_t in, int64_t out);
+  // Whether a shape's first use chose cuBLASLt's DGELU epilogue (what kernels.json
+  // records for the planner's fc proj rows); false before any use, on the CPU and in
+  // deterministic mode.
+  bool chose_dgelu_epilogue() const;
   // dw[out, in] = dy^T x alone, stored as `dw_dtype` (fp32 or the compute dtype): the tied
   // LM head keeps its share of the embedding's gradient in fp32 until the embedding adds its own.
   Status weight_grad(const void* x, const void* dy, void* dw, DType dw_dtype, int64_t rows, int64_t in, int64_t out);

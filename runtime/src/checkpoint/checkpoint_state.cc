@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -314,6 +315,17 @@ StatusOr<CheckpointInfo> read_checkpoint_info(const std::string& path_or_root) {
   const std::string path = dir + "/" + kCheckpointStateFile;
   ZDP_ASSIGN_OR_RETURN(const std::string text, checkpoint::read_small_file(path));
   ZDP_ASSIGN_OR_RETURN(CheckpointInfo info, checkpoint::decode_state(text, path));
+  // A step-<N> folder holds step N's state (the save names it so): another step there is a
+  // folder renamed, copied or linked over, and resuming from it would repeat or skip
+  // steps that `latest` says were taken.
+  const std::string name = std::filesystem::path(dir).filename().string();
+  const int64_t named = checkpoint::step_of(name, "");
+  if (named >= 0 && named != info.state.step) {
+    return Status(StatusCode::kInvalidArgument, dir + " is named for step " + std::to_string(named) + " but its " +
+                                                    kCheckpointStateFile + " holds step " +
+                                                    std::to_string(info.state.step) +
+                                                    " (a checkpoint folder renamed, copied or linked over another)");
+  }
   info.state.path = dir;
   return info;
 }

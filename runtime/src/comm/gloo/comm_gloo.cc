@@ -19,6 +19,7 @@
 
 #include "runtime/internal/gloo_context.h"
 #include "runtime/src/comm/gloo/gloo_all_to_all.h"
+#include "runtime/src/comm/gloo/gloo_peer_ranks.h"
 #include "runtime/src/comm/gloo/gloo_reduce_scatter.h"
 #include "runtime/src/comm/host_reduce.h"
 #include "zdp/comm.h"
@@ -69,8 +70,10 @@ void with_element_type(DType dtype, Fn&& fn) {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(int rank, int world_size, Device& device, CommOptions options,
-                   std::shared_ptr<gloo::Context> context)
-      : Communicator(rank, world_size, device, std::move(options)), context_(std::move(context)) {}
+                   std::shared_ptr<gloo::Context> context, GlooPeerRanks peers)
+      : Communicator(rank, world_size, device, std::move(options)),
+        context_(std::move(context)),
+        peers_(std::move(peers)) {}
 
   // Collectives still running hold `this`: wait for them (each ends by its timeout).
   ~GlooCommunicator() override {
@@ -244,16 +247,24 @@ class GlooCommunicator final : public Communicator {
     } catch (const gloo::IoException& e) {
       const std::string what = e.what();
       const auto elapsed = Clock::now() - start;
+      // Gloo names the peer by its address; the rank is what a reader can act on. A
+      // connection can also break because that peer failed first and closed all of its
+      // own (below), so the rank named is where to look, not necessarily the one at fault.
+      const std::string peer = peers_.ranks_named_in(what);
       // The context is dead after an IoException. Closing our connections now makes peers
       // blocked on this rank fail at once instead of at their own timeout.
       context_->closeConnections();
       if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
         return fail(Status(StatusCode::kTimeout, context(desc) + ": timed out after " + seconds(elapsed) +
-                                                     " (collective timeout " + seconds(options().timeout) +
-                                                     "): " + what));
+                                                     " (collective timeout " + seconds(options().timeout) + ")" +
+                                                     (peer.empty() ? "" : " waiting for " + peer) + ": " + what));
       }
-      return fail(Status(StatusCode::kPeerFailure, context(desc) + ": failed after " + seconds(elapsed) +
-                                                       ": a peer died or its connection broke: " + what));
+      return fail(Status(StatusCode::kPeerFailure,
+                         context(desc) + ": failed after " + seconds(elapsed) + ": " +
+                             (peer.empty() ? std::string("a peer died or its connection broke")
+                                           : "the connection to " + peer +
+                                                 " broke (it died, or failed and closed its connections)") +
+                             ": " + what));
     } catch (const std::exception& e) {
       return fail(Status(StatusCode::kInternal, context(desc) + ": gloo error: " + e.what()));
     }
@@ -359,6 +370,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   std::shared_ptr<gloo::Context> context_;  // null for a world of 1
+  const GlooPeerRanks peers_;                // which rank an error's address is
   std::mutex cuda_issue_mu_;                  // one CUDA collective enqueued at a time
   std::unique_ptr<Event> caller_reached_;     // CUDA: see ensure_ordered_stream()
   std::unique_ptr<Event> collective_done_;
@@ -390,11 +402,14 @@ StatusOr<std::unique_ptr<Communicator>> create_gloo_communicator(Store& store, i
   set_process_identity(rank, world_size);
   const int generation = g_generation.fetch_add(1);
   if (world_size == 1) {
-    return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, nullptr));
+    return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, nullptr, {}));
   }
+  GlooPeerRanks peers;
   ZDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context,
-                       connect_gloo_context(store, "gloo/" + std::to_string(generation), rank, world_size, options));
-  return std::unique_ptr<Communicator>(new GlooCommunicator(rank, world_size, device, options, std::move(context)));
+                       connect_gloo_context(store, "gloo/" + std::to_string(generation), rank, world_size, options,
+                                            &peers));
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(rank, world_size, device, options, std::move(context), std::move(peers)));
 }
 
 }  // namespace zdp

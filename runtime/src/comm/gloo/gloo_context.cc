@@ -11,6 +11,7 @@
 
 #include "core/internal/broken_pipe.h"
 #include "runtime/src/comm/close_on_exec.h"
+#include "runtime/src/comm/gloo/gloo_peer_ranks.h"
 #include "zdp/log.h"
 
 namespace zdp {
@@ -42,7 +43,8 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
 }  // namespace
 
 StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, const std::string& prefix, int rank,
-                                                               int world_size, const CommOptions& options) {
+                                                               int world_size, const CommOptions& options,
+                                                               GlooPeerRanks* peers) {
   const std::string advertised = !options.iface.empty()      ? "interface " + options.iface + "'s address"
                                  : !options.hostname.empty() ? options.hostname
                                                              : std::string("127.0.0.1");
@@ -69,6 +71,11 @@ StatusOr<std::shared_ptr<gloo::Context>> connect_gloo_context(Store& store, cons
     const auto start = std::chrono::steady_clock::now();
     context->connectFullMesh(adapter, transport);
     close_on_exec.mark();
+    if (peers != nullptr) {
+      StatusOr<GlooPeerRanks> exchanged = GlooPeerRanks::exchange(*context, prefixed, options.timeout);
+      if (!exchanged.ok()) return exchanged.status().with_context(where + ": exchanging the pairs' addresses");
+      *peers = std::move(*exchanged);
+    }
     ZDP_LOG(kDebug) << "gloo: connected " << world_size << " ranks in "
                     << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
     return std::shared_ptr<gloo::Context>(context);
