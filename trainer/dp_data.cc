@@ -25,6 +25,18 @@ using zdp::Status;
 using zdp::StatusCode;
 namespace trainer = zdp::trainer;
 
+// A file dp-data names itself inside --out (train.bin, val.bin): written there, never
+// through a link planted at its name (which would replace any file the user can write).
+Status own_output(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
+    return Status(StatusCode::kInvalidArgument, "dp-data: " + path +
+                                                    " is a symbolic link: dp-data writes its own files in --out, "
+                                                    "never through a link (remove it)");
+  }
+  return zdp::output_target(path, "token file").status();  // a folder, device or FIFO there: refused
+}
+
 // Each text file is split at (1 - val_fraction) of its bytes, so the held-out tokens come
 // from every file (every topic of a corpus of many files), not from the last file alone.
 Status make_text_shards(const std::vector<std::string>& files, const std::string& out_dir, double val_fraction) {
@@ -69,10 +81,26 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
   }
   // Both outputs checked before either is written: a folder at val.bin's path left a new
   // train.bin beside the old val.bin (two corpora's halves).
-  const std::string val_path = out_dir + "/val.bin";
-  ZDP_RETURN_IF_ERROR(zdp::output_target(out_dir + "/train.bin", "token file").status());
-  if (!val.empty()) ZDP_RETURN_IF_ERROR(zdp::output_target(val_path, "token file").status());
-  ZDP_RETURN_IF_ERROR(trainer::write_token_file(out_dir + "/train.bin", train));
+  const std::string train_path = out_dir + "/train.bin", val_path = out_dir + "/val.bin";
+  ZDP_RETURN_IF_ERROR(own_output(train_path));
+  if (!val.empty()) ZDP_RETURN_IF_ERROR(own_output(val_path));
+  // Both written and synced before either is renamed into place: a failure writing val.bin
+  // (a full disk) left the new train.bin beside the old corpus's val.bin, which dp-train
+  // takes as one corpus.
+  ZDP_ASSIGN_OR_RETURN(const std::string train_staged, trainer::stage_token_file(train_path, train));
+  std::string val_staged;
+  if (!val.empty()) {
+    zdp::StatusOr<std::string> staged = trainer::stage_token_file(val_path, val);
+    if (!staged.ok()) {
+      zdp::discard_staged(train_staged);
+      return staged.status();
+    }
+    val_staged = *staged;
+  }
+  if (zdp::Status s = zdp::commit_staged(train_staged, train_path, "token file"); !s.ok()) {
+    if (!val_staged.empty()) zdp::discard_staged(val_staged);
+    return s;
+  }
   if (val.empty()) {
     // An empty token file is one llm.c's loader asserts on and dp-train refuses: none. An
     // older run's val.bin there is another corpus's held-out half: removed.
@@ -88,7 +116,7 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
                 files.size(), out_dir.c_str(), train.size(), val_fraction, stale ? " (the old one removed)" : "");
     return Status::Ok();
   }
-  ZDP_RETURN_IF_ERROR(trainer::write_token_file(val_path, val));
+  ZDP_RETURN_IF_ERROR(zdp::commit_staged(val_staged, val_path, "token file"));
   std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), %s/val.bin (%zu tokens); byte-level, vocab 256\n",
               files.size(), out_dir.c_str(), train.size(), out_dir.c_str(), val.size());
   return Status::Ok();

@@ -46,12 +46,22 @@ void sync_parent(const std::string& path) {
 
 int write_fully(int fd, const std::string& text) { return write_fully(fd, std::string_view(text)); }
 
-Status write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts,
-                             const std::string& what) {
+StatusOr<std::string> stage_file(const std::string& path, std::initializer_list<std::string_view> parts,
+                                 const std::string& what) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // The file the user asked for is named first; its temporary name only in passing.
+  const auto cannot = [&](const std::string& action, int err) {
+    std::string why = std::strerror(err);
+    if (err == ENOENT) {
+      const size_t slash = path.find_last_of('/');
+      if (slash != std::string::npos && slash > 0) why = "the folder '" + path.substr(0, slash) + "' does not exist";
+    }
+    return Status(StatusCode::kIoError,
+                  "cannot " + action + " " + what + " '" + path + "' (through its temporary file '" + tmp + "'): " + why);
+  };
   const auto failed = [&](const std::string& action, int err) {
     std::remove(tmp.c_str());
-    return Status(StatusCode::kIoError, "cannot " + action + " " + what + " '" + tmp + "': " + std::strerror(err));
+    return cannot(action, err);
   };
   // O_EXCL: in a folder others can write to (a log_dir under /tmp), a link planted at the
   // temporary name must not make this write truncate another file. A leftover of the same
@@ -60,10 +70,7 @@ Status write_file_atomically(const std::string& path, std::initializer_list<std:
   if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   }
-  if (fd < 0) {
-    const int err = errno;
-    return Status(StatusCode::kIoError, "cannot create " + what + " '" + tmp + "': " + std::strerror(err));
-  }
+  if (fd < 0) return cannot("create", errno);
   int write_err = 0;
   for (std::string_view part : parts) {
     if (write_err == 0) write_err = write_fully(fd, part);
@@ -75,14 +82,26 @@ Status write_file_atomically(const std::string& path, std::initializer_list<std:
   if (write_err != 0) return failed("write", write_err);
   if (sync_err != 0) return failed("sync", sync_err);
   if (close_err != 0) return failed("write", close_err);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  return tmp;
+}
+
+Status commit_staged(const std::string& staged, const std::string& path, const std::string& what) {
+  if (std::rename(staged.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    std::remove(tmp.c_str());
-    return Status(StatusCode::kIoError, "cannot rename " + what + " '" + tmp + "' to '" + path + "': " +
+    std::remove(staged.c_str());
+    return Status(StatusCode::kIoError, "cannot rename " + what + " '" + staged + "' to '" + path + "': " +
                                             std::strerror(err));
   }
   sync_parent(path);
   return Status::Ok();
+}
+
+void discard_staged(const std::string& staged) { std::remove(staged.c_str()); }
+
+Status write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts,
+                             const std::string& what) {
+  ZDP_ASSIGN_OR_RETURN(const std::string staged, stage_file(path, parts, what));
+  return commit_staged(staged, path, what);
 }
 
 Status write_file_atomically(const std::string& path, const std::string& text, const std::string& what) {

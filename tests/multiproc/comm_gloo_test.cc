@@ -346,23 +346,6 @@ TEST(GlooFailure, KilledPeerFailsEverySurvivorWithinTheTimeout) {
   EXPECT_TRUE(results[1].ok()) << results[1].describe();
 }
 
-// Gloo's error names the dead peer by an address; the survivor's names its rank.
-TEST(GlooFailure, AKilledPeerIsNamedByItsRank) {
-  const auto results = fork_ranks(2, [](int rank, int world, Store& store) -> Status {
-    ZDP_ASSIGN_OR_RETURN(Rank r, make_rank(rank, world, store, 20s));
-    Bytes warm = rank_input(DType::kF32, rank, 0, 64);
-    ZDP_RETURN_IF_ERROR(r.comm->all_reduce(warm.data(), warm.data(), 64, DType::kF32, ReduceOp::kSum, *r.stream));
-    ZDP_RETURN_IF_ERROR(r.stream->synchronize(30s));
-    if (rank == 1) ::raise(SIGKILL);
-    Bytes buf = rank_input(DType::kF32, rank, 0, 4096);
-    ZDP_RETURN_IF_ERROR(r.comm->all_reduce(buf.data(), buf.data(), 4096, DType::kF32, ReduceOp::kSum, *r.stream));
-    return expect_error(r.stream->synchronize(60s), StatusCode::kPeerFailure,
-                        {"rank 0: gloo all_reduce #1", "the connection to rank 1 broke"});
-  });
-  EXPECT_EQ(results[1].signal, SIGKILL);
-  EXPECT_TRUE(results[0].ok()) << results[0].describe();
-}
-
 TEST(GlooFailure, ACollectiveAPeerNeverJoinsTimesOutNamingIt) {
   expect_all_ok(fork_ranks(2, [](int rank, int world, Store& store) -> Status {
     const auto timeout = 1500ms;

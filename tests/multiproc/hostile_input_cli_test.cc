@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -185,6 +187,38 @@ TEST(HostileInput, DpDataTextLeavesNoOtherCorpussHalfBesideTrainBin) {
   EXPECT_TRUE(contains(refused.output, "val.bin")) << refused.output;
   ASSERT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, before.st_size) << "train.bin was rewritten beside a val.bin that could not be";
+
+  // val.bin that cannot be written for a reason no check foresees (here the file size limit,
+  // as a full disk): train.bin stays the old corpus's too, and no temporary file is left.
+  ASSERT_EQ(::rmdir((dir.path() + "/o/val.bin").c_str()), 0);
+  std::ofstream(dir.path() + "/big.txt") << std::string(20000, 'x');
+  const CommandRun full = bounded("bash -c \"trap '' XFSZ; ulimit -f 16; " + text + "--val-fraction 0.9 " + dir.path() +
+                                  "/big.txt\"");
+  EXPECT_NE(full.exit_code, 0) << full.output;
+  EXPECT_TRUE(contains(full.output, "cannot write token file '" + dir.path() + "/o/val.bin'")) << full.output;
+  ASSERT_EQ(::stat((dir.path() + "/o/train.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, before.st_size) << "train.bin was replaced though val.bin was not";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path() + "/o"), {}), 1) << "a temporary file left";
+}
+
+// train.bin and val.bin are dp-data's own names in --out: a link planted there (in a shared
+// data folder) made it replace whatever file the link named.
+TEST(HostileInput, DpDataTextWritesNoFileThroughALinkInItsOutputFolder) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/a.txt") << "some text to train on, long enough for a held-out tail\n";
+  std::ofstream(dir.path() + "/precious") << "keep";
+  ASSERT_EQ(::mkdir((dir.path() + "/o").c_str(), 0755), 0);
+  for (const char* name : {"train.bin", "val.bin"}) {
+    const std::string link = dir.path() + "/o/" + name;
+    ASSERT_EQ(::symlink((dir.path() + "/precious").c_str(), link.c_str()), 0);
+    const CommandRun r = bounded(std::string(ZDP_DP_DATA) + " text --out " + dir.path() + "/o " + dir.path() + "/a.txt");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, link + " is a symbolic link")) << r.output;
+    std::ifstream in(dir.path() + "/precious");
+    std::string kept((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(kept, "keep") << name;
+    ASSERT_EQ(::unlink(link.c_str()), 0);
+  }
 }
 
 }  // namespace

@@ -91,8 +91,31 @@ TEST(OutputFile, PartsAreWrittenInOrder) {
   EXPECT_EQ(read(dir.file("f")), "head-tail");
   const Status s = write_file_atomically(dir.file("no-such-dir/f"), "x", "report");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("cannot create report '" + dir.file("no-such-dir/f") + ".tmp."), std::string::npos)
+  // The file asked for is named, and what is missing; the temporary name in passing.
+  EXPECT_NE(s.message().find("cannot create report '" + dir.file("no-such-dir/f") + "' (through its temporary file '" +
+                             dir.file("no-such-dir/f") + ".tmp."),
+            std::string::npos)
       << s.message();
+  EXPECT_NE(s.message().find("the folder '" + dir.file("no-such-dir") + "' does not exist"), std::string::npos)
+      << s.message();
+}
+
+// Two files that must change together: both staged, then both committed; a staged file
+// that is discarded leaves nothing, and the old file stays.
+TEST(OutputFile, StagedFilesChangeOnlyWhenCommitted) {
+  TempDir dir;
+  ASSERT_TRUE(write_file_atomically(dir.file("a"), "old a", "file").ok());
+  StatusOr<std::string> a = stage_file(dir.file("a"), {"new a"}, "file");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(read(dir.file("a")), "old a");
+  discard_staged(*a);
+  EXPECT_FALSE(std::filesystem::exists(*a));
+  EXPECT_EQ(read(dir.file("a")), "old a");
+  a = stage_file(dir.file("a"), {"new a"}, "file");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(commit_staged(*a, dir.file("a"), "file").ok());
+  EXPECT_EQ(read(dir.file("a")), "new a");
+  EXPECT_FALSE(std::filesystem::exists(*a));
 }
 
 }  // namespace

@@ -44,10 +44,21 @@ void on_sigbus(int sig, siginfo_t* info, void*) {
   for (size_t i = 0; table != nullptr && i < kMaxMappedFiles && at != 0; ++i) {
     const uintptr_t begin = table[i].begin.load(std::memory_order_acquire);
     if (begin != 0 && at >= begin && at < table[i].end.load(std::memory_order_acquire)) {
-      // write(2) is async-signal-safe; the text was formatted when the file was mapped.
+      // write(2) is async-signal-safe; the text was formatted when the file was mapped, and
+      // the byte that faulted (the mapping starts at the file's first byte) is formatted
+      // here by hand (snprintf is not safe in a handler).
       const char* message = table[i].message.load(std::memory_order_acquire);
       if (message != nullptr) {
-        const ssize_t written = ::write(STDERR_FILENO, message, table[i].length.load());
+        char tail[64] = "; the read at byte ";
+        size_t n = std::strlen(tail);
+        char digits[24];
+        size_t d = 0;
+        for (uintptr_t v = at - begin; d == 0 || v != 0; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+        while (d > 0) tail[n++] = digits[--d];
+        tail[n++] = ')';
+        tail[n++] = '\n';
+        ssize_t written = ::write(STDERR_FILENO, message, table[i].length.load());
+        written = ::write(STDERR_FILENO, tail, n);
         (void)written;
       }
       break;
@@ -72,10 +83,11 @@ void remember_mapping(const void* begin, size_t bytes, const std::string& path) 
     const size_t i = (r.next + k) % kMaxMappedFiles;
     Slot& slot = r.slots[i];
     if (slot.begin.load() != 0) continue;
+    // Completed by the handler: "; the read at byte N)\n".
     const std::string text = r.who + ": token file '" + path +
                              "' became shorter while it was read (it is memory-mapped: something truncated or "
                              "rewrote it in place; write a new file and rename it over the old one, as dp-data "
-                             "does)\n";
+                             "does";
     char* message = new char[text.size()];
     std::memcpy(message, text.data(), text.size());
     delete[] slot.message.exchange(message, std::memory_order_acq_rel);

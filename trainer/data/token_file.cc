@@ -139,24 +139,28 @@ Status TokenFile::check_unchanged() const {
                     "dp-data does, to change data between runs");
 }
 
-Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+StatusOr<std::string> stage_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + std::to_string(tokens.size()) +
                                                     " tokens exceed the format's int32 count; write several shards");
   }
-  // A device, FIFO or folder at `path` is refused (the rename would replace it: /dev/null
-  // became a token file); a link to a token file writes that file.
-  ZDP_ASSIGN_OR_RETURN(const std::string target, output_target(path, "token file"));
   int32_t header[kTokenFileHeaderInts] = {};
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
   header[2] = static_cast<int32_t>(tokens.size());
+  return stage_file(path,
+                    {std::string_view(reinterpret_cast<const char*>(header), sizeof(header)),
+                     std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t))},
+                    "token file");
+}
+
+Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  // A device, FIFO or folder at `path` is refused (the rename would replace it: /dev/null
+  // became a token file); a link to a token file writes that file.
+  ZDP_ASSIGN_OR_RETURN(const std::string target, output_target(path, "token file"));
   // Through a temporary name of this process's own, synced before the rename.
-  return write_file_atomically(
-      target,
-      {std::string_view(reinterpret_cast<const char*>(header), sizeof(header)),
-       std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t))},
-      "token file");
+  ZDP_ASSIGN_OR_RETURN(const std::string staged, stage_token_file(target, tokens));
+  return commit_staged(staged, target, "token file");
 }
 
 }  // namespace zdp::trainer

@@ -71,5 +71,10 @@ StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, co
 // to a regular file writes that file; kInvalidArgument for a directory, device or FIFO
 // there (or a link to one). kIoError names the path.
 Status write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
+// write_token_file's first half, for token files that must change together (dp-data's
+// train.bin and val.bin): the file written and synced under its temporary name beside
+// `path` (returned; nothing followed, no link resolved), for core's commit_staged or
+// discard_staged (core/internal/output_file.h).
+StatusOr<std::string> stage_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 
 }  // namespace zdp::trainer
