@@ -147,9 +147,14 @@ Status parse_profile_steps(const std::string& text, const std::string& path, Mea
   int64_t n = 0, at = 0, norm_lines = 0;
   while (std::getline(lines, line)) {
     ++at;
-    if (line.find("\"step\"") == std::string::npos) continue;
+    if (line.empty()) continue;
+    // Every line, not only those that name a step: a line cut short before its "step" key
+    // (a file truncated by a full disk or a copy) was skipped, and the mean taken over
+    // the step lines left.
     const json j = json_checked::parse<json>(line);
-    if (j.is_discarded() || !j.is_object()) return bad(path, "line " + std::to_string(at) + " is not JSON");
+    if (j.is_discarded() || !j.is_object()) {
+      return bad(path, "line " + std::to_string(at) + " is not a JSON object (a file cut short?)");
+    }
     // Only dp-train's step lines count, and only rank 0's; a line that says it is a
     // step line must say whose (value() would throw on a mistyped field: checked first).
     const auto type = j.find("type");

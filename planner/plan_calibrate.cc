@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "planner/format_numbers.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_spec.h"
 #include "zdp/context.h"
@@ -256,11 +257,36 @@ Status run_calibration_peer(const CalibrationPeer& peer) {
   return store->set(result_key(peer.rank), text);
 }
 
+std::string model_timing_refusal(const Config& config, int64_t memory_bytes, double gemm_flops_per_s,
+                                 double max_seconds) {
+  if (config.model.dtype != DType::kF32) {
+    return std::string("model.dtype = \"") + to_string(config.model.dtype) + "\" computes on GPUs only";
+  }
+  StatusOr<trainer::ModelSpec> spec = trainer::model_spec(config);
+  if (!spec.ok()) return "its model cannot be built: " + spec.status().message();
+  // fp32 on one rank: parameters, gradients, the master and AdamW's two moments' worth.
+  const double bytes = 16.0 * static_cast<double>(spec->psi) + static_cast<double>(spec->activation_bytes);
+  if (bytes > static_cast<double>(memory_bytes) / 4) {
+    return fmt("its states and activations (%.1f GiB on one rank) exceed a quarter of this machine's memory",
+               bytes / (1 << 30));
+  }
+  const double seconds =
+      5 * spec->flops_per_sample * static_cast<double>(config.train.micro_batch) / std::max(gemm_flops_per_s, 1.0);
+  if (seconds > max_seconds) {
+    return fmt("its 5 micro-batches would take about %.0f s at the GEMM's rate (more than %.0f s)", seconds,
+               max_seconds);
+  }
+  return "";
+}
+
 StatusOr<Calibration> calibrate(const CalibrateOptions& o) {
   const auto start = Clock::now();
   Calibration c;
   ZDP_ASSIGN_OR_RETURN(c.gemm_flops_per_s, time_gemm(o));
   if (o.config != nullptr) {
+    c.model_skipped = model_timing_refusal(*o.config, o.memory_bytes, c.gemm_flops_per_s, o.max_model_seconds);
+  }
+  if (o.config != nullptr && c.model_skipped.empty()) {
     const LogLevel level = log_threshold();
     set_log_threshold(LogLevel::kWarn);  // not the one-rank engine's start-up table
     StatusOr<double> micro = time_model_micro(*o.config);

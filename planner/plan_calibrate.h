@@ -18,7 +18,11 @@
 namespace zdp::launcher {
 
 struct CalibrateOptions {
-  const Config* config = nullptr;  // the model to time (null: the GEMM alone)
+  // The model to time (null: the GEMM alone). It is timed only where that is sound and
+  // short (model_timing_refusal): else the GEMM stands in, and Calibration says why.
+  const Config* config = nullptr;
+  int64_t memory_bytes = 0;          // this machine's RAM: the model may take a quarter of it
+  double max_model_seconds = 10;     // its 5 micro-batches, predicted at the GEMM's rate
   int threads = 1;       // OpenBLAS threads of one rank (cores / local ranks)
   int64_t rows = 512;    // GEMM shape: [rows, in] x [in, out] (tokens of a micro-batch x layer)
   int64_t in = 256;
@@ -35,6 +39,7 @@ struct Calibration {
   std::string gemm;              // what was timed, e.g. "sgemm 512 x 256 x 1024, 1 thread"
   double model_flops_per_s = 0;  // the model's FLOPs per micro-batch / its median time (0: not timed)
   double micro_s = 0;            // that median: forward, backward and the (one-rank) optimizer step
+  std::string model_skipped;     // why the model was not timed ("" when it was, or none was given)
   LinkModel link;          // alpha and beta of the loopback all-reduce (ring, K = 2)
   double small_s = 0;      // best all-reduce times behind the fit
   double large_s = 0;
@@ -43,6 +48,13 @@ struct Calibration {
 
 // kInternal names the step that failed (GEMM, Gloo set-up, all-reduce).
 StatusOr<Calibration> calibrate(const CalibrateOptions& options);
+
+// Why `config`'s model is not to be timed on this machine, "" when it may be: a dtype a
+// CPU rank does not compute in, its states and activations (one rank's, at world size 1)
+// over a quarter of `memory_bytes`, or its 5 micro-batches predicted at `gemm_flops_per_s`
+// past `max_seconds` (a GPU-sized model on a laptop took minutes, or all its memory).
+std::string model_timing_refusal(const Config& config, int64_t memory_bytes, double gemm_flops_per_s,
+                                 double max_seconds);
 
 // One rank of the link measurement: what `dp-launch calibrate-peer` (hidden; calibrate()
 // spawns two) runs in a fresh process. Joins the store at 127.0.0.1:port, times the

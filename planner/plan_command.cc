@@ -46,12 +46,6 @@ constexpr double kAssumedGpuEfficiency = 0.4;
 // with lazy module loading), the library handles and NCCL's channel buffers. Assumed.
 constexpr int64_t kCudaReservedBytes = int64_t{1} << 30;
 
-// Parameters of config's model, without building anything (for the calibration guard).
-double cheap_psi(const Config& config) {
-  StatusOr<trainer::ModelSpec> spec = trainer::model_spec(config);
-  return spec.ok() ? static_cast<double>(spec->psi) : 0.0;
-}
-
 void say(const std::string& line) { std::fprintf(stderr, "dp-launch plan: %s\n", line.c_str()); }
 
 }  // namespace
@@ -81,33 +75,42 @@ int64_t parse_byte_size(const std::string& text) {
 }
 
 void add_plan_options(CLI::App& cmd, PlanArgs& a) {
+  // An empty value (a script's unset $DIR) is refused: it read as "not given", and a
+  // comparison silently did not happen.
+  const CLI::Validator given([](std::string& v) { return v.empty() ? std::string("an empty value") : std::string(); },
+                             "NOT EMPTY");
   cmd.add_option("config", a.config_path, "the job's TOML config")->required();
   cmd.add_option("--set", a.sets, "override one key: --set section.key=value (repeatable)");
   cmd.add_option("--world", a.worlds, "more world sizes to plan, e.g. --world 8,64 (the configured one comes first)")
       ->delimiter(',')
       ->check(integer_range(1, int64_t{1} << 20));
   cmd.add_option("--device-memory", a.device_memory,
-                 "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's RAM / local ranks)");
-  cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)");
+                 "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's RAM / local ranks)")
+      ->check(given);
+  cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)")
+      ->check(given);
   cmd.add_option("--flops", a.gflops, "one rank's sustained GFLOP/s (default: assumed, or --calibrate)")
       ->check(finite_range(1e-3, 1e9));  // up to an exaFLOP/s a rank
   cmd.add_option("--gpu", a.gpu,
                  "plan for this GPU from any machine (" + known_gpu_names() +
-                     "): its memory, NVLink, and a per-kernel predicted step time and MFU for GPT configs");
+                     "): its memory, NVLink, and a per-kernel predicted step time and MFU for GPT configs")
+      ->check(given);
   cmd.add_option("--gpus-per-node", a.gpus_per_node,
-                 "with --gpu: ranks sharing a node's NVLink; more ranks meet over the inter-node link (default: the "
-                 "GPU table's, 8)")
+                 "with --gpu: ranks sharing a node's NVLink; more ranks meet over the inter-node link (default: a "
+                 "multi-node config's launch.nproc_per_node, else the GPU table's node, 8)")
       ->check(zdp::integer_range(1, 1024));
   cmd.add_option("--nodes", a.nodes, "with --gpu: also plan this many nodes of --gpus-per-node ranks")
       ->check(zdp::integer_range(1, 1 << 20));
   cmd.add_option("--from-profile", a.from_profile,
                  "a GPT run profiled with profile.kernels = true: its kernels.json and profile.jsonl beside the "
                  "per-kernel prediction, the efficiencies they imply, and the plan with those (--gpu defaults to "
-                 "the profile's GPU)");
+                 "the profile's GPU)")
+      ->check(given);
   cmd.add_option("--baseline", a.baseline,
                  "with --from-profile: another profiled run of the same config on the same kind of device (e.g. "
                  "before a change); both runs' regions side by side, their ratio and which moved by 3% or more (two "
-                 "CPU runs too, without --gpu)");
+                 "CPU runs too, without --gpu)")
+      ->check(given);
   cmd.add_flag("--calibrate", a.calibrate,
                "measure this machine (CPU ranks): one rank's GEMM rate and a 2-rank Gloo all-reduce over loopback (a few s)");
 }
@@ -116,6 +119,10 @@ int run_plan(const PlanArgs& a) {
   StatusOr<Config> config = load_config(a.config_path, a.sets);
   if (!config.ok()) {
     say("invalid configuration:\n" + config.status().message());
+    return 2;
+  }
+  if (a.calibrate && (!a.link.empty() || a.gflops > 0)) {
+    say("--calibrate measures the link and the compute rate that --link and --flops give: use one or the other");
     return 2;
   }
   // --from-profile: read and checked before anything is planned; its GPU is the default.
@@ -378,10 +385,9 @@ int run_plan(const PlanArgs& a) {
     co.rows = config->train.micro_batch * (config->model.kind == ModelKind::kGpt ? config->model.seq_len : 1);
     co.in = config->model.d_model;
     co.out = 4 * static_cast<int64_t>(config->model.d_model);
-    // Timing the model itself needs its states on this machine: skip it for a model that
-    // would take more than a quarter of the memory.
-    const int64_t states = static_cast<int64_t>(16.0 * cheap_psi(*config));
-    if (states < in.device_memory / 4) co.config = &*config;
+    // Timed on this machine: its memory bounds the model (model_timing_refusal).
+    co.config = &*config;
+    co.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
     StatusOr<Calibration> cal = calibrate(co);
     if (!cal.ok()) {
       say("calibration failed: " + cal.status().message());
@@ -396,7 +402,8 @@ int run_plan(const PlanArgs& a) {
                         fmt("%.3g GFLOP/s", cal->gemm_flops_per_s / 1e9);
     } else {
       in.flops_per_s = cal->gemm_flops_per_s;
-      in.flops_origin = "calibrated: " + cal->gemm + " (GEMM only: an upper bound on the model's rate)";
+      in.flops_origin = "calibrated: " + cal->gemm + " (GEMM only: an upper bound on the model's rate" +
+                        (cal->model_skipped.empty() ? "" : "; the model not timed: " + cal->model_skipped) + ")";
     }
     in.flops_origin += fmt("; calibration took %.1f s", cal->seconds);
   }

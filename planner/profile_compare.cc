@@ -78,6 +78,18 @@ StatusOr<ProfileComparison> compare_with_profile(GptShape shape, const GpuSpec& 
   // ... and on the buckets, reduce dtype and accumulation the profiled engine ran (a
   // profile of version 1-2 records none: the config's stand in).
   if (m.has_engine) {
+    // The buckets hold every parameter once, padded within a world size's quantum each
+    // (the engine's layout; generous: 4096 elements a rank): buckets of another model
+    // priced AdamW on a tenth of it.
+    int64_t elems = 0;
+    for (int64_t b : m.buckets) elems += b;
+    const int64_t slack = static_cast<int64_t>(m.buckets.size()) * std::max<int64_t>(1, m.world_size) * 4096;
+    if (shape.params > 0 && (elems < shape.params || elems - shape.params > slack)) {
+      return Status(StatusCode::kInvalidArgument,
+                    m.dir + "/kernels.json profiled another run: its engine's " + std::to_string(m.buckets.size()) +
+                        " buckets hold " + std::to_string(elems) + " elements, and the config's model has " +
+                        std::to_string(shape.params) + " parameters (plan the config that ran)");
+    }
     shape.buckets = m.buckets;
     shape.reduce_bytes = dtype_bytes(m.reduce_dtype);
     shape.sharded_accumulation = m.sharded_accumulation;

@@ -177,24 +177,42 @@ int run_scale(const ScaleArgs& a) {
     say("optim.warmup_steps (" + std::to_string(config->optim.warmup_steps) + ") is not below the " +
         std::to_string(steps) + " steps per run: warming up over " + std::to_string(steps / 2) + " of them");
   }
-  std::vector<ScalePoint> points;
-  for (int K : a.worlds) {
-    const std::string log_dir = (fs::path(config->launch.log_dir) / "scale" / ("world-" + std::to_string(K))).string();
-    std::vector<std::string> argv = {self, a.config_path};
-    for (const std::string& s : a.sets) argv.insert(argv.end(), {"--set", s});
-    for (const std::string& s : extra) argv.insert(argv.end(), {"--set", s});
-    // Same per-rank work at every K; one node; no checkpoints, neither saved nor resumed (a
-    // run must not resume another's, nor the config's checkpoint.resume path: it timed
-    // fewer steps than the report said, or none); a profile in the run's own log_dir (a
-    // configured profile.dir kept only the last world size's).
+  const auto log_dir_of = [&](int K) {
+    return (fs::path(config->launch.log_dir) / "scale" / ("world-" + std::to_string(K))).string();
+  };
+  // Every --set of the run at world size K: the user's, then scale's. Same per-rank work
+  // at every K; one node; no checkpoints, neither saved nor resumed (a run must not resume
+  // another's, nor the config's checkpoint.resume path: it timed fewer steps than the
+  // report said, or none); a profile in the run's own log_dir (a configured profile.dir
+  // kept only the last world size's).
+  const auto sets_of = [&](int K) {
+    std::vector<std::string> sets = a.sets;
+    sets.insert(sets.end(), extra.begin(), extra.end());
     for (const std::string& s :
          {"launch.nproc_per_node=" + std::to_string(K), std::string("launch.nnodes=1"),
           "train.global_batch=" + std::to_string(K * micro * accum), "train.accum_steps=" + std::to_string(accum),
-          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir), std::string("profile.dir=\"\""),
-          std::string("checkpoint.dir=\"\""),
-          std::string("checkpoint.every_steps=0"), std::string("checkpoint.resume=\"never\"")}) {
-      argv.insert(argv.end(), {"--set", s});
+          "train.steps=" + std::to_string(steps), "launch.log_dir=" + quoted(log_dir_of(K)),
+          std::string("profile.dir=\"\""), std::string("checkpoint.dir=\"\""), std::string("checkpoint.every_steps=0"),
+          std::string("checkpoint.resume=\"never\"")}) {
+      sets.push_back(s);
     }
+    return sets;
+  };
+  // Every world size's config checked before the first run: one the launch refuses (5000
+  // ranks on a node) failed only after the runs before it had taken their time.
+  for (int K : a.worlds) {
+    StatusOr<Config> at_k = load_config(a.config_path, sets_of(K));
+    Status valid = at_k.ok() ? validate_for_world(*at_k, K) : at_k.status();
+    if (!valid.ok()) {
+      say("world size " + std::to_string(K) + " cannot run:\n" + valid.message());
+      return 2;
+    }
+  }
+  std::vector<ScalePoint> points;
+  for (int K : a.worlds) {
+    const std::string log_dir = log_dir_of(K);
+    std::vector<std::string> argv = {self, a.config_path};
+    for (const std::string& s : sets_of(K)) argv.insert(argv.end(), {"--set", s});
     say("world size " + std::to_string(K) + ": global batch " + std::to_string(K * micro * accum) + " = " +
         std::to_string(K) + " x " + std::to_string(micro) + " x " + std::to_string(accum) + ", " +
         std::to_string(steps) + " steps, logs in " + log_dir);

@@ -122,6 +122,15 @@ std::string format_scale(const ScaleReport& report, const std::string& heading) 
   } else {
     out += "Amdahl: no fit (it needs world size 1 and at least one more)\n";
   }
+  if (!report.rows.empty() && report.rows.front().point.world_size > 1) {
+    const int k0 = report.rows.front().point.world_size;
+    // No run at one rank: nothing measured T1. Said, since the columns read as if it had.
+    std::snprintf(line, sizeof(line),
+                  "no run at world size 1: speed-up and eta are relative to K = %d, which is taken to have "
+                  "scaled perfectly (speed-up %d, eta 1.00 there, not measured); add 1 to --world to measure T1\n",
+                  k0, k0);
+    out += line;
+  }
   return out;
 }
 

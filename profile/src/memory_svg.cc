@@ -1,7 +1,7 @@
 // memory_svg(): the stages as groups of stacked bars in MiB, drawn by plot/bar_chart.h.
 #include "profile/src/memory_svg.h"
 
-#include <algorithm>
+#include <limits>
 
 #include "plot/bar_chart.h"
 
@@ -22,7 +22,11 @@ std::string memory_svg(const std::string& title, const std::vector<StageBars>& s
     plot::BarGroup group{"stage " + std::to_string(s.stage), s.caption, {}};
     for (const MemoryBar& b : s.bars) {
       plot::Bar bar{b.label, {}, b.measured};
-      for (int64_t v : b.bytes) bar.values.push_back(static_cast<double>(std::max<int64_t>(v, 0)) / kMiB);
+      // -1: a category the plan does not cover (the engine's own plan has no activations):
+      // missing, so the bar's total reads "n/a" rather than a total without it.
+      for (int64_t v : b.bytes) {
+        bar.values.push_back(v < 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(v) / kMiB);
+      }
       group.bars.push_back(std::move(bar));
     }
     chart.groups.push_back(std::move(group));

@@ -2,6 +2,7 @@
 #include "profile/src/profile_data.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 namespace zdp::profile {
@@ -148,12 +149,24 @@ std::vector<StepProfile> steps_from_timeline(const std::vector<TimelineEvent>& e
     }
   }
   std::vector<StepProfile> out;
-  for (auto& [step, lanes] : by_step) {
+  for (auto it = by_step.begin(); it != by_step.end(); ++it) {
+    auto& [step, lanes] = *it;
     if (lanes.begin == nullptr || lanes.end == nullptr) continue;
     StepProfile s;
     s.step = step;
     s.begin = lanes.begin->seconds;
     s.end = lanes.end->seconds;
+    // On CPU ranks the end is stamped when the compute stream's worker reaches it (after a
+    // trainer's collective queued there), which can be after the host began the next
+    // step: that tail ran under the next step, so this step ends where the next begins
+    // (the trace's lane must nest: Perfetto drops overlapping slices; and the step time
+    // summed over steps must not exceed the run).
+    const auto next = std::next(it);
+    if (next != by_step.end() && next->first == step + 1 && next->second.begin != nullptr &&
+        next->second.begin->seconds < s.end) {
+      s.end = std::max(s.begin, next->second.begin->seconds);
+      for (TimelineEvent& e : lanes.compute) e.seconds = std::min(e.seconds, s.end);
+    }
     // Compute points are recorded in order; the sort only guards against equal stamps
     // arriving through two CUDA callbacks in a different order (stable keeps the rest).
     std::stable_sort(lanes.compute.begin(), lanes.compute.end(),

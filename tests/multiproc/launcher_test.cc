@@ -335,6 +335,22 @@ TEST_F(LauncherTest, PlanRefusesWhatTheLaunchWouldAndPlansWhatItWouldRun) {
   // Links and node counts past any machine are refused, not printed as 300-digit times.
   r = plan({configs + "quickstart.toml", "--link", "1e-300,0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  // An empty value (an unset $DIR) is refused, not read as "not given"; --calibrate
+  // measures what --link and --flops give, so the two are refused together.
+  for (const char* flag : {"--gpu", "--from-profile", "--link"}) {
+    r = plan({configs + "quickstart.toml", flag, ""});
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find("an empty value"), std::string::npos) << r.output;
+  }
+  r = plan({configs + "quickstart.toml", "--calibrate", "--flops", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("use one or the other"), std::string::npos) << r.output;
+  // scale checks every world size before the first run: 5000 ranks on one node are
+  // refused before world size 1 runs.
+  r = launch({"scale", configs + "quickstart.toml", "--world", "1,5000", "--steps", "3", "--set", logs});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("world size 5000 cannot run"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("world size 1: global batch"), std::string::npos) << "world size 1 ran first:\n" << r.output;
   r = plan({configs + "gpu-gpt2.toml", "--gpu", "h200", "--nodes", "200000"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--nodes 200000 x 8 GPUs per node = 1600000 ranks"), std::string::npos) << r.output;

@@ -38,5 +38,18 @@ TEST(ProfileSvg, OneGroupPerStageAndABarPerRank) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// A category the plan does not cover (-1: the engine's own plan has no activations) is
+// missing, not zero: the plan bar's total reads "n/a", not a total without it.
+TEST(ProfileSvg, AnUnplannedCategoryLeavesThePlansTotalUnknown) {
+  StageBars g;
+  g.stage = 1;
+  g.bars.push_back(MemoryBar{"rank 0", {1 << 20, 1 << 20, 0, 0, 0, 1 << 21}, true});
+  g.bars.push_back(MemoryBar{"plan", {1 << 20, 1 << 20, 0, 0, 0, -1}, false});
+  const std::string svg = memory_svg("t", {g});
+  EXPECT_NE(svg.find("data-total=\"4\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("data-total=\"n/a\""), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("data-total=\"2\""), std::string::npos) << "the plan drawn as if it had no activations";
+}
+
 }  // namespace
 }  // namespace zdp::profile

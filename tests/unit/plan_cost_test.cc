@@ -338,7 +338,14 @@ TEST(ScaleReport, SpeedupAndEfficiencyFromThroughput) {
   ASSERT_TRUE(r.fit.has_value());
   EXPECT_NEAR(r.rows[2].amdahl, amdahl_speedup(r.fit->serial_fraction, 4), 1e-12);
   EXPECT_NE(format_scale(r, "t").find("Amdahl: serial fraction s = "), std::string::npos);
+  EXPECT_EQ(format_scale(r, "t").find("no run at world size 1"), std::string::npos);
   EXPECT_EQ(scale_json(r).size(), 4u);
+  // Without K = 1 the columns are relative to the smallest K, and the report says so.
+  const ScaleReport from_two = make_scale_report({points[0], points[2]}).value();
+  EXPECT_DOUBLE_EQ(from_two.rows[0].speedup, 2.0);
+  EXPECT_NE(format_scale(from_two, "t").find("no run at world size 1: speed-up and eta are relative to K = 2"),
+            std::string::npos)
+      << format_scale(from_two, "t");
 }
 
 TEST(PlanArguments, ByteSizes) {

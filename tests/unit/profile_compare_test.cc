@@ -215,9 +215,17 @@ TEST(ProfileCompare, TheEnginesRowsAreThoseOfTheProfiledEngine) {
   EXPECT_NEAR(rows_of(KernelRegion::kGradNorm), 4e-3, 1e-12);  // the config's one bucket
   EXPECT_GT(rows_of(KernelRegion::kGradHandoff), 0);           // accumulating over 2 micro-batches
   m.has_engine = true;
-  m.buckets = {400, 400, 200};
+  m.buckets = {400, 400, 200};  // tiny()'s 1000 parameters
   m.reduce_dtype = "fp32";
   EXPECT_NEAR(rows_of(KernelRegion::kGradNorm), 8e-3, 1e-12);
+  // Buckets of another model (a tenth of this one's parameters) are another run's.
+  m.buckets = {100};
+  StatusOr<ProfileComparison> other = compare_with_profile(shape, round_gpu(), floor, m);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("its engine's 1 buckets hold 100 elements, and the config's model has 1000"),
+            std::string::npos)
+      << other.status().message();
+  m.buckets = {400, 400, 200};
   EXPECT_EQ(profile_differences(shape, "bf16", m), "");
   m.deterministic = true;
   EXPECT_LT(rows_of(KernelRegion::kGradHandoff), 0);  // no such row
@@ -393,6 +401,10 @@ TEST_F(KernelProfileFile, RefusesWhatDpTrainDoesNotWrite) {
   EXPECT_NE(error().find("profile.jsonl: line 2: rank is not an integer"), std::string::npos) << error();
   write("profile.jsonl", R"({"type":7,"step":1})" "\n");
   EXPECT_EQ(error(), "ok");
+  // A line cut short, wherever it is cut (before its "step" key too), is refused.
+  write("profile.jsonl", R"({"type":"step","rank":0,"step_ms":40,"exposed_comm_ms":1,"parts_ms":{"optimizer":2}})" "\n"
+                         R"({"exposed_comm_ms":1,"parts)" "\n");
+  EXPECT_NE(error().find("profile.jsonl: line 2 is not a JSON object (a file cut short?)"), std::string::npos) << error();
   fs::remove(dir_ / "profile.jsonl");
   fs::create_directory(dir_ / "profile.jsonl");  // a directory where the file should be
   EXPECT_NE(error().find("is a directory"), std::string::npos) << error();

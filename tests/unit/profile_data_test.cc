@@ -62,6 +62,27 @@ TEST(ProfileSteps, IncompleteStepsAreLeftOutAndStepsComeInOrder) {
   EXPECT_EQ(steps[1].step, 4);
 }
 
+// A CPU rank's step end is stamped by the compute stream's worker, which can reach it
+// after the host began the next step: the step ends where the next begins, its post-step
+// part shortened, so no two steps overlap (the trace's lane must nest).
+TEST(ProfileSteps, AStepEndsWhereTheNextBegins) {
+  std::vector<TimelineEvent> events = one_step(0.0, 0);
+  for (TimelineEvent& e : events) {
+    if (e.kind == Kind::kIterationEnd) e.seconds = 30;  // the worker reached it late
+  }
+  const std::vector<TimelineEvent> next = one_step(25.0, 1);
+  events.insert(events.end(), next.begin(), next.end());
+  const std::vector<StepProfile> steps = steps_from_timeline(events);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(steps[0].end, 25.0);
+  EXPECT_DOUBLE_EQ(steps[0].part(StepPart::kPostStep), 25.0 - 18.0);
+  double parts = 0;
+  for (int p = 0; p < kNumStepParts; ++p) parts += steps[0].parts[static_cast<size_t>(p)];
+  EXPECT_DOUBLE_EQ(parts, steps[0].seconds());
+  EXPECT_DOUBLE_EQ(steps[1].begin, 25.0);
+  EXPECT_DOUBLE_EQ(steps[1].end, 44.0);  // the last step keeps its own end
+}
+
 TEST(ProfileSteps, BusBandwidthFollowsNcclTests) {
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveOp::kAllReduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveOp::kReduceScatter, 4), 0.75);

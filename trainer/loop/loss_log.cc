@@ -22,6 +22,8 @@ StatusOr<std::unique_ptr<LossLog>> LossLog::create(Context& ctx, Ops& ops, Strea
   } else {
     ZDP_ASSIGN_OR_RETURN(log->sum_, ops.alloc_bytes(sizeof(double)));
     ZDP_ASSIGN_OR_RETURN(log->slots_, ops.alloc(capacity, DType::kF32));
+    // Zeros: every slot goes into read()'s all-reduce, the ones no step wrote yet too.
+    ZDP_RETURN_IF_ERROR(stream.memset_async(log->slots_.data(), 0, static_cast<size_t>(capacity) * sizeof(float)));
     ZDP_ASSIGN_OR_RETURN(log->host_, device.allocate(capacity * static_cast<int64_t>(sizeof(float)),
                                                      MemCategory::kOther, MemSpace::kPinnedHost));
   }
@@ -44,19 +46,27 @@ LossSink LossLog::sink(int64_t micro, int64_t accum) {
 }
 
 Status LossLog::end_step() {
-  const int64_t slot = (first_ + unread_) % capacity_;
   if (order_ == Order::kGlobalMicroBatches) {
-    ZDP_RETURN_IF_ERROR(end_step_ordered(slot));
-  } else {
-    float* value = slots_.as<float>() + slot;
-    if (ctx_.world_size() > 1) {
-      ZDP_RETURN_IF_ERROR(ctx_.comm().all_reduce(value, value, 1, DType::kF32, ReduceOp::kSum, stream_));
-    }
-    ZDP_RETURN_IF_ERROR(stream_.memcpy_async(host_.as<float>() + slot, value, sizeof(float)));
+    ZDP_RETURN_IF_ERROR(end_step_ordered((first_ + unread_) % capacity_));
+    ZDP_RETURN_IF_ERROR(stream_.record(*copied_));
   }
-  ZDP_RETURN_IF_ERROR(stream_.record(*copied_));
+  // kPerRank: the step's mean stays in its slot; read() sums the slots over the ranks.
   ++unread_;
   return Status::Ok();
+}
+
+Status LossLog::sum_over_ranks() {
+  // One all-reduce of every slot per read, not one a step on the compute stream: the
+  // slots already read hold sums that are overwritten before they are read again (each
+  // step's last micro-batch writes its slot whole), so summing them too changes nothing
+  // read. Every rank reads at the same steps (the log interval, evaluations, saves, a full
+  // log), so the collectives match.
+  float* slots = slots_.as<float>();
+  if (ctx_.world_size() > 1) {
+    ZDP_RETURN_IF_ERROR(ctx_.comm().all_reduce(slots, slots, capacity_, DType::kF32, ReduceOp::kSum, stream_));
+  }
+  ZDP_RETURN_IF_ERROR(stream_.memcpy_async(host_.as<float>(), slots, static_cast<size_t>(capacity_) * sizeof(float)));
+  return stream_.record(*copied_);
 }
 
 Status LossLog::end_step_ordered(int64_t slot) {
@@ -82,6 +92,7 @@ double LossLog::ordered_mean(int64_t slot) const {
 StatusOr<std::vector<double>> LossLog::read() {
   std::vector<double> out;
   if (unread_ == 0) return out;
+  if (order_ == Order::kPerRank) ZDP_RETURN_IF_ERROR(sum_over_ranks());
   Status s = copied_->wait(ctx_.collective_timeout() + std::chrono::seconds(10));
   if (!s.ok()) return s.with_context("rank " + std::to_string(ctx_.rank()) + ": the training loss of the last steps");
   for (int64_t i = 0; i < unread_; ++i) {

@@ -4,9 +4,9 @@
 //
 // Default: each micro-batch adds its mean loss into a device double
 // (Model::forward_backward), the last one rounds the step's mean to fp32 into the step's
-// slot, which is summed over the ranks (all-reduce on the compute stream) and copied into
-// a host slot; read() divides by K in fp32. The ranks' partial sums follow the sampler's
-// split, so the last bits depend on K.
+// slot; read() sums the unread slots over the ranks (one all-reduce on the compute stream
+// per read, not one a step), copies them to the host and divides by K in fp32. The ranks'
+// partial sums follow the sampler's split, so the last bits depend on K.
 //
 // Deterministic (train.deterministic): the same number for every world size K. Each
 // micro-batch's mean loss (a double computed from its own rows only) goes to its own
@@ -36,18 +36,20 @@ class LossLog {
 
   // Where micro-batch `micro` of `accum` adds its loss. REQUIRES: !full().
   LossSink sink(int64_t micro, int64_t accum);
-  // After the step's micro-batches: the combination over ranks and the copy to the host
-  // slot are issued (no host wait).
+  // After the step's micro-batches (no host wait): deterministic mode issues the gather
+  // over ranks and the copy to the host; the default keeps the step's slot for read().
   Status end_step();
   bool full() const { return unread_ == capacity_; }
   // Waits for the steps ended so far; their losses (the mean over the global batch),
-  // oldest first. Errors name the rank.
+  // oldest first. Errors name the rank. Collective in the default order: every rank calls
+  // it at the same steps.
   StatusOr<std::vector<double>> read();
 
  private:
   LossLog(Context& ctx, Stream& stream, int64_t capacity, int64_t accum, Order order)
       : ctx_(ctx), stream_(stream), capacity_(capacity), accum_(accum), order_(order) {}
   Status end_step_ordered(int64_t slot);
+  Status sum_over_ranks();  // kPerRank: all slots summed over the ranks, copied to the host
   double ordered_mean(int64_t slot) const;
 
   Context& ctx_;
