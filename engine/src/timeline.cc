@@ -36,7 +36,8 @@ void Timeline::compute(TimelineEvent::Kind kind, int bucket, CollectiveOp op) {
   const TimelineEvent e{kind, bucket, step, 0.0, op};
   // CPU: the compute stream's kernels run inline on this thread, so the host's time is
   // the stream's; but a trainer's collective on the compute stream (dp-train's loss
-  // all-reduce after step()) runs on its worker, and the step ends when that is done. Its
+  // all-gather after step() in deterministic mode) runs on its worker, and the step ends
+  // when that is done (the profile cuts a step at the next one's begin). Its
   // end is marked on the stream: read at once it left the all-reduce out of post-step,
   // and the next step's first reduction counted it as waiting for communication
   // (exposed > the collectives' time in most steps of a 2-rank mlp).
