@@ -21,7 +21,7 @@ struct CalibrateOptions {
   // The model to time (null: the GEMM alone). It is timed only where that is sound and
   // short (model_timing_refusal): else the GEMM stands in, and Calibration says why.
   const Config* config = nullptr;
-  int64_t memory_bytes = 0;          // this machine's RAM: the model may take a quarter of it
+  int64_t memory_bytes = 0;          // this machine's (usable_memory_bytes): the model may take a quarter
   double max_model_seconds = 10;     // its 5 micro-batches, predicted at the GEMM's rate
   int threads = 1;       // OpenBLAS threads of one rank (cores / local ranks)
   int64_t rows = 512;    // GEMM shape: [rows, in] x [in, out] (tokens of a micro-batch x layer)

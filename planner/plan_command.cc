@@ -12,6 +12,7 @@
 
 #include "core/internal/cli_range.h"
 #include "core/internal/usable_cpus.h"
+#include "core/internal/usable_memory.h"
 #include "runtime/internal/config_limits.h"
 #include "planner/format_numbers.h"
 #include "planner/gpu_step_model.h"
@@ -85,7 +86,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
       ->delimiter(',')
       ->check(integer_range(1, int64_t{1} << 20));
   cmd.add_option("--device-memory", a.device_memory,
-                 "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's RAM / local ranks)")
+                 "memory one rank may use, e.g. 80GiB (default: the GPU's memory, or this machine's memory (its cgroup's limit where lower) / local ranks)")
       ->check(given);
   cmd.add_option("--link", a.link, "the link between ranks as GB/s,alpha_us, e.g. 100,10 (default: assumed, or --calibrate)")
       ->check(given);
@@ -264,9 +265,9 @@ int run_plan(const PlanArgs& a) {
     in.memory_origin = "cuda:0's memory, " + format_bytes(*bytes) + ", less " + format_bytes(kCudaReservedBytes) +
                        " assumed for the CUDA context and NCCL";
   } else {
-    const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+    const int64_t ram = usable_memory_bytes();  // the cgroup's limit where it is lower
     in.device_memory = ram / local;
-    in.memory_origin = "this machine's RAM, " + format_bytes(ram) + ", / " + std::to_string(local) + " local ranks";
+    in.memory_origin = "this machine's memory, " + format_bytes(ram) + ", / " + std::to_string(local) + " local ranks";
   }
 
   in.link = {gpu ? kGpuAlphaS : kCpuAlphaS, gpu ? kGpuBeta : kCpuBeta,
@@ -387,7 +388,7 @@ int run_plan(const PlanArgs& a) {
     co.out = 4 * static_cast<int64_t>(config->model.d_model);
     // Timed on this machine: its memory bounds the model (model_timing_refusal).
     co.config = &*config;
-    co.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+    co.memory_bytes = usable_memory_bytes();
     StatusOr<Calibration> cal = calibrate(co);
     if (!cal.ok()) {
       say("calibration failed: " + cal.status().message());

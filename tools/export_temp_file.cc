@@ -25,9 +25,16 @@ struct sigaction g_previous[3];
 
 void remove_and_die(int sig) {
   if (g_armed) ::unlink(g_path);
-  // The signal's own end (the exit status a shell reports as 128 + sig).
+  // The signal's own end (the exit status a shell reports as 128 + sig) ...
   ::signal(sig, SIG_DFL);
+  sigset_t self;  // blocked while its handler runs: unblocked, so that raise() ends us here
+  sigemptyset(&self);
+  sigaddset(&self, sig);
+  ::sigprocmask(SIG_UNBLOCK, &self, nullptr);
   ::raise(sig);
+  // ... except as a namespace's init (PID 1 in a container), which the kernel spares a
+  // signal left at its default: the export must end all the same, its file gone.
+  _exit(128 + sig);
 }
 
 // "<digits>" -> the pid; -1 for any other text.
@@ -51,8 +58,10 @@ StatusOr<std::unique_ptr<ExportTempFile>> ExportTempFile::create(const std::stri
       const std::string name = e->d_name;
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
       const pid_t pid = pid_of(name.substr(prefix.size()));
-      // Only a process that is gone: a running export of the same target keeps its file.
-      if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      // Only a process that is gone, or this one's pid (one export a process: a leftover
+      // of a killed run that had this pid, as every run has in a container as PID 1): a
+      // running export of the same target keeps its file.
+      if (pid <= 0 || (pid != ::getpid() && (::kill(pid, 0) == 0 || errno != ESRCH))) continue;
       const std::string leftover = (dir / name).string();
       struct stat st {};
       if (::lstat(leftover.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(leftover.c_str()) == 0) {

@@ -19,10 +19,12 @@ namespace zdp::ckpt_tool {
 
 class ExportTempFile {
  public:
-  // "<target>.tmp-<pid>": first removes every "<target>.tmp-<digits>" whose process no
-  // longer runs (their paths appended to `removed`), then creates this process's, empty,
-  // with `mode` (the replaced file's; 0666 less the umask for a new target). One at a time
-  // in a process (the signal handlers name one file).
+  // "<target>.tmp-<pid>": first removes every regular file "<target>.tmp-<digits>" whose
+  // process no longer runs, or that has this process's pid (a killed run's that had it, as
+  // every run has as a container's PID 1) (their paths appended to `removed`), then
+  // creates this process's, empty, with `mode` (the replaced file's when `keep_mode`; 0666
+  // less the umask for a new target). One at a time in a process (the signal handlers
+  // name one file).
   static StatusOr<std::unique_ptr<ExportTempFile>> create(const std::string& target, mode_t mode, bool keep_mode,
                                                           std::vector<std::string>* removed);
   ExportTempFile(const ExportTempFile&) = delete;

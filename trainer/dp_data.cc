@@ -97,20 +97,27 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
     }
     val_staged = *staged;
   }
+  // With no held-out half, an older run's val.bin there is another corpus's: removed
+  // before the new train.bin goes in (a removal that fails leaves the old pair whole).
+  // An empty token file is one llm.c's loader asserts on and dp-train refuses: none.
+  bool stale = false;
+  if (val.empty()) {
+    std::filesystem::path old(val_path);
+    const std::filesystem::file_status st = std::filesystem::symlink_status(old, ec);
+    stale = std::filesystem::is_regular_file(st) || std::filesystem::is_symlink(st);  // a link: removed, not its target
+    if (stale && !std::filesystem::remove(old, ec)) {
+      zdp::discard_staged(train_staged);
+      return Status(StatusCode::kIoError, "dp-data: cannot remove the old " + val_path + " (" + ec.message() +
+                                              "): it is not this corpus's held-out half");
+    }
+  }
+  // The renames: what is left between them is a rename in one folder failing (the window
+  // a pair of files cannot close without a folder swap).
   if (zdp::Status s = zdp::commit_staged(train_staged, train_path, "token file"); !s.ok()) {
     if (!val_staged.empty()) zdp::discard_staged(val_staged);
     return s;
   }
   if (val.empty()) {
-    // An empty token file is one llm.c's loader asserts on and dp-train refuses: none. An
-    // older run's val.bin there is another corpus's held-out half: removed.
-    std::filesystem::path old(val_path);
-    const std::filesystem::file_status st = std::filesystem::symlink_status(old, ec);
-    const bool stale = std::filesystem::is_regular_file(st) || std::filesystem::is_symlink(st);  // a link: removed, not its target
-    if (stale && !std::filesystem::remove(old, ec)) {
-      return Status(StatusCode::kIoError, "dp-data: cannot remove the old " + val_path + " (" + ec.message() +
-                                              "): it is not this corpus's held-out half");
-    }
     std::printf("dp-data: %zu files -> %s/train.bin (%zu tokens), no held-out tokens (--val-fraction %g): no "
                 "val.bin written%s; byte-level, vocab 256\n",
                 files.size(), out_dir.c_str(), train.size(), val_fraction, stale ? " (the old one removed)" : "");

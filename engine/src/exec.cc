@@ -24,7 +24,7 @@ StatusOr<std::unique_ptr<Exec>> Exec::create(Device& device, std::chrono::millis
 Status Exec::comm_after_compute() {
   // CPU: the inline work is done already; the event is reached once the compute stream's
   // worker has run what a trainer queued there (a collective of its own, such as
-  // dp-train's loss all-reduce), usually at once.
+  // dp-train's losses' all-gather in deterministic mode), usually at once.
   ZDP_RETURN_IF_ERROR(compute_->record(*handoff_));
   return comm_->wait(*handoff_);
 }

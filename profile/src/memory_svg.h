@@ -15,7 +15,7 @@ namespace zdp::profile {
 
 struct MemoryBar {
   std::string label;                                  // "rank 0", "planned"
-  std::array<int64_t, kNumMemCategories> bytes{};      // MemCategory order; < 0 counts as 0
+  std::array<int64_t, kNumMemCategories> bytes{};      // MemCategory order; < 0: not planned (missing: total n/a)
   bool measured = false;
 };
 

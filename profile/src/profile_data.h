@@ -26,7 +26,7 @@ namespace zdp::profile {
 //   optimizer    -> the fused optimizer over the owned slices (stages 1-2: gathers issued)
 //   gather wait  -> step() returns (waiting for all-gathers), plus every wait for a
 //                layer group's or view's all-gather outside step(): exposed gather time
-//   post-step    step() return -> iteration end (dp-train: the loss all-reduce for the log)
+//   post-step    step() return -> iteration end (dp-train, deterministic: the losses' all-gather)
 //   other        what no point delimits (the last micro-batch end -> step())
 enum class StepPart : int { kData = 0, kForward, kBackward, kReduceWait, kNorm, kOptimizer, kGatherWait, kPostStep, kOther };
 inline constexpr int kNumStepParts = 9;

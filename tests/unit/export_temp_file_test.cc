@@ -94,6 +94,29 @@ TEST(ExportTempFile, TheNextExportRemovesWhatAKilledOneLeft) {
   EXPECT_FALSE(fs::exists(target + ".tmp-" + std::to_string(::getpid()))) << "removed when not renamed";
 }
 
+// A file at this process's own temporary name is a killed run's that had this pid (every
+// run in a container is PID 1): removed. A link there is refused, not followed.
+TEST(ExportTempFile, ALeftoverOfThisPidIsRemovedAndALinkThereRefused) {
+  testing::TempDir tmp;
+  const std::string target = tmp.path() + "/model.safetensors";
+  const std::string mine = target + ".tmp-" + std::to_string(::getpid());
+  std::ofstream(mine) << "a killed run's";
+  std::vector<std::string> removed;
+  {
+    StatusOr<std::unique_ptr<ExportTempFile>> f = ExportTempFile::create(target, 0, false, &removed);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(fs::file_size((*f)->path()), 0u);
+  }
+  EXPECT_EQ(removed, std::vector<std::string>{mine});
+  const std::string elsewhere = tmp.path() + "/elsewhere";
+  fs::create_symlink(elsewhere, mine);
+  StatusOr<std::unique_ptr<ExportTempFile>> refused = ExportTempFile::create(target, 0, false, &removed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("File exists (remove it first)"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(fs::exists(elsewhere));
+}
+
 TEST(ExportTempFile, CreatedExclusivelyWithTheReplacedFilesMode) {
   testing::TempDir tmp;
   const std::string target = tmp.path() + "/model.safetensors";
@@ -104,11 +127,6 @@ TEST(ExportTempFile, CreatedExclusivelyWithTheReplacedFilesMode) {
   struct stat st {};
   ASSERT_EQ(::stat((*f)->path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
-  // A second one of this process at the same name: refused, not truncated.
-  StatusOr<std::unique_ptr<ExportTempFile>> again = ExportTempFile::create(target, 0600, true, &removed);
-  ASSERT_FALSE(again.ok());
-  EXPECT_NE(again.status().message().find("File exists (remove it first)"), std::string::npos)
-      << again.status().message();
   ASSERT_TRUE((*f)->rename_to(target).ok());
   EXPECT_FALSE(fs::exists((*f)->path()));
   f->reset();  // renamed: the destructor leaves the target alone

@@ -23,7 +23,10 @@ StatusOr<std::unique_ptr<LossLog>> LossLog::create(Context& ctx, Ops& ops, Strea
     ZDP_ASSIGN_OR_RETURN(log->sum_, ops.alloc_bytes(sizeof(double)));
     ZDP_ASSIGN_OR_RETURN(log->slots_, ops.alloc(capacity, DType::kF32));
     // Zeros: every slot goes into read()'s all-reduce, the ones no step wrote yet too.
+    // Waited for: on CPU ranks the model writes a slot on the host thread, not in stream
+    // order, and a zeroing still queued overwrote step 1's loss (a K = 2 curve read 0).
     ZDP_RETURN_IF_ERROR(stream.memset_async(log->slots_.data(), 0, static_cast<size_t>(capacity) * sizeof(float)));
+    ZDP_RETURN_IF_ERROR(stream.synchronize(ctx.collective_timeout() + std::chrono::seconds(10)));
     ZDP_ASSIGN_OR_RETURN(log->host_, device.allocate(capacity * static_cast<int64_t>(sizeof(float)),
                                                      MemCategory::kOther, MemSpace::kPinnedHost));
   }

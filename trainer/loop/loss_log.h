@@ -6,7 +6,10 @@
 // (Model::forward_backward), the last one rounds the step's mean to fp32 into the step's
 // slot; read() sums the unread slots over the ranks (one all-reduce on the compute stream
 // per read, not one a step), copies them to the host and divides by K in fp32. The ranks'
-// partial sums follow the sampler's split, so the last bits depend on K.
+// partial sums follow the sampler's split, so the last bits depend on K, and from K = 3
+// on the order of the ranks' sum (a ring's segments start at different ranks) on the
+// step's slot: a resumed run may log a step's loss a last bit apart from an
+// uninterrupted one. Deterministic mode is the one whose logged losses repeat bit for bit.
 //
 // Deterministic (train.deterministic): the same number for every world size K. Each
 // micro-batch's mean loss (a double computed from its own rows only) goes to its own

@@ -319,7 +319,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (kernel_times) kernel_times->end_step();
     if (options.at_phase) options.at_phase(ctx, step + 1, TrainPhase::kOptimizer);
     ZDP_RETURN_IF_ERROR(engine.step_async());
-    ZDP_RETURN_IF_ERROR(losses->end_step());  // the sum over ranks for the log, on the device
+    ZDP_RETURN_IF_ERROR(losses->end_step());  // the step's loss kept on the device for the log
     ZDP_RETURN_IF_ERROR(engine.mark(TimelineEvent::Kind::kIterationEnd));
     if (profiler) profiler->end_step();
     ++window_steps;
