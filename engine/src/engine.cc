@@ -85,6 +85,9 @@ Engine::~Engine() {
     // crashed at exit. They are left as they are (a leak, said once) instead.
     ZDP_LOG(kError) << impl_->env.who << ": an engine outlived its Context (destroyed or moved from first); its "
                     << "buffers are not freed: destroy engines before their context";
+    // Layer scopes that outlive the engine must see it gone (they end nothing then): the
+    // token they watch is destroyed here, the rest left.
+    impl_->scope_token.reset();
     (void)impl_.release();
     return;
   }
@@ -113,6 +116,17 @@ Status Engine::finalize() {
   EngineEnv& env = m.env;
   ZDP_RETURN_IF_ERROR(env.context_alive("finalize()"));
   if (m.finalized) return env.invalid("finalize(): called twice");
+  // A context assembled by a trainer's own bootstrap (Context::assemble) must describe its
+  // communicator: a default LaunchEnv (rank 0 of 1) around a 2-rank communicator laid out
+  // buffers for one rank that the collectives then ran over two (out of bounds at stages
+  // 1-3, gradients doubled at stage 0).
+  if (env.comm.rank() != env.rank || env.comm.world_size() != env.world || &env.comm.device() != &env.device) {
+    return env.invalid("finalize(): the Context says rank " + std::to_string(env.rank) + " of " +
+                       std::to_string(env.world) + " and its communicator rank " + std::to_string(env.comm.rank()) +
+                       " of " + std::to_string(env.comm.world_size()) +
+                       (&env.comm.device() != &env.device ? ", on another device" : "") +
+                       " (Context::assemble: the LaunchEnv must be the communicator's)");
+  }
   // A finalize() that failed after its agreement may have broken the communicator: another
   // one returns its failure, not a registration check no peer joins. (One that failed
   // before it failed on every rank alike: a second call meets the others' again.)
@@ -174,7 +188,7 @@ int Engine::rank() const { return impl_->env.rank; }
 int Engine::world_size() const { return impl_->env.world; }
 Stream& Engine::compute_stream() {
   // The streams are made by finalize(); a reference cannot say "not yet".
-  if (!impl_->env.exec) throw Error(impl_->env.invalid("compute_stream(): before finalize()"));
+  if (!impl_->finalized) throw Error(impl_->env.invalid("compute_stream(): before finalize() succeeded"));
   if (const Status alive = impl_->env.context_alive("compute_stream()"); !alive.ok()) throw Error(alive);
   return impl_->env.exec->compute();
 }
@@ -249,6 +263,7 @@ StatusOr<std::vector<float>> Engine::gather_master(Param p) {
   Impl& m = *impl_;
   ZDP_RETURN_IF_ERROR(m.env.context_alive("gather_master()"));
   if (!m.finalized) return m.env.invalid("gather_master(): before finalize()");
+  ZDP_RETURN_IF_ERROR(m.env.failure.status());  // sticky: a failed load left the masters half loaded
   if (!m.registry.valid(p.index)) return m.env.invalid("gather_master(): no parameter #" + std::to_string(p.index));
   return m.state->gather_master(p.index, m.registry.label(p.index));
 }

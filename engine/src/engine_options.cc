@@ -6,6 +6,11 @@
 namespace zdp {
 
 StatusOr<EngineOptions> EngineOptions::from(const Config& config, int world_size) {
+  // validate_for_world reads a world size below 1 as "not known yet"; the options need one.
+  if (world_size < 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "EngineOptions::from: world_size " + std::to_string(world_size) + " is not >= 1");
+  }
   ZDP_RETURN_IF_ERROR(validate_for_world(config, world_size));
   EngineOptions o;
   o.zero = config.zero;

@@ -14,6 +14,9 @@
 namespace zdp {
 namespace {
 
+// The largest layer group a parameter may name (far beyond any model's layers).
+constexpr int kMaxLayerGroup = 1 << 30;
+
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -34,13 +37,22 @@ StatusOr<Param> ParamRegistry::add(const EngineEnv& env, const std::string& name
   for (size_t i = 0; i < name.size();) {
     const size_t n = utf8_sequence_length(name, i);
     if (n == 0) return env.invalid(call + ": the name is not UTF-8 (byte " + std::to_string(i) + ")");
+    // Control characters: the registration check compares ranks' names line by line (a
+    // newline in one made every rank report a mismatch), and logs print them raw.
+    if (n == 1 && (static_cast<unsigned char>(name[i]) < 0x20 || name[i] == 0x7f)) {
+      return env.invalid(call + ": the name holds a control character (byte " + std::to_string(i) + ")");
+    }
     i += n;
   }
   if (shape.empty()) return env.invalid(call + ": the shape has no dimension");
   for (const int64_t d : shape) {
     if (d < 1) return env.invalid(call + ": dimension " + std::to_string(d) + " is not positive");
   }
-  if (layer < 0) return env.invalid(call + ": layer group " + std::to_string(layer) + " is negative");
+  // Bounded: the layout counts groups as layer + 1 (INT_MAX overflowed).
+  if (layer < 0 || layer > kMaxLayerGroup) {
+    return env.invalid(call + ": layer group " + std::to_string(layer) + " is not in [0, " +
+                       std::to_string(kMaxLayerGroup) + "]");
+  }
   const bool finite = std::isfinite(init.a) && std::isfinite(init.b);
   if (!finite || (init.kind == Init::Kind::kNormal && init.a < 0) ||
       (init.kind == Init::Kind::kUniform && init.a > init.b)) {

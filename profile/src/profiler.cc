@@ -223,7 +223,14 @@ std::vector<profile::StageBars> Profiler::Impl::stage_bars(const std::vector<Ran
 StatusOr<ProfileSummary> Profiler::finish() {
   Impl& m = *impl_;
   Store& store = m.ctx.store();
-  const std::string key = "profile/rank/" + std::to_string(m.ctx.rank());
+  // This rank's n-th finish() (a second profiler of the job, a second engine on the
+  // context, reads the n-th of every rank: fixed keys handed rank 0 the first one's
+  // measurements of a rank not yet done). Counted per rank, so a fast rank's next
+  // profiler cannot take a slow rank's number; every rank finishes its profilers in order.
+  StatusOr<int64_t> nth = store.add("profile/finishes/rank/" + std::to_string(m.ctx.rank()), 1);
+  if (!nth.ok()) return nth.status().with_context(m.who() + ": counting this rank's profiles");
+  const std::string prefix = "profile/" + std::to_string(*nth) + "/rank/";
+  const std::string key = prefix + std::to_string(m.ctx.rank());
   // A rank that has no measurements to send says why under its key (rank 0 waited out the
   // collective timeout for it, then blamed the wait).
   constexpr char kFailed[] = "zdp-profile-failed: ";
@@ -251,7 +258,7 @@ StatusOr<ProfileSummary> Profiler::finish() {
   const auto timeout = m.ctx.collective_timeout();
   for (int r = 0; r < m.ctx.world_size(); ++r) {
     const std::string what = "rank " + std::to_string(r) + "'s measurements";
-    StatusOr<std::string> text = store.get("profile/rank/" + std::to_string(r), timeout);
+    StatusOr<std::string> text = store.get(prefix + std::to_string(r), timeout);
     if (!text.ok()) return text.status().with_context(m.who() + ": waiting for " + what);
     if (text->rfind(kFailed, 0) == 0) {
       return Status(StatusCode::kAborted, m.who() + ": rank " + std::to_string(r) + " sent no measurements: " +

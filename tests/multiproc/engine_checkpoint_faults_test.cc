@@ -310,6 +310,17 @@ TEST(Checkpoint, ADataPositionNoReaderTakesIsRefusedBeforeWriting) {
       << "2^62 itself loads";
 }
 
+// A negative keep (a trainer's arithmetic) kept every checkpoint, silently, as 0 does.
+TEST(Checkpoint, ANegativeKeepIsRefusedBeforeWriting) {
+  TempDir dir;
+  SaveOptions save;
+  save.keep = -1;
+  for (const std::string& m : save_messages(dir.path(), 0, [](int) { return 0; }, 0, save)) {
+    EXPECT_THAT(m, HasSubstr("save_checkpoint: keep -1 is negative (0 keeps all)"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 TEST(Checkpoint, PerNodeStorageOnASharedDirectoryIsRefused) {
   TempDir dir;
   EngineRun run = job(2, 2);

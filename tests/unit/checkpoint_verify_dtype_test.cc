@@ -3,8 +3,10 @@
 // match) passed verify and was refused at load as "a checkpoint of another model".
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "runtime/internal/checkpoint_hash.h"
 #include "runtime/internal/checkpoint_state.h"
@@ -61,6 +63,30 @@ TEST(VerifyCheckpoint, TensorsThatAreNotFp32AreRefusedAsALoadRefusesThem) {
         << verified.status().message();
     EXPECT_FALSE(engine.load_checkpoint(copy).ok()) << "and a load refuses it too";
   }
+}
+
+// A load that fails part way (a damaged chunk found as it streams) leaves the engine
+// partly loaded and failed: gather_master() returns that failure, not the half-loaded
+// masters (it checked everything but the failure).
+TEST(VerifyCheckpoint, ALoadThatFailedPartWayLeavesNoMastersToGather) {
+  testing::TempDir root;
+  Context ctx = testing::single_rank_context();
+  Engine engine(ctx, EngineOptions{});
+  ASSERT_TRUE(testing::TinyMlp::create(engine).ok());
+  ASSERT_TRUE(engine.finalize().ok());
+  const std::string dir = engine.save_checkpoint(root.path(), CheckpointState{}).value();
+  const std::string damaged = root.path() + "/damaged";
+  std::filesystem::copy(dir, damaged);
+  {
+    std::fstream f(damaged + "/" + kCheckpointModelFile, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  const Status loaded = engine.load_checkpoint(damaged).status();
+  ASSERT_FALSE(loaded.ok());
+  const StatusOr<std::vector<float>> master = engine.gather_master(Param{0});
+  ASSERT_FALSE(master.ok()) << "the half-loaded masters were handed out";
+  EXPECT_EQ(master.status().code(), loaded.code()) << master.status().to_string();
 }
 
 }  // namespace

@@ -170,7 +170,9 @@ TEST(Registration, AddParamRefusesShapesLayersAndInitsItCannotHold) {
   refused("a", {}, Init::zeros(), 0, "add_param('a' []): the shape has no dimension");
   refused("b", {4, 0}, Init::zeros(), 0, "dimension 0 is not positive");
   refused("c", {-1}, Init::zeros(), 0, "dimension -1 is not positive");
-  refused("d", {3}, Init::zeros(), -1, "layer group -1 is negative");
+  refused("d", {3}, Init::zeros(), -1, "layer group -1 is not in [0, 1073741824]");
+  refused("d", {3}, Init::zeros(), std::numeric_limits<int>::max(), "layer group 2147483647 is not in");
+  refused("a\nb", {3}, Init::zeros(), 0, "the name holds a control character (byte 1)");
   refused("e", {3}, Init::uniform(1, 0), 0, "a uniform with low <= high");
   refused("f", {3}, Init::normal(-1), 0, "a normal with std >= 0");
   refused("g", {3}, Init::constant(std::numeric_limits<float>::quiet_NaN()), 0, "not a finite constant");

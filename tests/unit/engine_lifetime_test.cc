@@ -3,11 +3,15 @@
 // the destroyed device (which crashed at exit: a use after free in DeviceBuffer::reset).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <optional>
 
 #include "testing/single_rank.h"
+#include "zdp/comm.h"
 #include "zdp/context.h"
 #include "zdp/engine.h"
+#include "zdp/store.h"
 
 namespace zdp {
 namespace {
@@ -54,6 +58,50 @@ TEST(EngineLifetime, AContextMovedFromIsGoneForItsEngines) {
   Engine fresh(moved, EngineOptions{});
   (void)*fresh.add_param("w", {4}, Init::constant(1.0f));
   EXPECT_TRUE(fresh.finalize().ok());
+}
+
+// A layer scope kept past an engine that outlived its Context: the engine leaks its state
+// (its device is gone), but the scope must still see the engine gone and end nothing (it
+// called into the destroyed engine: a null dereference).
+TEST(EngineLifetime, AScopeOutlivingAnEngineThatOutlivedItsContextEndsNothing) {
+  std::optional<Context> ctx(single());
+  std::optional<Engine::LayerScope> kept;
+  {
+    EngineOptions o;
+    o.zero.stage = 3;
+    auto engine = std::make_unique<Engine>(*ctx, o);
+    (void)*engine->add_param("w", {4}, Init::constant(1.0f));
+    ASSERT_TRUE(engine->finalize().ok());
+    StatusOr<Engine::LayerScope> scope = engine->layer(0);
+    ASSERT_TRUE(scope.ok()) << scope.status().to_string();
+    kept.emplace(std::move(*scope));
+    ctx.reset();
+  }
+  kept.reset();  // no crash
+}
+
+// Context::assemble's parts: a null one is refused at once; an env that is not the
+// communicator's (a default LaunchEnv of rank 0 of 1 around another communicator) or a
+// communicator on another device is refused by the engine's finalize(), naming both.
+TEST(EngineLifetime, AnAssembledContextMustDescribeItsCommunicator) {
+  InMemoryStore store;
+  EXPECT_THROW(Context::assemble(LaunchEnv{}, Config{}, nullptr, create_cpu_device(), nullptr, std::chrono::seconds(5)),
+               Error);
+  std::unique_ptr<Device> device = create_cpu_device(), other = create_cpu_device();
+  CommOptions co;
+  co.timeout = std::chrono::seconds(5);
+  std::unique_ptr<Communicator> comm = create_gloo_communicator(store, 0, 1, *other, co).value();
+  Context ctx = Context::assemble(LaunchEnv{}, Config{}, std::make_unique<PrefixStore>("t", store), std::move(device),
+                                  std::move(comm), co.timeout);
+  Engine engine(ctx, EngineOptions{});
+  (void)*engine.add_param("w", {4}, Init::constant(1.0f));
+  const Status s = engine.finalize();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("its communicator rank 0 of 1, on another device"), std::string::npos) << s.to_string();
+  EXPECT_THROW((void)engine.compute_stream(), Error) << "a stream of an engine whose finalize() failed";
+  // A world size the options cannot be made for is refused, not divided by.
+  const StatusOr<EngineOptions> none = EngineOptions::from(Config{}, 0);
+  EXPECT_NE(none.status().message().find("world_size 0 is not >= 1"), std::string::npos) << none.status().to_string();
 }
 
 }  // namespace

@@ -284,7 +284,7 @@ class Engine {
   // The compute stream: trainer kernels go here on GPUs; the engine's events order the
   // communication stream against it. On the CPU the engine's own element-wise work runs
   // on the calling thread (the trainer's thread is the CPU's compute stream).
-  // REQUIRES: finalize() succeeded.
+  // REQUIRES: finalize() succeeded (else throws zdp::Error, kInvalidArgument).
   Stream& compute_stream();
   MemoryReport memory() const;
   // REQUIRES: EngineOptions::trace. Waits for both streams first, then returns every

@@ -333,6 +333,11 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
     valid = c.env.invalid("save_checkpoint: data_position " + std::to_string(state.data_position) +
                           " is not in [0, 2^62]");
   }
+  if (options.keep < 0) {
+    // 0 keeps every checkpoint; a negative count (a trainer's arithmetic) did the same,
+    // silently, until the disk filled.
+    valid = c.env.invalid("save_checkpoint: keep " + std::to_string(options.keep) + " is negative (0 keeps all)");
+  }
   if (options.chunk_bytes <= 0 || options.chunk_bytes > kMaxChecksumChunkBytes) {
     valid = c.env.invalid("save_checkpoint: chunk_bytes " + std::to_string(options.chunk_bytes) + " is not in (0, " +
                           std::to_string(kMaxChecksumChunkBytes) + "]");

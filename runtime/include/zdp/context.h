@@ -67,7 +67,8 @@ class Context {
 
   // A context from parts the caller already has: tests that fork ranks around their own
   // store, trainers with their own bootstrap. REQUIRES: `comm` was created on `device`
-  // for env.rank / env.world_size. Takes ownership of all three.
+  // for env.rank / env.world_size (an engine's finalize() refuses a context whose env is
+  // not its communicator's). Takes ownership of all three; throws zdp::Error for a null one.
   static Context assemble(LaunchEnv env, Config config, std::unique_ptr<Store> store,
                           std::unique_ptr<Device> device, std::unique_ptr<Communicator> comm,
                           std::chrono::milliseconds collective_timeout);

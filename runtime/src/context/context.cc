@@ -98,6 +98,12 @@ void Context::release() {
 
 Context Context::assemble(LaunchEnv env, Config config, std::unique_ptr<Store> store, std::unique_ptr<Device> device,
                           std::unique_ptr<Communicator> comm, std::chrono::milliseconds collective_timeout) {
+  // A null part was dereferenced by the first engine made on the context.
+  if (!store || !device || !comm) {
+    throw Error(Status(StatusCode::kInvalidArgument,
+                       std::string("Context::assemble: the ") + (!store ? "store" : !device ? "device" : "communicator") +
+                           " is null"));
+  }
   Context ctx;
   ctx.env_ = std::move(env);
   ctx.config_ = std::move(config);
