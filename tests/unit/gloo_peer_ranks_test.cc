@@ -19,6 +19,9 @@ TEST(GlooPeerRanks, NamesTheRankWhoseAddressTheErrorHolds) {
   EXPECT_EQ(peers.ranks_named_in("Timed out waiting 1500ms for recv operation to complete"), "");
   EXPECT_EQ(peers.ranks_named_in("Connection closed by peer [127.0.0.1]:4124"), "");
   EXPECT_EQ(GlooPeerRanks().ranks_named_in("Connection closed by peer [127.0.0.1]:4123"), "");
+  // A rank's two names (its connection's address, its listener's) name it once.
+  const GlooPeerRanks twice({{"[127.0.0.1]:4123", 1}, {"[127.0.0.1]:4123", 1}, {"[127.0.0.1]:5000", 2}});
+  EXPECT_EQ(twice.ranks_named_in("Connection closed by peer [127.0.0.1]:4123"), "rank 1");
 }
 
 }  // namespace
