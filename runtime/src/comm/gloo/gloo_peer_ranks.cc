@@ -55,7 +55,8 @@ void touch_every_pair(gloo::Context& context, std::chrono::milliseconds timeout)
 // this Gloo's (the names then come from the connections alone).
 std::string listening_address(gloo::Context& context, Store& store) {
   if (context.size < 2) return "";
-  StatusOr<std::string> all = store.get(std::to_string(context.rank), std::chrono::milliseconds(2000));
+  // Our own key, written before connecting: there at once (a short wait where it is not).
+  StatusOr<std::string> all = store.get(std::to_string(context.rank), std::chrono::milliseconds(200));
   const size_t peers = static_cast<size_t>(context.size - 1);
   if (!all.ok() || all->empty() || all->size() % peers != 0) return "";
   try {
