@@ -118,8 +118,10 @@ TEST(LaunchProgress, OnATerminalTheStatusLineFillsItsBarAndItsEtaFalls) {
   zdp::testing::TempDir dir;
   // The bar is redrawn after each of the ranks' lines (a step line and an evaluation every
   // 100 steps); its first frame's ETA is "?" (no step timed yet), which status_frames does
-  // not count: 600 steps draw 5 frames with an ETA (400 drew 3 on a fast machine).
-  const int steps = 600;
+  // not count: 600 steps drew 5 frames with an ETA (400 drew 3 on a fast machine), and 3
+  // once a step lost its loss all-reduce (1.8 ms steps, 600 in 1.2 s under CI's load):
+  // 1000 steps.
+  const int steps = 1000;
   const PtyRun r = run_in_pty(launch_args(dir.path(), steps), std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<Frame> frames = status_frames(r.output);
