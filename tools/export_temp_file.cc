@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 namespace zdp::ckpt_tool {
 namespace {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 char g_path[PATH_MAX];
 volatile sig_atomic_t g_armed = 0;
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
+struct sigaction g_previous[std::size(kSignals)];
 
 void remove_and_die(int sig) {
   if (g_armed) ::unlink(g_path);
@@ -96,7 +97,7 @@ ExportTempFile::ExportTempFile(std::string path) : path_(std::move(path)) {
   struct sigaction sa {};
   sa.sa_handler = remove_and_die;
   sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
     ::sigaction(kSignals[i], nullptr, &g_previous[i]);
     // A signal the process ignores (nohup's SIGHUP) stays ignored; one it handles stays
     // its own handler's.
@@ -106,7 +107,7 @@ ExportTempFile::ExportTempFile(std::string path) : path_(std::move(path)) {
 
 ExportTempFile::~ExportTempFile() {
   g_armed = 0;
-  for (size_t i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
   if (!renamed_) ::unlink(path_.c_str());
 }
 

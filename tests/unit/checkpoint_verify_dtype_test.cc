@@ -40,14 +40,18 @@ void retype_first_tensor(const std::string& dir, const std::string& file) {
   std::ofstream(dir + "/" + kCheckpointStateFile) << checkpoint::encode_state(info).value();
 }
 
+// A TinyMlp registered on `engine`, finalized, and saved under `root`: its checkpoint.
+std::string saved_tiny_mlp(Engine& engine, const std::string& root) {
+  EXPECT_TRUE(testing::TinyMlp::create(engine).ok());
+  EXPECT_TRUE(engine.finalize().ok());
+  return engine.save_checkpoint(root, CheckpointState{}).value();
+}
+
 TEST(VerifyCheckpoint, TensorsThatAreNotFp32AreRefusedAsALoadRefusesThem) {
   testing::TempDir root;
   Context ctx = testing::single_rank_context();
   Engine engine(ctx, EngineOptions{});
-  ASSERT_TRUE(testing::TinyMlp::create(engine).ok());
-  ASSERT_TRUE(engine.finalize().ok());
-  CheckpointState state;
-  const std::string dir = engine.save_checkpoint(root.path(), state).value();
+  const std::string dir = saved_tiny_mlp(engine, root.path());
   ASSERT_TRUE(verify_checkpoint(dir).ok());
 
   for (const char* file : {kCheckpointModelFile, kCheckpointOptimizerFile}) {
@@ -72,9 +76,7 @@ TEST(VerifyCheckpoint, ALoadThatFailedPartWayLeavesNoMastersToGather) {
   testing::TempDir root;
   Context ctx = testing::single_rank_context();
   Engine engine(ctx, EngineOptions{});
-  ASSERT_TRUE(testing::TinyMlp::create(engine).ok());
-  ASSERT_TRUE(engine.finalize().ok());
-  const std::string dir = engine.save_checkpoint(root.path(), CheckpointState{}).value();
+  const std::string dir = saved_tiny_mlp(engine, root.path());
   const std::string damaged = root.path() + "/damaged";
   std::filesystem::copy(dir, damaged);
   {
