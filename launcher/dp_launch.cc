@@ -19,6 +19,7 @@
 #include "core/internal/cli_range.h"
 #include "core/internal/open_file_limit.h"
 #include "core/internal/standard_fds.h"
+#include "core/internal/stop_signals.h"
 #include "core/internal/usable_cpus.h"
 #include "launcher/launch_plan.h"
 #include "launcher/node_claim.h"
@@ -76,25 +77,14 @@ void reset_inherited_signals() {
 // Ctrl-C, a kill, Ctrl-\ (SIGQUIT, whose default would dump the launcher's core and leave
 // the ranks to its lifeline's SIGKILL) and a closed terminal or ssh session (SIGHUP) all
 // stop the ranks, their process groups included: without a SIGHUP handler the launcher
-// died at once, and what the ranks had started outlived it. A blocked signal mask is undone. SIGHUP and SIGINT
-// inherited as ignored stay ignored: that is how `nohup dp-launch ...` outlives the
-// session, and how a shell's background job `dp-launch ... &` ignores Ctrl-C.
+// died at once, and what the ranks had started outlived it. nohup's and a background
+// job's ignored SIGHUP and SIGINT stay ignored, a blocked mask is undone (stop_signals.h).
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGQUIT, &sa, nullptr);
-  for (int sig : {SIGINT, SIGHUP}) {
-    struct sigaction inherited {};
-    if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
-    sigaction(sig, &sa, nullptr);
-  }
+  zdp::install_stop_signals(sa, {SIGINT, SIGTERM, SIGHUP, SIGQUIT});
   zdp::survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&handled, sig);
-  sigprocmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
 bool interrupted() { return g_interrupt.load() != 0; }
@@ -156,7 +146,13 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     say("invalid configuration:\n" + config.status().message());
     return 2;
   }
-  in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml").string();
+  std::error_code cwd_error;  // the working folder deleted under us: said, not an uncaught exception
+  in.config_file = std::filesystem::absolute(config->launch.log_dir + "/config.toml", cwd_error).string();
+  if (cwd_error) {
+    say("cannot launch " + config_path + ": launch.log_dir '" + config->launch.log_dir +
+        "' against the working folder: " + cwd_error.message());
+    return 2;
+  }
   zdp::StatusOr<LaunchPlan> plan = make_plan(*config, in, env);
   if (!plan.ok()) {
     say("cannot launch " + config_path + ":\n" + plan.status().message());

@@ -113,6 +113,11 @@ StatusOr<RankProcess> RankProcess::spawn(const RankSpec& spec) {
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
+    // What dp-launch's caller left open (a harness's pipe, a socket) is not the rank's: a
+    // rank or what it starts held it past the launcher (as Python's subprocess and so
+    // torchrun close them). A plain system call, safe after fork; where the kernel lacks
+    // CLOSE_RANGE_CLOEXEC (before 5.11) they stay inherited as before.
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (spec.inherited_fd >= 0) ::fcntl(spec.inherited_fd, F_SETFD, 0);  // kept across exec
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/internal/cli_range.h"
+#include "core/internal/stop_signals.h"
 #include "planner/json_lines.h"
 #include "planner/run_summary_file.h"
 #include "planner/scale_plot.h"
@@ -45,14 +46,33 @@ std::string quoted(const std::string& s) {
 }
 
 std::atomic<int> g_stop_signal{0};
-void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+// Whether the last stop signal came from the terminal (Ctrl-C, a hangup: si_code
+// SI_KERNEL), which sends it to the whole foreground process group, so the run (spawned
+// into this process's group) has it already: passed on as well, it was the run's second
+// signal, and dp-launch took that as "hurry" and SIGKILLed its ranks at once.
+std::atomic<bool> g_stop_reached_the_run{false};
+void on_stop_signal(int sig, siginfo_t* info, void*) {
+  g_stop_reached_the_run.store(info != nullptr && info->si_code == SI_KERNEL);
+  g_stop_signal.store(sig);
+}
+
+// SIGINT, SIGTERM and SIGHUP stop scale and its run, as they stop dp-launch: nohup's and
+// a background job's ignored SIGINT and SIGHUP stay ignored (scale replaced them, and a
+// closed session stopped a nohup'd scale), a blocked mask is undone (stop_signals.h).
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_stop_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  zdp::install_stop_signals(sa, {SIGINT, SIGTERM, SIGHUP});
+}
 
 // Runs `argv` with our stdout/stderr; its exit code, or 128 + signal, or -1 when it could
 // not start or be waited for. posix_spawn, not fork: nothing of ours runs in the child
 // before exec (docs/design.md, "Fork safety"). The child (a dp-launch) gets a lifeline
 // (runtime/internal/lifeline.h): when this process is gone, even by SIGKILL, it stops its
-// ranks. A SIGINT, SIGTERM or SIGHUP sent to this process alone (kill PID, not Ctrl-C at
-// the terminal, which reaches both) is passed on to it, and its end is waited for.
+// ranks. A SIGINT, SIGTERM or SIGHUP sent to this process (kill PID) is passed on to it,
+// one from the terminal (Ctrl-C, a hangup), which reaches both, is not; its end is waited for.
 int run_child(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -74,10 +94,7 @@ int run_child(const std::vector<std::string>& argv) {
   envp.push_back(nullptr);
   // Before the spawn: a signal that came between two runs stops scale here rather than
   // after a whole further run (the flag was only read when a wait was interrupted).
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  install_stop_handlers();
   if (g_stop_signal.load() != 0) {
     ::close(line->read_fd);
     ::close(line->write_fd);
@@ -104,8 +121,13 @@ int run_child(const std::vector<std::string>& argv) {
   while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 || (waited < 0 && errno == EINTR)) {
     const int sig = g_stop_signal.load();
     if (sig != 0 && sig != passed_on) {
-      say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
-      ::kill(pid, sig);
+      if (g_stop_reached_the_run.load()) {
+        say("signal " + std::to_string(sig) + " from the terminal: the run (pid " + std::to_string(pid) +
+            ") has it too; waiting for it to stop");
+      } else {
+        say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
+        ::kill(pid, sig);
+      }
       passed_on = sig;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -19,6 +19,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "testing/free_port.h"
@@ -43,12 +44,11 @@ struct Launcher {
   int out_fd = -1;
 };
 
-inline Launcher start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+// Starts `all` (a program's path and its arguments: dp-launch behind a shell or setsid).
+inline Launcher start_command(std::vector<std::string> all, const std::map<std::string, std::string>& env) {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
   // posix_spawn: nothing of ours runs between fork and exec (docs/design.md, "Fork safety").
-  std::vector<std::string> all = {ZDP_DP_LAUNCH};
-  all.insert(all.end(), args.begin(), args.end());
   std::vector<std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -71,6 +71,12 @@ inline Launcher start(const std::vector<std::string>& args, const std::map<std::
   EXPECT_EQ(err, 0) << "cannot run " << all[0];
   ::close(fds[1]);
   return Launcher{err == 0 ? pid : -1, fds[0]};
+}
+
+inline Launcher start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> all = {ZDP_DP_LAUNCH};
+  all.insert(all.end(), args.begin(), args.end());
+  return start_command(std::move(all), env);
 }
 
 inline LaunchRun finish(Launcher l, std::chrono::seconds limit, const Clock::time_point start) {

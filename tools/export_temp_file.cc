@@ -106,9 +106,11 @@ ExportTempFile::ExportTempFile(std::string path) : path_(std::move(path)) {
 }
 
 ExportTempFile::~ExportTempFile() {
+  // Removed before the handlers are disarmed: a signal between the two then finds nothing
+  // to remove (ENOENT) rather than a file no handler removes any more.
+  if (!renamed_) ::unlink(path_.c_str());
   g_armed = 0;
   for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
-  if (!renamed_) ::unlink(path_.c_str());
 }
 
 Status ExportTempFile::rename_to(const std::string& target) {

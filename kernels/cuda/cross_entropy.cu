@@ -74,14 +74,19 @@ __global__ void __launch_bounds__(kCachedBlock) cross_entropy_cached_exp_kernel(
   const T* l = static_cast<const T*>(a.logits) + r * a.vocab;
   const int64_t first = static_cast<int64_t>(threadIdx.x) * 8, step = static_cast<int64_t>(blockDim.x) * 8;
   // Each thread reads back only the 8-element groups it wrote: no barrier between passes
-  // beyond the block reductions'.
+  // beyond the block reductions'. A group's first four values are at row4[g], its last
+  // four at row4[vocab / 8 + g] (g = j / 8): 8 threads' float4 accesses (one shared-memory
+  // pass) then fall on 8 consecutive float4s, all 32 banks once. Kept side by side
+  // (row4[2g], row4[2g + 1]) the 8 threads spanned 256 bytes, two to a bank: every access
+  // took two passes.
+  const int64_t second_half = a.vocab / 8;
   auto read8 = [&](int64_t j, float (&v)[8]) {
-    const float4 p = row4[j / 4], q = row4[j / 4 + 1];
+    const float4 p = row4[j / 8], q = row4[second_half + j / 8];
     v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
   };
   auto write8 = [&](int64_t j, const float (&v)[8]) {
-    row4[j / 4] = make_float4(v[0], v[1], v[2], v[3]);
-    row4[j / 4 + 1] = make_float4(v[4], v[5], v[6], v[7]);
+    row4[j / 8] = make_float4(v[0], v[1], v[2], v[3]);
+    row4[second_half + j / 8] = make_float4(v[4], v[5], v[6], v[7]);
   };
   float v[8];
   float m = -3.0e38f;

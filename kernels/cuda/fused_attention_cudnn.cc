@@ -57,13 +57,15 @@ struct CudnnLibrary {
   std::string error;
 };
 
+// The shim opens the CUDA runtime by name and would take .so.12 over .13 when both are on
+// the path: name this build's (a user's choice stands). Set before main: at the first
+// attention call heartbeat and NCCL threads run, and setenv could race their getenv.
+[[maybe_unused]] const bool g_cudart_named =
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0) == 0;
+
 const CudnnLibrary& cudnn_library() {
   static const CudnnLibrary lib = [] {
     CudnnLibrary l;
-    // The shim opens the CUDA runtime by name itself and would take libcudart.so.12 over
-    // .13 when both are on the path: name the one this build uses (no overwrite of a
-    // user's choice). Already loaded by the program, so dlopen returns that same copy.
-    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0);
     const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
     dlerror();
     l.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);

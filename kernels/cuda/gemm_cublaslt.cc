@@ -62,10 +62,16 @@ const void* bias_vector(const GemmArgs& g) { return writes_dbias(g.epilogue) ? g
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, uint32_t,
                            uint32_t, uint32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
 
+// Whether the GEMM reads C from a matrix of its own (GemmArgs::c_in), D apart from it.
+bool out_of_place(const GemmArgs& g) { return g.c_in != nullptr && g.c_in != g.c.data; }
+
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // Out of place, but no algorithm the heuristic offered supports D apart from C: c_in is
+  // copied into D first and the GEMM runs in place (D = alpha AB + beta D).
+  bool copy_c_in = false;
 };
 
 class CublasLtGemm final : public Gemm {
@@ -98,7 +104,7 @@ class CublasLtGemm final : public Gemm {
                       static_cast<int>(g.ab_dtype),
                       static_cast<int>(g.c_dtype),
                       static_cast<int>(g.epilogue),
-                      static_cast<int>(g.fp32_math) * 2 + (g.beta != 0.0f),
+                      static_cast<int>(g.fp32_math) * 4 + (g.beta != 0.0f) * 2 + out_of_place(g),
                       align_a(g),
                       align_b(g),
                       align_c(g),
@@ -130,6 +136,10 @@ class CublasLtGemm final : public Gemm {
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
     }
     const void* c_in = g.c_in != nullptr ? g.c_in : g.c.data;  // C and D share a layout (c.ld)
+    if (plan.copy_c_in) {
+      ZDP_RETURN_IF_ERROR(copy_c_into_d(g, stream));
+      c_in = g.c.data;
+    }
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a.data, plan.a, g.b.data, plan.b, &g.beta,
                                               c_in, plan.c, g.c.data, plan.c, &plan.algo, workspace_,
                                               static_cast<size_t>(workspace_bytes_), stream));
@@ -161,6 +171,20 @@ class CublasLtGemm final : public Gemm {
     if (!pinned_) return real;
     constexpr uintptr_t kProbeBase = 4096;  // never dereferenced by the heuristic query
     return reinterpret_cast<const void*>(kProbeBase + dtype_size(g.c_dtype));
+  }
+
+  // D = c_in, matrix by matrix of the batch: m elements of each of the n columns (ld
+  // apart; what lies between columns stays D's own).
+  static Status copy_c_into_d(const GemmArgs& g, cudaStream_t stream) {
+    const size_t elem = dtype_size(g.c_dtype);
+    for (int64_t b = 0; b < g.batch; ++b) {
+      const size_t at = static_cast<size_t>(b * g.stride_c) * elem, pitch = static_cast<size_t>(g.c.ld) * elem;
+      ZDP_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(static_cast<char*>(g.c.data) + at, pitch,
+                                                 static_cast<const char*>(g.c_in) + at, pitch,
+                                                 static_cast<size_t>(g.m) * elem, static_cast<size_t>(g.n),
+                                                 cudaMemcpyDeviceToDevice, stream));
+    }
+    return Status::Ok();
   }
 
   static void destroy(Plan& p) {
@@ -221,7 +245,11 @@ class CublasLtGemm final : public Gemm {
     ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
     const uint32_t align_a = this->align_a(g), align_b = this->align_b(g), align_c = this->align_c(g);
-    cublasLtMatmulHeuristicResult_t result{};
+    // Out of place, the first of the heuristic's candidates that supports D apart from C
+    // (its query sees layouts, not pointers: C's and D's are one here).
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    const int wanted = out_of_place(g) ? kCandidates : 1;
     int found = 0;
     cublasStatus_t status =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
@@ -248,8 +276,8 @@ class CublasLtGemm final : public Gemm {
                                                     sizeof(scheme));
     }
     if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
-                                              &found);
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, wanted,
+                                              results, &found);
     }
     ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulPreferenceDestroy(pref));
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -258,7 +286,21 @@ class CublasLtGemm final : public Gemm {
     if (found == 0) {
       return Status(StatusCode::kUnavailable, "cuBLASLt has no algorithm for this shape, type and alignment");
     }
-    plan->algo = result.algo;
+    plan->algo = results[0].algo;
+    if (out_of_place(g)) {
+      plan->copy_c_in = true;
+      for (int i = 0; i < found; ++i) {
+        int32_t supported = 0;
+        size_t written = 0;
+        if (cublasLtMatmulAlgoCapGetAttribute(&results[i].algo, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT,
+                                              &supported, sizeof(supported), &written) == CUBLAS_STATUS_SUCCESS &&
+            supported != 0) {
+          plan->algo = results[i].algo;
+          plan->copy_c_in = false;
+          break;
+        }
+      }
+    }
     return Status::Ok();
   }
 

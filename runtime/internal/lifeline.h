@@ -4,7 +4,9 @@
 // dp-launch was SIGKILLed. So dp-launch holds the write end of a pipe and every rank
 // inherits the read end, named by $ZDP_LIFELINE_FD; zdp::init watches it, and when the
 // last write end closes (the launcher is gone, however it died) the rank stops its
-// process group. dp-launch scale gives the dp-launch it runs one the same way.
+// process group; zdp::init then clears the rank's PR_SET_PDEATHSIG, which would kill it
+// first (when dp-launch forked it directly, or a wrapper exec'd it) and leave the group
+// running. dp-launch scale gives the dp-launch it runs one the same way.
 #pragma once
 
 #include <functional>

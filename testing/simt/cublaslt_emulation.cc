@@ -26,7 +26,11 @@ struct Preference {
 // What an algorithm carries from the heuristic to the matmul: a tag, the alignments it may
 // assume (A, B, C, D, bias vector, aux) and the epilogue it was chosen for.
 constexpr uint64_t kAlgoTag = 0x7a64702d656d75ull;  // "zdp-emu"
+// cublasLtMatmulAlgo_t holds 8 words: the epilogue's slot also carries, in bit 32, whether
+// the algorithm supports D apart from C.
 enum AlgoSlot { kTag = 0, kAlignA, kAlignB, kAlignC, kAlignD, kAlignBias, kAlignAux, kEpilogue };
+constexpr uint64_t kOutOfPlaceBit = uint64_t{1} << 32;
+bool g_out_of_place_support = true;
 
 template <typename T, typename H>
 T* from(H handle) {
@@ -180,10 +184,31 @@ cublasStatus_t algo_get_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t 
   algo[kAlignBias] = alignment_of(ds.bias);
   algo[kAlignAux] = alignment_of(ds.aux);
   algo[kEpilogue] = ds.epilogue;
+  if (g_out_of_place_support) algo[kEpilogue] |= kOutOfPlaceBit;
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned = 1;
+  return ok();
+}
+
+void set_out_of_place_support(bool supported) { g_out_of_place_support = supported; }
+
+cublasStatus_t algo_cap_get_attribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attribute,
+                                      void* buf, size_t bytes, size_t* written) {
+  if (algo == nullptr || algo->data[kTag] != kAlgoTag) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoCapGetAttribute: no algorithm from the heuristic");
+  }
+  if (attribute != CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoCapGetAttribute: capability " +
+                                                 std::to_string(static_cast<int>(attribute)) + " is not emulated");
+  }
+  if (written != nullptr) *written = sizeof(int32_t);
+  if (bytes != sizeof(int32_t) || buf == nullptr) {
+    return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoCapGetAttribute: OUT_OF_PLACE_RESULT_SUPPORT is an int32_t");
+  }
+  const int32_t v = (algo->data[kEpilogue] & kOutOfPlaceBit) != 0 ? 1 : 0;
+  std::memcpy(buf, &v, sizeof(v));
   return ok();
 }
 
@@ -202,10 +227,13 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
   if (algo == nullptr || algo->data[kTag] != kAlgoTag) {
     return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: no algorithm from the heuristic (the emulation picks none)");
   }
-  if (algo->data[kEpilogue] != ds.epilogue) {
+  if ((algo->data[kEpilogue] & ~kOutOfPlaceBit) != ds.epilogue) {
     return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another epilogue");
   }
   if (workspace_bytes > 0 && workspace == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "workspace size without a workspace");
+  if (c_ptr != d_ptr && (algo->data[kEpilogue] & kOutOfPlaceBit) == 0) {
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: C is not D and the algorithm has no out-of-place support");
+  }
   float alpha = 0, beta = 0;
   std::memcpy(&alpha, alpha_ptr, sizeof(float));
   std::memcpy(&beta, beta_ptr, sizeof(float));

@@ -22,7 +22,8 @@
 // D sharing no element with A, B or (unless it is C, with C's layout) C; and, at each
 // matmul, every pointer at least as aligned as the heuristic was told it would be (the
 // preference's minimum alignments for A, B, C and D, 256 bytes where unset; for the bias
-// and aux vectors, the alignment of the pointers set when the heuristic ran).
+// and aux vectors, the alignment of the pointers set when the heuristic ran); C apart from
+// D only on an algorithm that supports it (set_out_of_place_support).
 #pragma once
 
 #include <cublasLt.h>
@@ -57,6 +58,15 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
                       const void* c_ptr, cublasLtMatrixLayout_t c, void* d_ptr, cublasLtMatrixLayout_t d,
                       const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+// CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT (int32_t) is the only capability answered.
+cublasStatus_t algo_cap_get_attribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attribute,
+                                      void* buf, size_t bytes, size_t* written);
+// Test knob: whether the heuristic's algorithms support a result D apart from C (true by
+// default). cuBLASLt's heuristic sees layouts, not pointers, and a real card's algorithms
+// each say whether they do; a matmul with C != D on one that does not is
+// CUBLAS_STATUS_NOT_SUPPORTED here.
+void set_out_of_place_support(bool supported);
+
 // The emulation's version for cublasLtGetVersion: the toolkit's, as its headers say (the
 // deterministic mode names it among the libraries every rank must share).
 size_t get_version();
@@ -80,5 +90,6 @@ std::string last_error();
 #define cublasLtMatmulPreferenceDestroy ::zdp_emu::lt::preference_destroy
 #define cublasLtMatmulPreferenceSetAttribute ::zdp_emu::lt::preference_set_attribute
 #define cublasLtMatmulAlgoGetHeuristic ::zdp_emu::lt::algo_get_heuristic
+#define cublasLtMatmulAlgoCapGetAttribute ::zdp_emu::lt::algo_cap_get_attribute
 #define cublasLtMatmul ::zdp_emu::lt::matmul
 #define cublasLtGetVersion ::zdp_emu::lt::get_version

@@ -122,6 +122,8 @@ cudaError_t func_set_attribute(F* kernel, cudaFuncAttribute attribute, int value
 cudaError_t get_last_error();
 // Stream-ordered copies and fills: at once on the null stream, else queued (submit()).
 cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
+cudaError_t memcpy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                            cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
 // The names and texts of the errors the emulation reports (the CUDA runtime's own are in
 // libcudart, which a build without CUDA does not link).
@@ -182,6 +184,11 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), ::zdp_emu::lane() ^ lane_mask));
 }
 template <typename T>
+T __shfl_sync(unsigned mask, T v, int source_lane, int width = 32) {
+  ::zdp_emu::check_full_warp(mask, width, "__shfl_sync");
+  return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), source_lane));
+}
+template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   ::zdp_emu::check_full_warp(mask, width, "__shfl_down_sync");
   return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), ::zdp_emu::lane() + static_cast<int>(delta)));
@@ -230,6 +237,7 @@ T atomicMax(T* p, T v) {
 #define cudaFuncSetAttribute ::zdp_emu::func_set_attribute
 #define cudaGetLastError ::zdp_emu::get_last_error
 #define cudaMemcpyAsync ::zdp_emu::memcpy_async
+#define cudaMemcpy2DAsync ::zdp_emu::memcpy_2d_async
 #define cudaMemsetAsync ::zdp_emu::memset_async
 #define cudaGetErrorName ::zdp_emu::error_name
 #define cudaGetErrorString ::zdp_emu::error_string

@@ -15,6 +15,19 @@ cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKin
   return cudaSuccess;
 }
 
+cudaError_t memcpy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                            cudaMemcpyKind, cudaStream_t stream) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidValue;  // the runtime's check
+  if (width == 0 || height == 0) return cudaSuccess;
+  submit(stream, [=] {
+    for (size_t row = 0; row < height; ++row) {
+      std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
+    }
+    return std::string();
+  });
+  return cudaSuccess;
+}
+
 cudaError_t memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   submit(stream, [=] {

@@ -31,7 +31,8 @@
 #      GELU, the bias gradients, the embedding's backward) in gpt_gpu_bench: memory and SM
 #      throughput as % of peak in the table, so a next change knows whether bytes or
 #      instructions bind them (docs/gpu-notes.md), and issue activity, warp stalls and
-#      occupancy in logs/ncu.log; clocks left alone (--clock-control none);
+#      occupancy in logs/ncu.log, and shared memory's bank conflicts (the memory tables);
+#      clocks left alone (--clock-control none);
 #   9. what informs and was measured before or has not changed since: gpt_gpu_bench with
 #      batched attention, gpt2-124m with train.deterministic (what determinism costs), the
 #      bias gradients by cuBLASLt's epilogues against plain GEMMs + kernels/bias_grad.h
@@ -327,7 +328,7 @@ elif ! in_budget; then
   row ncu SKIP "time budget spent"
 else
   limited "$(cap 120)" "$ncu" --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section WarpStateStats --section Occupancy --launch-count 1 --filter-mode per-launch-config \
+    --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis_Tables --launch-count 1 --filter-mode per-launch-config \
     --kernel-name 'regex:cross_entropy|layernorm_dx|layernorm_dparams|gelu_kernel|bias_grad_partial|embedding_backward' \
     bin/gpt_gpu_bench "$here/configs/gpt2-124m.toml" --gpu "$gpu_key" --attention fused --warmup 1 --micro 1 >"$logs/ncu.log" 2>&1
   rc=$?

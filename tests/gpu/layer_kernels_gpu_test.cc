@@ -383,15 +383,15 @@ void expect_cross_entropy_16bit(testing::GpuFixture& gpu, double ulp, double sub
 TEST_F(LayerKernelsGpu, CrossEntropyInBf16) { expect_cross_entropy_16bit<Bf16>(gpu_, 0x1p-7, 0, 1.0f); }
 TEST_F(LayerKernelsGpu, CrossEntropyInFp16) { expect_cross_entropy_16bit<Half>(gpu_, 0x1p-10, 0x1p-24, 1024.0f); }
 
-// A warp per row: dim 48 takes the 16-byte path, 264 too with a second step for some
-// lanes, 45 the scalar one; fp32 and bf16 (hardware rounding: convert_gpu_test); with the
-// tied head's fp32 base and without.
+// Backward a warp per (row, 256 columns; 32 scalar): dims 48, 264 (2 chunks), 768 (3), 45
+// scalar; fp32, bf16; tied fp32 base or not. Token 3 at every third position (86 of 256,
+// a frequent token): its positions go round the warp 32 at a time, the last round short.
 template <typename T>
 void expect_embeddings_bit_identical(testing::GpuFixture& gpu, int64_t C, bool with_base) {
   SCOPED_TRACE(::testing::Message() << "dim " << C << (sizeof(T) == 2 ? ", bf16" : ", fp32") << (with_base ? ", base" : ""));
-  const int64_t B = 4, T_ = 32, V = 300;
+  const int64_t B = 8, T_ = 32, V = 300;
   std::vector<int32_t> tokens(B * T_);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37) % 50);  // repeated tokens
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i % 3 == 0 ? 3 : (i * 37) % 50);
   auto cast = [](const std::vector<float>& f) {
     std::vector<T> t(f.size());
     for (size_t i = 0; i < f.size(); ++i) t[i] = from_f32<T>(f[i]);
@@ -423,7 +423,7 @@ void expect_embeddings_bit_identical(testing::GpuFixture& gpu, int64_t C, bool w
 }
 
 TEST_F(LayerKernelsGpu, EmbeddingsAreBitIdentical) {
-  for (const int64_t C : {int64_t{48}, int64_t{264}, int64_t{45}}) {
+  for (const int64_t C : {int64_t{48}, int64_t{264}, int64_t{768}, int64_t{45}}) {
     expect_embeddings_bit_identical<float>(gpu_, C, true);
     expect_embeddings_bit_identical<Bf16>(gpu_, C, true);
     expect_embeddings_bit_identical<Bf16>(gpu_, C, false);

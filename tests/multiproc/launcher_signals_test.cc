@@ -128,6 +128,7 @@ class LauncherSignals : public ::testing::Test {
     return path;
   }
   std::string out(const std::string& name) const { return dir_.path() + "/" + name; }
+  void expect_a_sigkilled_launchers_ranks_stop(bool exec_after_a_child);
   // Waits until `path` has at least `bytes` bytes (the ranks are up), at most 20 s.
   static void await_output(const std::string& path, size_t bytes = 1) {
     const auto limit = Clock::now() + 20s;
@@ -314,10 +315,27 @@ TEST_F(LauncherSignals, AnIpv6MasterAddrIsWhereTheStoreListens) {
 // is SIGKILLed, not the dp-train it started, which trained on (and wrote checkpoints) for
 // minutes. Now every rank watches the launcher's lifeline (runtime/internal/lifeline.h)
 // and stops its process group when the launcher is gone.
+// A wrapper that starts a process of its own and then execs dp-train: PR_SET_PDEATHSIG
+// killed dp-train at once, before its watcher could stop the group, and the wrapper's
+// process lived on (zdp::init now clears it once the lifeline is watched).
 TEST_F(LauncherSignals, ASigkilledLaunchersWrappedRanksStopToo) {
-  const std::string wrapper = out("wrap.sh");
-  std::ofstream(wrapper) << "#!/bin/sh\n" << ZDP_DP_TRAIN << " \"$@\"\n";
+  for (const bool exec_after_a_child : {false, true}) {
+    SCOPED_TRACE(exec_after_a_child ? "the wrapper started a child and exec'd dp-train" : "the wrapper runs dp-train");
+    expect_a_sigkilled_launchers_ranks_stop(exec_after_a_child);
+    if (HasFailure()) return;
+  }
+}
+
+void LauncherSignals::expect_a_sigkilled_launchers_ranks_stop(bool exec_after_a_child) {
+  const std::string wrapper = out(exec_after_a_child ? "wrap-exec.sh" : "wrap.sh");
+  if (exec_after_a_child) {
+    std::ofstream(wrapper) << "#!/bin/sh\n/bin/sh -c 'sleep 600; : " << dir_.path() << "' &\nexec " << ZDP_DP_TRAIN
+                           << " \"$@\"\n";
+  } else {
+    std::ofstream(wrapper) << "#!/bin/sh\n" << ZDP_DP_TRAIN << " \"$@\"\n";
+  }
   fs::permissions(wrapper, fs::perms::owner_all);
+  fs::remove_all(out("logs"));  // the last variant's "step " lines
   // The ranks' command lines name this test's folder (TearDown finds what is left).
   const std::string job = config(2, wrapper, {"--set", "launch.log_dir=" + dir_.path() + "/logs"});
   std::ofstream(job, std::ios::app) << "steps = 1000000\nlog_every = 1\n";
@@ -333,6 +351,10 @@ TEST_F(LauncherSignals, ASigkilledLaunchersWrappedRanksStopToo) {
   const auto gone_by = Clock::now() + 10s;
   while (Clock::now() < gone_by && !processes_with(dir_.path()).empty()) std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(processes_with(dir_.path()).empty()) << "the wrapped ranks outlived their launcher";
+  for (const int pid : processes_with(dir_.path())) {  // none left to the next test: their groups (a rank's own) too
+    const pid_t group = ::getpgid(pid);
+    ::kill(group > 0 && group != ::getpgrp() ? -group : pid, SIGKILL);
+  }
 }
 
 // The ranks' stdin is /dev/null, not the launcher's terminal: a rank (in its own process
@@ -344,6 +366,23 @@ TEST_F(LauncherSignals, TheRanksReadNothingFromTheLaunchersTerminal) {
                      .wait(30s);
   EXPECT_EQ(x.code, 0) << x.output;
   EXPECT_NE(x.output.find("stdin=/dev/null"), std::string::npos) << x.output;
+}
+
+// A descriptor dp-launch's caller left open (here the write end of a pipe, as a harness
+// that waits for its end holds) reached every rank and what the ranks started, which then
+// held it past the launcher; /dev/null's descriptor of the launcher's too.
+TEST_F(LauncherSignals, TheRanksInheritNoDescriptorOfTheLaunchersCaller) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);  // not close-on-exec: dp-launch inherits both ends
+  constexpr int kCallers = 201;
+  ASSERT_EQ(::dup2(fds[1], kCallers), kCallers);
+  const Exit x = Launcher({ZDP_DP_LAUNCH, config(1, "/bin/sh", {"-c", "if test -e /proc/self/fd/201; then echo caller=kept; "
+                                                                          "else echo caller=closed; fi; : " + dir_.path()})},
+                          out("launch.log"))
+                     .wait(30s);
+  for (const int fd : {fds[0], fds[1], kCallers}) ::close(fd);
+  EXPECT_EQ(x.code, 0) << x.output;
+  EXPECT_NE(x.output.find("caller=closed"), std::string::npos) << x.output;
 }
 
 // nohup (SIGHUP ignored from the start) keeps a job through a closed session: the

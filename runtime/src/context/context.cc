@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,6 +141,11 @@ StatusOr<Context> init(const InitOptions& options) {
       ::kill(0, SIGKILL);
       ::_exit(128 + SIGKILL);
     });
+    // dp-launch forks its ranks with PR_SET_PDEATHSIG (SIGKILL): a rank exec'd straight
+    // from a wrapper (`sleep 600 & exec dp-train`) was killed at once by it, so its watcher
+    // never ran and the rest of its group outlived the launcher. The lifeline covers this
+    // process now, and stops the group with it.
+    ::prctl(PR_SET_PDEATHSIG, 0);
   }
 
   std::string path = options.config_path.empty() ? ctx.env_.config_path : options.config_path;
