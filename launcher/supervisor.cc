@@ -39,7 +39,6 @@ constexpr auto kCulpritPoll = std::chrono::milliseconds(250);
 // agreement) exit within milliseconds of each other, in any order.
 constexpr auto kOwnFailureGrace = std::chrono::milliseconds(2000);
 
-
 std::string seconds_text(std::chrono::milliseconds d) {
   std::ostringstream s;
   s << static_cast<double>(d.count()) / 1000.0 << " s";
@@ -82,7 +81,10 @@ class Group {
       bool all_done = true;
       const RankProcess* failed = poll_all(&all_done);
       if (failed != nullptr) {
-        // One that failed because of another: the one at fault may exit a moment later.
+        // One that failed because of another: the one at fault may exit a moment later. The
+        // laggard a timed-out rank waited for, read now: one slower than the timeout but not
+        // stopped catches up during the grace, and was then no longer behind to be named.
+        if (liveness_ && blame_weight(*failed) == 1) first_laggard_ = liveness_->culprit_of(failed->rank(), Clock::now(), false, true);
         for (const auto until = Clock::now() + kOwnFailureGrace;
              blame_weight(*failed) < 2 && !all_done && Clock::now() < until;) {
           pump_.pump(kPollInterval);
@@ -192,13 +194,10 @@ class Group {
     // exit code 0: that one (its peers lost their connections to it).
     std::string cause = blame_weight(failed) < 2 ? ended_mid_job_ : "";
     // Ranks on other nodes: one that died there may be why this one failed (an error exit,
-    // not a signal), and its launcher names it on the job-failed key; node 0 blamed its own
-    // healthy rank, and its reason replaced the other node's on the key.
-    // A node that died whole (its launcher too) posts nothing: its ranks' heartbeats go
-    // still instead, which the liveness watch sees only once they are stale (three beats,
-    // liveness.h). Until then the rank here, which most likely only lost its connection
-    // to them, is not blamed: node 0 named its own healthy rank when another node's
-    // machine went down.
+    // not a signal); its launcher names it on the job-failed key (node 0 blamed its own
+    // healthy rank). A node that died whole posts nothing: its ranks' heartbeats go still,
+    // seen once stale (three beats, liveness.h); until then the rank here, which most
+    // likely only lost its connection to them, is not blamed.
     if (cause.empty() && o_.store && failed.exit_info().signal == 0 &&
         o_.world_size > static_cast<int>(procs_.size())) {
       const auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(
@@ -224,12 +223,12 @@ class Group {
     std::string reason = "rank " + std::to_string(failed.rank()) + " (node " + std::to_string(o_.node_rank) +
                          ", pid " + std::to_string(failed.pid()) + ") failed: " + describe_exit(failed);
     // A rank that exits with an error may only have timed out waiting for a stopped one:
-    // blame the one whose heartbeat stopped first. Only a rank that says it timed out
-    // (kExitPeerTimeout) is compared with the living ranks' positions (behind()): their
-    // heartbeats are up to a second apart, so for any other failure that comparison named
-    // a healthy rank as the one it had waited for.
+    // blame the one whose heartbeat stopped first. Only one that says it timed out is
+    // compared with the living ranks' positions (behind()): heartbeats are up to a second
+    // apart, and for any other failure that named a healthy rank as the one it waited for.
     if (cause.empty() && liveness_ && failed.exit_info().signal == 0) {
       cause = liveness_->culprit_of(failed.rank(), Clock::now(), blame_weight(failed) != 1, blame_weight(failed) < 2);
+      if (cause.empty() && blame_weight(failed) == 1) cause = first_laggard_;
     }
     if (!cause.empty()) {
       reason = cause + "; " + reason +
@@ -421,6 +420,7 @@ class Group {
   std::set<int> exited_zero_;                // local ranks seen exiting 0
   std::map<int, bool> zdp_ranks_;            // zdp_rank's answers
   std::string ended_mid_job_;                // the first of them that exited in the middle of the job
+  std::string first_laggard_;  // the laggard the heartbeats showed when a rank first timed out
   Clock::time_point start_;
   bool startup_done_ = false;
   GroupResult result_;

@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   zdp::StatusOr<zdp::trainer::TrainSummary> done = zdp::trainer::train(*ctx, ctx->config(), options);
   if (!done.ok()) {
     std::fprintf(stderr, "dp-train: rank %d: %s\n", ctx->rank(), done.status().to_string().c_str());
-    return zdp::rank_exit_code(done.status());
+    // A rank that aborted its own communicator gave up on its own: blamed, not its peers
+    // (its collectives fail with kAborted, which reads as another rank's fault).
+    return ctx->comm().aborted_here() ? zdp::kExitFailed : zdp::rank_exit_code(done.status());
   }
   if (ctx->rank() == 0) {
     std::printf("dp-train: %zu steps in %.1f s%s\n", done->losses.size(), done->seconds,

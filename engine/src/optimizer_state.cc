@@ -262,8 +262,14 @@ Status OptimizerState::settle(int keep, const std::string& where) {
 
 void OptimizerState::learn(const kernels::StepDecision& d) {
   const optim::StepAction action = d.skip != 0 ? optim::StepAction::kSkipNonFinite : optim::StepAction::kApply;
+  skips_in_a_row_ = d.skip != 0 ? skips_in_a_row_ + 1 : 0;
   if (d.skip != 0 && !scaler_) {
-    ZDP_LOG(kWarn) << env_.who << ": step " << steps_ + 1 << ": non-finite gradient without fp16 loss scaling; step skipped";
+    // Named as the optimizer's step: skipped ones do not advance it, so after the first
+    // skip it is not the trainer's step, and a run that skips every step kept printing
+    // "step 4" for steps 4 to 30.
+    ZDP_LOG(kWarn) << env_.who << ": non-finite gradient without fp16 loss scaling: update " << steps_ + 1
+                   << " skipped (" << skips_in_a_row_ << (skips_in_a_row_ == 1 ? " step" : " steps")
+                   << " in a row; the parameters stay as after update " << steps_ << ")";
   }
   if (action != optim::StepAction::kSkipNonFinite) ++steps_;
   if (scaler_) scaler_->update(action);

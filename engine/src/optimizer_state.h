@@ -118,6 +118,7 @@ class OptimizerState {
   std::optional<optim::Optimizer> optimizer_;
   std::optional<optim::DynamicLossScale> scaler_;  // fp16 only
   int64_t steps_ = 0;
+  int64_t skips_in_a_row_ = 0;  // non-finite steps since the last applied one (the warning says how many)
   std::vector<int64_t> bucket_element_;  // per bucket: its first element's index among all parameter elements
   DeviceBuffer master_, exp_avg_, exp_avg_sq_;  // fp32: T (stage 0) or S
   DeviceBuffer stats_;                          // one kernels::GradStats per bucket

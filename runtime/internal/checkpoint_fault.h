@@ -30,4 +30,9 @@ StatusOr<FaultSpec> parse_fault(const std::string& text);
 // variable is an error (so a typo does not silently test nothing).
 Status fault_point(const char* point, int rank, int64_t step);
 
+// kInvalidArgument when $ZDP_CKPT_FAULT names this rank at 'commit' or 'latest' and this
+// rank does not create checkpoints (`creator`): only the creating rank reaches those
+// points, so the fault would silently test nothing. OK otherwise (and when unset).
+Status check_fault_target(int rank, bool creator);
+
 }  // namespace zdp::checkpoint

@@ -42,6 +42,12 @@ TEST(DpTrainSkippedSteps, EveryStepSkippedIsCountedNotOnlyTheLoggedOnes) {
   const std::regex skipped_line(R"(\| skipped)");
   const auto logged = std::distance(std::sregex_iterator(output.begin(), output.end(), skipped_line), std::sregex_iterator());
   EXPECT_GT(skipped, logged) << "the summary counts more skipped steps than the 3 logged lines show\n" << output;
+  // The warnings name the update that was skipped (the optimizer's count, which a skip
+  // does not advance: they used to call it "step N" for every trainer step after) and
+  // how many in a row: the last one says all of them.
+  const std::string last = "update " + std::to_string(taken + 1) + " skipped (" + std::to_string(skipped) +
+                           (skipped == 1 ? " step" : " steps") + " in a row";
+  EXPECT_NE(output.find(last), std::string::npos) << last << "\n" << output;
 
   testing::TempDir healthy;
   const nlohmann::json ok = run_dp_train(healthy, "0.01", &output);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <string>
+
 namespace zdp {
 namespace {
 
@@ -37,6 +39,24 @@ TEST(CheckpointFault, SyntaxAndErrors) {
   ::unsetenv("ZDP_CKPT_FAULT");
   EXPECT_EXIT((::setenv("ZDP_CKPT_FAULT", "rank=0,at=write", 1), (void)checkpoint::fault_point("write", 0, 1)),
               ::testing::ExitedWithCode(checkpoint::kFaultExitCode), "exiting with code 86 at 'write'");
+}
+
+// 'commit' and 'latest' happen on the creating rank only: a fault there on another rank
+// was accepted and never fired (a test that tested nothing); every other point, and
+// those on the creator, stay accepted.
+TEST(CheckpointFault, ACommitFaultOnARankThatDoesNotCommitIsRefused) {
+  for (const char* at : {"commit", "latest"}) {
+    ::setenv("ZDP_CKPT_FAULT", (std::string("rank=1,at=") + at).c_str(), 1);
+    const Status refused = checkpoint::check_fault_target(1, /*creator=*/false);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << at;
+    EXPECT_THAT(refused.message(), HasSubstr(std::string("rank 1 does not create checkpoints, so it never reaches '") + at));
+    EXPECT_TRUE(checkpoint::check_fault_target(1, /*creator=*/true).ok()) << at;   // rank 1 creates (per node)
+    EXPECT_TRUE(checkpoint::check_fault_target(2, /*creator=*/false).ok()) << at;  // another rank
+  }
+  ::setenv("ZDP_CKPT_FAULT", "rank=1,at=write", 1);
+  EXPECT_TRUE(checkpoint::check_fault_target(1, /*creator=*/false).ok());
+  ::unsetenv("ZDP_CKPT_FAULT");
+  EXPECT_TRUE(checkpoint::check_fault_target(1, /*creator=*/false).ok());
 }
 
 }  // namespace

@@ -346,6 +346,7 @@ StatusOr<std::string> save(CheckpointParts& c, Store& store, const std::string& 
   if (!trainer.ok()) valid = trainer.status().with_context(c.env.who + ": save_checkpoint");
   StatusOr<SaveRoles> roles = save_roles(c, options.storage);
   if (valid.ok() && !roles.ok()) valid = roles.status();
+  if (valid.ok()) valid = checkpoint::check_fault_target(c.env.rank, roles->creator);
   StatusOr<checkpoint::FilePlan> plan = checkpoint::plan_files(c);
   if (valid.ok() && !plan.ok()) valid = plan.status().with_context(where);
   if (!misuse.ok()) valid = misuse;

@@ -157,6 +157,10 @@ class Communicator {
   virtual void abort(const std::string& reason) = 0;
   // The first failure of this communicator, or OK.
   Status error() const;
+  // Whether that first failure was abort() on this rank: the rank gave up on its own (its
+  // launcher blames it, kExitFailed), where a peer's failure or a timeout came first
+  // otherwise. Its own collectives fail with kAborted, as its peers' would.
+  bool aborted_here() const;
 
   // The flight recorder: the last kFlightRecorderSize collectives, oldest first. Printed
   // (as flight_record_text()) when the communicator fails; any thread may read it.
@@ -181,6 +185,8 @@ class Communicator {
   // Records `status` if it is the first failure and returns the first failure: the root
   // cause (e.g. an abort) is what every later error reports.
   Status fail(const Status& status);
+  // fail() by abort(): the same, and aborted_here() when it is the first failure.
+  Status fail_by_abort(const Status& status);
   // "rank 1: reduce_scatter #3 (...)": the context every backend error starts with.
   std::string context(const CollectiveDesc& desc) const;
   // Backends report when a collective begins to run and when it ends, for the flight
@@ -197,6 +203,7 @@ class Communicator {
 
  private:
   Status submit(CollectiveDesc desc, Buffers buffers, Stream& stream);
+  Status record_failure(const Status& status, bool by_abort);  // fail() and fail_by_abort()
   // Numbers, records and launches a validated collective.
   Status issue(CollectiveDesc desc, Buffers buffers, Stream& stream);
 
@@ -206,6 +213,7 @@ class Communicator {
   const CommOptions options_;
   mutable std::mutex error_mu_;
   Status error_;
+  bool aborted_here_ = false;  // under error_mu_
   std::shared_ptr<detail::FlightRecorder> recorder_;
   std::shared_ptr<detail::TestHook> test_hook_;  // $ZDP_TEST_COMM, tests only
 };

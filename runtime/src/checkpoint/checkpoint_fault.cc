@@ -58,6 +58,16 @@ StatusOr<FaultSpec> parse_fault(const std::string& text) {
   return spec;
 }
 
+Status check_fault_target(int rank, bool creator) {
+  const char* text = std::getenv("ZDP_CKPT_FAULT");
+  if (text == nullptr || *text == '\0' || creator) return Status::Ok();
+  ZDP_ASSIGN_OR_RETURN(const FaultSpec spec, parse_fault(text));
+  if (spec.rank != rank || (spec.at != "commit" && spec.at != "latest")) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument, std::string("ZDP_CKPT_FAULT='") + text + "': rank " +
+                                                  std::to_string(rank) + " does not create checkpoints, so it never reaches '" +
+                                                  spec.at + "' (only the creating rank commits: rank 0, or local rank 0 per node)");
+}
+
 Status fault_point(const char* point, int rank, int64_t step) {
   const char* text = std::getenv("ZDP_CKPT_FAULT");
   if (text == nullptr || *text == '\0') return Status::Ok();

@@ -245,10 +245,19 @@ Status Communicator::error() const {
   return error_;
 }
 
-Status Communicator::fail(const Status& status) {
+Status Communicator::fail(const Status& status) { return record_failure(status, /*by_abort=*/false); }
+Status Communicator::fail_by_abort(const Status& status) { return record_failure(status, /*by_abort=*/true); }
+
+bool Communicator::aborted_here() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return aborted_here_;
+}
+
+Status Communicator::record_failure(const Status& status, bool by_abort) {
   std::lock_guard<std::mutex> lock(error_mu_);
   if (error_.ok()) {
     error_ = status;
+    aborted_here_ = by_abort;
     ZDP_LOG(kError) << backend() << " communicator failed: " << status.to_string()
                     << "\nits last collectives (the flight recorder, oldest first):\n" << flight_record_text();
   }

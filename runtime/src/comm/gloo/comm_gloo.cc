@@ -84,8 +84,8 @@ class GlooCommunicator final : public Communicator {
   const char* backend() const override { return "gloo"; }
 
   void abort(const std::string& reason) override {
-    const Status first =
-        fail(Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
+    const Status first = fail_by_abort(
+        Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
     // Peers blocked on this rank see the closed connections and fail at once.
     if (context_) context_->closeConnections();
     // This Gloo cannot interrupt a local wait, so release our own waiters: the streams

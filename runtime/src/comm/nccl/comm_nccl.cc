@@ -96,10 +96,8 @@ class NcclCommunicator final : public Communicator {
   void abort(const std::string& reason) override {
     std::lock_guard<std::mutex> lock(mu_);
     const Status status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": nccl communicator aborted: " + reason);
-    if (comm_ == nullptr) {
-      (void)fail(status);  // dropped when it already failed
-      return;
-    }
+    (void)fail_by_abort(status);  // the first failure: aborted here (dropped when it already failed)
+    if (comm_ == nullptr) return;
     (void)fail_and_abort_locked(status, /*holds_launch_lock=*/false);
   }
 
