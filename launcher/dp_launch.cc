@@ -17,6 +17,7 @@
 
 #include "core/internal/broken_pipe.h"
 #include "core/internal/cli_range.h"
+#include "core/internal/host_port.h"
 #include "core/internal/open_file_limit.h"
 #include "core/internal/standard_fds.h"
 #include "core/internal/stop_signals.h"
@@ -24,13 +25,13 @@
 #include "launcher/launch_plan.h"
 #include "launcher/node_claim.h"
 #include "launcher/output_pump.h"
+#include "launcher/supervisor.h"
+#include "launcher/terminal.h"
 #include "planner/plan_calibrate.h"
 #include "planner/plan_command.h"
 #include "planner/scale_command.h"
 #include "runtime/internal/lifeline.h"
 #include "runtime/internal/reconnecting_store.h"
-#include "launcher/supervisor.h"
-#include "launcher/terminal.h"
 #include "zdp/config.h"
 #include "zdp/device.h"
 #include "zdp/log.h"
@@ -221,7 +222,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
                                : why.find(std::strerror(EADDRNOTAVAIL)) != std::string::npos
                                    ? "launch.master_addr: not an address of this host, which is node 0"
                                    : "launch.master_addr, launch.master_port";
-      say("cannot host the rendezvous store on " + plan->bind_host + ":" + std::to_string(plan->master_port) + " (" +
+      say("cannot host the rendezvous store on " + zdp::host_port(plan->bind_host, plan->master_port) + " (" +
           hint + "): " + why);
       return 2;
     }

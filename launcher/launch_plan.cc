@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/internal/host_port.h"
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
 #include "runtime/internal/config_limits.h"
@@ -409,7 +410,7 @@ std::string describe_plan(const LaunchPlan& p, const Config& config) {
   std::ostringstream s;
   s << "# world: " << p.nnodes << " node(s) x " << p.nproc_per_node << " rank(s) = " << p.world_size
     << " ranks; this is node " << p.node_rank << " (layout from " << p.layout_origin << ")\n";
-  s << "# backend: " << to_string(p.backend) << "; store: " << p.master_addr << ":" << p.master_port
+  s << "# backend: " << to_string(p.backend) << "; store: " << zdp::host_port(p.master_addr, p.master_port)
     << (p.hosts_store() ? " (hosted here, listening on " + p.bind_host + ")" : " (hosted by node 0)")
     << "; job secret " << p.secret_origin << "\n";
   // What the ranks get: launch.env's values override the plan's (rank_specs).

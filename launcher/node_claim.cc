@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal/host_port.h"
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
 #include "zdp/log.h"
@@ -167,8 +168,8 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
   plan.run_id = *run_id;
   const auto refused = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument,
-                  node + " has already joined the job whose store is at " + plan.master_addr + ":" +
-                      std::to_string(plan.master_port) + why);
+                  node + " has already joined the job whose store is at " +
+                      zdp::host_port(plan.master_addr, plan.master_port) + why);
   };
   const std::string elsewhere =
       ": another dp-launch runs with this node rank (--node-rank, launch.node_rank, SLURM_NODEID), or another job "

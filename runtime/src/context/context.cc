@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/internal/host_port.h"
 #include "core/internal/open_file_limit.h"
 #include "core/internal/standard_fds.h"
 #include "core/internal/usable_cpus.h"
@@ -41,7 +42,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
   if (!server.ok()) {
     return server.status().with_context("rank 0 (started without dp-launch: " + env.origin +
                                         "): cannot host the job store on " +
-                                        o.bind_host + ":" + std::to_string(o.port) +
+                                        host_port(o.bind_host, o.port) +
                                         " (MASTER_PORT, + 1 under torchrun; ZDP_STORE_PORT picks another)");
   }
   ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << o.bind_host << ":" << o.port

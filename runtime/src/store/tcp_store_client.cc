@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/internal/host_port.h"
 #include "runtime/src/store/tcp_store_protocol.h"
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
@@ -249,7 +250,7 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::str
                                                                   const std::string& secret,
                                                                   const std::string& host_note,
                                                                   const std::function<bool()>& stop) {
-  const std::string address = host + ":" + std::to_string(port);
+  const std::string address = host_port(host, port);
   if (port <= 0 || port > 65535) {
     return Status(StatusCode::kInvalidArgument, "store at " + address + ": port is not in 1..65535");
   }

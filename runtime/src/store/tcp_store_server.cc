@@ -21,6 +21,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/internal/host_port.h"
 #include "runtime/src/store/listen_socket.h"
 #include "runtime/src/store/tcp_store_core.h"
 #include "runtime/src/store/tcp_store_protocol.h"
@@ -344,7 +345,7 @@ void TcpStoreServerImpl::expire_sends(Clock::time_point now) {
 }  // namespace
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreServerOptions& options) {
-  const std::string where = options.bind_host + ":" + std::to_string(options.port);
+  const std::string where = host_port(options.bind_host, options.port);
   if (options.port < 0 || options.port > 65535) {
     return Status(StatusCode::kInvalidArgument,
                   "store server: port " + std::to_string(options.port) + " is not in 0..65535");
