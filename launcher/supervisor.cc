@@ -287,16 +287,15 @@ class Group {
     return nullptr;
   }
 
-  // Another node's launcher stopped the job: stop ours too. So does losing the store
-  // (no new connection for 30 s, runtime/internal/reconnecting_store.h: node 0's launcher is
-  // gone), else this node's ranks would run on with nobody to meet, or report success alone.
+  // Another node's launcher stopped the job: stop ours too. So does losing the store (no
+  // connection for 30 s: node 0's launcher is gone), else our ranks run on with nobody to meet.
   bool check_other_nodes() {
     StatusOr<bool> failed = o_.store->check({job_keys::kJobFailed});
     if (!failed.ok()) {
       const std::string why = "lost the job's store (node 0's launcher is gone?): " + failed.status().message();
       console_.line("dp-launch: node " + std::to_string(o_.node_rank) + ": " + why + "; stopping the job");
       stop_all(SIGTERM);
-      finish(GroupOutcome::kOtherNodeFailed, why);
+      finish(GroupOutcome::kStoreLost, why);
       result_.final_stop = true;  // a restarted attempt would wait for a store that is gone
       return true;
     }
@@ -436,6 +435,7 @@ const char* to_string(GroupOutcome outcome) {
     case GroupOutcome::kDesync: return "collective mismatch";
     case GroupOutcome::kStartupTimeout: return "startup timeout";
     case GroupOutcome::kOtherNodeFailed: return "stopped by another node";
+    case GroupOutcome::kStoreLost: return "lost node 0's store";
     case GroupOutcome::kInterrupted: return "interrupted";
     case GroupOutcome::kSpawnFailed: return "spawn failed";
   }

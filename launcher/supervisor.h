@@ -57,6 +57,7 @@ enum class GroupOutcome {
   kDesync,       // ranks issued different collectives
   kStartupTimeout,
   kOtherNodeFailed,
+  kStoreLost,  // node 0's store gone for good (its launcher died)
   kInterrupted,
   kSpawnFailed
 };
