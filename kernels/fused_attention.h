@@ -111,5 +111,12 @@ StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const 
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool deterministic);
 // "cuDNN 91400" when libcudnn loads; empty when it does not or the build has no fused path.
 std::string cudnn_library_version();
+// Names this build's CUDA runtime for cuDNN's frontend shim (CUDNN_FRONTEND_CUDART_LIB_NAME,
+// "libcudart.so.13"; a value already set stands), which would take libcudart.so.12 over .13
+// when both are on the library path. Call while the process runs one thread (setenv may
+// move the environment under another thread's getenv): zdp::init does, before its threads;
+// the first cuDNN use calls it too, for programs without zdp::init. No-op without the
+// fused path. Set at static initialisation, it reached every program dp-launch started.
+void prepare_cudnn_environment();
 
 }  // namespace zdp::kernels

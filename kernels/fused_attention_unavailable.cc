@@ -12,6 +12,7 @@ StatusOr<std::unique_ptr<FusedAttentionPlans>> make_cudnn_attention_plans(const 
 }
 
 std::string cudnn_library_version() { return ""; }
+void prepare_cudnn_environment() {}
 
 StatusOr<std::unique_ptr<FusedAttention>> make_cudnn_attention(bool) {
   return Status(StatusCode::kUnavailable,

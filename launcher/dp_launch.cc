@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,14 +14,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/internal/broken_pipe.h"
 #include "core/internal/cli_range.h"
 #include "core/internal/host_port.h"
 #include "core/internal/open_file_limit.h"
 #include "core/internal/standard_fds.h"
-#include "core/internal/stop_signals.h"
 #include "core/internal/usable_cpus.h"
 #include "launcher/launch_plan.h"
+#include "launcher/launch_signals.h"
 #include "launcher/node_claim.h"
 #include "launcher/output_pump.h"
 #include "launcher/supervisor.h"
@@ -42,15 +40,6 @@ namespace {
 using zdp::Status;
 using namespace zdp::launcher;
 
-std::atomic<int> g_interrupt{0};
-std::atomic<int> g_signals{0};  // how many came: a second one during the stop kills the ranks
-
-void on_signal(int sig) {
-  int none = 0;
-  g_interrupt.compare_exchange_strong(none, sig);  // the first names the stop (exit 128 + it)
-  g_signals.fetch_add(1);
-}
-
 void say(const std::string& line) { write_all(STDERR_FILENO, "dp-launch: " + line + "\n"); }
 // Attempts count from 0, as ZDP_ATTEMPT, the ranks' logs ("=== attempt 1 ===") and dp-train do.
 std::string restarting(int attempt, int restarts) {
@@ -62,33 +51,6 @@ std::string launcher_dir() {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string() : self.parent_path().string();
 }
-
-// What every dp-launch command may have inherited is undone first: SIGCHLD ignored (then
-// the kernel reaps children itself, waitpid() never reports their exit: the launcher
-// waited forever, plan --calibrate timed out after 120 s, and scale read a failed run as
-// a success) and SIGCHLD blocked.
-void reset_inherited_signals() {
-  signal(SIGCHLD, SIG_DFL);
-  sigset_t child;
-  sigemptyset(&child);
-  sigaddset(&child, SIGCHLD);
-  sigprocmask(SIG_UNBLOCK, &child, nullptr);
-}
-
-// Ctrl-C, a kill, Ctrl-\ (SIGQUIT, whose default would dump the launcher's core and leave
-// the ranks to its lifeline's SIGKILL) and a closed terminal or ssh session (SIGHUP) all
-// stop the ranks, their process groups included: without a SIGHUP handler the launcher
-// died at once, and what the ranks had started outlived it. nohup's and a background
-// job's ignored SIGHUP and SIGINT stay ignored, a blocked mask is undone (stop_signals.h).
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  zdp::install_stop_signals(sa, {SIGINT, SIGTERM, SIGHUP, SIGQUIT});
-  zdp::survive_broken_pipes();  // a closed terminal or pipe is an EPIPE, not the launcher's end
-}
-
-bool interrupted() { return g_interrupt.load() != 0; }
 
 void report_failure(const GroupResult& r) {
   say(r.reason);
@@ -112,7 +74,7 @@ std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::mil
   std::vector<std::string> keys;
   for (int n = 1; n < nnodes; ++n) keys.push_back(zdp::job_keys::node_done(n));
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline && g_interrupt.load() == 0) {
+  while (std::chrono::steady_clock::now() < deadline && stop_signal().load() == 0) {
     if (store.wait(keys, std::chrono::milliseconds(500)).ok()) return "";
     zdp::StatusOr<bool> failed = store.check({zdp::job_keys::kJobFailed});
     if (failed.ok() && *failed) {
@@ -121,7 +83,7 @@ std::string wait_for_other_nodes(zdp::Store& store, int nnodes, std::chrono::mil
       return "another node stopped the job: " + (why.ok() ? *why : std::string("(reason unknown)"));
     }
   }
-  if (g_interrupt.load() != 0) return "";  // the caller reports the signal
+  if (stop_signal().load() != 0) return "";  // the caller reports the signal
   std::string missing;
   for (int n = 1; n < nnodes; ++n) {
     zdp::StatusOr<bool> done = store.check({zdp::job_keys::node_done(n)});
@@ -167,6 +129,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   // Its own log lines (store reconnections, the console) say which launcher wrote them.
   zdp::set_process_role("dp-launch node " + std::to_string(plan->node_rank));
   for (const std::string& note : plan->inert) say("note: " + note);
+  for (const std::string& note : plan->notes) say("note: " + note);  // the launch's own: master_addr
   install_signal_handlers();
   // Run by dp-launch scale: when it is gone, this launch stops as on SIGTERM.
   if (const int parent_lifeline = zdp::lifeline::from_env(); parent_lifeline >= 0) {
@@ -239,9 +202,9 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
                                    plan->secret,
                                    plan->hosts_store() ? "" : "the dp-launch of node 0 hosts it: launch.master_addr", interrupted);
   if (interrupted()) {
-    say("node " + std::to_string(plan->node_rank) + ": stopped by signal " + std::to_string(g_interrupt.load()) +
+    say("node " + std::to_string(plan->node_rank) + ": stopped by signal " + std::to_string(stop_signal().load()) +
         " while connecting to the store of node 0");
-    return 128 + g_interrupt.load();
+    return 128 + stop_signal().load();
   }
   if (!client.ok()) {
     say("node " + std::to_string(plan->node_rank) + ": cannot reach the store of node 0: " + client.status().message());
@@ -275,6 +238,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
         zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> again =
             zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, within, plan->secret, "", interrupted);
         if (!again.ok()) return again.status();
+        ZDP_RETURN_IF_ERROR(zdp::launcher::check_same_run(**again, plan->run_id));  // node 0 not restarted
         return std::unique_ptr<zdp::Store>(std::move(*again));
       },
       std::chrono::seconds(30), "dp-launch");
@@ -315,11 +279,11 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     g.startup_timeout = startup;
     g.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(config->launch.heartbeat_timeout_s * 1000));
     g.store = &store;
-    g.signals_received = [] { return g_signals.load(); };
+    g.signals_received = signals_received;
     if (plan->hosts_store() && plan->nnodes > 1) {
       g.startup_note = [&job_store, &plan] { return missing_launchers(job_store, plan->nnodes); };
     }
-    const GroupResult result = run_group(g, g_interrupt);
+    const GroupResult result = run_group(g, stop_signal());
     if (result.ok()) {
       std::string elsewhere;
       bool restartable = false;
@@ -330,10 +294,10 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
       }
       if (interrupted() && plan->hosts_store() && plan->nnodes > 1) {  // the other nodes' ranks may not be done
         const std::string why = "node " + std::to_string(plan->node_rank) + "'s launcher was stopped by signal " +
-                                std::to_string(g_interrupt.load()) + " while waiting for the other nodes";
+                                std::to_string(stop_signal().load()) + " while waiting for the other nodes";
         post_job_failed(store, why, /*final=*/true);  // nobody restarts into a store about to go
         say(why);
-        return leave(128 + g_interrupt.load());
+        return leave(128 + stop_signal().load());
       }
       if (!elsewhere.empty()) {  // node 0's ranks succeeded, the job did not
         say("node " + std::to_string(plan->node_rank) + ": " + result.reason + ", but " + elsewhere);
@@ -355,9 +319,9 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
     if (result.outcome == GroupOutcome::kInterrupted || interrupted()) {
       if (plan->nnodes > 1 && result.outcome != GroupOutcome::kInterrupted) {  // run_group posted that one
         post_job_failed(store, "node " + std::to_string(plan->node_rank) + "'s launcher received signal " +
-                                   std::to_string(g_interrupt.load()), /*final=*/true);
+                                   std::to_string(stop_signal().load()), /*final=*/true);
       }
-      return leave(128 + g_interrupt.load());
+      return leave(128 + stop_signal().load());
     }
     if (result.final_stop) {
       if (config->launch.max_restarts > 0) {

@@ -14,6 +14,7 @@
 #include "core/internal/host_port.h"
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
+#include "launcher/master_addr_check.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/internal/store_bind.h"
 
@@ -239,9 +240,9 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
   }
   p.threads_per_rank = std::max(1, in.cpu_cores / std::max(1, p.nproc_per_node));
 
-  // The store is reachable from other machines only when the job spans nodes
-  // (runtime/internal/store_bind.h).
+  // The store is reachable from other machines only when the job spans nodes (store_bind.h).
   p.bind_host = store_bind_host(p.master_addr, p.nnodes > 1);
+  if (std::string note = master_addr_note(p); !note.empty()) p.notes.push_back(std::move(note));
   p.run_id = random_secret().substr(0, 16);
   if (const char* s = env("ZDP_JOB_SECRET"); s != nullptr && *s != '\0') {
     p.secret = s;

@@ -24,6 +24,8 @@ constexpr const char* kRunIdKey = "zdp/launch/run_id";
 std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(node); }
 std::string lease_key(int node) { return "zdp/launch/lease/" + std::to_string(node); }
 std::string epoch_key(int node) { return "zdp/launch/epoch/" + std::to_string(node); }
+// Why node `node`'s launcher was refused (another layout): node 0 names it, not "never joined".
+std::string refused_key(int node) { return "zdp/launch/refused/" + std::to_string(node); }
 // One takeover of the claim at `epoch`: the first replacement wins.
 std::string takeover_key(int node, int64_t epoch) {
   return "zdp/launch/takeover/" + std::to_string(node) + "/" + std::to_string(epoch);
@@ -124,12 +126,25 @@ NodeLease::~NodeLease() {
 }
 
 NodeLease::Connect lease_connection(const LaunchPlan& plan) {
-  return [host = plan.master_addr, port = plan.master_port,
-          secret = plan.secret](const std::function<bool()>& stopping) -> StatusOr<std::unique_ptr<Store>> {
+  return [host = plan.master_addr, port = plan.master_port, secret = plan.secret,
+          run_id = plan.run_id](const std::function<bool()>& stopping) -> StatusOr<std::unique_ptr<Store>> {
     ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
                          TcpStoreClient::connect(host, port, std::chrono::seconds(2), secret, "", stopping));
+    ZDP_RETURN_IF_ERROR(check_same_run(*client, run_id));
     return std::unique_ptr<Store>(std::move(client));
   };
+}
+
+Status check_same_run(Store& store, const std::string& run_id) {
+  ZDP_ASSIGN_OR_RETURN(const bool there, store.check({kRunIdKey}));
+  StatusOr<std::string> now = there ? store.get(kRunIdKey, std::chrono::milliseconds(1000)) : StatusOr<std::string>("");
+  if (!now.ok()) return now.status();
+  if (*now == run_id) return Status::Ok();
+  return Status(StatusCode::kPeerFailure, "node 0's store now holds " +
+                                             (now->empty() ? std::string("no run yet")
+                                                           : "another run (id " + printable(*now, 64) + ")") +
+                                             ", not this job's (" + run_id +
+                                             "): node 0's launcher was restarted, and this node's part of the job is over");
 }
 
 Status publish_attempt(Store& store, int attempt) { return store.set(kAttemptKey, std::to_string(attempt)); }
@@ -146,17 +161,33 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
                 std::chrono::milliseconds lease_expiry) {
   const std::string mine = describe_layout(plan);
   const std::string node = "node " + std::to_string(plan.node_rank);
+  const auto refused = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument,
+                  node + " has already joined the job whose store is at " +
+                      zdp::host_port(plan.master_addr, plan.master_port) + why);
+  };
+  const std::string elsewhere =
+      ": another dp-launch runs with this node rank (--node-rank, launch.node_rank, SLURM_NODEID), or another job "
+      "uses this launch.master_port with the same ZDP_JOB_SECRET (give each job its own port)";
+  // Node 0 claims before it publishes: a second node 0 on another host (its store is its
+  // own, but master_addr leads its client to the running job's) overwrote that job's run
+  // id and layout before its claim was refused, and a node that joined later took them.
+  StatusOr<int64_t> claims = plan.hosts_store() ? store.add(claim_key(plan.node_rank), 1) : StatusOr<int64_t>(0);
+  if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");
   if (plan.hosts_store()) {
+    if (*claims != 1) return refused(elsewhere);  // a store node 0 hosts is new: claimed here first
     ZDP_RETURN_IF_ERROR(store.set(kRunIdKey, plan.run_id));  // before the layout the others wait for
     ZDP_RETURN_IF_ERROR(store.set(kLayoutKey, mine));
   }
   StatusOr<std::string> theirs = store.get(kLayoutKey, within);
   if (!theirs.ok()) return theirs.status().with_context(node + ": reading node 0's job layout");
   if (*theirs != mine) {
-    return Status(StatusCode::kInvalidArgument,
-                  node + ": this launcher plans " + mine + ", node 0's plans " + printable(*theirs) +
-                      ": every node needs the same nnodes, nproc_per_node, program and backend (the same config), "
-                      "and under Slurm the same job");
+    const Status mismatch(StatusCode::kInvalidArgument,
+                          node + ": this launcher plans " + mine + ", node 0's plans " + printable(*theirs) +
+                              ": every node needs the same nnodes, nproc_per_node, program and backend (the same "
+                              "config), and under Slurm the same job");
+    (void)store.set(refused_key(plan.node_rank), mismatch.message());  // best effort: for node 0's report
+    return mismatch;
   }
   // Node 0's run id for every node's ranks: one run, one id in every node's checkpoints.
   StatusOr<std::string> run_id = store.get(kRunIdKey, within);
@@ -166,15 +197,7 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
                                                     "' is not up to 64 hex digits");
   }
   plan.run_id = *run_id;
-  const auto refused = [&](const std::string& why) {
-    return Status(StatusCode::kInvalidArgument,
-                  node + " has already joined the job whose store is at " +
-                      zdp::host_port(plan.master_addr, plan.master_port) + why);
-  };
-  const std::string elsewhere =
-      ": another dp-launch runs with this node rank (--node-rank, launch.node_rank, SLURM_NODEID), or another job "
-      "uses this launch.master_port with the same ZDP_JOB_SECRET (give each job its own port)";
-  StatusOr<int64_t> claims = store.add(claim_key(plan.node_rank), 1);
+  if (!plan.hosts_store()) claims = store.add(claim_key(plan.node_rank), 1);
   if (!claims.ok()) return claims.status().with_context(node + ": claiming its node rank");
   if (*claims != 1) {
     // Claimed before: by a launcher that is alive (renewing its lease), that finished, or
@@ -201,11 +224,21 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
 }
 
 std::string missing_launchers(Store& store, int nnodes, std::chrono::milliseconds lease_wait) {
-  std::string missing, gone;
+  std::string missing, gone, refused;
   std::vector<std::pair<int, std::string>> leases;  // the claimed nodes' (node 0's own aside)
   for (int n = 0; n < nnodes; ++n) {
     StatusOr<bool> claimed = store.check({claim_key(n)});
-    if (claimed.ok() && !*claimed) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    if (claimed.ok() && !*claimed) {
+      StatusOr<bool> was_refused = store.check({refused_key(n)});
+      StatusOr<std::string> why = std::string();
+      if (was_refused.ok() && *was_refused) why = store.get(refused_key(n), std::chrono::milliseconds(1000));
+      if (why.ok() && !why->empty()) {
+        refused += (refused.empty() ? "" : "; ") + std::string("the launcher of node ") + std::to_string(n) +
+                   " reached the store and was refused: " + printable(*why, 400);
+        continue;
+      }
+      missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    }
     if (!claimed.ok() || !*claimed || n == 0) continue;
     StatusOr<std::string> lease = lease_value(store, n);
     if (lease.ok() && *lease != kDone) leases.emplace_back(n, *lease);
@@ -215,10 +248,11 @@ std::string missing_launchers(Store& store, int nnodes, std::chrono::millisecond
     StatusOr<std::string> after = lease_value(store, n);
     if (after.ok() && *after == before) gone += (gone.empty() ? "" : ", ") + std::to_string(n);
   }
-  std::string out;
+  std::string out = refused;
   if (!missing.empty()) {
-    out = "the launcher of node(s) " + missing + " never joined (no dp-launch ran with that node rank, or it could "
-          "not reach node 0's store)";
+    out += out.empty() ? "" : "; ";
+    out += "the launcher of node(s) " + missing + " never joined (no dp-launch ran with that node rank, or it could "
+           "not reach node 0's store)";
   }
   if (!gone.empty()) {
     char waited[32];

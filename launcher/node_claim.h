@@ -64,8 +64,15 @@ class NodeLease {
   std::thread thread_;
 };
 
-// NodeLease's connections to node 0's store (plan's master address, port and secret).
+// NodeLease's connections to node 0's store (plan's master address, port and secret),
+// each checked to be the store of plan.run_id's run (check_same_run).
 NodeLease::Connect lease_connection(const LaunchPlan& plan);
+
+// OK when `store` holds run `run_id` (node 0's run id, read at join_job). A store that node
+// 0's launcher restarted (a new run on the same address and port) holds another or none:
+// kPeerFailure saying so. A launcher that reconnected to it read its empty keys as its
+// own, called its claim "taken over" and could write into the new run's keys.
+Status check_same_run(Store& store, const std::string& run_id);
 
 // Node 0 publishes the attempt it runs, and a node that joins later (a replacement for a
 // launcher that died) starts there instead of stepping through the attempts it missed.
@@ -74,8 +81,9 @@ int published_attempt(Store& store);  // 0 when none is published
 
 // "the launcher of node(s) 1, 3 never joined (no dp-launch ran with that node rank, or it
 // could not reach node 0's store); the launcher of node(s) 2 is gone (its lease was not
-// renewed for 2.5 s: ...)", or "" when every node of `nnodes` has a launcher. Samples the
-// leases `lease_wait` apart.
+// renewed for 2.5 s: ...)", or "" when every node of `nnodes` has a launcher. A node whose
+// launcher reached the store and was refused (another layout: join_job posts why) is
+// named with that reason instead of "never joined". Samples the leases `lease_wait` apart.
 std::string missing_launchers(Store& store, int nnodes,
                               std::chrono::milliseconds lease_wait = std::chrono::milliseconds(2500));
 

@@ -84,7 +84,7 @@ class Group {
         // One that failed because of another: the one at fault may exit a moment later. The
         // laggard a timed-out rank waited for, read now: one slower than the timeout but not
         // stopped catches up during the grace, and was then no longer behind to be named.
-        if (liveness_ && blame_weight(*failed) == 1) first_laggard_ = liveness_->culprit_of(failed->rank(), Clock::now(), false, true);
+        if (liveness_ && blame_weight(*failed) == 1) first_laggard_ = {failed->rank(), liveness_->culprit_of(failed->rank(), Clock::now(), false, true)};
         for (const auto until = Clock::now() + kOwnFailureGrace;
              blame_weight(*failed) < 2 && !all_done && Clock::now() < until;) {
           pump_.pump(kPollInterval);
@@ -228,7 +228,7 @@ class Group {
     // apart, and for any other failure that named a healthy rank as the one it waited for.
     if (cause.empty() && liveness_ && failed.exit_info().signal == 0) {
       cause = liveness_->culprit_of(failed.rank(), Clock::now(), blame_weight(failed) != 1, blame_weight(failed) < 2);
-      if (cause.empty() && blame_weight(failed) == 1) cause = first_laggard_;
+      if (cause.empty() && failed.rank() == first_laggard_.first) cause = first_laggard_.second;
     }
     if (!cause.empty()) {
       reason = cause + "; " + reason +
@@ -419,7 +419,7 @@ class Group {
   std::set<int> exited_zero_;                // local ranks seen exiting 0
   std::map<int, bool> zdp_ranks_;            // zdp_rank's answers
   std::string ended_mid_job_;                // the first of them that exited in the middle of the job
-  std::string first_laggard_;  // the laggard the heartbeats showed when a rank first timed out
+  std::pair<int, std::string> first_laggard_{-1, ""};  // (the rank that timed out first, its laggard then)
   Clock::time_point start_;
   bool startup_done_ = false;
   GroupResult result_;

@@ -46,23 +46,14 @@ std::string quoted(const std::string& s) {
 }
 
 std::atomic<int> g_stop_signal{0};
-// Whether the last stop signal came from the terminal (Ctrl-C, a hangup: si_code
-// SI_KERNEL), which sends it to the whole foreground process group, so the run (spawned
-// into this process's group) has it already: passed on as well, it was the run's second
-// signal, and dp-launch took that as "hurry" and SIGKILLed its ranks at once.
-std::atomic<bool> g_stop_reached_the_run{false};
-void on_stop_signal(int sig, siginfo_t* info, void*) {
-  g_stop_reached_the_run.store(info != nullptr && info->si_code == SI_KERNEL);
-  g_stop_signal.store(sig);
-}
+void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 // SIGINT, SIGTERM and SIGHUP stop scale and its run, as they stop dp-launch: nohup's and
 // a background job's ignored SIGINT and SIGHUP stay ignored (scale replaced them, and a
 // closed session stopped a nohup'd scale), a blocked mask is undone (stop_signals.h).
 void install_stop_handlers() {
   struct sigaction sa {};
-  sa.sa_sigaction = on_stop_signal;
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   zdp::install_stop_signals(sa, {SIGINT, SIGTERM, SIGHUP});
 }
@@ -71,8 +62,9 @@ void install_stop_handlers() {
 // not start or be waited for. posix_spawn, not fork: nothing of ours runs in the child
 // before exec (docs/design.md, "Fork safety"). The child (a dp-launch) gets a lifeline
 // (runtime/internal/lifeline.h): when this process is gone, even by SIGKILL, it stops its
-// ranks. A SIGINT, SIGTERM or SIGHUP sent to this process (kill PID) is passed on to it,
-// one from the terminal (Ctrl-C, a hangup), which reaches both, is not; its end is waited for.
+// ranks. A SIGINT, SIGTERM or SIGHUP is passed on to it and its end waited for. Ctrl-C at
+// the terminal reaches both, so the run may get it twice within milliseconds: dp-launch
+// takes a second signal as "hurry" (SIGKILL the ranks) only a second or more after the first.
 int run_child(const std::vector<std::string>& argv) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -121,13 +113,8 @@ int run_child(const std::vector<std::string>& argv) {
   while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 || (waited < 0 && errno == EINTR)) {
     const int sig = g_stop_signal.load();
     if (sig != 0 && sig != passed_on) {
-      if (g_stop_reached_the_run.load()) {
-        say("signal " + std::to_string(sig) + " from the terminal: the run (pid " + std::to_string(pid) +
-            ") has it too; waiting for it to stop");
-      } else {
-        say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
-        ::kill(pid, sig);
-      }
+      say("signal " + std::to_string(sig) + ": passed on to the run (pid " + std::to_string(pid) + ")");
+      ::kill(pid, sig);
       passed_on = sig;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -57,15 +57,10 @@ struct CudnnLibrary {
   std::string error;
 };
 
-// The shim opens the CUDA runtime by name and would take .so.12 over .13 when both are on
-// the path: name this build's (a user's choice stands). Set before main: at the first
-// attention call heartbeat and NCCL threads run, and setenv could race their getenv.
-[[maybe_unused]] const bool g_cudart_named =
-    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0) == 0;
-
 const CudnnLibrary& cudnn_library() {
   static const CudnnLibrary lib = [] {
     CudnnLibrary l;
+    prepare_cudnn_environment();  // done by zdp::init already, while single-threaded
     const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
     dlerror();
     l.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -365,6 +360,10 @@ class CudnnAttention final : public FusedAttention {
 };
 
 }  // namespace
+
+void prepare_cudnn_environment() {
+  setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0);
+}
 
 std::string cudnn_library_version() {
   const CudnnLibrary& lib = cudnn_library();

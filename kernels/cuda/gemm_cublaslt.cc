@@ -62,8 +62,8 @@ const void* bias_vector(const GemmArgs& g) { return writes_dbias(g.epilogue) ? g
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, uint32_t,
                            uint32_t, uint32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
 
-// Whether the GEMM reads C from a matrix of its own (GemmArgs::c_in), D apart from it.
-bool out_of_place(const GemmArgs& g) { return g.c_in != nullptr && g.c_in != g.c.data; }
+// Whether the GEMM reads C (beta != 0) from a matrix of its own (GemmArgs::c_in), D apart.
+bool out_of_place(const GemmArgs& g) { return g.beta != 0.0f && g.c_in != nullptr && g.c_in != g.c.data; }
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -135,7 +135,7 @@ class CublasLtGemm final : public Gemm {
       ZDP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
     }
-    const void* c_in = g.c_in != nullptr ? g.c_in : g.c.data;  // C and D share a layout (c.ld)
+    const void* c_in = out_of_place(g) ? g.c_in : g.c.data;  // C and D share a layout (c.ld)
     if (plan.copy_c_in) {
       ZDP_RETURN_IF_ERROR(copy_c_into_d(g, stream));
       c_in = g.c.data;

@@ -186,7 +186,8 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int source_lane, int width = 32) {
   ::zdp_emu::check_full_warp(mask, width, "__shfl_sync");
-  return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), source_lane));
+  // The hardware reads lane source_lane mod width (32 here).
+  return ::zdp_emu::from_bits<T>(::zdp_emu::warp_exchange(::zdp_emu::to_bits(v), source_lane & 31));
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {

@@ -103,8 +103,9 @@ class FaultSuite : public ::testing::Test {
     // signal; a stop names the rank once its heartbeat (2 s) times out; a drop between
     // collectives names the rank that dropped (it gave up on its own: aborted_here; both
     // exited "because another rank failed" and the first to exit was blamed). A drop while
-    // its collectives run (f.seq) may leave one blocked in Gloo until its timeout, past the
-    // launcher's wait for the rank at fault: then its peer, whichever exits first.
+    // its collectives run (f.seq) may leave one of Gloo's own (an all-reduce, an all-gather)
+    // blocked until its timeout, past the launcher's wait for the rank at fault: then its
+    // peer, whichever exits first.
     double reported = -1;
     const double bound = 10;
     if (f.action == "kill") {

@@ -160,6 +160,9 @@ TEST_F(GemmGpu, AResidualWithoutOutOfPlaceSupportIsCopiedIntoDFirst) {
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 5) - 2;
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 3) + 1;
   for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(i) * 10;
+  struct Restore {  // the knob back for the binary's later tests, however this one ends
+    ~Restore() { zdp_emu::lt::set_out_of_place_support(true); }
+  } restore;
   for (const bool supported : {false, true}) {
     SCOPED_TRACE(supported ? "the algorithm supports C apart from D" : "no algorithm does");
     zdp_emu::lt::set_out_of_place_support(supported);
@@ -185,7 +188,6 @@ TEST_F(GemmGpu, AResidualWithoutOutOfPlaceSupportIsCopiedIntoDFirst) {
       }
     }
   }
-  zdp_emu::lt::set_out_of_place_support(true);
 }
 #endif
 

@@ -181,3 +181,32 @@ TEST_F(LauncherTest, NoNodeRestartsAJobANodeHasLeft) {
 }
 
 }  // namespace
+
+// Node 0's launcher dies and a new one starts on its address and port (a new run): node
+// 1's launcher reconnected to that store, read its empty keys as its own job's, and left
+// saying its claim "was taken over by another dp-launch". It now says node 0 was
+// restarted, and its part of the job is over.
+TEST_F(LauncherTest, ANodeWhoseNodeZeroWasRestartedSaysSo) {
+  const fs::path logs = dir_ / "logs";
+  const auto with_node = [&](int node) {
+    return mlp_on_two_nodes(node, logs, port_,
+                            {"launch.startup_timeout_s=20", "launch.max_restarts=1", "checkpoint.dir=\"\"",
+                             "train.steps=100000", "train.log_every=100"});
+  };
+  Launcher n0 = start(with_node(0), kSecret);
+  Launcher n1 = start(with_node(1), kSecret);
+  TwoNodes run = finish_both(n0, n1, 150s);
+  ASSERT_TRUE(await_text((logs / "rank-0.log").string(), "step ")) << read_file(logs / "rank-0.log");
+  ::kill(n0.pid, SIGKILL);
+  EXPECT_EQ(run.node0.get().signal, SIGKILL);
+  std::this_thread::sleep_for(1s);
+  Launcher restarted = start(with_node(0), kSecret);  // a new run: it waits for a node 1 that never comes
+  const LaunchRun r1 = run.node1.get();
+  ::kill(restarted.pid, SIGTERM);
+  (void)finish(restarted, 30s, Clock::now());
+  EXPECT_NE(r1.exit_code, 0) << r1.output;
+  EXPECT_NE(r1.output.find("node 0's launcher was restarted, and this node's part of the job is over"),
+            std::string::npos) << r1.output;
+  EXPECT_EQ(r1.output.find("taken over"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("the job was stopped for good (lost node 0's store)"), std::string::npos) << r1.output;
+}

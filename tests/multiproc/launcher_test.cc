@@ -148,14 +148,32 @@ TEST_F(LauncherTest, ASecondSignalKillsRanksThatIgnoreTheFirst) {
   std::this_thread::sleep_for(3s);  // the ranks are up and sleeping
   const auto t0 = Clock::now();
   ::kill(l.pid, SIGTERM);
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(1500ms);  // a second or more after the first: a second request
   ::kill(l.pid, SIGQUIT);
   const LaunchRun run = finish(l, 30s, t0);
   EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
   EXPECT_NE(run.output.find("signal 15: stopping the ranks (SIGTERM, SIGKILL after 5 s"), std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("is being stopped and another signal came; killing it"), std::string::npos) << run.output;
-  EXPECT_LT(run.seconds, 4.0) << run.output;
+  EXPECT_LT(run.seconds, 4.5) << run.output;
+}
+
+// One stop delivered twice within a second (Ctrl-C reaches `dp-launch scale` and the
+// launcher it runs, and scale passes it on; timeout(1) signals its child, then its group)
+// is one request: the ranks keep their grace. Counted as a second, it SIGKILLed them.
+TEST_F(LauncherTest, TheSameStopDeliveredTwiceWithinASecondKeepsTheGrace) {
+  Launcher l = start({config(2, {"--ignore-sigterm", "--sleep-ms", "60000"})}, {});
+  ASSERT_GT(l.pid, 0);
+  std::this_thread::sleep_for(3s);  // the ranks are up and sleeping
+  const auto t0 = Clock::now();
+  ::kill(l.pid, SIGTERM);
+  std::this_thread::sleep_for(50ms);
+  ::kill(l.pid, SIGTERM);
+  const LaunchRun run = finish(l, 30s, t0);
+  EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
+  EXPECT_EQ(run.output.find("another signal came"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("did not stop within 5 s; killing it"), std::string::npos) << run.output;
+  EXPECT_GT(run.seconds, 4.5) << run.output;
 }
 
 TEST_F(LauncherTest, MaxRestartsRestartsTheWholeGroup) {

@@ -49,5 +49,30 @@ TEST(LaunchPlanDevices, AnInterfaceFromLaunchEnvIsNamedAsItsKey) {
       << plan.status().message();
 }
 
+// Node 0 of two whose master_addr is not this host's (203.0.113.7, TEST-NET-3: never a
+// local address): planned without a word, then node 0 waited 30 s for its own store. Now
+// a note; node 1 and a job of one node (whose store binds master_addr itself) get none.
+TEST(LaunchPlanDevices, NodeZeroWhoseMasterAddrIsNotThisHostsGetsANote) {
+  const std::string job = "[launch]\nnnodes = 2\nnproc_per_node = 1\nprogram = \"/bin/true\"\n"
+                          "master_addr = \"203.0.113.7\"\n";
+  const auto secret = testing::fake_env({{"ZDP_JOB_SECRET", "0123456789abcdef0123456789abcdef"}});
+  for (const int node : {0, 1}) {
+    launcher::PlanInputs in = inputs();
+    in.node_rank = node;
+    StatusOr<launcher::LaunchPlan> plan = launcher::make_plan(parsed(job), in, secret);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    std::string notes;
+    for (const std::string& n : plan->notes) notes += n + "\n";
+    const bool noted = notes.find("launch.master_addr = \"203.0.113.7\" is not an address of this host") != std::string::npos &&
+                       notes.find("is this node 0") != std::string::npos;
+    EXPECT_EQ(noted, node == 0) << "node " << node << ": " << notes;
+  }
+  StatusOr<launcher::LaunchPlan> local =
+      launcher::make_plan(parsed("[launch]\nnnodes = 2\nnproc_per_node = 1\nprogram = \"/bin/true\"\nmaster_addr = \"127.0.0.1\"\n"),
+                          inputs(), secret);
+  ASSERT_TRUE(local.ok()) << local.status().to_string();
+  EXPECT_TRUE(local->notes.empty()) << local->notes.front();
+}
+
 }  // namespace
 }  // namespace zdp

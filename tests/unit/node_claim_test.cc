@@ -72,6 +72,24 @@ TEST(NodeClaim, EveryNodeTakesNodeZerosRunId) {
             std::string::npos);
 }
 
+// Node 1's launcher with another layout is refused and says so; node 0 said only that
+// node 1 "never joined (no dp-launch ran with that node rank ...)": it names the refusal.
+TEST(NodeClaim, NodeZeroNamesWhyANodeWasRefused) {
+  InMemoryStore store;
+  int64_t epoch = 0;
+  LaunchPlan zero = node(0, "0123456789abcdef"), other = node(1, "");
+  other.nproc_per_node = 2;
+  other.world_size = 4;
+  ASSERT_TRUE(join_job(store, zero, milliseconds(2000), &epoch).ok());
+  ASSERT_FALSE(join_job(store, other, milliseconds(2000), &epoch).ok());
+  const std::string missing = missing_launchers(store, 2, milliseconds(100));
+  EXPECT_NE(missing.find("the launcher of node 1 reached the store and was refused: node 1: this launcher plans 2 "
+                         "node(s) x 2 rank(s)"),
+            std::string::npos)
+      << missing;
+  EXPECT_EQ(missing.find("never joined"), std::string::npos) << missing;
+}
+
 // A launcher that died (no NodeLease renewing its claim) leaves its node to a new one,
 // which rejoins: the claim was held for good, and a lost node could never come back. A
 // launcher that is alive keeps its node; one that comes back after it was taken over
@@ -124,6 +142,37 @@ TEST(NodeClaim, ANodeThatFinishedIsNotTakenOver) {
   EXPECT_EQ(published_attempt(store), 0);
   ASSERT_TRUE(publish_attempt(store, 2).ok());
   EXPECT_EQ(published_attempt(store), 2);
+}
+
+// A second node 0 whose client reaches the running job's store (on another host: its own
+// store is its own, master_addr leads elsewhere) wrote its run id and layout there before
+// its claim was refused, and a node that joined later took that run id. It is refused
+// before it writes anything. A launcher that reconnects checks the store is still its run's
+// (a node 0 restarted since is a new run: check_same_run).
+TEST(NodeClaim, ASecondNodeZeroChangesNothingAndAReconnectionChecksTheRun) {
+  InMemoryStore store;
+  int64_t epoch = 0;
+  LaunchPlan zero = node(0, "0123456789abcdef"), one = node(1, "");
+  ASSERT_TRUE(join_job(store, zero, milliseconds(2000), &epoch).ok());
+  ASSERT_TRUE(join_job(store, one, milliseconds(2000), &epoch).ok());
+  LaunchPlan twin = node(0, "aaaaaaaaaaaaaaaa");
+  twin.nproc_per_node = 2;  // another layout too
+  twin.world_size = 4;
+  const Status refused = join_job(store, twin, milliseconds(2000), &epoch);
+  EXPECT_NE(refused.message().find("node 0 has already joined the job"), std::string::npos) << refused.message();
+  LaunchPlan late = node(1, "");
+  const Status joined = join_job(store, late, milliseconds(2000), &epoch, milliseconds(200));  // takes node 1 over
+  ASSERT_TRUE(joined.ok()) << joined.message();
+  EXPECT_EQ(late.run_id, "0123456789abcdef");
+  EXPECT_TRUE(check_same_run(store, "0123456789abcdef").ok());
+  const Status other = check_same_run(store, "fedcba9876543210");
+  EXPECT_EQ(other.code(), StatusCode::kPeerFailure);
+  EXPECT_NE(other.message().find("another run (id 0123456789abcdef), not this job's (fedcba9876543210): node 0's "
+                                 "launcher was restarted"),
+            std::string::npos)
+      << other.message();
+  InMemoryStore restarted;
+  EXPECT_NE(check_same_run(restarted, "0123456789abcdef").message().find("holds no run yet"), std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/internal/open_file_limit.h"
 #include "core/internal/standard_fds.h"
 #include "core/internal/usable_cpus.h"
+#include "kernels/fused_attention.h"
 #include "kernels/gemm.h"
 #include "runtime/src/context/heartbeat_publisher.h"
 #include "runtime/src/context/rank_progress.h"
@@ -45,7 +46,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> host_store(const LaunchEnv& env) {
                                         host_port(o.bind_host, o.port) +
                                         " (MASTER_PORT, + 1 under torchrun; ZDP_STORE_PORT picks another)");
   }
-  ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << o.bind_host << ":" << o.port
+  ZDP_LOG(kInfo) << "rank 0 hosts the job store on " << host_port(o.bind_host, o.port)
                  << " (the job was started without dp-launch: " << env.origin << ")";
   return server;
 }
@@ -124,6 +125,7 @@ void Context::set_step(int64_t step) {
 
 StatusOr<Context> init(const InitOptions& options) {
   open_missing_standard_fds();  // no socket of the job's may become stdout (standard_fds.h)
+  kernels::prepare_cudnn_environment();  // before this process starts threads (its setenv)
   Context ctx;
   ctx.progress_ = std::make_shared<detail::RankProgress>();
   ZDP_ASSIGN_OR_RETURN(ctx.env_, read_launch_env());

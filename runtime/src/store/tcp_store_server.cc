@@ -54,18 +54,17 @@ std::string errno_text() { return std::strerror(errno); }
 // "127.0.0.1:41234" or "[::1]:41234"
 std::string peer_name(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
   if (addr.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
     ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
-  }
-  int port = 0;
-  if (addr.ss_family == AF_INET6) {
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
     const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
     ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
     port = ntohs(a->sin6_port);
   }
-  return "[" + std::string(host) + "]:" + std::to_string(port);
+  return host_port(host, port);
 }
 
 class TcpStoreServerImpl final : public TcpStoreServer {
@@ -423,7 +422,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreSe
   } catch (const std::system_error& e) {
     return Status(StatusCode::kIoError, "store server: cannot start its thread: " + std::string(e.what()));
   }
-  ZDP_LOG(kDebug) << "store server listening on " << options.bind_host << ":" << port;
+  ZDP_LOG(kDebug) << "store server listening on " << host_port(options.bind_host, port);
   return std::unique_ptr<TcpStoreServer>(std::move(server));
 }
 

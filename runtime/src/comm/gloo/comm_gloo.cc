@@ -21,6 +21,7 @@
 #include "runtime/src/comm/gloo/gloo_all_to_all.h"
 #include "runtime/src/comm/gloo/gloo_peer_ranks.h"
 #include "runtime/src/comm/gloo/gloo_reduce_scatter.h"
+#include "runtime/src/comm/gloo/gloo_waits.h"
 #include "runtime/src/comm/host_reduce.h"
 #include "zdp/comm.h"
 #include "zdp/log.h"
@@ -88,8 +89,10 @@ class GlooCommunicator final : public Communicator {
         Status(StatusCode::kAborted, "rank " + std::to_string(rank()) + ": gloo communicator aborted: " + reason));
     // Peers blocked on this rank see the closed connections and fail at once.
     if (context_) context_->closeConnections();
-    // This Gloo cannot interrupt a local wait, so release our own waiters: the streams
-    // with collectives in flight fail now; the blocked host task ends at its timeout.
+    // Our own ring and all-to-all waits end now (gloo_waits.h); Gloo's own collectives
+    // cannot be interrupted, so release our waiters too: the streams with collectives in
+    // flight fail now, and a blocked Gloo collective ends at its timeout.
+    waits_.abort();
     std::lock_guard<std::mutex> lock(streams_mu_);
     for (auto& [stream, collectives] : in_flight_) stream->abort(first);
   }
@@ -289,6 +292,7 @@ class GlooCommunicator final : public Communicator {
       args.element_bytes = dtype_size(desc.dtype);
       args.tag = tag;
       args.timeout = options().timeout;
+      args.waits = &waits_;
       gloo_all_to_all(context_, args, rank(), k);
       return;
     }
@@ -321,6 +325,7 @@ class GlooCommunicator final : public Communicator {
         args.reduce = host_reduce_fn(desc.dtype, desc.reduce);
         args.tag = tag;
         args.timeout = options().timeout;
+        args.waits = &waits_;
         // Returned to the pool however the collective ends: a failed one fails the
         // communicator, and no later collective runs to reuse it.
         std::unique_ptr<Scratch> scratch = take_scratch();
@@ -371,6 +376,7 @@ class GlooCommunicator final : public Communicator {
 
   std::shared_ptr<gloo::Context> context_;  // null for a world of 1
   const GlooPeerRanks peers_;                // which rank an error's address is
+  GlooWaits waits_;                           // our ring's and all-to-all's: abort() ends them
   std::mutex cuda_issue_mu_;                  // one CUDA collective enqueued at a time
   std::unique_ptr<Event> caller_reached_;     // CUDA: see ensure_ordered_stream()
   std::unique_ptr<Event> collective_done_;

@@ -10,6 +10,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "runtime/src/comm/gloo/gloo_waits.h"
+
 namespace zdp {
 namespace {
 
@@ -60,11 +62,16 @@ void gloo_all_to_all(const std::shared_ptr<gloo::Context>& context, const AllToA
     out[peer] = context->createUnboundBuffer(const_cast<char*>(send_at(peer)), size_of(peer));
     out[peer]->send(peer, slot);
   }
+  auto wait = [&](gloo::transport::UnboundBuffer& buffer, bool recv) {
+    if (args.waits != nullptr) return args.waits->wait(buffer, recv, remaining(deadline));
+    if (recv) buffer.waitRecv(remaining(deadline));
+    else buffer.waitSend(remaining(deadline));
+  };
   for (int peer = 0; peer < world; ++peer) {
-    if (in[peer]) in[peer]->waitRecv(remaining(deadline));
+    if (in[peer]) wait(*in[peer], true);
   }
   for (int peer = 0; peer < world; ++peer) {
-    if (out[peer]) out[peer]->waitSend(remaining(deadline));
+    if (out[peer]) wait(*out[peer], false);
   }
 }
 

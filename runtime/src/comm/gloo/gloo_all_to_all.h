@@ -21,6 +21,8 @@ class Context;
 
 namespace zdp {
 
+class GlooWaits;
+
 struct AllToAllArgs {
   const void* send = nullptr;  // K chunks of chunk_bytes, chunk q for rank q (one, with shape->send_shared)
   void* recv = nullptr;        // K chunks, chunk q from rank q; must not overlap send
@@ -29,6 +31,7 @@ struct AllToAllArgs {
   size_t element_bytes = 1;              // of the shape's elements
   uint32_t tag = 0;
   std::chrono::milliseconds timeout{0};  // end to end
+  GlooWaits* waits = nullptr;            // the communicator's, so that abort() ends them; or null
 };
 
 // Throws gloo::IoException (timeout, dead peer) like every Gloo collective. `context` may

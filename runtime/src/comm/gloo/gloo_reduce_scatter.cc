@@ -10,6 +10,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "runtime/src/comm/gloo/gloo_waits.h"
+
 namespace zdp {
 namespace {
 
@@ -88,10 +90,15 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const Ri
     return *scratch_buf[(s % 2) * nseg + j];
   };
 
+  auto wait = [&](gloo::transport::UnboundBuffer& buffer, bool recv) {
+    if (args.waits != nullptr) return args.waits->wait(buffer, recv, remaining(deadline));
+    if (recv) buffer.waitRecv(remaining(deadline));
+    else buffer.waitSend(remaining(deadline));
+  };
   std::vector<bool> send_done(total, false);
   auto wait_send = [&](size_t t) {
     if (send_done[t]) return;
-    send_buffer(t).waitSend(remaining(deadline));
+    wait(send_buffer(t), false);
     send_done[t] = true;
   };
 
@@ -108,7 +115,7 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const Ri
       recv_buffer(next_recv).recv(prev, slot);
       ++next_recv;
     }
-    recv_buffer(t).waitRecv(remaining(deadline));
+    wait(recv_buffer(t), true);
     // Add this rank's contribution to the partial sum that arrived.
     char* incoming = half[s % 2] + seg_offset(j);
     const char* own = input + chunk(s, 2) * slice + seg_offset(j);

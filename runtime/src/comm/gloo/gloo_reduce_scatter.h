@@ -25,6 +25,8 @@ class Context;
 
 namespace zdp {
 
+class GlooWaits;
+
 struct RingReduceScatterArgs {
   const void* send = nullptr;  // K slices of slice_bytes each
   void* recv = nullptr;        // this rank's reduced slice (may alias its input slice)
@@ -33,6 +35,7 @@ struct RingReduceScatterArgs {
   HostReduceFn reduce = nullptr;
   uint32_t tag = 0;  // distinguishes concurrent collectives on one context
   std::chrono::milliseconds timeout{0};  // end to end
+  GlooWaits* waits = nullptr;            // the communicator's, so that abort() ends them; or null
 };
 
 // Throws gloo::IoException (timeout, dead peer) like every Gloo collective.
