@@ -235,11 +235,7 @@ int run(const std::string& config_path, const std::vector<std::string>& sets, bo
   zdp::ReconnectingStore job_store(
       std::move(*client),
       [&plan](std::chrono::milliseconds within) -> zdp::StatusOr<std::unique_ptr<zdp::Store>> {
-        zdp::StatusOr<std::unique_ptr<zdp::TcpStoreClient>> again =
-            zdp::TcpStoreClient::connect(plan->master_addr, plan->master_port, within, plan->secret, "", interrupted);
-        if (!again.ok()) return again.status();
-        ZDP_RETURN_IF_ERROR(zdp::launcher::check_same_run(**again, plan->run_id));  // node 0 not restarted
-        return std::unique_ptr<zdp::Store>(std::move(*again));
+        return zdp::launcher::connect_same_run(*plan, within, interrupted);  // node 0 not restarted
       },
       std::chrono::seconds(30), "dp-launch");
   // The node's claim, held while this launcher lives; taken over by another launcher (this

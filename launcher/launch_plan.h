@@ -51,7 +51,7 @@ struct LaunchPlan {
   std::string slurm_job_id;          // SLURM_JOB_ID, or empty: part of the layout nodes agree on
   int threads_per_rank = 1;          // OMP/OpenBLAS threads: cores / local ranks
   std::string config_file;
-  std::vector<std::string> notes;    // dry-run: what the launch itself would refuse here
+  std::vector<std::string> notes;    // dry-run: what the launch itself would refuse here; and (both) master_addr_note
   // dp-train's ranks: the settings that do nothing in this config (inert_settings), said
   // before the launch and in --dry-run.
   std::vector<std::string> inert;

@@ -24,8 +24,8 @@ void on_signal(int sig) {
   if (g_interrupt.compare_exchange_strong(none, sig)) {
     g_first_signal_ns.store(ns);
     g_signals.fetch_add(1);
-  } else if (ns - g_first_signal_ns.load() >= 1000000000) {
-    g_signals.fetch_add(1);
+  } else if (const int64_t first = g_first_signal_ns.load(); first != 0 && ns - first >= 1000000000) {
+    g_signals.fetch_add(1);  // (0: the first's handler has not stamped it yet, so not a second later)
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -133,6 +134,20 @@ NodeLease::Connect lease_connection(const LaunchPlan& plan) {
     ZDP_RETURN_IF_ERROR(check_same_run(*client, run_id));
     return std::unique_ptr<Store>(std::move(client));
   };
+}
+
+StatusOr<std::unique_ptr<Store>> connect_same_run(const LaunchPlan& plan, std::chrono::milliseconds within,
+                                                  const std::function<bool()>& stop) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
+                         TcpStoreClient::connect(plan.master_addr, plan.master_port,
+                                                 std::max(left, std::chrono::milliseconds(1)), plan.secret, "", stop));
+    const Status same = check_same_run(*client, plan.run_id);
+    if (same.ok()) return std::unique_ptr<Store>(std::move(client));
+    if (same.code() == StatusCode::kPeerFailure || std::chrono::steady_clock::now() >= until) return same;
+  }
 }
 
 Status check_same_run(Store& store, const std::string& run_id) {

@@ -74,6 +74,13 @@ NodeLease::Connect lease_connection(const LaunchPlan& plan);
 // own, called its claim "taken over" and could write into the new run's keys.
 Status check_same_run(Store& store, const std::string& run_id);
 
+// A new connection to node 0's store (plan's address, port, secret) that check_same_run
+// passed, within `within`: a check that failed by the network (not by another run) is
+// tried again on a new connection until then, so that one blip just after reconnecting
+// does not end the job as a lost store.
+StatusOr<std::unique_ptr<Store>> connect_same_run(const LaunchPlan& plan, std::chrono::milliseconds within,
+                                                  const std::function<bool()>& stop);
+
 // Node 0 publishes the attempt it runs, and a node that joins later (a replacement for a
 // launcher that died) starts there instead of stepping through the attempts it missed.
 Status publish_attempt(Store& store, int attempt);

@@ -73,7 +73,7 @@ class Group {
                           /*final=*/true);
         console_.line("dp-launch: signal " + std::to_string(sig) + ": stopping the ranks (" +
                       (sig == SIGINT ? "SIGINT" : "SIGTERM") + ", SIGKILL after " + seconds_text(o_.stop_grace) +
-                      "; another signal kills them now)");
+                      "; another signal, a second or more later, kills them now)");
         stop_all(sig == SIGINT ? SIGINT : SIGTERM);
         return finish(GroupOutcome::kInterrupted, "the launcher received signal " + std::to_string(sig) +
                                                       "; stopped the ranks");

@@ -180,8 +180,6 @@ TEST_F(LauncherTest, NoNodeRestartsAJobANodeHasLeft) {
   }
 }
 
-}  // namespace
-
 // Node 0's launcher dies and a new one starts on its address and port (a new run): node
 // 1's launcher reconnected to that store, read its empty keys as its own job's, and left
 // saying its claim "was taken over by another dp-launch". It now says node 0 was
@@ -210,3 +208,5 @@ TEST_F(LauncherTest, ANodeWhoseNodeZeroWasRestartedSaysSo) {
   EXPECT_EQ(r1.output.find("taken over"), std::string::npos) << r1.output;
   EXPECT_NE(r1.output.find("the job was stopped for good (lost node 0's store)"), std::string::npos) << r1.output;
 }
+
+}  // namespace

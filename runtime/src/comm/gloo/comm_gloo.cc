@@ -255,8 +255,11 @@ class GlooCommunicator final : public Communicator {
       // own (below), so the rank named is where to look, not necessarily the one at fault.
       const std::string peer = peers_.ranks_named_in(what);
       // The context is dead after an IoException. Closing our connections now makes peers
-      // blocked on this rank fail at once instead of at their own timeout.
+      // blocked on this rank fail at once instead of at their own timeout, and ending our
+      // own ring and all-to-all waits ends this rank's other collectives (streams run
+      // theirs at once): one waiting on a live peer was woken by nothing, closed here.
       context_->closeConnections();
+      waits_.abort();
       if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
         return fail(Status(StatusCode::kTimeout, context(desc) + ": timed out after " + seconds(elapsed) +
                                                      " (collective timeout " + seconds(options().timeout) + ")" +
