@@ -127,12 +127,8 @@ NodeLease::~NodeLease() {
 }
 
 NodeLease::Connect lease_connection(const LaunchPlan& plan) {
-  return [host = plan.master_addr, port = plan.master_port, secret = plan.secret,
-          run_id = plan.run_id](const std::function<bool()>& stopping) -> StatusOr<std::unique_ptr<Store>> {
-    ZDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
-                         TcpStoreClient::connect(host, port, std::chrono::seconds(2), secret, "", stopping));
-    ZDP_RETURN_IF_ERROR(check_same_run(*client, run_id));
-    return std::unique_ptr<Store>(std::move(client));
+  return [plan](const std::function<bool()>& stopping) -> StatusOr<std::unique_ptr<Store>> {
+    return connect_same_run(plan, std::chrono::seconds(2), stopping);
   };
 }
 

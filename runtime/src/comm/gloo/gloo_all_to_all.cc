@@ -63,9 +63,7 @@ void gloo_all_to_all(const std::shared_ptr<gloo::Context>& context, const AllToA
     out[peer]->send(peer, slot);
   }
   auto wait = [&](gloo::transport::UnboundBuffer& buffer, bool recv) {
-    if (args.waits != nullptr) return args.waits->wait(buffer, recv, remaining(deadline));
-    if (recv) buffer.waitRecv(remaining(deadline));
-    else buffer.waitSend(remaining(deadline));
+    wait_on(args.waits, buffer, recv, remaining(deadline));
   };
   for (int peer = 0; peer < world; ++peer) {
     if (in[peer]) wait(*in[peer], true);

@@ -91,9 +91,7 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const Ri
   };
 
   auto wait = [&](gloo::transport::UnboundBuffer& buffer, bool recv) {
-    if (args.waits != nullptr) return args.waits->wait(buffer, recv, remaining(deadline));
-    if (recv) buffer.waitRecv(remaining(deadline));
-    else buffer.waitSend(remaining(deadline));
+    wait_on(args.waits, buffer, recv, remaining(deadline));
   };
   std::vector<bool> send_done(total, false);
   auto wait_send = [&](size_t t) {

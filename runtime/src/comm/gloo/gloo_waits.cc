@@ -39,4 +39,14 @@ void GlooWaits::abort() {
   }
 }
 
+void wait_on(GlooWaits* waits, gloo::transport::UnboundBuffer& buffer, bool recv, std::chrono::milliseconds timeout) {
+  if (waits != nullptr) {
+    waits->wait(buffer, recv, timeout);
+  } else if (recv) {
+    buffer.waitRecv(timeout);
+  } else {
+    buffer.waitSend(timeout);
+  }
+}
+
 }  // namespace zdp

@@ -41,4 +41,7 @@ class GlooWaits {
   std::vector<std::pair<gloo::transport::UnboundBuffer*, bool>> waiting_;  // (buffer, recv)
 };
 
+// `waits`->wait(buffer, recv, timeout), or Gloo's own wait where there is no GlooWaits.
+void wait_on(GlooWaits* waits, gloo::transport::UnboundBuffer& buffer, bool recv, std::chrono::milliseconds timeout);
+
 }  // namespace zdp
