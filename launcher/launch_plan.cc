@@ -314,8 +314,7 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
                      (l.backend == Backend::kAuto ? std::string(", as launch.backend = \"auto\" resolves here") : "") +
                      "): the CPU GEMM computes in fp32; use model.dtype = \"fp32\"");
   }
-  // What the config says about dp-train's models, data and loop; another program reads
-  // those keys (or not) as it likes.
+  // dp-train's keys: another program reads them (or not) as it likes.
   if (runs_dp_train) p.inert = inert_settings(config);
   if (runs_dp_train && !l.args.empty()) errors.push_back(config.where("launch.args") + ": " + dp_train_args_error(l.args));
   // A missing token file or resume checkpoint stopped every rank after the launch, each
@@ -328,9 +327,8 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
       errors.push_back(inputs.message());
     }
   }
-  // zero.compress = "inter-node" quantizes only what crosses nodes: on the one node this
-  // launch resolved (Slurm included), the quantized dtypes and their error feedback do
-  // nothing (only rank 0's log said so, once running).
+  // zero.compress = "inter-node" quantizes only what crosses nodes: on one node (Slurm's
+  // too) the quantized dtypes and error feedback do nothing (once only rank 0's log said so).
   if (p.nnodes == 1 && config.zero.compress == CompressScope::kInterNode) {
     for (const char* key : {"zero.reduce_dtype", "zero.gather_dtype", "zero.error_feedback"}) {
       if (config.origins.count(key)) {
@@ -340,6 +338,8 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
     }
   }
   p.args = l.args;
+  p.settings = job_wide_settings(config);  // join_job compares it with node 0's
+  for (const auto& origin : config.origins) p.settings_where[origin.first] = config.where(origin.first);
   // Nodes that share a log folder (a network home directory) must not overwrite each
   // other's resolved config: node 0's ranks read node 1's launch.rank_addr, and a restarted
   // attempt re-read whichever node wrote last. One file a node on a job of several.

@@ -3,6 +3,7 @@
 // Pure: it starts nothing, so --dry-run prints exactly what a real launch would do.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct LaunchPlan {
   // dp-train's ranks: the settings that do nothing in this config (inert_settings), said
   // before the launch and in --dry-run.
   std::vector<std::string> inert;
+  // What every node must share beyond the layout (job_wide_settings), and where this node's
+  // config set each key ("file:line:col", "--set k=v"): join_job compares them with node 0's.
+  std::string settings;
+  std::map<std::string, std::string> settings_where;
 
   bool hosts_store() const { return node_rank == 0; }
   // This node's ranks for `attempt`: argv and the torchrun + zdp environment.

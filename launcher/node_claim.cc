@@ -13,6 +13,7 @@
 #include "core/internal/host_port.h"
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
+#include "launcher/settings_check.h"
 #include "zdp/log.h"
 #include "zdp/tcp_store.h"
 
@@ -22,6 +23,7 @@ namespace {
 // Outside every attempt's prefix: a claim holds for the launcher's whole life.
 constexpr const char* kLayoutKey = "zdp/launch/layout";
 constexpr const char* kRunIdKey = "zdp/launch/run_id";
+constexpr const char* kSettingsKey = "zdp/launch/settings";  // node 0's job_wide_settings
 std::string claim_key(int node) { return "zdp/launch/node/" + std::to_string(node); }
 std::string lease_key(int node) { return "zdp/launch/lease/" + std::to_string(node); }
 std::string epoch_key(int node) { return "zdp/launch/epoch/" + std::to_string(node); }
@@ -188,6 +190,7 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
   if (plan.hosts_store()) {
     if (*claims != 1) return refused(elsewhere);  // a store node 0 hosts is new: claimed here first
     ZDP_RETURN_IF_ERROR(store.set(kRunIdKey, plan.run_id));  // before the layout the others wait for
+    ZDP_RETURN_IF_ERROR(store.set(kSettingsKey, plan.settings));  // before the layout, too
     ZDP_RETURN_IF_ERROR(store.set(kLayoutKey, mine));
   }
   StatusOr<std::string> theirs = store.get(kLayoutKey, within);
@@ -199,6 +202,19 @@ Status join_job(Store& store, LaunchPlan& plan, std::chrono::milliseconds within
                               "config), and under Slurm the same job");
     (void)store.set(refused_key(plan.node_rank), mismatch.message());  // best effort: for node 0's report
     return mismatch;
+  }
+  if (!plan.hosts_store()) {
+    StatusOr<std::string> settings = store.get(kSettingsKey, within);
+    if (!settings.ok()) return settings.status().with_context(node + ": reading node 0's settings");
+    const std::string difference = settings_difference(plan.settings, *settings, plan.settings_where);
+    if (!difference.empty()) {
+      const Status mismatch(StatusCode::kInvalidArgument,
+                            node + ": this node's config differs from node 0's in settings every node must share: " +
+                                difference + ". Give every node the same config (only launch.node_rank, its "
+                                "addresses, launch.program, args, env and the paths may differ)");
+      (void)store.set(refused_key(plan.node_rank), mismatch.message());
+      return mismatch;
+    }
   }
   // Node 0's run id for every node's ranks: one run, one id in every node's checkpoints.
   StatusOr<std::string> run_id = store.get(kRunIdKey, within);
@@ -245,7 +261,7 @@ std::string missing_launchers(Store& store, int nnodes, std::chrono::millisecond
       if (was_refused.ok() && *was_refused) why = store.get(refused_key(n), std::chrono::milliseconds(1000));
       if (why.ok() && !why->empty()) {
         refused += (refused.empty() ? "" : "; ") + std::string("the launcher of node ") + std::to_string(n) +
-                   " reached the store and was refused: " + printable(*why, 400);
+                   " reached the store and was refused: " + printable(*why, 1200);
         continue;
       }
       missing += (missing.empty() ? "" : ", ") + std::to_string(n);

@@ -27,10 +27,12 @@ namespace zdp::launcher {
 // (the program by its file name: each node resolves its own path).
 std::string describe_layout(const LaunchPlan& plan);
 
-// Node 0 publishes its layout and its run id; every node (node 0 too) then checks the
-// layout, takes node 0's run id into plan.run_id (one run, one ZDP_RUN_ID on every node)
-// and claims its node rank. kInvalidArgument naming both layouts, or the node rank already
-// claimed; a store error (node 0 gone) as it came. `within` bounds the wait for node 0.
+// Node 0 publishes its layout, its settings (plan.settings: job_wide_settings) and its run
+// id; every node (node 0 too) then checks the layout, the other nodes their settings, takes
+// node 0's run id into plan.run_id (one run, one ZDP_RUN_ID on every node) and claims its
+// node rank. kInvalidArgument naming both layouts, the keys whose settings differ
+// (settings_difference), or the node rank already claimed; a store error (node 0 gone) as
+// it came. `within` bounds the wait for node 0.
 // A claim is held by a lease: the claim's epoch (returned in *epoch, for NodeLease) and a
 // value its launcher renews. A node rank already claimed is taken over when its lease was
 // not renewed for `lease_expiry` (the wait for that makes a refused duplicate take that

@@ -1,5 +1,5 @@
 // Which launchers join a multi-node job (launcher/node_claim.h): two dp-launch processes
-// with one node rank, and nodes whose layouts differ, on loopback.
+// with one node rank, and nodes whose layouts or settings differ, on loopback.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -38,7 +38,8 @@ TEST_F(LauncherTest, ASecondLauncherOfOneNodeRankIsRefused) {
   const std::string resolved = zdp::testing::read_file((dir_ / "logs" / "config.node-1.toml").string());
   const std::string resolved0 = zdp::testing::read_file((dir_ / "logs" / "config.node-0.toml").string());
   ASSERT_NE(resolved.find("seed"), std::string::npos) << resolved;
-  const LaunchRun twin = finish(start({cfg, "--node-rank", "1", "--set", "train.seed=999"}, kSecret), 30s, t1);
+  // Another setting of its own (a per-node key: a job-wide one is refused before the claim).
+  const LaunchRun twin = finish(start({cfg, "--node-rank", "1", "--set", "launch.env.ZDP_TWIN=1"}, kSecret), 30s, t1);
   EXPECT_EQ(twin.exit_code, 2) << twin.output;
   EXPECT_EQ(zdp::testing::read_file((dir_ / "logs" / "config.node-1.toml").string()), resolved);
   const LaunchRun twin0 = finish(start({cfg, "--node-rank", "0", "--set", "train.seed=999"}, kSecret), 30s, t1);
@@ -60,6 +61,29 @@ TEST_F(LauncherTest, ANodeWithAnotherLayoutIsRefusedNamingBoth) {
   EXPECT_NE(node1.output.find("node 1: this launcher plans 2 node(s) x 1 rank(s) = 2 ranks"), std::string::npos)
       << node1.output;
   EXPECT_NE(node1.output.find("node 0's plans 2 node(s) x 2 rank(s) = 4 ranks"), std::string::npos) << node1.output;
+  ::kill(node0.pid, SIGTERM);
+  const LaunchRun r0 = finish(node0, 30s, t0);
+  EXPECT_NE(r0.exit_code, 0) << r0.output;
+}
+
+// A node whose copy of the config differs in a setting every node must share (here the
+// evaluation interval: its ranks would evaluate while node 0's train, and the job hung in
+// mismatched collectives until the collective timeout) is refused before any rank starts,
+// naming the key, both values and where this node set it; per-node keys may differ.
+TEST_F(LauncherTest, ANodeWhoseConfigDiffersIsRefusedNamingTheKey) {
+  const std::string cfg = config(2, {"--sleep-ms", "60000"}, "nnodes = 2");
+  const auto t0 = Clock::now();
+  Launcher node0 = start({cfg, "--node-rank", "0"}, kSecret);
+  const LaunchRun node1 =
+      finish(start({cfg, "--node-rank", "1", "--set", "train.eval_every=7", "--set", "launch.rank_addr=127.0.0.1"},
+                   kSecret),
+             30s, Clock::now());
+  EXPECT_EQ(node1.exit_code, 2) << node1.output;
+  EXPECT_NE(node1.output.find("node 1: this node's config differs from node 0's in settings every node must share: "
+                              "train.eval_every = 7 here (--set train.eval_every=7), 0 on node 0"),
+            std::string::npos)
+      << node1.output;
+  EXPECT_EQ(node1.output.find("rank_addr"), std::string::npos) << node1.output;
   ::kill(node0.pid, SIGTERM);
   const LaunchRun r0 = finish(node0, 30s, t0);
   EXPECT_NE(r0.exit_code, 0) << r0.output;

@@ -3,7 +3,8 @@
 // per-node copies differ), a layout that differs and a node rank claimed twice are refused;
 // a claim whose lease stopped (its launcher died) is taken over, the launcher it replaced
 // learns it lost the node, a node that finished is never taken over, and node 0 names a
-// launcher that is gone.
+// launcher that is gone. A node whose config differs in a job-wide setting is refused
+// naming the keys (settings_difference); per-node keys may differ.
 #include "launcher/node_claim.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/settings_check.h"
+#include "zdp/config.h"
 #include "zdp/store.h"
 
 namespace zdp::launcher {
@@ -88,6 +91,90 @@ TEST(NodeClaim, NodeZeroNamesWhyANodeWasRefused) {
             std::string::npos)
       << missing;
   EXPECT_EQ(missing.find("never joined"), std::string::npos) << missing;
+}
+
+Config parsed(const std::string& text, const std::string& name) {
+  StatusOr<Config> c = parse_config(text, name);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Config();
+}
+
+LaunchPlan with_settings(LaunchPlan p, const Config& c) {
+  p.settings = job_wide_settings(c);
+  for (const auto& origin : c.origins) p.settings_where[origin.first] = c.where(origin.first);
+  return p;
+}
+
+// Node 1's copy of the config trains with another evaluation interval and learning rate:
+// refused before it claims its node rank, naming both keys, both values and where node 1
+// set them; node 0 names the refusal. Its per-node keys (node rank, address, paths,
+// environment) differ too and are not named; a node that differs only in those joins.
+TEST(NodeClaim, ANodeWhoseConfigDiffersIsRefusedNamingTheKeys) {
+  InMemoryStore store;
+  int64_t epoch = 0;
+  const char* common = "[optim]\nlr = 0.001\n[train]\neval_every = 10\n";
+  const char* per_node = "[launch]\nnnodes = 2\nnode_rank = 1\nrank_addr = \"10.0.0.2\"\nlog_dir = \"/elsewhere\"\n"
+                         "[launch.env]\nNCCL_IB_HCA = \"mlx5_1\"\n[checkpoint]\ndir = \"/mnt/b\"\n";
+  LaunchPlan zero = with_settings(node(0, "0123456789abcdef"), parsed(std::string(common) + "[launch]\nnnodes = 2\n", "a.toml"));
+  ASSERT_TRUE(join_job(store, zero, milliseconds(2000), &epoch).ok());
+  LaunchPlan other = with_settings(
+      node(1, ""), parsed(std::string("[optim]\nlr = 0.002\n[train]\neval_every = 20\n") + per_node, "b.toml"));
+  const Status refused = join_job(store, other, milliseconds(2000), &epoch);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("node 1: this node's config differs from node 0's in settings every node must "
+                                   "share: optim.lr = 0.002 here (b.toml:2:6), 0.001 on node 0; train.eval_every = "
+                                   "20 here (b.toml:4:14), 10 on node 0. Give every node the same config"),
+            std::string::npos)
+      << refused.message();
+  const std::string named = refused.message().substr(0, refused.message().find(". Give every node"));
+  for (const char* per_node_key : {"node_rank", "rank_addr", "log_dir", "NCCL", "checkpoint.dir"}) {
+    EXPECT_EQ(named.find(per_node_key), std::string::npos) << per_node_key << ": " << refused.message();
+  }
+  EXPECT_NE(missing_launchers(store, 2, milliseconds(100))
+                .find("the launcher of node 1 reached the store and was refused: node 1: this node's config differs"),
+            std::string::npos);
+  LaunchPlan same = with_settings(node(1, ""), parsed(std::string(common) + per_node, "c.toml"));
+  const Status joined = join_job(store, same, milliseconds(2000), &epoch);
+  EXPECT_TRUE(joined.ok()) << joined.message();
+}
+
+// Every key is either job-wide or per-node (a per-node name that is no key, a misspelling,
+// would make that key job-wide and refuse nodes for their own addresses).
+TEST(NodeClaim, EveryKeyIsJobWideOrPerNode) {
+  const std::string settings = job_wide_settings(Config());
+  const std::string resolved = to_toml(Config());
+  for (const std::string& key : per_node_keys()) {
+    EXPECT_EQ(settings.find(key + " = "), std::string::npos) << key;
+    const std::string section = "[" + key.substr(0, key.find('.')) + "]";
+    const std::string name = key.substr(key.find('.') + 1);
+    const size_t at = resolved.find(section);
+    ASSERT_NE(at, std::string::npos) << key;
+    EXPECT_NE(resolved.find("\n" + name + " = ", at), std::string::npos) << key << " is not a key";
+  }
+  for (const char* key : {"zero.stage", "train.seed", "model.d_model", "launch.master_port", "checkpoint.resume"}) {
+    EXPECT_NE(settings.find(std::string(key) + " = "), std::string::npos) << key;
+  }
+  Config from_path = Config();
+  from_path.checkpoint.resume = ResumeMode::kPath;
+  from_path.checkpoint.resume_path = "/mnt/node1/ckpt/step-10";
+  EXPECT_NE(job_wide_settings(from_path).find("checkpoint.resume = a checkpoint path\n"), std::string::npos);
+}
+
+// Node 0's text came over the network: a control character in it is printed escaped, a key
+// only node 0 has is named, and past six differences the rest are counted.
+TEST(NodeClaim, SettingsDifferencesAreBoundedAndPrintable) {
+  EXPECT_EQ(settings_difference("a.x = 1\nb.y = 2\n", "a.x = 1\nb.y = 2\n", {}), "");
+  const std::string odd = settings_difference("a.x = 1\n", "a.x = \x1b[2J\nz.new = 3\n", {{"a.x", "f.toml:2:5"}});
+  EXPECT_EQ(odd, "a.x = 1 here (f.toml:2:5), \\x1b[2J on node 0; z.new = 3 on node 0, not a key here");
+  std::string mine, theirs;
+  for (int i = 0; i < 9; ++i) {
+    mine += "k.k" + std::to_string(i) + " = 1\n";
+    theirs += "k.k" + std::to_string(i) + " = 2\n";
+  }
+  const std::string many = settings_difference(mine, theirs, {});
+  EXPECT_NE(many.find("k.k0 = 1 here (the default), 2 on node 0"), std::string::npos) << many;
+  EXPECT_NE(many.find("; and 3 more"), std::string::npos) << many;
+  EXPECT_EQ(many.find("k.k6"), std::string::npos) << many;
 }
 
 // A launcher that died (no NodeLease renewing its claim) leaves its node to a new one,

@@ -267,6 +267,15 @@ Status check_input_paths(const Config& config);
 // instead. dp-launch prints these as notes for dp-train's ranks (--dry-run too), and
 // dp-train's rank 0 when no dp-launch started it.
 std::vector<std::string> inert_settings(const Config& config);
+// What every node of a multi-node job must share: one "section.key = value" line per key,
+// in --help's order, for every key but per_node_keys() (checkpoint.resume says only "a
+// checkpoint path" for a path). Each node's dp-launch compares its own with node 0's
+// before any rank starts, and a node whose config differs is refused, naming the keys.
+std::string job_wide_settings(const Config& config);
+// The keys each node may set for itself: its node rank, addresses and interface, the
+// rank program's path and arguments, the rank environment and the paths (log, data,
+// checkpoint and profile directories), which mount points may spell differently.
+const std::vector<std::string>& per_node_keys();
 // accum_steps, or global_batch / (micro_batch x world_size) when it is 0.
 // REQUIRES: validate_for_world(config, world_size).ok().
 int64_t resolved_accum_steps(const TrainConfig& train, int world_size);
