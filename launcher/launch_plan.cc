@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "core/internal/host_port.h"
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
+#include "launcher/dp_train_checks.h"
 #include "launcher/master_addr_check.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/internal/store_bind.h"
@@ -64,29 +66,6 @@ std::string resolve_program(const std::string& program, const std::string& launc
                                  "); set launch.program"
                            : "launch.program '" + name + "' is neither beside dp-launch nor on PATH";
   return name;
-}
-
-// dp-train takes its whole config from the file dp-launch resolved and checked
-// ($ZDP_CONFIG): its --config or --set in launch.args would replace or change that config
-// in every rank after every check here, --help would end every rank at once without
-// training, and any other argument stops every rank at start-up.
-std::string dp_train_args_error(const std::vector<std::string>& args) {
-  const std::string& a = args.front();
-  const auto flag = [&](const char* name) { return a == name || a.rfind(std::string(name) + "=", 0) == 0; };
-  std::string why;
-  if (flag("--config")) {
-    why = "dp-train's --config would replace, in every rank, the config dp-launch checked; name the file on "
-          "dp-launch's command line instead";
-  } else if (flag("--set")) {
-    why = "dp-train's --set would change, in every rank, the config dp-launch checked; put the --set on dp-launch's "
-          "command line instead, where it is checked before any rank starts";
-  } else if (a == "-h" || a == "--help") {
-    why = "dp-train's --help would end every rank without training; run dp-train --help yourself";
-  } else {
-    why = "dp-train takes no argument '" + printable(a, 64) + "' (its only flags, --config and --set, come from dp-launch)";
-  }
-  return "launch.args = [" + std::to_string(args.size()) + " argument(s)] is refused: " + why +
-         "; dp-train reads every setting from the config, so launch.args is for another launch.program";
 }
 
 // Slurm's node layout: true when both SLURM_NNODES and SLURM_NODEID are set and valid. A
@@ -304,29 +283,8 @@ StatusOr<LaunchPlan> make_plan(const Config& config, const PlanInputs& given, co
   std::string program_error;
   p.program = resolve_program(l.program, in.launcher_dir, &program_error);
   if (!program_error.empty()) errors.push_back(config.where("launch.program") + ": " + program_error);
-  // dp-train's Gloo ranks compute on the CPU (zdp::init), whose GEMM is fp32 only: refuse
-  // before any rank starts rather than in every rank's log. Another program may compute
-  // as it likes.
-  const bool runs_dp_train = std::filesystem::path(l.program.empty() ? "dp-train" : l.program).filename() == "dp-train";
-  if (runs_dp_train && p.backend == Backend::kGloo && config.model.dtype != DType::kF32) {
-    errors.push_back(config.where("model.dtype") + ": model.dtype = \"" + to_string(config.model.dtype) +
-                     "\" needs GPU ranks (backend nccl), but this job's ranks use the CPU (backend gloo" +
-                     (l.backend == Backend::kAuto ? std::string(", as launch.backend = \"auto\" resolves here") : "") +
-                     "): the CPU GEMM computes in fp32; use model.dtype = \"fp32\"");
-  }
-  // dp-train's keys: another program reads them (or not) as it likes.
-  if (runs_dp_train) p.inert = inert_settings(config);
-  if (runs_dp_train && !l.args.empty()) errors.push_back(config.where("launch.args") + ": " + dp_train_args_error(l.args));
-  // A missing token file or resume checkpoint stopped every rank after the launch, each
-  // saying it. A dry run (of another cluster's config, say) prints them as notes.
-  if (const Status inputs = runs_dp_train ? check_input_paths(config) : Status::Ok(); !inputs.ok()) {
-    if (in.dry_run) {
-      std::istringstream lines(inputs.message());
-      for (std::string line; std::getline(lines, line);) p.notes.push_back(line + ": the launch itself would stop here");
-    } else {
-      errors.push_back(inputs.message());
-    }
-  }
+  // What dp-train's ranks would refuse or ignore (dp_train_checks.h).
+  if (runs_dp_train(l.program)) check_dp_train_ranks(config, in, &p, &errors);
   // zero.compress = "inter-node" quantizes only what crosses nodes: on one node (Slurm's
   // too) the quantized dtypes and error feedback do nothing (once only rank 0's log said so).
   if (p.nnodes == 1 && config.zero.compress == CompressScope::kInterNode) {
@@ -400,6 +358,21 @@ std::string shell_word(const std::string& word) {
   const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                                              "0123456789_@%+=:,./-") == std::string::npos;
   if (plain) return word;
+  // A control character in '...' reached the terminal as it was (a newline split the
+  // "#   env:" comment line): such a word is written $'...' with \xNN escapes.
+  const bool control = std::any_of(word.begin(), word.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f;
+  });
+  if (control) {
+    std::string quoted = "$'";
+    for (char c : word) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '\'' || c == '\\') quoted += std::string("\\") + c;
+      else if (u < 0x20 || u == 0x7f) quoted += printable(std::string(1, c));
+      else quoted += c;
+    }
+    return quoted + "'";
+  }
   std::string quoted = "'";
   for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";

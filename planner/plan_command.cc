@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/internal/cli_parse.h"
 #include "core/internal/cli_range.h"
 #include "core/internal/usable_cpus.h"
 #include "core/internal/usable_memory.h"
@@ -78,8 +79,7 @@ int64_t parse_byte_size(const std::string& text) {
 void add_plan_options(CLI::App& cmd, PlanArgs& a) {
   // An empty value (a script's unset $DIR) is refused: it read as "not given", and a
   // comparison silently did not happen.
-  const CLI::Validator given([](std::string& v) { return v.empty() ? std::string("an empty value") : std::string(); },
-                             "NOT EMPTY");
+  const CLI::Validator given = non_empty();
   cmd.add_option("config", a.config_path, "the job's TOML config")->required();
   cmd.add_option("--set", a.sets, "override one key: --set section.key=value (repeatable)");
   cmd.add_option("--world", a.worlds, "more world sizes to plan, e.g. --world 8,64 (the configured one comes first)")
@@ -232,6 +232,11 @@ int run_plan(const PlanArgs& a) {
   // world does not divide was planned as a smaller one.
   if (const Status valid = validate_for_world(*config, configured); !valid.ok()) {
     say("invalid configuration for its " + std::to_string(configured) + " ranks:\n" + valid.message());
+    return 2;
+  }
+  // What dp-train's models cannot run (the mlp in 16-bit) is not planned as if they could.
+  if (const Status model = check_model_support(*config); !model.ok()) {
+    say(model.message());
     return 2;
   }
   const bool gpu = cuda_devices > 0 && config->launch.backend != Backend::kGloo;

@@ -76,9 +76,13 @@ int run_child(const std::vector<std::string>& argv) {
     say(line.status().message());
     return -1;
   }
+  // Each run is one node (launch.nnodes = 1): Slurm's node layout, inside a multi-node
+  // allocation, made the child plan SLURM_NNODES nodes and refuse scale's own --set.
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind(std::string(lifeline::kEnv) + "=", 0) != 0) env_strings.push_back(*e);
+    const std::string entry = *e;
+    const auto is = [&](const std::string& name) { return entry.rfind(name + "=", 0) == 0; };
+    if (!is(lifeline::kEnv) && !is("SLURM_NNODES") && !is("SLURM_NODEID")) env_strings.push_back(entry);
   }
   env_strings.push_back(std::string(lifeline::kEnv) + "=" + std::to_string(line->read_fd));
   std::vector<char*> envp;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/internal/cli_parse.h"
 #include "core/internal/cli_range.h"
 #include "runtime/internal/rank_address.h"
 #include "zdp/comm.h"
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
   app.add_option("--bench-bytes", o.bench_bytes, "size of the timed all-reduce (rounded down to whole fp32 elements)")
       ->check(zdp::integer_range(4, int64_t{1} << 34))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  ZDP_CLI_PARSE(app, argc, argv);
   // $ZDP_BACKEND is the default, so CLI11's check never saw it.
   if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl") {
     std::fprintf(stderr, "dp-check: ZDP_BACKEND='%s' is not auto, gloo or nccl\n", o.backend.substr(0, 64).c_str());

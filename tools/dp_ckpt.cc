@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "core/internal/cli_parse.h"
 #include "core/internal/cli_range.h"
 #include "tools/ckpt_tool.h"
 
@@ -47,14 +48,16 @@ int main(int argc, char** argv) {
   exp->add_option("--dtype", dtype_word, "dtype of the exported tensors: fp32, bf16 or fp16 (round to nearest even)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
-  exp->add_option("--out", ex.out, "the safetensors file to write (a new file; see --force)")->required();
+  exp->add_option("--out", ex.out, "the safetensors file to write (a new file; see --force)")
+      ->required()
+      ->check(zdp::non_empty());
   exp->add_flag("--force", ex.force, "replace --out when it is an existing regular file");
   exp->add_option("--buffer-elems", ex.buffer_elems, "elements converted per pass (memory: 4 bytes each read, plus 2 or 4 written: 6 for bf16/fp16, 8 for fp32)")
       ->check(zdp::integer_range(1, int64_t{1} << 32))
       ->capture_default_str();
   exp->add_flag("--no-verify", no_verify, "skip checking the model file's checksums first");
 
-  CLI11_PARSE(app, argc, argv);
+  ZDP_CLI_PARSE(app, argc, argv);
 
   if (info->parsed()) {
     zdp::StatusOr<std::string> text =

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal/cli_parse.h"
 #include "core/internal/cli_range.h"
 #include "core/internal/input_file.h"
 #include "core/internal/output_file.h"
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
   double val_fraction = 0.1;
   CLI::App* text = app.add_subcommand("text", "byte-level tokens of text files -> OUT/train.bin and OUT/val.bin");
   text->add_option("files", text_files, "text files")->required()->check(CLI::ExistingFile);
-  text->add_option("--out", out_dir, "output directory")->required();
+  text->add_option("--out", out_dir, "output directory")->required()->check(zdp::non_empty());
   text->add_option("--val-fraction", val_fraction, "held-out fraction of each file (its tail)")
       ->check(zdp::finite_range(0.0, 0.9))
       ->capture_default_str();
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
   int vocab = 256;
   int64_t seed = 1;  // train.seed's range: -1 and 2^64 saturated to the same chain
   CLI::App* synth = app.add_subcommand("synthetic", "a token file from a seeded Markov chain (4 successors per token)");
-  synth->add_option("--out", synth_out, "output file")->required();
+  synth->add_option("--out", synth_out, "output file")->required()->check(zdp::non_empty());
   // The format counts tokens in an int32: a larger count is refused before anything is allocated.
   synth->add_option("--tokens", synth_tokens, "token count (at most 2147483647, the format's int32 count)")
       ->required()
@@ -179,7 +180,7 @@ int main(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "print the header and token statistics of token files");
   info->add_option("files", info_files, "token files")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  ZDP_CLI_PARSE(app, argc, argv);
   Status s;
   if (text->parsed()) {
     s = make_text_shards(text_files, out_dir, val_fraction);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/cli_parse.h"
 #include "trainer/data/mapped_file_faults.h"
 #include "trainer/loop/loss_plot.h"
 #include "trainer/loop/run_summary.h"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   zdp::InitOptions init;
   app.add_option("--config", init.config_path, "config file (default: $ZDP_CONFIG, else the defaults)");
   app.add_option("--set", init.overrides, "section.key=value override (repeatable)");
-  CLI11_PARSE(app, argc, argv);
+  ZDP_CLI_PARSE(app, argc, argv);
   // A token file truncated under the run is named before the rank dies of SIGBUS.
   // The rank, where a launcher other than dp-launch (which prefixes every line) gave one.
   const char* rank = std::getenv("RANK") != nullptr ? std::getenv("RANK") : std::getenv("SLURM_PROCID");

@@ -41,6 +41,8 @@ TEST(ConfigErrors, UnknownKeyWithDidYouMean) {
   EXPECT_EQ(error_of("[train]\nbanana = 1\n"), "configs/x.toml:2:1: unknown key 'train.banana'");
   EXPECT_EQ(error_of("[launch.envv]\nA = \"1\"\n"),
             "configs/x.toml:1:1: unknown key 'launch.envv'; did you mean 'launch.env'?");
+  // A quoted key's control characters are escaped: its ESC sequences reached the terminal.
+  EXPECT_EQ(error_of("[train]\n\"\\u001b]0;x\\u0007\" = 1\n"), "configs/x.toml:2:1: unknown key 'train.\\x1b]0;x\\x07'");
 }
 
 // A hint also takes a typo's letters swapped next to another typo, and nothing that is
@@ -376,6 +378,19 @@ TEST(ConfigErrors, AResolvedConfigEditedByHandNamesTheLineReadBesideTheComment) 
   ASSERT_FALSE(written.ok());
   EXPECT_NE(written.status().message().find("configs/user.toml:5:16: optim.warmup_steps (9)"), std::string::npos)
       << written.status().message();
+}
+
+// The comment after a value is found past the value's end, which TOML++ gives in code
+// points: a value with multi-byte characters and a '#' was searched from inside itself.
+TEST(ConfigErrors, AResolvedValueWithMultiByteTextAndAHashKeepsItsOrigin) {
+  const Config c = parse_config("[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\n"
+                                "path = \"/d/\u20ac\u20ac\u20ac\u20ac#x.bin\"\n",
+                                "configs/user.toml")
+                       .value();
+  StatusOr<Config> read = parse_config(describe_resolved(c), "resolved.toml");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->data.path, c.data.path);
+  EXPECT_EQ(read->where("data.path"), "configs/user.toml:5:8");
 }
 
 TEST(ConfigErrors, ValidateForWorldRechecksAConfigBuiltInCode) {

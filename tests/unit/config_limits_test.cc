@@ -55,9 +55,30 @@ TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of("[zero]\nbucket_mb = 1e300\n").find("zero.bucket_mb = 1e300 is out of range"), std::string::npos);
   EXPECT_NE(error_of("[optim]\nlr = nan\n").find("optim.lr = nan is not a finite number"), std::string::npos);
+  // An init_std past fp32 made every weight inf, named by no key (dp-train's "init (inf, 0)").
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\ninit_std = 1e300\n"),
+            "configs/x.toml:3:12: model.init_std = 1e300 is out of range: must be in (0, 1e+30]");
   // 2^31 - 1 restarts overflowed the attempt count dp-launch printed ("attempt 2 of -2147483648").
   EXPECT_EQ(error_of("[launch]\nmax_restarts = 2147483647\n"),
             "configs/x.toml:2:16: launch.max_restarts = 2147483647 is out of range: must be in [0, 1000]");
+}
+
+// launch.env and launch.args reach every rank through execve: a string past MAX_ARG_STRLEN
+// failed every rank with "Argument list too long", naming no key; so did all of them past
+// ARG_MAX.
+TEST(ConfigLimits, RankEnvironmentAndArgumentsFitExecve) {
+  const std::string big(200000, 'x');
+  EXPECT_NE(error_of("[launch.env]\nBIG = \"" + big + "\"\n")
+                .find("launch.env.BIG: 200005 bytes, more than one environment variable of a process may hold (131072"),
+            std::string::npos);
+  EXPECT_NE(error_of("[launch]\nargs = [\"a\", \"" + big + "\"]\n")
+                .find("configs/x.toml:2:8: launch.args[1]: 200001 bytes, more than one argument of a process may hold"),
+            std::string::npos);
+  std::string many = "[launch.env]\n";
+  for (int i = 0; i < 10; ++i) many += "V" + std::to_string(i) + " = \"" + std::string(120000, 'y') + "\"\n";
+  EXPECT_NE(error_of(many).find("launch.env and launch.args hold 1200040 bytes, more than zdp passes to a rank (1048576"),
+            std::string::npos);
+  EXPECT_TRUE(parses("[launch.env]\nOK = \"" + std::string(131000, 'z') + "\"\n"));
 }
 
 // A value past the int's own limit saw only "must be >= 1", which 2147483648 is.
@@ -141,6 +162,12 @@ TEST(ConfigLimits, ModelsBeyondAnyDeviceAreRefusedBeforeTheirSizeOverflows) {
                      "global_batch = 100000\n"),
             "configs/x.toml:5:15: a micro-batch of 100000 keeps about 8e+17 activation values for backward "
             "(model.n_layers 2, model.d_model 64, model.seq_len 1000000), more than zdp plans for (2^50 = 1.13e+15)");
+  // Deterministic mode's exact norm sums at most 2^32 squares: a larger model is refused at
+  // load (every rank's finalize refused it, naming no key).
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nn_layers = 8\nd_model = 8192\nn_heads = 8\n[train]\ndeterministic = true\n"),
+            "configs/x.toml:7:17: train.deterministic: the model has about 6.45e+09 parameters, more than the exact "
+            "gradient norm sums (2^32 = 4294967296 elements): use a smaller model or leave train.deterministic out");
+  EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\nn_layers = 8\nd_model = 8192\nn_heads = 8\n"));
   // GPT-2 XL's shape at its own batch passes, and so does a long context at micro-batch 1.
   EXPECT_TRUE(parses("[model]\nkind = \"gpt\"\nn_layers = 48\nd_model = 1600\nn_heads = 25\nvocab_size = 50304\n"
                      "seq_len = 1024\n[train]\nmicro_batch = 16\nglobal_batch = 512\n"));

@@ -76,6 +76,12 @@ TEST(LaunchPlan, DryRunQuotesArgumentsAndValuesAShellWouldSplit) {
   Config odd = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nenv = { OMP_NUM_THREADS = \"7\\nfoo\" }\n");
   const std::string odd_text = launcher::describe_plan(launcher::make_plan(odd, inputs(), fake({})).value(), odd);
   EXPECT_NE(odd_text.find("# threads per rank: OMP 7\\x0afoo (launch.env)"), std::string::npos) << odd_text;
+  // ... and in the env line, as a word a shell reads back ($'...'): it split the line.
+  EXPECT_NE(odd_text.find(" OMP_NUM_THREADS=$'7\\x0afoo'"), std::string::npos) << odd_text;
+  Config esc = parsed("[launch]\nnproc_per_node = 1\nprogram = \"/bin/true\"\nargs = [\"a\\u001b[2J'\\\\\"]\n");
+  const std::string esc_text = launcher::describe_plan(launcher::make_plan(esc, inputs(), fake({})).value(), esc);
+  EXPECT_NE(esc_text.find("# rank 0: /bin/true $'a\\x1b[2J\\'\\\\'\n"), std::string::npos) << esc_text;
+  EXPECT_EQ(esc_text.find('\x1b'), std::string::npos);
 }
 
 // dp-train reads every setting from the config dp-launch resolved: launch.args for it is

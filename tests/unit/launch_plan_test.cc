@@ -379,8 +379,8 @@ TEST(LaunchPlan, SixteenBitComputeOnCpuRanksIsRefused) {
   }
   Config fp32 = parsed("[launch]\nnproc_per_node = 2\nprogram = \"" + program + "\"\n[model]\ndtype = \"fp32\"\n");
   EXPECT_TRUE(launcher::make_plan(fp32, inputs(), fake({})).ok());
-  // GPU ranks (a CUDA device, backend auto -> nccl) may compute in bf16.
-  Config gpu = parsed("[launch]\nnproc_per_node = 1\nprogram = \"" + program + "\"\n[model]\ndtype = \"bf16\"\n");
+  // GPU ranks (a CUDA device, backend auto -> nccl) may compute in bf16 (the gpt; the mlp: dp_train_checks_test).
+  Config gpu = parsed("[launch]\nprogram = \"" + program + "\"\n[model]\nkind = \"gpt\"\ndtype = \"bf16\"");
   launcher::PlanInputs with_gpu = inputs();
   with_gpu.cuda_devices = 1;
   auto g = launcher::make_plan(gpu, with_gpu, fake({}));

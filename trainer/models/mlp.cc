@@ -185,6 +185,7 @@ StatusOr<std::unique_ptr<Model>> make_mlp(const ModelConfig& config, int64_t mic
 }
 
 StatusOr<std::unique_ptr<Model>> make_model(const Config& config, Ops& ops) {
+  ZDP_RETURN_IF_ERROR(check_model_support(config));  // the mlp in 16-bit: named before anything is built
   if (config.model.kind == ModelKind::kMlp) return make_mlp(config.model, config.train.micro_batch, &ops);
   return make_gpt(config.model, config.train.micro_batch, &ops);
 }

@@ -259,6 +259,12 @@ Status check_output_dirs(const Config& config);
 // keys as it likes; dp-launch --dry-run makes the same problems notes (a config for
 // another cluster's files).
 Status check_input_paths(const Config& config);
+// What dp-train's models (model.kind) cannot run that `config` asks for: the mlp computes
+// in fp32 only (its synthetic features are fp32), so a 16-bit model.dtype with it is
+// kInvalidArgument naming where the dtype was set. Another program that embeds zdp reads
+// model.dtype for its own model: only dp-launch (for dp-train's ranks), dp-train and the
+// planner's commands ask this.
+Status check_model_support(const Config& config);
 // The settings of `config` that do nothing in it: keys the file or --set gave (defaults
 // are never listed) for a feature that is off or does not apply, e.g. zero.prefetch_layers
 // below stage 3, train.eval_every without held-out data. Each "where: key has no effect:

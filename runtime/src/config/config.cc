@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/internal/input_file.h"
+#include "core/internal/printable.h"
 #include "runtime/src/config/config_keys.h"
 #include "runtime/src/config/override_value.h"
 #include "runtime/src/config/toml_node_text.h"
@@ -64,10 +65,12 @@ Place file_place(const toml::source_region& region) {
 
 // An unknown name as an error shows it: in quotes, and cut at 80 characters with its
 // length (a name may be as long as the file, whose limit is 1 MiB).
+// Control characters are written \xNN (printable): a quoted key's ESC sequences reached the
+// terminal as they were.
 std::string quoted_name(const std::string& name) {
   constexpr size_t kShown = 80;
-  if (name.size() <= kShown) return "'" + name + "'";
-  return "'" + name.substr(0, kShown) + "...' (" + std::to_string(name.size()) + " characters)";
+  if (name.size() <= kShown) return "'" + printable(name, kShown) + "'";
+  return "'" + printable(name.substr(0, kShown), kShown) + "...' (" + std::to_string(name.size()) + " characters)";
 }
 
 // A hint for an unknown "section.key": the same key name in another section first (a key
@@ -333,6 +336,18 @@ class ConfigParser {
     record_origin(m.info->name, m.place);
   }
 
+  // The byte where code point `column` (1-based, as TOML++ counts) of `line` starts: a
+  // value holding multi-byte characters and a '#' ("/d/€€€€#x.bin") was searched from
+  // inside its own text, and the rank's errors named "x.bin\"  # file:line" as the place.
+  static size_t byte_of_column(std::string_view line, size_t column) {
+    size_t at = 0;
+    for (size_t c = 1; c < column && at < line.size(); ++c) {
+      ++at;
+      while (at < line.size() && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) ++at;
+    }
+    return at;
+  }
+
   // A config dp-launch resolved (describe_resolved's header): each file key's comment,
   // after its value on the same line, is where the user gave it ("default" for none).
   void read_forwarded_origins(const std::string& text) {
@@ -358,7 +373,7 @@ class ConfigParser {
       const toml::source_position end = entry.node->source().end;
       if (end.line == 0 || end.line > lines.size()) continue;
       const std::string_view line = lines[end.line - 1];
-      const size_t after = std::min<size_t>(end.column > 0 ? end.column - 1 : 0, line.size());
+      const size_t after = byte_of_column(line, end.column);
       const size_t hash = line.find('#', after);
       if (hash == std::string_view::npos) continue;
       std::string_view origin = line.substr(hash + 1);

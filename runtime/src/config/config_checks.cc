@@ -10,103 +10,17 @@
 #include "optim/lr_scaling.h"
 #include "runtime/internal/config_limits.h"
 #include "runtime/src/config/config_keys.h"
+#include "runtime/src/config/cross_checker.h"
 #include "zdp/checkpoint.h"
 
 namespace zdp {
 namespace {
 
+using config_internal::checked_mul;
 using config_internal::KeyInfo;
-using config_internal::kMaxActivations;
-using config_internal::kMaxParams;
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-// a x b, or nullopt-like -1 when it does not fit in int64 (then nothing divides by it).
-int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t out = 0;
-  return __builtin_mul_overflow(a, b, &out) ? -1 : out;
-}
-
-std::string product_text(int64_t p) {
-  return p < 0 ? "more than " + str(std::numeric_limits<int64_t>::max()) : str(p);
-}
-
-// Whether `key` is selected: every key when `prefixes` is null, else the keys that start
-// with one of them ("zero." selects a section, "model.dtype" one key).
-bool selected(const std::string& key, const std::vector<std::string>* prefixes) {
-  if (prefixes == nullptr) return true;
-  for (const std::string& p : *prefixes) {
-    if (key.compare(0, p.size(), p) == 0) return true;
-  }
-  return false;
-}
-
-class CrossChecker {
- public:
-  CrossChecker(const Config& config, const std::set<std::string>& failed, const std::vector<std::string>* prefixes,
-               std::vector<std::string>* out)
-      : config_(config), failed_(failed), prefixes_(prefixes), out_(out) {}
-
-  // Reports message() at the first of `keys` that was set (file or --set), or at the
-  // config's source when all are defaults; skipped when one of `keys` failed to parse or
-  // is not among the selected keys.
-  void require(bool ok, std::initializer_list<const char*> keys, const std::function<std::string()>& message) {
-    if (ok) return;
-    for (const char* k : keys) {
-      if (failed_.count(k) || !selected(k, prefixes_)) return;
-    }
-    std::string where = config_.source;
-    for (const char* k : keys) {
-      if (config_.origins.count(k)) {
-        where = config_.where(k);
-        break;
-      }
-    }
-    out_->push_back(where + ": " + message());
-  }
-
- private:
-  const Config& config_;
-  const std::set<std::string>& failed_;
-  const std::vector<std::string>* prefixes_;
-  std::vector<std::string>* out_;
-};
-
-std::string approx(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", v);
-  return buf;
-}
-
-// The model's size (runtime/internal/config_limits.h), estimated in double before any int64 product of its
-// keys is taken. Estimates, not plans: what the models declare and keep (trainer/models/)
-// is a little less.
-void model_size_checks(const Config& c, CrossChecker& check) {
-  const ModelConfig& m = c.model;
-  const double L = m.n_layers, C = m.d_model, V = m.vocab_size, T = m.seq_len, H = m.n_heads;
-  const double B = static_cast<double>(c.train.micro_batch);
-  const bool gpt = m.kind == ModelKind::kGpt;
-  // gpt: embeddings and 12 d^2 per block; activations per token: 16 d per block, the
-  // attention probabilities (H x T, kept on the batched path) and the logits. mlp: L
-  // d x d layers and the head; per sample a few d per layer and the outputs.
-  const double params = gpt ? (V + T) * C + 12.0 * L * C * C : L * C * C + C * V;
-  const double activations = gpt ? B * T * (L * (16.0 * C + H * T) + V) : B * (4.0 * L * C + 4.0 * (C + V));
-  check.require(params <= kMaxParams, {"model.n_layers", "model.d_model", "model.vocab_size", "model.seq_len"}, [&] {
-    return "the model (" + std::string(to_string(m.kind)) + ", model.n_layers " + str(m.n_layers) + ", model.d_model " +
-           str(m.d_model) + ", model.vocab_size " + str(m.vocab_size) + (gpt ? ", model.seq_len " + str(m.seq_len) : "") +
-           ") has about " + approx(params) + " parameters, more than zdp plans for (2^48 = " +
-           approx(kMaxParams) + ")";
-  });
-  check.require(params > kMaxParams || activations <= kMaxActivations,
-                {"train.micro_batch", "model.seq_len", "model.n_layers", "model.d_model", "model.n_heads",
-                 "model.vocab_size"},
-                [&] {
-                  return "a micro-batch of " + str(c.train.micro_batch) + " keeps about " + approx(activations) +
-                         " activation values for backward (model.n_layers " + str(m.n_layers) + ", model.d_model " +
-                         str(m.d_model) + (gpt ? ", model.seq_len " + str(m.seq_len) : "") +
-                         "), more than zdp plans for (2^50 = " + approx(kMaxActivations) + ")";
-                });
-}
+using config_internal::product_text;
+using config_internal::selected;
+using config_internal::str;
 
 }  // namespace
 
@@ -128,25 +42,8 @@ namespace config_internal {
 void cross_checks(const Config& c, int world_size, const std::set<std::string>& failed,
                   const std::vector<std::string>* prefixes, std::vector<std::string>* out) {
   CrossChecker check(c, failed, prefixes, out);
-  const LaunchConfig& l = c.launch;
   const TrainConfig& t = c.train;
-  check.require(l.node_rank < l.nnodes, {"launch.node_rank", "launch.nnodes"}, [&] {
-    return "launch.node_rank (" + str(l.node_rank) + ") must be less than launch.nnodes (" + str(l.nnodes) + ")";
-  });
-  // Addresses are resolved as written: "[fd00::1]" does not resolve, and the store bound
-  // "::" and then failed. Brackets belong to URLs, not to these keys.
-  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"launch.master_addr", l.master_addr},
-                                   std::pair<const char*, const std::string&>{"launch.rank_addr", l.rank_addr}}) {
-    check.require(value.empty() || (value.front() != '[' && value.back() != ']'), {key}, [&, key = key, &value = value] {
-      return std::string(key) + " = \"" + value + "\": write an IPv6 address without brackets (fd00::1)";
-    });
-  }
-  // "auto" (0) is resolved later, from the CUDA device count (at most kMaxRanksPerNode).
-  const int64_t world = checked_mul(l.nproc_per_node > 0 ? l.nproc_per_node : 1, l.nnodes);
-  const std::string excess = config_internal::world_size_excess(world);
-  check.require(excess.empty(), {"launch.nproc_per_node", "launch.nnodes"}, [&] {
-    return "launch.nproc_per_node (" + str(l.nproc_per_node) + ") x launch.nnodes (" + str(l.nnodes) + ")" + excess;
-  });
+  launch_checks(c, check);
   // With the world size known, the check below names all four numbers instead.
   if (t.accum_steps > 0 && t.micro_batch > 0 && world_size <= 0) {
     const int64_t per_rank = checked_mul(t.micro_batch, t.accum_steps);
@@ -163,57 +60,7 @@ void cross_checks(const Config& c, int world_size, const std::set<std::string>& 
              str(c.model.n_heads) + ") (model.kind = \"gpt\")";
     });
   }
-  model_size_checks(c, check);
-  // The mlp initialises with 1/sqrt(d_model) (unit-variance pre-activations at any width):
-  // another init_std would be silently ignored, so it is refused.
-  check.require(c.model.kind != ModelKind::kMlp || c.model.init_std == ModelConfig{}.init_std,
-                {"model.init_std", "model.kind"}, [&] {
-                  return "model.init_std (" + format_float(c.model.init_std) +
-                         ") applies to model.kind = \"gpt\" only; the mlp initialises its weights with std "
-                         "1/sqrt(d_model): leave model.init_std out";
-                });
-  // Stochastic rounding rounds into a 16-bit parameter; fp32 parameters are the masters.
-  check.require(c.optim.rounding != ParamRounding::kStochastic || c.model.dtype != DType::kF32,
-                {"optim.rounding", "model.dtype"}, [&] {
-                  return std::string("optim.rounding = \"stochastic\" needs model.dtype \"bf16\" or \"fp16\" (it "
-                                     "rounds the fp32 master weights into 16-bit parameters); model.dtype is \"") +
-                         to_string(c.model.dtype) + "\"";
-                });
-  // cuDNN's fused attention has no fp32 engine, and the mlp has no attention to choose.
-  check.require(c.model.attention != AttentionImpl::kFused || c.model.dtype != DType::kF32,
-                {"model.attention", "model.dtype"}, [&] {
-                  return std::string("model.attention = \"fused\" (cuDNN flash attention, on GPUs) needs model.dtype "
-                                     "\"bf16\" or \"fp16\"; model.dtype is \"fp32\": use model.attention = "
-                                     "\"batched\" or \"auto\"");
-                });
-  check.require(c.model.kind != ModelKind::kMlp || c.model.attention == AttentionImpl::kAuto,
-                {"model.attention", "model.kind"}, [&] {
-                  return std::string("model.attention (\"") + to_string(c.model.attention) +
-                         "\") applies to model.kind = \"gpt\" only: the mlp has no attention; leave it out";
-                });
-  check.require(c.model.kind != ModelKind::kMlp || c.data.kind == DataKind::kSynthetic, {"data.kind", "model.kind"},
-                [] { return std::string("model.kind = \"mlp\" trains on data.kind = \"synthetic\" only (tokens need \"gpt\")"); });
-  check.require(c.data.kind != DataKind::kTokens || !c.data.path.empty(), {"data.path", "data.kind"},
-                [] { return std::string("data.path must be set when data.kind = \"tokens\""); });
-  // Synthetic data reads no file: a path with the default kind means the user expected
-  // tokens and forgot data.kind. A kind set to "synthetic" on purpose (a config's
-  // `--set data.kind=synthetic`, as the GPU check and the benchmarks do) knowingly leaves
-  // the path unused: dp-train's "data" line says so.
-  const bool kind_chosen = c.origins.count("data.kind") > 0;
-  for (const char* key : {"data.path", "data.val_path"}) {
-    const std::string& path = std::string(key) == "data.path" ? c.data.path : c.data.val_path;
-    check.require(c.data.kind != DataKind::kSynthetic || kind_chosen || path.empty(), {key, "data.kind"}, [&] {
-      return std::string(key) + " (\"" + path + "\") would be ignored: data.kind is \"synthetic\" by default; set " +
-             "data.kind = \"tokens\" to train on it, or leave " + key + " out";
-    });
-  }
-  // The gpt trains on next-token prediction: a task other than the default would be
-  // silently ignored. (The default itself is written by to_toml into every resolved
-  // config, so it is not refused: tests/fuzz/config_fuzz.cc's round trip found that.)
-  check.require(c.model.kind != ModelKind::kGpt || c.model.task == ModelConfig{}.task, {"model.task", "model.kind"}, [&] {
-    return std::string("model.task (\"") + to_string(c.model.task) +
-           "\") applies to model.kind = \"mlp\" only; the gpt predicts the next token: leave model.task out";
-  });
+  model_checks(c, check);
   // The sampler's position after the last step, steps x global_batch, must stay below the
   // bound every checkpoint's data_position is checked against.
   check.require(checked_mul(t.steps, t.global_batch) >= 0 && checked_mul(t.steps, t.global_batch) <= kMaxDataPosition,

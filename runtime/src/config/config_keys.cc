@@ -54,7 +54,6 @@ const char* word_of(const EnumWord<E> (&words)[N], E value) {
 }
 
 Range at_least(double lo) { return Range{lo, Range{}.hi, false, false}; }
-Range above(double lo) { return Range{lo, Range{}.hi, true, false}; }
 Range between(double lo, double hi) { return Range{lo, hi, false, false}; }
 Range unit_interval() { return Range{0.0, 1.0, false, true}; }  // [0, 1)
 Range off_or_between(double lo, double hi) { return Range{lo, hi, false, false, true}; }  // 0, or [lo, hi]
@@ -289,7 +288,7 @@ std::vector<KeyInfo> build_table() {
                  "compute dtype of parameters; fp32 masters are always kept"),
       field("model.init_std", &C::model, &M::init_std,
             "gpt: std of the normal initialisation of weights (the mlp uses 1/sqrt(d_model) and refuses "
-            "another value)", above(0)),
+            "another value)", Range{0, 1e30, true, false}),  // fp32 weights, 6 sigma finite
       enum_field("model.task", &C::model, &M::task, kMlpTaskWords,
                  "mlp: classify into vocab_size classes, or regress vocab_size outputs"),
       enum_field("model.attention", &C::model, &M::attention, kAttentionWords,

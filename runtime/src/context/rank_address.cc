@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "core/internal/printable.h"
+
 namespace zdp {
 namespace {
 
@@ -130,7 +132,7 @@ StatusOr<RankAddress> choose_rank_address(const LaunchConfig& launch, const std:
 Status check_rank_address(const RankAddress& a) {
   if (!a.iface.empty()) {
     if (::if_nametoindex(a.iface.c_str()) == 0) {
-      return Status(StatusCode::kInvalidArgument, a.origin + " = \"" + a.iface +
+      return Status(StatusCode::kInvalidArgument, a.origin + " = \"" + printable(a.iface, 64) +
                                                       "\": this host has no such network interface (`ip -br addr` "
                                                       "lists them)");
     }
@@ -147,7 +149,7 @@ Status check_rank_address(const RankAddress& a) {
     }
     if (!has_address) {
       return Status(StatusCode::kInvalidArgument,
-                    a.origin + " = \"" + a.iface + "\": the interface has no IPv4 or IPv6 address to advertise");
+                    a.origin + " = \"" + printable(a.iface, 64) + "\": the interface has no IPv4 or IPv6 address to advertise");
     }
     return Status::Ok();
   }
