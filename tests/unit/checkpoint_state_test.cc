@@ -146,6 +146,16 @@ TEST(CheckpointState, OneEditAnywhereIsFoundByTheStateChecksum) {
   StatusOr<CheckpointInfo> old = checkpoint::decode_state(as_version_1(text), "s.json");
   ASSERT_TRUE(old.ok()) << old.status().to_string();
   EXPECT_EQ(old->state.step, 12);
+  // The version digit edited to 1 with the checksum kept: it turned the check off, and a
+  // changed data_position then read as the truth.
+  std::string downgraded = text;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"format_version\": 2", "\"format_version\": 1"}, {"\"data_position\": 768", "\"data_position\": 769"}}) {
+    downgraded.replace(downgraded.find(from), from.size(), to);
+  }
+  StatusOr<CheckpointInfo> r = checkpoint::decode_state(downgraded, "s.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("altered or damaged"));
 }
 
 // A state no save can produce is refused by field, whatever its checksum says.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -89,6 +90,63 @@ TEST(VerifyCheckpoint, ALoadThatFailedPartWayLeavesNoMastersToGather) {
   const StatusOr<std::vector<float>> master = engine.gather_master(Param{0});
   ASSERT_FALSE(master.ok()) << "the half-loaded masters were handed out";
   EXPECT_EQ(master.status().code(), loaded.code()) << master.status().to_string();
+}
+
+// A run that diverged without a skipped step (a finite gradient whose square overflows
+// fp32 while the exact norm of deterministic mode holds it: exp_avg_sq is inf, and that
+// element's update 0 for good) is not saved: its save
+// was committed, pruned the last good checkpoint, and no load could take it. The earlier
+// checkpoint stays `latest`; verify refuses such a file as a load does.
+TEST(VerifyCheckpoint, ADivergedStateIsNotSavedAndNotVerified) {
+  testing::TempDir root;
+  Context ctx = testing::single_rank_context();
+  EngineOptions options;
+  options.optim.grad_clip = 0;
+  options.deterministic = true;  // the exact norm: 3e19 squared does not overflow it
+  Engine engine(ctx, options);
+  const Param w = *engine.add_param("w", {4}, Init::constant(1.0f));
+  ASSERT_TRUE(engine.finalize().ok());
+  const std::string good = engine.save_checkpoint(root.path(), CheckpointState{}).value();
+  float* g = engine.grad_as<float>(w);
+  for (int i = 0; i < 4; ++i) g[i] = 3e19f;  // finite; its square is not
+  ASSERT_TRUE(engine.grad_ready(w).ok());
+  const StatusOr<StepStats> stepped = engine.step();
+  ASSERT_TRUE(stepped.ok());
+  ASSERT_FALSE(stepped->skipped) << stepped->grad_norm;
+  CheckpointState next;
+  next.step = 1;
+  const StatusOr<std::string> diverged = engine.save_checkpoint(root.path(), next);
+  ASSERT_FALSE(diverged.ok());
+  EXPECT_NE(diverged.status().message().find("optimizer.safetensors: tensor 'w.exp_avg_sq' element 0 is inf: the run "
+                                             "has diverged, and no load could take this checkpoint: it is not saved"),
+            std::string::npos)
+      << diverged.status().message();
+  EXPECT_EQ(find_latest_checkpoint(root.path()).value(), good);
+  // The same state written as a checkpoint (its checksums match): verify refuses it.
+  const std::string copy = root.path() + "/diverged";
+  std::filesystem::copy(good, copy);
+  {
+    std::fstream f(copy + "/" + kCheckpointOptimizerFile, std::ios::in | std::ios::out | std::ios::binary);
+    const int64_t v_at = safetensors::Reader::open(copy + "/" + kCheckpointOptimizerFile).value().data_start() + 16 + 4;
+    f.seekp(v_at);
+    const float inf = std::numeric_limits<float>::infinity();
+    f.write(reinterpret_cast<const char*>(&inf), 4);
+  }
+  CheckpointInfo info = read_checkpoint_info(copy).value();
+  for (CheckpointFileInfo& entry : info.files) {
+    if (entry.name != kCheckpointOptimizerFile) continue;
+    const safetensors::Reader file = safetensors::Reader::open(copy + "/" + entry.name).value();
+    std::vector<char> buffer;
+    for (size_t c = 0; c < entry.chunk_hashes.size(); ++c) {
+      entry.chunk_hashes[c] = checkpoint::hash_chunk(file, static_cast<int64_t>(c), entry.chunk_bytes, buffer).value();
+    }
+  }
+  std::ofstream(copy + "/" + kCheckpointStateFile) << checkpoint::encode_state(info).value();
+  const StatusOr<VerifyReport> verified = verify_checkpoint(copy);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_NE(verified.status().message().find("tensor 'w.exp_avg_sq' element 1 is inf: a checkpoint of a diverged run"),
+            std::string::npos)
+      << verified.status().message();
 }
 
 }  // namespace

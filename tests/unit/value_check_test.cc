@@ -1,4 +1,4 @@
-// The load's value check (engine/src/checkpoint/value_check.h) over a real safetensors
+// The load's value check (runtime/internal/checkpoint_values.h) over a real safetensors
 // file: parts of any size (a checksum chunk may end inside a value), the refused values
 // named by tensor and element, -0 and subnormals accepted.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/checkpoint/value_check.h"
+#include "runtime/internal/checkpoint_values.h"
 #include "testing/temp_dir.h"
 #include "zdp/safetensors.h"
 

@@ -176,14 +176,18 @@ StatusOr<FileIo> FileIo::create(EngineEnv& env) {
   return io;
 }
 
-Status FileIo::write(safetensors::Writer& file, const Piece& piece, const float* base) {
+Status FileIo::write(safetensors::Writer& file, const Piece& piece, const float* base, ValueCheck& check) {
   const float* src = base + piece.mem;
-  if (env_->device.kind() == DeviceKind::kCpu) return file.write(piece.file, src, piece.count * 4);
+  if (env_->device.kind() == DeviceKind::kCpu) {
+    ZDP_RETURN_IF_ERROR(check.feed(reinterpret_cast<const char*>(src), piece.count * 4));
+    return file.write(piece.file, src, piece.count * 4);
+  }
   const int64_t bytes = piece.count * 4;
   for (int64_t done = 0; done < bytes; done += kStagingBytes) {
     const int64_t n = std::min(kStagingBytes, bytes - done);
     ZDP_RETURN_IF_ERROR(
         env_->device.memcpy(staging_.data(), reinterpret_cast<const char*>(src) + done, static_cast<size_t>(n)));
+    ZDP_RETURN_IF_ERROR(check.feed(static_cast<const char*>(staging_.data()), n));
     ZDP_RETURN_IF_ERROR(file.write(piece.file + done, staging_.data(), n));
   }
   return Status::Ok();

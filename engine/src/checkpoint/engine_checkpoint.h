@@ -14,7 +14,7 @@
 #include "engine/src/engine_env.h"
 #include "engine/src/host_collective.h"  // all_reduce_i64
 #include "engine/src/layout.h"
-#include "engine/src/checkpoint/value_check.h"
+#include "runtime/internal/checkpoint_values.h"
 #include "engine/src/optimizer_state.h"
 #include "zdp/checkpoint.h"
 #include "zdp/safetensors.h"
@@ -91,7 +91,9 @@ std::vector<Piece> slice_pieces(const Layout& layout, int bucket, int slice, Mem
 class FileIo {
  public:
   static StatusOr<FileIo> create(EngineEnv& env);
-  Status write(safetensors::Writer& file, const Piece& piece, const float* base);
+  // Writes the piece's values from `base` (device memory), feeding them to `check` before
+  // they reach the file.
+  Status write(safetensors::Writer& file, const Piece& piece, const float* base, ValueCheck& check);
   // Reads data bytes [file, file + bytes) into `dst` (device memory), feeding them to
   // `check` before they leave the host.
   Status read(const safetensors::Reader& file, int64_t offset, int64_t bytes, void* dst, ValueCheck& check);

@@ -132,13 +132,22 @@ Status write_ranges(CheckpointParts& c, Store& store, const SaveRoles& roles, co
   const std::vector<OptimizerState::Moment> state = c.state.moments();
   const size_t ns = state.size();
   // `sources[0]` the masters, then one per state tensor.
+  // Every value as the load will check it: a diverged run (NaN, infinity, a negative
+  // second moment) is refused here, before its checkpoint is committed and the pruning
+  // deletes the last one a load could take.
   auto write_slice = [&](int b, int s, MemBase base, const std::vector<const float*>& sources) -> Status {
     for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.model)) {
-      ZDP_RETURN_IF_ERROR(io->write(*model, p, sources[0]));
+      checkpoint::ValueCheck check(plan.model, files.model, p.file, checkpoint::ValueRule::kFinite,
+                                   checkpoint::ValueCheckFor::kSave);
+      ZDP_RETURN_IF_ERROR(io->write(*model, p, sources[0], check));
     }
     for (size_t i = 0; i < ns; ++i) {
+      const checkpoint::ValueRule rule = std::string(state[i].suffix) == kExpAvgSqSuffix
+                                             ? checkpoint::ValueRule::kFiniteNonNegative
+                                             : checkpoint::ValueRule::kFinite;
       for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.state[i])) {
-        ZDP_RETURN_IF_ERROR(io->write(*optimizer, p, sources[i + 1]));
+        checkpoint::ValueCheck check(plan.optimizer, files.optimizer, p.file, rule, checkpoint::ValueCheckFor::kSave);
+        ZDP_RETURN_IF_ERROR(io->write(*optimizer, p, sources[i + 1], check));
       }
     }
     return Status::Ok();

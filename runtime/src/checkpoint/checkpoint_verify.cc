@@ -3,6 +3,7 @@
 
 #include "core/internal/printable.h"
 #include "runtime/internal/checkpoint_hash.h"
+#include "runtime/internal/checkpoint_values.h"
 #include "zdp/dtype.h"
 
 #include <vector>
@@ -84,14 +85,20 @@ StatusOr<VerifyReport> verify_checkpoint(const std::string& path_or_root, Verify
       return Status(StatusCode::kIoError, path + ": the header has checksum " + checkpoint::hash_hex(h) +
                                               ", state.json says " + checkpoint::hash_hex(entry.header_hash));
     }
+    // Each intact chunk's values too, as a load checks them: a diverged run's checkpoint
+    // (NaN, infinity, a negative second moment) passed verify and failed every resume.
+    checkpoint::FileValueCheck values(file);
     for (size_t c = 0; c < entry.chunk_hashes.size(); ++c) {
       ZDP_ASSIGN_OR_RETURN(const uint64_t got,
                            checkpoint::hash_chunk(file, static_cast<int64_t>(c), entry.chunk_bytes, buffer));
+      const checkpoint::ChunkRange r =
+          checkpoint::chunk_range(static_cast<int64_t>(c), file.header().data_bytes(), entry.chunk_bytes);
       if (got != entry.chunk_hashes[c]) {
-        const checkpoint::ChunkRange r =
-            checkpoint::chunk_range(static_cast<int64_t>(c), file.header().data_bytes(), entry.chunk_bytes);
         return Status(StatusCode::kIoError,
                       checkpoint::mismatch_message(path, static_cast<int64_t>(c), r, got, entry.chunk_hashes[c]));
+      }
+      if (scope == VerifyScope::kAll || entry.name == kCheckpointModelFile) {
+        ZDP_RETURN_IF_ERROR(values.feed(r.begin, buffer.data(), r.end - r.begin));
       }
     }
     report.files += 1;

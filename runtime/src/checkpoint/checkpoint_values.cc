@@ -1,5 +1,5 @@
-// ValueCheck (value_check.h).
-#include "engine/src/checkpoint/value_check.h"
+// ValueCheck (runtime/internal/checkpoint_values.h).
+#include "runtime/internal/checkpoint_values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "zdp/checkpoint.h"
 
 namespace zdp::checkpoint {
 namespace {
@@ -19,6 +21,12 @@ bool refused(uint32_t u, bool non_negative) {
 }
 
 }  // namespace
+
+ValueRule rule_of_tensor(const std::string& name) {
+  const std::string suffix = kExpAvgSqSuffix;
+  const bool second_moment = name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return second_moment ? ValueRule::kFiniteNonNegative : ValueRule::kFinite;
+}
 
 Status ValueCheck::feed(const char* bytes, int64_t n) {
   // A value split by the previous part: complete it first.
@@ -62,7 +70,7 @@ Status ValueCheck::check_whole(const char* bytes, int64_t n) {
 }
 
 Status ValueCheck::refuse(int64_t at, float value) const {
-  const std::vector<safetensors::TensorInfo>& tensors = file_.header().tensors;  // ascending offsets
+  const std::vector<safetensors::TensorInfo>& tensors = header_.tensors;  // ascending offsets
   auto t = std::upper_bound(tensors.begin(), tensors.end(), at,
                             [](int64_t a, const safetensors::TensorInfo& info) { return a < info.begin; });
   const bool named = t != tensors.begin();
@@ -71,11 +79,39 @@ Status ValueCheck::refuse(int64_t at, float value) const {
   std::ostringstream text;
   text << value;
   const bool finite = std::isfinite(value);
+  const std::string what = path_ + ": tensor '" + tensor + "' element " + std::to_string(element) + " is " + text.str();
+  if (purpose_ == ValueCheckFor::kSave) {
+    return Status(StatusCode::kInvalidArgument,
+                  what + (finite ? " (a second moment is never negative)" : "") +
+                      ": the run has diverged, and no load could take this checkpoint: it is not saved (the earlier "
+                      "ones are kept)");
+  }
   return Status(StatusCode::kInvalidArgument,
-                file_.path() + ": tensor '" + tensor + "' element " + std::to_string(element) + " is " + text.str() +
-                    (finite ? " (a second moment is never negative): a damaged checkpoint"
-                            : ": a checkpoint of a diverged run") +
+                what + (finite ? " (a second moment is never negative): a damaged checkpoint" : ": a checkpoint of a diverged run") +
                     "; resume from an earlier one");
+}
+
+Status FileValueCheck::feed(int64_t offset, const char* bytes, int64_t n) {
+  const std::vector<safetensors::TensorInfo>& tensors = file_.header().tensors;
+  while (n > 0 && tensor_ < tensors.size()) {
+    const safetensors::TensorInfo& t = tensors[tensor_];
+    if (offset >= t.end) {  // past this tensor: the next one, from its start
+      ++tensor_;
+      check_.reset();
+      continue;
+    }
+    const int64_t skip = std::max<int64_t>(0, t.begin - offset);  // a gap before it (none in zdp's files)
+    const int64_t take = std::min(n - std::min(n, skip), t.end - (offset + skip));
+    if (take <= 0) break;
+    if (t.dtype == "F32") {
+      if (check_ == nullptr) check_ = std::make_unique<ValueCheck>(file_, t.begin, rule_of_tensor(t.name));
+      ZDP_RETURN_IF_ERROR(check_->feed(bytes + skip, take));
+    }
+    offset += skip + take;
+    bytes += skip + take;
+    n -= skip + take;
+  }
+  return Status::Ok();
 }
 
 }  // namespace zdp::checkpoint
