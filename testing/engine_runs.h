@@ -80,6 +80,7 @@ struct EngineRun {
   // save_root) (per node, with local_world > 1: save_root/node-<n>). `fault` is set as
   // ZDP_CKPT_FAULT in every rank first.
   std::string load_from;
+  bool load_per_node = false;  // each "node" loads from load_from/node-<n> (local_world > 1)
   LoadOptions load;
   std::string save_root;
   std::vector<int> save_steps;
@@ -135,7 +136,9 @@ inline Status train_on(Context& ctx, const EngineRun& run, EngineRunResult& resu
   if (!run.fault.empty()) ::setenv("ZDP_CKPT_FAULT", run.fault.c_str(), 1);
   int first_step = 0;
   if (!run.load_from.empty()) {
-    ZDP_ASSIGN_OR_RETURN(CheckpointState loaded, engine.load_checkpoint(run.load_from, run.load));
+    const std::string from =
+        run.load_per_node ? run.load_from + "/node-" + std::to_string(rank / run.local_world) : run.load_from;
+    ZDP_ASSIGN_OR_RETURN(CheckpointState loaded, engine.load_checkpoint(from, run.load));
     first_step = static_cast<int>(loaded.step);
     if (loaded.data_position != loaded.step * run.global_batch) {
       return Status(StatusCode::kInternal, "loaded data_position " + std::to_string(loaded.data_position));

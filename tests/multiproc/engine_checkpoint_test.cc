@@ -238,5 +238,42 @@ TEST(Checkpoint, PerNodeCopiesEqualTheSharedOne) {
   }
 }
 
+// Per-node copies of one step from two runs (a node's disk that still held another run's
+// step-3, or a copy taken from the wrong run): the load compared only the step, and the
+// job trained a mix of the two without a word. The copies' checksums are compared too.
+TEST(Checkpoint, PerNodeCopiesOfDifferentRunsAreRefused) {
+  TempDir root;
+  EngineRun a = job(4, 2);
+  a.steps = 3;
+  a.save_steps = {3};
+  a.save.storage = CheckpointStorage::kPerNode;
+  a.local_world = 2;
+  a.save_root = root.path() + "/a";
+  ASSERT_EQ(run_engine(a).failures, "");
+  EngineRun b = a;
+  b.options.seed = 99;  // another run
+  b.save_root = root.path() + "/b";
+  ASSERT_EQ(run_engine(b).failures, "");
+  std::filesystem::remove_all(root.path() + "/a/node-1");
+  std::filesystem::copy(root.path() + "/b/node-1", root.path() + "/a/node-1", std::filesystem::copy_options::recursive);
+  EngineRun resume = a;
+  resume.steps = 4;
+  resume.save_steps = {};
+  resume.load_from = root.path() + "/a";
+  resume.load_per_node = true;
+  ::testing::internal::CaptureStderr();  // the ranks' messages (forked: they share fd 2)
+  const std::string failures = run_engine(resume).failures;
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(failures, "");
+  EXPECT_NE(said.find("load_checkpoint from " + root.path() + "/a/node-1: the ranks' copies of step 3 differ (their "
+                      "checksums or state.json do; this rank read " + root.path() + "/a/node-1/step-3)"),
+            std::string::npos)
+      << said;
+  // Node 1 given node 0's copy again: they are one checkpoint, and the job resumes.
+  std::filesystem::remove_all(root.path() + "/a/node-1");
+  std::filesystem::copy(root.path() + "/a/node-0", root.path() + "/a/node-1", std::filesystem::copy_options::recursive);
+  EXPECT_EQ(run_engine(resume).failures, "");
+}
+
 }  // namespace
 }  // namespace zdp

@@ -156,6 +156,21 @@ Status read_state(CheckpointParts& c, const OpenedCheckpoint& opened, bool full,
   return Status::Ok();
 }
 
+// What makes two copies of a checkpoint the same one: the checksums of every file's header
+// and chunks (the tensors' bytes), and the step, data position, optimizer steps and seed
+// of state.json. 62 bits: its negation, for one max all-reduce of (h, -h), cannot overflow.
+int64_t content_digest(const CheckpointInfo& info) {
+  std::vector<uint64_t> words = {static_cast<uint64_t>(info.state.step), static_cast<uint64_t>(info.state.data_position),
+                                 static_cast<uint64_t>(info.state.optimizer_steps),
+                                 static_cast<uint64_t>(info.state.seed)};
+  for (const CheckpointFileInfo& f : info.files) {
+    words.push_back(checkpoint::hash_bytes(f.name.data(), f.name.size()));
+    words.push_back(f.header_hash);
+    words.insert(words.end(), f.chunk_hashes.begin(), f.chunk_hashes.end());
+  }
+  return static_cast<int64_t>(checkpoint::hash_bytes(words.data(), words.size() * sizeof(uint64_t)) >> 2);
+}
+
 }  // namespace
 
 namespace checkpoint {
@@ -178,6 +193,18 @@ StatusOr<CheckpointState> load(CheckpointParts& c, Store& store, const std::stri
                                                     std::to_string(-steps[1]) + " to " + std::to_string(steps[0]) +
                                                     "; this rank " + opened->dir + "): is the directory shared, or " +
                                                     "does every node's copy hold the same checkpoints?");
+  }
+  // Per-node copies of one step: a node whose disk held another run's step-N (a reused
+  // disk, a copy from the wrong run) passed the step check, and the job trained a mix of
+  // two checkpoints without a word.
+  std::vector<int64_t> digests = {content_digest(opened->info), -content_digest(opened->info)};
+  ZDP_RETURN_IF_ERROR(all_reduce_i64(c.env, digests, ReduceOp::kMax, where));
+  if (digests[0] != -digests[1]) {
+    return Status(StatusCode::kInvalidArgument,
+                  where + ": the ranks' copies of step " + std::to_string(saved.step) +
+                      " differ (their checksums or state.json do; this rank read " + opened->dir +
+                      "): every node must hold a copy of the same checkpoint (another run's step-" +
+                      std::to_string(saved.step) + " on a node's disk, or a copy from another run?)");
   }
 
   // From here on the engine's state changes: a failure leaves it failed.
