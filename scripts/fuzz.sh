@@ -23,8 +23,9 @@ cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
 echo "fuzz.sh: built ${#targets[@]} targets in $((SECONDS - build_start)) s"
 
 work="${FUZZ_WORK_DIR:-$(mktemp -d /tmp/zdp-fuzz-XXXXXX)}"
-for target in "${targets[@]}"; do
-  name="${target%_fuzz}"
+# One target's run, its report line in $work/<name>/report (exit 1 on a finding).
+fuzz_one() {
+  local target="$1" name="${1%_fuzz}" dict=()
   mkdir -p "$work/$name/corpus"
   cp tests/fuzz/corpus/"$name"/* "$work/$name/corpus/"
   # A dictionary of each format's tokens and edge numbers (tests/fuzz/dict/) for the text
@@ -38,14 +39,31 @@ for target in "${targets[@]}"; do
   # -max_len 65536: configs and headers are small; longer inputs only slow the search.
   if ! (cd "$work/$name" && "$OLDPWD/$build_dir/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
           -max_len=65536 -print_final_stats=1 ${dict[@]+"${dict[@]}"} corpus > log.txt 2>&1); then
-    tail -n 60 "$work/$name/log.txt"
-    echo "fuzz.sh: $target FAILED after at most $seconds s; the input is in $work/$name (crash-*, leak-*, oom-*)" >&2
-    exit 1
+    { tail -n 60 "$work/$name/log.txt"
+      echo "fuzz.sh: $target FAILED after at most $seconds s; the input is in $work/$name (crash-*, leak-*, oom-*)"
+    } > "$work/$name/report"
+    return 1
   fi
+  local runs cov corpus
   runs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$work/$name/log.txt" | grep -o "[0-9]*$" || echo "?")
   cov=$(grep -o "cov: [0-9]*" "$work/$name/log.txt" | tail -1 | grep -o "[0-9]*" || echo "?")
   corpus=$(ls "$work/$name/corpus" | wc -l)
-  echo "fuzz.sh: $target: ${seconds} s, $runs inputs, coverage $cov edges, corpus $corpus inputs, no finding"
+  echo "fuzz.sh: $target: ${seconds} s, $runs inputs, coverage $cov edges, corpus $corpus inputs, no finding" \
+    > "$work/$name/report"
+}
+# The targets run side by side, one per core (libFuzzer is single-threaded; in CI's two
+# cores nine 10-second runs took 90 s one after another); their reports in order.
+jobs_at_once="$(nproc)"
+failed=0
+for ((i = 0; i < ${#targets[@]}; i += jobs_at_once)); do
+  pids=()
+  for target in "${targets[@]:i:jobs_at_once}"; do
+    fuzz_one "$target" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for target in "${targets[@]:i:jobs_at_once}"; do cat "$work/${target%_fuzz}/report" 2>/dev/null || true; done
+  [ "$failed" -eq 0 ] || { echo "fuzz.sh: a target failed (above)" >&2; exit 1; }
 done
 [ -z "${FUZZ_WORK_DIR:-}" ] && rm -rf "$work"
 exit 0
