@@ -77,8 +77,7 @@ int64_t parse_byte_size(const std::string& text) {
 }
 
 void add_plan_options(CLI::App& cmd, PlanArgs& a) {
-  // An empty value (a script's unset $DIR) is refused: it read as "not given", and a
-  // comparison silently did not happen.
+  // An empty value (a script's unset $DIR) read as "not given": a comparison silently did not happen.
   const CLI::Validator given = non_empty();
   cmd.add_option("config", a.config_path, "the job's TOML config")->required();
   cmd.add_option("--set", a.sets, "override one key: --set section.key=value (repeatable)");
@@ -228,15 +227,12 @@ int run_plan(const PlanArgs& a) {
     return 2;
   }
   const int configured = static_cast<int>(configured_world);
-  // The configured job as dp-launch would refuse it: a global batch that the configured
-  // world does not divide was planned as a smaller one.
-  if (const Status valid = validate_for_world(*config, configured); !valid.ok()) {
+  // The configured job as dp-launch would refuse it (a global batch that the world does not
+  // divide was planned as a smaller one; the mlp in 16-bit as if dp-train could run it).
+  Status valid = validate_for_world(*config, configured);
+  if (valid.ok()) valid = check_model_support(*config);
+  if (!valid.ok()) {
     say("invalid configuration for its " + std::to_string(configured) + " ranks:\n" + valid.message());
-    return 2;
-  }
-  // What dp-train's models cannot run (the mlp in 16-bit) is not planned as if they could.
-  if (const Status model = check_model_support(*config); !model.ok()) {
-    say(model.message());
     return 2;
   }
   const bool gpu = cuda_devices > 0 && config->launch.backend != Backend::kGloo;
