@@ -48,13 +48,18 @@ StatusOr<int> SlotPool::acquire(int key) {
     if (best >= planned_ && !warned_) {
       // Memory the plan (dp-launch plan, the start-up table) does not show, and on every
       // step: said once. The pools are planned for gradients that become ready, and layer
-      // groups used, in reverse registration order in backward.
+      // groups used, in reverse registration order in backward, a few at a time: a trainer
+      // that holds the gradient views of a whole block before the first grad_ready (as
+      // dp-train's gpt does) holds several staging groups at once when small buckets cut
+      // the block into several, with parameters registered in forward order.
       warned_ = true;
       ZDP_LOG(kWarn) << name_ << ": all " << best << " buffers held, " << planned_
                      << " planned; added one (" << format_bytes(bytes_)
                      << ", more than the memory plan): gradients become ready, or layer groups are used, in "
-                        "another order than the reverse of registration; register parameters in forward order "
-                        "(Engine::memory() counts what was added)";
+                        "another order than the reverse of registration (register parameters in forward order), "
+                        "or the trainer holds the gradient views of more buckets at once than that (a block's "
+                        "views taken before its first grad_ready, with buckets smaller than the block: raise "
+                        "zero.bucket_mb); Engine::memory() counts what was added";
     } else {
       ZDP_LOG(kDebug) << name_ << ": all " << best << " buffers held; added one (" << format_bytes(bytes_) << ")";
     }
