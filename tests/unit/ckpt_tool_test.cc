@@ -324,12 +324,19 @@ TEST_F(CkptTool, ExportNeverReplacesWhatItWasNotAskedTo) {
   EXPECT_FALSE(fs::exists(out("planted-target")));
 }
 
-// `dp-ckpt info` of a regular file says it is a file, not that a directory is missing.
+// `dp-ckpt info` of a regular file says it is a file, not that a directory is missing; of
+// a FIFO, that it is a FIFO (it was called a file).
 TEST_F(CkptTool, InfoOfAFileSaysItIsAFile) {
   StatusOr<std::string> r = ckpt_tool::describe(checkpoint() + "/model.safetensors");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("is a file, not a checkpoint directory"), std::string::npos)
+  EXPECT_NE(r.status().message().find("is a regular file, not a checkpoint directory"), std::string::npos)
       << r.status().message();
+  const std::string fifo = out("info-fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  StatusOr<std::string> f = ckpt_tool::describe(fifo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("is a FIFO (named pipe), not a checkpoint directory"), std::string::npos)
+      << f.status().message();
 }
 
 // Export reads the model file only, so only its checksums are checked: a damaged

@@ -227,7 +227,7 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
       ::closedir(d);
     } else {
       struct stat st {};
-      why = ::stat(root.c_str(), &st) == 0 ? root + " is a file, not a checkpoint directory"
+      why = ::stat(root.c_str(), &st) == 0 ? root + " is " + file_kind_text(st.st_mode) + ", not a checkpoint directory"
                                            : "checkpoint directory " + root + " does not exist";
     }
     return Status(StatusCode::kNotFound, why);
