@@ -360,16 +360,31 @@ std::string shell_word(const std::string& word) {
   if (plain) return word;
   // A control character in '...' reached the terminal as it was (a newline split the
   // "#   env:" comment line): such a word is written $'...' with \xNN escapes.
-  const bool control = std::any_of(word.begin(), word.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f;
-  });
+  // C1 controls in UTF-8 (C2 80 to C2 9F; U+009B is CSI) too, as printable() escapes them.
+  const auto c1 = [&](size_t i) {
+    return static_cast<unsigned char>(word[i]) == 0xc2 && i + 1 < word.size() &&
+           static_cast<unsigned char>(word[i + 1]) >= 0x80 && static_cast<unsigned char>(word[i + 1]) <= 0x9f;
+  };
+  const auto c0 = [&](size_t i) {
+    return static_cast<unsigned char>(word[i]) < 0x20 || static_cast<unsigned char>(word[i]) == 0x7f;
+  };
+  bool control = false;
+  for (size_t i = 0; i < word.size(); ++i) control = control || c0(i) || c1(i);
   if (control) {
+    static const char kHex[] = "0123456789abcdef";
+    const auto hex = [&](unsigned char u) { return std::string("\\x") + kHex[u >> 4] + kHex[u & 0xf]; };
     std::string quoted = "$'";
-    for (char c : word) {
-      const auto u = static_cast<unsigned char>(c);
-      if (c == '\'' || c == '\\') quoted += std::string("\\") + c;
-      else if (u < 0x20 || u == 0x7f) quoted += printable(std::string(1, c));
-      else quoted += c;
+    for (size_t i = 0; i < word.size(); ++i) {
+      const char c = word[i];
+      if (c == '\'' || c == '\\') {
+        quoted += std::string("\\") + c;
+      } else if (c1(i)) {
+        quoted += hex(0xc2) + hex(static_cast<unsigned char>(word[++i]));
+      } else if (c0(i)) {
+        quoted += hex(static_cast<unsigned char>(c));
+      } else {
+        quoted += c;
+      }
     }
     return quoted + "'";
   }

@@ -26,6 +26,7 @@ work="${FUZZ_WORK_DIR:-$(mktemp -d /tmp/zdp-fuzz-XXXXXX)}"
 # One target's run, its report line in $work/<name>/report (exit 1 on a finding).
 fuzz_one() {
   local target="$1" name="${1%_fuzz}" dict=()
+  rm -f "$work/$name/report"  # a reused FUZZ_WORK_DIR's old report is not this run's
   mkdir -p "$work/$name/corpus"
   cp tests/fuzz/corpus/"$name"/* "$work/$name/corpus/"
   # A dictionary of each format's tokens and edge numbers (tests/fuzz/dict/) for the text
@@ -62,7 +63,9 @@ for ((i = 0; i < ${#targets[@]}; i += jobs_at_once)); do
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  for target in "${targets[@]:i:jobs_at_once}"; do cat "$work/${target%_fuzz}/report" 2>/dev/null || true; done
+  for target in "${targets[@]:i:jobs_at_once}"; do
+    cat "$work/${target%_fuzz}/report" 2>/dev/null || echo "fuzz.sh: $target: no report (its setup failed: see above)"
+  done
   [ "$failed" -eq 0 ] || { echo "fuzz.sh: a target failed (above)" >&2; exit 1; }
 done
 [ -z "${FUZZ_WORK_DIR:-}" ] && rm -rf "$work"

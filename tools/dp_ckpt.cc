@@ -1,7 +1,7 @@
 // dp-ckpt: inspect, verify and export zdp checkpoints (zdp/checkpoint.h) without an engine,
 // a GPU or the job's world size. The work is in ckpt_tool.h; this file is the command line.
 //   dp-ckpt info DIR [--config]      the tensors and the saved state (or the config used)
-//   dp-ckpt verify DIR               every checksum; exit 1 naming the bad file and chunk
+//   dp-ckpt verify DIR               every checksum and value; exit 1 naming the bad file and chunk or tensor
 //   dp-ckpt export DIR --dtype bf16 --out model.safetensors
 // DIR is a step-<N> directory or a checkpoint root (the checkpoint its `latest` names).
 #include <CLI/CLI.hpp>
@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
   info->add_option("checkpoint", path, "step-<N> directory or checkpoint root")->required();
   info->add_flag("--config", show_config, "print the config the checkpoint was saved with (TOML) instead");
 
-  CLI::App* verify = app.add_subcommand("verify", "recompute every checksum; exit 1 naming the first bad file and chunk");
+  CLI::App* verify = app.add_subcommand(
+      "verify", "recompute every checksum and check every value (finite; second moments not negative); exit 1 naming "
+                "the first bad file and chunk or tensor");
   verify->add_option("checkpoint", path, "step-<N> directory or checkpoint root")->required();
 
   zdp::ckpt_tool::ExportOptions ex;
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   exp->add_option("--buffer-elems", ex.buffer_elems, "elements converted per pass (memory: 4 bytes each read, plus 2 or 4 written: 6 for bf16/fp16, 8 for fp32)")
       ->check(zdp::integer_range(1, int64_t{1} << 32))
       ->capture_default_str();
-  exp->add_flag("--no-verify", no_verify, "skip checking the model file's checksums first");
+  exp->add_flag("--no-verify", no_verify, "skip checking the model file's checksums and values first");
 
   ZDP_CLI_PARSE(app, argc, argv);
 

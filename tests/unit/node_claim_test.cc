@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,7 +116,7 @@ TEST(NodeClaim, ANodeWhoseConfigDiffersIsRefusedNamingTheKeys) {
   const char* common = "[optim]\nlr = 0.001\n[train]\neval_every = 10\n";
   const char* per_node = "[launch]\nnnodes = 2\nnode_rank = 1\nrank_addr = \"10.0.0.2\"\nlog_dir = \"/elsewhere\"\n"
                          "[launch.env]\nNCCL_IB_HCA = \"mlx5_1\"\n[checkpoint]\ndir = \"/mnt/b\"\n";
-  LaunchPlan zero = with_settings(node(0, "0123456789abcdef"), parsed(std::string(common) + "[launch]\nnnodes = 2\n", "a.toml"));
+  LaunchPlan zero = with_settings(node(0, "0123456789abcdef"), parsed(std::string(common) + "[launch]\nnnodes = 2\n[checkpoint]\ndir = \"/mnt/a\"\n", "a.toml"));
   ASSERT_TRUE(join_job(store, zero, milliseconds(2000), &epoch).ok());
   LaunchPlan other = with_settings(
       node(1, ""), parsed(std::string("[optim]\nlr = 0.002\n[train]\neval_every = 20\n") + per_node, "b.toml"));
@@ -143,8 +144,11 @@ TEST(NodeClaim, ANodeWhoseConfigDiffersIsRefusedNamingTheKeys) {
 TEST(NodeClaim, EveryKeyIsJobWideOrPerNode) {
   const std::string settings = job_wide_settings(Config());
   const std::string resolved = to_toml(Config());
+  const std::set<std::string> paths = {"data.path", "data.val_path", "checkpoint.dir", "profile.dir"};
   for (const std::string& key : per_node_keys()) {
-    EXPECT_EQ(settings.find(key + " = "), std::string::npos) << key;
+    // A path only as set or empty (an empty checkpoint.dir on one node skipped its saves).
+    EXPECT_EQ(settings.find(key + " = "), paths.count(key) ? settings.find(key + " = empty\n") : std::string::npos)
+        << key;
     const std::string section = "[" + key.substr(0, key.find('.')) + "]";
     const std::string name = key.substr(key.find('.') + 1);
     const size_t at = resolved.find(section);
@@ -158,6 +162,11 @@ TEST(NodeClaim, EveryKeyIsJobWideOrPerNode) {
   from_path.checkpoint.resume = ResumeMode::kPath;
   from_path.checkpoint.resume_path = "/mnt/node1/ckpt/step-10";
   EXPECT_NE(job_wide_settings(from_path).find("checkpoint.resume = a checkpoint path\n"), std::string::npos);
+  from_path.checkpoint.dir = "/mnt/node1/ckpt";
+  EXPECT_NE(job_wide_settings(from_path).find("checkpoint.dir = a path\n"), std::string::npos);
+  EXPECT_NE(settings_difference(job_wide_settings(from_path), job_wide_settings(Config()), {}).find(
+                "checkpoint.dir = a path here (the default), empty on node 0"),
+            std::string::npos);
 }
 
 // Node 0's text came over the network: a control character in it is printed escaped, a key

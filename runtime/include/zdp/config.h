@@ -274,8 +274,9 @@ Status check_model_support(const Config& config);
 // dp-train's rank 0 when no dp-launch started it.
 std::vector<std::string> inert_settings(const Config& config);
 // What every node of a multi-node job must share: one "section.key = value" line per key,
-// in --help's order, for every key but per_node_keys() (checkpoint.resume says only "a
-// checkpoint path" for a path). Each node's dp-launch compares its own with node 0's
+// in --help's order, for every key but per_node_keys(); of the per-node paths (data.path,
+// data.val_path, checkpoint.dir, profile.dir) only whether each is set ("a path" or
+// "empty"), and of checkpoint.resume only "a checkpoint path" for a path. Each node's dp-launch compares its own with node 0's
 // before any rank starts, and a node whose config differs is refused, naming the keys.
 std::string job_wide_settings(const Config& config);
 // The keys each node may set for itself: its node rank, addresses and interface, the

@@ -29,7 +29,16 @@ const std::vector<std::string>& per_node_keys() {
 std::string job_wide_settings(const Config& config) {
   const std::set<std::string> per_node(per_node_keys().begin(), per_node_keys().end());
   std::string out;
+  // Paths may be spelled differently on each node, but not be set on one and empty on
+  // another: an empty checkpoint.dir made that node's ranks skip the final save's
+  // collectives, and node 0's failed blaming a rank that "died".
+  const std::set<std::string> paths = {"data.path", "data.val_path", "checkpoint.dir", "profile.dir"};
   for (const config_internal::KeyInfo& k : config_internal::key_table()) {
+    if (paths.count(k.name)) {
+      const config_internal::Value v = k.get(config);
+      out += k.name + " = " + (std::get<std::string>(v).empty() ? "empty" : "a path") + "\n";
+      continue;
+    }
     if (per_node.count(k.name)) continue;
     std::string value = config_internal::format_value(k, k.get(config));
     // checkpoint.resume is a word ("auto", "never") or a path: the nodes agree on which,
