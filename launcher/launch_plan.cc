@@ -371,17 +371,16 @@ std::string shell_word(const std::string& word) {
   bool control = false;
   for (size_t i = 0; i < word.size(); ++i) control = control || c0(i) || c1(i);
   if (control) {
-    static const char kHex[] = "0123456789abcdef";
-    const auto hex = [&](unsigned char u) { return std::string("\\x") + kHex[u >> 4] + kHex[u & 0xf]; };
+    // printable()'s \xNN and \u00NN are escapes $'...' reads back as the same bytes.
     std::string quoted = "$'";
     for (size_t i = 0; i < word.size(); ++i) {
       const char c = word[i];
       if (c == '\'' || c == '\\') {
         quoted += std::string("\\") + c;
-      } else if (c1(i)) {
-        quoted += hex(0xc2) + hex(static_cast<unsigned char>(word[++i]));
-      } else if (c0(i)) {
-        quoted += hex(static_cast<unsigned char>(c));
+      } else if (c1(i) || c0(i)) {
+        const size_t n = c1(i) ? 2 : 1;
+        quoted += printable(word.substr(i, n));
+        i += n - 1;
       } else {
         quoted += c;
       }

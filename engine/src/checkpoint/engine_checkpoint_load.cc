@@ -147,9 +147,7 @@ Status read_state(CheckpointParts& c, const OpenedCheckpoint& opened, bool full,
   const CheckpointFileInfo* entry = verify ? opened.optimizer_info : nullptr;
   const std::vector<OptimizerState::Moment> moments = c.state.moments();
   for (size_t i = 0; i < moments.size(); ++i) {
-    const checkpoint::ValueRule rule = std::string(moments[i].suffix) == kExpAvgSqSuffix
-                                           ? checkpoint::ValueRule::kFiniteNonNegative
-                                           : checkpoint::ValueRule::kFinite;
+    const checkpoint::ValueRule rule = checkpoint::rule_of_tensor(moments[i].suffix);
     ZDP_RETURN_IF_ERROR(read_pieces(io, *opened.optimizer, entry, owned_pieces(c, opened.offsets.state[i]),
                                     moments[i].buffer->as<float>(), rule));
   }

@@ -142,9 +142,7 @@ Status write_ranges(CheckpointParts& c, Store& store, const SaveRoles& roles, co
       ZDP_RETURN_IF_ERROR(io->write(*model, p, sources[0], check));
     }
     for (size_t i = 0; i < ns; ++i) {
-      const checkpoint::ValueRule rule = std::string(state[i].suffix) == kExpAvgSqSuffix
-                                             ? checkpoint::ValueRule::kFiniteNonNegative
-                                             : checkpoint::ValueRule::kFinite;
+      const checkpoint::ValueRule rule = checkpoint::rule_of_tensor(state[i].suffix);
       for (const Piece& p : checkpoint::slice_pieces(layout, b, s, base, plan.offsets.state[i])) {
         checkpoint::ValueCheck check(plan.optimizer, files.optimizer, p.file, rule, checkpoint::ValueCheckFor::kSave);
         ZDP_RETURN_IF_ERROR(io->write(*optimizer, p, sources[i + 1], check));
