@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -69,6 +70,7 @@ struct TrainRun {
   int64_t first_step = -1;
   std::string resumed_from;
   std::vector<double> losses;
+  std::string console;  // what rank 0 printed
 };
 
 // train() on `world` forked ranks, `local_world` to a node, each rank's config edited by
@@ -83,7 +85,7 @@ TrainRun run_train(const Config& shared_config, int world, int local_world = 0,
     if (per_rank) per_rank(rank, config);
     ZDP_ASSIGN_OR_RETURN(Context ctx, testing::make_test_context(rank, k, store, local_world > 0 ? local_world : k, config));
     TrainOptions quiet;
-    quiet.out = std::fopen("/dev/null", "w");
+    quiet.out = std::fopen(rank == 0 ? (path + ".console").c_str() : "/dev/null", "w");
     StatusOr<TrainSummary> s = train(ctx, config, quiet);
     std::fclose(quiet.out);
     if (rank == 0) {
@@ -110,6 +112,9 @@ TrainRun run_train(const Config& shared_config, int world, int local_world = 0,
     for (double l; in >> l;) run.losses.push_back(l);
   }
   fs::remove(path);
+  std::ifstream console(path + ".console");
+  run.console.assign(std::istreambuf_iterator<char>(console), std::istreambuf_iterator<char>());
+  fs::remove(path + ".console");
   return run;
 }
 
@@ -206,6 +211,11 @@ TEST_F(CheckpointResume, AutoFindsTheLatestAndStopsWhenTrainStepsIsReached) {
   ASSERT_EQ(fresh.failures, "") << fresh.error;
   EXPECT_EQ(fresh.first_step, 0);
   EXPECT_EQ(fresh.losses.size(), 4u);
+  // Starting over among the earlier run's checkpoints is said before a save replaces one.
+  EXPECT_NE(fresh.console.find("checkpoint.resume = \"never\" starts this run over in " + (*dir_ / "full").string() +
+                               ", which holds an earlier run's checkpoints (the newest step-20)"),
+            std::string::npos)
+      << fresh.console;
   EXPECT_NEAR(fresh.losses[0], full_->losses[0], 1e-6 * full_->losses[0]);  // K = 2 vs 4: summation order
 }
 

@@ -107,6 +107,21 @@ TEST(CheckpointDirs, AStepThatCannotBeRemovedStopsNoSave) {
   EXPECT_FALSE(std::filesystem::exists(root + "/step-10.pruned"));
 }
 
+// A `latest` that is there but cannot be read (here a folder; EACCES or EIO alike) fell
+// back to the newest complete step without a word: it is now said, as a wrong name is.
+TEST(CheckpointDirs, AnUnreadableLatestIsSaidWhenTheNewestIsUsed) {
+  TempDir dir;
+  const std::string& root = dir.path();
+  make_checkpoint_dir(root, 5);
+  make_checkpoint_dir(root, 20);
+  std::filesystem::create_directories(root + "/latest");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(find_latest_checkpoint(root).value(), root + "/step-20");
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr(root + "/latest"));
+  EXPECT_THAT(said, HasSubstr("using the newest complete checkpoint, step-20"));
+}
+
 // keep_last in a folder that holds another run's higher steps (resume = "never", or a run
 // resumed from an older checkpoint): they counted, so the run's own checkpoints were
 // removed (keep 2 left step-20 alone beside step-50 and step-60). Now the run keeps its

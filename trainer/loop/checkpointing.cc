@@ -170,7 +170,20 @@ void Checkpointer::say_restart_continues() {
 StatusOr<std::string> Checkpointer::choose_as_configured() {
   const CheckpointConfig& c = config_.checkpoint;
   switch (c.resume) {
-    case ResumeMode::kNever: return std::string();
+    case ResumeMode::kNever: {
+      // Starting over in a folder of an earlier run's checkpoints replaces its steps as
+      // this run reaches them (and keep_last counts its lower ones): said before it does.
+      StatusOr<std::string> earlier = c.dir.empty() ? StatusOr<std::string>(std::string()) : find_latest_checkpoint(c.dir);
+      if (earlier.ok() && !earlier->empty()) {
+        console_.line("checkpoint: checkpoint.resume = \"never\" starts this run over in " + c.dir +
+                      ", which holds an earlier run's checkpoints (the newest " +
+                      fs::path(*earlier).filename().string() + "): this run's saves replace the steps they reach" +
+                      (c.keep_last > 0 ? ", and checkpoint.keep_last counts and removes the earlier ones below them"
+                                       : "") +
+                      "; give it another checkpoint.dir to keep them");
+      }
+      return std::string();
+    }
     case ResumeMode::kPath: {
       StatusOr<std::string> path = resolve_checkpoint(c.resume_path);
       if (!path.ok()) {

@@ -248,6 +248,11 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& root) {
                                  : "holds " + std::to_string(latest->size()) + " bytes that are not a step-<N> name")
                    << ", which is not a complete checkpoint; using the newest complete one, "
                    << checkpoint_dir_name(steps.back());
+  } else if (latest.status().code() != StatusCode::kNotFound) {
+    // A `latest` that is there but cannot be read (EACCES, EIO, a folder, too large) is
+    // said, as a wrong name is: the newest complete step may not be the one it names.
+    ZDP_LOG(kWarn) << "checkpoint: " << latest.status().message() << "; using the newest complete checkpoint, "
+                   << checkpoint_dir_name(steps.back());
   }
   return root + "/" + checkpoint_dir_name(steps.back());
 }
