@@ -191,7 +191,7 @@ StatusOr<MeasuredKernels> read_measured_kernels(const std::string& dir) {
   const std::string kernels = dir + "/kernels.json";
   StatusOr<std::string> text = read_input_file(kernels, "kernel times", kMaxKernelsBytes);
   if (text.status().code() == StatusCode::kNotFound) {
-    return Status(StatusCode::kNotFound, kernels + " does not exist: profile a GPU run with profile.enabled = true "
+    return Status(StatusCode::kNotFound, kernels + " does not exist: profile a run with profile.enabled = true "
                                                    "and profile.kernels = true (profile.dir = " + dir + ")");
   }
   ZDP_RETURN_IF_ERROR(text.status());

@@ -46,6 +46,10 @@ double median(std::vector<double> v) {
 
 // Best-of GEMM rate: Y[rows, out] = X[rows, in] W^T, as a linear layer runs it.
 StatusOr<double> time_gemm(const CalibrateOptions& o) {
+  // A rank's thread count for every kernel, as dp-launch gives it (OMP_NUM_THREADS): the
+  // model's LayerNorm, softmax and AdamW ran on every core while the output said "1
+  // thread per rank" (10x faster than a rank on an idle machine, 30x slower on a busy one).
+  kernels::set_cpu_threads(o.threads);
   kernels::set_cpu_gemm_threads(o.threads);
   std::unique_ptr<kernels::Gemm> gemm = kernels::make_cpu_gemm();
   std::vector<float> x(static_cast<size_t>(o.rows * o.in), 0.5f), w(static_cast<size_t>(o.out * o.in), 0.25f),

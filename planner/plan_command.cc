@@ -151,8 +151,8 @@ int run_plan(const PlanArgs& a) {
     cpu_profile = measured.device_kind != "cuda";
     if (cpu_profile && (a.baseline.empty() || !a.gpu.empty())) {
       say("--from-profile " + a.from_profile + ": its kernels.json was measured on " + measured.device_kind +
-          " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run" +
-          (a.gpu.empty() ? " (or set two CPU runs side by side: --baseline DIR0)" : ", or leave out --gpu"));
+          " ranks ('" + measured.device + "'); the GPU step model predicts a GPU: compare a profile of a GPU run, " +
+          "or two CPU runs side by side: " + (a.gpu.empty() ? "" : "without --gpu, ") + "--baseline DIR0");
       return 2;
     }
     if (!a.baseline.empty()) {

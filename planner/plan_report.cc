@@ -1,5 +1,6 @@
 // The planner's report: per world size and stage, memory (plan_memory + activations),
-// communication and predicted step time; the console table and the JSON lines.
+// communication and predicted step time, and the console table (the JSON lines:
+// plan_report_json.cc).
 #include "planner/plan_report.h"
 
 #include <algorithm>
@@ -130,6 +131,17 @@ double PlannerInputs::rank_flops_per_s(int world_size) const {
 }
 
 StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& config_path, const PlannerInputs& in) {
+  // A step computes at most at the rate it is given, so MFU <= rate / peak: a rate above the
+  // peak printed MFU 153% (--flops on an H100), 1986% (a CPU's profile.peak_tflops = 0.001).
+  if (in.peak_flops_per_s > 0 && in.flops_per_s > in.peak_flops_per_s) {
+    char text[320];
+    std::snprintf(text, sizeof(text), "the compute rate %.4g GFLOP/s per rank (%s) is above the peak %.4g GFLOP/s "
+                  "that MFU divides by (%s): every MFU would exceed 100%%", in.flops_per_s / 1e9,
+                  in.flops_origin.c_str(), in.peak_flops_per_s / 1e9,
+                  config.profile.peak_tflops > 0 ? (config.where("profile.peak_tflops") + ": profile.peak_tflops").c_str()
+                                                 : "the GPU's datasheet");
+    return Status(StatusCode::kInvalidArgument, text);
+  }
   PlanReport report;
   report.config_path = config_path;
   ZDP_ASSIGN_OR_RETURN(report.model, trainer::model_spec(config));
@@ -350,7 +362,8 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
          "stages 0-1 (which holds the accumulation when it is fp32 and the compute dtype 16-bit); buckets = gradient staging (stages 2-3) + gathered layer groups (stage 3); workspace = the "
          "engine's, and on GPUs cuBLASLt's and cuDNN's fused attention's; formula = the "
          "ZeRO model states of docs/design.md (c Psi + c Psi + 12 Psi at stage 0 with AdamW, 8 Psi with "
-         "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers); adam m = "
+         "SGD momentum, 4 Psi without; c = compute dtype bytes; no padding, accumulation or buffers: the "
+         "padding, up to K x 32 elements per bucket, grows with K); adam m = "
          "AdamW's m or SGD's momentum buffer; sent = bytes one rank sends per step (ring, "
          "(K-1)/K of each buffer per pass); compute = every micro-batch's forward and backward, and the "
          "optimizer step where its time is modelled (the \"optimizer\" or \"engine kernels\" assumption above; "
@@ -359,85 +372,6 @@ std::string format_plan(const PlanReport& rep, const PlannerInputs& in) {
          "the step; MFU = its model FLOPs (the console's and the profile's count) over the step and K peaks "
          "(--gpu's dense peak for the dtype, or profile.peak_tflops; - without one).\n";
   return out;
-}
-
-std::vector<nlohmann::json> plan_json(const PlanReport& rep, const PlannerInputs& in) {
-  std::vector<nlohmann::json> lines;
-  const trainer::ModelSpec& m = rep.model;
-  lines.push_back({{"kind", "model"},
-                   {"config", rep.config_path},
-                   {"model", m.description},
-                   {"psi", m.psi},
-                   {"flops_per_sample", m.flops_per_sample},
-                   {"tokens_per_sample", m.tokens_per_sample},
-                   {"micro_batch", rep.micro_batch},
-                   {"activation_bytes", m.activation_bytes},
-                   {"fused_attention", m.fused_attention}});
-  lines.push_back({{"kind", "assumptions"},
-                   {"device", to_string(in.device)},
-                   {"device_memory_bytes", in.device_memory},
-                   {"device_memory_origin", in.memory_origin},
-                   {"link_alpha_s", in.link.alpha_s},
-                   {"link_beta_bytes_per_s", in.link.beta_bytes_per_s},
-                   {"link_origin", in.link.origin},
-                   {"ranks_per_node", in.ranks_per_node},
-                   {"inter_link_alpha_s", in.inter_link.alpha_s},
-                   {"inter_link_beta_bytes_per_s", in.inter_link.beta_bytes_per_s},
-                   {"flops_per_s", in.flops_per_s},
-                   {"optimizer_s", in.optimizer_s},
-                   {"flops_origin", in.flops_origin}});
-  for (const WorldPlan& w : rep.worlds) {
-    for (const StagePlan& s : w.stages) {
-      const MemoryPlan& p = s.memory;
-      const StepRates rates = step_rates(rep.model, w.global_batch, w.world_size, s.time.step_s, in.peak_flops_per_s);
-      lines.push_back({{"kind", "stage"},
-                       {"world_size", w.world_size},
-                       {"stage", s.stage},
-                       {"global_batch", w.global_batch},
-                       {"accum_steps", w.accum_steps},
-                       {"accumulate", to_string(s.accumulate)},
-                       {"flops_per_s", w.flops_per_s},
-                       {"padded_elems", p.padded_elems},
-                       {"buckets", p.bucket_elems.size()},
-                       {"bytes",
-                        {{"params", p.states.params},
-                         {"grads", p.states.grads},
-                         {"reduce_copy", p.states.reduce_copy},
-                         {"accum", p.states.accum},
-                         {"error_feedback", p.states.error_feedback},
-                         {"master", p.states.master},
-                         {"adam_m", p.states.m},
-                         {"adam_v", p.states.v},
-                         {"grad_staging", p.buffers.grad_staging},
-                         {"reduce_staging", p.buffers.reduce_staging},
-                         {"param_gather", p.buffers.param_gather},
-                         {"wire", p.buffers.wire},
-                         {"workspace", p.buffers.workspace},
-                         {"library_workspace", s.library_workspace},
-                         {"activations", s.activations},
-                         {"engine_total", p.total()},
-                         {"total", s.total},
-                         {"formula_model_states", s.formula_bytes}}},
-                       {"fits", s.fits},
-                       {"sent_bytes_per_step", s.time.sent_bytes},
-                       {"inter_node_sent_bytes_per_step", s.time.inter_sent_bytes},
-                       {"uncompressed_step_s", s.uncompressed.step_s},
-                       {"compute_s", s.time.compute_s},
-                       {"optimizer_s", s.time.optimizer_s},
-                       {"engine_s", s.time.engine_s},
-                       {"reduce_s", s.time.reduce_s},
-                       {"gather_s", s.time.gather_s},
-                       {"exposed_comm_s", s.time.exposed_comm_s},
-                       {"step_s", s.time.step_s},
-                       {"tokens_per_s", rates.tokens_per_s},
-                       {"mfu", rates.mfu < 0 ? nlohmann::json(nullptr) : nlohmann::json(rates.mfu)}});
-    }
-    lines.push_back({{"kind", "recommendation"},
-                     {"world_size", w.world_size},
-                     {"stage", w.recommended < 0 ? nlohmann::json(nullptr) : nlohmann::json(w.recommended)},
-                     {"reason", w.reason}});
-  }
-  return lines;
 }
 
 }  // namespace zdp::launcher

@@ -295,6 +295,13 @@ std::string format_comparison(const ProfileComparison& c, const MeasuredKernels&
            (v > 0 ? fmt("%.1f%%", 100 * v) : std::string("n/a")) + fmt(" (%.0f%%)", 100 * get_class(c.assumed, cls)) +
            (cls + 1 < kNumEfficiencyClasses ? ";" : "\n");
   }
+  // Every class n/a (launch-bound kernels only, or no regions): nothing was calibrated, and
+  // saying "calibrated prediction" of the assumed one claimed a calibration that did not happen.
+  if (std::none_of(c.implied.begin(), c.implied.end(), [](double v) { return v > 0; })) {
+    return out + fmt("  nothing calibrated (no efficiency class measured): the world-size table below uses the "
+                     "assumed efficiencies (step %.1f ms, MFU %.1f%%)\n",
+                     c.predicted.step_s * 1e3, 100 * c.predicted.mfu);
+  }
   out += fmt("  calibrated prediction: step %.1f ms, %.0f tokens/s, ", c.recalibrated.step_s * 1e3,
              c.recalibrated.tokens_per_s) +
          fmt("MFU %.1f%% (assumed efficiencies: %.1f ms, MFU %.1f%%); the world-size table below uses it\n",

@@ -1,6 +1,7 @@
 // scale_svg(): the scaling report as a line chart (scale_plot.h).
 #include "planner/scale_plot.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -25,7 +26,9 @@ std::string scale_svg(const ScaleReport& report, const std::string& title) {
   plot::Series ideal{"ideal (speed-up = K)", {}, {}, plot::Axis::kLeft, plot::Mark::kDashedLine, "#888888"};
   plot::Series rate{"samples/s", {}, {}, plot::Axis::kRight, plot::Mark::kPoints, plot::palette(4)};
   int largest = 1;
+  double fastest = 1;  // the largest measured speed-up
   for (const ScaleRow& r : report.rows) {
+    fastest = std::max(fastest, r.speedup);
     const double k = r.point.world_size;
     measured.x.push_back(k);
     measured.y.push_back(r.speedup);
@@ -41,16 +44,29 @@ std::string scale_svg(const ScaleReport& report, const std::string& title) {
     std::snprintf(name, sizeof(name), "Amdahl fit, serial fraction s = %.3f", report.fit->serial_fraction);
     plot::Series amdahl{name, {}, {}, plot::Axis::kLeft, plot::Mark::kLine, plot::palette(2)};
     const double s = report.fit->serial_fraction;
+    // s < 0 (better than linear) has a pole at K = (1 - s) / -s: the law means nothing past
+    // it, and the curve stops where it leaves the chart's range, which holds every measured
+    // point (it stopped at twice the largest K, below a measured speed-up of 7.6 at K = 2
+    // that the fit met exactly).
+    const double top = std::max(2.0 * largest, 1.25 * fastest);
+    bool clipped = false;
     for (int i = 0; i < kAmdahlSamples; ++i) {
       const double k = 1.0 + (largest - 1.0) * i / (kAmdahlSamples - 1);
       const double denominator = s + (1.0 - s) / k;
-      // s < 0 (better than linear) has a pole at K = (1 - s) / -s: the law means nothing
-      // past it, and the points there are left out.
-      if (!(denominator > 0) || 1.0 / denominator > 2.0 * largest) break;
+      if (!(denominator > 0) || 1.0 / denominator > top) {
+        clipped = true;
+        break;
+      }
       amdahl.x.push_back(k);
       amdahl.y.push_back(1.0 / denominator);
     }
     chart.series.push_back(amdahl);
+    if (clipped) {
+      char pole[128];
+      std::snprintf(pole, sizeof(pole), "the fit leaves the chart above speed-up %.3g (its pole: K = %.3g)", top,
+                    s < 0 ? (1.0 - s) / -s : 0.0);
+      chart.notes.push_back(pole);
+    }
     std::snprintf(name, sizeof(name), "1 / (s + (1 - s) / K), rms error %.3f", report.fit->rms_error);
     chart.notes.push_back(name);
   } else {

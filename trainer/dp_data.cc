@@ -72,14 +72,15 @@ Status make_text_shards(const std::vector<std::string>& files, const std::string
     train.insert(train.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(cut));
     val.insert(val.end(), tokens.begin() + static_cast<std::ptrdiff_t>(cut), tokens.end());
   }
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) return Status(StatusCode::kIoError, "dp-data: cannot create '" + out_dir + "': " + ec.message());
+  // Refused before --out is made: an empty input left a new empty folder behind.
   if (train.empty()) {
     return Status(StatusCode::kInvalidArgument, "dp-data: no training tokens left after --val-fraction " +
                                                     std::to_string(val_fraction) + " of " + std::to_string(read) +
                                                     " bytes");
   }
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Status(StatusCode::kIoError, "dp-data: cannot create '" + out_dir + "': " + ec.message());
   // Both outputs checked before either is written: a folder at val.bin's path left a new
   // train.bin beside the old val.bin (two corpora's halves).
   const std::string train_path = out_dir + "/train.bin", val_path = out_dir + "/val.bin";
@@ -140,7 +141,7 @@ Status print_info(const std::string& path) {
   }
   const uint16_t* t = f->tokens();
   const uint16_t largest = f->size() > 0 ? *std::max_element(t, t + f->size()) : 0;
-  std::printf("%s: llm.c token file v%d, %lld tokens, largest token %u\n", path.c_str(), trainer::kTokenFileVersion,
+  std::printf("%s: llm.c token file v%d, %lld tokens, largest token %u\n", path.c_str(), zdp::kTokenFileVersion,
               static_cast<long long>(f->size()), largest);
   return Status::Ok();
 }

@@ -166,7 +166,11 @@ TEST(ConfigErrors, CrossFieldConflictsFoundWithoutTheWorldSize) {
             "accumulates into); zero.stage is 1: use \"local\"");
   EXPECT_EQ(error_of("[zero]\naccumulate = \"sharded\"\n", {"zero.stage=0"}),
             "configs/x.toml:2:14: zero.accumulate = \"sharded\" needs zero.stage 2 or 3 (the gradient shard it "
-            "accumulates into); zero.stage is 0: use \"local\"");
+            "accumulates into); zero.stage is 0: use \"local\" (with --set zero.stage=0)");
+  // A --set that makes a file's line wrong is named beside that line.
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\nd_model = 16\nn_heads = 2\n", {"model.n_heads=3"}),
+            "configs/x.toml:3:11: model.d_model (16) is not divisible by model.n_heads (3) (model.kind = \"gpt\") "
+            "(with --set model.n_heads=3)");
   EXPECT_TRUE(parse_config("[zero]\nstage = 3\naccumulate = \"sharded\"\n", "configs/x.toml").ok());
   EXPECT_TRUE(parse_config("[zero]\nstage = 0\naccumulate = \"local\"\n", "configs/x.toml").ok());
   // A decaying schedule needs a step after warmup: refused here, not at the engine's finalize.

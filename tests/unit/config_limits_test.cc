@@ -55,9 +55,12 @@ TEST(ConfigLimits, InfiniteAndAbsurdValuesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of("[zero]\nbucket_mb = 1e300\n").find("zero.bucket_mb = 1e300 is out of range"), std::string::npos);
   EXPECT_NE(error_of("[optim]\nlr = nan\n").find("optim.lr = nan is not a finite number"), std::string::npos);
-  // An init_std past fp32 made every weight inf, named by no key (dp-train's "init (inf, 0)").
+  // An init_std past fp32 made every weight inf, named by no key (dp-train's "init (inf, 0)");
+  // 1e9 overflowed LayerNorm's fp32 variance, and the loss read ln V without a word.
   EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\ninit_std = 1e300\n"),
-            "configs/x.toml:3:12: model.init_std = 1e300 is out of range: must be in (0, 1e+30]");
+            "configs/x.toml:3:12: model.init_std = 1e300 is out of range: must be in (0, 100]");
+  EXPECT_EQ(error_of("[model]\nkind = \"gpt\"\ninit_std = 1e9\n"),
+            "configs/x.toml:3:12: model.init_std = 1000000000.0 is out of range: must be in (0, 100]");
   // 2^31 - 1 restarts overflowed the attempt count dp-launch printed ("attempt 2 of -2147483648").
   EXPECT_EQ(error_of("[launch]\nmax_restarts = 2147483647\n"),
             "configs/x.toml:2:16: launch.max_restarts = 2147483647 is out of range: must be in [0, 1000]");

@@ -124,18 +124,18 @@ TEST(TokenFileInput, RefusesFifoAndDirectoryWithoutBlocking) {
 }
 
 TEST(TokenFileInput, HeaderDecodingChecksEveryField) {
-  int32_t header[trainer::kTokenFileHeaderInts] = {trainer::kTokenFileMagic, trainer::kTokenFileVersion, 5};
-  const int64_t good = trainer::kTokenFileHeaderBytes + 10;
-  EXPECT_EQ(trainer::decode_token_header(header, good, "f").value(), 5);
-  EXPECT_TRUE(contains(trainer::decode_token_header(header, good + 1, "f").status().message(), "the header says 5"));
-  EXPECT_TRUE(contains(trainer::decode_token_header(nullptr, 12, "f").status().message(), "shorter than"));
+  int32_t header[kTokenFileHeaderInts] = {kTokenFileMagic, kTokenFileVersion, 5};
+  const int64_t good = kTokenFileHeaderBytes + 10;
+  EXPECT_EQ(decode_token_header(header, good, "f").value(), 5);
+  EXPECT_TRUE(contains(decode_token_header(header, good + 1, "f").status().message(), "the header says 5"));
+  EXPECT_TRUE(contains(decode_token_header(nullptr, 12, "f").status().message(), "shorter than"));
   header[2] = -1;
-  EXPECT_FALSE(trainer::decode_token_header(header, trainer::kTokenFileHeaderBytes - 2, "f").ok());
-  EXPECT_FALSE(trainer::decode_token_header(header, trainer::kTokenFileHeaderBytes, "f").ok());
+  EXPECT_FALSE(decode_token_header(header, kTokenFileHeaderBytes - 2, "f").ok());
+  EXPECT_FALSE(decode_token_header(header, kTokenFileHeaderBytes, "f").ok());
   header[1] = 2;
-  EXPECT_TRUE(contains(trainer::decode_token_header(header, good, "f").status().message(), "version 2"));
+  EXPECT_TRUE(contains(decode_token_header(header, good, "f").status().message(), "version 2"));
   header[0] = 7;
-  EXPECT_TRUE(contains(trainer::decode_token_header(header, good, "f").status().message(), "magic number 7"));
+  EXPECT_TRUE(contains(decode_token_header(header, good, "f").status().message(), "magic number 7"));
 }
 
 TEST(SafetensorsInput, RefusesAFifoWithoutBlocking) {

@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "launcher/launch_plan.h"
+#include "runtime/internal/token_header.h"
 #include "testing/temp_dir.h"
 #include "zdp/launch_env.h"
 #include "testing/fake_env.h"
@@ -125,8 +128,18 @@ TEST(LaunchPlan, DpTrainsInputFilesAreCheckedBeforeAnyRankStarts) {
   testing::TempDir dir;
   const std::string dp_train = dir.file("dp-train");
   std::filesystem::copy_file("/bin/true", dp_train, std::filesystem::copy_options::overwrite_existing);
-  std::ofstream(dir.file("train_0.bin")) << "tokens";
-  std::ofstream(dir.file("val.bin")) << "tokens";
+  // Token files by their header (runtime/internal/token_header.h): model.seq_len is 64.
+  const auto token_file = [&](const std::string& name, int32_t tokens, int32_t magic = kTokenFileMagic) {
+    std::vector<int32_t> header(kTokenFileHeaderInts, 0);
+    header[0] = magic;
+    header[1] = kTokenFileVersion;
+    header[2] = tokens;
+    std::ofstream out(dir.file(name), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), kTokenFileHeaderBytes);
+    out << std::string(2 * static_cast<size_t>(tokens), '\0');
+  };
+  token_file("train_0.bin", 65);
+  token_file("val.bin", 65);
   const std::string head = "[launch]\nnproc_per_node = 2\nprogram = \"" + dp_train + "\"\n[model]\nkind = \"gpt\"\n"
                            "[data]\nkind = \"tokens\"\n";
   const auto plan_of = [&](const std::string& program, const std::string& rest, bool dry_run) {
@@ -165,6 +178,19 @@ TEST(LaunchPlan, DpTrainsInputFilesAreCheckedBeforeAnyRankStarts) {
   ASSERT_FALSE(same.ok());
   EXPECT_NE(same.status().message().find("data.val_path: the held-out file '" + dir.file("val.bin") + "' is also a training file"),
             std::string::npos) << same.status().message();
+  // A token file shorter than one sample, or not a token file: every rank found it after
+  // the launch; a dry run found nothing.
+  token_file("short.bin", 64);
+  token_file("magic.bin", 65, 7);
+  auto short_one = plan_of(dp_train, "path = \"" + dir.file("short.bin") + "\"\nval_path = \"" + dir.file("magic.bin") + "\"\n", false);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_NE(short_one.status().message().find("test.toml:8:8: data.path (\"" + dir.file("short.bin") + "\"): token file '" +
+                                            dir.file("short.bin") + "': 64 tokens, fewer than model.seq_len + 1 = 65 (one sample)"),
+            std::string::npos) << short_one.status().message();
+  EXPECT_NE(short_one.status().message().find("token file '" + dir.file("magic.bin") + "': magic number 7 is not 20240520"),
+            std::string::npos) << short_one.status().message();
+  std::filesystem::remove(dir.file("short.bin"));
+  std::filesystem::remove(dir.file("magic.bin"));
   auto folder = plan_of(dp_train, "path = \"" + dir.path() + "\"\n", false);
   ASSERT_FALSE(folder.ok());
   EXPECT_NE(folder.status().message().find("token file '" + dir.path() + "' is a directory, not a file"), std::string::npos)

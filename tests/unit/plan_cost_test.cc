@@ -284,6 +284,31 @@ TEST(PlanReport, StepRatesAreTheGlobalBatchOverTheStepAndKPeaks) {
   EXPECT_EQ(step_rates(m, 64, 8, 0.5, 0).mfu, -1) << "no peak, no MFU";
 }
 
+// A compute rate above the peak MFU divides by is refused naming both: --flops 2e6 GFLOP/s
+// on an H100 printed MFU 153%, profile.peak_tflops = 0.001 on the CPU 1986%.
+TEST(PlanReport, AComputeRateAboveThePeakIsRefused) {
+  StatusOr<Config> config = load_config(std::string(ZDP_SOURCE_DIR) + "/configs/quickstart.toml", {});
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  PlannerInputs in;
+  in.worlds = {2};
+  in.device_memory = int64_t{1} << 40;
+  in.link = {10e-6, 50e9, "test"};
+  in.flops_per_s = 2e10;
+  in.flops_origin = "--flops";
+  in.peak_flops_per_s = 1e9;
+  const Status above = build_plan_report(*config, "quickstart.toml", in).status();
+  EXPECT_EQ(above.message(), "the compute rate 20 GFLOP/s per rank (--flops) is above the peak 1 GFLOP/s that MFU "
+                             "divides by (the GPU's datasheet): every MFU would exceed 100%");
+  in.peak_flops_per_s = 2e10;  // the rate at the peak: every MFU at most 100%
+  const StatusOr<PlanReport> at_peak = build_plan_report(*config, "quickstart.toml", in);
+  ASSERT_TRUE(at_peak.ok()) << at_peak.status().to_string();
+  for (const WorldPlan& w : at_peak->worlds) {
+    for (const StagePlan& s : w.stages) {
+      EXPECT_LE(step_rates(at_peak->model, w.global_batch, w.world_size, s.time.step_s, in.peak_flops_per_s).mfu, 1.0);
+    }
+  }
+}
+
 TEST(AmdahlFit, RecoversAKnownSerialFraction) {
   for (double s : {0.0, 0.05, 0.3, 1.0}) {
     std::vector<std::pair<int, double>> series;

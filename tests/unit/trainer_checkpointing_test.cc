@@ -2,6 +2,8 @@
 // trainer stores, what a resume reports as changed, and $ZDP_TRAIN_FAULT's syntax.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "trainer/loop/checkpointing.h"
 #include "trainer/loop/train_fault.h"
 
@@ -62,7 +64,7 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   const std::vector<std::string> notes = resume_notes(saved, other, 2, {1000, "corpus"});
   ASSERT_EQ(notes.size(), 3u);
   EXPECT_EQ(notes[0], "saved by 4 rank(s) at ZeRO stage 2, loaded by 2 rank(s) at stage 3 (re-sharded)");
-  EXPECT_EQ(notes[1], "train.global_batch 8 at save, 16 now: the data continues at sample 320 with the new batch");
+  EXPECT_EQ(notes[1], "train.global_batch 8 at save, 16 now: the data continues at position 320 with the new batch");
   EXPECT_NE(notes[2].find("train.seed 1234 -> 7"), std::string::npos) << notes[2];
   // Another end for a decaying schedule moves the learning rate: said. A constant one: not.
   Config longer = c;
@@ -80,7 +82,7 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   const std::vector<std::string> rewritten = resume_notes(saved, c, 4, {1000, "other corpus"});
   ASSERT_EQ(rewritten.size(), 1u);
   EXPECT_EQ(rewritten[0], "the training data's contents differ from the saved run's (the same 1000 samples, sampled "
-                          "digest corpus -> other corpus): the run continues at sample 320 of other data");
+                          "digest corpus -> other corpus): the run continues at data position 320 of other data");
   // Unshuffled token files read one order whatever the seed: no note. Synthetic data is
   // drawn by the seed: said, shuffled or not.
   Config unshuffled = c;
@@ -91,6 +93,21 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   EXPECT_TRUE(resume_notes(saved, unshuffled, 4, {1000, "corpus"}).empty());
   unshuffled.data.kind = DataKind::kSynthetic;
   EXPECT_EQ(resume_notes(saved, unshuffled, 4, {1000, "corpus"}).size(), 1u);
+  // Another held-out file, or another eval_samples: the held-out curve measured other
+  // samples before the resume (one line in loss.svg, without a word). The same: no note.
+  saved.step = 40;
+  saved.trainer_json = trainer_state(c, {1000, "corpus"}, {}, {500, "val"}).dump();
+  EXPECT_TRUE(resume_notes(saved, c, 4, {1000, "corpus"}, {500, "val"}).empty());
+  const std::vector<std::string> other_val = resume_notes(saved, c, 4, {1000, "corpus"}, {24, "val2"});
+  ASSERT_EQ(other_val.size(), 1u);
+  EXPECT_EQ(other_val[0], "the held-out loss now measures other samples than the saved run's (" +
+                              std::to_string(std::min<int64_t>(c.train.eval_samples, 500)) + " of 500 held-out samples, digest val -> " +
+                              std::to_string(std::min<int64_t>(c.train.eval_samples, 24)) +
+                              " of 24, digest val2): the held-out points before step 40 and after it are not one curve");
+  Config fewer = c;
+  fewer.train.eval_samples = 3;
+  EXPECT_EQ(resume_notes(saved, fewer, 4, {1000, "corpus"}, {500, "val"}).size(), 1u);
+  EXPECT_TRUE(resume_notes(saved, c, 4, {1000, "corpus"}).empty()) << "no held-out set now: no curve to continue";
   // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
   saved.trainer_json.clear();
   EXPECT_EQ(resume_notes(saved, other, 2, {5, "corpus"}).size(), 1u);

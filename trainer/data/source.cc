@@ -171,6 +171,10 @@ class TokenFileSource : public DataSource {
   TokenFileSource(TokenShards shards, std::string path, const char* key, int vocab, int seq_len)
       : shards_(std::move(shards)), path_(std::move(path)), key_(key), vocab_(vocab), seq_len_(seq_len) {}
   int64_t size() const override { return shards_.samples(); }
+  int64_t held_out_sample(int64_t i, int64_t count) const override {
+    // floor(i x size / count): evenly spaced, the first sample always among them.
+    return static_cast<int64_t>(static_cast<__int128>(i) * size() / std::max<int64_t>(count, 1));
+  }
   std::string describe() const override {
     const std::string files =
         shards_.shard_count() == 1 ? "" : std::to_string(shards_.shard_count()) + " files, ";
@@ -245,13 +249,14 @@ StatusOr<std::unique_ptr<DataSource>> make_source(const Config& c, Split split) 
   return std::unique_ptr<DataSource>(new TokenFileSource(std::move(*shards), path, key, c.model.vocab_size, c.model.seq_len));
 }
 
-Status check_samples(const DataSource& source, int64_t count) {
+Status check_held_out_samples(const DataSource& source, int64_t count) {
   constexpr int64_t kChunk = 256;
+  const int64_t total = std::min(count, source.size());
   Batch batch;
   std::vector<int64_t> indices;
-  for (int64_t first = 0; first < std::min(count, source.size()); first += kChunk) {
+  for (int64_t first = 0; first < total; first += kChunk) {
     indices.clear();
-    for (int64_t i = first; i < std::min({count, source.size(), first + kChunk}); ++i) indices.push_back(i);
+    for (int64_t i = first; i < std::min(total, first + kChunk); ++i) indices.push_back(source.held_out_sample(i, total));
     ZDP_RETURN_IF_ERROR(source.fill(indices, &batch));
   }
   return Status::Ok();

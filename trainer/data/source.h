@@ -46,16 +46,23 @@ class DataSource {
   // kIoError naming it. Synthetic sources have no files.
   virtual Status check_unchanged() const { return Status::Ok(); }
   virtual int64_t file_count() const { return 0; }  // the files check_unchanged() stats
+  // The sample an evaluation of `count` samples (count <= size()) reads as its i-th.
+  // Synthetic samples are independent draws: the first `count` are as good as any. A
+  // token file keeps its origin's order (dp-data puts each input file's tail after the
+  // previous one's), so its evaluation spreads over the whole file: the first 128 samples
+  // of the quickstart's val.bin were the tail of one input file of 43.
+  virtual int64_t held_out_sample(int64_t i, int64_t /*count*/) const { return i; }
 };
 
 // The source of `split` for config.model/config.data. The held-out split of a token file
 // is data.val_path (nullptr without one); synthetic sources draw it from another stream.
 StatusOr<std::unique_ptr<DataSource>> make_source(const Config& config, Split split);
 
-// Fills samples 0 .. count - 1 of `source` (bounded batches) to check their tokens: what an
-// evaluation reads, checked before the first step (a token outside the vocabulary in the
-// held-out file failed the run after its last step, before the final checkpoint was saved).
-Status check_samples(const DataSource& source, int64_t count);
+// Fills the samples an evaluation of `count` reads (held_out_sample of 0 .. count - 1, in
+// bounded batches) to check their tokens before the first step (a token outside the
+// vocabulary in the held-out file failed the run after its last step, before the final
+// checkpoint was saved).
+Status check_held_out_samples(const DataSource& source, int64_t count);
 
 // Byte-level corpus helpers of dp-data: each byte of the text is one token (vocab 256).
 std::vector<uint16_t> byte_tokens(const std::string& text);

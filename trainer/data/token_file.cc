@@ -19,13 +19,6 @@
 namespace zdp::trainer {
 namespace {
 
-Status malformed(const std::string& path, const std::string& why) {
-  return Status(StatusCode::kInvalidArgument, "token file '" + path + "': " + why +
-                                                  " (expected llm.c's format: 256 int32 header with magic " +
-                                                  std::to_string(kTokenFileMagic) + ", version 1, token count; "
-                                                  "then uint16 tokens; dp-data writes it)");
-}
-
 int64_t mtime_ns(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
 }
@@ -57,32 +50,8 @@ void TokenFile::unmap() {
 
 TokenFile::~TokenFile() { unmap(); }
 
-StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path) {
-  if (file_bytes < kTokenFileHeaderBytes) {
-    return malformed(path, std::to_string(file_bytes) + " bytes, shorter than the " +
-                               std::to_string(kTokenFileHeaderBytes) + "-byte header");
-  }
-  int32_t fields[3];
-  std::memcpy(fields, header, sizeof(fields));
-  if (fields[0] != kTokenFileMagic) {
-    return malformed(path, "magic number " + std::to_string(fields[0]) + " is not " + std::to_string(kTokenFileMagic));
-  }
-  if (fields[1] != kTokenFileVersion) {
-    return malformed(path, "version " + std::to_string(fields[1]) + " is not 1 (uint16 tokens)");
-  }
-  const int64_t count = fields[2];
-  const int64_t want = kTokenFileHeaderBytes + 2 * count;
-  if (count < 0 || want != file_bytes) {
-    return malformed(path, "the header says " + std::to_string(count) + " tokens (" + std::to_string(want) +
-                               " bytes) but the file has " + std::to_string(file_bytes) + " bytes");
-  }
-  return count;
-}
-
 StatusOr<TokenFile> TokenFile::open(const std::string& path) {
-  // The largest file the format can describe: an int32 count of uint16 tokens.
-  constexpr int64_t kMaxBytes = kTokenFileHeaderBytes + 2 * int64_t{INT32_MAX};
-  ZDP_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path, "token file", kMaxBytes));
+  ZDP_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path, "token file", kTokenFileMaxBytes));
   const int64_t bytes = file.size();
   if (bytes < kTokenFileHeaderBytes) return decode_token_header(nullptr, bytes, path).status();
   void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);  // keeps the file

@@ -1,21 +1,15 @@
-// Token shards in llm.c's .bin format (also what nanoGPT-style pipelines write through
-// llm.c's tools): a header of 256 little-endian int32 -- magic 20240520, version 1, the
-// token count -- followed by that many uint16 tokens. Files are memory-mapped read-only,
-// so a 20 GB shard costs no RAM until its pages are read.
+// Token shards in llm.c's .bin format (the header: runtime/internal/token_header.h).
+// Files are memory-mapped read-only, so a 20 GB shard costs no RAM until its pages are read.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "runtime/internal/token_header.h"
 #include "zdp/status.h"
 
 namespace zdp::trainer {
-
-inline constexpr int32_t kTokenFileMagic = 20240520;
-inline constexpr int32_t kTokenFileVersion = 1;
-inline constexpr int64_t kTokenFileHeaderInts = 256;
-inline constexpr int64_t kTokenFileHeaderBytes = kTokenFileHeaderInts * 4;
 
 // A read-only view of one token file. Move-only; unmaps on destruction.
 class TokenFile {
@@ -58,12 +52,6 @@ class TokenFile {
   const uint16_t* tokens_ = nullptr;
   int64_t count_ = 0;
 };
-
-// The token count that the header at `header` (kTokenFileHeaderBytes bytes; may be null
-// when file_bytes is shorter) declares for a file of `file_bytes` bytes; kInvalidArgument,
-// naming `path`, for a short file, a wrong magic or version, or a count that disagrees
-// with the size. Pure (the fuzz target tests/fuzz/token_header_fuzz.cc calls it).
-StatusOr<int64_t> decode_token_header(const void* header, int64_t file_bytes, const std::string& path);
 
 // Writes `tokens` as a token file at `path`, through a temporary file of this process's
 // own (never through a link planted at its name), synced, then renamed, so a reader never

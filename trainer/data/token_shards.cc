@@ -16,11 +16,7 @@ StatusOr<TokenShards> TokenShards::open(const std::string& path, int seq_len) {
   s.files_.reserve(paths.size());
   for (const std::string& p : paths) {
     ZDP_ASSIGN_OR_RETURN(TokenFile file, TokenFile::open(p));  // mapped: its descriptor is closed
-    if (file.size() < int64_t{seq_len} + 1) {
-      return Status(StatusCode::kInvalidArgument, "token file '" + p + "': " + std::to_string(file.size()) +
-                                                      " tokens, fewer than model.seq_len + 1 = " +
-                                                      std::to_string(seq_len + 1) + " (one sample)");
-    }
+    ZDP_RETURN_IF_ERROR(check_holds_a_sample(p, file.size(), seq_len));
     s.tokens_ += file.size();
     s.first_sample_.push_back(s.first_sample_.back() + (file.size() - 1) / seq_len);
     s.files_.push_back(std::move(file));

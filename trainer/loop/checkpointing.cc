@@ -33,13 +33,28 @@ nlohmann::json field(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) ? j.at(key) : nlohmann::json();
 }
 
+// " (epoch 2, position 17 of its 124)": where a data position falls in the stream of
+// epochs (sampler.h). With data.shuffle the epoch's 17th sample is its permutation's,
+// not the file's sample 17, so the message says the position, not a sample index.
+std::string position_in_epoch(int64_t position, int64_t samples) {
+  if (samples <= 0) return "";
+  return " (epoch " + std::to_string(position / samples) + ", position " + std::to_string(position % samples) +
+         " of its " + std::to_string(samples) + ")";
+}
+
 constexpr char kChoiceError[] = "error:";
 // Rank 0's choice is a path to load as it is, not a step-<N> under each node's own dir.
 constexpr char kChoicePath[] = "path:";
 
 }  // namespace
 
-nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history) {
+// The samples one evaluation reads: min(eval_samples, the held-out set's), -1 without one.
+int64_t evaluated_samples(const Config& config, const DataIdentity& held_out) {
+  return held_out.samples < 0 ? -1 : std::min(config.train.eval_samples, held_out.samples);
+}
+
+nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history,
+                             const DataIdentity& held_out) {
   nlohmann::json j;
   j["program"] = "dp-train";
   j["seed"] = config.train.seed;
@@ -47,6 +62,11 @@ nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, 
   j["dataset_samples"] = dataset.samples;
   j["dataset_fingerprint"] = dataset.fingerprint;
   j["shuffle"] = config.data.shuffle;
+  if (held_out.samples >= 0) {  // what the saved curve's held-out points measured
+    j["held_out_samples"] = held_out.samples;
+    j["held_out_fingerprint"] = held_out.fingerprint;
+    j["evaluated_samples"] = evaluated_samples(config, held_out);
+  }
   j["steps"] = config.train.steps;
   j["config"] = to_toml(config);
   j["history"] = history.to_json();
@@ -54,7 +74,7 @@ nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, 
 }
 
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
-                                      const DataIdentity& dataset) {
+                                      const DataIdentity& dataset, const DataIdentity& held_out) {
   const int64_t dataset_size = dataset.samples;
   std::vector<std::string> notes;
   if (saved.world_size != world_size || saved.stage != config.zero.stage) {
@@ -71,7 +91,7 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
   const nlohmann::json batch = field(trainer, "global_batch");
   if (batch.is_number_integer() && batch.get<int64_t>() != config.train.global_batch) {
     notes.push_back("train.global_batch " + std::to_string(batch.get<int64_t>()) + " at save, " +
-                    std::to_string(config.train.global_batch) + " now: the data continues at sample " +
+                    std::to_string(config.train.global_batch) + " now: the data continues at position " +
                     std::to_string(saved.data_position) + " with the new batch");
   }
   // A decaying schedule runs from warmup_steps to train.steps: another end stretches or
@@ -107,7 +127,23 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
     notes.push_back("the training data's contents differ from the saved run's (the same " +
                     std::to_string(dataset_size) + " samples, sampled digest " +
                     printable(print.get_ref<const std::string&>(), 80) + " -> " + printable(dataset.fingerprint, 80) +
-                    "): the run continues at sample " + std::to_string(saved.data_position) + " of other data");
+                    "): the run continues at data position " + std::to_string(saved.data_position) + " of other data");
+  }
+  // The held-out curve continues only if it measures the same samples: another val file
+  // or eval_samples joined two measurements into one line of loss.svg without a word.
+  const nlohmann::json held_samples = field(trainer, "held_out_samples");
+  const nlohmann::json held_print = field(trainer, "held_out_fingerprint");
+  const nlohmann::json evaluated = field(trainer, "evaluated_samples");
+  if (held_out.samples >= 0 && held_samples.is_number_integer() && evaluated.is_number_integer() &&
+      held_print.is_string() &&
+      (held_samples.get<int64_t>() != held_out.samples || held_print.get_ref<const std::string&>() != held_out.fingerprint ||
+       evaluated.get<int64_t>() != evaluated_samples(config, held_out))) {
+    notes.push_back("the held-out loss now measures other samples than the saved run's (" + evaluated.dump() + " of " +
+                    held_samples.dump() + " held-out samples, digest " +
+                    printable(held_print.get_ref<const std::string&>(), 80) + " -> " +
+                    std::to_string(evaluated_samples(config, held_out)) + " of " + std::to_string(held_out.samples) +
+                    ", digest " + printable(held_out.fingerprint, 80) + "): the held-out points before step " +
+                    std::to_string(saved.step) + " and after it are not one curve");
   }
   return notes;
 }
@@ -131,8 +167,13 @@ bool checkpoint_due(const Config& config, int64_t done) {
 }
 
 Checkpointer::Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console,
-                           DataIdentity dataset)
-    : ctx_(ctx), engine_(engine), config_(config), console_(console), dataset_(std::move(dataset)) {}
+                           DataIdentity dataset, DataIdentity held_out)
+    : ctx_(ctx),
+      engine_(engine),
+      config_(config),
+      console_(console),
+      dataset_(std::move(dataset)),
+      held_out_(std::move(held_out)) {}
 
 bool Checkpointer::restarted() const {
   return ctx_.launch_env().attempt > 0 && !ctx_.launch_env().run_id.empty() && !config_.checkpoint.dir.empty();
@@ -343,10 +384,10 @@ StatusOr<ResumePoint> Checkpointer::resume() {
   point.data_position = loaded->data_position;
   point.path = loaded->path.empty() ? chosen : loaded->path;
   console_.line("checkpoint: resumed from " + point.path + " in " + fixed(seconds_since(start), 2) +
-                " s: continuing at step " + std::to_string(point.step) + " with sample " +
-                std::to_string(point.data_position) + " (optimizer step " + std::to_string(loaded->optimizer_steps) +
-                " for the LR schedule)");
-  for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_)) {
+                " s: continuing at step " + std::to_string(point.step) + " at data position " +
+                std::to_string(point.data_position) + position_in_epoch(point.data_position, dataset_.samples) +
+                " (optimizer step " + std::to_string(loaded->optimizer_steps) + " for the LR schedule)");
+  for (const std::string& note : resume_notes(*loaded, config_, ctx_.world_size(), dataset_, held_out_)) {
     console_.line("checkpoint: note: " + note);
   }
   // The loss curve so far, continued by this run's steps.
@@ -360,7 +401,7 @@ Status Checkpointer::save(int64_t step, int64_t data_position, const LossHistory
   CheckpointState state;
   state.step = step;
   state.data_position = data_position;
-  nlohmann::json trainer = trainer_state(config_, dataset_, history);
+  nlohmann::json trainer = trainer_state(config_, dataset_, history, held_out_);
   if (!ctx_.launch_env().run_id.empty()) trainer["run"] = ctx_.launch_env().run_id;  // restarts find it (choose)
   state.trainer_json = trainer.dump();
   SaveOptions options;

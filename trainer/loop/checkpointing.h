@@ -20,26 +20,28 @@
 
 namespace zdp::trainer {
 
-// Where a run starts: step 0 at sample 0, or where a checkpoint left off.
+// Where a run starts: step 0 at data position 0, or where a checkpoint left off.
 struct ResumePoint {
   int64_t step = 0;           // optimizer steps already taken
-  int64_t data_position = 0;  // global sample index of the next sample (sampler.h)
+  int64_t data_position = 0;  // the next position in the sampler's stream of epochs (sampler.h)
   std::string path;           // the step-<N> directory loaded; "" = from scratch
   LossHistory history;        // the saved run's curve (empty from scratch, or when the checkpoint has none)
 };
 
 // What dp-train stores as CheckpointState::trainer_json: the config used (TOML text), the
 // seed, what the data position means (the training set's size and fingerprint, shuffle,
-// global batch), so
-// that a resume can say what changed, and the loss history up to the save ("history"), so
-// that a resumed run's loss.svg continues the curve.
-nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history = {});
+// global batch) and what the held-out points measured (the held-out set's size and
+// fingerprint, the samples an evaluation reads), so that a resume can say what changed,
+// and the loss history up to the save ("history"), so that a resumed run's loss.svg
+// continues the curve.
+nlohmann::json trainer_state(const Config& config, const DataIdentity& dataset, const LossHistory& history = {},
+                             const DataIdentity& held_out = {});
 
 // Notes on what differs between the run that saved `saved` and this one (world size,
 // stage, global batch, dataset, seed...), one line each; empty when nothing does. None of
 // them stops a resume: the engine refuses another model, everything else is allowed.
 std::vector<std::string> resume_notes(const CheckpointState& saved, const Config& config, int world_size,
-                                      const DataIdentity& dataset);
+                                      const DataIdentity& dataset, const DataIdentity& held_out = {});
 
 // The loss history (trainer_state's "history") of a checkpoint saved at `step`: empty
 // when it has none (another trainer's, or an older dp-train's); kInvalidArgument, for a
@@ -66,7 +68,8 @@ std::string in_config_terms(std::string engine_message);
 class Checkpointer {
  public:
   // REQUIRES: the engine is finalized; `ctx`, `engine`, `config` and `console` outlive it.
-  Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console, DataIdentity dataset);
+  Checkpointer(Context& ctx, Engine& engine, const Config& config, Console& console, DataIdentity dataset,
+               DataIdentity held_out);
 
   // Resumes as checkpoint.resume says: "never" starts from scratch; "auto" loads the
   // newest checkpoint in checkpoint.dir if there is one; a path loads that checkpoint
@@ -109,7 +112,8 @@ class Checkpointer {
   Engine& engine_;
   const Config& config_;
   Console& console_;
-  DataIdentity dataset_;  // the training set's
+  DataIdentity dataset_;   // the training set's
+  DataIdentity held_out_;  // the held-out set's (samples -1: none)
 };
 
 }  // namespace zdp::trainer

@@ -122,8 +122,10 @@ Status KernelProfile::finish(std::FILE* out) {
                  static_cast<double>(t.entries[i]) / steps, t.seconds[i] * 1e3 / steps,
                  total > 0 ? 100 * t.seconds[i] / total : 0.0);
   }
-  std::fprintf(out, "  %-38s %9s %9.3f  (compare: dp-launch plan CONFIG --gpu NAME --from-profile %s)\n", "all regions",
-               "", total * 1e3 / steps, where.dir.c_str());
+  // A CPU run has no GPU step model to meet: it compares with another CPU run's profile.
+  const bool gpu = device.kind() == DeviceKind::kCuda;
+  std::fprintf(out, "  %-38s %9s %9.3f  (compare: dp-launch plan CONFIG %s--from-profile %s%s)\n", "all regions", "",
+               total * 1e3 / steps, gpu ? "--gpu NAME " : "", where.dir.c_str(), gpu ? "" : " --baseline DIR0");
   std::fflush(out);
   return Status::Ok();
 }

@@ -77,8 +77,8 @@ StatusOr<std::vector<double>> gather_over_ranks(Context& ctx, Ops& ops, Stream& 
   return all;
 }
 
-// The held-out mean loss over the first min(eval_samples, size) samples of `val`
-// (the same ones every time), micro_batch at a time.
+// The held-out mean loss over min(eval_samples, size) samples of `val` (the same ones
+// every time: val.held_out_sample, spread over a token file), micro_batch at a time.
 // Default: rank r takes every K-th sample; the ranks' sums are added in fp32.
 // train.deterministic: the same number at every K: the samples are cut into G contiguous
 // micro-batches, micro-batch g is rank g % K's, and the G sums (double) are gathered and
@@ -94,11 +94,11 @@ StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, 
   if (ordered) {
     for (int64_t g = ctx.rank(); g * mb < total; g += K) {
       micro.emplace_back();
-      for (int64_t i = g * mb; i < std::min(total, (g + 1) * mb); ++i) micro.back().push_back(i);
+      for (int64_t i = g * mb; i < std::min(total, (g + 1) * mb); ++i) micro.back().push_back(val.held_out_sample(i, total));
     }
   } else {
     std::vector<int64_t> mine;
-    for (int64_t i = ctx.rank(); i < total; i += K) mine.push_back(i);
+    for (int64_t i = ctx.rank(); i < total; i += K) mine.push_back(val.held_out_sample(i, total));
     for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(mb)) {
       const size_t end = std::min(mine.size(), at + static_cast<size_t>(mb));
       micro.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(end));
@@ -111,7 +111,7 @@ StatusOr<double> evaluate(Context& ctx, Engine& engine, Model& model, Ops& ops, 
   const int64_t most = ordered ? (G + K - 1) / K : ((total + K - 1) / K + mb - 1) / mb;
   const size_t real = micro.size();
   std::vector<int64_t> first;
-  for (int64_t i = 0; i < std::min(mb, total); ++i) first.push_back(i);
+  for (int64_t i = 0; i < std::min(mb, total); ++i) first.push_back(val.held_out_sample(i, total));
   while (static_cast<int64_t>(micro.size()) < most) micro.push_back(first);
   std::vector<double> sums;
   Batch batch;
@@ -172,7 +172,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
                                       ctx.collective_timeout()));
   const TrainConfig& t = config.train;
   if (val_data && config.data.kind == DataKind::kTokens) {  // synthetic data holds no token to check
-    ZDP_RETURN_IF_ERROR(check_samples(*val_data, t.eval_samples).with_context("the held-out samples"));
+    ZDP_RETURN_IF_ERROR(check_held_out_samples(*val_data, t.eval_samples).with_context("the held-out samples"));
   }
 
   TrainSummary summary;
@@ -201,7 +201,8 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
 
   // Resuming restores the engine (weights, AdamW state, optimizer step = LR schedule
   // position, loss scale) and gives the step and sample position the loop continues at.
-  Checkpointer checkpoints(ctx, engine, config, console, DataIdentity::of(train_data.get()));
+  Checkpointer checkpoints(ctx, engine, config, console, DataIdentity::of(train_data.get()),
+                           DataIdentity::of(val_data.get()));
   ZDP_ASSIGN_OR_RETURN(const ResumePoint resumed, checkpoints.resume());
   summary.first_step = resumed.step;
   summary.resumed_from = resumed.path;

@@ -89,8 +89,8 @@ struct CheckpointState {
   // ---- Set by the trainer before save_checkpoint(); returned unchanged by load.
   int64_t step = 0;           // the trainer's step counter: the directory is step-<step>;
                               // at least the optimizer steps taken, below 10^18
-  int64_t data_position = 0;  // global sample index of the next sample the data loader
-                              // reads (samples consumed by all ranks so far)
+  int64_t data_position = 0;  // the data loader's position: samples consumed by all ranks
+                              // so far (with shuffling, not the next sample's dataset index)
   std::string trainer_json;   // any JSON value as text (the config used, seeds, ...);
                               // "" stands for {}. Stored as JSON under "trainer" in
                               // state.json, so it must parse (kInvalidArgument otherwise).

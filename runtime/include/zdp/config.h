@@ -253,7 +253,8 @@ Status validate_keys(const Config& config, const std::vector<std::string>& prefi
 Status check_output_dirs(const Config& config);
 // The files a dp-train run reads, checked before it starts (dp-launch, for dp-train's
 // ranks): data.path and data.val_path of a gpt on data.kind = "tokens" (one file, or a
-// glob pattern matching at least one; each a readable file; no file in both), and
+// glob pattern matching at least one; each a token file, by its header, of at least one
+// sample, model.seq_len + 1 tokens; no file in both), and
 // checkpoint.resume when it names a path (a checkpoint, or a folder holding one).
 // kNotFound lists every problem as "file:line:col: key ...". Another program reads these
 // keys as it likes; dp-launch --dry-run makes the same problems notes (a config for

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/internal/input_file.h"
+#include "runtime/internal/token_header.h"
 #include "runtime/internal/token_paths.h"
 #include "zdp/checkpoint.h"
 #include "zdp/config.h"
@@ -17,9 +18,10 @@
 namespace zdp {
 namespace {
 
-// "" when every file `path` names is a readable regular file, else why not. The token
-// files' sizes and headers are the ranks' to check: opening them maps each one.
-std::string why_unreadable(const std::string& path) {
+// "" when every file `path` names is a token file (its header read, as the ranks read it)
+// of at least one sample, model.seq_len + 1 tokens, else why not. A file too short for
+// one sample stopped every rank after the launch, each saying it.
+std::string why_unusable(const std::string& path, int seq_len) {
   StatusOr<std::vector<std::string>> files = shard_files(path);
   if (!files.ok()) return files.status().message();
   for (const std::string& f : *files) {
@@ -27,6 +29,9 @@ std::string why_unreadable(const std::string& path) {
     if (::stat(f.c_str(), &st) != 0) return "token file '" + f + "': " + std::strerror(errno);
     if (!S_ISREG(st.st_mode)) return "token file '" + f + "' is " + file_kind_text(st.st_mode) + ", not a file";
     if (::access(f.c_str(), R_OK) != 0) return "token file '" + f + "' is not readable: " + std::strerror(errno);
+    const StatusOr<int64_t> tokens = read_token_count(f);
+    if (!tokens.ok()) return tokens.status().message();
+    if (const Status one = check_holds_a_sample(f, *tokens, seq_len); !one.ok()) return one.message();
   }
   return "";
 }
@@ -41,7 +46,7 @@ Status check_input_paths(const Config& config) {
     for (const char* key : {"data.path", "data.val_path"}) {
       const std::string& path = std::string(key) == "data.path" ? d.path : d.val_path;
       if (path.empty()) continue;
-      const std::string why = why_unreadable(path);
+      const std::string why = why_unusable(path, config.model.seq_len);
       if (why.empty()) continue;
       both_resolve = false;
       problems.push_back(config.where(key) + ": " + key + " (\"" + path + "\"): " + why);

@@ -287,8 +287,9 @@ std::vector<KeyInfo> build_table() {
       enum_field("model.dtype", &C::model, &M::dtype, kComputeDTypeWords,
                  "compute dtype of parameters; fp32 masters are always kept"),
       field("model.init_std", &C::model, &M::init_std,
-            "gpt: std of the normal initialisation of weights (the mlp uses 1/sqrt(d_model) and refuses "
-            "another value)", Range{0, 1e30, true, false}),  // fp32 weights, 6 sigma finite
+            "gpt: std of the normal initialisation of weights, attn.proj and mlp.proj at init_std/sqrt(2 n_layers) "
+            "(the mlp uses 1/sqrt(d_model) and refuses another value)",  // 1e9 overflowed LayerNorm's
+            Range{0, 100, true, false}),  // fp32 variance (init_std^2 x d): the loss read ln V, silently
       enum_field("model.task", &C::model, &M::task, kMlpTaskWords,
                  "mlp: classify into vocab_size classes, or regress vocab_size outputs"),
       enum_field("model.attention", &C::model, &M::attention, kAttentionWords,
@@ -319,7 +320,7 @@ std::vector<KeyInfo> build_table() {
       field("train.log_every", &C::train, &T::log_every, "steps between loss/throughput log lines", at_least(1)),
       field("train.eval_every", &C::train, &T::eval_every,
             "steps between held-out evaluations; 0 = only after the last step", at_least(0)),
-      field("train.eval_samples", &C::train, &T::eval_samples, "held-out samples per evaluation, over all ranks (synthetic data holds out 4096)", at_least(1)),
+      field("train.eval_samples", &C::train, &T::eval_samples, "held-out samples per evaluation, over all ranks: the same ones each time, spread over a token file (synthetic data holds out 4096)", at_least(1)),
 
       enum_field("optim.name", &C::optim, &O::name, words_of({OptimizerKind::kAdamW, OptimizerKind::kSgd}), "optimizer"),
       field("optim.lr", &C::optim, &O::lr, "peak learning rate", Range{0, kMaxLr, true, false}),

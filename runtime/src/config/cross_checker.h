@@ -1,6 +1,6 @@
 // The cross checks' machinery (config_checks.cc, config_model_checks.cc,
-// config_launch_checks.cc): CrossChecker, which reports a problem at the first key the
-// user set, and the number formatting every message shares.
+// config_launch_checks.cc): CrossChecker, which reports a problem at the keys the user
+// set, and the number formatting every message shares.
 #pragma once
 
 #include <cstdint>
@@ -45,22 +45,33 @@ class CrossChecker {
                std::vector<std::string>* out)
       : config_(config), failed_(failed), prefixes_(prefixes), out_(out) {}
 
-  // Reports message() at the first of `keys` that was set (file or --set), or at the
-  // config's source when all are defaults; skipped when one of `keys` failed to parse or
-  // is not among the selected keys.
+  // Reports message() at the first of `keys` that was set (file or --set), naming the
+  // others a --set gave, or at the config's source when all are defaults; skipped when
+  // one of `keys` failed to parse or is not among the selected keys.
   void require(bool ok, std::initializer_list<const char*> keys, const std::function<std::string()>& message) {
     if (ok) return;
     for (const char* k : keys) {
       if (failed_.count(k) || !selected(k, prefixes_)) return;
     }
     std::string where = config_.source;
+    const char* at = nullptr;
     for (const char* k : keys) {
       if (config_.origins.count(k)) {
         where = config_.where(k);
+        at = k;
         break;
       }
     }
-    out_->push_back(where + ": " + message());
+    // The other keys a --set gave are named too: the file's d_model line alone was named
+    // for `--set model.n_heads=3`, a line with nothing wrong.
+    std::string also;
+    for (const char* k : keys) {
+      auto it = config_.origins.find(k);
+      if (k == at || it == config_.origins.end() || it->second.source != ValueSource::kOverride) continue;
+      also += (also.empty() ? " (with " : ", ") + config_.where(k);
+    }
+    if (!also.empty()) also += ")";
+    out_->push_back(where + ": " + message() + also);
   }
 
  private:
