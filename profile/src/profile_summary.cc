@@ -114,6 +114,14 @@ StatusOr<Summary> summarize(const std::vector<RankProfile>& ranks, const Summary
       s.last_step = r.steps.back().step + 1;
     }
   }
+  if (samples == 0 && inputs.steps_run >= 0 && inputs.steps_run <= inputs.warmup_steps) {
+    // The usual cause under dp-train: a resumed run with fewer steps left than the warm-up
+    // (the trace and marks hint below sent its user to look for code they never wrote).
+    return Status(StatusCode::kInvalidArgument,
+                  "profile: no step measured: this run trained " + std::to_string(inputs.steps_run) +
+                      " step(s), all within profile.warmup_steps = " + std::to_string(inputs.warmup_steps) +
+                      " (a resumed run trains only the steps left to train.steps)");
+  }
   if (samples == 0) {
     return Status(StatusCode::kInvalidArgument,
                   "profile: no rank measured a step (warm-up steps " + std::to_string(inputs.warmup_steps) +
@@ -206,8 +214,10 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
                     "includes (on CPU ranks, their threads waking)\n",
                     (s.exposed_seconds - s.comm_seconds) * 1e3);
     }
+  } else if (in.world_size == 1) {
+    out += "communication: one rank: nothing exchanged (its collectives are copies, not shown)\n";
   } else {
-    out += "communication: none measured (one rank, or no collective in the measured steps)\n";
+    out += "communication: none measured (no collective in the measured steps)\n";
   }
   out += "throughput: " + si(s.samples_per_second) + " samples/s, " + si(s.tokens_per_second) + " tokens/s, MFU " +
          (s.mfu >= 0 ? format("%.1f%%", 100.0 * s.mfu) : std::string("n/a (no peak FLOP/s for this device: set profile.peak_tflops)")) +
@@ -219,7 +229,7 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
                   m.planned >= 0 ? format("%.3f", static_cast<double>(m.planned) / kMiB).c_str() : "-",
                   static_cast<double>(m.measured) / kMiB, static_cast<double>(m.peak) / kMiB, error_percent(m).c_str());
   }
-  if (!s.buckets.empty()) {
+  if (!s.buckets.empty() && in.world_size > 1) {
     out += "collectives per bucket (mean over steps and ranks; busbw as nccl-tests):\n";
     out += format("  %-6s %-18s %12s %10s %12s\n", "bucket", "op", "bytes", "ms", "busbw GB/s");
     const size_t shown = std::min<size_t>(s.buckets.size(), 16);
@@ -243,8 +253,10 @@ std::string format_summary(const Summary& s, const OutputPaths& paths) {
     }
     out += format(" rank %d %.3f", s.ranks[i].rank, s.ranks[i].compute * 1e3);
   }
-  out += format("\n  slowest: rank %d, %+.1f%% vs the other ranks' median (%.3f ms)\n", s.slowest_rank, 100.0 * s.slowest_excess,
-                s.median_compute * 1e3);
+  // One rank has no others to be slower than.
+  out += s.ranks.size() < 2 ? std::string("\n")
+                            : format("\n  slowest: rank %d, %+.1f%% vs the other ranks' median (%.3f ms)\n",
+                                     s.slowest_rank, 100.0 * s.slowest_excess, s.median_compute * 1e3);
   std::string files;
   if (!paths.trace.empty()) files += "trace " + paths.trace + " (ui.perfetto.dev or chrome://tracing)";
   if (!paths.svg.empty()) files += (files.empty() ? "" : ", ") + std::string("memory plot ") + paths.svg;

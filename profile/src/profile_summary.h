@@ -21,6 +21,7 @@ struct SummaryInputs {
   std::string description;        // the run, e.g. "gpt 3 x 96 (366k parameters), fp32"
   std::string device;             // rank 0's device name
   int64_t warmup_steps = 0;
+  int64_t steps_run = -1;         // the steps this process ran (a resumed run: those left); < 0 unknown
   int64_t samples_per_step = 0;
   int64_t tokens_per_sample = 1;
   double flops_per_sample = 0;

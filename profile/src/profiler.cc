@@ -161,6 +161,17 @@ MemoryByCategory engine_plan(const MemoryReport& report) {
 
 }  // namespace
 
+std::string existing_profile_files(const std::string& dir) {
+  std::string found;
+  for (const char* name : {"profile.jsonl", "trace.json", "memory.svg", "kernels.json"}) {
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / name, ec)) {
+      found += (found.empty() ? "" : ", ") + std::string(name);
+    }
+  }
+  return found;
+}
+
 profile::SummaryInputs Profiler::Impl::summary_inputs() const {
   profile::SummaryInputs in;
   const MemoryReport report = engine.memory();
@@ -169,6 +180,7 @@ profile::SummaryInputs Profiler::Impl::summary_inputs() const {
   in.description = opt.description.empty() ? std::to_string(report.params) + " parameters" : opt.description;
   in.device = ctx.device().name();
   in.warmup_steps = opt.warmup_steps;
+  in.steps_run = iteration;
   in.samples_per_step = opt.samples_per_step;
   in.tokens_per_sample = opt.tokens_per_sample;
   in.flops_per_sample = opt.flops_per_sample;
@@ -276,13 +288,7 @@ StatusOr<ProfileSummary> Profiler::finish() {
   if (!summary.ok()) {  // e.g. a resumed run with fewer steps left than the warm-up
     if (m.opt.out != nullptr) {
       // Files an earlier run wrote there are not this run's: say so (they were taken for it).
-      std::string earlier;
-      for (const char* name : {"profile.jsonl", "trace.json", "memory.svg"}) {
-        std::error_code exists_ec;
-        if (std::filesystem::exists(std::filesystem::path(m.opt.dir) / name, exists_ec)) {
-          earlier += std::string(earlier.empty() ? "" : ", ") + name;
-        }
-      }
+      const std::string earlier = existing_profile_files(m.opt.dir);
       std::fprintf(m.opt.out, "%s%s\n", summary.status().message().c_str(),
                    earlier.empty() ? ""
                                    : ("; " + earlier + " in " + m.opt.dir + " are an earlier run's, left as they were")

@@ -246,6 +246,13 @@ TEST_F(ProfiledRun, AnEarlierRunsTraceAndKernelTimesDoNotOutliveIt) {
   EXPECT_TRUE(fs::exists(dir_ / "profile.jsonl"));
   EXPECT_FALSE(fs::exists(dir_ / "trace.json"));
   EXPECT_FALSE(fs::exists(dir_ / "kernels.json"));
+  // The next run without profiling leaves them, and says that they are an earlier run's.
+  const std::string console = run(/*delay_ms=*/0, [](Config& c) { c.profile.enabled = false; });
+  EXPECT_TRUE(fs::exists(dir_ / "profile.jsonl"));
+  EXPECT_NE(console.find("profile: profile.jsonl, memory.svg in " + dir_.string() +
+                         " are an earlier run's (profile.enabled = false here), left as they were"),
+            std::string::npos)
+      << console;
 }
 
 // A run measured over all its steps keeps the newest whole steps within max_kept_points

@@ -63,6 +63,31 @@ TEST(ProfileSummary, NoMeasuredStepIsAnError) {
   const StatusOr<Summary> s = summarize(ranks, SummaryInputs{});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("no rank measured a step"), std::string::npos);
+  // A run whose every step was warm-up (a resumed run with one step left) is told so, not
+  // sent to look for trace marks it never wrote.
+  SummaryInputs resumed;
+  resumed.warmup_steps = 2;
+  resumed.steps_run = 1;
+  EXPECT_EQ(summarize(ranks, resumed).status().message(),
+            "profile: no step measured: this run trained 1 step(s), all within profile.warmup_steps = 2 (a resumed "
+            "run trains only the steps left to train.steps)");
+}
+
+// One rank: no collectives table, no straggler verdict (there are no other ranks), and the
+// communication line says why there is none.
+TEST(ProfileSummary, OneRanksTableHasNoCollectivesOrStragglers) {
+  std::vector<RankProfile> ranks = two_ranks(0.0);
+  ranks.resize(1);
+  SummaryInputs in;
+  in.world_size = 1;
+  in.planned.fill(-1);
+  const StatusOr<Summary> s = summarize(ranks, in);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const std::string table = format_summary(*s, {"", "", ""});
+  EXPECT_NE(table.find("communication: one rank: nothing exchanged"), std::string::npos) << table;
+  EXPECT_EQ(table.find("collectives per bucket"), std::string::npos) << table;
+  EXPECT_EQ(table.find("slowest:"), std::string::npos) << table;
+  EXPECT_NE(table.find("stragglers: forward + backward per rank, ms per step:\n  rank 0"), std::string::npos) << table;
 }
 
 // One rank exchanges nothing: its "waits" are the host's own work around the no-op

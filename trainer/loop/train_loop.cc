@@ -253,6 +253,15 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   if (config.profile.enabled) {
     profiler = make_profiler(ctx, engine, config, *model, peak, resumed.step, options.out);
     ZDP_ASSIGN_OR_RETURN(test_delay, profile_test_delay(ctx.rank()));
+  } else if (ctx.rank() == 0) {
+    // An earlier profiled run's files beside this run's train_summary.json were taken for
+    // this run's: said once, and left as they are.
+    const std::string dir = config.profile.dir.empty() ? config.launch.log_dir : config.profile.dir;
+    const std::string earlier = existing_profile_files(dir);
+    if (!earlier.empty()) {
+      console.line("profile: " + earlier + " in " + dir + " are an earlier run's (profile.enabled = false here), " +
+                   "left as they were");
+    }
   }
   ZDP_ASSIGN_OR_RETURN(std::unique_ptr<KernelProfile> kernel_times,
                        KernelProfile::create(ctx, engine, *ops, config, *model, resumed.step));
@@ -325,12 +334,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
     if (profiler) profiler->end_step();
     ++window_steps;
     const int64_t done = step + 1;
-    // The loss and rate of the last window read (the live status never makes the host wait).
-    // -1 until a loss was read (a resumed run's first steps): the status line shows none.
-    const double last_loss = summary.losses.empty() ? -1.0 : summary.losses.back();
     // Both ETAs below come before this step's evaluation and save, which they count.
-    progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done, true), "train"},
-                  compute_s);
     // The first step this process runs is logged too (step 1, or a resumed run's first):
     // it also times the first window, without which the ETA stayed "?" until a log_every.
     if (done % t.log_every == 0 || done == resumed.step + 1 || done == t.steps) {
@@ -350,6 +354,13 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
       console.line(Console::format(line) + (stats.skipped ? skipped : ""));
       summary.optimizer_steps = stats.step;  // the last step is always logged
     }
+    // For dp-launch's status line, after a logged step's window closed: published before it,
+    // the first step's record said "ETA ?" and no loss for the whole next step. The loss and
+    // rate of the last window read (the live status never makes the host wait); -1 until a
+    // loss was read (a resumed run's first steps): the status line shows none.
+    const double last_loss = summary.losses.empty() ? -1.0 : summary.losses.back();
+    progress.step({done, t.steps, last_loss, tokens_per_s(), seconds_since(start), eta.eta_s(done, true), "train"},
+                  compute_s);
     const bool eval_due = val_data && ((t.eval_every > 0 && done % t.eval_every == 0) || done == t.steps);
     const bool save_due = checkpoint_due(config, done);
     if (eval_due || save_due || done == t.steps) ZDP_RETURN_IF_ERROR(close_window());

@@ -106,4 +106,9 @@ class Profiler {
   std::unique_ptr<Impl> impl_;
 };
 
+// "profile.jsonl, trace.json": the profiler's files (and dp-train's kernels.json) that
+// exist in `dir`, comma-separated; "" when none. A run that writes none of its own there
+// (profiling off, or no step measured) says that these are an earlier run's.
+std::string existing_profile_files(const std::string& dir);
+
 }  // namespace zdp
