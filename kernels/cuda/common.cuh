@@ -28,10 +28,37 @@ inline StatusOr<int> grid_for(int64_t items) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t{sms} * 8)));
 }
 
-// The status of the launch just made (bad configuration, missing kernel image, ...).
+// True for the errors a kernel raises while it runs, which CUDA reports at a later call
+// (sticky: the context is lost), not for a launch's own (configuration, kernel image).
+inline bool asynchronous_fault(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The status of the launch just made (bad configuration, missing kernel image, ...). A
+// fault of an earlier kernel surfaces here too, and the message says so: it named this
+// kernel, which did nothing wrong, on exactly the first run on a new GPU.
 inline Status check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status::Ok();
+  if (asynchronous_fault(err)) {
+    return Status(StatusCode::kCudaError, std::string(what) + ": a kernel or copy on this device faulted (" +
+                                              cuda_error_text(err) + "; this one, or one before it: CUDA reports a "
+                                              "fault at a later call): rerun with CUDA_LAUNCH_BLOCKING=1 to name "
+                                              "the kernel, or under compute-sanitizer");
+  }
   return Status(StatusCode::kCudaError, std::string(what) + ": kernel launch failed: " + cuda_error_text(err));
 }
 

@@ -121,6 +121,10 @@ class CublasLtGemm final : public Gemm {
       Status st = make_plan(g, &plan);
       if (!st.ok()) {
         destroy(plan);
+        // cuBLASLt refusing a descriptor or the heuristic (an epilogue, type or alignment it
+        // does not support) is "no plan" (kUnavailable), which Ops answers with separate
+        // kernels; a failed cublasLtMatmul below stays kCublasError.
+        if (st.code() == StatusCode::kCublasError) st = Status(StatusCode::kUnavailable, st.message());
         return st.with_context(describe(g));
       }
       it = plans_.emplace(key, plan).first;

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/quantize.h"
 
 namespace zdp::kernels {
@@ -12,13 +13,7 @@ namespace {
 
 static_assert(kQuantBlock == 256, "one thread per element of a quantization block");
 
-Status launched(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    return Status(StatusCode::kCudaError, std::string(what) + ": launch failed: " + cudaGetErrorString(err));
-  }
-  return Status::Ok();
-}
+Status launched(const char* what) { return cuda::check_launch(what); }
 
 int grid_for(int64_t count) {
   const int64_t blocks = (count + 255) / 256;

@@ -213,5 +213,26 @@ TEST(GptGpu, SixteenBitWithFusedAndBatchedAttentionFollowsTheFp32Cpu) {
   }
 }
 
+// Parameters at offsets off every 16-byte boundary: the engine lays them back to back
+// (wte's 83 x 36 bf16 elements end 8 bytes into a vector, every 36-element norm 8 more),
+// so each 16-byte vector path (LayerNorm, embedding, softmax, cross-entropy, bias) must
+// see its pointers misaligned and take its element path. The other shapes here keep
+// every size a multiple of 8 elements; a dropped alignment check passed them all (and
+// only the ASan + UBSan run of this emulation faults on the misaligned load itself).
+TEST(GptGpu, SixteenBitAtParameterOffsetsOffEveryVectorFollowsTheFp32Cpu) {
+  ZDP_SKIP_WITHOUT_GPU();
+  Config config = gpt_config(3, 3);
+  config.model.d_model = 36;  // head dim 12
+  config.model.dtype = DType::kBF16;
+  config.model.attention = AttentionImpl::kBatched;
+  BothSides r;
+  run_both(config, &r, kSharpScores);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    EXPECT_LE(relative_difference(r.grad_gpu[i], r.grad_cpu[i]), kBf16Relative) << r.names[i];
+  }
+  EXPECT_NEAR(r.loss_gpu, r.loss_cpu, kBf16Relative * r.loss_cpu);
+}
+
 }  // namespace
 }  // namespace zdp::trainer

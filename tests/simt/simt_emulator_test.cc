@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/internal/address_sanitizer.h"
+#include "kernels/cuda/common.cuh"
 #include "testing/simt/fiber_context.h"
 
 namespace {
@@ -135,6 +136,13 @@ TEST(SimtEmulator, AShuffleOfAnExitedLaneOrADeadlockIsAFailedLaunch) {
   zdp_emu::launch(1, 32, 0, nullptr, shuffle_with_half_the_warp_gone, f.data());
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
   EXPECT_NE(zdp_emu::last_launch_fault().find("has exited"), std::string::npos) << zdp_emu::last_launch_fault();
+  // The launchers' check says that a fault may be an earlier kernel's (on a GPU it surfaces
+  // at a later call), not "kernel launch failed" of whichever kernel checked next.
+  zdp_emu::launch(1, 32, 0, nullptr, shuffle_with_half_the_warp_gone, f.data());
+  const zdp::Status checked = zdp::kernels::cuda::check_launch("next_kernel_cuda");
+  EXPECT_NE(checked.message().find("next_kernel_cuda: a kernel or copy on this device faulted"), std::string::npos)
+      << checked.message();
+  EXPECT_NE(checked.message().find("rerun with CUDA_LAUNCH_BLOCKING=1"), std::string::npos) << checked.message();
 
   // Warp 0 shuffles and exits; warp 1 waits at a barrier warp 0 never reaches, which
   // warp 0's exit completes (exited threads count as arrived, as on the GPU): no fault.

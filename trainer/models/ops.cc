@@ -260,8 +260,10 @@ StatusOr<bool> Ops::try_fused(const GemmArgs& g) {
   const Status st = gemm(g);
   if (st.ok()) return true;
   // No algorithm, or an epilogue this cuBLASLt refuses: found while planning, before
-  // anything was enqueued. The unfused ops from now on for this shape, said once.
-  if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kCublasError) return st;
+  // anything was enqueued (kUnavailable, gemm_cublaslt.cc). The unfused ops from now on
+  // for this shape, said once. A failed matmul (kCublasError: an earlier kernel's fault,
+  // say) is returned: taken for a refusal, it was logged as "epilogue unavailable".
+  if (st.code() != StatusCode::kUnavailable) return st;
   unfused_.insert(key);
   ZDP_LOG(kWarn) << "fused GEMM epilogue " << kernels::to_string(g.epilogue) << " unavailable for " << g.m << " x "
                  << g.n << " x " << g.k << ", using separate kernels: " << st.to_string();
