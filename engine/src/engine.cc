@@ -183,6 +183,7 @@ Status Engine::finalize() {
 }
 
 int64_t Engine::accum_steps() const { return impl_->opt.accum_steps; }
+bool Engine::finalized() const { return impl_->finalized; }
 const EngineOptions& Engine::options() const { return impl_->opt; }
 int Engine::rank() const { return impl_->env.rank; }
 int Engine::world_size() const { return impl_->env.world; }

@@ -41,8 +41,14 @@ Status ParamGatherer::allocate(const BufferSizes& z) {
     ZDP_RETURN_IF_ERROR(env_.allocate(shard_, z.params, MemCategory::kParams, "parameter shard", false));
   }
   if (z.param_gather.count > 0) {
-    ZDP_RETURN_IF_ERROR(gather_slots_.init(env_.device, env_.who + ": gathered layers", z.param_gather.slot_bytes,
-                                           z.param_gather.count, MemCategory::kBuckets));
+    // Over plan: more groups gathered at once than the prefetch and the declared nesting.
+    ZDP_RETURN_IF_ERROR(gather_slots_.init(
+        env_.device, env_.who + ": gathered layers", z.param_gather.slot_bytes, z.param_gather.count,
+        MemCategory::kBuckets,
+        "more layer groups are held at once than zero.prefetch_layers (" + std::to_string(opt_.zero.prefetch_layers) +
+            ") and EngineOptions::nested_layer_scopes (" + std::to_string(opt_.nested_layer_scopes) +
+            ") plan for: layer scopes open inside one another (raise nested_layer_scopes to their depth), or "
+            "groups used out of the order of registration"));
   }
   return Status::Ok();
 }

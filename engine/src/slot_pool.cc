@@ -6,9 +6,11 @@
 
 namespace zdp {
 
-Status SlotPool::init(Device& device, std::string name, int64_t bytes, int count, MemCategory category) {
+Status SlotPool::init(Device& device, std::string name, int64_t bytes, int count, MemCategory category,
+                      std::string over_plan) {
   device_ = &device;
   name_ = std::move(name);
+  over_plan_ = std::move(over_plan);
   bytes_ = bytes;
   category_ = category;
   slots_.clear();
@@ -54,12 +56,14 @@ StatusOr<int> SlotPool::acquire(int key) {
       // the block into several, with parameters registered in forward order.
       warned_ = true;
       ZDP_LOG(kWarn) << name_ << ": all " << best << " buffers held, " << planned_
-                     << " planned; added one (" << format_bytes(bytes_)
-                     << ", more than the memory plan): gradients become ready, or layer groups are used, in "
-                        "another order than the reverse of registration (register parameters in forward order), "
-                        "or the trainer holds the gradient views of more buckets at once than that (a block's "
-                        "views taken before its first grad_ready, with buckets smaller than the block: raise "
-                        "zero.bucket_mb); Engine::memory() counts what was added";
+                     << " planned; added one (" << format_bytes(bytes_) << ", more than the memory plan): "
+                     << (!over_plan_.empty()
+                             ? over_plan_
+                             : "gradients become ready, or layer groups are used, in another order than the reverse "
+                               "of registration (register parameters in forward order), or the trainer holds the "
+                               "gradient views of more buckets at once than that (a block's views taken before its "
+                               "first grad_ready, with buckets smaller than the block: raise zero.bucket_mb)")
+                     << "; Engine::memory() counts what was added";
     } else {
       ZDP_LOG(kDebug) << name_ << ": all " << best << " buffers held; added one (" << format_bytes(bytes_) << ")";
     }

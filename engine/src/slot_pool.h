@@ -18,7 +18,10 @@ namespace zdp {
 class SlotPool {
  public:
   // `count` buffers of `bytes` accounted under `category`; `name` labels errors and logs.
-  Status init(Device& device, std::string name, int64_t bytes, int count, MemCategory category);
+  // `over_plan`, when given, says why this pool outgrows its plan and what to change (the
+  // warning's generic reasons are the gradient pools').
+  Status init(Device& device, std::string name, int64_t bytes, int count, MemCategory category,
+              std::string over_plan = "");
 
   int size() const { return static_cast<int>(slots_.size()); }
   int64_t slot_bytes() const { return bytes_; }
@@ -54,6 +57,7 @@ class SlotPool {
 
   Device* device_ = nullptr;
   std::string name_;
+  std::string over_plan_;
   int64_t bytes_ = 0;
   MemCategory category_ = MemCategory::kBuckets;
   uint64_t clock_ = 0;

@@ -80,6 +80,10 @@ struct Profiler::Impl {
 Profiler::Profiler(Context& ctx, Engine& engine, ProfileOptions options)
     : impl_(std::make_unique<Impl>(ctx, engine, std::move(options))) {
   // Found here, not at finish() after a whole run that recorded nothing.
+  if (!engine.finalized()) {
+    throw Error(Status(StatusCode::kInvalidArgument,
+                       impl_->who() + ": the engine is not finalized: create the Profiler after Engine::finalize()"));
+  }
   if (!engine.options().trace) {
     throw Error(Status(StatusCode::kInvalidArgument,
                        impl_->who() + ": the engine's EngineOptions::trace is off, so it records no timeline to "

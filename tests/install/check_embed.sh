@@ -27,6 +27,12 @@ for f in bin/dp-launch bin/dp-train include/zdp/engine.h include/zdp/build_confi
   [ -e "$prefix/$f" ] || fail "the install has no $f"
 done
 ls "$prefix"/lib/libzdp.so.* > /dev/null 2>&1 || fail "the install has no versioned libzdp.so"
+# The installed README's relative links resolve (docs/, its images, examples/): it was
+# installed beside api.md and design.md, and 7 of its links led nowhere.
+docs="$prefix/share/doc/zdp"
+while read -r link; do
+  [ -e "$docs/$link" ] || fail "the installed README links $link, which is not in $docs"
+done < <(grep -oE '\]\([^)#:]+\)' "$docs/README.md" | sed 's/^](//; s/)$//' | sort -u)
 bash "$src/tests/install/check_public_headers.sh" "$prefix/include"
 
 launcher=()

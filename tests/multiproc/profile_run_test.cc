@@ -336,9 +336,18 @@ TEST(ProfilerOutput, AFolderThatCannotBeWrittenStillPrintsTheSummary) {
   o.trace = true;
   Engine engine(ctx, o);
   const Param p = *engine.add_param("w", {64}, Init::constant(1.0f));
-  ASSERT_TRUE(engine.finalize().ok());
   ProfileOptions po;
   po.warmup_steps = 0;
+  po.dir = dir.string();
+  // Before finalize() it is refused (it profiled nothing and blamed the warm-up at finish()).
+  try {
+    Profiler early(ctx, engine, po);
+    ADD_FAILURE() << "a profiler of an engine not finalized";
+  } catch (const Error& e) {
+    EXPECT_NE(e.status().message().find("the engine is not finalized"), std::string::npos) << e.status().message();
+  }
+  ASSERT_TRUE(engine.finalize().ok());
+  po.dir.clear();
   EXPECT_THROW(Profiler(ctx, engine, po), Error);
   po.dir = (dir / "not-a-folder" / "profile").string();
   std::FILE* out = std::tmpfile();

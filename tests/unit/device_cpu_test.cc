@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,24 @@ TEST(MemoryAccounting, MovedBuffersAreFreedOnceAndSpacesAreSeparate) {
   EXPECT_EQ(dev->memory(MemSpace::kDevice).total().current_bytes, 0);
   keep.reset();
   EXPECT_EQ(dev->memory(MemSpace::kPinnedHost).total().current_bytes, 0);
+}
+
+// A buffer that outlives its Device (a trainer's own buffer held past its Context) freed
+// through the destroyed device: a use-after-free (valgrind: Device::release reading a
+// freed block). It now leaks its memory and says so.
+TEST(MemoryAccounting, ABufferThatOutlivesItsDeviceLeaksAndSaysSo) {
+  DeviceBuffer held;
+  {
+    auto dev = create_cpu_device();
+    auto b = dev->allocate(1 << 20, MemCategory::kWorkspace);
+    ASSERT_TRUE(b.ok());
+    held = std::move(*b);
+  }
+  ::testing::internal::CaptureStderr();
+  held.reset();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("a DeviceBuffer of 1.00 MiB (workspace) outlived its Device"), std::string::npos) << said;
+  EXPECT_TRUE(held.empty());
 }
 
 TEST(MemoryAccounting, ZeroAndNegativeSizes) {

@@ -74,5 +74,40 @@ TEST(EnginePoolGrowth, WithoutOverlapEveryGroupIsStagedAsPlanned) {
   }
 }
 
+// Stage 3: layer scopes nested deeper than EngineOptions::nested_layer_scopes grow the
+// gathered-layer pool, and the warning names that setting (it blamed gradient order and
+// zero.bucket_mb, which have nothing to do with it). Declared, nothing grows.
+TEST(EnginePoolGrowth, NestedLayerScopesBeyondThePlanNameTheSetting) {
+  for (const int nested : {0, 2}) {
+    InitOptions init;
+    init.backend = Backend::kGloo;
+    StatusOr<Context> ctx = zdp::init(init);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    EngineOptions o;
+    o.zero.stage = 3;
+    o.zero.prefetch_layers = 0;
+    o.nested_layer_scopes = nested;
+    o.zero.bucket_mb = 256.0 * 4 / (1 << 20);
+    Engine engine(*ctx, o);
+    for (int l = 0; l < 3; ++l) ASSERT_TRUE(engine.add_param("w" + std::to_string(l), {256}, Init::constant(1), l).ok());
+    ASSERT_TRUE(engine.finalize().ok());
+    ::testing::internal::CaptureStderr();
+    {
+      StatusOr<Engine::LayerScope> a = engine.layer(0);
+      StatusOr<Engine::LayerScope> b = engine.layer(1);
+      StatusOr<Engine::LayerScope> c = engine.layer(2);
+      EXPECT_TRUE(a.ok() && b.ok() && c.ok());
+    }
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    if (nested == 0) {
+      EXPECT_NE(log.find("gathered layers: all"), std::string::npos) << log;
+      EXPECT_NE(log.find("raise nested_layer_scopes to their depth"), std::string::npos) << log;
+      EXPECT_EQ(log.find("zero.bucket_mb"), std::string::npos) << log;
+    } else {
+      EXPECT_EQ(log.find("more than the memory plan"), std::string::npos) << log;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zdp

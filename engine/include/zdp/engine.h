@@ -51,8 +51,8 @@ struct Init {
 };
 
 // Whether weight decay applies to a parameter: kByName follows optim's usual rule (none
-// for "*.bias", "bias", "*norm*", "*ln_*" and "ln1" / "lnf" names, without case); kDecay /
-// kNoDecay force it either way.
+// for "*.bias", "bias", "*norm*", "*ln_*", "ln<digit>" / "lnf" (and their ".*") and
+// llm.c's "ln1w" / "lnfb" names, without case); kDecay / kNoDecay force it either way.
 enum class Decay { kByName, kDecay, kNoDecay };
 const char* to_string(Decay decay);
 
@@ -206,6 +206,8 @@ class Engine {
   Status finalize();
 
   int64_t accum_steps() const;
+  // True once finalize() has succeeded.
+  bool finalized() const;
   const EngineOptions& options() const;
   int rank() const;
   int world_size() const;

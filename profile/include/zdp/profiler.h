@@ -81,8 +81,8 @@ struct ProfileSummary {
 
 class Profiler {
  public:
-  // REQUIRES: `engine` finalized; ctx and engine outlive this. Throws zdp::Error
-  // (kInvalidArgument) when the engine's EngineOptions::trace is off.
+  // REQUIRES: ctx and engine outlive this. Throws zdp::Error (kInvalidArgument) when the
+  // engine is not finalized, its EngineOptions::trace is off or options.dir is empty.
   Profiler(Context& ctx, Engine& engine, ProfileOptions options);
   ~Profiler();
   Profiler(const Profiler&) = delete;

@@ -56,8 +56,10 @@ class Device;
 
 // Move-only owner of one accounted allocation; frees it (and updates the accounting)
 // when destroyed. A zero-byte buffer has data() == nullptr. It frees through the Device
-// it came from, so it must go before that Device does (a test that destroyed the device
-// first crashed in its buffers' destructors on an H200).
+// it came from. REQUIRES: it goes before that Device does (its Context); one that
+// outlives it leaks its memory with an error log instead of freeing through a destroyed
+// device (a test that destroyed the device first crashed in its buffers' destructors on
+// an H200; a trainer's own buffer held past its Context was a use-after-free).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -79,10 +81,10 @@ class DeviceBuffer {
 
  private:
   friend class Device;
-  DeviceBuffer(Device* device, void* ptr, int64_t bytes, MemCategory category, MemSpace space)
-      : device_(device), ptr_(ptr), bytes_(bytes), category_(category), space_(space) {}
+  DeviceBuffer(Device* device, void* ptr, int64_t bytes, MemCategory category, MemSpace space);
 
   Device* device_ = nullptr;
+  std::weak_ptr<const int> device_alive_;  // expires with the Device
   void* ptr_ = nullptr;
   int64_t bytes_ = 0;
   MemCategory category_ = MemCategory::kOther;
@@ -163,9 +165,9 @@ class Device {
   // Synchronous copy in any direction.
   virtual Status memcpy(void* dst, const void* src, size_t bytes) = 0;
 
-  MemoryAccounting& memory(MemSpace space = MemSpace::kDevice) { return memory_[static_cast<int>(space)]; }
+  MemoryAccounting& memory(MemSpace space = MemSpace::kDevice) { return memory_[static_cast<size_t>(space)]; }
   const MemoryAccounting& memory(MemSpace space = MemSpace::kDevice) const {
-    return memory_[static_cast<int>(space)];
+    return memory_[static_cast<size_t>(space)];
   }
 
  protected:
@@ -176,6 +178,7 @@ class Device {
   friend class DeviceBuffer;
   void release(void* ptr, int64_t bytes, MemCategory category, MemSpace space);
   std::array<MemoryAccounting, 2> memory_{};
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);  // its buffers' weak tokens
 };
 
 // The host device. Streams are worker threads.

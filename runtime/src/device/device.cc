@@ -2,6 +2,7 @@
 #include "zdp/device.h"
 
 #include "zdp/dtype.h"  // format_bytes
+#include "zdp/log.h"
 
 namespace zdp {
 
@@ -60,6 +61,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     reset();
     device_ = other.device_;
+    device_alive_ = std::move(other.device_alive_);
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;
     category_ = other.category_;
@@ -71,9 +73,22 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+DeviceBuffer::DeviceBuffer(Device* device, void* ptr, int64_t bytes, MemCategory category, MemSpace space)
+    : device_(device), device_alive_(device->alive_), ptr_(ptr), bytes_(bytes), category_(category), space_(space) {}
+
 void DeviceBuffer::reset() {
-  if (device_ != nullptr && ptr_ != nullptr) device_->release(ptr_, bytes_, category_, space_);
+  if (device_ != nullptr && ptr_ != nullptr) {
+    if (device_alive_.expired()) {
+      // Its Device (Context) is gone: freeing through it read freed memory. Leaked, said.
+      ZDP_LOG(kError) << "a DeviceBuffer of " << format_bytes(bytes_) << " (" << to_string(category_)
+                      << ") outlived its Device (its Context): its memory is leaked; destroy buffers before the "
+                         "Context they came from";
+    } else {
+      device_->release(ptr_, bytes_, category_, space_);
+    }
+  }
   device_ = nullptr;
+  device_alive_.reset();
   ptr_ = nullptr;
   bytes_ = 0;
 }
