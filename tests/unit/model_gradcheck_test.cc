@@ -312,5 +312,34 @@ TEST(ModelGradcheck, EveryMlpClassificationGradientMatchesCentralDifferences) { 
 
 TEST(ModelGradcheck, EveryMlpRegressionGradientMatchesCentralDifferences) { check_mlp(MlpTask::kRegression); }
 
+// The mlp checks a batch on the host as the gpt does: more features than the batch says
+// wrote past the input buffer, and a label outside the classes made the GPU's
+// cross-entropy read past a row of logits.
+TEST(ModelGradcheck, AnMlpBatchOfTheWrongSizeOrALabelOutsideTheClassesIsRefused) {
+  Config c;
+  c.model.kind = ModelKind::kMlp;
+  c.model.n_layers = 1;
+  c.model.d_model = 6;
+  c.model.vocab_size = 5;
+  c.train.micro_batch = 4;
+  c.train.global_batch = 4;
+  ModelSide side(create_cpu_device(), c);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  Batch batch;
+  batch.count = 2;
+  batch.features.assign(2 * 6, 0.5f);
+  batch.labels = {1, 5};
+  StatusOr<double> loss = side.model->train_micro(*side.engine, batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_NE(loss.status().message().find("mlp: label 5 of sample 1 is outside [0, 5) (model.vocab_size)"),
+            std::string::npos) << loss.status().to_string();
+  batch.labels = {1, 4};
+  batch.features.assign(4 * 6, 0.5f);  // four samples' features for a batch of two
+  loss = side.model->train_micro(*side.engine, batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_NE(loss.status().message().find("mlp: the batch has 24 features for its 2 samples (6 each)"), std::string::npos)
+      << loss.status().to_string();
+}
+
 }  // namespace
 }  // namespace zdp::trainer

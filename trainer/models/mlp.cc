@@ -67,8 +67,30 @@ class Mlp : public Model {
     if (ops_->dtype() != DType::kF32) {
       return Status(StatusCode::kInvalidArgument, "mlp: features are fp32; run the mlp with model.dtype = \"fp32\"");
     }
+    // Sizes and labels checked on the host, as the gpt checks its ids: a batch larger than
+    // it says wrote past the input buffer, and a label outside the classes made the GPU's
+    // cross-entropy read past a row of logits (the CPU twin refuses it).
+    const auto wrong_size = [&](const char* what, size_t got, int64_t per_sample) {
+      return Status(StatusCode::kInvalidArgument, std::string("mlp: the batch has ") + std::to_string(got) + " " + what +
+                                                      " for its " + std::to_string(b.count) + " samples (" +
+                                                      std::to_string(per_sample) + " each)");
+    };
+    if (static_cast<int64_t>(b.features.size()) != b.count * width_) return wrong_size("features", b.features.size(), width_);
     ZDP_RETURN_IF_ERROR(ops_->upload(act_[0].data(), b.features.data(), b.features.size() * sizeof(float)));
-    if (task_ == MlpTask::kClassification) return ops_->upload(labels_.data(), b.labels.data(), b.labels.size() * 4);
+    if (task_ == MlpTask::kClassification) {
+      if (static_cast<int64_t>(b.labels.size()) != b.count) return wrong_size("labels", b.labels.size(), 1);
+      for (size_t i = 0; i < b.labels.size(); ++i) {
+        if (b.labels[i] < 0 || b.labels[i] >= outputs_) {
+          return Status(StatusCode::kInvalidArgument, "mlp: label " + std::to_string(b.labels[i]) + " of sample " +
+                                                          std::to_string(i) + " is outside [0, " +
+                                                          std::to_string(outputs_) + ") (model.vocab_size)");
+        }
+      }
+      return ops_->upload(labels_.data(), b.labels.data(), b.labels.size() * 4);
+    }
+    if (static_cast<int64_t>(b.targets.size()) != b.count * outputs_) {
+      return wrong_size("targets", b.targets.size(), outputs_);
+    }
     return ops_->upload(targets_.data(), b.targets.data(), b.targets.size() * sizeof(float));
   }
 
