@@ -323,7 +323,7 @@ int run_plan(const PlanArgs& a) {
         }
       }
       GpuEfficiency eff;
-      std::string compared;
+      std::string compared, calibrated_from;
       if (!a.from_profile.empty()) {
         StatusOr<ProfileComparison> c = compare_with_profile(shape, *spec, eff, measured);
         if (!c.ok()) {
@@ -335,6 +335,7 @@ int run_plan(const PlanArgs& a) {
         // path with the efficiencies of the profile's).
         compared += profile_differences(shape, to_string(m.dtype), measured) + "\n";
         eff = c->calibrated;
+        if (c->any_calibrated()) calibrated_from = ", efficiencies calibrated from " + a.from_profile;
       }
       const GpuStepPrediction micro = predict_gpt_step(shape, *spec, eff);
       in.peak_flops_per_s = config->model.dtype == DType::kF32 ? spec->fp32_flops : spec->bf16_flops;
@@ -349,13 +350,10 @@ int run_plan(const PlanArgs& a) {
       }
       in.flops_per_s = micro.model_flops / (micro.step_s - optimizer_s);
       in.optimizer_s = engine_kernel_times(engine_shape(shape), *spec, eff).optimizer_s;
-      in.gpu = spec, in.gpu_eff = eff, in.engine = engine_shape(shape);
-      in.optimizer_origin = compared.empty() ? "--gpu " + spec->name + ": the per-kernel model's optimizer, the table above"
-                                             : "--gpu " + spec->name + ": the per-kernel model's optimizer at the "
-                                               "efficiencies calibrated from " + a.from_profile;
-      in.flops_origin = compared.empty() ? "predicted per kernel for one " + spec->name + " (the table above)"
-                                         : "predicted per kernel for one " + spec->name +
-                                               ", efficiencies calibrated from " + a.from_profile;
+      in.gpu = spec, in.gpu_eff = eff, in.engine = engine_shape(shape), in.model_flops_rate = true;
+      in.optimizer_origin =
+          "--gpu " + spec->name + ": the per-kernel model's optimizer" + calibrated_from + ", the table above";
+      in.flops_origin = "predicted per kernel for one " + spec->name + calibrated_from + " (the table above)";
     } else {
       // 40% of the part's peak for the config's dtype (a flat 400 TFLOP/s was 20x an
       // A100's fp32 peak, and made communication look like the whole step).

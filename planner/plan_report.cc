@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "kernels/gemm.h"
+#include "planner/format_numbers.h"
 #include "kernels/quantize.h"
 #include "zdp/comm.h"
 
@@ -133,14 +134,18 @@ double PlannerInputs::rank_flops_per_s(int world_size) const {
 StatusOr<PlanReport> build_plan_report(const Config& config, const std::string& config_path, const PlannerInputs& in) {
   // A step computes at most at the rate it is given, so MFU <= rate / peak: a rate above the
   // peak printed MFU 153% (--flops on an H100), 1986% (a CPU's profile.peak_tflops = 0.001).
-  if (in.peak_flops_per_s > 0 && in.flops_per_s > in.peak_flops_per_s) {
-    char text[320];
-    std::snprintf(text, sizeof(text), "the compute rate %.4g GFLOP/s per rank (%s) is above the peak %.4g GFLOP/s "
-                  "that MFU divides by (%s): every MFU would exceed 100%%", in.flops_per_s / 1e9,
-                  in.flops_origin.c_str(), in.peak_flops_per_s / 1e9,
-                  config.profile.peak_tflops > 0 ? (config.where("profile.peak_tflops") + ": profile.peak_tflops").c_str()
-                                                 : "the GPU's datasheet");
-    return Status(StatusCode::kInvalidArgument, text);
+  // Each world size's rate (CPU ranks share a node's cores: fewer ranks, more threads each).
+  for (const int K : in.worlds) {
+    const double rate = in.rank_flops_per_s(K);
+    if (in.peak_flops_per_s <= 0 || in.model_flops_rate || rate <= in.peak_flops_per_s) continue;
+    const std::string peak = config.profile.peak_tflops > 0
+                                 ? config.where("profile.peak_tflops") + ": profile.peak_tflops"
+                                 : std::string("the GPU's datasheet");
+    return Status(StatusCode::kInvalidArgument,
+                  "the compute rate " + fmt("%.4g", rate / 1e9) + " GFLOP/s per rank at world size " +
+                      std::to_string(K) + " (" + in.flops_origin + ") is above the peak " +
+                      fmt("%.4g", in.peak_flops_per_s / 1e9) + " GFLOP/s that MFU divides by (" + peak +
+                      "): every MFU would exceed 100%");
   }
   PlanReport report;
   report.config_path = config_path;

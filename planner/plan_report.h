@@ -52,6 +52,10 @@ struct PlannerInputs {
   // One rank's peak FLOP/s for MFU (--gpu: the part's dense peak for the config's dtype;
   // else profile.peak_tflops); 0: no MFU.
   double peak_flops_per_s = 0;
+  // The rate is the GPU step model's model FLOPs over its predicted time (--gpu on a GPT):
+  // the model FLOPs count attention whole, fused attention computes its causal half, so
+  // that rate may pass the peak at long sequences and is not refused for it.
+  bool model_flops_rate = false;
 };
 
 // Tokens per second and MFU of a planned step (the per-world rows): the global batch's

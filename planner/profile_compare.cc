@@ -297,7 +297,7 @@ std::string format_comparison(const ProfileComparison& c, const MeasuredKernels&
   }
   // Every class n/a (launch-bound kernels only, or no regions): nothing was calibrated, and
   // saying "calibrated prediction" of the assumed one claimed a calibration that did not happen.
-  if (std::none_of(c.implied.begin(), c.implied.end(), [](double v) { return v > 0; })) {
+  if (!c.any_calibrated()) {
     return out + fmt("  nothing calibrated (no efficiency class measured): the world-size table below uses the "
                      "assumed efficiencies (step %.1f ms, MFU %.1f%%)\n",
                      c.predicted.step_s * 1e3, 100 * c.predicted.mfu);

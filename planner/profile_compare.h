@@ -42,6 +42,13 @@ struct ProfileComparison {
   // of the class was measured.
   std::array<double, kNumEfficiencyClasses> implied{};
   GpuStepPrediction recalibrated;        // with `calibrated`
+  // Whether any class was measured (else `calibrated` is the assumed efficiencies).
+  bool any_calibrated() const {
+    for (double v : implied) {
+      if (v > 0) return true;
+    }
+    return false;
+  }
 };
 
 // `shape`: the config's model (accum_steps, fused_attention, the world size and stage,

@@ -97,7 +97,7 @@ StatusOr<std::string> describe(const std::string& path_or_root) {
   ZDP_ASSIGN_OR_RETURN(const safetensors::Reader model, safetensors::Reader::open(model_path(s.path)));
   std::vector<std::vector<std::string>> head = {
       {"checkpoint", s.path},
-      {"step", std::to_string(s.step) + " (next sample " + std::to_string(s.data_position) + ", optimizer step " +
+      {"step", std::to_string(s.step) + " (data position " + std::to_string(s.data_position) + ", optimizer step " +
                    std::to_string(s.optimizer_steps) + ")"},
       {"saved by", std::to_string(s.world_size) + " rank(s), ZeRO stage " + std::to_string(s.stage) + ", " +
                        s.compute_dtype + " compute, " + s.storage + " storage, zdp " + s.library_version},

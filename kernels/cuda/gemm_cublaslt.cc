@@ -122,9 +122,12 @@ class CublasLtGemm final : public Gemm {
       if (!st.ok()) {
         destroy(plan);
         // cuBLASLt refusing a descriptor or the heuristic (an epilogue, type or alignment it
-        // does not support) is "no plan" (kUnavailable), which Ops answers with separate
-        // kernels; a failed cublasLtMatmul below stays kCublasError.
-        if (st.code() == StatusCode::kCublasError) st = Status(StatusCode::kUnavailable, st.message());
+        // does not support: NOT_SUPPORTED, INVALID_VALUE) is "no plan" (kUnavailable), which
+        // Ops answers with separate kernels; another failure (ALLOC_FAILED, INTERNAL_ERROR)
+        // and a failed cublasLtMatmul below stay kCublasError, returned as errors.
+        const bool refused = st.message().find("CUBLAS_STATUS_NOT_SUPPORTED") != std::string::npos ||
+                             st.message().find("CUBLAS_STATUS_INVALID_VALUE") != std::string::npos;
+        if (st.code() == StatusCode::kCublasError && refused) st = Status(StatusCode::kUnavailable, st.message());
         return st.with_context(describe(g));
       }
       it = plans_.emplace(key, plan).first;

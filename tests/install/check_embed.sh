@@ -32,7 +32,7 @@ ls "$prefix"/lib/libzdp.so.* > /dev/null 2>&1 || fail "the install has no versio
 docs="$prefix/share/doc/zdp"
 while read -r link; do
   [ -e "$docs/$link" ] || fail "the installed README links $link, which is not in $docs"
-done < <(grep -oE '\]\([^)#:]+\)' "$docs/README.md" | sed 's/^](//; s/)$//' | sort -u)
+done < <(grep -oE '\]\([^)#:]+(#[^)]*)?\)' "$docs/README.md" | sed 's/^](//; s/)$//; s/#.*//' | sort -u)
 bash "$src/tests/install/check_public_headers.sh" "$prefix/include"
 
 launcher=()

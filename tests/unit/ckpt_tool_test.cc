@@ -120,7 +120,7 @@ TEST_F(CkptTool, InfoListsEveryTensorAndTheSavedState) {
   StatusOr<std::string> text = ckpt_tool::describe(root());  // a root: its newest checkpoint
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_NE(text->find("step-3"), std::string::npos) << *text;
-  EXPECT_NE(text->find("3 (next sample 24, optimizer step 3)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("3 (data position 24, optimizer step 3)"), std::string::npos) << *text;
   EXPECT_NE(text->find("1 rank(s), ZeRO stage 1, fp32 compute"), std::string::npos) << *text;
   EXPECT_NE(text->find("\"program\":\"test\""), std::string::npos) << *text;
   EXPECT_EQ(text->find("steps = 3"), std::string::npos) << "the config is printed by --config only\n" << *text;

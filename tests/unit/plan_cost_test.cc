@@ -297,8 +297,21 @@ TEST(PlanReport, AComputeRateAboveThePeakIsRefused) {
   in.flops_origin = "--flops";
   in.peak_flops_per_s = 1e9;
   const Status above = build_plan_report(*config, "quickstart.toml", in).status();
-  EXPECT_EQ(above.message(), "the compute rate 20 GFLOP/s per rank (--flops) is above the peak 1 GFLOP/s that MFU "
-                             "divides by (the GPU's datasheet): every MFU would exceed 100%");
+  EXPECT_EQ(above.message(), "the compute rate 20 GFLOP/s per rank at world size 2 (--flops) is above the peak 1 "
+                             "GFLOP/s that MFU divides by (the GPU's datasheet): every MFU would exceed 100%");
+  // CPU ranks share a node's cores: at a world smaller than the node's ranks each computes
+  // faster than the rate given for the configured one, and that world's rate is checked.
+  in.flops_per_s = 1e9;
+  in.cpu_cores = 2;
+  in.flops_threads = 1;
+  in.node_ranks = 2;
+  in.worlds = {1, 2};
+  ASSERT_GT(in.rank_flops_per_s(1), in.peak_flops_per_s);
+  EXPECT_NE(build_plan_report(*config, "quickstart.toml", in).status().message().find("at world size 1 "),
+            std::string::npos);
+  in.worlds = {2};
+  in.cpu_cores = 0;
+  in.flops_per_s = 2e10;
   in.peak_flops_per_s = 2e10;  // the rate at the peak: every MFU at most 100%
   const StatusOr<PlanReport> at_peak = build_plan_report(*config, "quickstart.toml", in);
   ASSERT_TRUE(at_peak.ok()) << at_peak.status().to_string();

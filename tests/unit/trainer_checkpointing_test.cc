@@ -108,6 +108,18 @@ TEST(TrainerCheckpointing, ResumeNotesNameEveryChangeWithBothValues) {
   fewer.train.eval_samples = 3;
   EXPECT_EQ(resume_notes(saved, fewer, 4, {1000, "corpus"}, {500, "val"}).size(), 1u);
   EXPECT_TRUE(resume_notes(saved, c, 4, {1000, "corpus"}).empty()) << "no held-out set now: no curve to continue";
+  // A checkpoint of a dp-train before the spread evaluation (no held-out fields, held-out
+  // points in its history) measured a token file's first samples: said too.
+  Config tokens = c;
+  tokens.data.kind = DataKind::kTokens;
+  LossHistory evaluated;
+  evaluated.add_step(1, 2.0, 100);
+  evaluated.add_eval(1, 2.5);
+  saved.trainer_json = trainer_state(tokens, {1000, "corpus"}, evaluated).dump();
+  const std::vector<std::string> older = resume_notes(saved, tokens, 4, {1000, "corpus"}, {500, "val"});
+  ASSERT_EQ(older.size(), 1u);
+  EXPECT_NE(older[0].find("the saved run's held-out points were measured on the held-out file's first samples"),
+            std::string::npos) << older[0];
   // A checkpoint of another trainer (no trainer JSON): only what the engine saved counts.
   saved.trainer_json.clear();
   EXPECT_EQ(resume_notes(saved, other, 2, {5, "corpus"}).size(), 1u);

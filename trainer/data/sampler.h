@@ -1,6 +1,6 @@
 // DistributedSampler semantics over a dataset of N samples: the training order is an
 // endless stream of epochs, epoch e being a permutation of [0, N) drawn from (seed, e)
-// (or the identity without shuffling). A run's position is a global sample index into
+// (or the identity without shuffling). A run's data position is an index into
 // that stream -- step s starts at s x global_batch -- so it resumes exactly at any world
 // size. Within a step, rank r's micro-batch m is positions
 //   s x B + (m x K + r) x micro .. + micro - 1

@@ -12,6 +12,7 @@
 
 #include "core/internal/parse_decimal.h"
 #include "core/internal/printable.h"
+#include "runtime/internal/checkpoint_dirs.h"
 
 namespace zdp::trainer {
 namespace {
@@ -134,6 +135,15 @@ std::vector<std::string> resume_notes(const CheckpointState& saved, const Config
   const nlohmann::json held_samples = field(trainer, "held_out_samples");
   const nlohmann::json held_print = field(trainer, "held_out_fingerprint");
   const nlohmann::json evaluated = field(trainer, "evaluated_samples");
+  // A dp-train before the spread evaluation (no held-out fields) measured a token file's
+  // first samples: its points and the new ones are not one curve either.
+  const nlohmann::json saved_evals = field(field(trainer, "history"), "eval_step");
+  if (held_out.samples >= 0 && held_samples.is_null() && config.data.kind == DataKind::kTokens &&
+      field(trainer, "dataset_fingerprint").is_string() && saved_evals.is_array() && !saved_evals.empty()) {
+    notes.push_back("the saved run's held-out points were measured on the held-out file's first samples (an earlier "
+                    "dp-train); an evaluation now spreads its samples over the file: the held-out points before step " +
+                    std::to_string(saved.step) + " and after it are not one curve");
+  }
   if (held_out.samples >= 0 && held_samples.is_number_integer() && evaluated.is_number_integer() &&
       held_print.is_string() &&
       (held_samples.get<int64_t>() != held_out.samples || held_print.get_ref<const std::string&>() != held_out.fingerprint ||
@@ -214,11 +224,13 @@ StatusOr<std::string> Checkpointer::choose_as_configured() {
     case ResumeMode::kNever: {
       // Starting over in a folder of an earlier run's checkpoints replaces its steps as
       // this run reaches them (and keep_last counts its lower ones): said before it does.
-      StatusOr<std::string> earlier = c.dir.empty() ? StatusOr<std::string>(std::string()) : find_latest_checkpoint(c.dir);
-      if (earlier.ok() && !earlier->empty()) {
+      // (The steps as they are: find_latest_checkpoint would follow and warn about `latest`
+      // as if resuming.)
+      const std::vector<int64_t> earlier = c.dir.empty() ? std::vector<int64_t>() : checkpoint::complete_steps(c.dir);
+      if (!earlier.empty()) {
         console_.line("checkpoint: checkpoint.resume = \"never\" starts this run over in " + c.dir +
-                      ", which holds an earlier run's checkpoints (the newest " +
-                      fs::path(*earlier).filename().string() + "): this run's saves replace the steps they reach" +
+                      ", which holds an earlier run's checkpoints (the newest " + checkpoint_dir_name(earlier.back()) +
+                      "): this run's saves replace the steps they reach" +
                       (c.keep_last > 0 ? ", and checkpoint.keep_last counts and removes the earlier ones below them"
                                        : "") +
                       "; give it another checkpoint.dir to keep them");

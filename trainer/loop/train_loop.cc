@@ -256,7 +256,7 @@ StatusOr<TrainSummary> train(Context& ctx, const Config& config, const TrainOpti
   } else if (ctx.rank() == 0) {
     // An earlier profiled run's files beside this run's train_summary.json were taken for
     // this run's: said once, and left as they are.
-    const std::string dir = config.profile.dir.empty() ? config.launch.log_dir : config.profile.dir;
+    const std::string dir = ProfileOptions::from(config).dir;
     const std::string earlier = existing_profile_files(dir);
     if (!earlier.empty()) {
       console.line("profile: " + earlier + " in " + dir + " are an earlier run's (profile.enabled = false here), " +
