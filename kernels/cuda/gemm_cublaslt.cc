@@ -17,6 +17,23 @@
 namespace zdp::kernels {
 namespace {
 
+// cuBLASLt refusing what a plan asks (an epilogue, type or alignment it does not support:
+// NOT_SUPPORTED, INVALID_VALUE) is "no plan", kUnavailable, which Ops answers with separate
+// kernels; another failure (ALLOC_FAILED, INTERNAL_ERROR) stays kCublasError, an error.
+Status plan_status(cublasStatus_t status, const char* expr, const char* file, int line) {
+  const Status s = cublas_error_status(status, expr, file, line);
+  const bool refused = status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE;
+  return refused ? Status(StatusCode::kUnavailable, s.message()) : s;
+}
+
+#define ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(call)                                             \
+  do {                                                                                    \
+    const cublasStatus_t zdp_plan_status_ = (call);                                       \
+    if (zdp_plan_status_ != CUBLAS_STATUS_SUCCESS) {                                      \
+      return plan_status(zdp_plan_status_, #call, __FILE__, __LINE__);                    \
+    }                                                                                     \
+  } while (0)
+
 cudaDataType_t cuda_type(DType d) {
   switch (d) {
     case DType::kBF16: return CUDA_R_16BF;
@@ -118,16 +135,9 @@ class CublasLtGemm final : public Gemm {
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan plan;
-      Status st = make_plan(g, &plan);
+      const Status st = make_plan(g, &plan);
       if (!st.ok()) {
         destroy(plan);
-        // cuBLASLt refusing a descriptor or the heuristic (an epilogue, type or alignment it
-        // does not support: NOT_SUPPORTED, INVALID_VALUE) is "no plan" (kUnavailable), which
-        // Ops answers with separate kernels; another failure (ALLOC_FAILED, INTERNAL_ERROR)
-        // and a failed cublasLtMatmul below stay kCublasError, returned as errors.
-        const bool refused = st.message().find("CUBLAS_STATUS_NOT_SUPPORTED") != std::string::npos ||
-                             st.message().find("CUBLAS_STATUS_INVALID_VALUE") != std::string::npos;
-        if (st.code() == StatusCode::kCublasError && refused) st = Status(StatusCode::kUnavailable, st.message());
         return st.with_context(describe(g));
       }
       it = plans_.emplace(key, plan).first;
@@ -205,51 +215,51 @@ class CublasLtGemm final : public Gemm {
   Status make_plan(const GemmArgs& g, Plan* plan) {
     const bool tf32 = g.ab_dtype == DType::kF32 && g.fp32_math == Fp32Math::kTf32;
     const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
     const cublasOperation_t ta = g.a.trans == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = g.b.trans == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
-    ZDP_CUBLAS_RETURN_IF_ERROR(
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    ZDP_CUBLAS_RETURN_IF_ERROR(
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     const cublasLtEpilogue_t epilogue = lt_epilogue(g.epilogue);
-    ZDP_CUBLAS_RETURN_IF_ERROR(
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     if (reads_bias(g.epilogue) || writes_dbias(g.epilogue)) {
       const cudaDataType_t bias_type = cuda_type(g.c_dtype);  // bias and its gradient in C's type (see gemm.h)
       const void* vec = heuristic_pointer(g, bias_vector(g));
-      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+      ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                                 &bias_type, sizeof(bias_type)));
-      ZDP_CUBLAS_RETURN_IF_ERROR(
+      ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
     }
     if (uses_aux(g.epilogue)) {  // the pre-activation: in C's type when its type is unset (cublasLt.h)
       const void* aux = heuristic_pointer(g, g.aux);
-      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+      ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                                 &aux, sizeof(aux)));
-      ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+      ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                                 &g.aux_ld, sizeof(g.aux_ld)));
     }
     const bool ta_yes = g.a.trans == Transpose::kYes, tb_yes = g.b.trans == Transpose::kYes;
-    ZDP_CUBLAS_RETURN_IF_ERROR(
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
         cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.ab_dtype), ta_yes ? g.k : g.m, ta_yes ? g.m : g.k, g.a.ld));
-    ZDP_CUBLAS_RETURN_IF_ERROR(
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
         cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.ab_dtype), tb_yes ? g.n : g.k, tb_yes ? g.k : g.n, g.b.ld));
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.c.ld));
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(g.c_dtype), g.m, g.n, g.c.ld));
     if (g.batch > 1) {  // every layout carries the batch; C doubles as D
       const int32_t count = static_cast<int32_t>(g.batch);
       const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{plan->a, g.stride_a}, {plan->b, g.stride_b},
                                                                     {plan->c, g.stride_c}};
       for (const auto& [layout, stride] : layouts) {
-        ZDP_CUBLAS_RETURN_IF_ERROR(
+        ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(
             cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+        ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                                     &stride, sizeof(stride)));
       }
     }
 
     cublasLtMatmulPreference_t pref = nullptr;
-    ZDP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    ZDP_CUBLAS_PLAN_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = static_cast<uint64_t>(workspace_bytes_);
     const uint32_t align_a = this->align_a(g), align_b = this->align_b(g), align_c = this->align_c(g);
     // Out of place, the first of the heuristic's candidates that supports D apart from C
@@ -287,9 +297,7 @@ class CublasLtGemm final : public Gemm {
                                               results, &found);
     }
     ZDP_CUBLAS_CHECK_LOG(cublasLtMatmulPreferenceDestroy(pref));
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      return Status(StatusCode::kCublasError, "cuBLASLt heuristic query failed: " + cublas_error_text(status));
-    }
+    if (status != CUBLAS_STATUS_SUCCESS) return plan_status(status, "cuBLASLt's heuristic query", __FILE__, __LINE__);
     if (found == 0) {
       return Status(StatusCode::kUnavailable, "cuBLASLt has no algorithm for this shape, type and alignment");
     }

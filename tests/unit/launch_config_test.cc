@@ -161,8 +161,8 @@ TEST(LaunchPlan, DpTrainsInputFilesAreCheckedBeforeAnyRankStarts) {
   EXPECT_NE(m.find("test.toml:8:8: data.path (\"" + dir.file("none_*.bin") + "\"): token files '" + dir.file("none_*.bin") +
                    "': no file matches the pattern"),
             std::string::npos) << m;
-  EXPECT_NE(m.find("test.toml:9:12: data.val_path (\"" + dir.file("nope.bin") + "\"): token file '" + dir.file("nope.bin") +
-                   "': No such file or directory"),
+  EXPECT_NE(m.find("test.toml:9:12: data.val_path (\"" + dir.file("nope.bin") + "\"): cannot read token file '" +
+                   dir.file("nope.bin") + "': No such file or directory"),
             std::string::npos) << m;
   EXPECT_NE(m.find("test.toml:11:10: checkpoint.resume = \"" + dir.file("ckpt") + "\": "), std::string::npos) << m;
   // The dry run plans, with each problem a note.
@@ -193,7 +193,7 @@ TEST(LaunchPlan, DpTrainsInputFilesAreCheckedBeforeAnyRankStarts) {
   std::filesystem::remove(dir.file("magic.bin"));
   auto folder = plan_of(dp_train, "path = \"" + dir.path() + "\"\n", false);
   ASSERT_FALSE(folder.ok());
-  EXPECT_NE(folder.status().message().find("token file '" + dir.path() + "' is a directory, not a file"), std::string::npos)
+  EXPECT_NE(folder.status().message().find("token file '" + dir.path() + "' is a directory, not a regular file"), std::string::npos)
       << folder.status().message();
 }
 
